@@ -1,0 +1,52 @@
+"""mcpfusion: MCP servers the FastAPI way: tools as typed actions, presenters for what the agent sees."""
+
+from . import ui
+from .context import Context
+from .dispatch import CallContext, ToolRegistry
+from .errors import ToolError, UnknownToolError
+from .model import Model
+from .presenter import Presenter, PresenterError
+from .redaction import RedactionError
+from .response import (
+    ResponseBuilder,
+    Suggestion,
+    ToolResponse,
+    error,
+    response,
+    success,
+    success_structured,
+    suggest,
+    tool_error,
+    toon_success,
+)
+from .tool import Action, Flatten, Tool
+from .ui import UIBlock
+
+__all__ = [
+    "Action",
+    "CallContext",
+    "Context",
+    "Flatten",
+    "Model",
+    "Presenter",
+    "PresenterError",
+    "RedactionError",
+    "ResponseBuilder",
+    "Suggestion",
+    "Tool",
+    "ToolError",
+    "ToolRegistry",
+    "ToolResponse",
+    "UIBlock",
+    "UnknownToolError",
+    "error",
+    "response",
+    "success",
+    "success_structured",
+    "suggest",
+    "tool_error",
+    "toon_success",
+    "ui",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,124 @@
+"""Dependency resolution: FastAPI's own machinery, run per call on every transport.
+
+A handler's parameters split in two: tool arguments (in the input schema, validated by pydantic) and
+FastAPI dependencies (`Depends`, `Security`, `Header`, `Request`, yield dependencies, `Context`), which
+never appear in the schema and are solved with `fastapi.dependencies.utils.solve_dependencies`, so
+`app.dependency_overrides` applies to MCP calls exactly as to REST.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from typing import Annotated, Any
+
+from fastapi import params
+from fastapi.dependencies.models import Dependant
+from fastapi.dependencies.utils import get_dependant, solve_dependencies
+from fastapi.security import SecurityScopes
+from starlette.background import BackgroundTasks
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import Response
+from starlette.websockets import WebSocket
+
+from .context import Context
+
+CONTEXT_SCOPE_KEY = "mcpfusion.context"
+PRESENTER_KEY = "__mcpfusion_presenter__"
+_SPECIAL = (Request, HTTPConnection, WebSocket, Response, BackgroundTasks, SecurityScopes)
+_FASTAPI_MARKERS = (params.Depends, params.Param, params.Body)
+
+
+def current_context(request: Request) -> Context:
+    """The MCP call's context (progress, logging, elicitation...); a detached one elsewhere."""
+    ctx = request.scope.get(CONTEXT_SCOPE_KEY)
+    return ctx if ctx is not None else Context.detached()
+
+
+def _is_special(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, _SPECIAL)
+
+
+def is_dependency(annotation: Any, default: Any) -> bool:
+    """True when FastAPI (not the agent) provides this parameter."""
+    if isinstance(default, _FASTAPI_MARKERS) or _is_special(annotation):
+        return True
+    if typing.get_origin(annotation) is Annotated:
+        base, *extras = typing.get_args(annotation)
+        return any(isinstance(e, _FASTAPI_MARKERS) for e in extras) or _is_special(base) or _is_context(base)
+    return _is_context(annotation)
+
+
+def _is_context(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, Context)
+
+
+def split_parameters(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], list[inspect.Parameter]]:
+    """(tool arguments, dependency parameters), annotations resolved (string annotations included)."""
+    hints = typing.get_type_hints(fn, include_extras=True)
+    arguments: list[inspect.Parameter] = []
+    dependencies: list[inspect.Parameter] = []
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"{fn.__qualname__}: *args/**kwargs cannot become tool parameters")
+        annotation = hints.get(param.name, Any)
+        param = param.replace(annotation=annotation)
+        if is_dependency(annotation, param.default):
+            if _is_context(annotation):
+                param = param.replace(annotation=Annotated[annotation, params.Depends(current_context)])
+            dependencies.append(param)
+        else:
+            arguments.append(param)
+    return arguments, dependencies
+
+
+def build_dependant(
+    dependencies: list[inspect.Parameter], presenter_dependency: Callable[..., Any] | None
+) -> Dependant:
+    """One FastAPI `Dependant` holding every dependency of an action (and its presenter choice)."""
+    parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in dependencies]
+    if presenter_dependency is not None:
+        parameters.append(
+            inspect.Parameter(
+                PRESENTER_KEY, inspect.Parameter.KEYWORD_ONLY, default=params.Depends(presenter_dependency)
+            )
+        )
+
+    async def collect(**values: Any) -> dict[str, Any]:
+        return values
+
+    collect.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    return get_dependant(path="", call=collect)
+
+
+class DependencyErrors(Exception):
+    """FastAPI reported parameter errors (e.g. a missing header)."""
+
+    def __init__(self, errors: list[Any]) -> None:
+        super().__init__("dependency errors")
+        self.errors = errors
+
+
+async def resolve(dependant: Dependant, request: Request, stack: AsyncExitStack) -> dict[str, Any]:
+    """Solve the dependencies for one call; yield dependencies are closed with `stack`."""
+    if not dependant.dependencies and not dependant.header_params and not dependant.query_params \
+            and not dependant.cookie_params and dependant.request_param_name is None:
+        return {}
+    scope = request.scope
+    saved = scope.get("fastapi_inner_astack"), scope.get("fastapi_function_astack")
+    scope["fastapi_inner_astack"] = scope["fastapi_function_astack"] = stack
+    try:
+        solved = await solve_dependencies(
+            request=request,
+            dependant=dependant,
+            dependency_overrides_provider=scope.get("app"),
+            async_exit_stack=stack,
+            embed_body_fields=False,
+        )
+    finally:
+        scope["fastapi_inner_astack"], scope["fastapi_function_astack"] = saved
+    if solved.errors:
+        raise DependencyErrors(list(solved.errors))
+    return solved.values

@@ -1,0 +1,204 @@
+"""The tools/call path as one straight line: route -> validate -> resolve dependencies -> handler ->
+present -> serialize. Transports (MCP, REST, stdio, tests) all come through `ToolRegistry.call`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import HTTPException
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+
+from .context import Context
+from .dependencies import CONTEXT_SCOPE_KEY, PRESENTER_KEY, DependencyErrors, resolve
+from .errors import (
+    FORBIDDEN,
+    INTERNAL_ERROR,
+    UNAUTHORIZED,
+    VALIDATION_ERROR,
+    ToolError,
+    UnknownToolError,
+    ValidationFailed,
+    field_path,
+)
+from .presenter import Presenter
+from .redaction import RedactionError
+from .response import ResponseView, ToolResponse, success, success_structured, to_jsonable, tool_error
+from .select import SELECT_PARAM, select_keys
+from .tool import DISCRIMINATOR, Action, Tool, missing_discriminator, unknown_action
+
+logger = logging.getLogger("mcpfusion")
+
+
+@dataclass(slots=True)
+class CallContext:
+    """What presenter callbacks receive as `ctx`: the action, its resolved dependencies, the MCP context."""
+
+    action: Action
+    dependencies: dict[str, Any] = field(default_factory=dict)
+    context: Context | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.dependencies[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class ToolRegistry:
+    """All registered tools and the MCP names they are exposed under."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self.tools: dict[str, Tool] = {}
+        self._routes: dict[str, tuple[Tool, Action | None]] = {}
+        self._listing: list[dict[str, Any]] | None = None
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Tool) -> None:
+        if tool.name in self.tools:
+            raise ValueError(f"duplicate tool name {tool.name!r}")
+        routes = (
+            {f"{tool.name}_{a.name}": (tool, a) for a in tool.actions.values()}
+            if tool.exposition == "flat"
+            else {tool.name: (tool, None)}
+        )
+        clash = set(routes) & set(self._routes)
+        if clash:
+            raise ValueError(f"MCP tool name(s) {sorted(clash)} of tool {tool.name!r} are already registered")
+        self.tools[tool.name] = tool
+        self._routes.update(routes)
+        self._listing = None
+
+    def mcp_tools(self) -> list[dict[str, Any]]:
+        """`tools/list` entries (computed once, until a tool is added)."""
+        if self._listing is None:
+            self._listing = [entry for tool in self.tools.values() for entry in tool.mcp_tools()]
+        return self._listing
+
+    def actions(self) -> Iterable[Action]:
+        for tool in self.tools.values():
+            yield from tool.actions.values()
+
+    def route(self, name: str, arguments: dict[str, Any]) -> tuple[Action, dict[str, Any]]:
+        """The action an MCP tool name (+ discriminator) points at, and its remaining arguments."""
+        try:
+            tool, action = self._routes[name]
+        except KeyError:
+            raise UnknownToolError(name, self._routes) from None
+        if action is not None:
+            return action, arguments
+        if DISCRIMINATOR not in arguments:
+            raise missing_discriminator(tool)
+        arguments = dict(arguments)
+        chosen = arguments.pop(DISCRIMINATOR)
+        if not isinstance(chosen, str) or chosen not in tool.actions:
+            raise unknown_action(tool, chosen)
+        return tool.actions[chosen], arguments
+
+    def find(self, tool_name: str, action_name: str) -> Action:
+        """The action `tool/action` (REST addressing), or a self-healing error."""
+        tool = self.tools.get(tool_name)
+        if tool is None:
+            raise UnknownToolError(tool_name, self.tools)
+        action = tool.actions.get(action_name)
+        if action is None:
+            raise unknown_action(tool, action_name)
+        return action
+
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None, request: Request, *, raise_http: bool = True
+    ) -> ToolResponse:
+        """One MCP `tools/call`. Unknown tools raise `UnknownToolError` (a protocol error on MCP)."""
+        try:
+            action, arguments = self.route(name, arguments or {})
+        except UnknownToolError:
+            raise
+        except ToolError as exc:
+            return _error_response(exc.code, exc.render())
+        return await self.call_action(action, arguments, request, raise_http=raise_http)
+
+    async def call_action(
+        self, action: Action, arguments: dict[str, Any], request: Request, *, raise_http: bool = True
+    ) -> ToolResponse:
+        """Validate, resolve, run and present one action; every failure becomes a self-healing result."""
+        arguments = dict(arguments)
+        try:
+            select = _pop_select(action, arguments)
+            kwargs = action.validate(arguments)
+            async with AsyncExitStack() as stack:
+                dependencies = await resolve(action.dependant, request, stack)
+                presenter = dependencies.pop(PRESENTER_KEY, None) or action.presenter
+                kwargs.update(dependencies)
+                if action.is_async:
+                    result = await action.fn(**kwargs)
+                else:
+                    result = await run_in_threadpool(action.fn, **kwargs)
+                ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
+                return present(action, result, presenter, ctx, select)
+        except ToolError as exc:
+            return _error_response(exc.code, exc.render())
+        except ValidationFailed as exc:
+            return _error_response(VALIDATION_ERROR, exc.render())
+        except DependencyErrors as exc:
+            fields = [(field_path(e.get("loc", ())), f"{e.get('msg', 'invalid')}.") for e in exc.errors]
+            return _error_response(VALIDATION_ERROR, ValidationFailed(action.label, fields).render())
+        except HTTPException as exc:
+            if raise_http:
+                raise
+            code = {401: UNAUTHORIZED, 403: FORBIDDEN}.get(exc.status_code, f"HTTP_{exc.status_code}")
+            return tool_error(code, str(exc.detail))
+        except RedactionError:
+            logger.error("redaction failed closed in %s", action.label)
+            return tool_error(
+                INTERNAL_ERROR,
+                f"{action.label} could not be answered safely.",
+                recovery="This is a server problem; try another action or report it.",
+            )
+        except Exception:
+            logger.exception("internal error in %s", action.label)
+            return tool_error(
+                INTERNAL_ERROR,
+                f"{action.label} failed with an internal error.",
+                recovery="This is a server problem, not your call; retry later or try another action.",
+            )
+
+
+def _pop_select(action: Action, arguments: dict[str, Any]) -> list[str] | None:
+    if SELECT_PARAM not in arguments:
+        return None
+    if not action.tool.select:
+        return None  # validation reports it as an unknown field
+    raw = arguments.pop(SELECT_PARAM)
+    allowed = action.tool.select_keys()
+    if not isinstance(raw, list) or not all(isinstance(k, str) and k in allowed for k in raw):
+        raise ValidationFailed(
+            action.label,
+            [(SELECT_PARAM, f"Use a list of these field names: {', '.join(allowed)}. You sent: {raw!r}.")],
+        )
+    return raw
+
+
+def _error_response(code: str, text: str) -> ToolResponse:
+    return ToolResponse([text], is_error=True, view=ResponseView(error_code=code))
+
+
+def present(
+    action: Action, result: Any, presenter: Presenter | None, ctx: CallContext, select: list[str] | None
+) -> ToolResponse:
+    """Implicit wrapping: framework responses pass untouched; anything else is presented or wrapped."""
+    if isinstance(result, ToolResponse):
+        return result
+    if presenter is not None:
+        return presenter.present(result, ctx, select=select)
+    data = to_jsonable(result)
+    if action.output_schema is not None and isinstance(data, dict):
+        response = success_structured(data)
+        if select:
+            response.texts = success(select_keys(data, select)).texts
+        return response
+    return success(select_keys(data, select) if select else data)

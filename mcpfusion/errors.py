@@ -1,0 +1,166 @@
+"""Self-healing errors: exceptions handlers raise, and the exact `<tool_error>` / `<validation_error>` text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from . import markup
+
+# Codes the framework itself emits; handlers may use any other upper-case code.
+VALIDATION_ERROR = "VALIDATION_ERROR"
+UNKNOWN_ACTION = "UNKNOWN_ACTION"
+MISSING_DISCRIMINATOR = "MISSING_DISCRIMINATOR"
+UNKNOWN_TOOL = "UNKNOWN_TOOL"
+MISSING_CREDENTIAL = "MISSING_CREDENTIAL"
+INTERNAL_ERROR = "INTERNAL_ERROR"
+NOT_FOUND = "NOT_FOUND"
+UNAUTHORIZED = "UNAUTHORIZED"
+FORBIDDEN = "FORBIDDEN"
+CONFLICT = "CONFLICT"
+RATE_LIMITED = "RATE_LIMITED"
+
+HTTP_STATUS: dict[str, int] = {
+    VALIDATION_ERROR: 422,
+    MISSING_DISCRIMINATOR: 422,
+    UNKNOWN_ACTION: 404,
+    UNKNOWN_TOOL: 404,
+    NOT_FOUND: 404,
+    UNAUTHORIZED: 401,
+    FORBIDDEN: 403,
+    CONFLICT: 409,
+    RATE_LIMITED: 429,
+    MISSING_CREDENTIAL: 503,
+    INTERNAL_ERROR: 500,
+}
+
+
+def http_status(code: str) -> int:
+    """The HTTP status REST answers for a tool error code (400 for codes it does not know)."""
+    return HTTP_STATUS.get(code, 400)
+
+
+class ToolError(Exception):
+    """Raise from a handler or dependency to answer a self-healing `<tool_error>` result."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        recovery: str | None = None,
+        available_actions: Sequence[str] = (),
+        severity: str = "error",
+        details: Mapping[str, Any] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.recovery = recovery
+        self.available_actions = list(available_actions)
+        self.severity = severity
+        self.details = dict(details or {})
+        self.retry_after = retry_after
+
+    def render(self) -> str:
+        return render_tool_error(
+            self.code,
+            self.message,
+            recovery=self.recovery,
+            available_actions=self.available_actions,
+            severity=self.severity,
+            details=self.details,
+            retry_after=self.retry_after,
+        )
+
+
+class UnknownToolError(ToolError):
+    """`tools/call` named a tool that is not registered (a protocol error on MCP)."""
+
+    def __init__(self, name: str, available: Iterable[str]) -> None:
+        self.name = name
+        self.available = sorted(available)
+        super().__init__(
+            UNKNOWN_TOOL,
+            f'Tool "{name}" does not exist.',
+            recovery="Call tools/list and use one of the available tools.",
+            available_actions=self.available,
+        )
+
+    def __str__(self) -> str:
+        return f"Unknown tool: {self.name}. Available tools: {', '.join(self.available) or 'none'}."
+
+
+class ValidationFailed(Exception):
+    """Arguments did not validate; carries the rendered `<validation_error>` text."""
+
+    def __init__(self, action_label: str, fields: list[tuple[str, str]]) -> None:
+        super().__init__(f"invalid arguments for {action_label}")
+        self.action_label = action_label
+        self.fields = fields
+
+    def render(self) -> str:
+        return render_validation_error(self.action_label, self.fields)
+
+
+def render_tool_error(
+    code: str,
+    message: str,
+    *,
+    recovery: str | None = None,
+    available_actions: Sequence[str] = (),
+    severity: str = "error",
+    details: Mapping[str, Any] | None = None,
+    retry_after: float | None = None,
+) -> str:
+    lines = [f'<tool_error code="{markup.attr(code)}" severity="{markup.attr(severity)}">']
+    lines.append(f"<message>{markup.message(message)}</message>")
+    if recovery:
+        lines.append(f"<recovery>{markup.message(recovery)}</recovery>")
+    if retry_after is not None:
+        lines.append(f"<retry_after>{_number(retry_after)}</retry_after>")
+    if details:
+        lines.append("<details>")
+        for key, value in details.items():
+            lines.append(f'  <detail key="{markup.attr(key)}">{markup.message(value)}</detail>')
+        lines.append("</details>")
+    if available_actions:
+        lines.append("<available_actions>")
+        lines.extend(f"  <action>{markup.message(a)}</action>" for a in available_actions)
+        lines.append("</available_actions>")
+    lines.append("</tool_error>")
+    return "\n".join(lines)
+
+
+def render_validation_error(action_label: str, fields: list[tuple[str, str]]) -> str:
+    lines = [f'<validation_error action="{markup.attr(action_label)}">']
+    lines.extend(f'<field name="{markup.attr(name)}">{markup.message(msg)}</field>' for name, msg in fields)
+    lines.append("<recovery>Fix the fields above and call the tool again.</recovery>")
+    lines.append("</validation_error>")
+    return "\n".join(lines)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def field_path(loc: Sequence[str | int]) -> str:
+    """('lines', 0, 'amount') -> 'lines[0].amount'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def sent_value(value: Any) -> str:
+    """How an offending input value is quoted back to the agent (short, JSON-like)."""
+    try:
+        shown = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        shown = repr(value)
+    return shown if len(shown) <= 120 else shown[:117] + "..."

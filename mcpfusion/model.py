@@ -1,0 +1,156 @@
+"""Models: one declaration of a domain entity, with casts, hidden, guarded and fillable fields.
+
+Built on pydantic: `Model(Invoice, hidden=[...], guarded=[...], fillable={"create": [...]})` where `Invoice`
+is a `BaseModel`. What is hidden never leaves the server; what is guarded the agent can never write; each
+operation accepts only its fillable fields.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from collections.abc import Callable, Iterable, Mapping
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, create_model
+from pydantic.fields import FieldInfo
+
+Cast = Callable[[Any], Any] | type | str
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, decimal.Decimal | str):
+        number = decimal.Decimal(value)
+        return int(number) if number == number.to_integral_value() else float(number)
+    return value
+
+
+def _date(value: Any) -> Any:
+    if isinstance(value, str):
+        return dt.date.fromisoformat(value[:10])
+    if isinstance(value, dt.datetime):
+        return value.date()
+    return value
+
+
+_NAMED_CASTS: dict[str, Callable[[Any], Any]] = {
+    "int": lambda v: int(v) if isinstance(v, decimal.Decimal | float | str | bool) else v,
+    "float": lambda v: float(v) if isinstance(v, decimal.Decimal | int | str) else v,
+    "number": _number,
+    "str": lambda v: v if isinstance(v, str) else str(v),
+    "string": lambda v: v if isinstance(v, str) else str(v),
+    "bool": lambda v: v if isinstance(v, bool) else str(v).lower() in {"1", "true", "yes", "on"},
+    "date": _date,
+    "datetime": lambda v: dt.datetime.fromisoformat(v) if isinstance(v, str) else v,
+}
+
+
+def _cast_function(cast: Cast) -> Callable[[Any], Any]:
+    if isinstance(cast, str):
+        try:
+            fn = _NAMED_CASTS[cast]
+        except KeyError:
+            raise ValueError(f"unknown cast {cast!r}; use one of {sorted(_NAMED_CASTS)} or a callable") from None
+    elif isinstance(cast, type):
+        fn = _NAMED_CASTS.get(cast.__name__, cast)
+    else:
+        fn = cast
+    return lambda value: None if value is None else fn(value)
+
+
+class Model:
+    """A domain entity as the agent may see and write it."""
+
+    def __init__(
+        self,
+        schema: type[BaseModel],
+        *,
+        name: str | None = None,
+        casts: Mapping[str, Cast] | None = None,
+        hidden: Iterable[str] = (),
+        guarded: Iterable[str] = (),
+        fillable: Mapping[str, Iterable[str]] | None = None,
+        partial_operations: Iterable[str] = ("update",),
+    ) -> None:
+        self.source = schema
+        self.name = name or schema.__name__
+        self.hidden = frozenset(hidden)
+        self.guarded = frozenset(guarded)
+        self.casts = {k: _cast_function(v) for k, v in (casts or {}).items()}
+        self.fillable = {op: tuple(fields) for op, fields in (fillable or {}).items()}
+        self.partial_operations = frozenset(partial_operations)
+        known = set(schema.model_fields)
+        for label, names in [("hidden", self.hidden), ("guarded", self.guarded), ("casts", self.casts)] + [
+            (f"fillable[{op}]", fields) for op, fields in self.fillable.items()
+        ]:
+            unknown = set(names) - known
+            if unknown:
+                raise ValueError(f"{self.name}: {label} names unknown fields {sorted(unknown)}")
+        for op, fields in self.fillable.items():
+            blocked = set(fields) & (self.guarded | self.hidden)
+            if blocked:
+                raise ValueError(f"{self.name}: fillable[{op}] lists guarded or hidden fields {sorted(blocked)}")
+        self._read_model = self._build_read_model()
+        self._inputs: dict[str, type[BaseModel]] = {}
+
+    def _field(self, name: str) -> tuple[Any, FieldInfo]:
+        info = self.source.model_fields[name]
+        annotation: Any = info.annotation
+        if name in self.casts:
+            annotation = Annotated[annotation, BeforeValidator(self.casts[name])]
+        return annotation, info
+
+    def _build_read_model(self) -> type[BaseModel]:
+        fields = {n: self._field(n) for n in self.source.model_fields if n not in self.hidden}
+        return create_model(  # type: ignore[call-overload,no-any-return]
+            self.name, __config__=ConfigDict(extra="ignore", from_attributes=True), **fields
+        )
+
+    @property
+    def schema(self) -> type[BaseModel]:
+        """The pydantic model of what the agent may see (hidden fields removed, casts applied)."""
+        return self._read_model
+
+    def json_schema(self) -> dict[str, Any]:
+        return self._read_model.model_json_schema()
+
+    @property
+    def descriptions(self) -> dict[str, str]:
+        """Visible fields' descriptions: a presenter turns them into domain rules."""
+        return {
+            n: f.description for n, f in self._read_model.model_fields.items() if f.description
+        }
+
+    def read(self, obj: Any) -> dict[str, Any]:
+        """Casts applied, hidden fields dropped, undeclared fields stripped."""
+        return self._read_model.model_validate(obj, from_attributes=True).model_dump(mode="json")
+
+    def input_model(self, operation: str) -> type[BaseModel]:
+        """The input model of one operation: only its fillable fields, unknown and guarded keys rejected.
+
+        Used as a handler parameter type, its fields become the action's own parameters.
+        """
+        if operation not in self.fillable:
+            raise KeyError(f"{self.name} has no fillable profile {operation!r}; known: {sorted(self.fillable)}")
+        if operation not in self._inputs:
+            partial = operation in self.partial_operations
+            fields: dict[str, Any] = {}
+            for name in self.fillable[operation]:
+                annotation, info = self._field(name)
+                if partial:
+                    info = FieldInfo.merge_field_infos(info, default=None)
+                    annotation = annotation | None
+                fields[name] = (annotation, info)
+            model = create_model(  # type: ignore[call-overload]
+                f"{self.name}{operation.title().replace('_', '')}Input",
+                __config__=ConfigDict(extra="forbid"),
+                **fields,
+            )
+            model.__mcpfusion_flatten__ = True
+            model.__mcpfusion_guarded__ = self.guarded
+            model.__mcpfusion_hidden__ = self.hidden
+            self._inputs[operation] = model
+        return self._inputs[operation]
+
+    def __repr__(self) -> str:
+        return f"Model({self.name!r})"

@@ -1,0 +1,300 @@
+"""Presenters: what the agent perceives of an entity, designed once (the V of Model-View-Agent).
+
+Pipeline for one call: truncate to the limit -> validate/strip against the schema -> UI blocks on the full
+validated data -> rules and suggestions on the full data -> `_select` -> redaction -> serialize.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from . import ui as ui_helpers
+from .model import Model
+from .redaction import DEFAULT_CENSOR, Redactor, parse_path, redactor
+from .response import ResponseBuilder, ResponseView, Suggestion, ToolResponse, to_jsonable
+from .select import select_keys
+from .ui import UIBlock
+
+
+class PresenterError(Exception):
+    """The handler's data does not fit the presenter's schema (a server bug, never the agent's)."""
+
+
+def _flexible(fn: Callable[..., Any]) -> Callable[[Any, Any], Any]:
+    """Call `fn(data)` or `fn(data, ctx)`, whichever it accepts (decided once)."""
+    try:
+        params = [
+            p
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        ]
+    except (TypeError, ValueError):
+        params = []
+    if len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params):
+        return fn
+    return lambda data, ctx: fn(data)
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return [v for v in value if v is not None]
+    return [value]
+
+
+def _ignore_extra(model: type[BaseModel]) -> type[BaseModel]:
+    if model.model_config.get("extra") == "ignore" and model.model_config.get("from_attributes"):
+        return model
+    config = {**model.model_config, "extra": "ignore", "from_attributes": True}
+    return type(model.__name__, (model,), {"model_config": config, "__module__": model.__module__})
+
+
+@dataclass(slots=True)
+class _Rendered:
+    data: Any
+    ui_blocks: list[UIBlock] = field(default_factory=list)
+    embeds: list[str] = field(default_factory=list)
+    rules: list[str] = field(default_factory=list)
+    suggestions: list[Suggestion] = field(default_factory=list)
+    directives: list[str] = field(default_factory=list)
+
+
+def _merge_unique(target: list[Any], items: Iterable[Any]) -> None:
+    for item in items:
+        if item not in target:
+            target.append(item)
+
+
+class Presenter:
+    """Builder of an entity's perception: schema, rules, redaction, UI, suggestions, limit, embeds."""
+
+    def __init__(self, name: str, *, pretty: bool = False) -> None:
+        self.name = name
+        self.pretty = pretty
+        self.item_model: type[BaseModel] | None = None
+        self.auto_rules: list[str] = []
+        self._rules: list[str] | Callable[[Any, Any], Any] = []
+        self.redact_paths: tuple[str, ...] = ()
+        self.censor: Any = DEFAULT_CENSOR
+        self._redactor: Redactor | None = None
+        self._ui: Callable[[Any, Any], Any] | None = None
+        self._collection_ui: Callable[[Any, Any], Any] | None = None
+        self._suggest: Callable[[Any, Any], Any] | None = None
+        self._directives: list[str] | Callable[[Any, Any], Any] = []
+        self.max_items: int | None = None
+        self.embeds: dict[str, Presenter] = {}
+
+    # -- builder -----------------------------------------------------------------------------------
+    def schema(self, spec: Model | type[BaseModel] | Mapping[str, Any]) -> Presenter:
+        """The fields that exist for the agent; everything else is stripped."""
+        if isinstance(spec, Model):
+            model = spec.schema
+        elif isinstance(spec, type) and issubclass(spec, BaseModel):
+            model = _ignore_extra(spec)
+        else:
+            fields = {}
+            for name, value in spec.items():
+                if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], str):
+                    from pydantic import Field
+
+                    value = (value[0], Field(description=value[1]))
+                elif not isinstance(value, tuple):
+                    value = (value, ...)
+                fields[name] = value
+            model = create_model(  # type: ignore[call-overload]
+                self.name, __config__=ConfigDict(extra="ignore", from_attributes=True), **fields
+            )
+        self.item_model = model
+        self.auto_rules = [f"{n}: {f.description}" for n, f in model.model_fields.items() if f.description]
+        self._check_paths()
+        return self
+
+    def rules(self, rules: Iterable[str | None] | Callable[..., Any]) -> Presenter:
+        """System rules sent with every response: a list, or a function of (data[, ctx])."""
+        self._rules = _flexible(rules) if callable(rules) else [r for r in rules if r]
+        return self
+
+    def directives(self, lines: Iterable[str | None] | Callable[..., Any]) -> Presenter:
+        """`<llm_directives>` lines: a list, or a function of (data[, ctx])."""
+        self._directives = _flexible(lines) if callable(lines) else [d for d in lines if d]
+        return self
+
+    def redact_pii(self, paths: Iterable[str], censor: Any = DEFAULT_CENSOR) -> Presenter:
+        """Censor these paths just before serialization (UI blocks still see real values)."""
+        self.redact_paths = tuple(paths)
+        for path in self.redact_paths:
+            parse_path(path)
+        self.censor = censor
+        self._redactor = redactor(self.redact_paths, censor)
+        self._check_paths()
+        return self
+
+    def ui(self, fn: Callable[..., Any]) -> Presenter:
+        """UI blocks for one item: `fn(item[, ctx]) -> UIBlock | list[UIBlock | None]`."""
+        self._ui = _flexible(fn)
+        return self
+
+    def collection_ui(self, fn: Callable[..., Any]) -> Presenter:
+        """UI blocks for a whole list: `fn(items[, ctx])`."""
+        self._collection_ui = _flexible(fn)
+        return self
+
+    def suggest(self, fn: Callable[..., Any]) -> Presenter:
+        """Next actions for one item: `fn(item[, ctx]) -> list[Suggestion | None]`."""
+        self._suggest = _flexible(fn)
+        return self
+
+    def limit(self, n: int) -> Presenter:
+        """At most `n` items of a list reach the agent; the rest is announced, not sent."""
+        if n < 1:
+            raise ValueError("limit must be at least 1")
+        self.max_items = n
+        return self
+
+    def embed(self, key: str, child: Presenter) -> Presenter:
+        """`data[key]` is rendered by `child`: its blocks go to the embeds section, its rules merge here."""
+        self.embeds[key] = child
+        return self
+
+    # -- introspection -----------------------------------------------------------------------------
+    @property
+    def field_names(self) -> list[str]:
+        names = list(self.item_model.model_fields) if self.item_model else []
+        return names + [k for k in self.embeds if k not in names]
+
+    def item_schema(self) -> dict[str, Any]:
+        """JSON schema of one item as the agent receives it."""
+        schema = self.item_model.model_json_schema() if self.item_model else {"type": "object"}
+        for key, child in self.embeds.items():
+            schema.setdefault("properties", {})[key] = {
+                "anyOf": [child.item_schema(), {"type": "array", "items": child.item_schema()}]
+            }
+        return schema
+
+    def _check_paths(self) -> None:
+        if not self.item_model or not self.redact_paths:
+            return
+        known = set(self.field_names)
+        for path in self.redact_paths:
+            kind, name = parse_path(path)[0]
+            if kind == "key" and name not in known:
+                raise ValueError(f"presenter {self.name!r}: redaction path {path!r} names no field of its schema")
+
+    # -- pipeline ----------------------------------------------------------------------------------
+    def _validate(self, raw: Any, ctx: Any, out: _Rendered) -> Any:
+        if self.item_model is None:
+            # No schema: work on a copy so that redaction never touches the caller's objects.
+            item = copy.deepcopy(to_jsonable(raw))
+        else:
+            try:
+                item = self.item_model.model_validate(raw, from_attributes=True).model_dump(mode="json")
+            except ValidationError as exc:
+                where = ", ".join(sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]})) or "root"
+                raise PresenterError(f"presenter {self.name!r}: data does not fit its schema ({where})") from None
+        for key, child in self.embeds.items():
+            value = raw.get(key) if isinstance(raw, Mapping) else getattr(raw, key, None)
+            if value is None:
+                continue
+            rendered = child.render(value, ctx)
+            item[key] = rendered.data
+            out.embeds.extend(block.render() for block in rendered.ui_blocks)
+            out.embeds.extend(rendered.embeds)
+            _merge_unique(out.rules, rendered.rules)
+            _merge_unique(out.suggestions, rendered.suggestions)
+            _merge_unique(out.directives, rendered.directives)
+        return item
+
+    def render(self, data: Any, ctx: Any = None) -> _Rendered:
+        """Everything but `_select`, redaction and serialization (used for embeds, too)."""
+        out = _Rendered(data=None)
+        child_rules: list[str] = []
+        child_suggestions: list[Suggestion] = []
+        child_directives: list[str] = []
+        collecting = _Rendered(data=None, rules=child_rules, suggestions=child_suggestions,
+                               directives=child_directives, embeds=out.embeds)
+        if isinstance(data, list | tuple):
+            items = list(data)
+            if self.max_items is not None and len(items) > self.max_items:
+                omitted = len(items) - self.max_items
+                items = items[: self.max_items]
+                out.ui_blocks.append(
+                    ui_helpers.summary(
+                        f"⚠️ Dataset truncated. {self.max_items} shown, {omitted} hidden. "
+                        "Use filters to narrow results."
+                    )
+                )
+            full: Any = [self._validate(item, ctx, collecting) for item in items]
+            if self._collection_ui is not None:
+                out.ui_blocks.extend(_as_list(self._collection_ui(full, ctx)))
+            elif self._ui is not None:
+                for item in full:
+                    out.ui_blocks.extend(_as_list(self._ui(item, ctx)))
+            if self._suggest is not None:
+                for item in full:
+                    _merge_unique(out.suggestions, _as_list(self._suggest(item, ctx)))
+        else:
+            full = self._validate(data, ctx, collecting)
+            if self._ui is not None:
+                out.ui_blocks.extend(_as_list(self._ui(full, ctx)))
+            if self._suggest is not None:
+                _merge_unique(out.suggestions, _as_list(self._suggest(full, ctx)))
+        out.data = full
+        explicit = self._rules(full, ctx) if callable(self._rules) else self._rules
+        _merge_unique(out.rules, self.auto_rules)
+        _merge_unique(out.rules, [r for r in _as_list(explicit) if r])
+        _merge_unique(out.rules, child_rules)
+        _merge_unique(out.suggestions, child_suggestions)
+        directives = self._directives(full, ctx) if callable(self._directives) else self._directives
+        _merge_unique(out.directives, [d for d in _as_list(directives) if d])
+        _merge_unique(out.directives, child_directives)
+        return out
+
+    def redact(self, data: Any) -> None:
+        """Apply this presenter's (and its embeds') redaction in place; fails closed."""
+        if isinstance(data, list):
+            for item in data:
+                self.redact(item)
+            return
+        if self._redactor is not None:
+            self._redactor(data)
+        if self.embeds and isinstance(data, dict):
+            for key, child in self.embeds.items():
+                value = data.get(key)
+                if value is not None:
+                    child.redact(value)
+
+    def present(self, data: Any, ctx: Any = None, *, select: Collection[str] | None = None) -> ToolResponse:
+        """The full response for `data`: the six blocks in order, plus the structured view for tests."""
+        rendered = self.render(data, ctx)
+        wire = select_keys(rendered.data, select) if select else rendered.data
+        self.redact(wire)
+        builder = (
+            ResponseBuilder(wire, pretty=self.pretty)
+            .ui(*rendered.ui_blocks)
+            .embed(*rendered.embeds)
+            .directive(*rendered.directives)
+            .rules(rendered.rules)
+            .suggest(rendered.suggestions)
+        )
+        result = builder.build()
+        result.view = ResponseView(
+            data=wire,
+            system_rules=rendered.rules,
+            ui_blocks=rendered.ui_blocks,
+            suggestions=rendered.suggestions,
+        )
+        return result
+
+    def __repr__(self) -> str:
+        return f"Presenter({self.name!r})"
+
+
+def present(presenter: Presenter, data: Any, ctx: Any = None, *, select: Collection[str] | None = None) -> ToolResponse:
+    return presenter.present(data, ctx, select=select)

@@ -1,0 +1,203 @@
+"""Tool responses and the perception wire format: the ordered text blocks a tool call answers with."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from . import markup, toon
+from .errors import render_tool_error
+from .ui import UIBlock
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestion:
+    """A next action the agent may consider."""
+
+    action: str
+    reason: str
+
+    def render(self) -> str:
+        return f"{self.action}: {self.reason}"
+
+
+def suggest(action: str, reason: str) -> Suggestion:
+    """`suggest("billing.remind", "Send a payment reminder")`."""
+    return Suggestion(action, reason)
+
+
+@dataclass(slots=True)
+class ResponseView:
+    """The structured view of a response, for tests: never serialized."""
+
+    data: Any = None
+    system_rules: list[str] = field(default_factory=list)
+    ui_blocks: list[UIBlock] = field(default_factory=list)
+    suggestions: list[Suggestion] = field(default_factory=list)
+    error_code: str | None = None
+
+
+class ToolResponse:
+    """A tool result made by the framework; it passes through implicit wrapping untouched."""
+
+    __slots__ = ("texts", "is_error", "structured_content", "view")
+
+    def __init__(
+        self,
+        texts: list[str],
+        *,
+        is_error: bool = False,
+        structured_content: dict[str, Any] | None = None,
+        view: ResponseView | None = None,
+    ) -> None:
+        self.texts = texts
+        self.is_error = is_error
+        self.structured_content = structured_content
+        self.view = view if view is not None else ResponseView()
+
+    @property
+    def text(self) -> str:
+        """All text blocks joined by blank lines (what a human reads)."""
+        return "\n\n".join(self.texts)
+
+    @property
+    def error_code(self) -> str | None:
+        return self.view.error_code
+
+    def to_mcp(self) -> dict[str, Any]:
+        """The MCP `CallToolResult` as a plain dict."""
+        result: dict[str, Any] = {
+            "content": [{"type": "text", "text": t} for t in self.texts],
+            "isError": self.is_error,
+        }
+        if self.structured_content is not None:
+            result["structuredContent"] = self.structured_content
+        return result
+
+    def __repr__(self) -> str:
+        return f"ToolResponse(is_error={self.is_error}, texts={self.texts!r})"
+
+
+def to_jsonable(data: Any) -> Any:
+    """Pydantic models (and lists of them) as plain JSON-ready data."""
+    if isinstance(data, BaseModel):
+        return data.model_dump(mode="json")
+    if isinstance(data, list | tuple) and data and isinstance(data[0], BaseModel):
+        return [d.model_dump(mode="json") if isinstance(d, BaseModel) else d for d in data]
+    return data
+
+
+def dumps(data: Any, *, pretty: bool = False) -> str:
+    """The data block's JSON: compact by default."""
+    if pretty:
+        return json.dumps(data, ensure_ascii=False, indent=2, default=str)
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def success(data: Any = None, *, pretty: bool = False) -> ToolResponse:
+    """Plain success: a string as written, `None` as `OK`, anything else as JSON text."""
+    data = to_jsonable(data)
+    if data is None:
+        return ToolResponse(["OK"], view=ResponseView(data=None))
+    text = data if isinstance(data, str) else dumps(data, pretty=pretty)
+    return ToolResponse([text], view=ResponseView(data=data))
+
+
+def error(message: str) -> ToolResponse:
+    """A plain-text error result (`isError: true`)."""
+    return ToolResponse([message], is_error=True, view=ResponseView(data=None, error_code="ERROR"))
+
+
+def tool_error(
+    code: str,
+    message: str,
+    *,
+    recovery: str | None = None,
+    available_actions: Sequence[str] = (),
+    severity: str = "error",
+    details: Mapping[str, Any] | None = None,
+    retry_after: float | None = None,
+) -> ToolResponse:
+    """A self-healing `<tool_error>` result the agent can fix its call from."""
+    text = render_tool_error(
+        code,
+        message,
+        recovery=recovery,
+        available_actions=available_actions,
+        severity=severity,
+        details=details,
+        retry_after=retry_after,
+    )
+    return ToolResponse([text], is_error=True, view=ResponseView(error_code=code))
+
+
+def toon_success(data: Any) -> ToolResponse:
+    """The payload as pipe-delimited TOON: uniform collections cost about half the tokens of JSON."""
+    data = to_jsonable(data)
+    return ToolResponse([toon.encode(data)], view=ResponseView(data=data))
+
+
+def success_structured(data: Any, *, pretty: bool = False) -> ToolResponse:
+    """JSON text for older clients plus `structuredContent` for clients that read the output schema."""
+    data = to_jsonable(data)
+    if not isinstance(data, dict):
+        raise TypeError("success_structured needs an object (dict or pydantic model)")
+    return ToolResponse([dumps(data, pretty=pretty)], structured_content=data, view=ResponseView(data=data))
+
+
+class ResponseBuilder:
+    """Assembles the six perception blocks in their fixed order; empty sections are omitted."""
+
+    __slots__ = ("_data", "_pretty", "_ui", "_embeds", "_directives", "_rules", "_suggestions")
+
+    def __init__(self, data: Any = None, *, pretty: bool = False) -> None:
+        self._data = data
+        self._pretty = pretty
+        self._ui: list[UIBlock] = []
+        self._embeds: list[str] = []
+        self._directives: list[str] = []
+        self._rules: list[str] = []
+        self._suggestions: list[Suggestion] = []
+
+    def ui(self, *blocks: UIBlock) -> ResponseBuilder:
+        self._ui.extend(blocks)
+        return self
+
+    def embed(self, *texts: str) -> ResponseBuilder:
+        self._embeds.extend(texts)
+        return self
+
+    def directive(self, *lines: str) -> ResponseBuilder:
+        self._directives.extend(lines)
+        return self
+
+    def rules(self, lines: Iterable[str | None]) -> ResponseBuilder:
+        self._rules.extend(r for r in lines if r)
+        return self
+
+    def suggest(self, items: Iterable[Suggestion | None]) -> ResponseBuilder:
+        self._suggestions.extend(s for s in items if s is not None)
+        return self
+
+    def build(self) -> ToolResponse:
+        data = to_jsonable(self._data)
+        texts = ["OK" if data is None else data if isinstance(data, str) else dumps(data, pretty=self._pretty)]
+        texts.extend(block.render() for block in self._ui)
+        texts.extend(self._embeds)
+        if self._directives:
+            texts.append(markup.bullet_block("llm_directives", self._directives))
+        if self._rules:
+            texts.append(markup.bullet_block("domain_rules", self._rules))
+        if self._suggestions:
+            texts.append(markup.bullet_block("action_suggestions", [s.render() for s in self._suggestions]))
+        view = ResponseView(data=data, system_rules=self._rules, ui_blocks=self._ui, suggestions=self._suggestions)
+        return ToolResponse(texts, view=view)
+
+
+def response(data: Any = None, *, pretty: bool = False) -> ResponseBuilder:
+    """Start a hand-built perception response (presenters use the same builder)."""
+    return ResponseBuilder(data, pretty=pretty)

@@ -1,0 +1,136 @@
+"""Testing helpers: call actions in-process and read the structured view, never re-parsing the text.
+
+    from mcpfusion.testing import ToolTester
+    tester = ToolTester([billing], app=app)          # app: for app.dependency_overrides (optional)
+    result = await tester.call("billing", "get_invoice", {"id": "inv_1"}, headers={"authorization": "Bearer x"})
+    assert result.data["id"] == "inv_1" and not result.is_error
+
+Add `pytest_plugins = ["mcpfusion.testing"]` to a conftest to get the `tool_tester` fixture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.requests import Request
+
+from .context import Context
+from .dependencies import CONTEXT_SCOPE_KEY
+from .dispatch import ToolRegistry
+from .response import Suggestion, ToolResponse
+from .tool import DISCRIMINATOR, Tool
+from .ui import UIBlock
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """One call's outcome as tests want it."""
+
+    raw: ToolResponse
+
+    @property
+    def data(self) -> Any:
+        return self.raw.view.data
+
+    @property
+    def system_rules(self) -> list[str]:
+        return self.raw.view.system_rules
+
+    @property
+    def ui_blocks(self) -> list[UIBlock]:
+        return self.raw.view.ui_blocks
+
+    @property
+    def suggestions(self) -> list[Suggestion]:
+        return self.raw.view.suggestions
+
+    @property
+    def is_error(self) -> bool:
+        return self.raw.is_error
+
+    @property
+    def error_code(self) -> str | None:
+        return self.raw.error_code
+
+    @property
+    def text(self) -> str:
+        return self.raw.text
+
+    @property
+    def structured_content(self) -> dict[str, Any] | None:
+        return self.raw.structured_content
+
+
+def make_request(app: Any, headers: Mapping[str, str] | None = None, context: Context | None = None) -> Request:
+    """A request scope like the one an HTTP transport would give the dependencies."""
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()],
+        "client": ("127.0.0.1", 0),
+        "server": ("127.0.0.1", 0),
+        "app": app,
+        "state": {},
+        CONTEXT_SCOPE_KEY: context or Context.detached(),
+    }
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    return Request(scope, receive)
+
+
+class ToolTester:
+    """Calls actions in-process through the same path as every transport."""
+
+    def __init__(self, tools: Iterable[Tool] | ToolRegistry, *, app: FastAPI | None = None) -> None:
+        self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.app = app if app is not None else FastAPI()
+
+    @property
+    def dependency_overrides(self) -> dict[Any, Any]:
+        return self.app.dependency_overrides
+
+    async def call(
+        self,
+        tool: str,
+        action: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        context: Context | None = None,
+    ) -> ToolResult:
+        """Call `tool` (MCP name) with `action` as discriminator for grouped tools, or an action directly."""
+        args = dict(arguments or {})
+        request = make_request(self.app, headers, context)
+        target = self.registry.tools.get(tool)
+        if action is not None and target is not None and target.exposition == "flat":
+            response = await self.registry.call_action(
+                self.registry.find(tool, action), args, request, raise_http=False
+            )
+        else:
+            if action is not None:
+                args[DISCRIMINATOR] = action
+            response = await self.registry.call(tool, args, request, raise_http=False)
+        return ToolResult(response)
+
+
+try:
+    import pytest
+
+    @pytest.fixture
+    def tool_tester() -> Any:
+        """Factory fixture: `tool_tester([billing], app=app)` -> ToolTester."""
+        return ToolTester
+
+except ImportError:  # pragma: no cover - pytest is a test extra
+    pass

@@ -1,0 +1,413 @@
+"""Tools and actions, declared like FastAPI routes: `@tool.action` on a typed function."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fastapi.dependencies.models import Dependant
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic.fields import FieldInfo
+
+from . import toon
+from .dependencies import build_dependant, split_parameters
+from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
+from .presenter import Presenter
+from .schema import lean, root_keys
+from .select import SELECT_PARAM, select_schema
+
+Exposition = Literal["grouped", "flat"]
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+DISCRIMINATOR = "action"
+
+
+def _first_line(text: str | None) -> str:
+    return inspect.cleandoc(text).split("\n\n")[0].replace("\n", " ").strip() if text else ""
+
+
+def _flatten_model(annotation: Any) -> type[BaseModel] | None:
+    """A pydantic model whose fields become the action's own parameters (e.g. a Model input profile)."""
+    base = annotation
+    if typing.get_origin(annotation) is typing.Annotated:
+        base, *extras = typing.get_args(annotation)
+        if any(e is Flatten or isinstance(e, Flatten) for e in extras) and issubclass(base, BaseModel):
+            return base
+    if isinstance(base, type) and issubclass(base, BaseModel) and getattr(base, "__mcpfusion_flatten__", False):
+        return base
+    return None
+
+
+class Flatten:
+    """`Annotated[MyModel, Flatten]`: the model's fields become top-level parameters of the action."""
+
+
+@dataclass(eq=False)
+class Action:
+    """One operation of a tool: a handler, its argument model, its dependencies and its presenter."""
+
+    tool: Tool
+    name: str
+    fn: Callable[..., Any]
+    description: str
+    readonly: bool
+    destructive: bool
+    idempotent: bool
+    open_world: bool
+    presenter: Presenter | None
+    presenter_dependency: Callable[..., Any] | None
+    presenter_candidates: tuple[Presenter, ...]
+    output_schema: dict[str, Any] | None
+    title: str | None
+    args_model: type[BaseModel]
+    flattened: dict[str, tuple[type[BaseModel], tuple[str, ...]]]
+    plain_args: tuple[str, ...]
+    dependant: Dependant
+    guarded: frozenset[str]
+    hidden: frozenset[str]
+    is_async: bool
+
+    @property
+    def label(self) -> str:
+        return f"{self.tool.name}/{self.name}"
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.tool.name}.{self.name}"
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        schema = lean(self.args_model.model_json_schema())
+        schema.setdefault("properties", {})
+        if self.tool.select:
+            schema["properties"][SELECT_PARAM] = select_schema(self.tool.select_keys())
+        return schema
+
+    @property
+    def required(self) -> list[str]:
+        return [n for n, f in self.args_model.model_fields.items() if f.is_required()]
+
+    @property
+    def presenters(self) -> tuple[Presenter, ...]:
+        return ((self.presenter,) if self.presenter else ()) + self.presenter_candidates
+
+    def output_keys(self) -> list[str]:
+        keys: list[str] = []
+        for presenter in self.presenters:
+            keys += [k for k in presenter.field_names if k not in keys]
+        keys += [k for k in root_keys(self.output_schema) if k not in keys]
+        return keys
+
+    def annotations(self) -> dict[str, Any]:
+        return {
+            "readOnlyHint": self.readonly,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": self.open_world,
+        }
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Strictly validated keyword arguments for the handler (flattened models rebuilt)."""
+        try:
+            model = self.args_model.model_validate(arguments)
+        except ValidationError as exc:
+            raise ValidationFailed(self.label, self._explain(exc)) from None
+        values = {name: getattr(model, name) for name in self.plain_args}
+        for param, (flat_model, fields) in self.flattened.items():
+            present = {f: getattr(model, f) for f in fields if f in model.model_fields_set}
+            values[param] = flat_model.model_validate(present)
+        return values
+
+    def _explain(self, exc: ValidationError) -> list[tuple[str, str]]:
+        valid = ", ".join(self.args_model.model_fields)
+        fields = []
+        for err in exc.errors(include_url=False):
+            name = field_path(err["loc"]) or "(arguments)"
+            if err["type"] == "missing":
+                message = "Field required."
+            elif err["type"] == "extra_forbidden":
+                root = str(err["loc"][0]) if err["loc"] else ""
+                if root in self.guarded:
+                    message = "This field is guarded: it cannot be written by the agent. Remove it."
+                elif root in self.hidden:
+                    message = "Unknown field. Remove it."
+                else:
+                    message = f"Unknown field. This action accepts: {valid}."
+            else:
+                message = f"{err['msg'].rstrip('.')}. You sent: {sent_value(err.get('input'))}."
+            fields.append((name, message))
+        return fields
+
+
+class Tool:
+    """A group of actions, exposed as one MCP tool (grouped) or one tool per action (flat)."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        description: str = "",
+        tags: Iterable[str] = (),
+        exposition: Exposition = "grouped",
+        select: bool = False,
+        toon_description: bool = False,
+        title: str | None = None,
+    ) -> None:
+        if not _NAME.match(name):
+            raise ValueError(f"tool name {name!r} must match {_NAME.pattern}")
+        if exposition not in ("grouped", "flat"):
+            raise ValueError("exposition must be 'grouped' or 'flat'")
+        self.name = name
+        self.description = description
+        self.tags = list(tags)
+        self.exposition: Exposition = exposition
+        self.select = select
+        self.toon_description = toon_description
+        self.title = title
+        self.actions: dict[str, Action] = {}
+        self.source: str | None = None  # set by discovery: the file that defined it
+
+    def action(
+        self,
+        name: str | None = None,
+        *,
+        description: str | None = None,
+        readonly: bool = False,
+        destructive: bool = False,
+        idempotent: bool = False,
+        open_world: bool = False,
+        returns: Presenter | Callable[..., Any] | None = None,
+        presenters: Sequence[Presenter] = (),
+        output_schema: dict[str, Any] | type[BaseModel] | None = None,
+        title: str | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register a handler as an action; its signature becomes the input schema."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.actions_add(
+                self._build(
+                    fn, name or fn.__name__, description, readonly, destructive, idempotent, open_world,
+                    returns, tuple(presenters), output_schema, title,
+                )
+            )
+            return fn
+
+        return register
+
+    def actions_add(self, action: Action) -> None:
+        if action.name in self.actions:
+            raise ValueError(f"tool {self.name!r} already has an action {action.name!r}")
+        self.actions[action.name] = action
+
+    def _build(
+        self,
+        fn: Callable[..., Any],
+        name: str,
+        description: str | None,
+        readonly: bool,
+        destructive: bool,
+        idempotent: bool,
+        open_world: bool,
+        returns: Presenter | Callable[..., Any] | None,
+        candidates: tuple[Presenter, ...],
+        output_schema: dict[str, Any] | type[BaseModel] | None,
+        title: str | None,
+    ) -> Action:
+        if not _NAME.match(name) or name == DISCRIMINATOR:
+            raise ValueError(f"action name {name!r} is not valid")
+        arguments, dependencies = split_parameters(fn)
+        fields: dict[str, Any] = {}
+        flattened: dict[str, tuple[type[BaseModel], tuple[str, ...]]] = {}
+        plain: list[str] = []
+        guarded: set[str] = set()
+        hidden: set[str] = set()
+        for param in arguments:
+            if param.name in (DISCRIMINATOR, SELECT_PARAM):
+                raise ValueError(f"{fn.__qualname__}: parameter name {param.name!r} is reserved")
+            flat = _flatten_model(param.annotation)
+            if flat is not None:
+                for field_name, info in flat.model_fields.items():
+                    fields[field_name] = (info.annotation, info)
+                flattened[param.name] = (flat, tuple(flat.model_fields))
+                guarded |= getattr(flat, "__mcpfusion_guarded__", frozenset())
+                hidden |= getattr(flat, "__mcpfusion_hidden__", frozenset())
+                continue
+            default = param.default
+            if default is inspect.Parameter.empty:
+                fields[param.name] = (param.annotation, ...)
+            elif isinstance(default, FieldInfo):
+                fields[param.name] = (param.annotation, default)
+            else:
+                fields[param.name] = (param.annotation, default)
+            plain.append(param.name)
+        args_model = create_model(  # type: ignore[call-overload]
+            f"{self.name}_{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        presenter = returns if isinstance(returns, Presenter) else None
+        presenter_dependency = returns if returns is not None and presenter is None else None
+        schema = self._output_schema(fn, output_schema, returns)
+        return Action(
+            tool=self,
+            name=name,
+            fn=fn,
+            description=description if description is not None else _first_line(fn.__doc__),
+            readonly=readonly,
+            destructive=destructive,
+            idempotent=idempotent,
+            open_world=open_world,
+            presenter=presenter,
+            presenter_dependency=presenter_dependency,
+            presenter_candidates=candidates,
+            output_schema=schema,
+            title=title,
+            args_model=args_model,
+            flattened=flattened,
+            plain_args=tuple(plain),
+            dependant=build_dependant(dependencies, presenter_dependency),
+            guarded=frozenset(guarded),
+            hidden=frozenset(hidden),
+            is_async=inspect.iscoroutinefunction(fn),
+        )
+
+    @staticmethod
+    def _output_schema(fn: Callable[..., Any], explicit: Any, returns: Any) -> dict[str, Any] | None:
+        if isinstance(explicit, dict):
+            return explicit
+        if isinstance(explicit, type) and issubclass(explicit, BaseModel):
+            return lean(explicit.model_json_schema())
+        if returns is not None:
+            return None
+        annotation = typing.get_type_hints(fn).get("return")
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return lean(annotation.model_json_schema())
+        return None
+
+    # -- exposition --------------------------------------------------------------------------------
+    def select_keys(self) -> list[str]:
+        keys: list[str] = []
+        for action in self.actions.values():
+            keys += [k for k in action.output_keys() if k not in keys]
+        return keys
+
+    def annotations(self) -> dict[str, Any]:
+        """Aggregated: readOnly if all are, destructive if any is, idempotent if all are, openWorld if any."""
+        actions = list(self.actions.values())
+        return {
+            "readOnlyHint": all(a.readonly for a in actions),
+            "destructiveHint": any(a.destructive for a in actions),
+            "idempotentHint": all(a.idempotent for a in actions),
+            "openWorldHint": any(a.open_world for a in actions),
+        }
+
+    def grouped_description(self) -> str:
+        if self.toon_description:
+            return toon.describe(
+                self.description, [(a.name, a.description, a.required) for a in self.actions.values()]
+            )
+        lines = [self.description.strip()] if self.description.strip() else []
+        lines.append("Select operation via the `action` parameter:")
+        lines.extend(f"- {a.name}: {a.description}" for a in self.actions.values())
+        return "\n".join(lines)
+
+    def grouped_input_schema(self) -> dict[str, Any]:
+        """`action` enum + the union of the actions' parameters, each annotated with the actions using it."""
+        properties: dict[str, Any] = {
+            DISCRIMINATOR: {"type": "string", "enum": list(self.actions), "description": "The operation to run."}
+        }
+        defs: dict[str, Any] = {}
+        users: dict[str, tuple[list[str], list[str]]] = {}
+        for action in self.actions.values():
+            schema = action.input_schema
+            defs.update(schema.pop("$defs", {}))
+            required = set(schema.get("required", []))
+            for pname, pschema in schema["properties"].items():
+                if pname not in properties:
+                    properties[pname] = dict(pschema)
+                elif properties[pname] != pschema and pname != SELECT_PARAM:
+                    known = properties[pname].get("anyOf", [properties[pname]])
+                    if pschema not in known:
+                        properties[pname] = {"anyOf": [*known, pschema]}
+                req, opt = users.setdefault(pname, ([], []))
+                (req if pname in required else opt).append(action.name)
+        for pname, (req, opt) in users.items():
+            if pname == SELECT_PARAM:
+                continue
+            notes = []
+            if req:
+                notes.append(f"Required for: {', '.join(req)}.")
+            if opt:
+                notes.append(f"Optional for: {', '.join(opt)}.")
+            base = properties[pname].get("description", "").strip()
+            if base and base[-1] not in ".!?":
+                base += "."
+            properties[pname]["description"] = f"{base} {' '.join(notes)}".strip()
+        schema: dict[str, Any] = {"type": "object", "properties": properties, "required": [DISCRIMINATOR]}
+        if defs:
+            schema["$defs"] = defs
+        return schema
+
+    def grouped_output_schema(self) -> dict[str, Any] | None:
+        schemas = [a.output_schema for a in self.actions.values()]
+        if not schemas or any(s is None for s in schemas):
+            return None
+        unique: list[dict[str, Any]] = []
+        for s in schemas:
+            if s not in unique:
+                unique.append(s)  # type: ignore[arg-type]
+        return unique[0] if len(unique) == 1 else {"type": "object", "anyOf": unique}
+
+    def mcp_tools(self) -> list[dict[str, Any]]:
+        """The `tools/list` entries this tool contributes."""
+        if not self.actions:
+            return []
+        if self.exposition == "flat":
+            out = []
+            for action in self.actions.values():
+                entry: dict[str, Any] = {
+                    "name": f"{self.name}_{action.name}",
+                    "description": action.description or self.description,
+                    "inputSchema": action.input_schema,
+                    "annotations": action.annotations(),
+                }
+                if action.title:
+                    entry["title"] = action.title
+                if action.output_schema:
+                    entry["outputSchema"] = action.output_schema
+                out.append(entry)
+            return out
+        entry = {
+            "name": self.name,
+            "description": self.grouped_description(),
+            "inputSchema": self.grouped_input_schema(),
+            "annotations": self.annotations(),
+        }
+        if self.title:
+            entry["title"] = self.title
+        output = self.grouped_output_schema()
+        if output:
+            entry["outputSchema"] = output
+        return [entry]
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r}, actions={list(self.actions)})"
+
+
+def missing_discriminator(tool: Tool) -> ToolError:
+    return ToolError(
+        MISSING_DISCRIMINATOR,
+        f'Tool "{tool.name}" needs the `action` parameter.',
+        recovery=f"Call {tool.name} again with action set to one of: {', '.join(tool.actions)}.",
+        available_actions=[a.qualified_name for a in tool.actions.values()],
+    )
+
+
+def unknown_action(tool: Tool, name: Any) -> ToolError:
+    return ToolError(
+        UNKNOWN_ACTION,
+        f'Tool "{tool.name}" has no action "{name}".',
+        recovery=f"Call {tool.name} again with action set to one of: {', '.join(tool.actions)}.",
+        available_actions=[a.qualified_name for a in tool.actions.values()],
+    )
