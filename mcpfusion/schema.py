@@ -32,3 +32,24 @@ def root_keys(schema: dict[str, Any] | None) -> list[str]:
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
         schema = schema.get("$defs", {}).get(ref.split("/")[-1], {})
     return list(schema.get("properties", {}))
+
+
+def inline_refs(schema: Any, defs: dict[str, Any] | None = None, depth: int = 0) -> Any:
+    """Replace local `#/$defs/X` references by their definitions (for OpenAPI, whose refs are document-wide).
+
+    Recursive models are cut at a small depth with an open object schema.
+    """
+    if isinstance(schema, list):
+        return [inline_refs(s, defs, depth) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if defs is None:
+        defs = schema.get("$defs", {})
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        if depth > 8:
+            return {"type": "object"}
+        target = defs.get(ref.rsplit("/", 1)[-1], {"type": "object"})
+        rest = {k: v for k, v in schema.items() if k != "$ref"}
+        return {**inline_refs(target, defs, depth + 1), **inline_refs(rest, defs, depth)}
+    return {k: inline_refs(v, defs, depth) for k, v in schema.items() if k != "$defs"}

@@ -41,6 +41,10 @@ def _flatten_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _shape(schema: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in schema.items() if k != "description"}
+
+
 class Flatten:
     """`Annotated[MyModel, Flatten]`: the model's fields become top-level parameters of the action."""
 
@@ -326,7 +330,10 @@ class Tool:
             for pname, pschema in schema["properties"].items():
                 if pname not in properties:
                     properties[pname] = dict(pschema)
-                elif properties[pname] != pschema and pname != SELECT_PARAM:
+                elif _shape(properties[pname]) == _shape(pschema):
+                    if "description" not in properties[pname] and "description" in pschema:
+                        properties[pname] = dict(pschema)
+                elif pname != SELECT_PARAM:
                     known = properties[pname].get("anyOf", [properties[pname]])
                     if pschema not in known:
                         properties[pname] = {"anyOf": [*known, pschema]}

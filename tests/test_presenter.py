@@ -1,0 +1,203 @@
+"""Presenter pipeline: schema stripping, limit, UI before redaction, select on data only, embeds, rules."""
+
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from mcpfusion import Model, Presenter, suggest, ui
+from mcpfusion.presenter import PresenterError
+from mcpfusion.redaction import RedactionError
+
+
+class Invoice(BaseModel):
+    id: str
+    customer: dict
+    amount_cents: int = Field(description="CENTS, divide by 100")
+    status: Literal["draft", "paid", "overdue"]
+    internal_notes: str = ""
+
+
+InvoiceModel = Model(Invoice, hidden=["internal_notes"], casts={"amount_cents": "int"})
+
+INVOICE = {
+    "id": "inv_1",
+    "customer": {"name": "Ada", "email": "ada@example.com"},
+    "amount_cents": 1250,
+    "status": "overdue",
+    "internal_notes": "cost basis 700",
+    "undeclared": "strip me",
+}
+
+
+def invoice_presenter():
+    return (
+        Presenter("Invoice")
+        .schema(InvoiceModel)
+        .rules(["CRITICAL: amount_cents is in CENTS. Divide by 100."])
+        .redact_pii(["customer.email"])
+        .ui(lambda inv: [ui.table(["Field", "Value"], [["Email", inv["customer"]["email"]]])])
+        .suggest(lambda inv: [suggest("billing.remind", "Send a payment reminder") if inv["status"] == "overdue" else None])
+    )
+
+
+def test_full_pipeline_exact_wire():
+    result = invoice_presenter().present(INVOICE)
+    assert result.texts == [
+        '{"id":"inv_1","customer":{"name":"Ada","email":"[REDACTED]"},"amount_cents":1250,"status":"overdue"}',
+        '<ui_passthrough type="markdown">\n| Field | Value |\n|---|---|\n| Email | ada@example.com |\n</ui_passthrough>',
+        "<domain_rules>\n- amount_cents: CENTS, divide by 100\n- CRITICAL: amount_cents is in CENTS. Divide by 100.\n"
+        "</domain_rules>",
+        "<action_suggestions>\n- billing.remind: Send a payment reminder\n</action_suggestions>",
+    ]
+    # the caller's object is untouched (nothing the user stored is lost)
+    assert INVOICE["customer"]["email"] == "ada@example.com"
+
+
+def test_hidden_and_undeclared_fields_never_on_the_wire():
+    result = invoice_presenter().present(INVOICE)
+    text = "\n".join(result.texts)
+    assert "cost basis" not in text and "internal_notes" not in text and "strip me" not in text
+    assert "internal_notes" not in str(InvoiceModel.json_schema())
+
+
+def test_casts_apply_when_reading():
+    from decimal import Decimal
+
+    result = invoice_presenter().present({**INVOICE, "amount_cents": Decimal("1250")})
+    assert result.view.data["amount_cents"] == 1250
+
+
+def test_select_filters_only_the_data_block():
+    result = invoice_presenter().present(INVOICE, select=["id", "status"])
+    assert result.texts[0] == '{"id":"inv_1","status":"overdue"}'
+    # UI, rules and suggestions still ran on the full object
+    assert "ada@example.com" in result.texts[1]
+    assert result.texts[3] == "<action_suggestions>\n- billing.remind: Send a payment reminder\n</action_suggestions>"
+    assert len(result.texts) == 4
+
+
+def test_limit_truncation_block_exact_text_and_rules_once_for_collections():
+    calls = []
+
+    def rules(items):
+        calls.append(len(items))
+        return [f"{len(items)} items shown"]
+
+    presenter = Presenter("Row").schema({"id": int}).limit(2).rules(rules)
+    result = presenter.present([{"id": i} for i in range(5)])
+    assert calls == [2]
+    assert result.texts == [
+        '[{"id":0},{"id":1}]',
+        '<ui_passthrough type="markdown">\n📊 **Summary**: ⚠️ Dataset truncated. 2 shown, 3 hidden. '
+        "Use filters to narrow results.\n</ui_passthrough>",
+        "<domain_rules>\n- 2 items shown\n</domain_rules>",
+    ]
+    assert len(presenter.present([{"id": 1}]).texts) == 2  # no truncation block under the limit
+
+
+def test_collection_ui_and_per_item_suggestions_deduplicated():
+    presenter = (
+        Presenter("Row")
+        .schema({"id": int, "status": str})
+        .collection_ui(lambda rows: ui.list([r["id"] for r in rows]))
+        .suggest(lambda r: [suggest("x.pay", "Pay it") if r["status"] == "due" else None])
+    )
+    result = presenter.present([{"id": 1, "status": "due"}, {"id": 2, "status": "due"}, {"id": 3, "status": "ok"}])
+    assert result.texts[1] == '<ui_passthrough type="markdown">\n- 1\n- 2\n- 3\n</ui_passthrough>'
+    assert result.texts[2] == "<action_suggestions>\n- x.pay: Pay it\n</action_suggestions>"
+
+
+def test_redaction_wildcards():
+    presenter = Presenter("P").schema(
+        {"people": list[dict], "lines": list[dict], "owner": dict}
+    ).redact_pii(["people[*].ssn", "lines[*].card", "owner.*"], censor="***")
+    data = {
+        "people": [{"name": "a", "ssn": "1"}, {"name": "b"}],
+        "lines": [{"card": "4111", "sku": "A"}],
+        "owner": {"name": "x", "phone": "y"},
+    }
+    assert presenter.present(data).view.data == {
+        "people": [{"name": "a", "ssn": "***"}, {"name": "b"}],
+        "lines": [{"card": "***", "sku": "A"}],
+        "owner": {"name": "***", "phone": "***"},
+    }
+    star = Presenter("S").redact_pii(["*.ssn"]).present({"a": {"ssn": "1", "k": 2}, "b": "plain", "c": {"x": 1}})
+    assert star.view.data == {"a": {"ssn": "[REDACTED]", "k": 2}, "b": "plain", "c": {"x": 1}}
+
+
+def test_redaction_fails_closed_when_a_path_cannot_be_applied():
+    presenter = Presenter("P").schema({"customer": object}).redact_pii(["customer.email"])
+    with pytest.raises(RedactionError):
+        presenter.present({"customer": "ada@example.com"})
+    lines = Presenter("L").schema({"lines": object}).redact_pii(["lines[*].card"])
+    with pytest.raises(RedactionError):
+        lines.present({"lines": {"card": "4111"}})
+
+
+def test_redaction_path_typo_is_caught_at_definition():
+    with pytest.raises(ValueError, match="names no field"):
+        Presenter("P").schema({"customer": dict}).redact_pii(["custmer.email"])
+    with pytest.raises(ValueError):
+        Presenter("P").redact_pii(["a..b"])
+
+
+def test_redaction_runs_after_ui_so_operators_see_real_values():
+    presenter = Presenter("P").schema({"email": str}).redact_pii(["email"]).ui(lambda d: ui.markdown(d["email"]))
+    result = presenter.present({"email": "ada@example.com"})
+    assert result.texts == ['{"email":"[REDACTED]"}', '<ui_passthrough type="markdown">\nada@example.com\n</ui_passthrough>']
+
+
+def test_embed_child_blocks_rules_and_suggestions_merge_deduplicated():
+    lines = (
+        Presenter("Line")
+        .schema({"sku": str, "card": str})
+        .redact_pii(["card"])
+        .rules(["sku is the product code", "Amounts are in CENTS."])
+        .collection_ui(lambda rows: ui.table(["SKU"], [[r["sku"]] for r in rows]))
+        .suggest(lambda r: suggest("billing.refund", "Refund a line"))
+    )
+    parent = (
+        Presenter("Invoice")
+        .schema({"id": str})
+        .rules(["Amounts are in CENTS."])
+        .ui(lambda d: ui.markdown(f"Invoice {d['id']}"))
+        .embed("lines", lines)
+    )
+    result = parent.present({"id": "inv_1", "lines": [{"sku": "A", "card": "4111"}, {"sku": "B", "card": "5555"}]})
+    assert result.texts == [
+        '{"id":"inv_1","lines":[{"sku":"A","card":"[REDACTED]"},{"sku":"B","card":"[REDACTED]"}]}',
+        '<ui_passthrough type="markdown">\nInvoice inv_1\n</ui_passthrough>',
+        '<ui_passthrough type="markdown">\n| SKU |\n|---|\n| A |\n| B |\n</ui_passthrough>',
+        "<domain_rules>\n- Amounts are in CENTS.\n- sku is the product code\n</domain_rules>",
+        "<action_suggestions>\n- billing.refund: Refund a line\n</action_suggestions>",
+    ]
+    assert parent.field_names == ["id", "lines"]
+
+
+def test_rules_as_function_of_data_and_context_drop_none():
+    presenter = Presenter("P").schema({"status": str}).rules(
+        lambda d, ctx: [f"Role is {ctx}", None, "Paid is final" if d["status"] == "paid" else None]
+    )
+    assert presenter.present({"status": "paid"}, "admin").view.system_rules == ["Role is admin", "Paid is final"]
+
+
+def test_presenter_schema_mismatch_is_a_presenter_error_without_values():
+    presenter = Presenter("P").schema({"amount": int})
+    with pytest.raises(PresenterError) as info:
+        presenter.present({"amount": "secret-value"})
+    assert "secret-value" not in str(info.value) and "amount" in str(info.value)
+
+
+def test_schema_from_pydantic_model_strips_extra():
+    class Out(BaseModel):
+        a: int
+
+    assert Presenter("O").schema(Out).present({"a": 1, "b": 2}).texts == ['{"a":1}']
+
+
+def test_directives_block():
+    result = Presenter("D").schema({"due": str}).directives(lambda d: [f"Mention the due date {d['due']}."]).present(
+        {"due": "2026-12-01"}
+    )
+    assert result.texts[1] == "<llm_directives>\n- Mention the due date 2026-12-01.\n</llm_directives>"

@@ -1,0 +1,145 @@
+"""The exact perception wire format: block order, tags, escaping, helpers and implicit wrapping."""
+
+import json
+
+import pytest
+import toon_format
+
+from mcpfusion import Presenter, error, response, success, success_structured, suggest, tool_error, toon_success, ui
+from mcpfusion.errors import render_validation_error
+
+
+def test_six_blocks_in_order_with_exact_tags():
+    built = (
+        response({"id": "inv_1", "amount_cents": 1250})
+        .suggest([suggest("billing.remind", "Send a payment reminder"), None])
+        .rules(["amount_cents is in CENTS. Divide by 100.", None])
+        .directive("Mention the due date.")
+        .embed("<ui_passthrough type=\"markdown\">\nchild\n</ui_passthrough>")
+        .ui(ui.echarts({"x": 1}, title="Revenue by month", width="full", priority=1))
+        .build()
+    )
+    assert built.texts == [
+        '{"id":"inv_1","amount_cents":1250}',
+        '<ui_passthrough type="echarts" title="Revenue by month" width="full" priority="1">\n'
+        '```echarts\n{\n  "x": 1\n}\n```\n</ui_passthrough>',
+        '<ui_passthrough type="markdown">\nchild\n</ui_passthrough>',
+        "<llm_directives>\n- Mention the due date.\n</llm_directives>",
+        "<domain_rules>\n- amount_cents is in CENTS. Divide by 100.\n</domain_rules>",
+        "<action_suggestions>\n- billing.remind: Send a payment reminder\n</action_suggestions>",
+    ]
+    assert built.to_mcp() == {"content": [{"type": "text", "text": t} for t in built.texts], "isError": False}
+
+
+def test_empty_sections_are_omitted_and_none_is_ok():
+    assert response({"a": 1}).build().texts == ['{"a":1}']
+    assert success(None).texts == ["OK"]
+    assert response(None).build().texts == ["OK"]
+
+
+def test_attribute_and_text_escaping():
+    block = ui.markdown("body", title='Q&A <"x">')
+    assert block.render() == '<ui_passthrough type="markdown" title="Q&amp;A &lt;&quot;x&quot;>">\nbody\n</ui_passthrough>'
+    built = response({}).rules(['a < b & "c"']).build()
+    assert built.texts[1] == "<domain_rules>\n- a &lt; b &amp; &quot;c&quot;\n</domain_rules>"
+
+
+def test_ui_helpers_exact_text():
+    assert ui.table(["Field", "Value"], [["Invoice", "inv_1"], ["Pipe", "a|b"]]).render() == (
+        '<ui_passthrough type="markdown">\n| Field | Value |\n|---|---|\n| Invoice | inv_1 |\n| Pipe | a\\|b |\n'
+        "</ui_passthrough>"
+    )
+    assert ui.list(["one", "two"]).content == "- one\n- two"
+    assert ui.json({"a": 1}).type == "json"
+    assert ui.json({"a": 1}).content == '```json\n{\n  "a": 1\n}\n```'
+    code = ui.code_block("python", "print(1)")
+    assert (code.type, code.content) == ("python", "```python\nprint(1)\n```")
+    assert ui.mermaid("graph TD; A-->B").content == "```mermaid\ngraph TD; A-->B\n```"
+    assert ui.markdown("**raw**").content == "**raw**"
+    assert ui.summary("3 invoices").content == "📊 **Summary**: 3 invoices"
+    assert ui.code_block("md", "has ``` inside").content == "````md\nhas ``` inside\n````"
+    assert ui.markdown("x", width="half").render() == '<ui_passthrough type="markdown" width="half">\nx\n</ui_passthrough>'
+
+
+def test_tool_error_exact_xml():
+    result = tool_error(
+        "NOT_FOUND",
+        'Invoice "inv_9" was not found.',
+        recovery="Call billing with action list_invoices first.",
+        available_actions=["billing.list_invoices"],
+    )
+    assert result.is_error and result.error_code == "NOT_FOUND"
+    assert result.texts == [
+        '<tool_error code="NOT_FOUND" severity="error">\n'
+        '<message>Invoice "inv_9" was not found.</message>\n'
+        "<recovery>Call billing with action list_invoices first.</recovery>\n"
+        "<available_actions>\n  <action>billing.list_invoices</action>\n</available_actions>\n"
+        "</tool_error>"
+    ]
+    extra = tool_error("RATE_LIMITED", "Slow down <now>", severity="warning", retry_after=2, details={"limit": 10})
+    assert extra.texts[0] == (
+        '<tool_error code="RATE_LIMITED" severity="warning">\n<message>Slow down &lt;now></message>\n'
+        '<retry_after>2</retry_after>\n<details>\n  <detail key="limit">10</detail>\n</details>\n</tool_error>'
+    )
+
+
+def test_validation_error_exact_xml():
+    text = render_validation_error(
+        "billing/create_invoice",
+        [("amount_cents", "Input should be greater than or equal to 0. You sent: -2.")],
+    )
+    assert text == (
+        '<validation_error action="billing/create_invoice">\n'
+        '<field name="amount_cents">Input should be greater than or equal to 0. You sent: -2.</field>\n'
+        "<recovery>Fix the fields above and call the tool again.</recovery>\n"
+        "</validation_error>"
+    )
+
+
+def test_plain_error_and_success_shapes():
+    assert error("nope").to_mcp() == {"content": [{"type": "text", "text": "nope"}], "isError": True}
+    assert success("hello").texts == ["hello"]
+    assert success({"b": 1, "a": [1, 2]}).texts == ['{"b":1,"a":[1,2]}']
+    assert success({"a": 1}, pretty=True).texts == ['{\n  "a": 1\n}']
+
+
+def test_success_structured_sends_text_and_structured_content():
+    result = success_structured({"total": 3, "currency": "EUR"})
+    assert result.to_mcp() == {
+        "content": [{"type": "text", "text": '{"total":3,"currency":"EUR"}'}],
+        "isError": False,
+        "structuredContent": {"total": 3, "currency": "EUR"},
+    }
+    with pytest.raises(TypeError):
+        success_structured([1, 2])
+
+
+def test_toon_success_pipe_delimited_and_decodes_strictly():
+    rows = [{"id": 1, "name": "Ada", "email": "ada@x.io"}, {"id": 2, "name": "Bob, Jr.", "email": "bob@x.io"}]
+    result = toon_success(rows)
+    assert result.texts[0] == "[2|]{id|name|email}:\n  1|Ada|ada@x.io\n  2|Bob, Jr.|bob@x.io"
+    assert toon_format.decode(result.texts[0], strict=True) == rows
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        [{"id": i, "name": f"n{i}", "ok": i % 2 == 0, "score": i / 3, "note": None, "tag": "a|b"} for i in range(50)],
+        {"nested": {"list": [1, 2, 3], "empty": [], "s": "with: colon", "q": '"quoted"'}},
+        [{"a": 1}, {"a": 2, "b": 3}],
+        "plain string",
+        [],
+        {"x": "", "y": "-", "z": "123"},
+    ],
+)
+def test_toon_success_round_trips_with_official_decoder(data):
+    assert toon_format.decode(toon_success(data).texts[0], strict=True) == json.loads(json.dumps(data))
+
+
+def test_presenter_response_carries_structured_view_outside_the_wire():
+    presenter = Presenter("P").schema({"id": str}).rules(["r1"]).ui(lambda d: ui.markdown(d["id"]))
+    result = presenter.present({"id": "x", "junk": 1})
+    assert result.view.data == {"id": "x"}
+    assert result.view.system_rules == ["r1"]
+    assert [b.content for b in result.view.ui_blocks] == ["x"]
+    assert "view" not in json.dumps(result.to_mcp())
