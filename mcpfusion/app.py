@@ -1,0 +1,304 @@
+"""`MCPFusion`: the composition object users write. It gathers tools, resources, prompts and completions,
+and mounts `/mcp` (every MCP revision), REST and `/healthz` on a FastAPI application.
+
+    fusion = MCPFusion(name="billing", version="1.0.0", tools=[billing])
+    app = fusion.build_app()            # or fusion.mount(existing_app)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import fields
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.requests import Request
+
+from .mcp.callables import accepted_kwargs, context_param, invoke
+from .mcp.engine import CONTEXT_SCOPE_KEY, Engine
+from .mcp.http import McpHttpTransport
+from .mcp.jsonrpc import INVALID_PARAMS, McpError, notification
+from .mcp.settings import TransportSettings
+from .mcp.state import RequestStateSigner
+from .prompts import Prompt, PromptRegistry
+from .resources import Resource, ResourceRegistry, ResourceTemplate
+
+logger = logging.getLogger("mcpfusion")
+_SETTING_NAMES = {f.name for f in fields(TransportSettings)}
+
+
+class RawTool:
+    """A tool answering its `CallToolResult` itself (content blocks of any type, a hand-written schema).
+    The escape hatch for what actions and presenters do not cover; prefer `Tool` + `@tool.action`."""
+
+    def __init__(self, fn: Callable[..., Any], descriptor: dict[str, Any]) -> None:
+        self.fn = fn
+        self.descriptor = descriptor
+        self.context_arg = context_param(fn)
+
+    async def call(self, arguments: dict[str, Any], context: Any) -> dict[str, Any]:
+        kwargs = accepted_kwargs(self.fn, arguments)
+        if self.context_arg:
+            kwargs[self.context_arg] = context
+        try:
+            value = await invoke(self.fn, kwargs)
+        except McpError:
+            raise
+        except TypeError as exc:
+            return {"content": [{"type": "text", "text": f"Invalid arguments: {exc}"}], "isError": True}
+        except Exception as exc:
+            logger.exception("raw tool %s failed", self.descriptor["name"])
+            return {"content": [{"type": "text", "text": f"{self.descriptor['name']} failed: {exc}"}],
+                    "isError": True}
+        if isinstance(value, dict) and "content" in value:
+            return value
+        if isinstance(value, list):
+            return {"content": value, "isError": False}
+        return {"content": [{"type": "text", "text": "OK" if value is None else str(value)}], "isError": False}
+
+
+class FusionBackend:
+    """Adapts the core's `ToolRegistry` (plus raw tools) to the engine's `ToolBackend` protocol."""
+
+    def __init__(self, fusion: MCPFusion) -> None:
+        self.fusion = fusion
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        raw = [t.descriptor for t in self.fusion.raw_tools.values()]
+        return [*raw, *self.fusion.registry.mcp_tools()]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], request: Request) -> dict[str, Any]:
+        raw = self.fusion.raw_tools.get(name)
+        if raw is not None:
+            return await raw.call(arguments, request.scope.get(CONTEXT_SCOPE_KEY))
+        from .errors import UnknownToolError
+
+        try:
+            response = await self.fusion.registry.call(name, arguments, request)
+        except UnknownToolError as exc:
+            available = sorted({*exc.available, *self.fusion.raw_tools})
+            message = f"Unknown tool: {name}. Available tools: {', '.join(available) or 'none'}."
+            raise McpError(INVALID_PARAMS, message, {"name": name, "available": available}) from None
+        return response.to_mcp()
+
+
+class MCPFusion:
+    """One MCP server: tools, resources, prompts, completions, and the transport settings of `/mcp`.
+
+    Transport settings are `TransportSettings` fields, given as `settings=` or as keyword arguments
+    (`allowed_hosts=[...]`, `json_response=True`, `max_body_bytes=...`, `event_store=...`, ...).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        version: str = "0.1.0",
+        *,
+        instructions: str | None = None,
+        title: str | None = None,
+        tools: Iterable[Any] = (),
+        settings: TransportSettings | None = None,
+        **transport: Any,
+    ) -> None:
+        unknown = set(transport) - _SETTING_NAMES
+        if unknown:
+            raise TypeError(f"unknown MCPFusion argument(s): {', '.join(sorted(unknown))}")
+        self.name = name
+        self.version = version
+        self.title = title
+        self.instructions = instructions
+        self.settings = settings or TransportSettings(**transport)
+        self.resources = ResourceRegistry()
+        self.prompts = PromptRegistry()
+        self.completions: dict[tuple[str, str, str], Callable[..., Any]] = {}
+        self.raw_tools: dict[str, RawTool] = {}
+        self._registry: Any = None
+        self._pending_tools = list(tools)
+        self._transport: McpHttpTransport | None = None
+
+    # -- tools ----------------------------------------------------------------------------------------
+
+    @property
+    def registry(self) -> Any:
+        """The core's `ToolRegistry` holding every `Tool` of this server."""
+        if self._registry is None:
+            from .dispatch import ToolRegistry
+
+            self._registry = ToolRegistry(self._pending_tools)
+            self._pending_tools = []
+        return self._registry
+
+    def add_tool(self, tool: Any) -> None:
+        """Register a `Tool`; connected clients learn about it from `notify_tools_changed()`."""
+        self.registry.add(tool)
+        self._tools_changed()
+
+    def raw_tool(
+        self,
+        name: str | None = None,
+        *,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        annotations: dict[str, Any] | None = None,
+        title: str | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register a function as a tool that builds its own `CallToolResult` (str, content list or dict)."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            descriptor: dict[str, Any] = {
+                "name": name or fn.__name__,
+                "inputSchema": input_schema or {"type": "object", "properties": {}},
+            }
+            desc = description or (fn.__doc__ or "").strip()
+            if desc:
+                descriptor["description"] = desc
+            for key, value in (("title", title), ("outputSchema", output_schema), ("annotations", annotations)):
+                if value is not None:
+                    descriptor[key] = value
+            self.raw_tools[descriptor["name"]] = RawTool(fn, descriptor)
+            self._tools_changed()
+            return fn
+
+        return register
+
+    def remove_raw_tool(self, name: str) -> None:
+        self.raw_tools.pop(name, None)
+        self._tools_changed()
+
+    def _tools_changed(self) -> None:
+        if self._transport is not None:
+            self._transport.invalidate()
+
+    # -- resources, prompts, completions ----------------------------------------------------------------
+
+    def resource(
+        self, uri: str, *, name: str | None = None, title: str | None = None, description: str | None = None,
+        mime_type: str | None = None, annotations: dict[str, Any] | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """A static resource at `uri`; the function returns str (text), bytes (blob) or JSON data."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.resources.add(Resource(uri=uri, fn=fn, name=name or fn.__name__, title=title,
+                                        description=description or _doc(fn), mime_type=mime_type,
+                                        annotations=annotations))
+            return fn
+
+        return register
+
+    def resource_template(
+        self, uri_template: str, *, name: str | None = None, title: str | None = None,
+        description: str | None = None, mime_type: str | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """A family of resources (`users://{id}/profile`); template variables are function arguments."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.resources.add_template(ResourceTemplate(
+                uri_template=uri_template, fn=fn, name=name or fn.__name__, title=title,
+                description=description or _doc(fn), mime_type=mime_type))
+            return fn
+
+        return register
+
+    def prompt(
+        self, name: str | None = None, *, description: str | None = None, title: str | None = None
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """A prompt whose arguments are the function's parameters."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.prompts.add(Prompt.from_function(fn, name=name, description=description, title=title))
+            return fn
+
+        return register
+
+    def remove_prompt(self, name: str) -> None:
+        self.prompts.prompts.pop(name, None)
+
+    def completion(
+        self, *, argument: str, prompt: str | None = None, resource_template: str | None = None
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Suggestions for one argument of a prompt or one variable of a resource template.
+
+        The function takes `value` (what the user typed so far) and optionally `arguments` (the other
+        arguments already given), and returns a list of strings (or a `{values, total, hasMore}` dict)."""
+        if (prompt is None) == (resource_template is None):
+            raise TypeError("completion() needs exactly one of prompt= or resource_template=")
+        key = ("ref/prompt", prompt) if prompt is not None else ("ref/resource", resource_template)
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def call(value: str, arguments: dict[str, str]) -> Any:
+                return fn(**accepted_kwargs(fn, {"value": value, "arguments": arguments}))
+
+            self.completions[(key[0], str(key[1]), argument)] = call
+            return fn
+
+        return register
+
+    # -- notifications ----------------------------------------------------------------------------------
+
+    async def notify_tools_changed(self) -> None:
+        self._tools_changed()
+        await self._publish(notification("notifications/tools/list_changed"))
+
+    async def notify_prompts_changed(self) -> None:
+        await self._publish(notification("notifications/prompts/list_changed"))
+
+    async def notify_resources_changed(self) -> None:
+        await self._publish(notification("notifications/resources/list_changed"))
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        await self._publish(notification("notifications/resources/updated", {"uri": uri}))
+
+    async def _publish(self, message: dict[str, Any]) -> None:
+        if self._transport is not None:
+            await self._transport.publish(message)
+
+    # -- serving ----------------------------------------------------------------------------------------
+
+    @property
+    def engine(self) -> Engine:
+        return self.transport.engine
+
+    @property
+    def transport(self) -> McpHttpTransport:
+        if self._transport is None:
+            settings = self.settings
+            engine = Engine(
+                name=self.name, version=self.version, title=self.title, instructions=self.instructions,
+                tools=FusionBackend(self), resources=self.resources, prompts=self.prompts,
+                completions=self.completions,
+                signer=RequestStateSigner(settings.signing_key, settings.request_state_ttl),
+            )
+            self._transport = McpHttpTransport(engine, settings)
+        return self._transport
+
+    def mount(self, app: FastAPI) -> FastAPI:
+        """Add `/mcp`, `/healthz` and the REST routes of every tool to an existing FastAPI app."""
+        self.transport.install(app)
+        app.add_api_route("/healthz", _healthz, methods=["GET"], tags=["health"], summary="Health check")
+        try:
+            from .rest import add_rest_routes
+        except ImportError:  # pragma: no cover - the REST adapter is optional while the core evolves
+            add_rest_routes = None
+        if add_rest_routes is not None:
+            add_rest_routes(app, self.registry)
+        app.state.mcpfusion = self
+        return app
+
+    def build_app(self, **fastapi_kwargs: Any) -> FastAPI:
+        """A new FastAPI application with everything mounted."""
+        fastapi_kwargs.setdefault("title", self.title or self.name)
+        fastapi_kwargs.setdefault("version", self.version)
+        if self.instructions:
+            fastapi_kwargs.setdefault("description", self.instructions)
+        return self.mount(FastAPI(**fastapi_kwargs))
+
+
+async def _healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+def _doc(fn: Callable[..., Any]) -> str | None:
+    doc = (fn.__doc__ or "").strip()
+    return doc or None

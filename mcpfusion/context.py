@@ -1,0 +1,208 @@
+"""`Context`: what a tool handler can do with the MCP client during a call.
+
+Declare a parameter annotated `Context` and the framework injects the per-call instance:
+
+    async def export(ctx: Context) -> str:
+        await ctx.progress(1, 3, "reading")
+        await ctx.info("export started")
+        answer = await ctx.elicit("Which format?", {"type": "object", "properties": {...}})
+
+Outside MCP (REST, tests) `Context.detached()` stands in: progress and logs are no-ops, while
+elicit/sample/list_roots raise `NoBackChannel` with a clear message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from mcpfusion.mcp.channel import Channel, NoBackChannel
+
+__all__ = ["Context", "NoBackChannel"]
+
+
+class Context:
+    """Per-call handle on the MCP client: progress, logging, cancellation, elicitation, sampling, roots."""
+
+    def __init__(
+        self,
+        channel: Channel | None = None,
+        *,
+        request_id: Any = None,
+        session_id: str | None = None,
+        protocol_version: str | None = None,
+        client_capabilities: dict[str, Any] | None = None,
+        client_info: dict[str, Any] | None = None,
+        meta: dict[str, Any] | None = None,
+        transport: str = "detached",
+    ) -> None:
+        self._channel = channel or Channel()
+        self.request_id = request_id
+        self.session_id = session_id
+        self.protocol_version = protocol_version
+        self.client_capabilities = client_capabilities or {}
+        self.client_info = client_info or {}
+        self.meta = meta or {}
+        self.transport = transport
+
+    @classmethod
+    def detached(cls) -> Context:
+        """A context for calls that do not come from an MCP client (REST, unit tests)."""
+        return cls()
+
+    @property
+    def is_detached(self) -> bool:
+        return self.transport == "detached"
+
+    # -- progress and logging -------------------------------------------------------------------------
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Send `notifications/progress` when the client asked for it (a `progressToken`), else nothing."""
+        token = self._channel.progress_token
+        if token is None:
+            return
+        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self._channel.notify("notifications/progress", params)
+
+    report_progress = progress
+
+    async def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send `notifications/message` at `level` if the client's log level lets it through."""
+        if not self._channel.wants_log(level):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        await self._channel.notify("notifications/message", params)
+
+    async def debug(self, data: Any, logger: str | None = None) -> None:
+        await self.log("debug", data, logger)
+
+    async def info(self, data: Any, logger: str | None = None) -> None:
+        await self.log("info", data, logger)
+
+    async def notice(self, data: Any, logger: str | None = None) -> None:
+        await self.log("notice", data, logger)
+
+    async def warning(self, data: Any, logger: str | None = None) -> None:
+        await self.log("warning", data, logger)
+
+    async def error(self, data: Any, logger: str | None = None) -> None:
+        await self.log("error", data, logger)
+
+    # -- cancellation ---------------------------------------------------------------------------------
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the client cancelled this request (`notifications/cancelled` or closed stream)."""
+        return self._channel.cancelled.is_set()
+
+    async def wait_cancelled(self) -> None:
+        """Return when the request is cancelled (use in `asyncio.wait` next to long work)."""
+        await self._channel.cancelled.wait()
+
+    def raise_if_cancelled(self) -> None:
+        if self.cancelled:
+            raise asyncio.CancelledError(self._channel.cancel_reason or "request cancelled by the client")
+
+    # -- asking the client ----------------------------------------------------------------------------
+
+    @staticmethod
+    def elicitation(message: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+        """An `elicitation/create` request (form mode), for `ask`."""
+        schema = schema or {"type": "object", "properties": {}}
+        return {"method": "elicitation/create",
+                "params": {"mode": "form", "message": message, "requestedSchema": schema}}
+
+    @staticmethod
+    def sampling(
+        messages: list[dict[str, Any]] | str,
+        *,
+        max_tokens: int = 512,
+        system_prompt: str | None = None,
+        temperature: float | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """A `sampling/createMessage` request, for `ask`. A string is one user text message."""
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
+        params: dict[str, Any] = {"messages": messages, "maxTokens": max_tokens, **extra}
+        if system_prompt is not None:
+            params["systemPrompt"] = system_prompt
+        if temperature is not None:
+            params["temperature"] = temperature
+        return {"method": "sampling/createMessage", "params": params}
+
+    @staticmethod
+    def roots() -> dict[str, Any]:
+        """A `roots/list` request, for `ask`."""
+        return {"method": "roots/list"}
+
+    async def ask(self, requests: dict[str, dict[str, Any]], *, state: Any = None) -> dict[str, Any]:
+        """Ask the client several things at once (`{key: ctx.elicitation(...) | ctx.sampling(...) |
+        ctx.roots()}`) and get the answers by key.
+
+        On the session wire the requests go out on the call's stream. On 2026-07-28 the first round ends
+        the call with an input-required result listing them, and the client's retry re-runs the handler
+        with the answers; `state` (any JSON value) comes back signed as `ctx.state` on that retry."""
+        if self.is_detached:
+            raise NoBackChannel("asking the client needs an MCP client; this call was made outside MCP")
+        for req in requests.values():
+            self._check_capability(req["method"])
+        return await self._channel.ask(requests, state)
+
+    @property
+    def state(self) -> Any:
+        """The `state` given to `ask` in the previous round of this request (2026-07-28), else None."""
+        return self._channel.state
+
+    async def elicit(self, message: str, schema: dict[str, Any] | None = None, *, key: str | None = None
+                     ) -> dict[str, Any]:
+        """Ask the user for input (form mode). Returns the `ElicitResult` dict:
+        `{"action": "accept"|"decline"|"cancel", "content": {...}}`."""
+        return await self._one(self.elicitation(message, schema), key)
+
+    async def sample(self, messages: list[dict[str, Any]] | str, *, key: str | None = None, **kwargs: Any
+                     ) -> dict[str, Any]:
+        """Ask the client's LLM for a completion (`sampling/createMessage`); returns the result dict."""
+        return await self._one(self.sampling(messages, **kwargs), key)
+
+    async def list_roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
+        """The client's roots (`roots/list`)."""
+        result = await self._one(self.roots(), key)
+        return list(result.get("roots", []))
+
+    def require_capability(self, name: str) -> None:
+        """Fail the request with JSON-RPC -32021 when the client did not declare capability `name`."""
+        if self.is_detached or name in self.client_capabilities:
+            return
+        from mcpfusion.mcp.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY, McpError
+
+        raise self._channel.fail(McpError(
+            MISSING_REQUIRED_CLIENT_CAPABILITY, f"This request needs the client capability {name!r}",
+            {"requiredCapabilities": {name: {}}},
+        ))
+
+    def close_stream(self) -> None:
+        """End the SSE response stream now (the client reconnects with `Last-Event-ID` and gets the rest)."""
+        self._channel.close_stream()
+
+    async def _one(self, request: dict[str, Any], key: str | None) -> dict[str, Any]:
+        if self.is_detached:
+            raise NoBackChannel(f"{request['method']} needs an MCP client; this call was made outside MCP")
+        self._check_capability(request["method"])
+        if key is None:
+            return await self._channel.request(request["method"], request.get("params"))
+        return (await self._channel.ask({key: request}))[key]
+
+    def _check_capability(self, method: str) -> None:
+        capability = _CAPABILITY_OF.get(method)
+        if capability and capability not in self.client_capabilities:
+            raise NoBackChannel(f"the client did not declare the {capability!r} capability; cannot send {method}")
+
+
+_CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}

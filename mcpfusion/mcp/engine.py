@@ -1,0 +1,341 @@
+"""The MCP protocol engine: one method table for every wire, transport-agnostic.
+
+A transport parses a JSON-RPC request into a `Call` and awaits `Engine.handle(call)`, which returns the
+result dict or raises `McpError`. Tool calls go through the `ToolBackend` with the per-call `Context`
+stored in `request.scope["mcpfusion.context"]`, where the core's dependency resolution finds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
+from starlette.requests import Request
+
+from mcpfusion.context import Context
+
+from .backend import ToolBackend
+from .callables import invoke
+from .channel import LOG_RANK, Channel, InputRequired, InputResponsesChannel
+from .jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, McpError
+from .sessions import Session
+from .state import RequestStateSigner
+
+CONTEXT_SCOPE_KEY = "mcpfusion.context"
+SUPPORTED_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
+
+# Methods each wire serves; anything else is -32601 there.
+SESSION_METHODS = frozenset({
+    "initialize", "ping", "tools/list", "tools/call", "resources/list", "resources/templates/list",
+    "resources/read", "resources/subscribe", "resources/unsubscribe", "prompts/list", "prompts/get",
+    "completion/complete", "logging/setLevel",
+})
+MODERN_METHODS = frozenset({
+    "server/discover", "tools/list", "tools/call", "resources/list", "resources/templates/list",
+    "resources/read", "prompts/list", "prompts/get", "completion/complete", "subscriptions/listen",
+})
+CACHEABLE = frozenset({"tools/list", "resources/list", "resources/templates/list", "resources/read",
+                       "prompts/list", "server/discover"})
+
+
+@dataclass(slots=True)
+class Call:
+    """One JSON-RPC request as the engine sees it."""
+
+    method: str
+    params: dict[str, Any]
+    id: Any
+    request: Request
+    channel: Channel
+    protocol_version: str = LATEST_HANDSHAKE_VERSION
+    session: Session | None = None
+    modern: bool = False
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    client_info: dict[str, Any] = field(default_factory=dict)
+
+
+Completion = Callable[..., Any]
+
+
+class Engine:
+    """Capabilities, method dispatch and result shaping for one MCP server."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        version: str,
+        tools: ToolBackend,
+        resources: Any = None,
+        prompts: Any = None,
+        completions: dict[tuple[str, str, str], Completion] | None = None,
+        instructions: str | None = None,
+        title: str | None = None,
+        signer: RequestStateSigner | None = None,
+        cache_ttl_ms: int = 0,
+    ) -> None:
+        self.server_info: dict[str, Any] = {"name": name, "version": version}
+        if title:
+            self.server_info["title"] = title
+        self.instructions = instructions
+        self.tools = tools
+        self.resources = resources
+        self.prompts = prompts
+        self.completions = completions if completions is not None else {}
+        self.signer = signer or RequestStateSigner(None)
+        self.cache_ttl_ms = cache_ttl_ms
+        self._tools_cache: list[dict[str, Any]] | None = None
+        self._handlers: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
+            "ping": self._ping,
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+            "resources/list": self._resources_list,
+            "resources/templates/list": self._templates_list,
+            "resources/read": self._resources_read,
+            "resources/subscribe": self._subscribe,
+            "resources/unsubscribe": self._unsubscribe,
+            "prompts/list": self._prompts_list,
+            "prompts/get": self._prompts_get,
+            "completion/complete": self._complete,
+            "logging/setLevel": self._set_level,
+            "server/discover": self._discover,
+        }
+
+    # -- capabilities ---------------------------------------------------------------------------------
+
+    def capabilities(self, modern: bool = False) -> dict[str, Any]:
+        caps: dict[str, Any] = {"tools": {"listChanged": True}}
+        if self.resources is not None and self.resources:
+            caps["resources"] = {"listChanged": True} if modern else {"subscribe": True, "listChanged": True}
+        if self.prompts is not None and self.prompts:
+            caps["prompts"] = {"listChanged": True}
+        if self.completions:
+            caps["completions"] = {}
+        caps["logging"] = {}
+        return caps
+
+    def invalidate_tools(self) -> None:
+        """Forget the precomputed `tools/list` (call after adding or removing tools)."""
+        self._tools_cache = None
+
+    def initialize_result(self, protocol_version: str) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "protocolVersion": protocol_version,
+            "capabilities": self.capabilities(),
+            "serverInfo": self.server_info,
+        }
+        if self.instructions:
+            result["instructions"] = self.instructions
+        return result
+
+    @staticmethod
+    def negotiate(requested: Any) -> str:
+        """The handshake version to answer an `initialize` with: the client's if supported, else latest."""
+        return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+
+    # -- dispatch -------------------------------------------------------------------------------------
+
+    async def handle(self, call: Call) -> dict[str, Any]:
+        allowed = MODERN_METHODS if call.modern else SESSION_METHODS
+        handler = self._handlers.get(call.method) if call.method in allowed else None
+        if handler is None:
+            raise McpError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
+        result = await handler(call)
+        if call.modern:
+            if "resultType" not in result:
+                result["resultType"] = "complete"
+            if call.method in CACHEABLE and result["resultType"] == "complete":
+                result.setdefault("ttlMs", self.cache_ttl_ms)
+                result.setdefault("cacheScope", "private")
+        return result
+
+    def context(self, call: Call) -> Context:
+        return Context(
+            call.channel,
+            request_id=call.id,
+            session_id=call.session.id if call.session else None,
+            protocol_version=call.protocol_version,
+            client_capabilities=call.client_capabilities,
+            client_info=call.client_info,
+            meta=call.params.get("_meta") if isinstance(call.params.get("_meta"), dict) else None,
+            transport="mcp",
+        )
+
+    # -- methods --------------------------------------------------------------------------------------
+
+    async def _ping(self, call: Call) -> dict[str, Any]:
+        return {}
+
+    async def _discover(self, call: Call) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": self.capabilities(modern=True),
+        }
+        if self.instructions:
+            result["instructions"] = self.instructions
+        return result
+
+    async def _tools_list(self, call: Call) -> dict[str, Any]:
+        tools = self._tools_cache
+        if tools is None:
+            tools = self._tools_cache = list(self.tools.list_tools())
+        return {"tools": tools}
+
+    async def _tools_call(self, call: Call) -> dict[str, Any]:
+        params = call.params
+        name = params.get("name")
+        if not isinstance(name, str) or not name:
+            raise McpError(INVALID_PARAMS, "tools/call needs a string 'name'")
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        elif not isinstance(arguments, dict):
+            raise McpError(INVALID_PARAMS, "tools/call 'arguments' must be an object")
+        return await self._with_input(call, name, lambda: self._run_tool(call, name, arguments))
+
+    async def _run_tool(self, call: Call, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        call.request.scope[CONTEXT_SCOPE_KEY] = self.context(call)
+        return await self.tools.call_tool(name, arguments, call.request)
+
+    async def _with_input(
+        self, call: Call, name: str, run: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        """Run user code. A protocol error it raised through the context wins over its result; on the
+        2026 wire, questions it could not get answered become an input-required result."""
+        channel = call.channel
+        if not isinstance(channel, InputResponsesChannel):
+            result = await self._guarded(channel, run)
+            if channel.failure is not None:
+                raise channel.failure
+            return result
+        params = call.params
+        previous, state = self.signer.verify(params.get("requestState"), call.method, name)
+        responses = params.get("inputResponses")
+        if responses is not None and not isinstance(responses, dict):
+            raise McpError(INVALID_PARAMS, "'inputResponses' must be an object")
+        channel.responses = {**previous, **(responses or {})}
+        channel.previous_state = state
+        result = await self._guarded(channel, run)
+        if channel.failure is not None:
+            raise channel.failure
+        if channel.pending is None:
+            return result
+        # The handler asked the client something: whatever it returned after the failed ask is void.
+        answered = {k: v for k, v in channel.responses.items() if k not in channel.pending}
+        token = self.signer.sign(call.method, name, answered, channel.next_state)
+        return {"resultType": "input_required", "inputRequests": channel.pending, "requestState": token}
+
+    @staticmethod
+    async def _guarded(channel: Channel, run: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        try:
+            return await run()
+        except (InputRequired, McpError) as exc:
+            # Raised by the context (not swallowed by the handler framework): the channel has it recorded.
+            if isinstance(exc, McpError) and channel.failure is None:
+                raise
+            return {}
+
+    async def _resources_list(self, call: Call) -> dict[str, Any]:
+        return {"resources": self.resources.list() if self.resources is not None else []}
+
+    async def _templates_list(self, call: Call) -> dict[str, Any]:
+        return {"resourceTemplates": self.resources.list_templates() if self.resources is not None else []}
+
+    async def _resources_read(self, call: Call) -> dict[str, Any]:
+        if self.resources is None:
+            raise McpError(INVALID_PARAMS, "This server has no resources")
+        uri = call.params.get("uri")
+        return await self._with_input(
+            call, uri if isinstance(uri, str) else "", lambda: self.resources.read(uri, self.context(call))
+        )
+
+    async def _subscribe(self, call: Call) -> dict[str, Any]:
+        uri = self._subscription_uri(call)
+        session = call.session
+        if session is not None and uri not in session.subscriptions:
+            session.subscriptions.append(uri)
+        return {}
+
+    async def _unsubscribe(self, call: Call) -> dict[str, Any]:
+        uri = self._subscription_uri(call)
+        session = call.session
+        if session is not None and uri in session.subscriptions:
+            session.subscriptions.remove(uri)
+        return {}
+
+    def _subscription_uri(self, call: Call) -> str:
+        uri = call.params.get("uri")
+        if not isinstance(uri, str) or not uri:
+            raise McpError(INVALID_PARAMS, f"{call.method} needs a non-empty string 'uri'")
+        return uri
+
+    async def _prompts_list(self, call: Call) -> dict[str, Any]:
+        return {"prompts": self.prompts.list() if self.prompts is not None else []}
+
+    async def _prompts_get(self, call: Call) -> dict[str, Any]:
+        if self.prompts is None:
+            raise McpError(INVALID_PARAMS, "This server has no prompts")
+        name = call.params.get("name")
+        return await self._with_input(
+            call, name if isinstance(name, str) else "",
+            lambda: self.prompts.get(name, call.params.get("arguments"), self.context(call)),
+        )
+
+    async def _complete(self, call: Call) -> dict[str, Any]:
+        ref = call.params.get("ref")
+        argument = call.params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict):
+            raise McpError(INVALID_PARAMS, "completion/complete needs 'ref' and 'argument' objects")
+        kind = ref.get("type")
+        target = ref.get("name") if kind == "ref/prompt" else ref.get("uri") if kind == "ref/resource" else None
+        arg_name, value = argument.get("name"), argument.get("value", "")
+        if not isinstance(target, str) or not isinstance(arg_name, str) or not isinstance(value, str):
+            raise McpError(INVALID_PARAMS, "completion/complete: ref needs a type ref/prompt (name) or "
+                           "ref/resource (uri), and argument needs string 'name' and 'value'")
+        self._check_completion_target(kind, target)
+        context_args = (call.params.get("context") or {}).get("arguments") or {}
+        fn = self.completions.get((kind, target, arg_name))
+        values: Any = [] if fn is None else await invoke(fn, {"value": value, "arguments": context_args})
+        if isinstance(values, dict):
+            completion = dict(values)
+            completion["values"] = list(completion.get("values", []))[:100]
+        else:
+            items = [str(v) for v in (values or [])]
+            completion = {"values": items[:100], "total": len(items), "hasMore": len(items) > 100}
+        return {"completion": completion}
+
+    def _check_completion_target(self, kind: str, target: str) -> None:
+        if kind == "ref/prompt":
+            if self.prompts is None or target not in self.prompts.prompts:
+                raise McpError(INVALID_PARAMS, f"Unknown prompt {target!r}")
+        elif self.resources is None or (
+            self.resources.template(target) is None and target not in self.resources.resources
+        ):
+            raise McpError(INVALID_PARAMS, f"Unknown resource template {target!r}")
+
+    async def _set_level(self, call: Call) -> dict[str, Any]:
+        level = call.params.get("level")
+        if level not in LOG_RANK:
+            raise McpError(INVALID_PARAMS, f"Unknown log level {level!r}; use one of " + ", ".join(LOG_RANK))
+        if call.session is not None:
+            call.session.log_level = level
+        return {}
+
+
+def check_request_shape(message: Any) -> str | None:
+    """Why `message` is not a JSON-RPC request or notification, or None when it is one."""
+    if not isinstance(message, dict):
+        return "a JSON-RPC message must be an object"
+    if message.get("jsonrpc") != "2.0":
+        return "'jsonrpc' must be \"2.0\""
+    if not isinstance(message.get("method"), str):
+        return "'method' must be a string"
+    params = message.get("params")
+    if params is not None and not isinstance(params, dict):
+        return "'params' must be an object"
+    return None
+
+
+__all__ = ["CONTEXT_SCOPE_KEY", "Call", "Engine", "check_request_shape"]

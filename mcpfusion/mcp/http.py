@@ -1,0 +1,118 @@
+"""`/mcp` as plain FastAPI routes (POST, GET, DELETE): middleware, exception handlers and
+`app.dependency_overrides` apply to MCP exactly as to REST.
+
+One endpoint serves every revision. A request goes to the sessionless 2026-07-28 wire when its
+`MCP-Protocol-Version` header names a non-handshake version (unknown ones included, so they get the
+structured -32022 answer), or when it has no such header but carries the 2026 `_meta` envelope and no
+session; everything else is the handshake-era session wire.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import FastAPI
+from mcp_types import PROTOCOL_VERSION_META_KEY
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .broker import Broker, InMemoryBroker
+from .engine import Engine
+from .events import EventStore, InMemoryEventStore
+from .jsonrpc import PARSE_ERROR
+from .modern import ModernWire
+from .security import HostOriginGuard
+from .session_wire import SessionWire
+from .sessions import InMemorySessionStore, SessionStore
+from .settings import TransportSettings
+from .wire import BodyTooLarge, error_response, http_error, read_body
+
+
+def _is_modern_body(message: Any) -> bool:
+    if not isinstance(message, dict):
+        return False
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+
+
+class McpHttpTransport:
+    """The streamable HTTP transport of one `Engine`."""
+
+    def __init__(self, engine: Engine, settings: TransportSettings | None = None) -> None:
+        self.engine = engine
+        self.settings = settings = settings or TransportSettings()
+        self.sessions: SessionStore = settings.session_store or InMemorySessionStore(
+            settings.session_idle_timeout, settings.max_sessions
+        )
+        self.events: EventStore = settings.event_store or InMemoryEventStore()
+        self.broker: Broker = settings.broker or InMemoryBroker()
+        self.guard = HostOriginGuard(settings.allowed_hosts, settings.allowed_origins)
+        self.session_wire = SessionWire(engine, settings, self.sessions, self.events, self.broker)
+        self.modern_wire = ModernWire(engine, settings, self.broker)
+
+    def install(self, app: FastAPI) -> None:
+        path = self.settings.path
+        app.add_api_route(path, self.post, methods=["POST"], include_in_schema=False, name="mcp_post")
+        app.add_api_route(path, self.get, methods=["GET"], include_in_schema=False, name="mcp_get")
+        app.add_api_route(path, self.delete, methods=["DELETE"], include_in_schema=False, name="mcp_delete")
+
+    def invalidate(self) -> None:
+        """Forget precomputed tool data (after the tool list changed)."""
+        self.engine.invalidate_tools()
+        self.modern_wire.invalidate()
+
+    async def publish(self, message: dict[str, Any]) -> None:
+        """Broadcast a server notification to every GET stream and `subscriptions/listen` stream."""
+        await self.broker.publish("server", message)
+
+    def _refuse(self, request: Request) -> Response | None:
+        headers = request.headers
+        reason = self.guard.check(headers.get("host"), headers.get("origin"))
+        if reason is None:
+            return None
+        # 421 Misdirected Request for a foreign Host, 403 for a foreign Origin.
+        return http_error(421 if "Host" in reason else 403, reason)
+
+    async def post(self, request: Request) -> Response:
+        refusal = self._refuse(request)
+        if refusal is not None:
+            return refusal
+        try:
+            body = await read_body(request, self.settings.max_body_bytes)
+        except BodyTooLarge:
+            return http_error(413, f"Payload Too Large: the limit is {self.settings.max_body_bytes} bytes")
+        try:
+            message = json.loads(body)
+        except (ValueError, RecursionError):
+            # Not only JSONDecodeError: huge integer literals raise ValueError, deep nesting RecursionError.
+            return error_response(None, PARSE_ERROR, "Parse error: the body is not valid JSON", status=400)
+        version = request.headers.get("mcp-protocol-version")
+        if version is not None:
+            version = version.strip()
+            if version not in HANDSHAKE_PROTOCOL_VERSIONS:
+                return await self.modern_wire.post(request, message)
+        elif _is_modern_body(message) and "mcp-session-id" not in request.headers:
+            return await self.modern_wire.post(request, message)
+        return await self.session_wire.post(request, message, version)
+
+    async def get(self, request: Request) -> Response:
+        refusal = self._refuse(request)
+        if refusal is not None:
+            return refusal
+        version = request.headers.get("mcp-protocol-version")
+        if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
+            # 2026-07-28 has no GET stream: subscriptions/listen replaces it.
+            return Response(status_code=405, headers={"Allow": "POST"})
+        return await self.session_wire.get(request)
+
+    async def delete(self, request: Request) -> Response:
+        refusal = self._refuse(request)
+        if refusal is not None:
+            return refusal
+        version = request.headers.get("mcp-protocol-version")
+        if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return Response(status_code=405, headers={"Allow": "POST"})
+        return await self.session_wire.delete(request)

@@ -1,0 +1,107 @@
+"""JSON-RPC 2.0 envelope helpers and the protocol error type of the MCP engine.
+
+Messages stay plain dicts on the hot path: building a pydantic model per message costs more than the
+whole tool call for small results. `mcp.types` is used where a shape is validated or produced once.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp_types.jsonrpc import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
+
+__all__ = [
+    "HEADER_MISMATCH",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "MISSING_REQUIRED_CLIENT_CAPABILITY",
+    "PARSE_ERROR",
+    "RESOURCE_NOT_FOUND",
+    "UNSUPPORTED_PROTOCOL_VERSION",
+    "McpError",
+    "dumps",
+    "error",
+    "notification",
+    "request",
+    "result",
+]
+
+RESOURCE_NOT_FOUND = -32002
+"""Spec-recommended code for `resources/read` of an unknown URI (handshake-era servers use it)."""
+
+# One table decides the HTTP status of a JSON-RPC error on every wire; unmapped codes are 200.
+HTTP_STATUS = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
+}
+
+
+class McpError(Exception):
+    """A protocol-level failure that becomes a JSON-RPC error response."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_error(self) -> dict[str, Any]:
+        err: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            err["data"] = self.data
+        return err
+
+
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def dumps(message: Any) -> str:
+    """Compact JSON text of one message (non-JSON values fall back to `str`, never a crash)."""
+    return _encoder.encode(message)
+
+
+def result(request_id: Any, value: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": value}
+
+
+def error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": err}
+
+
+def notification(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def request(request_id: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def is_valid_id(value: Any) -> bool:
+    """JSON-RPC ids are strings or integers (MCP forbids null; bools are not integers)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))

@@ -1,0 +1,228 @@
+"""The sessionless wire (2026-07-28): every POST is self-contained.
+
+Checks per request (first failure wins, each with its JSON-RPC code and HTTP status): the `_meta`
+envelope, `MCP-Protocol-Version` / `Mcp-Method` / `Mcp-Name` headers against the body, the version,
+and `Mcp-Param-*` headers of tools whose schema declares `x-mcp-header`. The ladder itself is the SDK's
+pure `mcp.shared.inbound` module, so both ends read the rules from one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from mcp.shared.inbound import (
+    InboundLadderRejection,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+    unsupported_protocol_version_rejection,
+    validate_mcp_param_headers,
+)
+from mcp_types import LOG_LEVEL_META_KEY, SERVER_INFO_META_KEY
+from sse_starlette import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .broker import Broker
+from .channel import InputResponsesChannel
+from .engine import Call, Engine, check_request_shape
+from .jsonrpc import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, McpError, is_valid_id, notification
+from .settings import TransportSettings
+from .streams import sse_event
+from .wire import SSE_HEADERS, accepts, error_response, http_error, json_response
+
+logger = logging.getLogger("mcpfusion.mcp")
+
+SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
+_DONE = object()
+# notifications/... method -> the SubscriptionFilter flag that opts in to it
+_FILTER_OF = {
+    "notifications/tools/list_changed": "toolsListChanged",
+    "notifications/prompts/list_changed": "promptsListChanged",
+    "notifications/resources/list_changed": "resourcesListChanged",
+}
+
+
+class ModernWire:
+    def __init__(self, engine: Engine, settings: TransportSettings, broker: Broker) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.broker = broker
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self._header_schemas: dict[str, Any] | None = None
+
+    def invalidate(self) -> None:
+        self._header_schemas = None
+
+    def _param_schema(self, name: Any) -> Any:
+        """Input schema of tool `name` if it declares `x-mcp-header` anywhere (else None: nothing to check)."""
+        schemas = self._header_schemas
+        if schemas is None:
+            tools = self.engine.tools.list_tools()
+            schemas = self._header_schemas = {
+                t["name"]: t.get("inputSchema") for t in tools if "x-mcp-header" in repr(t.get("inputSchema"))
+            }
+        return schemas.get(name) if isinstance(name, str) else None
+
+    async def post(self, request: Request, message: Any) -> Response:
+        if not isinstance(message, dict):
+            return error_response(None, INVALID_REQUEST, "Body must be a single JSON-RPC request or notification")
+        if "id" not in message:
+            return self._notification(request, message)
+        msg_id = message.get("id")
+        problem = check_request_shape(message) or (None if is_valid_id(msg_id) else "'id' must be a string or integer")
+        if problem is not None:
+            return error_response(msg_id if is_valid_id(msg_id) else None, INVALID_REQUEST, problem)
+        method = message["method"]
+        wants_json, wants_sse = accepts(request)
+        if method == "subscriptions/listen" and not wants_sse:
+            return http_error(406, "Not Acceptable: subscriptions/listen answers with text/event-stream")
+        if not wants_json and not wants_sse:
+            return http_error(406, "Not Acceptable: accept application/json or text/event-stream")
+        raw_headers = request.headers
+        duplicated = find_duplicated_routing_header(raw_headers.items())
+        if duplicated is not None:
+            return error_response(msg_id, HEADER_MISMATCH, f"{duplicated} header appears more than once")
+        # Header values are compared without surrounding whitespace (RFC 9110 optional whitespace).
+        headers = {k: v.strip(" \t") for k, v in raw_headers.items()}
+        verdict = classify_inbound_request(message, headers=headers)
+        if isinstance(verdict, InboundLadderRejection):
+            return error_response(msg_id, verdict.code, verdict.message, verdict.data)
+        params = message.get("params") or {}
+        if method == "tools/call":
+            schema = self._param_schema(params.get("name"))
+            if schema is not None:
+                arguments = params.get("arguments")
+                rejection = validate_mcp_param_headers(schema, arguments if isinstance(arguments, dict) else {},
+                                                       headers)
+                if rejection is not None:
+                    return error_response(msg_id, rejection.code, rejection.message, rejection.data)
+        meta = params["_meta"]
+        caps = verdict.client_capabilities
+        info = verdict.client_info
+        channel = InputResponsesChannel(progress_token=meta.get("progressToken"),
+                                        log_level=meta.get(LOG_LEVEL_META_KEY))
+        call = Call(method=method, params=params, id=msg_id, request=request, channel=channel,
+                    protocol_version=verdict.protocol_version, modern=True,
+                    client_capabilities=caps if isinstance(caps, dict) else {},
+                    client_info=info if isinstance(info, dict) else {})
+        if method == "subscriptions/listen":
+            return self._listen(call)
+        streamable = wants_sse and not self.settings.json_response and (
+            channel.progress_token is not None or channel.log_level is not None
+        )
+        if not streamable or not wants_sse:
+            return self._reply(await self._run(call))
+        return await self._stream(call, channel)
+
+    def _notification(self, request: Request, message: dict[str, Any]) -> Response:
+        if check_request_shape(message) is not None:
+            return error_response(None, INVALID_REQUEST, "Body must be a single JSON-RPC request or notification")
+        version = request.headers.get("mcp-protocol-version", "").strip()
+        rejection = unsupported_protocol_version_rejection(version)
+        if rejection is not None:
+            return error_response(None, rejection.code, rejection.message, rejection.data)
+        # Nothing to act on: cancellation on this wire is closing the response stream.
+        return Response(status_code=202)
+
+    def _stamp(self, value: dict[str, Any]) -> dict[str, Any]:
+        meta = value.get("_meta")
+        value["_meta"] = {**meta, SERVER_INFO_META_KEY: self.engine.server_info} if isinstance(meta, dict) \
+            else {SERVER_INFO_META_KEY: self.engine.server_info}
+        return value
+
+    async def _run(self, call: Call) -> dict[str, Any]:
+        try:
+            value = await self.engine.handle(call)
+        except McpError as exc:
+            return {"jsonrpc": "2.0", "id": call.id, "error": exc.to_error()}
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("MCP %s failed", call.method)
+            return {"jsonrpc": "2.0", "id": call.id,
+                    "error": {"code": INTERNAL_ERROR, "message": f"Internal error while handling {call.method}"}}
+        return {"jsonrpc": "2.0", "id": call.id, "result": self._stamp(value)}
+
+    @staticmethod
+    def _reply(reply: dict[str, Any]) -> Response:
+        err = reply.get("error")
+        if err is not None:
+            return error_response(reply["id"], err["code"], err["message"], err.get("data"))
+        return json_response(reply)
+
+    async def _stream(self, call: Call, channel: InputResponsesChannel) -> Response:
+        """Answer JSON unless the handler sends a notification first; then switch to SSE."""
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def sink(message: dict[str, Any]) -> None:
+            queue.put_nowait(message)
+
+        channel.sink = sink
+
+        async def run() -> None:
+            reply = await self._run(call)
+            queue.put_nowait((_DONE, reply))
+
+        task = asyncio.create_task(run())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        first = await queue.get()
+        if isinstance(first, tuple) and first[0] is _DONE:
+            return self._reply(first[1])
+
+        async def events() -> AsyncIterator[dict[str, Any]]:
+            item = first
+            try:
+                while True:
+                    if isinstance(item, tuple) and item[0] is _DONE:
+                        yield sse_event(None, item[1])
+                        return
+                    yield sse_event(None, item)
+                    item = await queue.get()
+            finally:
+                # Closing the response stream is how a 2026 client cancels.
+                if not task.done():
+                    channel.cancel("response stream closed")
+                    task.cancel()
+
+        return EventSourceResponse(events(), headers=SSE_HEADERS, ping=self.settings.sse_ping_seconds)
+
+    def _listen(self, call: Call) -> Response:
+        requested = call.params.get("notifications")
+        if not isinstance(requested, dict):
+            return error_response(call.id, -32602, "subscriptions/listen needs a 'notifications' object")
+        caps = self.engine.capabilities(modern=True)
+        honored: dict[str, Any] = {}
+        if requested.get("toolsListChanged") is True:
+            honored["toolsListChanged"] = True
+        if requested.get("promptsListChanged") is True and "prompts" in caps:
+            honored["promptsListChanged"] = True
+        if requested.get("resourcesListChanged") is True and "resources" in caps:
+            honored["resourcesListChanged"] = True
+        uris = requested.get("resourceSubscriptions")
+        if isinstance(uris, list) and "resources" in caps:
+            honored["resourceSubscriptions"] = [u for u in uris if isinstance(u, str)]
+        tag = {SUBSCRIPTION_ID_KEY: call.id}
+
+        async def events() -> AsyncIterator[dict[str, Any]]:
+            async with self.broker.subscribe("server") as sub:
+                yield sse_event(None, notification("notifications/subscriptions/acknowledged",
+                                                   {"_meta": tag, "notifications": honored}))
+                while True:
+                    message = await sub.get()
+                    if not isinstance(message, dict):
+                        continue
+                    method = message.get("method")
+                    params = dict(message.get("params") or {})
+                    if method == "notifications/resources/updated":
+                        if params.get("uri") not in honored.get("resourceSubscriptions", ()):
+                            continue
+                    elif not honored.get(_FILTER_OF.get(method, ""), False):
+                        continue
+                    params["_meta"] = {**(params.get("_meta") or {}), **tag}
+                    yield sse_event(None, notification(method, params))
+
+        return EventSourceResponse(events(), headers=SSE_HEADERS, ping=self.settings.sse_ping_seconds)

@@ -1,0 +1,65 @@
+"""DNS-rebinding protection: the Host and Origin of every `/mcp` request are checked against allow-lists.
+
+A browser page on an attacker's domain that re-resolves its name to 127.0.0.1 still sends its own
+Host/Origin, so a server that only accepts loopback names (the default) cannot be driven from it.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from .settings import LOCAL_HOSTS
+
+
+def _host_name(host: str) -> str:
+    """Host header without its port (keeps IPv6 brackets)."""
+    if host.startswith("["):
+        end = host.find("]")
+        return host[: end + 1] if end != -1 else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _matches(value: str, allowed: list[str], with_port: str) -> bool:
+    for pattern in allowed:
+        if pattern in ("*", value, with_port):
+            return True
+        # "example.com:*" allows any port of that host.
+        if pattern.endswith(":*") and pattern[:-2] == value:
+            return True
+    return False
+
+
+class HostOriginGuard:
+    def __init__(self, allowed_hosts: list[str] | None, allowed_origins: list[str] | None) -> None:
+        self.allowed_hosts = allowed_hosts
+        self.allowed_origins = allowed_origins
+        self._cache: dict[tuple[str | None, str | None], str | None] = {}
+
+    def check(self, host: str | None, origin: str | None) -> str | None:
+        """None when the request may proceed, else the reason to refuse it (the caller answers 421/403)."""
+        key = (host, origin)
+        try:
+            return self._cache[key]
+        except KeyError:
+            pass
+        verdict = self._check(host, origin)
+        if len(self._cache) < 1024:  # Few distinct values in practice; bounded against abuse.
+            self._cache[key] = verdict
+        return verdict
+
+    def _check(self, host: str | None, origin: str | None) -> str | None:
+        if self.allowed_hosts is None:
+            if host is None or _host_name(host).lower() not in LOCAL_HOSTS:
+                return "Invalid Host header"
+        elif host is None or not _matches(_host_name(host).lower(), self.allowed_hosts, host.lower()):
+            return "Invalid Host header"
+        if origin is None:
+            return None
+        if self.allowed_origins is None:
+            parts = urlsplit(origin)
+            if parts.scheme not in ("http", "https") or (parts.hostname or "") not in LOCAL_HOSTS + ("::1",):
+                return "Invalid Origin header"
+            return None
+        if "*" in self.allowed_origins or origin in self.allowed_origins:
+            return None
+        return "Invalid Origin header"

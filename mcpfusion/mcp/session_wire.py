@@ -1,0 +1,320 @@
+"""The handshake-era wire (2025-06-18, 2025-11-25): initialize, `Mcp-Session-Id`, SSE, GET, DELETE."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any
+
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, is_version_at_least
+from sse_starlette import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .broker import Broker
+from .engine import Call, Engine, check_request_shape
+from .events import EventStore, stream_of
+from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, McpError, is_valid_id, result
+from .sessions import Session, SessionLimitError, SessionStore, new_session_id
+from .settings import TransportSettings
+from .streams import SessionChannel, is_response, live_events, sse_event
+from .wire import SSE_HEADERS, accepts, error_response, http_error, json_response
+
+logger = logging.getLogger("mcpfusion.mcp")
+
+SESSION_HEADER = "mcp-session-id"
+DEFAULT_LOG_LEVEL = "info"
+_STATE_METHODS = frozenset({"logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
+
+
+def principal_of(request: Request) -> str | None:
+    """Who created a session: a digest of the credentials it was created with (never stored in clear)."""
+    auth = request.headers.get("authorization")
+    return hashlib.sha256(auth.encode()).hexdigest()[:32] if auth else None
+
+
+class SessionWire:
+    def __init__(
+        self, engine: Engine, settings: TransportSettings, sessions: SessionStore, events: EventStore,
+        broker: Broker,
+    ) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.sessions = sessions
+        self.events = events
+        self.broker = broker
+        self.inflight: dict[tuple[str, str], SessionChannel] = {}
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    # -- POST -----------------------------------------------------------------------------------------
+
+    async def post(self, request: Request, message: Any, version: str | None) -> Response:
+        if isinstance(message, list):
+            return error_response(None, INVALID_REQUEST, "Batch requests are not supported; send one message")
+        if not isinstance(message, dict):
+            return error_response(None, INVALID_REQUEST, "The body must be one JSON-RPC message object")
+        if is_response(message):
+            return await self._client_response(request, message)
+        problem = check_request_shape(message)
+        msg_id = message.get("id")
+        has_id = "id" in message
+        if problem is None and has_id and not is_valid_id(msg_id):
+            problem = "'id' must be a string or an integer"
+        if problem is not None:
+            return error_response(msg_id if is_valid_id(msg_id) else None, INVALID_REQUEST, problem)
+        if message["method"] == "initialize":
+            if not has_id:
+                return error_response(None, INVALID_REQUEST, "initialize must be a request (with an id)")
+            return await self._initialize(request, message)
+        session, refusal = await self._session(request, msg_id)
+        if refusal is not None:
+            return refusal
+        assert session is not None
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return error_response(msg_id, INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}",
+                                  status=400)
+        if not has_id:
+            await self._client_notification(session, message)
+            return Response(status_code=202)
+        return await self._request(request, session, message)
+
+    async def _initialize(self, request: Request, message: dict[str, Any]) -> Response:
+        params = message.get("params") or {}
+        msg_id = message["id"]
+        requested = params.get("protocolVersion")
+        if not isinstance(requested, str):
+            return error_response(msg_id, -32602, "initialize needs params.protocolVersion (a string)")
+        version = self.engine.negotiate(requested)
+        caps = params.get("capabilities")
+        info = params.get("clientInfo")
+        session = Session(
+            id=new_session_id(), protocol_version=version,
+            client_capabilities=caps if isinstance(caps, dict) else {},
+            client_info=info if isinstance(info, dict) else {},
+            principal=principal_of(request),
+        )
+        try:
+            await self.sessions.create(session)
+        except SessionLimitError as exc:
+            return http_error(503, f"Service Unavailable: {exc}; retry later")
+        body = result(msg_id, self.engine.initialize_result(version))
+        headers = {"Mcp-Session-Id": session.id}
+        wants_json, wants_sse = accepts(request)
+        if self.settings.json_response or not wants_sse:
+            return json_response(body, headers=headers)
+
+        async def one() -> AsyncIterator[dict[str, Any]]:
+            yield sse_event(None, body)
+
+        return EventSourceResponse(one(), headers={**SSE_HEADERS, **headers})
+
+    async def _session(self, request: Request, msg_id: Any) -> tuple[Session | None, Response | None]:
+        sid = request.headers.get(SESSION_HEADER)
+        if not sid:
+            return None, error_response(msg_id, INVALID_REQUEST, "Bad Request: Missing Mcp-Session-Id header; "
+                                        "send initialize first", status=400)
+        session = await self.sessions.get(sid)
+        if session is None or (session.principal is not None and session.principal != principal_of(request)):
+            return None, error_response(msg_id, INVALID_REQUEST, "Session not found", status=404)
+        return session, None
+
+    async def _client_response(self, request: Request, message: dict[str, Any]) -> Response:
+        session, refusal = await self._session(request, None)
+        if refusal is not None:
+            return refusal
+        assert session is not None
+        await self.broker.publish(f"resp:{session.id}:{message.get('id')}", message)
+        return Response(status_code=202)
+
+    async def _client_notification(self, session: Session, message: dict[str, Any]) -> None:
+        method = message["method"]
+        params = message.get("params") or {}
+        if method == "notifications/initialized":
+            if not session.initialized:
+                session.initialized = True
+                await self.sessions.save(session)
+        elif method == "notifications/cancelled":
+            rid = params.get("requestId")
+            channel = self.inflight.get((session.id, str(rid)))
+            reason = params.get("reason")
+            if channel is not None:
+                channel.cancel(reason if isinstance(reason, str) else None)
+                if channel.task is not None:
+                    channel.task.cancel()
+            else:
+                await self.broker.publish("cancel", {"session": session.id, "requestId": rid})
+
+    async def _request(self, request: Request, session: Session, message: dict[str, Any]) -> Response:
+        params = message.get("params") or {}
+        meta = params.get("_meta")
+        progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
+        headers = {"Mcp-Session-Id": session.id}
+        wants_json, wants_sse = accepts(request)
+        use_sse = wants_sse and not self.settings.json_response
+        stream_id = f"{session.id}~{secrets.token_hex(6)}" if use_sse else None
+        channel = SessionChannel(self, session, stream_id, progress_token=progress_token,
+                                 log_level=session.log_level or DEFAULT_LOG_LEVEL)
+        call = Call(method=message["method"], params=params, id=message["id"], request=request,
+                    channel=channel, protocol_version=session.protocol_version, session=session,
+                    client_capabilities=session.client_capabilities, client_info=session.client_info)
+        if not use_sse:
+            reply = await self._run(call)
+            if reply is None:
+                return Response(status_code=204, headers=headers)
+            # Handshake-era errors to requests travel in a 200 response, like the reference SDK.
+            return json_response(reply, 200, headers)
+        assert stream_id is not None
+        priming = None
+        if is_version_at_least(session.protocol_version, "2025-11-25"):
+            priming_id = await self.events.store_event(stream_id, None)
+            priming = {"id": priming_id, "data": ""}
+            if self.settings.sse_retry_ms is not None:
+                priming["retry"] = self.settings.sse_retry_ms
+
+        async def run() -> None:
+            reply = await self._run(call)
+            if reply is not None:
+                await channel.emit(reply)
+            else:
+                channel.close_stream()
+
+        task = asyncio.create_task(run())
+        channel.task = task
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return EventSourceResponse(live_events(channel, priming), headers={**SSE_HEADERS, **headers},
+                                   ping=self.settings.sse_ping_seconds)
+
+    async def _run(self, call: Call) -> dict[str, Any] | None:
+        """The JSON-RPC reply to `call` (None when the client cancelled it)."""
+        channel = call.channel
+        key = (call.session.id, str(call.id)) if call.session else None
+        if key is not None:
+            self.inflight[key] = channel  # type: ignore[assignment]
+            if channel.task is None:
+                channel.task = asyncio.current_task()
+        try:
+            value = await self.engine.handle(call)
+            if call.method in _STATE_METHODS and call.session is not None:
+                await self.sessions.save(call.session)
+            return result(call.id, value)
+        except McpError as exc:
+            return {"jsonrpc": "2.0", "id": call.id, "error": exc.to_error()}
+        except asyncio.CancelledError:
+            if not channel.cancelled.is_set():
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            return None
+        except Exception:
+            logger.exception("MCP %s failed", call.method)
+            return {"jsonrpc": "2.0", "id": call.id,
+                    "error": {"code": INTERNAL_ERROR, "message": f"Internal error while handling {call.method}"}}
+        finally:
+            if key is not None:
+                self.inflight.pop(key, None)
+
+    # -- GET ------------------------------------------------------------------------------------------
+
+    async def get(self, request: Request) -> Response:
+        _, wants_sse = accepts(request)
+        if request.headers.get("accept") is not None and not wants_sse:
+            return http_error(406, "Not Acceptable: the GET stream needs Accept: text/event-stream")
+        session, refusal = await self._session(request, None)
+        if refusal is not None:
+            return refusal
+        assert session is not None
+        headers = {**SSE_HEADERS, "Mcp-Session-Id": session.id}
+        last = request.headers.get("last-event-id")
+        if last:
+            stream_id = stream_of(last)
+            if stream_id is None or not stream_id.startswith(session.id + "~"):
+                return http_error(404, "Unknown Last-Event-ID for this session")
+            return EventSourceResponse(self._resume(session, stream_id, last), headers=headers,
+                                       ping=self.settings.sse_ping_seconds)
+        return EventSourceResponse(self._standalone(session, None), headers=headers,
+                                   ping=self.settings.sse_ping_seconds)
+
+    def _priming_wanted(self, session: Session) -> bool:
+        return is_version_at_least(session.protocol_version, "2025-11-25")
+
+    async def _priming(self, stream_id: str) -> dict[str, Any]:
+        event: dict[str, Any] = {"id": await self.events.store_event(stream_id, None), "data": ""}
+        if self.settings.sse_retry_ms is not None:
+            event["retry"] = self.settings.sse_retry_ms
+        return event
+
+    async def _resume(self, session: Session, stream_id: str, last: str) -> AsyncIterator[dict[str, Any]]:
+        """Replay what a client missed on a stream, then follow it live."""
+        if stream_id.endswith("~get"):
+            async for event in self._standalone(session, last):
+                yield event
+            return
+        async with self.broker.subscribe(f"stream:{stream_id}") as sub:
+            # Subscribed before replaying, so nothing emitted in between is lost; duplicates are skipped.
+            replay = await self.events.replay_after(last)
+            seen = _seq(last)
+            if self._priming_wanted(session):
+                yield await self._priming(stream_id)
+            for event_id, message in (replay[1] if replay else []):
+                seen = max(seen, _seq(event_id))
+                yield sse_event(event_id, message)
+                if is_response(message):
+                    return
+            while True:
+                event_id, message = await sub.get()
+                if _seq(event_id) <= seen:
+                    continue
+                yield sse_event(event_id, message)
+                if is_response(message):
+                    return
+
+    async def _standalone(self, session: Session, last: str | None) -> AsyncIterator[dict[str, Any]]:
+        """The session's GET stream: server notifications and requests not tied to a client request."""
+        stream_id = f"{session.id}~get"
+        async with self.broker.subscribe(f"session:{session.id}", "server") as sub:
+            if self._priming_wanted(session):
+                yield await self._priming(stream_id)
+            if last is not None:
+                replay = await self.events.replay_after(last)
+                for event_id, message in (replay[1] if replay else []):
+                    yield sse_event(event_id, message)
+            while True:
+                message = await sub.get()
+                if message is None:  # the session ended
+                    return
+                if not await self._wanted(session, message):
+                    continue
+                event_id = await self.events.store_event(stream_id, message)
+                yield sse_event(event_id, message)
+
+    async def _wanted(self, session: Session, message: dict[str, Any]) -> bool:
+        if message.get("method") != "notifications/resources/updated":
+            return True
+        current = await self.sessions.get(session.id)
+        uri = (message.get("params") or {}).get("uri")
+        return current is not None and uri in current.subscriptions
+
+    # -- DELETE ---------------------------------------------------------------------------------------
+
+    async def delete(self, request: Request) -> Response:
+        session, refusal = await self._session(request, None)
+        if refusal is not None:
+            return refusal
+        assert session is not None
+        await self.sessions.delete(session.id)
+        await self.broker.publish(f"session:{session.id}", None)
+        for (sid, _), channel in list(self.inflight.items()):
+            if sid == session.id and channel.task is not None:
+                channel.cancel("session terminated")
+                channel.task.cancel()
+        return Response(status_code=200)
+
+
+def _seq(event_id: str) -> int:
+    tail = event_id.rpartition("#")[2]
+    return int(tail) if tail.isdigit() else 0

@@ -1,0 +1,44 @@
+"""Transport settings of the `/mcp` endpoint (one small dataclass, passed to `MCPFusion`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .broker import Broker
+    from .events import EventStore
+    from .sessions import SessionStore
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1", "testserver")
+
+
+@dataclass
+class TransportSettings:
+    """How `/mcp` behaves. Defaults are safe for a server bound to localhost.
+
+    - `allowed_hosts` / `allowed_origins`: DNS-rebinding protection. `None` means "localhost only"
+      (Host must be a loopback name; an Origin, when sent, must be a loopback origin). `["*"]` disables
+      the check (put a proxy that validates Host in front).
+    - `json_response`: answer POSTs with one JSON body instead of an SSE stream (SSE is still used when the
+      client only accepts SSE, and always for `subscriptions/listen`).
+    - `signing_key`: HMAC key of the 2026-07-28 `requestState`; replicas must share it (random per process
+      when unset, or `MCPFUSION_SIGNING_KEY`).
+    """
+
+    path: str = "/mcp"
+    allowed_hosts: list[str] | None = None
+    allowed_origins: list[str] | None = None
+    max_body_bytes: int = 4 * 1024 * 1024
+    json_response: bool = False
+    session_idle_timeout: float = 30 * 60.0
+    max_sessions: int = 10_000
+    sse_retry_ms: int | None = 1000
+    sse_ping_seconds: float = 15.0
+    event_store: EventStore | None = None
+    session_store: SessionStore | None = None
+    broker: Broker | None = None
+    signing_key: bytes | str | None = field(default_factory=lambda: os.environ.get("MCPFUSION_SIGNING_KEY"))
+    request_state_ttl: float = 600.0
+    stateless_legacy: bool = False

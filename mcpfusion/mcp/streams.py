@@ -1,0 +1,101 @@
+"""Resumable SSE streams of the session wire.
+
+Every message written to a stream is first stored in the `EventStore` (that gives it its id), then
+handed to the live response if it is still open, and published on the broker topic `stream:{id}` for
+a client that resumed the stream with `Last-Event-ID` (possibly on another replica).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from .channel import Channel, NoBackChannel
+from .jsonrpc import McpError, dumps, request
+
+if TYPE_CHECKING:
+    from .session_wire import SessionWire
+    from .sessions import Session
+
+CLOSE = object()
+
+
+def is_response(message: Any) -> bool:
+    return isinstance(message, dict) and "method" not in message and ("result" in message or "error" in message)
+
+
+def sse_event(event_id: str | None, message: dict[str, Any]) -> dict[str, Any]:
+    event = {"event": "message", "data": dumps(message)}
+    if event_id is not None:
+        event["id"] = event_id
+    return event
+
+
+class SessionChannel(Channel):
+    """Back channel of one request on the session wire.
+
+    With a stream (SSE mode) messages go on the request's own stream; without one (JSON mode) they go to
+    the session's GET stream, and a server request fails when no GET stream listens.
+    """
+
+    kind = "session"
+
+    def __init__(self, wire: SessionWire, session: Session, stream_id: str | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.wire = wire
+        self.session = session
+        self.stream_id = stream_id
+        self.queue: asyncio.Queue[Any] | None = asyncio.Queue() if stream_id is not None else None
+        self.closed = False
+
+    async def emit(self, message: dict[str, Any]) -> None:
+        wire = self.wire
+        if self.stream_id is None:
+            if await wire.broker.publish(f"session:{self.session.id}", message) == 0 and "method" in message \
+                    and "id" in message:
+                raise NoBackChannel("no stream to send the request on: open a GET stream or use SSE mode")
+            return
+        event_id = await wire.events.store_event(self.stream_id, message)
+        if not self.closed and self.queue is not None:
+            self.queue.put_nowait((event_id, message))
+        await wire.broker.publish(f"stream:{self.stream_id}", (event_id, message))
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        await self.emit(msg)
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        rid = f"s-{secrets.token_hex(8)}"
+        async with self.wire.broker.subscribe(f"resp:{self.session.id}:{rid}") as sub:
+            await self.emit(request(rid, method, params))
+            reply = await sub.get()
+        if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
+            err = reply["error"]
+            raise McpError(int(err.get("code", -32603)), str(err.get("message", "client error")), err.get("data"))
+        result = reply.get("result") if isinstance(reply, dict) else None
+        return result if isinstance(result, dict) else {}
+
+    def close_stream(self) -> None:
+        if self.queue is not None and not self.closed:
+            self.closed = True
+            self.queue.put_nowait(CLOSE)
+
+
+async def live_events(channel: SessionChannel, priming: dict[str, Any] | None) -> AsyncIterator[dict[str, Any]]:
+    """SSE events of a POST stream: priming event, then messages until the response (or close)."""
+    if priming is not None:
+        yield priming
+    queue = channel.queue
+    assert queue is not None
+    while True:
+        item = await queue.get()
+        if item is CLOSE:
+            return
+        event_id, message = item
+        yield sse_event(event_id, message)
+        if is_response(message):
+            return

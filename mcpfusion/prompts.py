@@ -1,0 +1,126 @@
+"""MCP prompts: a decorated function whose parameters are the prompt's arguments.
+
+    @fusion.prompt(description="Review code")
+    def review(code: str, language: str = "python") -> str: ...
+
+A return value of `str` is one user text message; a dict with `role`/`content` is one message; a list
+holds several (strings become user messages); a dict with `messages` is the whole `GetPromptResult`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, get_args, get_origin
+
+from mcpfusion.mcp.callables import context_param, invoke
+from mcpfusion.mcp.jsonrpc import INVALID_PARAMS, McpError
+
+
+@dataclass
+class Prompt:
+    name: str
+    fn: Callable[..., Any]
+    title: str | None = None
+    description: str | None = None
+    arguments: list[dict[str, Any]] = field(default_factory=list)
+    context_arg: str | None = None
+
+    @classmethod
+    def from_function(
+        cls, fn: Callable[..., Any], name: str | None = None, description: str | None = None,
+        title: str | None = None,
+    ) -> Prompt:
+        ctx = context_param(fn)
+        args: list[dict[str, Any]] = []
+        for pname, param in inspect.signature(fn).parameters.items():
+            if pname == ctx or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
+                continue
+            arg: dict[str, Any] = {"name": pname, "required": param.default is inspect.Parameter.empty}
+            desc = _description(param.annotation)
+            if desc:
+                arg["description"] = desc
+            args.append(arg)
+        doc = inspect.getdoc(fn)
+        return cls(name=name or fn.__name__, fn=fn, title=title, description=description or doc,
+                   arguments=args, context_arg=ctx)
+
+    def descriptor(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        if self.title:
+            out["title"] = self.title
+        if self.description:
+            out["description"] = self.description
+        if self.arguments:
+            out["arguments"] = self.arguments
+        return out
+
+    async def render(self, arguments: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        missing = [a["name"] for a in self.arguments if a["required"] and a["name"] not in arguments]
+        if missing:
+            raise McpError(INVALID_PARAMS, f"Prompt {self.name!r} is missing required argument(s): "
+                           + ", ".join(missing))
+        known = {a["name"] for a in self.arguments}
+        kwargs = {k: v for k, v in arguments.items() if k in known}
+        if self.context_arg:
+            kwargs[self.context_arg] = context
+        value = await invoke(self.fn, kwargs)
+        result = value if isinstance(value, dict) and "messages" in value else {"messages": _messages(value)}
+        if self.description and "description" not in result:
+            result = {"description": self.description, **result}
+        return result
+
+
+def _description(annotation: Any) -> str | None:
+    if get_origin(annotation) is Annotated:
+        for extra in get_args(annotation)[1:]:
+            desc = getattr(extra, "description", None)
+            if isinstance(desc, str):
+                return desc
+    return None
+
+
+def _messages(value: Any) -> list[dict[str, Any]]:
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            out.append({"role": "user", "content": {"type": "text", "text": item}})
+        elif isinstance(item, dict) and "role" in item:
+            content = item.get("content")
+            if isinstance(content, str):
+                item = {**item, "content": {"type": "text", "text": content}}
+            out.append(item)
+        elif hasattr(item, "model_dump"):
+            out.append(item.model_dump(mode="json", by_alias=True, exclude_none=True))
+        else:
+            out.append({"role": "user", "content": {"type": "text", "text": str(item)}})
+    return out
+
+
+class PromptRegistry:
+    def __init__(self) -> None:
+        self.prompts: dict[str, Prompt] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.prompts)
+
+    def add(self, prompt: Prompt) -> None:
+        self.prompts[prompt.name] = prompt
+
+    def list(self) -> list[dict[str, Any]]:
+        return [p.descriptor() for p in self.prompts.values()]
+
+    async def get(self, name: Any, arguments: Any, context: Any = None) -> dict[str, Any]:
+        if not isinstance(name, str):
+            raise McpError(INVALID_PARAMS, "prompts/get needs a string 'name'")
+        prompt = self.prompts.get(name)
+        if prompt is None:
+            raise McpError(INVALID_PARAMS, f"Unknown prompt {name!r}. Available prompts: "
+                           + (", ".join(self.prompts) or "none"))
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise McpError(INVALID_PARAMS, "prompts/get 'arguments' must be an object")
+        return await prompt.render(arguments, context)

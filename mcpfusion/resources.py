@@ -1,0 +1,150 @@
+"""MCP resources: static resources, URI templates (RFC 6570 level 1 `{var}`) and subscriptions.
+
+    @fusion.resource("file:///readme.txt", name="readme", mime_type="text/plain")
+    def readme() -> str: ...                # str -> text, bytes -> blob, dict/list -> JSON text
+
+    @fusion.resource_template("users://{id}/profile")
+    async def profile(id: str) -> dict: ...
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcpfusion.mcp.callables import accepted_kwargs, context_param, invoke
+from mcpfusion.mcp.jsonrpc import INVALID_PARAMS, McpError
+
+_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass
+class Resource:
+    uri: str
+    fn: Callable[..., Any]
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+    def descriptor(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"uri": self.uri, "name": self.name}
+        _put(out, title=self.title, description=self.description, mimeType=self.mime_type, size=self.size,
+             annotations=self.annotations, _meta=self.meta)
+        return out
+
+
+@dataclass
+class ResourceTemplate:
+    uri_template: str
+    fn: Callable[..., Any]
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    annotations: dict[str, Any] | None = None
+    pattern: re.Pattern[str] = field(init=False)
+    variables: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.variables = _VAR.findall(self.uri_template)
+        regex, pos = "", 0
+        for m in _VAR.finditer(self.uri_template):
+            regex += re.escape(self.uri_template[pos : m.start()]) + f"(?P<{m.group(1)}>[^/?#]+)"
+            pos = m.end()
+        regex += re.escape(self.uri_template[pos:])
+        self.pattern = re.compile(f"^{regex}$")
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        m = self.pattern.match(uri)
+        return m.groupdict() if m else None
+
+    def descriptor(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"uriTemplate": self.uri_template, "name": self.name}
+        _put(out, title=self.title, description=self.description, mimeType=self.mime_type,
+             annotations=self.annotations)
+        return out
+
+
+def _put(out: dict[str, Any], **values: Any) -> None:
+    for key, value in values.items():
+        if value is not None:
+            out[key] = value
+
+
+def contents_of(uri: str, value: Any, mime_type: str | None) -> list[dict[str, Any]]:
+    """Turn what a resource function returned into `ResourceContents` entries."""
+    if isinstance(value, dict) and "contents" in value:
+        return list(value["contents"])
+    if isinstance(value, list) and value and all(isinstance(v, dict) and "uri" in v for v in value):
+        return value
+    if isinstance(value, bytes | bytearray):
+        entry = {"uri": uri, "blob": base64.b64encode(bytes(value)).decode("ascii")}
+        entry["mimeType"] = mime_type or "application/octet-stream"
+        return [entry]
+    if isinstance(value, str):
+        return [{"uri": uri, "mimeType": mime_type or "text/plain", "text": value}]
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return [{"uri": uri, "mimeType": mime_type or "application/json", "text": text}]
+
+
+class ResourceRegistry:
+    """The resources and templates of one server, and which URIs have a reader."""
+
+    def __init__(self) -> None:
+        self.resources: dict[str, Resource] = {}
+        self.templates: list[ResourceTemplate] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.resources or self.templates)
+
+    def add(self, resource: Resource) -> None:
+        self.resources[resource.uri] = resource
+
+    def add_template(self, template: ResourceTemplate) -> None:
+        self.templates.append(template)
+
+    def list(self) -> list[dict[str, Any]]:
+        return [r.descriptor() for r in self.resources.values()]
+
+    def list_templates(self) -> list[dict[str, Any]]:
+        return [t.descriptor() for t in self.templates]
+
+    def template(self, uri_template: str) -> ResourceTemplate | None:
+        return next((t for t in self.templates if t.uri_template == uri_template), None)
+
+    def exists(self, uri: str) -> bool:
+        return uri in self.resources or any(t.match(uri) is not None for t in self.templates)
+
+    async def read(self, uri: Any, context: Any = None) -> dict[str, Any]:
+        if not isinstance(uri, str) or not uri:
+            raise McpError(INVALID_PARAMS, "resources/read needs a non-empty string 'uri'")
+        resource = self.resources.get(uri)
+        if resource is not None:
+            kwargs: dict[str, Any] = accepted_kwargs(resource.fn, {"uri": uri})
+            _add_context(resource.fn, kwargs, context)
+            value = await invoke(resource.fn, kwargs)
+            return {"contents": contents_of(uri, value, resource.mime_type)}
+        for template in self.templates:
+            variables = template.match(uri)
+            if variables is None:
+                continue
+            kwargs = accepted_kwargs(template.fn, {**variables, "uri": uri})
+            _add_context(template.fn, kwargs, context)
+            value = await invoke(template.fn, kwargs)
+            return {"contents": contents_of(uri, value, template.mime_type)}
+        # -32602 with data.uri: what 2026-07-28 requires (SEP-2164); harmless on older wires.
+        raise McpError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+
+
+def _add_context(fn: Callable[..., Any], kwargs: dict[str, Any], context: Any) -> None:
+    name = context_param(fn)
+    if name is not None:
+        kwargs[name] = context
