@@ -1,6 +1,7 @@
 """mcpfusion: MCP servers the FastAPI way: tools as typed actions, presenters for what the agent sees."""
 
 from . import ui
+from .app import MCPFusion
 from .context import Context
 from .dispatch import CallContext, ToolRegistry
 from .errors import ToolError, UnknownToolError
@@ -27,6 +28,7 @@ __all__ = [
     "CallContext",
     "Context",
     "Flatten",
+    "MCPFusion",
     "Model",
     "Presenter",
     "PresenterError",
