@@ -101,10 +101,27 @@ class DependencyErrors(Exception):
         self.errors = errors
 
 
+def _is_empty(dependant: Dependant) -> bool:
+    """Most actions have no dependency at all: skip FastAPI's solver for them (hot path)."""
+    return not (
+        dependant.dependencies
+        or dependant.path_params
+        or dependant.query_params
+        or dependant.header_params
+        or dependant.cookie_params
+        or dependant.body_params
+        or dependant.request_param_name
+        or dependant.websocket_param_name
+        or dependant.http_connection_param_name
+        or dependant.response_param_name
+        or dependant.background_tasks_param_name
+        or dependant.security_scopes_param_name
+    )
+
+
 async def resolve(dependant: Dependant, request: Request, stack: AsyncExitStack) -> dict[str, Any]:
     """Solve the dependencies for one call; yield dependencies are closed with `stack`."""
-    if not dependant.dependencies and not dependant.header_params and not dependant.query_params \
-            and not dependant.cookie_params and dependant.request_param_name is None:
+    if _is_empty(dependant):
         return {}
     scope = request.scope
     saved = scope.get("fastapi_inner_astack"), scope.get("fastapi_function_astack")
@@ -121,4 +138,7 @@ async def resolve(dependant: Dependant, request: Request, stack: AsyncExitStack)
         scope["fastapi_inner_astack"], scope["fastapi_function_astack"] = saved
     if solved.errors:
         raise DependencyErrors(list(solved.errors))
+    if solved.background_tasks is not None:
+        # Run once the call is answered (the stack closes after presenting), like FastAPI after a response.
+        stack.push_async_callback(solved.background_tasks)
     return solved.values

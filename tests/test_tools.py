@@ -336,3 +336,20 @@ def test_concurrent_calls_are_independent():
 
     results = asyncio.run(run())
     assert [r.data["voided"] for r in results] == [f"i{n}" for n in range(20)]
+
+
+async def test_special_fastapi_parameters_are_injected():
+    from fastapi import BackgroundTasks, Response
+
+    tool = Tool("special")
+    ran: list[str] = []
+
+    @tool.action()
+    async def uses(response: Response, tasks: BackgroundTasks, q: Annotated[str | None, Header()] = None):
+        tasks.add_task(ran.append, "task")
+        return {"response": isinstance(response, Response), "header": q}
+
+    result = await ToolTester([tool]).call("special", "uses", headers={"q": "v"})
+    assert result.data == {"response": True, "header": "v"}
+    assert ran == ["task"]
+    assert tool.mcp_tools()[0]["inputSchema"]["properties"].keys() == {"action"}
