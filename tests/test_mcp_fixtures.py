@@ -138,3 +138,10 @@ def serve(app: object) -> Iterator[str]:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+def __getattr__(name: str) -> object:
+    # `python -m mcpfusion.mcp.stdio test_mcp_fixtures:stdio_app` builds the app on first access.
+    if name == "stdio_app":
+        return build_fusion().build_app()
+    raise AttributeError(name)

@@ -1,0 +1,308 @@
+"""MCP over stdin/stdout, served by the same FastAPI application as `/mcp`.
+
+Each JSON-RPC line read from stdin is sent through the app in-process as an ASGI `POST /mcp` (a direct
+ASGI call, no socket), so FastAPI dependencies, middleware and `dependency_overrides` apply exactly as
+over HTTP. JSON and SSE answers are written back as lines on stdout, as they arrive; after `initialize`
+the session's GET stream is followed too, so server notifications reach the client.
+
+Headers that dependencies need come from the environment:
+  MCPFUSION_AUTHORIZATION   value of the Authorization header (e.g. "Bearer ...")
+  MCPFUSION_STDIO_HEADERS   a JSON object of extra headers ({"X-Tenant": "acme"})
+
+    python -m mcpfusion.mcp.stdio package.module:app      # a FastAPI app or an MCPFusion
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from mcp_types import PROTOCOL_VERSION_META_KEY
+
+logger = logging.getLogger("mcpfusion.stdio")
+
+_NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_BLOCKED_HEADERS = {"host", "content-length", "content-type", "accept", "mcp-session-id"}
+
+
+def env_headers(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The extra request headers configured through the environment."""
+    environ = dict(os.environ if environ is None else environ)
+    headers: dict[str, str] = {}
+    raw = environ.get("MCPFUSION_STDIO_HEADERS")
+    if raw:
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            raise SystemExit("MCPFUSION_STDIO_HEADERS must be a JSON object of header names to values") from None
+        if not isinstance(parsed, dict):
+            raise SystemExit("MCPFUSION_STDIO_HEADERS must be a JSON object of header names to values")
+        headers.update({str(k): str(v) for k, v in parsed.items() if str(k).lower() not in _BLOCKED_HEADERS})
+    if environ.get("MCPFUSION_AUTHORIZATION"):
+        headers["authorization"] = environ["MCPFUSION_AUTHORIZATION"]
+    return headers
+
+
+class _SSEParser:
+    """Incremental `text/event-stream` parser yielding the JSON payload of each data event."""
+
+    def __init__(self) -> None:
+        self.buffer = ""
+
+    def feed(self, chunk: str) -> list[Any]:
+        self.buffer += chunk.replace("\r\n", "\n").replace("\r", "\n")
+        messages = []
+        while "\n\n" in self.buffer:
+            block, self.buffer = self.buffer.split("\n\n", 1)
+            data = "\n".join(line[5:].removeprefix(" ") for line in block.split("\n") if line.startswith("data:"))
+            if data.strip():
+                try:
+                    messages.append(json.loads(data))
+                except ValueError:
+                    logger.warning("dropped a non-JSON SSE event")
+        return messages
+
+
+class StdioBridge:
+    """Feeds JSON-RPC lines to an ASGI app's MCP endpoint and writes every answer as a line."""
+
+    def __init__(
+        self, app: Any, write: Callable[[str], None], *, path: str = "/mcp", headers: dict[str, str] | None = None
+    ) -> None:
+        self.app = app
+        self.write = write
+        self.path = path
+        self.headers = headers if headers is not None else env_headers()
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.state: dict[str, Any] = {}
+        self._get_stream: asyncio.Task[Any] | None = None
+        self._lifespan: asyncio.Task[Any] | None = None
+        self._lifespan_queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._lifespan_events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    # -- lifespan -------------------------------------------------------------------------------------
+
+    async def startup(self) -> None:
+        """Run the app's lifespan startup (database pools, settings) like a server would."""
+        scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": self.state}
+
+        async def receive() -> dict[str, Any]:
+            return await self._lifespan_queue.get()
+
+        async def send(message: dict[str, Any]) -> None:
+            await self._lifespan_events.put(message)
+
+        async def run() -> None:
+            try:
+                await self.app(scope, receive, send)
+            except Exception:  # apps without lifespan support raise on the lifespan scope
+                await self._lifespan_events.put({"type": "lifespan.unsupported"})
+
+        self._lifespan = asyncio.create_task(run())
+        await self._lifespan_queue.put({"type": "lifespan.startup"})
+        event = await self._lifespan_events.get()
+        if event["type"] == "lifespan.startup.failed":
+            raise RuntimeError(f"application startup failed: {event.get('message', '')}")
+
+    async def shutdown(self) -> None:
+        if self._lifespan is None or self._lifespan.done():
+            return
+        await self._lifespan_queue.put({"type": "lifespan.shutdown"})
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._lifespan_events.get(), 5)
+
+    # -- one line -------------------------------------------------------------------------------------
+
+    def submit(self, line: str) -> None:
+        """Handle one stdin line concurrently with the others (a call may wait for a later answer line)."""
+        task = asyncio.create_task(self.handle_line(line))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def handle_line(self, line: str) -> None:
+        line = line.strip()
+        if not line:
+            return
+        try:
+            message = json.loads(line)
+        except ValueError:
+            self._emit({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
+            return
+        headers = self._headers_for(message)
+        status, response_headers, messages = await self._request("POST", headers, line.encode())
+        if isinstance(message, dict) and message.get("method") == "initialize" and status == 200:
+            self.session_id = response_headers.get("mcp-session-id", self.session_id)
+            for reply in messages:
+                version = (reply.get("result") or {}).get("protocolVersion") if isinstance(reply, dict) else None
+                if version:
+                    self.protocol_version = version
+            if self.session_id and self._get_stream is None:
+                self._get_stream = asyncio.create_task(self._follow_get_stream())
+        if status >= 400 and not messages:
+            msg_id = message.get("id") if isinstance(message, dict) else None
+            if msg_id is not None:
+                self._emit({"jsonrpc": "2.0", "id": msg_id,
+                            "error": {"code": -32603, "message": f"HTTP {status} from the MCP endpoint"}})
+
+    def _headers_for(self, message: Any) -> dict[str, str]:
+        headers = {**self.headers, "content-type": "application/json",
+                   "accept": "application/json, text/event-stream"}
+        params = message.get("params") if isinstance(message, dict) else None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+        if isinstance(version, str):
+            # 2026-07-28: the routing headers mirror the body; over stdio the body is their only source.
+            headers["mcp-protocol-version"] = version
+            method = message.get("method")
+            if isinstance(method, str):
+                headers["mcp-method"] = method
+                name = params.get(_NAME_KEYS.get(method, ""))
+                if isinstance(name, str):
+                    headers["mcp-name"] = name
+            return headers
+        if self.session_id:
+            headers["mcp-session-id"] = self.session_id
+        if self.protocol_version:
+            headers["mcp-protocol-version"] = self.protocol_version
+        return headers
+
+    async def _follow_get_stream(self) -> None:
+        headers = {**self.headers, "accept": "text/event-stream", "mcp-session-id": self.session_id or ""}
+        if self.protocol_version:
+            headers["mcp-protocol-version"] = self.protocol_version
+        await self._request("GET", headers, b"")
+
+    # -- ASGI -----------------------------------------------------------------------------------------
+
+    async def _request(self, method: str, headers: dict[str, str], body: bytes
+                       ) -> tuple[int, dict[str, str], list[Any]]:
+        """One in-process HTTP exchange; SSE events are written out as they arrive."""
+        raw_headers = [(b"host", b"localhost")] + [
+            (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
+        ]
+        raw_headers.append((b"content-length", str(len(body)).encode()))
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+            "scheme": "http", "path": self.path, "raw_path": self.path.encode(), "query_string": b"",
+            "root_path": "", "headers": raw_headers, "client": ("127.0.0.1", 0), "server": ("localhost", 80),
+            "state": dict(self.state),
+        }
+        sent = False
+        done = asyncio.Event()
+        status = 500
+        response_headers: dict[str, str] = {}
+        parser: _SSEParser | None = None
+        chunks: list[bytes] = []
+        written: list[Any] = []
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await done.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            nonlocal status, parser
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                response_headers.update({k.decode("latin-1").lower(): v.decode("latin-1")
+                                         for k, v in message.get("headers", [])})
+                if response_headers.get("content-type", "").startswith("text/event-stream"):
+                    parser = _SSEParser()
+            elif message["type"] == "http.response.body":
+                data = message.get("body", b"")
+                if parser is not None:
+                    for item in parser.feed(data.decode("utf-8", "replace")):
+                        written.append(item)
+                        self._emit(item)
+                else:
+                    chunks.append(data)
+                if not message.get("more_body", False):
+                    done.set()
+
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            done.set()
+        if parser is None and chunks:
+            text = b"".join(chunks).decode("utf-8", "replace").strip()
+            if text and response_headers.get("content-type", "").startswith("application/json"):
+                try:
+                    item = json.loads(text)
+                except ValueError:
+                    item = None
+                if item is not None:
+                    written.append(item)
+                    self._emit(item)
+        return status, response_headers, written
+
+    def _emit(self, message: Any) -> None:
+        self.write(json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n")
+
+    async def close(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        if self._get_stream is not None:
+            self._get_stream.cancel()
+        if self.session_id:
+            with contextlib.suppress(Exception):
+                await self._request("DELETE", {**self.headers, "mcp-session-id": self.session_id}, b"")
+        await self.shutdown()
+
+
+async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] | None = None) -> None:
+    """Serve `app`'s MCP endpoint on this process's stdin/stdout until stdin closes."""
+    out = sys.stdout
+
+    def write(text: str) -> None:
+        out.write(text)
+        out.flush()
+
+    bridge = StdioBridge(app, write, path=path, headers=headers)
+    await bridge.startup()
+    loop = asyncio.get_running_loop()
+    try:
+        while True:
+            line = await loop.run_in_executor(None, sys.stdin.readline)
+            if not line:
+                break
+            bridge.submit(line)
+        # Let answers to the last lines finish before closing.
+        if bridge.tasks:
+            await asyncio.wait(list(bridge.tasks), timeout=30)
+    finally:
+        await bridge.close()
+
+
+def load_app(target: str) -> Any:
+    """`module:attr` -> an ASGI app (an `MCPFusion` is built into one)."""
+    module_name, _, attr = target.partition(":")
+    obj = getattr(importlib.import_module(module_name), attr or "app")
+    from mcpfusion.app import MCPFusion
+
+    return obj.build_app() if isinstance(obj, MCPFusion) else obj
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        raise SystemExit("usage: python -m mcpfusion.mcp.stdio package.module:app")
+    # stdout carries the protocol: every log line goes to stderr.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    sys.path.insert(0, os.getcwd())
+    asyncio.run(serve_stdio(load_app(args[0])))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""stdio: the SDK's stdio client drives the same FastAPI app in a subprocess; DI still applies."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from mcp import Client, StdioServerParameters
+from mcp.types import ElicitResult, TextContent
+
+from mcpfusion.mcp.stdio import env_headers
+
+TESTS = Path(__file__).parent
+
+
+def params(env: dict[str, str] | None = None) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mcpfusion.mcp.stdio", "test_mcp_fixtures:stdio_app"],
+        cwd=str(TESTS),
+        env={"PYTHONPATH": str(TESTS.parent), **(env or {})},
+    )
+
+
+def text_of(result) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+async def test_stdio_serves_tools_with_headers_from_the_environment():
+    env = {"MCPFUSION_STDIO_HEADERS": '{"X-Tenant": "globex"}'}
+    async with Client(params(env), mode="legacy") as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert "billing_get_invoice" in names
+        # The tenant dependency reads the X-Tenant header, supplied from the environment.
+        assert text_of(await client.call_tool("billing_whoami", {})) == "tenant=globex"
+        invoice = await client.call_tool("billing_get_invoice", {"id": "inv_1"})
+        assert "[REDACTED]" in text_of(invoice)
+
+
+async def test_stdio_elicitation_round_trip_and_modern_wire():
+    async def elicit(context, params):
+        return ElicitResult(action="accept", content={"ok": True})
+
+    async with Client(params(), mode="legacy", elicitation_callback=elicit) as client:
+        assert text_of(await client.call_tool("billing_confirm_delete", {"id": "inv_1"})) == "deleted"
+    async with Client(params(), elicitation_callback=elicit) as client:
+        assert client.protocol_version == "2026-07-28"
+        assert text_of(await client.call_tool("billing_confirm_delete", {"id": "inv_1"})) == "deleted"
+
+
+def test_env_headers_parsing():
+    assert env_headers({"MCPFUSION_AUTHORIZATION": "Bearer t", "MCPFUSION_STDIO_HEADERS": '{"X-A": "1"}'}) == {
+        "X-A": "1",
+        "authorization": "Bearer t",
+    }
+    assert env_headers({}) == {}
