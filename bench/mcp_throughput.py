@@ -1,0 +1,319 @@
+"""MCP tools/call throughput: mcpfusion against the official SDK's `MCPServer`, FastMCP and a bare FastAPI route.
+
+Every server runs in its own process (one uvicorn worker, uvloop + httptools, no access log, 127.0.0.1 on a
+free port) and serves the same invoice tool (see bench/peers/). `wrk` (one thread) POSTs one `tools/call`:
+
+- 2026-07-28 wire: sessionless; `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` headers and the `_meta`
+  envelope on every request. All three MCP servers speak this revision natively.
+- 2025-11-25 wire: the harness initializes a session first, then wrk sends `Mcp-Session-Id` on every call.
+
+All MCP servers run in JSON-response mode (their fastest path; no SSE framing). The bare FastAPI route reads
+the body and returns mcpfusion's full 2026 response bytes. Before measuring, one response per server and
+wire is checked with httpx (HTTP 200, a JSON-RPC result, not `isError`, the same invoice data); during the
+run a wrk Lua hook counts any response that is not such a result, and a run with bad responses fails.
+
+With two cores the server is pinned to CPU 0 and wrk to CPU 1 (taskset), so they do not fight.
+
+Run: `python bench/mcp_throughput.py [--duration 10] [--connections 32]`. The last line is
+`ratio_vs_sdk_2026=X ratio_vs_fastmcp_2026=Y ratio_vs_bare_fastapi=Z` (ours at 2026-07-28 over each peer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+
+from peers.invoice import INVOICE_ID, PUBLIC, TOOL_NAME  # noqa: E402
+
+MODERN, LEGACY = "2026-07-28", "2025-11-25"
+ACCEPT = "application/json, text/event-stream"
+
+
+@dataclass(frozen=True)
+class Server:
+    key: str
+    label: str
+    module: str  # "module:app", importable from bench/
+    mcp: bool = True  # False: the bare route, measured once (it has no wire)
+
+
+SERVERS = [
+    Server("mcpfusion", "mcpfusion (full presenter)", "mcpfusion_server:app"),
+    Server("sdk", "official SDK MCPServer (mcp)", "peers.sdk_server:app"),
+    Server("fastmcp", "FastMCP", "peers.fastmcp_server:app"),
+    Server("bare", "bare FastAPI route (same bytes)", "peers.bare_fastapi:app", mcp=False),
+]
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+# -- requests --------------------------------------------------------------------------------------------
+
+
+def call_body(wire: str, request_id: int = 1) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": TOOL_NAME, "arguments": {"id": INVOICE_ID}}
+    if wire == MODERN:
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1.0.0"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def call_headers(wire: str, session_id: str | None = None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Accept": ACCEPT, "MCP-Protocol-Version": wire}
+    if wire == MODERN:
+        headers.update({"Mcp-Method": "tools/call", "Mcp-Name": TOOL_NAME})
+    if session_id is not None:
+        headers["Mcp-Session-Id"] = session_id
+    return headers
+
+
+def open_session(base: str) -> str:
+    """initialize + notifications/initialized at 2025-11-25; returns the Mcp-Session-Id."""
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1.0.0"}}}
+    headers = {"Content-Type": "application/json", "Accept": ACCEPT}
+    r = httpx.post(base + "/mcp", json=init, headers=headers, timeout=10)
+    session_id = r.headers.get("mcp-session-id")
+    if r.status_code != 200 or not session_id:
+        raise BenchError(f"initialize failed: HTTP {r.status_code} {r.text[:200]}")
+    headers.update({"Mcp-Session-Id": session_id, "MCP-Protocol-Version": LEGACY})
+    r = httpx.post(base + "/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                   headers=headers, timeout=10)
+    if r.status_code not in (200, 202):
+        raise BenchError(f"notifications/initialized failed: HTTP {r.status_code} {r.text[:200]}")
+    return session_id
+
+
+def check_call(base: str, wire: str, session_id: str | None) -> bytes:
+    """One tools/call, checked to be a successful result carrying the public invoice; returns the raw body."""
+    r = httpx.post(base + "/mcp", json=call_body(wire), headers=call_headers(wire, session_id), timeout=10)
+    if r.status_code != 200:
+        raise BenchError(f"tools/call at {wire}: HTTP {r.status_code} {r.text[:300]}")
+    if not r.headers.get("content-type", "").startswith("application/json"):
+        raise BenchError(f"tools/call at {wire}: expected a JSON response, got {r.headers.get('content-type')}")
+    message = r.json()
+    result = message.get("result")
+    if not isinstance(result, dict) or result.get("isError"):
+        raise BenchError(f"tools/call at {wire} is not a successful result: {r.text[:300]}")
+    texts = [c.get("text") for c in result.get("content", []) if c.get("type") == "text"]
+    try:
+        data = json.loads(texts[0])
+    except (IndexError, TypeError, ValueError):
+        data = None
+    if data != PUBLIC and result.get("structuredContent") != PUBLIC:
+        raise BenchError(f"tools/call at {wire} did not return the invoice: {r.text[:300]}")
+    return r.content
+
+
+# -- processes -------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pin(cpu: int) -> list[str]:
+    """`taskset -c cpu` when there are spare cores to separate server and load generator."""
+    if shutil.which("taskset") and (os.cpu_count() or 1) >= 2:
+        return ["taskset", "-c", str(cpu)]
+    return []
+
+
+class Uvicorn:
+    """One uvicorn worker serving `module` on a free port; a context manager that stops it."""
+
+    def __init__(self, module: str, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        cmd = [*pin(0), sys.executable, "-m", "uvicorn", module, "--app-dir", str(BENCH_DIR),
+               "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1", "--loop", "uvloop",
+               "--http", "httptools", "--no-access-log", "--log-level", "warning"]
+        self.proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+
+    def __enter__(self) -> Uvicorn:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BenchError(f"server exited: {self.proc.stderr.read().decode()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise BenchError("server did not start within 30 s")
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# -- wrk -------------------------------------------------------------------------------------------------
+
+LUA_TEMPLATE = """
+wrk.method = "POST"
+wrk.body = [==[{body}]==]
+{headers}
+local threads = {{}}
+function setup(thread) table.insert(threads, thread) end
+function init(args) bad = 0 end
+function response(status, headers, body)
+  if status ~= 200 or not string.find(body, '"result"', 1, true)
+     or string.find(body, '"isError":true', 1, true) or string.find(body, '"isError": true', 1, true) then
+    bad = bad + 1
+  end
+end
+function done(summary, latency, requests)
+  local total = 0
+  for _, t in ipairs(threads) do total = total + t:get("bad") end
+  io.write(string.format("bench_bad_responses=%d\\n", total))
+end
+"""
+
+
+def lua_script(body: dict[str, Any], headers: dict[str, str]) -> str:
+    lines = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items())
+    return LUA_TEMPLATE.format(body=json.dumps(body, separators=(",", ":")), headers=lines)
+
+
+@dataclass
+class WrkResult:
+    rps: float
+    requests: int
+    bad: int
+    non_2xx: int
+    socket_errors: int
+
+
+def run_wrk(url: str, script: str, duration: float, connections: int, threads: int) -> WrkResult:
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(script)
+    try:
+        cmd = [*pin(1), "wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(duration))}s",
+               "--timeout", "10s", "-s", f.name, url]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False).stdout
+    finally:
+        os.unlink(f.name)
+
+    def grab(pattern: str, default: str | None = None) -> str:
+        m = re.search(pattern, out)
+        if m is None:
+            if default is not None:
+                return default
+            raise BenchError(f"unexpected wrk output:\n{out}")
+        return m.group(1)
+
+    sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    return WrkResult(
+        rps=float(grab(r"Requests/sec:\s+([\d.]+)")),
+        requests=int(grab(r"(\d+) requests in")),
+        bad=int(grab(r"bench_bad_responses=(\d+)")),
+        non_2xx=int(grab(r"Non-2xx or 3xx responses: (\d+)", "0")),
+        socket_errors=sum(int(g) for g in sock.groups()) if sock else 0,
+    )
+
+
+def measure(base: str, body: dict[str, Any], headers: dict[str, str], args: argparse.Namespace) -> WrkResult:
+    script = lua_script(body, headers)
+    if args.warmup > 0:
+        run_wrk(base + "/mcp", script, args.warmup, args.connections, args.threads)
+    result = run_wrk(base + "/mcp", script, args.duration, args.connections, args.threads)
+    if result.bad or result.non_2xx or result.requests == 0:
+        raise BenchError(f"{base}: {result.bad} bad responses ({result.non_2xx} non-2xx) of {result.requests}")
+    return result
+
+
+# -- main ------------------------------------------------------------------------------------------------
+
+
+def bench_server(server: Server, args: argparse.Namespace, body_file: Path) -> dict[str, WrkResult]:
+    results: dict[str, WrkResult] = {}
+    env = {"BENCH_BODY_FILE": str(body_file)}
+    with Uvicorn(server.module, env) as proc:
+        if not server.mcp:
+            expected = body_file.read_bytes()
+            r = httpx.post(proc.base + "/mcp", json=call_body(MODERN), headers=call_headers(MODERN), timeout=10)
+            if r.status_code != 200 or r.content != expected:
+                raise BenchError("bare route did not return mcpfusion's bytes")
+            results[MODERN] = measure(proc.base, call_body(MODERN), call_headers(MODERN), args)
+            return results
+        for wire in args.wires:
+            session_id = open_session(proc.base) if wire == LEGACY else None
+            raw = check_call(proc.base, wire, session_id)
+            if server.key == "mcpfusion" and wire == MODERN:
+                body_file.write_bytes(raw)
+            results[wire] = measure(proc.base, call_body(wire), call_headers(wire, session_id), args)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per measured run (default 10)")
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds of unmeasured load first (default 2)")
+    parser.add_argument("--connections", type=int, default=32, help="wrk connections (default 32)")
+    parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
+    args = parser.parse_args(argv)
+    args.wires = [MODERN, LEGACY]
+    if shutil.which("wrk") is None:
+        print("wrk not found: apt-get install -y wrk (scripts/system_deps.sh does it)", file=sys.stderr)
+        return 2
+
+    table: dict[str, dict[str, WrkResult]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        body_file = Path(tmp) / "mcpfusion_response.json"
+        for server in SERVERS:  # mcpfusion first: the bare route replays its captured bytes
+            table[server.key] = bench_server(server, args, body_file)
+
+    print(f"tools/call req/s: wrk -t{args.threads} -c{args.connections} -d{args.duration:g}s, one uvicorn worker "
+          "each, JSON-response mode; all peers serve 2026-07-28 natively")
+    print(f"| {'server':<34} | {MODERN + ' (sessionless)':>26} | {LEGACY + ' (session)':>22} |")
+    print(f"|{'-' * 36}|{'-' * 27}:|{'-' * 23}:|")
+    for server in SERVERS:
+        row = table[server.key]
+        cells = [f"{row[w].rps:,.0f}" if w in row else "n/a" for w in (MODERN, LEGACY)]
+        print(f"| {server.label:<34} | {cells[0]:>26} | {cells[1]:>22} |")
+    ours = table["mcpfusion"][MODERN].rps
+    print(f"ratio_vs_sdk_2026={ours / table['sdk'][MODERN].rps:.2f} "
+          f"ratio_vs_fastmcp_2026={ours / table['fastmcp'][MODERN].rps:.2f} "
+          f"ratio_vs_bare_fastapi={ours / table['bare'][MODERN].rps:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BenchError as exc:
+        print(f"benchmark failed: {exc}", file=sys.stderr)
+        sys.exit(1)
