@@ -1,0 +1,92 @@
+"""The database: an async SQLAlchemy engine, created and seeded on first use.
+
+SQLite (aiosqlite) by default, Postgres (asyncpg) when `DATABASE_URL` says so. Run `python -m app.db` to
+create and seed the schema ahead of time (docker-compose does, before the replicas start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import selectinload
+
+from .seed import demo_rows
+from .settings import Settings
+from .tables import Base, InvoiceRow, TenantRow
+
+logger = logging.getLogger("app.db")
+
+# Loader options for an invoice as the presenters need it (relationships are lazy="raise").
+INVOICE_DETAIL = (selectinload(InvoiceRow.customer), selectinload(InvoiceRow.lines), selectinload(InvoiceRow.payments))
+INVOICE_ROW = (selectinload(InvoiceRow.customer),)
+
+
+class Database:
+    """One engine and its session factory; `ready()` creates the schema and demo data once."""
+
+    def __init__(self, url: str, *, seed: bool = True) -> None:
+        self.url = url
+        self.seed = seed
+        if url.startswith("sqlite") and ":memory:" not in url:
+            Path(url.split("///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+        self.engine = create_async_engine(url, pool_pre_ping=not url.startswith("sqlite"))
+        self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        self._ready = False
+        self._lock: asyncio.Lock | None = None
+
+    async def ready(self) -> None:
+        if self._ready:
+            return
+        self._lock = self._lock or asyncio.Lock()
+        async with self._lock:
+            if not self._ready:
+                await self._create()
+                self._ready = True
+
+    async def _create(self) -> None:
+        for attempt in range(2):  # replicas starting together may race on CREATE TABLE: retry once
+            try:
+                async with self.engine.begin() as conn:
+                    await conn.run_sync(Base.metadata.create_all)
+                break
+            except (IntegrityError, ProgrammingError, OperationalError):
+                if attempt:
+                    raise
+                await asyncio.sleep(0.5)
+        if not self.seed:
+            return
+        async with self.sessions() as session:
+            if await session.scalar(select(TenantRow.id).limit(1)) is not None:
+                return
+            session.add_all(demo_rows())
+            try:
+                await session.commit()
+                logger.info("database seeded with demo data for tenants acme and globex")
+            except IntegrityError:  # another replica seeded first
+                await session.rollback()
+
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        await self.ready()
+        async with self.sessions() as session:
+            yield session
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()
+
+
+async def _init() -> None:
+    settings = Settings.from_env()
+    db = Database(settings.database_url, seed=settings.seed_demo_data)
+    await db.ready()
+    await db.dispose()
+    print(f"database ready: {db.engine.url.render_as_string(hide_password=True)}")
+
+
+if __name__ == "__main__":
+    asyncio.run(_init())

@@ -1,0 +1,55 @@
+"""FastAPI dependencies of the reference service: database session, tenant-scoped store, presenter choice.
+
+They are plain FastAPI dependencies, resolved per call on MCP, REST, stdio and in tests alike, and
+overridable with `app.dependency_overrides`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from fastapi import Depends
+from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.requests import Request
+
+from mcpfusion import Presenter
+from mcpfusion.credentials import Credential
+from presenters import (
+    customer_admin,
+    customer_support,
+    invoice_admin,
+    invoice_rows_admin,
+    invoice_rows_support,
+    invoice_support,
+)
+
+from .auth import Principal, current_principal
+from .store import BillingStore
+
+payment_api_key = Credential("PAYMENT_API_KEY", description="Key of the payment processor")
+
+
+async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
+    """One database session per call, closed after the response is built."""
+    async for session in request.app.state.db.session():
+        yield session
+
+
+def get_store(
+    session: AsyncSession = Depends(get_session), principal: Principal = Depends(current_principal)
+) -> BillingStore:
+    """The caller's tenant's data, and nothing else."""
+    return BillingStore(session, principal)
+
+
+def invoice_presenter(principal: Principal = Depends(current_principal)) -> Presenter:
+    """Admins see whole invoices; support sees them without internal fields and contact details."""
+    return invoice_admin if principal.is_admin else invoice_support
+
+
+def invoice_rows_presenter(principal: Principal = Depends(current_principal)) -> Presenter:
+    return invoice_rows_admin if principal.is_admin else invoice_rows_support
+
+
+def customer_presenter(principal: Principal = Depends(current_principal)) -> Presenter:
+    return customer_admin if principal.is_admin else customer_support

@@ -1,0 +1,83 @@
+"""The reference service's FastAPI application, built from every tool found in `routers/`.
+
+    uvicorn app.main:app                      # from the repository root (settings from the environment)
+    create_app(Settings(database_url=...))    # tests and embedding: an app on other settings
+
+`/mcp` (MCP), `/api/{tool}/{action}` (REST), `/docs` (OpenAPI) and `/healthz` come from `MCPFusion.mount`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+
+from mcpfusion import __version__
+from mcpfusion.app import MCPFusion
+from mcpfusion.discovery import discover_tools
+
+from .auth import verifier_for
+from .db import Database
+from .settings import ROOT, Settings
+
+ROUTERS = ROOT / "routers"
+INSTRUCTIONS = (
+    "Billing for one organisation (tenant): invoices, payments and customers. Amounts are integers in cents. "
+    "Start with billing list_invoices or customers list."
+)
+logger = logging.getLogger("app")
+
+
+def create_fusion(settings: Settings, routers: str | Path = ROUTERS) -> MCPFusion:
+    """The MCP server: every discovered tool, with the transport settings of `settings`."""
+    transport: dict[str, Any] = {}
+    if settings.allowed_hosts:
+        transport["allowed_hosts"] = settings.allowed_hosts
+    if settings.allowed_origins:
+        transport["allowed_origins"] = settings.allowed_origins
+    return MCPFusion(
+        name="mcpfusion-billing",
+        version=__version__,
+        title="mcpfusion billing reference service",
+        instructions=INSTRUCTIONS,
+        tools=discover_tools(routers),
+        **transport,
+    )
+
+
+def create_app(settings: Settings | None = None, *, routers: str | Path = ROUTERS) -> FastAPI:
+    """A new application on `settings` (from the environment when omitted)."""
+    settings = settings or Settings.from_env()
+    db = Database(settings.database_url, seed=settings.seed_demo_data)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await db.ready()  # create and seed at start-up rather than on the first call
+        yield
+        await db.dispose()
+
+    app = FastAPI(
+        title="mcpfusion billing reference service",
+        version=__version__,
+        description=INSTRUCTIONS,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.db = db
+    app.state.credentials = settings.credentials
+    app.state.jwt_verifier = verifier_for(settings)
+    create_fusion(settings, routers).mount(app)
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    """`app.main:app` is built on first access, so importing `create_app` has no side effects."""
+    if name == "app":
+        application = create_app()
+        globals()["app"] = application
+        return application
+    raise AttributeError(name)

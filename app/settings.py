@@ -1,0 +1,82 @@
+"""Settings of the reference service, read from the environment (12-factor), overridable in tests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DB_PATH = ROOT / "var" / "billing.sqlite3"
+# Secrets the service may need; each is read from the environment under the same name.
+CREDENTIAL_NAMES = ("PAYMENT_API_KEY",)
+DEMO_PAYMENT_API_KEY = "demo-payment-key"
+
+
+def _flag(value: str | None, default: bool) -> bool:
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _list(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def database_url(url: str | None, sqlite_path: str | Path) -> str:
+    """The SQLAlchemy async URL: `DATABASE_URL` (postgres:// or sqlite://) or the SQLite file."""
+    if not url:
+        return f"sqlite+aiosqlite:///{Path(sqlite_path)}"
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+asyncpg://" + url[len(prefix):]
+    if url.startswith("sqlite://") and not url.startswith("sqlite+"):
+        return "sqlite+aiosqlite://" + url[len("sqlite://"):]
+    return url
+
+
+class Settings(BaseModel):
+    """Everything the service reads at start-up. `Settings.from_env()` is what `make run` uses."""
+
+    database_url: str = Field(default_factory=lambda: database_url(None, DEFAULT_DB_PATH))
+    seed_demo_data: bool = True
+    demo_mode: bool = True  # accept the documented demo tokens (never in production)
+    jwt_key: str | None = None  # shared secret (HS*) or PEM public key (RS*/ES*)
+    jwt_jwks_url: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwt_algorithms: list[str] = Field(default_factory=lambda: ["HS256", "RS256", "ES256"])
+    tenant_claim: str = "tenant"
+    role_claim: str = "role"
+    credentials: dict[str, str] = Field(default_factory=dict)
+    redis_url: str | None = None
+    allowed_hosts: list[str] = Field(default_factory=list)
+    allowed_origins: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        env = os.environ if env is None else env
+        demo = _flag(env.get("MCPFUSION_DEMO"), True)
+        credentials = {name: env[name] for name in CREDENTIAL_NAMES if env.get(name)}
+        if demo:
+            # The demo works out of the box; a real key in the environment still wins.
+            credentials.setdefault("PAYMENT_API_KEY", DEMO_PAYMENT_API_KEY)
+        values: dict[str, object] = {
+            "database_url": database_url(env.get("DATABASE_URL"), env.get("MCPFUSION_DB_PATH") or DEFAULT_DB_PATH),
+            "seed_demo_data": _flag(env.get("MCPFUSION_SEED"), True),
+            "demo_mode": demo,
+            "jwt_key": env.get("MCPFUSION_JWT_KEY") or None,
+            "jwt_jwks_url": env.get("MCPFUSION_JWT_JWKS_URL") or None,
+            "jwt_issuer": env.get("MCPFUSION_JWT_ISSUER") or None,
+            "jwt_audience": env.get("MCPFUSION_JWT_AUDIENCE") or None,
+            "credentials": credentials,
+            "redis_url": env.get("MCPFUSION_REDIS_URL") or None,
+            "allowed_hosts": _list(env.get("MCPFUSION_ALLOWED_HOSTS")),
+            "allowed_origins": _list(env.get("MCPFUSION_ALLOWED_ORIGINS")),
+        }
+        if env.get("MCPFUSION_JWT_ALGORITHMS"):
+            values["jwt_algorithms"] = _list(env["MCPFUSION_JWT_ALGORITHMS"])
+        values.update(overrides)
+        return cls(**values)

@@ -1,0 +1,82 @@
+"""Database tables (SQLAlchemy 2 ORM). Every row belongs to a tenant; queries always filter on it."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import Date, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class TenantRow(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    currency: Mapped[str] = mapped_column(String(3))
+    next_invoice_number: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class CustomerRow(Base):
+    __tablename__ = "customers"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    email: Mapped[str] = mapped_column(String(320))
+    phone: Mapped[str | None] = mapped_column(String(40))
+    country: Mapped[str] = mapped_column(String(2))
+    created_on: Mapped[dt.date] = mapped_column(Date)
+
+
+class InvoiceRow(Base):
+    __tablename__ = "invoices"
+    __table_args__ = (UniqueConstraint("tenant", "number"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    number: Mapped[str] = mapped_column(String(40))
+    customer_id: Mapped[str] = mapped_column(ForeignKey("customers.id"), index=True)
+    status: Mapped[str] = mapped_column(String(10))
+    currency: Mapped[str] = mapped_column(String(3))
+    total_cents: Mapped[int] = mapped_column(Integer, default=0)
+    paid_cents: Mapped[int] = mapped_column(Integer, default=0)
+    margin_cents: Mapped[int | None] = mapped_column(Integer)
+    issued_on: Mapped[dt.date] = mapped_column(Date)
+    due_date: Mapped[dt.date] = mapped_column(Date)
+    reminders_sent: Mapped[int] = mapped_column(Integer, default=0)
+    internal_note: Mapped[str | None] = mapped_column(String(500))
+    processor_token: Mapped[str | None] = mapped_column(String(80))
+
+    customer: Mapped[CustomerRow] = relationship(lazy="raise")
+    lines: Mapped[list[LineRow]] = relationship(
+        lazy="raise", order_by="LineRow.position", cascade="all, delete-orphan"
+    )
+    payments: Mapped[list[PaymentRow]] = relationship(lazy="raise", order_by="PaymentRow.received_on")
+
+
+class LineRow(Base):
+    __tablename__ = "invoice_lines"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    invoice_id: Mapped[str] = mapped_column(ForeignKey("invoices.id"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    description: Mapped[str] = mapped_column(String(200))
+    quantity: Mapped[int] = mapped_column(Integer)
+    unit_price_cents: Mapped[int] = mapped_column(Integer)
+
+
+class PaymentRow(Base):
+    __tablename__ = "payments"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    invoice_id: Mapped[str] = mapped_column(ForeignKey("invoices.id"), index=True)
+    amount_cents: Mapped[int] = mapped_column(Integer)
+    method: Mapped[str] = mapped_column(String(10))
+    received_on: Mapped[dt.date] = mapped_column(Date)
+    processor_ref: Mapped[str | None] = mapped_column(String(80))

@@ -1,0 +1,34 @@
+"""Models of the reference service: what a customer, an invoice and a payment are, for the agent."""
+
+from .customer import Customer, CustomerModel, CustomerRef
+from .invoice import (
+    INVOICE_STATUSES,
+    Invoice,
+    InvoiceLine,
+    InvoiceModel,
+    InvoiceRow,
+    InvoiceRowModel,
+    InvoiceStatus,
+    RevenueSummary,
+    SupportInvoiceModel,
+    SupportInvoiceRowModel,
+)
+from .payment import Payment, PaymentModel
+
+__all__ = [
+    "INVOICE_STATUSES",
+    "Customer",
+    "CustomerModel",
+    "CustomerRef",
+    "Invoice",
+    "InvoiceLine",
+    "InvoiceModel",
+    "InvoiceRow",
+    "InvoiceRowModel",
+    "InvoiceStatus",
+    "Payment",
+    "PaymentModel",
+    "RevenueSummary",
+    "SupportInvoiceModel",
+    "SupportInvoiceRowModel",
+]

@@ -1,0 +1,131 @@
+"""Invoice presenters. Admins see the whole invoice; support sees it without internal fields and with the
+customer's email and phone redacted. Lists use a light row without line items.
+
+UI blocks deliberately bypass redaction (they are for a human operator), so they only show what every
+audience may see: numbers, names, statuses and amounts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from mcpfusion import Presenter, suggest, ui
+from models import (
+    INVOICE_STATUSES,
+    InvoiceLine,
+    InvoiceModel,
+    InvoiceRowModel,
+    SupportInvoiceModel,
+    SupportInvoiceRowModel,
+)
+
+from .money import money
+from .payment import payment_presenter
+
+LIST_LIMIT = 20
+PII_PATHS = ["customer.email", "customer.phone"]
+
+RULES = [
+    "Every *_cents amount is an integer in CENTS of the invoice currency: divide by 100 before showing it.",
+    f"status is one of {', '.join(INVOICE_STATUSES)}: draft -> sent -> paid; void only through void_invoice.",
+    "Only sent invoices can be reminded or paid; paid and void invoices are final.",
+]
+SUPPORT_RULES = [
+    *RULES,
+    "Customer email and phone are redacted for the support role: do not ask the user for them.",
+]
+
+
+def _line_table(lines: list[dict[str, Any]]) -> ui.UIBlock:
+    return ui.table(
+        ["Description", "Qty", "Unit price", "Amount"],
+        [[li["description"], li["quantity"], money(li["unit_price_cents"]), money(li["amount_cents"])]
+         for li in lines],
+        title="Line items",
+    )
+
+
+line_presenter = (
+    Presenter("invoice_line")
+    .schema(InvoiceLine)
+    .rules(["A line's amount_cents is quantity x unit_price_cents, in CENTS."])
+    .collection_ui(_line_table)
+)
+
+
+def _customer_name(invoice: dict[str, Any]) -> str:
+    return (invoice.get("customer") or {}).get("name", invoice["customer_id"])
+
+
+def _detail_ui(invoice: dict[str, Any]) -> list[ui.UIBlock]:
+    outstanding = max(invoice["total_cents"] - invoice["paid_cents"], 0)
+    chart = {
+        "title": {"text": f"Invoice {invoice['number']}"},
+        "tooltip": {"trigger": "item"},
+        "series": [{
+            "type": "pie",
+            "radius": ["40%", "70%"],
+            "data": [
+                {"name": "Paid", "value": invoice["paid_cents"] / 100},
+                {"name": "Outstanding", "value": outstanding / 100},
+            ],
+        }],
+    }
+    state = "OVERDUE" if invoice["overdue"] else invoice["status"]
+    total = money(invoice["total_cents"], invoice["currency"])
+    return [
+        ui.summary(f"{invoice['number']} for {_customer_name(invoice)}: {total}, {state}, due {invoice['due_date']}."),
+        ui.echarts(chart, title="Paid vs outstanding", width="half"),
+    ]
+
+
+def _list_ui(rows: list[dict[str, Any]]) -> list[ui.UIBlock]:
+    table = ui.table(
+        ["Number", "Customer", "Status", "Total", "Due"],
+        [[r["number"], _customer_name(r), "overdue" if r["overdue"] else r["status"],
+          money(r["total_cents"], r["currency"]), r["due_date"]] for r in rows],
+        title="Invoices",
+    )
+    totals: Counter[str] = Counter()
+    for r in rows:
+        totals["overdue" if r["overdue"] else r["status"]] += r["total_cents"] / 100
+    chart = {
+        "title": {"text": "Totals by status"},
+        "xAxis": {"type": "category", "data": list(totals)},
+        "yAxis": {"type": "value"},
+        "series": [{"type": "bar", "data": [round(v, 2) for v in totals.values()]}],
+    }
+    return [table, ui.echarts(chart, title="Totals by status", width="half", priority=2)]
+
+
+def _suggest(invoice: dict[str, Any]) -> list[Any]:
+    return [
+        suggest("billing.remind", "An invoice is overdue: send a payment reminder") if invoice["overdue"] else None,
+        suggest("billing.update_invoice_status", "A draft is ready: send it (status=sent)")
+        if invoice["status"] == "draft" else None,
+        suggest("billing.record_payment", "Record a payment when the customer pays")
+        if invoice["status"] == "sent" else None,
+    ]
+
+
+def _build(name: str, model: Any, *, detail: bool, support: bool) -> Presenter:
+    presenter = (
+        Presenter(name)
+        .schema(model)
+        .rules(SUPPORT_RULES if support else RULES)
+        .suggest(_suggest)
+    )
+    if detail:
+        presenter.ui(_detail_ui).embed("lines", line_presenter).embed("payments", payment_presenter)
+    else:
+        presenter.collection_ui(_list_ui).limit(LIST_LIMIT)
+    if support:
+        presenter.redact_pii(PII_PATHS)
+    return presenter
+
+
+invoice_admin = _build("invoice", InvoiceModel, detail=True, support=False)
+invoice_support = _build("invoice_support", SupportInvoiceModel, detail=True, support=True)
+invoice_rows_admin = _build("invoice_rows", InvoiceRowModel, detail=False, support=False)
+invoice_rows_support = _build("invoice_rows_support", SupportInvoiceRowModel, detail=False, support=True)

@@ -1,0 +1,121 @@
+"""Tool `billing`: invoices and payments. A tour of the framework in one file:
+
+- handlers are typed `async def`s; their parameters are the tool's input schema;
+- `Depends(...)` brings the tenant-scoped store, the caller's presenter and credentials (never in the schema);
+- a Model's fillable profile (`InvoiceModel.input_model("create")`) becomes the action's parameters;
+- presenters decide what the agent sees; `success_structured` and `toon_success` answer other shapes.
+"""
+
+import hashlib
+from typing import Annotated, Literal
+
+from fastapi import Depends
+from pydantic import Field
+
+from app.deps import get_store, invoice_presenter, invoice_rows_presenter, payment_api_key
+from app.store import BillingStore
+from mcpfusion import Context, Tool, success_structured, toon_success
+from models import INVOICE_STATUSES, InvoiceModel, PaymentModel, RevenueSummary
+from presenters import invoice_admin, invoice_rows_admin, invoice_rows_support, invoice_support
+
+billing = Tool(
+    "billing",
+    description="Invoices and payments of your organisation (amounts in cents)",
+    tags=["finance", "invoices"],
+    toon_description=True,
+)
+
+InvoiceCreate = InvoiceModel.input_model("create")
+InvoiceUpdate = InvoiceModel.input_model("update")
+PaymentCreate = PaymentModel.input_model("create")
+InvoiceId = Annotated[str, Field(description="Invoice id, e.g. inv_0001 (see list_invoices).", max_length=40)]
+StatusFilter = Annotated[
+    Literal[(*INVOICE_STATUSES, "overdue")] | None,  # type: ignore[valid-type]
+    Field(description="Only invoices with this status (or overdue)."),
+]
+DETAIL = {"returns": invoice_presenter, "presenters": [invoice_admin, invoice_support]}
+
+
+@billing.action(readonly=True, returns=invoice_rows_presenter, presenters=[invoice_rows_admin, invoice_rows_support])
+async def list_invoices(
+    status: StatusFilter = None,
+    customer_id: Annotated[str | None, Field(description="Only this customer's invoices.")] = None,
+    store: BillingStore = Depends(get_store),
+) -> list[dict]:
+    """List invoices, latest due date first"""
+    return await store.list_invoices(status, customer_id)
+
+
+@billing.action(readonly=True, **DETAIL)
+async def get_invoice(id: InvoiceId, store: BillingStore = Depends(get_store)) -> dict:
+    """Get one invoice with its lines and payments"""
+    return await store.get_invoice(id)
+
+
+@billing.action(**DETAIL)
+async def create_invoice(invoice: InvoiceCreate, store: BillingStore = Depends(get_store)) -> dict:
+    """Create a draft invoice for a customer"""
+    return await store.create_invoice(invoice.customer_id, invoice.due_date, invoice.lines, invoice.internal_note)
+
+
+@billing.action(idempotent=True, **DETAIL)
+async def update_invoice_status(id: InvoiceId, change: InvoiceUpdate, store: BillingStore = Depends(get_store)) -> dict:
+    """Move an invoice to its next status (draft->sent->paid)"""
+    return await store.set_status(id, change.status)
+
+
+@billing.action(open_world=True, **DETAIL)
+async def remind(
+    id: InvoiceId,
+    ctx: Context,
+    message: Annotated[str | None, Field(description="A personal line added to the reminder.", max_length=500)]
+    = None,
+    store: BillingStore = Depends(get_store),
+) -> dict:
+    """Send a payment reminder for a sent invoice"""
+    invoice = await store.remind(id)
+    await ctx.info(f"reminder #{invoice['reminders_sent']} queued for {invoice['number']}")
+    return invoice
+
+
+@billing.action(destructive=True, **DETAIL)
+async def void_invoice(
+    id: InvoiceId,
+    reason: Annotated[str, Field(min_length=3, max_length=200, description="Why the invoice is voided.")],
+    store: BillingStore = Depends(get_store),
+) -> dict:
+    """Void an unpaid invoice (cannot be undone)"""
+    return await store.void(id, reason)
+
+
+@billing.action(open_world=True, **DETAIL)
+async def record_payment(
+    id: InvoiceId,
+    payment: PaymentCreate,
+    api_key: str = Depends(payment_api_key),
+    store: BillingStore = Depends(get_store),
+) -> dict:
+    """Capture a payment for a sent invoice"""
+    # A real service would call the payment processor with api_key; the demo derives a reference from it.
+    reference = "ch_" + hashlib.sha256(f"{api_key}:{id}:{payment.amount_cents}".encode()).hexdigest()[:16]
+    return await store.record_payment(id, payment.amount_cents, payment.method, reference)
+
+
+@billing.action(readonly=True, idempotent=True, output_schema=RevenueSummary)
+async def revenue_summary(store: BillingStore = Depends(get_store)):
+    """Receivables at a glance (structured content)"""
+    return success_structured(RevenueSummary.model_validate(await store.summary()))
+
+
+@billing.action(readonly=True, idempotent=True)
+async def export_invoices(
+    status: StatusFilter = None,
+    store: BillingStore = Depends(get_store),
+):
+    """Every invoice as a compact TOON table"""
+    rows = await store.list_invoices(status)
+    return toon_success([
+        {"id": r["id"], "number": r["number"], "customer": r["customer"]["name"], "status": r["status"],
+         "total_cents": r["total_cents"], "due_date": r["due_date"].isoformat(), "overdue": r["overdue"]}
+        for r in rows
+    ])

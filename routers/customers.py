@@ -1,0 +1,34 @@
+"""Tool `customers`: who the organisation invoices. `select=True` lets the agent ask for only the fields it
+needs (`_select: ["name", "open_balance_cents"]`)."""
+
+from typing import Annotated
+
+from fastapi import Depends
+from pydantic import Field
+
+from app.deps import customer_presenter, get_store
+from app.store import BillingStore
+from mcpfusion import Tool
+from presenters import customer_admin, customer_support
+
+customers = Tool("customers", description="Customers of your organisation", tags=["crm"], select=True)
+AUDIENCES = {"returns": customer_presenter, "presenters": [customer_admin, customer_support]}
+
+
+@customers.action("list", readonly=True, **AUDIENCES)
+async def list_customers(
+    search: Annotated[str | None, Field(description="Part of the name, or a country code.", max_length=100)]
+    = None,
+    store: BillingStore = Depends(get_store),
+) -> list[dict]:
+    """List customers with their open balance"""
+    return await store.list_customers(search)
+
+
+@customers.action("get", readonly=True, **AUDIENCES)
+async def get_customer(
+    id: Annotated[str, Field(description="Customer id, e.g. cus_0001.", max_length=40)],
+    store: BillingStore = Depends(get_store),
+) -> dict:
+    """Get one customer"""
+    return await store.get_customer(id)
