@@ -1,0 +1,111 @@
+"""Token economy, computed (o200k) from the real tools and real presenter output on sample data.
+
+- description: the tool as a grouped MCP tool with its TOON description, against the same tool described
+  flat with plain JSON schemas (one MCP tool per action).
+- `_select`: a sample response in full, against the same response with `_select` on two root fields.
+- `limit`: a sample collection of 4x the limit through the presenter without its limit, against with it.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+from .. import toon
+from ..presenter import Presenter
+from ..select import select_keys
+from ..tool import Action, Tool
+from . import samples, tokens
+from .presenters import sample_item, sample_items
+
+logger = logging.getLogger("mcpfusion.docs")
+LIMIT_SAMPLE_FACTOR = 4
+SELECT_SAMPLE_KEYS = 2
+
+
+def toon_description(tool: Tool) -> str:
+    """The tool's TOON description (what `toon_description=True` advertises)."""
+    return toon.describe(tool.description, [(a.name, a.description, a.required) for a in tool.actions.values()])
+
+
+def grouped_entry(tool: Tool) -> dict[str, Any]:
+    """The tool as one grouped MCP tool with its TOON description."""
+    entry: dict[str, Any] = {
+        "name": tool.name,
+        "description": toon_description(tool),
+        "inputSchema": tool.grouped_input_schema(),
+        "annotations": tool.annotations(),
+    }
+    return entry
+
+
+def flat_entries(tool: Tool) -> list[dict[str, Any]]:
+    """The tool as plain JSON-schema tools, one per action."""
+    out = []
+    for action in tool.actions.values():
+        entry: dict[str, Any] = {
+            "name": f"{tool.name}_{action.name}",
+            "description": action.description or tool.description,
+            "inputSchema": action.input_schema,
+            "annotations": action.annotations(),
+        }
+        if action.output_schema:
+            entry["outputSchema"] = action.output_schema
+        out.append(entry)
+    return out
+
+
+def _saving(before: int, after: int) -> dict[str, Any]:
+    saved = before - after
+    return {"before": before, "after": after, "saved": saved,
+            "percent": round(100 * saved / before, 1) if before else 0.0}
+
+
+def description_economy(tool: Tool) -> dict[str, Any]:
+    grouped, flat = grouped_entry(tool), flat_entries(tool)
+    toon_tokens = tokens.count(toon_description(tool))
+    grouped_tokens = tokens.count_json(grouped)
+    flat_tokens = tokens.count_json(flat)
+    return {
+        "toon_description": toon_tokens,
+        "grouped_toon_entry": grouped_tokens,
+        "flat_json_entries": flat_tokens,
+        "flat_tool_count": len(flat),
+        "saving": _saving(flat_tokens, grouped_tokens),
+    }
+
+
+def _text_tokens(presenter: Presenter, data: Any, ctx: Any, select: list[str] | None = None) -> int:
+    return tokens.count(presenter.present(copy.deepcopy(data), ctx, select=select).text)
+
+
+def action_economy(action: Action, ctx: Any = None) -> dict[str, Any] | None:
+    """What `_select` and `limit` save on a sample response of this action (None when it has no shape)."""
+    presenter = action.presenter or (action.presenters[0] if action.presenters else None)
+    keys = action.output_keys()
+    chosen = keys[:SELECT_SAMPLE_KEYS]
+    out: dict[str, Any] = {"select": None, "limit": None, "error": None, "select_enabled": action.tool.select}
+    try:
+        if presenter is not None:
+            item = sample_item(presenter)
+            if len(keys) > len(chosen):
+                out["select"] = {"keys": chosen, **_saving(
+                    _text_tokens(presenter, item, ctx), _text_tokens(presenter, item, ctx, chosen))}
+            if presenter.max_items:
+                size = presenter.max_items * LIMIT_SAMPLE_FACTOR
+                items = sample_items(presenter, size)
+                unlimited = copy.copy(presenter)  # the same presenter without its cap; the original is untouched
+                unlimited.max_items = None
+                out["limit"] = {"limit": presenter.max_items, "items": size, **_saving(
+                    _text_tokens(unlimited, items, ctx), _text_tokens(presenter, items, ctx))}
+        elif action.output_schema and len(keys) > len(chosen):
+            data = samples.sample(action.output_schema)
+            out["select"] = {"keys": chosen, **_saving(
+                tokens.count_json(data), tokens.count_json(select_keys(data, chosen)))}
+    except Exception as exc:  # a presenter callback that needs real dependencies
+        logger.debug("token economy sample failed for %s", action.label, exc_info=True)
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    if out["select"] is None and out["limit"] is None and out["error"] is None:
+        return None
+    return out

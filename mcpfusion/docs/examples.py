@@ -1,0 +1,41 @@
+"""Call examples for an action: the MCP JSON-RPC `tools/call` body and a REST `curl`."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from ..tool import DISCRIMINATOR, Action
+from . import samples
+
+
+def rest_path(action: Action) -> str:
+    return f"/api/{action.tool.name}/{action.name}"
+
+
+def mcp_name(action: Action) -> str:
+    return f"{action.tool.name}_{action.name}" if action.tool.exposition == "flat" else action.tool.name
+
+
+def example_arguments(action: Action) -> dict[str, Any]:
+    """The action's required parameters with sample values (what the try-it form starts from)."""
+    return samples.arguments(action.input_schema)
+
+
+def mcp_call(action: Action, arguments: dict[str, Any]) -> dict[str, Any]:
+    args = dict(arguments)
+    if action.tool.exposition != "flat":
+        args = {DISCRIMINATOR: action.name, **args}
+    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": mcp_name(action), "arguments": args}}
+
+
+def curl(action: Action, arguments: dict[str, Any], base_url: str) -> str:
+    url = base_url.rstrip("/") + rest_path(action)
+    body = json.dumps(arguments, ensure_ascii=False)
+    return (
+        f"curl -X POST {shlex.quote(url)} \\\n"
+        '  -H "Authorization: Bearer $TOKEN" \\\n'
+        "  -H 'Content-Type: application/json' \\\n"
+        f"  -d {shlex.quote(body)}"
+    )

@@ -1,0 +1,52 @@
+"""Static export: the same site as files (`index.html`, `tools.json`, `tools.toon`, `static/`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..dispatch import ToolRegistry
+from ..tool import Tool
+from . import assets
+from .manifest import DEFAULT_BASE_URL, build_manifest, manifest_toon
+from .page import render_page
+
+
+def as_registry(source: Any) -> ToolRegistry:
+    """A ToolRegistry from an MCPFusion (its `.registry`), a registry, or an iterable of tools."""
+    if isinstance(source, ToolRegistry):
+        return source
+    registry = getattr(source, "registry", None)
+    if isinstance(registry, ToolRegistry):
+        return registry
+    if isinstance(source, Iterable):
+        tools = list(source)
+        if all(isinstance(t, Tool) for t in tools):
+            return ToolRegistry(tools)
+    raise TypeError(f"cannot document {type(source).__name__}: pass an MCPFusion, a ToolRegistry or tools")
+
+
+def export_site(source: Any, out_dir: str | Path, *, base_url: str = DEFAULT_BASE_URL,
+                title: str | None = None) -> list[Path]:
+    """Write the docs site to `out_dir`; the try-it forms and curl examples target `base_url`.
+
+    Note: a page opened from disk (or another origin) calling `base_url` needs CORS allowed by that server.
+    """
+    registry = as_registry(source)
+    base_url = base_url.rstrip("/")
+    name = title or getattr(source, "name", None) or "Tools"
+    manifest = build_manifest(registry, title=name, curl_base=base_url or DEFAULT_BASE_URL)
+    out = Path(out_dir)
+    (out / "static").mkdir(parents=True, exist_ok=True)
+    files = {
+        out / "index.html": render_page(manifest, asset_prefix="static/", manifest_href="tools", api_base=base_url),
+        out / "tools.json": json.dumps(manifest, ensure_ascii=False, indent=2, default=str),
+        out / "tools.toon": manifest_toon(manifest),
+    }
+    for path, text in files.items():
+        path.write_text(text, encoding="utf-8")
+    for asset in assets.MEDIA_TYPES:
+        (out / "static" / asset).write_bytes(assets.read(asset))
+    return [*files, *(out / "static" / a for a in assets.MEDIA_TYPES)]

@@ -1,0 +1,95 @@
+"""The manifest: everything the docs page shows, as JSON (`/tools.json`) or TOON (`/tools.toon`).
+
+The HTML page is rendered from this manifest and nothing else, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import toon_format
+
+from .. import __version__, toon
+from ..dispatch import CallContext, ToolRegistry
+from ..tool import Action, Tool
+from . import economy, examples, presenters, tokens
+from .schema_table import rows
+
+logger = logging.getLogger("mcpfusion.docs")
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+
+
+def _toon_table(text: str) -> list[dict[str, Any]]:
+    """The action table decoded back from the TOON description text (strict decoder)."""
+    try:
+        decoded = toon_format.decode(text.rsplit("\n\n", 1)[-1])
+    except Exception:  # never expected: the encoder's output is valid TOON; show the text alone then
+        logger.warning("TOON description did not decode", exc_info=True)
+        return []
+    return decoded if isinstance(decoded, list) else []
+
+
+def action_entry(action: Action, curl_base: str) -> dict[str, Any]:
+    ctx = CallContext(action, {}, None)
+    arguments = examples.example_arguments(action)
+    return {
+        "name": action.name,
+        "qualified_name": action.qualified_name,
+        "title": action.title,
+        "description": action.description,
+        "annotations": action.annotations(),
+        "mcp_name": examples.mcp_name(action),
+        "rest_path": examples.rest_path(action),
+        "parameters": rows(action.input_schema),
+        "input_schema": action.input_schema,
+        "output_schema": action.output_schema,
+        "presenters": [presenters.describe(p, ctx) for p in action.presenters],
+        "presenter_by_dependency": action.presenter_dependency is not None,
+        "example_arguments": arguments,
+        "examples": {
+            "mcp": examples.mcp_call(action, arguments),
+            "curl": examples.curl(action, arguments, curl_base),
+        },
+        "tokens": economy.action_economy(action, ctx),
+    }
+
+
+def tool_entry(tool: Tool, curl_base: str) -> dict[str, Any]:
+    text = economy.toon_description(tool)
+    advertised = tool.mcp_tools()
+    return {
+        "name": tool.name,
+        "title": tool.title,
+        "description": tool.description,
+        "tags": list(tool.tags),
+        "exposition": tool.exposition,
+        "select": tool.select,
+        "select_keys": tool.select_keys() if tool.select else [],
+        "toon_description": {
+            "text": text,
+            "table": _toon_table(text),
+            "advertised": tool.toon_description and tool.exposition == "grouped",
+        },
+        "annotations": tool.annotations(),
+        "mcp_tools": advertised,
+        "tokens": {**economy.description_economy(tool), "advertised": tokens.count_json(advertised)},
+        "actions": [action_entry(a, curl_base) for a in tool.actions.values()],
+    }
+
+
+def build_manifest(
+    registry: ToolRegistry, *, title: str = "Tools", curl_base: str = DEFAULT_BASE_URL
+) -> dict[str, Any]:
+    """The manifest of every registered tool. `curl_base` is the server URL written into curl examples."""
+    return {
+        "title": title,
+        "generator": f"mcpfusion {__version__}",
+        "token_encoding": tokens.ENCODING,
+        "tools": [tool_entry(t, curl_base) for t in registry.tools.values() if t.actions],
+    }
+
+
+def manifest_toon(manifest: dict[str, Any]) -> str:
+    """The manifest in TOON (pipe delimiter), decodable by the official `toon-format` package."""
+    return toon.encode(manifest)

@@ -1,0 +1,331 @@
+"""The HTML page, rendered from the manifest alone (no per-tool hand-written content).
+
+Everything is server-rendered so the page reads with JavaScript off; the script only adds live search, the
+theme switch and the try-it requests. No inline script or style: the page's CSP allows 'self' only.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+from urllib.parse import urlsplit
+
+from . import search
+
+HINTS = (("readOnlyHint", "read-only"), ("destructiveHint", "destructive"), ("idempotentHint", "idempotent"),
+         ("openWorldHint", "open world"))
+
+
+def _e(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _pre(text: str, cls: str = "") -> str:
+    return f'<pre class="code {cls}"><code>{_e(text)}</code></pre>'
+
+
+def _hints(annotations: dict[str, Any]) -> str:
+    items = "".join(
+        f'<li class="hint {"on" if annotations.get(key) else "off"} {label.replace(" ", "-")}" title="{key}: '
+        f'{str(bool(annotations.get(key))).lower()}">{"✓" if annotations.get(key) else "✗"} {label}</li>'
+        for key, label in HINTS
+    )
+    return f'<ul class="hints" aria-label="Annotations">{items}</ul>'
+
+
+def _tags(tags: list[str]) -> str:
+    if not tags:
+        return ""
+    return '<ul class="tags" aria-label="Tags">' + "".join(f'<li class="tag">{_e(t)}</li>' for t in tags) + "</ul>"
+
+
+def _table(headers: list[str], rows: list[list[str]], cls: str = "") -> str:
+    head = "".join(f"<th scope=\"col\">{h}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<div class="scroll"><table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _code_list(values: list[Any] | None) -> str:
+    if not values:
+        return ""
+    return " ".join(f"<code>{_e(json.dumps(v, ensure_ascii=False))}</code>" for v in values)
+
+
+def parameters_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return '<p class="muted">No parameters.</p>'
+    body = []
+    for r in rows:
+        default = ""
+        if "default" in r:
+            default = f"<code>{_e(json.dumps(r['default'], ensure_ascii=False, default=str))}</code>"
+        desc = _e(r["description"])
+        if r.get("constraints"):
+            desc += "".join(f' <span class="constraint">{_e(c)}</span>' for c in r["constraints"])
+        body.append([
+            f"<code>{_e(r['name'])}</code>", f'<span class="type">{_e(r["type"])}</span>',
+            '<span class="req">required</span>' if r["required"] else '<span class="muted">optional</span>',
+            _code_list(r["enum"]), default, desc,
+        ])
+    return _table(["name", "type", "required", "enum", "default", "description"], body, "params")
+
+
+def _fields_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return '<p class="muted">No declared schema: the data passes as returned.</p>'
+    return _table(["field", "type", "description"], [
+        [f"<code>{_e(r['name'])}</code>", f'<span class="type">{_e(r["type"])}</span>', _e(r["description"])]
+        for r in rows
+    ], "fields")
+
+
+def _ul(items: list[str], empty: str = "none") -> str:
+    if not items:
+        return f'<span class="muted">{empty}</span>'
+    return "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+
+
+def presenter_card(p: dict[str, Any], *, level: int = 5) -> str:
+    rows = [
+        ("Fields", _fields_table(p["fields"])),
+        ("Rules from field descriptions (automatic)", _ul([_e(r) for r in p["automatic_rules"]])),
+        ("Rules", _ul([_e(r) for r in p["rules"]])),
+        ("Redacted paths", _ul([
+            f"<code>{_e(x)}</code> → <code>{_e(p['censor'])}</code>" for x in p["redacted_paths"]
+        ])),
+        ("UI block types", _ul([
+            f'<code>{_e(b["type"])}</code>' + (f" — {_e(b['title'])}" if b.get("title") else "") for b in p["ui_blocks"]
+        ])),
+        ("Suggestions", _ul([f"<code>{_e(s['action'])}</code>: {_e(s['reason'])}" for s in p["suggestions"]])),
+    ]
+    if p["directives"]:
+        rows.append(("Directives", _ul([_e(d) for d in p["directives"]])))
+    rows.append(("Limit", f"{p['limit']} items per response" if p["limit"] else '<span class="muted">none</span>'))
+    if p["embeds"]:
+        rows.append(("Embeds", "".join(
+            f'<div class="embed"><p><code>{_e(x["key"])}</code> rendered by presenter '
+            f'<code>{_e(x["presenter"]["name"])}</code></p>'
+            f'{presenter_card(x["presenter"], level=min(level + 1, 6))}</div>'
+            for x in p["embeds"]
+        )))
+    note = ""
+    if p.get("sample_error"):
+        note = f'<p class="muted">UI blocks and suggestions could not be sampled: {_e(p["sample_error"])}</p>'
+    dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows)
+    return (f'<div class="presenter"><h{level}>Presenter <code>{_e(p["name"])}</code></h{level}>'
+            f'{note}<dl class="props">{dl}</dl></div>')
+
+
+def _saving_row(label: str, s: dict[str, Any]) -> list[str]:
+    return [label, str(s["before"]), str(s["after"]),
+            f'<strong>{s["saved"]}</strong> ({s["percent"]}%) <meter min="0" max="100" value="{s["percent"]}">'
+            f'{s["percent"]}%</meter>']
+
+
+def action_economy(t: dict[str, Any] | None) -> str:
+    if not t:
+        return ""
+    if t.get("error"):
+        return f'<p class="muted">Token sample unavailable: {_e(t["error"])}</p>'
+    rows = []
+    if t.get("select"):
+        s = t["select"]
+        state = "" if t["select_enabled"] else " <span class=\"muted\">(not enabled on this tool)</span>"
+        rows.append(_saving_row(f"<code>_select</code> = {_code_list(s['keys'])}{state}", s))
+    if t.get("limit"):
+        s = t["limit"]
+        rows.append(_saving_row(f"<code>limit({s['limit']})</code> on {s['items']} items", s))
+    return ('<h4>Token economy on a sample response</h4>'
+            + _table(["", "tokens before", "tokens after", "saved"], rows, "economy"))
+
+
+def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str) -> str:
+    route = (f'MCP tool <code>{_e(a["mcp_name"])}</code>'
+             + ("" if tool["exposition"] == "flat" else f' with <code>action="{_e(a["name"])}"</code>')
+             + f' · REST <code>POST {_e(a["rest_path"])}</code>')
+    output = ""
+    if a["presenters"]:
+        lead = ('<p class="muted">The presenter is chosen per call by a dependency, among:</p>'
+                if a["presenter_by_dependency"] else "")
+        output += lead + "".join(presenter_card(p) for p in a["presenters"])
+    elif a["presenter_by_dependency"]:
+        output += '<p class="muted">The presenter is chosen per call by a dependency.</p>'
+    if a["output_schema"]:
+        output += ('<details class="schema"><summary>Output schema (<code>outputSchema</code>)</summary>'
+                   + _pre(_json(a["output_schema"]), "json") + "</details>")
+    if not output:
+        output = '<p class="muted">Free-form result (no presenter, no output schema).</p>'
+    body = _json(a["example_arguments"])
+    form = (
+        f'<form class="tryit" data-path="{_e(a["rest_path"])}" aria-label="Try {_e(a["qualified_name"])}">'
+        '<div class="tryit-fields">'
+        f'<label>Bearer token <input type="text" name="token" autocomplete="off" spellcheck="false" '
+        'placeholder="e.g. demo-admin"></label>'
+        f'<label>JSON body <textarea name="body" rows="{min(12, body.count(chr(10)) + 2)}" spellcheck="false">'
+        f"{_e(body)}</textarea></label></div>"
+        f'<button type="submit" disabled>POST {_e(a["rest_path"])}</button>'
+        '<noscript><p class="muted">The try-it form needs JavaScript; the curl example above does the same.'
+        "</p></noscript>"
+        '<output class="response" hidden><span class="status"></span><pre class="code"><code></code></pre></output>'
+        "</form>"
+    )
+    title = f' <span class="muted">— {_e(a["title"])}</span>' if a.get("title") else ""
+    return (
+        f'<article class="action" id="action-{_e(tool["name"])}-{_e(a["name"])}" '
+        f'data-keys="{_e(search.action_keys(a))}" data-mcp-name="{_e(a["mcp_name"])}" data-action="{_e(a["name"])}">'
+        f'<h3><code>{_e(a["qualified_name"])}</code>{title}</h3>{_hints(a["annotations"])}'
+        f'<p class="desc">{_e(a["description"]) or "<span class=muted>No description.</span>"}</p>'
+        f'<p class="route">{route}</p>'
+        f"<h4>Parameters</h4>{parameters_table(a['parameters'])}"
+        f"<h4>Output</h4>{output}"
+        f"{action_economy(a['tokens'])}"
+        '<h4>Examples</h4><div class="examples">'
+        f'<div><h5>MCP <code>tools/call</code> (JSON-RPC body)</h5>{_pre(_json(a["examples"]["mcp"]), "json")}</div>'
+        f'<div><h5>REST (curl)</h5>{_pre(a["examples"]["curl"], "shell")}</div></div>'
+        f"<h4>Try it</h4>{form}"
+        "</article>"
+    )
+
+
+def tool_economy(t: dict[str, Any]) -> str:
+    s = t["saving"]
+    rows = [
+        ["TOON description (text)", str(t["toon_description"])],
+        ["Grouped MCP tool: TOON description + input schema", str(t["grouped_toon_entry"])],
+        [f"Flat plain JSON schemas ({t['flat_tool_count']} MCP tools, one per action)", str(t["flat_json_entries"])],
+        ["As advertised now in <code>tools/list</code>", str(t["advertised"])],
+        ["Saved by grouping with TOON vs flat JSON",
+         f'<strong>{s["saved"]}</strong> ({s["percent"]}%) '
+         f'<meter min="0" max="100" value="{max(s["percent"], 0)}">{s["percent"]}%</meter>'],
+    ]
+    return _table(["", "tokens (o200k)"], rows, "economy")
+
+
+def tool_section(tool: dict[str, Any], api_base: str) -> str:
+    toon = tool["toon_description"]
+    state = ("advertised as this tool's description" if toon["advertised"]
+             else "not advertised (toon_description is off or the tool is flat); shown for comparison")
+    table = _table(["action", "desc", "required"], [
+        [f"<code>{_e(r.get('action', ''))}</code>", _e(r.get("desc", "")), _e(r.get("required", ""))]
+        for r in toon["table"]
+    ], "toon-table") if toon["table"] else ""
+    badges = f'<span class="badge">{_e(tool["exposition"])}</span>'
+    if tool["select"]:
+        badges += '<span class="badge">_select</span>'
+    title = f' <span class="muted">— {_e(tool["title"])}</span>' if tool.get("title") else ""
+    return (
+        f'<section class="tool" id="tool-{_e(tool["name"])}" data-keys="{_e(search.tool_keys(tool))}">'
+        f'<header class="tool-head"><h2>{_e(tool["name"])}{title}</h2>{badges}{_tags(tool["tags"])}</header>'
+        f'<p class="desc">{_e(tool["description"])}</p>'
+        f'<p class="label">Aggregated annotations</p>{_hints(tool["annotations"])}'
+        '<div class="grid">'
+        f'<div class="card"><h3>TOON description</h3><p class="muted">{state}</p>'
+        f'{_pre(toon["text"], "toon")}{table}</div>'
+        f'<div class="card"><h3>Token economy</h3>{tool_economy(tool["tokens"])}</div>'
+        "</div>"
+        f'<details class="schema"><summary>MCP <code>tools/list</code> entries as advertised</summary>'
+        f'{_pre(_json(tool["mcp_tools"]), "json")}</details>'
+        + "".join(action_section(tool, a, api_base) for a in tool["actions"])
+        + "</section>"
+    )
+
+
+def sidebar(manifest: dict[str, Any]) -> str:
+    items = []
+    for tool in manifest["tools"]:
+        actions = "".join(
+            f'<li class="nav-action" data-keys="{_e(search.action_keys(a))}">'
+            f'<a href="#action-{_e(tool["name"])}-{_e(a["name"])}">{_e(a["name"])}</a></li>'
+            for a in tool["actions"]
+        )
+        tags = "".join(f'<span class="tag">{_e(t)}</span>' for t in tool["tags"])
+        items.append(
+            f'<li class="nav-tool" data-keys="{_e(search.tool_keys(tool))}">'
+            f'<a href="#tool-{_e(tool["name"])}">{_e(tool["name"])}</a>{tags}<ul>{actions}</ul></li>'
+        )
+    return ('<nav id="sidebar" class="sidebar" aria-label="Tools and actions">'
+            f'<ul class="nav">{"".join(items)}</ul>'
+            '<p class="no-results muted" hidden>No tool or action matches.</p></nav>')
+
+
+def _csp(api_base: str) -> str:
+    connect = "'self'"
+    if api_base:
+        parts = urlsplit(api_base)
+        if parts.scheme and parts.netloc:
+            connect += f" {parts.scheme}://{parts.netloc}"
+    return (f"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            f"connect-src {connect}; base-uri 'none'; form-action 'self'")
+
+
+def render_page(
+    manifest: dict[str, Any],
+    *,
+    asset_prefix: str = "static/",
+    manifest_href: str = "tools",
+    api_base: str = "",
+    query: str = "",
+    links: dict[str, str] | None = None,
+) -> str:
+    """The whole page. `asset_prefix` locates docs.css/docs.js, `manifest_href` + `.json`/`.toon` the manifests,
+    `api_base` is prefixed to REST paths by the try-it forms ("" = same origin). `query` pre-filters (JS off)."""
+    shown = search.filter_manifest(manifest, query)
+    title = manifest["title"]
+    tools = manifest["tools"]
+    n_actions = sum(len(t["actions"]) for t in tools)
+    extra = "".join(f'<a href="{_e(href)}">{_e(label)}</a>' for label, href in (links or {}).items())
+    summary = _table(
+        ["tool", "actions", "TOON grouped", "flat JSON", "saved"],
+        [[f'<a href="#tool-{_e(t["name"])}">{_e(t["name"])}</a>', str(len(t["actions"])),
+          str(t["tokens"]["grouped_toon_entry"]), str(t["tokens"]["flat_json_entries"]),
+          f'{t["tokens"]["saving"]["saved"]} ({t["tokens"]["saving"]["percent"]}%)'] for t in tools],
+        "economy summary",
+    )
+    body = "".join(tool_section(t, api_base) for t in shown["tools"])
+    empty = "" if shown["tools"] else '<p class="muted">No tool or action matches this search.</p>'
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
+<meta http-equiv="Content-Security-Policy" content="{_e(_csp(api_base))}">
+<title>{_e(title)} · tool documentation</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="{_e(asset_prefix)}docs.css">
+</head>
+<body data-api-base="{_e(api_base)}">
+<a class="skip" href="#main">Skip to content</a>
+<header class="topbar">
+<p class="brand"><a href="#main">{_e(title)}</a> <span class="muted">tool documentation</span></p>
+<form class="search" role="search" method="get">
+<label for="search" class="visually-hidden">Search tools, actions and tags</label>
+<input id="search" type="search" name="q" value="{_e(query)}" placeholder="Search tools, actions, tags…"
+ autocomplete="off">
+</form>
+<nav class="links" aria-label="Machine-readable"><a href="{_e(manifest_href)}.json">tools.json</a>
+<a href="{_e(manifest_href)}.toon">tools.toon</a>{extra}</nav>
+<button type="button" class="theme-toggle" hidden aria-label="Switch theme">Theme: auto</button>
+</header>
+<div class="layout">
+{sidebar(shown)}
+<main id="main">
+<section class="overview">
+<h1>{_e(title)}</h1>
+<p>{len(tools)} tools, {n_actions} actions, generated from the registered tools. Token counts use the
+<code>{_e(manifest["token_encoding"])}</code> encoding.</p>
+{summary}
+</section>
+{empty}{body}
+</main>
+</div>
+<footer class="muted">Generated by {_e(manifest["generator"])}.</footer>
+<script src="{_e(asset_prefix)}docs.js"></script>
+</body>
+</html>
+"""

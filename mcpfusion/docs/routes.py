@@ -1,0 +1,77 @@
+"""`/tools` (HTML), `/tools.json`, `/tools.toon` and `/tools/static/*` on a FastAPI app."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, Response
+
+from ..dispatch import ToolRegistry
+from . import assets
+from .manifest import build_manifest, manifest_toon
+from .page import render_page
+
+
+class _ManifestCache:
+    """One manifest per (tools, server URL): building it counts tokens, so it is done once, not per request."""
+
+    def __init__(self, registry: ToolRegistry, title: str) -> None:
+        self.registry = registry
+        self.title = title
+        self._lock = threading.Lock()
+        self._built: dict[tuple[Any, str], dict[str, Any]] = {}
+
+    def _state(self) -> Any:
+        return tuple((t.name, tuple(t.actions)) for t in self.registry.tools.values())
+
+    def get(self, curl_base: str) -> dict[str, Any]:
+        key = (self._state(), curl_base)
+        with self._lock:
+            if key not in self._built:
+                self._built = {k: v for k, v in self._built.items() if k[0] == key[0]}
+                self._built[key] = build_manifest(self.registry, title=self.title, curl_base=curl_base)
+            return self._built[key]
+
+
+def _server_url(request: Request) -> str:
+    return str(request.base_url).rstrip("/")
+
+
+def add_docs_routes(app: FastAPI, registry: ToolRegistry, *, path: str = "/tools", title: str | None = None) -> None:
+    """Serve the generated tool docs at `path` (HTML), `path.json`, `path.toon` and `path/static/…`.
+
+    The page links its assets and manifests relatively, so it also works under a mount prefix.
+    """
+    path = "/" + path.strip("/")
+    leaf = path.rsplit("/", 1)[-1]
+    cache = _ManifestCache(registry, title or app.title)
+
+    # sync endpoints: FastAPI runs them in its thread pool, so a first (token-counting) build never blocks the loop
+    def page(request: Request, q: str = "") -> HTMLResponse:
+        root = request.scope.get("root_path", "").rstrip("/")
+        links = {"OpenAPI": root + app.docs_url} if app.docs_url else {}
+        html = render_page(cache.get(_server_url(request)), asset_prefix=f"{leaf}/static/", manifest_href=leaf,
+                           api_base=root, query=q, links=links)
+        return HTMLResponse(html)
+
+    def manifest_json(request: Request) -> Response:
+        body = json.dumps(cache.get(_server_url(request)), ensure_ascii=False, indent=2, default=str)
+        return Response(body, media_type="application/json")
+
+    def manifest_in_toon(request: Request) -> Response:
+        return Response(manifest_toon(cache.get(_server_url(request))), media_type="text/plain; charset=utf-8")
+
+    def static(name: str) -> Response:
+        try:
+            content = assets.read(name)
+        except KeyError:
+            raise HTTPException(404, f"No docs asset {name!r}.") from None
+        return Response(content, media_type=assets.MEDIA_TYPES[name], headers={"Cache-Control": "public, max-age=300"})
+
+    app.add_api_route(path, page, methods=["GET"], include_in_schema=False, response_class=HTMLResponse)
+    app.add_api_route(f"{path}.json", manifest_json, methods=["GET"], include_in_schema=False)
+    app.add_api_route(f"{path}.toon", manifest_in_toon, methods=["GET"], include_in_schema=False)
+    app.add_api_route(f"{path}/static/{{name}}", static, methods=["GET"], include_in_schema=False)

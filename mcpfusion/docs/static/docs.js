@@ -1,0 +1,110 @@
+/* mcpfusion tool docs: live search, theme switch and try-it requests. The page reads fine without it. */
+(function () {
+  "use strict";
+  var root = document.documentElement;
+  var THEME_KEY = "mcpfusion-docs-theme";
+
+  /* -- theme: auto (follows the OS) -> light -> dark ----------------------------------------------- */
+  var themes = ["auto", "light", "dark"];
+  function storedTheme() {
+    try { return localStorage.getItem(THEME_KEY) || "auto"; } catch (e) { return "auto"; }
+  }
+  function applyTheme(name) {
+    if (name === "auto") { root.removeAttribute("data-theme"); } else { root.setAttribute("data-theme", name); }
+    var button = document.querySelector(".theme-toggle");
+    if (button) { button.textContent = "Theme: " + name; }
+  }
+  var toggle = document.querySelector(".theme-toggle");
+  if (toggle) {
+    toggle.hidden = false;
+    toggle.addEventListener("click", function () {
+      var next = themes[(themes.indexOf(storedTheme()) + 1) % themes.length];
+      try { localStorage.setItem(THEME_KEY, next); } catch (e) { /* private mode: theme lasts the page */ }
+      applyTheme(next);
+    });
+  }
+  applyTheme(storedTheme());
+
+  /* -- search: the same rule as mcpfusion/docs/search.py ------------------------------------------- */
+  function words(query) { return query.toLowerCase().split(/\s+/).filter(Boolean); }
+  function hit(keys, terms) { return terms.every(function (t) { return keys.indexOf(t) !== -1; }); }
+  function filter(query) {
+    var terms = words(query);
+    var any = false;
+    document.querySelectorAll("section.tool").forEach(function (section) {
+      var toolKeys = section.getAttribute("data-keys");
+      var whole = hit(toolKeys, terms);
+      var shown = 0;
+      section.querySelectorAll("article.action").forEach(function (article) {
+        var ok = whole || hit(toolKeys + " " + article.getAttribute("data-keys"), terms);
+        article.hidden = !ok;
+        if (ok) { shown += 1; }
+      });
+      section.hidden = shown === 0;
+      any = any || shown > 0;
+    });
+    document.querySelectorAll(".nav-tool").forEach(function (item) {
+      var toolKeys = item.getAttribute("data-keys");
+      var whole = hit(toolKeys, terms);
+      var shown = 0;
+      item.querySelectorAll(".nav-action").forEach(function (li) {
+        var ok = whole || hit(toolKeys + " " + li.getAttribute("data-keys"), terms);
+        li.hidden = !ok;
+        if (ok) { shown += 1; }
+      });
+      item.hidden = shown === 0;
+    });
+    document.querySelectorAll(".no-results").forEach(function (p) { p.hidden = any; });
+  }
+  var box = document.getElementById("search");
+  if (box) {
+    box.addEventListener("input", function () { filter(box.value); });
+    box.form.addEventListener("submit", function (event) { event.preventDefault(); filter(box.value); });
+    var initial = new URLSearchParams(window.location.search).get("q");
+    if (initial && !box.value) { box.value = initial; }
+    if (box.value) { filter(box.value); }
+  }
+
+  /* -- try it: POST the JSON body to the REST endpoint ----------------------------------------------- */
+  var apiBase = (document.body.getAttribute("data-api-base") || "").replace(/\/+$/, "");
+  function show(form, status, text, ok) {
+    var out = form.querySelector(".response");
+    out.hidden = false;
+    out.classList.toggle("error", !ok);
+    out.querySelector(".status").textContent = status;
+    out.querySelector("code").textContent = text;
+  }
+  document.querySelectorAll("form.tryit").forEach(function (form) {
+    var button = form.querySelector("button[type=submit]");
+    button.disabled = false;
+    var tokenField = form.elements.namedItem("token");
+    /* one token for the whole page: typing it in one form fills the others */
+    tokenField.addEventListener("input", function () {
+      document.querySelectorAll("form.tryit input[name=token]").forEach(function (other) {
+        if (other !== tokenField) { other.value = tokenField.value; }
+      });
+    });
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var raw = form.elements.namedItem("body").value.trim() || "{}";
+      var body;
+      try { body = JSON.parse(raw); } catch (e) { show(form, "Invalid JSON body", e.message, false); return; }
+      var headers = { "Content-Type": "application/json", "Accept": "application/json" };
+      var token = tokenField.value.trim();
+      if (token) { headers.Authorization = "Bearer " + token; }
+      button.disabled = true;
+      show(form, "Sending…", "", true);
+      fetch(apiBase + form.getAttribute("data-path"), {
+        method: "POST", headers: headers, body: JSON.stringify(body), credentials: "omit"
+      }).then(function (response) {
+        return response.text().then(function (text) {
+          var pretty = text;
+          try { pretty = JSON.stringify(JSON.parse(text), null, 2); } catch (e) { /* not JSON: show as is */ }
+          show(form, "HTTP " + response.status + " " + response.statusText, pretty, response.ok);
+        });
+      }).catch(function (e) {
+        show(form, "Request failed", String(e), false);
+      }).finally(function () { button.disabled = false; });
+    });
+  });
+})();
