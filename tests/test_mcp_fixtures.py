@@ -92,6 +92,15 @@ def build_fusion(**settings: object) -> MCPFusion:
         """Count the client's roots."""
         return f"{len(await ctx.list_roots(key='roots'))} root(s)"
 
+    @billing.action()
+    async def reconnect(ctx: Context) -> str:
+        """Close the SSE stream mid-call; the client resumes with Last-Event-ID."""
+        await ctx.info("before disconnect")
+        ctx.close_stream()
+        await asyncio.sleep(0.05)
+        await ctx.info("after reconnect")
+        return "reconnected"
+
     fusion = MCPFusion("test-billing", "1.2.3", instructions="Billing tools.", tools=[billing], **settings)
 
     @fusion.resource("file:///readme.txt", name="readme", mime_type="text/plain")
