@@ -1,0 +1,203 @@
+"""SSE behaviour of the session wire (priming, event ids, resumption with Last-Event-ID), GET streams and
+list-changed / resource-updated notifications, 2026 `subscriptions/listen`, session cap and expiry."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+from test_mcp_fixtures import build_fusion, serve
+
+from mcpfusion.mcp.sessions import InMemorySessionStore, Session, SessionLimitError
+
+ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+@pytest.fixture(scope="module")
+def fusion_and_base():
+    fusion = build_fusion(max_sessions=50)
+    with serve(fusion.build_app()) as url:
+        yield fusion, url
+
+
+@pytest.fixture
+async def client(fusion_and_base):
+    async with httpx.AsyncClient(base_url=fusion_and_base[1], timeout=10) as c:
+        yield c
+
+
+async def events_of(response: httpx.Response, count: int | None = None):
+    """Parse SSE events (dicts with id/data/retry) from a streaming response."""
+    out, current = [], {}
+    async for line in response.aiter_lines():
+        if line == "":
+            if current:
+                out.append(current)
+                current = {}
+                if count is not None and len(out) >= count:
+                    break
+            continue
+        if line.startswith(":"):
+            continue
+        key, _, value = line.partition(":")
+        current[key] = value.removeprefix(" ")
+    if current:
+        out.append(current)
+    return out
+
+
+async def initialize(client: httpx.AsyncClient, capabilities: dict | None = None) -> dict[str, str]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": capabilities or {}, "clientInfo": {"name": "t", "version": "1"}}}
+    r = await client.post("/mcp", json=body, headers=ACCEPT)
+    return {**ACCEPT, "mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+
+
+async def test_post_stream_has_priming_event_and_event_ids(client):
+    headers = await initialize(client)
+    body = {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}
+    async with client.stream("POST", "/mcp", json=body, headers=headers) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = await events_of(r)
+    priming, message = events
+    assert priming["data"] == "" and priming["id"] and priming["retry"] == "1000"
+    assert message["id"] != priming["id"]
+    assert json.loads(message["data"])["id"] == 5
+
+
+async def test_closed_stream_resumes_with_last_event_id(client):
+    headers = await initialize(client)
+    await client.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel",
+                                    "params": {"level": "debug"}}, headers=headers)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "billing_reconnect"}}
+    async with client.stream("POST", "/mcp", json=body, headers=headers) as r:
+        first = await events_of(r)
+    # The server closed the stream before the result: priming event and the first log only.
+    assert [json.loads(e["data"])["params"]["data"] for e in first if e.get("data")] == ["before disconnect"]
+    last_id = first[-1]["id"]
+    async with client.stream("GET", "/mcp", headers={**headers, "last-event-id": last_id}) as r:
+        rest = await events_of(r)
+    messages = [json.loads(e["data"]) for e in rest if e.get("data")]
+    assert messages[0]["params"]["data"] == "after reconnect"
+    assert messages[-1] == {"jsonrpc": "2.0", "id": 1,
+                            "result": {"content": [{"type": "text", "text": "reconnected"}], "isError": False}}
+    # Replaying from the priming event gives the same messages again, none lost or repeated.
+    async with client.stream("GET", "/mcp", headers={**headers, "last-event-id": first[0]["id"]}) as r:
+        again = [json.loads(e["data"]) for e in await events_of(r) if e.get("data")]
+    assert [m.get("params", {}).get("data") for m in again[:2]] == ["before disconnect", "after reconnect"]
+    assert again[-1]["id"] == 1 and len(again) == 3
+    # An event id of another session is refused.
+    other = await initialize(client)
+    r = await client.get("/mcp", headers={**other, "last-event-id": last_id})
+    assert r.status_code == 404
+
+
+async def test_get_stream_receives_list_changed_and_subscribed_resource_updates(client, fusion_and_base):
+    fusion = fusion_and_base[0]
+    headers = await initialize(client)
+    sub = {"jsonrpc": "2.0", "id": 3, "method": "resources/subscribe", "params": {"uri": "file:///readme.txt"}}
+    assert (await client.post("/mcp", json=sub, headers={**headers, "accept": "application/json"})).json() == {
+        "jsonrpc": "2.0", "id": 3, "result": {}}
+    async with client.stream("GET", "/mcp", headers={**headers, "accept": "text/event-stream"}) as r:
+        stream = r.aiter_lines()
+        await anext(stream)  # the priming event's first line means the stream is subscribed
+        await fusion.notify_resource_updated("file:///other.txt")  # not subscribed: filtered out
+        await fusion.notify_resource_updated("file:///readme.txt")
+        await fusion.notify_tools_changed()
+        methods = []
+        async for line in stream:
+            if line.startswith("data: {"):
+                methods.append(json.loads(line[6:])["method"])
+                if len(methods) == 2:
+                    break
+    assert methods == ["notifications/resources/updated", "notifications/tools/list_changed"]
+
+
+async def test_delete_ends_the_get_stream(client):
+    headers = await initialize(client)
+    async with client.stream("GET", "/mcp", headers={**headers, "accept": "text/event-stream"}) as r:
+        stream = r.aiter_lines()
+        await anext(stream)
+        async with httpx.AsyncClient(base_url=str(client.base_url)) as other:
+            assert (await other.delete("/mcp", headers=headers)).status_code == 200
+        rest = [line async for line in stream]
+    assert all(not line.startswith("data: {") for line in rest)
+
+
+async def test_subscriptions_listen_acknowledges_and_filters(client, fusion_and_base):
+    fusion = fusion_and_base[0]
+    body = {"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen",
+            "params": {"_meta": META, "notifications": {"promptsListChanged": True}}}
+    headers = {**ACCEPT, "mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen"}
+    async with client.stream("POST", "/mcp", json=body, headers=headers) as r:
+        lines = r.aiter_lines()
+        ack = None
+        async for line in lines:
+            if line.startswith("data: "):
+                ack = json.loads(line[6:])
+                break
+        await fusion.notify_tools_changed()  # not requested: never sent
+        await fusion.notify_prompts_changed()
+        async for line in lines:
+            if line.startswith("data: "):
+                note = json.loads(line[6:])
+                break
+    assert ack == {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                   "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"},
+                              "notifications": {"promptsListChanged": True}}}
+    assert note == {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed",
+                    "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"}}}
+
+
+async def test_session_cap_and_idle_expiry():
+    store = InMemorySessionStore(idle_timeout=60, max_sessions=2)
+    await store.create(Session(id="a", protocol_version="2025-11-25"))
+    await store.create(Session(id="b", protocol_version="2025-11-25"))
+    with pytest.raises(SessionLimitError):
+        await store.create(Session(id="c", protocol_version="2025-11-25"))
+    # Simulate 'a' idle for longer than the timeout: it expires and frees a slot.
+    (await store.get("a")).last_seen = time.monotonic() - 120
+    assert await store.get("a") is None
+    await store.create(Session(id="c", protocol_version="2025-11-25"))
+    assert {s for s in ("b", "c") if await store.get(s)} == {"b", "c"}
+
+
+async def test_session_cap_answers_503_over_http():
+    with serve(build_fusion(max_sessions=1).build_app()) as url:
+        async with httpx.AsyncClient(base_url=url) as client:
+            await initialize(client)
+            body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t",
+                                                                                                  "version": "1"}}}
+            r = await client.post("/mcp", json=body, headers=ACCEPT)
+            assert r.status_code == 503 and "retry later" in r.json()["error"]["message"]
+
+
+async def test_cancellation_stops_the_handler(client):
+    headers = await initialize(client, {"elicitation": {}})
+    json_headers = {**headers, "accept": "application/json"}
+    import asyncio
+
+    body = {"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call",
+            "params": {"name": "billing_confirm_delete", "arguments": {"id": "inv_1"}}}
+    # No GET stream and no SSE: the elicitation cannot be sent, so the tool reports it (no hang).
+    r = await client.post("/mcp", json=body, headers=json_headers)
+    assert r.json()["result"]["isError"] is True
+    # With an SSE stream the handler waits for the answer; a cancellation ends it without a result.
+    async with client.stream("POST", "/mcp", json=body, headers=headers) as stream:
+        lines = stream.aiter_lines()
+        async for line in lines:
+            if line.startswith("data: {"):
+                assert json.loads(line[6:])["method"] == "elicitation/create"
+                break
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow-1"}}
+        assert (await client.post("/mcp", json=cancel, headers=json_headers)).status_code == 202
+        rest = await asyncio.wait_for(_collect(lines), 5)
+    assert not any('"result"' in line for line in rest)
+
+
+async def _collect(lines):
+    return [line async for line in lines]
