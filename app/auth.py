@@ -12,7 +12,7 @@ from typing import Literal
 from fastapi import Depends, HTTPException
 from starlette.requests import Request
 
-from mcpfusion.auth import JWTVerifier, bearer_token, unauthorized
+from mcpfusion.auth import AUTH_SCOPE_KEY, JWTVerifier, bearer_token, unauthorized
 
 from .settings import Settings
 
@@ -57,6 +57,15 @@ def verifier_for(settings: Settings) -> JWTVerifier | None:
 
 async def current_principal(request: Request, settings: Settings = Depends(get_settings)) -> Principal:
     """The caller, from `Authorization: Bearer ...` (a 401 otherwise)."""
+    known = request.scope.get(AUTH_SCOPE_KEY)
+    if isinstance(known, Principal):  # already authenticated by the HTTP middleware
+        return known
+    return await authenticate(request, settings)
+
+
+async def authenticate(request: Request, settings: Settings | None = None) -> Principal:
+    """Resolve the bearer token of `request` (used by the dependency and the HTTP middleware)."""
+    settings = settings or get_settings(request)
     token = bearer_token(request)
     if settings.demo_mode and token in DEMO_TOKENS:
         return DEMO_TOKENS[token]

@@ -18,9 +18,10 @@ from fastapi import FastAPI
 
 from mcpfusion import __version__
 from mcpfusion.app import MCPFusion
+from mcpfusion.auth import RequireBearer
 from mcpfusion.discovery import discover_tools
 
-from .auth import verifier_for
+from .auth import authenticate, verifier_for
 from .db import Database
 from .settings import ROOT, Settings
 
@@ -70,7 +71,14 @@ def create_app(settings: Settings | None = None, *, routers: str | Path = ROUTER
     app.state.db = db
     app.state.credentials = settings.credentials
     app.state.jwt_verifier = verifier_for(settings)
-    create_fusion(settings, routers).mount(app)
+    fusion = create_fusion(settings, routers)
+    fusion.mount(app)
+    if not any(getattr(route, "path", None) == "/tools" for route in app.routes):
+        from mcpfusion.docs import add_docs_routes  # tool docs, when `mount` does not add them itself
+
+        add_docs_routes(app, fusion.registry, title=fusion.title)
+    # Every MCP and REST request needs a valid token: a real HTTP 401 before any tool runs.
+    app.add_middleware(RequireBearer, authenticate=authenticate, prefixes=("/mcp", "/api/"))
     return app
 
 

@@ -82,3 +82,41 @@ class JWTVerifier:
         if self.jwks is None:
             return self.verify(token)
         return await run_in_threadpool(self.verify, token)
+
+
+AUTH_SCOPE_KEY = "mcpfusion.auth"
+
+
+class RequireBearer:
+    """ASGI middleware: requests under `prefixes` must pass `authenticate` or get a real HTTP 401.
+
+    MCP's authorization model is HTTP-level: every request to the MCP endpoint carries the token, and a
+    missing or bad one is a 401 with `WWW-Authenticate` before any JSON-RPC is read (so a client can start
+    its auth flow). `authenticate(request)` raises `HTTPException` to refuse; what it returns is kept in
+    `scope["mcpfusion.auth"]` for dependencies to reuse (no second verification).
+    """
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        authenticate: Any,
+        prefixes: Sequence[str] = ("/mcp", "/api/"),
+    ) -> None:
+        self.app = app
+        self.authenticate = authenticate
+        self.prefixes = tuple(prefixes)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] == "OPTIONS" or not scope["path"].startswith(self.prefixes):
+            await self.app(scope, receive, send)
+            return
+        try:
+            scope[AUTH_SCOPE_KEY] = await self.authenticate(Request(scope))
+        except HTTPException as exc:
+            from starlette.responses import JSONResponse
+
+            response = JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

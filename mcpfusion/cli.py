@@ -1,0 +1,233 @@
+"""The `mcpfusion` command: serve, develop, inspect and call an application's tools.
+
+    mcpfusion serve app.main:app [--host H] [--port P]     # uvicorn, production-style
+    mcpfusion dev app.main:app                              # uvicorn with auto-reload
+    mcpfusion stdio app.main:app [--token T]                # MCP over stdin/stdout (local clients)
+    mcpfusion inspect app.main:app [--json]                 # tools, actions, TOON descriptions
+    mcpfusion call app.main:app billing get_invoice --json '{"id": "inv_0001"}' [--token T]
+    mcpfusion docs app.main:app --out site/ [--base-url URL]
+
+APP is "module:attribute": a FastAPI app built by MCPFusion (found through `app.state.mcpfusion`) or an
+`MCPFusion` object. Status lines go to stderr; stdout carries only results (and the protocol, for stdio).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import sys
+from contextlib import AsyncExitStack
+from typing import Any
+
+from .app import MCPFusion
+
+
+class CliError(Exception):
+    """A problem the user can fix from the message alone."""
+
+
+def status(message: str) -> None:
+    print(f"mcpfusion: {message}", file=sys.stderr, flush=True)
+
+
+def _import_path() -> None:
+    # `mcpfusion serve app.main:app` run from a project root must find `app` like `python -m` would.
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def load(target: str) -> tuple[Any, MCPFusion]:
+    """(ASGI app, MCPFusion) for "module:attribute"."""
+    module_name, sep, attr = target.partition(":")
+    if not module_name or not sep or not attr:
+        raise CliError(f'APP must look like "module:attribute" (e.g. app.main:app), not {target!r}')
+    _import_path()
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise CliError(f"cannot import {module_name!r}: {exc}") from None
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise CliError(f"module {module_name!r} has no attribute {attr!r}") from None
+    if isinstance(obj, MCPFusion):
+        return obj.build_app(), obj
+    fusion = getattr(getattr(obj, "state", None), "mcpfusion", None)
+    if not isinstance(fusion, MCPFusion):
+        raise CliError(f"{target} is not an MCPFusion object nor an app built by MCPFusion (app.state.mcpfusion)")
+    return obj, fusion
+
+
+# -- commands ----------------------------------------------------------------------------------------
+
+def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
+    import uvicorn
+
+    _, fusion = load(args.app)  # fail fast, with a clear message, before uvicorn starts
+    base = f"http://{args.host}:{args.port}"
+    status(f"serving {fusion.name} ({len(fusion.registry.tools)} tools) from {args.app}" + (" with reload" if reload
+                                                                                            else ""))
+    status(f"MCP {base}/mcp | REST {base}/api | tool docs {base}/tools | OpenAPI {base}/docs | health {base}/healthz")
+    options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": args.log_level}
+    if reload:
+        options.update(reload=True, reload_dirs=[os.getcwd()])
+    else:
+        options["workers"] = args.workers
+    uvicorn.run(args.app, **options)
+    return 0
+
+
+def cmd_stdio(args: argparse.Namespace) -> int:
+    import logging
+
+    from .mcp.stdio import env_headers, serve_stdio
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout is the protocol channel
+    app, fusion = load(args.app)
+    headers = env_headers()
+    if args.token:
+        headers["authorization"] = f"Bearer {args.token}"
+    status(f"serving {fusion.name} over stdio (one JSON-RPC message per line; Ctrl-D to stop)")
+    asyncio.run(serve_stdio(app, headers=headers))
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    _, fusion = load(args.app)
+    registry = fusion.registry
+    if args.json:
+        print(json.dumps(registry.mcp_tools(), indent=2, ensure_ascii=False))
+        return 0
+    print(f"{fusion.name} {fusion.version}: {len(registry.tools)} tools")
+    for tool in registry.tools.values():
+        flags = [tool.exposition] + (["_select"] if tool.select else []) + (["toon"] if tool.toon_description else [])
+        print(f"\n== {tool.name} [{', '.join(flags)}] tags={','.join(tool.tags) or '-'}"
+              + (f" source={tool.source}" if tool.source else ""))
+        for entry in tool.mcp_tools():
+            if tool.exposition == "flat":
+                print(f"-- {entry['name']}")
+            print(entry.get("description", ""))
+        print("actions:")
+        for action in tool.actions.values():
+            hints = [h for h, on in (("readonly", action.readonly), ("destructive", action.destructive),
+                                     ("idempotent", action.idempotent), ("open_world", action.open_world)) if on]
+            presenters = ",".join(p.name for p in action.presenters) or "-"
+            print(f"  {action.qualified_name}({', '.join(action.required)}) [{' '.join(hints) or '-'}] "
+                  f"presenters={presenters}")
+    return 0
+
+
+async def _call(app: Any, fusion: MCPFusion, tool: str, action: str, arguments: dict[str, Any],
+                headers: dict[str, str]) -> Any:
+    from .testing import make_request
+
+    async with AsyncExitStack() as stack:
+        lifespan = getattr(getattr(app, "router", None), "lifespan_context", None)
+        if lifespan is not None:
+            await stack.enter_async_context(lifespan(app))
+        target = fusion.registry.find(tool, action)
+        return await fusion.registry.call_action(target, arguments, make_request(app, headers), raise_http=False)
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    from .errors import ToolError
+
+    try:
+        arguments = json.loads(args.json) if args.json else {}
+    except ValueError as exc:
+        raise CliError(f"--json is not valid JSON: {exc}") from None
+    if not isinstance(arguments, dict):
+        raise CliError("--json must be a JSON object of the action's parameters")
+    app, fusion = load(args.app)
+    headers = {"authorization": f"Bearer {args.token}"} if args.token else {}
+    try:
+        response = asyncio.run(_call(app, fusion, args.tool, args.action, arguments, headers))
+    except ToolError as exc:  # unknown tool or action
+        print(exc.render())
+        return 2
+    if args.raw:
+        print(json.dumps(response.to_mcp(), indent=2, ensure_ascii=False))
+    else:
+        print("\n\n".join(response.texts))
+        if response.structured_content is not None:
+            print("\nstructuredContent: " + json.dumps(response.structured_content, ensure_ascii=False))
+    return 1 if response.is_error else 0
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    try:
+        from .docs import export_site
+    except ImportError:
+        raise CliError("the docs generator (mcpfusion.docs) is not available in this installation") from None
+    _, fusion = load(args.app)
+    status(f"writing the tool documentation of {fusion.name} to {args.out}")
+    files = export_site(fusion, args.out, base_url=args.base_url)
+    status(f"wrote {len(files)} files; open {os.path.join(args.out, 'index.html')}")
+    return 0
+
+
+# -- parser ------------------------------------------------------------------------------------------
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="mcpfusion", description="Serve, inspect and call mcpfusion applications.")
+    sub = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def with_app(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("app", metavar="APP", help='"module:attribute", e.g. app.main:app')
+        return p
+
+    for name, help_text in (("serve", "serve MCP, REST and docs over HTTP (uvicorn)"),
+                            ("dev", "like serve, restarting on code changes")):
+        p = with_app(name, help_text)
+        p.add_argument("--host", default="127.0.0.1")
+        p.add_argument("--port", type=int, default=8000)
+        p.add_argument("--log-level", default="info")
+        if name == "serve":
+            p.add_argument("--workers", type=int, default=1)
+    p = with_app("stdio", "serve MCP over stdin/stdout for local clients")
+    p.add_argument("--token", help="bearer token sent as the Authorization header (or MCPFUSION_AUTHORIZATION)")
+    p = with_app("inspect", "list tools, actions and their (TOON) descriptions")
+    p.add_argument("--json", action="store_true", help="print the MCP tools/list entries as JSON")
+    p = with_app("call", "call one action in-process and print its result blocks")
+    p.add_argument("tool")
+    p.add_argument("action")
+    p.add_argument("--json", default="{}", help="the action's parameters as a JSON object")
+    p.add_argument("--token", help="bearer token (sent as Authorization: Bearer ...)")
+    p.add_argument("--raw", action="store_true", help="print the MCP CallToolResult as JSON")
+    p = with_app("docs", "export the tool documentation as a static site")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--base-url", default="http://127.0.0.1:8000", help="server the try-it forms call")
+    return root
+
+
+COMMANDS = {
+    "serve": cmd_serve,
+    "dev": lambda args: cmd_serve(args, reload=True),
+    "stdio": cmd_stdio,
+    "inspect": cmd_inspect,
+    "call": cmd_call,
+    "docs": cmd_docs,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except CliError as exc:
+        print(f"mcpfusion: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # e.g. `mcpfusion inspect APP | head`
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silences the interpreter's flush at exit
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
