@@ -30,8 +30,12 @@ def _toon_table(text: str) -> list[dict[str, Any]]:
     return decoded if isinstance(decoded, list) else []
 
 
-def action_entry(action: Action, curl_base: str) -> dict[str, Any]:
+def action_entry(action: Action, curl_base: str, memo: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     ctx = CallContext(action, {}, None)
+    memo = {} if memo is None else memo  # one description per presenter, however many actions share it
+    for p in action.presenters:
+        if id(p) not in memo:
+            memo[id(p)] = presenters.describe(p, ctx)
     arguments = examples.example_arguments(action)
     return {
         "name": action.name,
@@ -44,7 +48,7 @@ def action_entry(action: Action, curl_base: str) -> dict[str, Any]:
         "parameters": rows(action.input_schema),
         "input_schema": action.input_schema,
         "output_schema": action.output_schema,
-        "presenters": [presenters.describe(p, ctx) for p in action.presenters],
+        "presenters": [memo[id(p)] for p in action.presenters],
         "presenter_by_dependency": action.presenter_dependency is not None,
         "example_arguments": arguments,
         "examples": {
@@ -55,7 +59,7 @@ def action_entry(action: Action, curl_base: str) -> dict[str, Any]:
     }
 
 
-def tool_entry(tool: Tool, curl_base: str) -> dict[str, Any]:
+def tool_entry(tool: Tool, curl_base: str, memo: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     text = economy.toon_description(tool)
     advertised = tool.mcp_tools()
     return {
@@ -74,7 +78,7 @@ def tool_entry(tool: Tool, curl_base: str) -> dict[str, Any]:
         "annotations": tool.annotations(),
         "mcp_tools": advertised,
         "tokens": {**economy.description_economy(tool), "advertised": tokens.count_json(advertised)},
-        "actions": [action_entry(a, curl_base) for a in tool.actions.values()],
+        "actions": [action_entry(a, curl_base, memo) for a in tool.actions.values()],
     }
 
 
@@ -82,11 +86,12 @@ def build_manifest(
     registry: ToolRegistry, *, title: str = "Tools", curl_base: str = DEFAULT_BASE_URL
 ) -> dict[str, Any]:
     """The manifest of every registered tool. `curl_base` is the server URL written into curl examples."""
+    memo: dict[int, dict[str, Any]] = {}
     return {
         "title": title,
         "generator": f"mcpfusion {__version__}",
         "token_encoding": tokens.ENCODING,
-        "tools": [tool_entry(t, curl_base) for t in registry.tools.values() if t.actions],
+        "tools": [tool_entry(t, curl_base, memo) for t in registry.tools.values() if t.actions],
     }
 
 

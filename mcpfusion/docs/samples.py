@@ -49,7 +49,7 @@ def sample(schema: Any, root: dict[str, Any] | None = None, *, name: str = "valu
         return schema["const"]
     if isinstance(schema.get("enum"), list) and schema["enum"]:
         return schema["enum"][variant % len(schema["enum"])]
-    if "default" in schema and schema["default"] is not None:
+    if "default" in schema and schema["default"] is not None and variant == 0:
         return schema["default"]
     for key in ("anyOf", "oneOf"):
         options = [resolve(o, root) for o in schema.get(key, [])]
@@ -75,7 +75,7 @@ def sample(schema: Any, root: dict[str, Any] | None = None, *, name: str = "valu
     if kind == "number":
         return _number(schema, 12.5 + variant, float)
     if kind == "boolean":
-        return variant % 2 == 0
+        return variant % 2 == 1
     if kind == "null":
         return None
     if kind == "string" or kind is None:
