@@ -1,0 +1,69 @@
+"""Redis implementations of the transport's pluggable stores, for running several replicas without
+sticky sessions: sessions, resumable SSE streams (Redis Streams) and cross-replica pub/sub.
+
+Switched on by `MCPFUSION_REDIS_URL` (or `TransportSettings(redis_url=...)`); explicit
+`session_store=` / `event_store=` / `broker=` settings still win. Or build them yourself:
+
+    stores = from_url("redis://localhost:6379/0")
+    fusion = MCPFusion("billing", session_store=stores.sessions, event_store=stores.events,
+                       broker=stores.broker)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from .broker import RedisBroker
+from .client import connect
+from .events import RedisEventStore
+from .sessions import RedisSessionStore, SessionStoreUnavailable
+
+__all__ = [
+    "RedisBroker",
+    "RedisEventStore",
+    "RedisSessionStore",
+    "RedisStores",
+    "SessionStoreUnavailable",
+    "connect",
+    "from_url",
+]
+
+
+@dataclass
+class RedisStores:
+    """The three stores of one process, sharing one client (one connection pool)."""
+
+    client: aioredis.Redis
+    sessions: RedisSessionStore
+    events: RedisEventStore
+    broker: RedisBroker
+
+    async def aclose(self) -> None:
+        await self.broker.aclose()
+        await self.client.aclose()
+
+
+def from_url(
+    url: str,
+    *,
+    prefix: str = "mcpf:",
+    idle_timeout: float = 1800.0,
+    max_sessions: int = 10_000,
+    max_events: int = 1000,
+    retention: float | None = None,
+    **client_options: Any,
+) -> RedisStores:
+    """Stores on the Redis at `url`. Keys and channels start with `prefix` (several servers may share
+    one Redis with different prefixes). Streams expire `retention` seconds (default: the session idle
+    timeout) after their last event and keep at most ~`max_events` events each."""
+    client = connect(url, **client_options)
+    return RedisStores(
+        client=client,
+        sessions=RedisSessionStore(client, prefix=prefix, idle_timeout=idle_timeout, max_sessions=max_sessions),
+        events=RedisEventStore(client, prefix=prefix, max_events=max_events,
+                               retention=idle_timeout if retention is None else retention),
+        broker=RedisBroker(client, prefix=prefix),
+    )

@@ -1,0 +1,30 @@
+"""The one place a Redis client is configured: short timeouts and a short retry budget.
+
+redis-py's default retry policy backs off for seconds when Redis is down, which turns an outage into
+hanging MCP requests; here a request fails fast (or reconnects within ~0.5 s after a restart).
+"""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+# What a dead or restarting server raises; stores turn these into clear protocol answers.
+UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+def connect(url: str, **kwargs: object) -> aioredis.Redis:
+    """An asyncio client for `url` (`redis://host:port/db`), decoding responses to str."""
+    options: dict[str, object] = {
+        "decode_responses": True,
+        "socket_connect_timeout": 1.0,
+        "socket_timeout": 5.0,
+        "retry": Retry(ExponentialBackoff(cap=0.2, base=0.02), 3),
+        "retry_on_error": [RedisConnectionError, RedisTimeoutError],
+        "health_check_interval": 0,
+    }
+    options.update(kwargs)
+    return aioredis.Redis.from_url(url, **options)

@@ -1,0 +1,167 @@
+"""The Redis stores against a real redis-server: sessions, Redis Streams event store, pub/sub broker."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from redis_helpers import redis_server  # noqa: F401 - fixture
+
+from mcpfusion.mcp.events import stream_of
+from mcpfusion.mcp.sessions import Session, SessionLimitError, new_session_id
+from mcpfusion.redis import SessionStoreUnavailable, from_url
+
+
+@pytest.fixture
+async def stores(redis_server):  # noqa: F811
+    stores = from_url(redis_server.url, idle_timeout=60, max_sessions=3, max_events=50)
+    try:
+        yield stores
+    finally:
+        await stores.aclose()
+
+
+@pytest.fixture
+async def other(redis_server):  # noqa: F811
+    """A second process's stores (own client and pub/sub connection) on the same Redis."""
+    stores = from_url(redis_server.url, idle_timeout=60, max_sessions=3, max_events=50)
+    try:
+        yield stores
+    finally:
+        await stores.aclose()
+
+
+def session(**kwargs) -> Session:
+    return Session(id=new_session_id(), protocol_version="2025-11-25", **kwargs)
+
+
+async def test_session_round_trip_keeps_every_field(stores, other):
+    s = session(client_info={"name": "c", "version": "1"}, client_capabilities={"elicitation": {}},
+                principal="p1", log_level="debug")
+    await stores.sessions.create(s)
+    got = await other.sessions.get(s.id)
+    assert got is not None
+    assert (got.id, got.protocol_version, got.client_info, got.client_capabilities, got.principal,
+            got.log_level) == (s.id, "2025-11-25", {"name": "c", "version": "1"}, {"elicitation": {}}, "p1", "debug")
+    got.initialized = True
+    got.subscriptions.append("file:///a")
+    await other.sessions.save(got)
+    again = await stores.sessions.get(s.id)
+    assert again.initialized is True and again.subscriptions == ["file:///a"]
+
+
+async def test_session_delete_and_save_after_delete(stores, other):
+    s = session()
+    await stores.sessions.create(s)
+    assert await other.sessions.delete(s.id) is True
+    assert await stores.sessions.get(s.id) is None
+    await stores.sessions.save(s)  # a late save must not resurrect it
+    assert await stores.sessions.get(s.id) is None
+    assert await stores.sessions.delete(s.id) is False
+
+
+async def test_session_idle_expiry_is_refreshed_by_use(redis_server):  # noqa: F811
+    stores = from_url(redis_server.url, idle_timeout=60)
+    try:
+        s = session()
+        await stores.sessions.create(s)
+        key = stores.sessions._key(s.id)
+        await stores.client.pexpire(key, 50)  # nearly idle-expired...
+        assert await stores.sessions.get(s.id) is not None  # ...use renews the full idle timeout
+        assert await stores.client.pttl(key) > 50_000
+        await stores.client.pexpire(key, 1)
+        while await stores.client.exists(key):
+            await asyncio.sleep(0.01)
+        assert await stores.sessions.get(s.id) is None
+    finally:
+        await stores.aclose()
+
+
+async def test_session_cap_is_shared_by_replicas(stores, other):
+    for _ in range(2):
+        await stores.sessions.create(session())
+    await other.sessions.create(session())
+    with pytest.raises(SessionLimitError):
+        await other.sessions.create(session())
+    assert await stores.sessions.count() == 3
+
+
+async def test_unreachable_redis_means_unknown_session_and_503_on_create(redis_server):  # noqa: F811
+    stores = from_url(redis_server.url)
+    try:
+        s = session()
+        await stores.sessions.create(s)
+        redis_server.stop()
+        assert await stores.sessions.get(s.id) is None
+        with pytest.raises(SessionStoreUnavailable):
+            await stores.sessions.create(session())
+        redis_server.start()  # same port, empty: the client must re-initialize
+        assert await stores.sessions.get(s.id) is None
+        fresh = session()
+        await stores.sessions.create(fresh)
+        assert (await stores.sessions.get(fresh.id)).id == fresh.id
+    finally:
+        await stores.aclose()
+
+
+async def test_event_ids_are_unique_increasing_and_replay_from_another_process(stores, other):
+    stream = f"{new_session_id()}~abc"
+    priming = await stores.events.store_event(stream, None)
+    ids = [await stores.events.store_event(stream, {"jsonrpc": "2.0", "method": "m", "params": {"i": i}})
+           for i in range(5)]
+    assert len(set(ids)) == 5 and all(stream_of(i) == stream for i in [priming, *ids])
+    numbers = [int(i.rpartition("#")[2]) for i in [priming, *ids]]
+    assert numbers == sorted(numbers)
+    replayed_stream, events = await other.events.replay_after(ids[1])
+    assert replayed_stream == stream
+    assert [(eid, msg["params"]["i"]) for eid, msg in events] == [(ids[i], i) for i in (2, 3, 4)]
+    # The priming event is never replayed.
+    assert [eid for eid, _ in (await other.events.replay_after(priming))[1]] == ids
+
+
+async def test_event_replay_of_unknown_or_bogus_ids(stores):
+    assert await stores.events.replay_after("nostream~x#1") is None
+    assert await stores.events.replay_after("no-hash-here") is None
+    stream = "s~x"
+    last = await stores.events.store_event(stream, {"jsonrpc": "2.0", "method": "m"})
+    assert await stores.events.replay_after(f"{stream}#{'9' * 5000}") is None
+    assert await stores.events.replay_after(last) == (stream, [])
+
+
+async def test_event_retention_is_bounded(stores):
+    stream = "s~bounded"
+    for i in range(500):
+        await stores.events.store_event(stream, {"jsonrpc": "2.0", "method": "m", "params": {"i": i}})
+    assert await stores.client.xlen(stores.events._key(stream)) < 200  # MAXLEN ~ 50 (approximate trim)
+    assert 0 < await stores.client.ttl(stores.events._key(stream)) <= 60
+
+
+async def test_broker_crosses_processes_and_counts_receivers(stores, other):
+    assert await stores.broker.publish("t", {"x": 1}) == 0
+    async with other.broker.subscribe("t", "u") as sub, other.broker.subscribe("t") as sub2:
+        assert await stores.broker.publish("t", ["id#1", {"x": 1}]) == 1  # one process, two local subscribers
+        await stores.broker.publish("u", None)
+        assert await sub.get() == ["id#1", {"x": 1}]
+        assert await sub.get() is None
+        assert await sub2.get() == ["id#1", {"x": 1}]
+    assert await stores.broker.publish("t", {"x": 2}) == 0
+    assert not other.broker.has_subscribers("t")
+
+
+async def test_broker_resubscribes_after_redis_restart(redis_server):  # noqa: F811
+    a, b = from_url(redis_server.url), from_url(redis_server.url)
+    try:
+        async with a.broker.subscribe("after-restart") as sub:
+            redis_server.restart()
+            # Publish until the reader has reconnected and re-subscribed (redis-py does it on connect).
+            while True:
+                try:
+                    if await b.broker.publish("after-restart", "hello") == 1:
+                        break
+                except Exception:
+                    pass
+                await asyncio.sleep(0.05)
+            assert await sub.get() == "hello"
+    finally:
+        await a.aclose()
+        await b.aclose()
