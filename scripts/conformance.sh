@@ -60,11 +60,18 @@ install_suite() {
   if [[ -x $NODE && -f $SUITE && $have == "${SUITE_PKG##*@}" ]]; then
     return 0
   fi
-  command -v npm >/dev/null || { echo "conformance: npm is required to install the suite" >&2; return 1; }
+  if ! command -v npm >/dev/null; then
+    # Any npm can fetch the pinned packages (Node 22 itself comes as one of them).
+    echo "conformance: npm not found; installing the Debian npm package" >&2
+    local sudo=""
+    [[ $(id -u) == 0 ]] || sudo=sudo
+    $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends npm >/dev/null
+    command -v npm >/dev/null || { echo "conformance: npm is required to install the suite" >&2; return 1; }
+  fi
   echo "conformance: installing $SUITE_PKG and $NODE_PKG into $CACHE"
   mkdir -p "$CACHE"
   [[ -f $CACHE/package.json ]] || echo '{"name": "mcpfusion-conformance", "private": true}' >"$CACHE/package.json"
-  # The suite declares engines node>=22; the npm running this may be older, hence the warning filter.
+  # The suite declares engines node>=22; the npm running this may be older: --loglevel=error hides that.
   (cd "$CACHE" && npm install --no-audit --no-fund --loglevel=error "$SUITE_PKG" "$NODE_PKG") >&2
   [[ -x $NODE && -f $SUITE ]] || { echo "conformance: install did not produce $NODE and $SUITE" >&2; return 1; }
 }
