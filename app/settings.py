@@ -51,7 +51,6 @@ class Settings(BaseModel):
     tenant_claim: str = "tenant"
     role_claim: str = "role"
     credentials: dict[str, str] = Field(default_factory=dict)
-    redis_url: str | None = None
     allowed_hosts: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
 
@@ -72,7 +71,6 @@ class Settings(BaseModel):
             "jwt_issuer": env.get("MCPFUSION_JWT_ISSUER") or None,
             "jwt_audience": env.get("MCPFUSION_JWT_AUDIENCE") or None,
             "credentials": credentials,
-            "redis_url": env.get("MCPFUSION_REDIS_URL") or None,
             "allowed_hosts": _list(env.get("MCPFUSION_ALLOWED_HOSTS")),
             "allowed_origins": _list(env.get("MCPFUSION_ALLOWED_ORIGINS")),
         }
