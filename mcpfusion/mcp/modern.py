@@ -16,7 +16,6 @@ from typing import Any
 from mcp.shared.inbound import (
     InboundLadderRejection,
     classify_inbound_request,
-    find_duplicated_routing_header,
     unsupported_protocol_version_rejection,
     validate_mcp_param_headers,
 )
@@ -37,6 +36,7 @@ logger = logging.getLogger("mcpfusion.mcp")
 
 SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
 _DONE = object()
+_ROUTING = frozenset({b"mcp-protocol-version", b"mcp-method", b"mcp-name"})
 # notifications/... method -> the SubscriptionFilter flag that opts in to it
 _FILTER_OF = {
     "notifications/tools/list_changed": "toolsListChanged",
@@ -81,12 +81,15 @@ class ModernWire:
             return http_error(406, "Not Acceptable: subscriptions/listen answers with text/event-stream")
         if not wants_json and not wants_sse:
             return http_error(406, "Not Acceptable: accept application/json or text/event-stream")
-        raw_headers = request.headers
-        duplicated = find_duplicated_routing_header(raw_headers.items())
-        if duplicated is not None:
-            return error_response(msg_id, HEADER_MISMATCH, f"{duplicated} header appears more than once")
-        # Header values are compared without surrounding whitespace (RFC 9110 optional whitespace).
-        headers = {k: v.strip(" \t") for k, v in raw_headers.items()}
+        # Only the routing headers are decoded (the rest is read only for tools declaring x-mcp-header);
+        # values are compared without surrounding whitespace (RFC 9110 optional whitespace).
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in request.scope["headers"]:
+            if raw_name in _ROUTING:
+                name = raw_name.decode("latin-1")
+                if name in headers:
+                    return error_response(msg_id, HEADER_MISMATCH, f"{name} header appears more than once")
+                headers[name] = raw_value.decode("latin-1").strip(" \t")
         verdict = classify_inbound_request(message, headers=headers)
         if isinstance(verdict, InboundLadderRejection):
             return error_response(msg_id, verdict.code, verdict.message, verdict.data)
@@ -95,8 +98,9 @@ class ModernWire:
             schema = self._param_schema(params.get("name"))
             if schema is not None:
                 arguments = params.get("arguments")
+                all_headers = {k: v.strip(" \t") for k, v in request.headers.items()}
                 rejection = validate_mcp_param_headers(schema, arguments if isinstance(arguments, dict) else {},
-                                                       headers)
+                                                       all_headers)
                 if rejection is not None:
                     return error_response(msg_id, rejection.code, rejection.message, rejection.data)
         meta = params["_meta"]
