@@ -9,6 +9,7 @@
 #   CONFORMANCE_PYTHON   interpreter for it (default .venv/bin/python, else python3)
 #   CONFORMANCE_CACHE    install folder (default .cache/conformance)
 #   CONFORMANCE_ARTIFACTS  logs and per-check JSON (default artifacts/conformance)
+#   CONFORMANCE_LEG_TIMEOUT  seconds before a hung leg is killed and counted as not run (default 600)
 #
 # A leg passes when the suite reports 0 failed checks AND at least the bar of passed checks: SHOULD-level
 # checks degrade to WARNING, which the suite counts neither as passed nor failed, so exit 0 alone would
@@ -141,7 +142,8 @@ for leg in 2025-11-25 2026-07-28; do
   rm -rf "${ARTIFACTS:?}/$leg"
   echo "conformance: running leg $leg against $URL"
   rc=0
-  "$NODE" "$SUITE" server --url "$URL" --suite all --spec-version "$leg" -o "$ARTIFACTS/$leg" >"$log" 2>&1 || rc=$?
+  timeout --kill-after=10 "${CONFORMANCE_LEG_TIMEOUT:-600}" \
+    "$NODE" "$SUITE" server --url "$URL" --suite all --spec-version "$leg" -o "$ARTIFACTS/$leg" >"$log" 2>&1 || rc=$?
   sed -n '/=== SUMMARY ===/,$p' "$log" | grep -E '^✗' || true
   print_failures "$ARTIFACTS/$leg" || true
   if result=$(parse_summary "$log" "$bar") && [[ $rc -eq 0 ]]; then
