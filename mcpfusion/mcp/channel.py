@@ -24,6 +24,8 @@ class NoBackChannel(RuntimeError):
 class InputRequired(Exception):  # noqa: N818 - a control-flow signal, not an error
     """The handler needs answers the client has not sent yet (2026-07-28)."""
 
+    protocol_signal = True  # let through by handler frameworks, like McpError
+
     def __init__(self, requests: dict[str, dict[str, Any]]) -> None:
         super().__init__(", ".join(requests))
         self.requests = requests

@@ -54,7 +54,12 @@ HTTP_STATUS = {
 
 
 class McpError(Exception):
-    """A protocol-level failure that becomes a JSON-RPC error response."""
+    """A protocol-level failure that becomes a JSON-RPC error response.
+
+    `protocol_signal` marks exceptions a handler framework must let through instead of turning them
+    into tool errors (the core checks the attribute, so it need not import the transport)."""
+
+    protocol_signal = True
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
