@@ -10,6 +10,7 @@ session; everything else is the handshake-era session wire.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from fastapi import FastAPI
@@ -29,6 +30,8 @@ from .sessions import InMemorySessionStore, SessionStore
 from .settings import TransportSettings
 from .wire import BodyTooLarge, error_response, http_error, read_body
 
+logger = logging.getLogger("mcpfusion.mcp")
+
 
 def _is_modern_body(message: Any) -> bool:
     if not isinstance(message, dict):
@@ -38,17 +41,29 @@ def _is_modern_body(message: Any) -> bool:
     return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
 
 
+def _redis_stores(settings: TransportSettings) -> Any:
+    """The Redis stores of `settings.redis_url` (imported lazily: in-memory servers never load redis)."""
+    from mcpfusion.redis import from_url
+
+    if settings.signing_key is None:
+        logger.warning("MCPFUSION_REDIS_URL is set but MCPFUSION_SIGNING_KEY is not: each replica signs "
+                       "2026-07-28 requestState with its own random key, so input-required rounds cannot "
+                       "continue on another replica")
+    return from_url(settings.redis_url, idle_timeout=settings.session_idle_timeout,
+                    max_sessions=settings.max_sessions)
+
+
 class McpHttpTransport:
     """The streamable HTTP transport of one `Engine`."""
 
     def __init__(self, engine: Engine, settings: TransportSettings | None = None) -> None:
         self.engine = engine
         self.settings = settings = settings or TransportSettings()
-        self.sessions: SessionStore = settings.session_store or InMemorySessionStore(
-            settings.session_idle_timeout, settings.max_sessions
-        )
-        self.events: EventStore = settings.event_store or InMemoryEventStore()
-        self.broker: Broker = settings.broker or InMemoryBroker()
+        shared = _redis_stores(settings) if settings.redis_url else None
+        self.sessions: SessionStore = settings.session_store or (shared.sessions if shared else None) or \
+            InMemorySessionStore(settings.session_idle_timeout, settings.max_sessions)
+        self.events: EventStore = settings.event_store or (shared.events if shared else None) or InMemoryEventStore()
+        self.broker: Broker = settings.broker or (shared.broker if shared else None) or InMemoryBroker()
         self.guard = HostOriginGuard(settings.allowed_hosts, settings.allowed_origins)
         self.session_wire = SessionWire(engine, settings, self.sessions, self.events, self.broker)
         self.modern_wire = ModernWire(engine, settings, self.broker)

@@ -48,6 +48,7 @@ class SessionWire:
         self.broker = broker
         self.inflight: dict[tuple[str, str], SessionChannel] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
+        self._cancel_listener: asyncio.Task[None] | None = None
 
     # -- POST -----------------------------------------------------------------------------------------
 
@@ -138,16 +139,41 @@ class SessionWire:
                 await self.sessions.save(session)
         elif method == "notifications/cancelled":
             rid = params.get("requestId")
-            channel = self.inflight.get((session.id, str(rid)))
             reason = params.get("reason")
-            if channel is not None:
-                channel.cancel(reason if isinstance(reason, str) else None)
-                if channel.task is not None:
-                    channel.task.cancel()
-            else:
-                await self.broker.publish("cancel", {"session": session.id, "requestId": rid})
+            if not self._cancel_local(session.id, rid, reason):
+                # The request may run on another replica (shared broker); its cancel listener acts.
+                await self.broker.publish("cancel", {"session": session.id, "requestId": rid, "reason": reason})
+
+    def _cancel_local(self, session_id: Any, rid: Any, reason: Any) -> bool:
+        channel = self.inflight.get((str(session_id), str(rid)))
+        if channel is None:
+            return False
+        channel.cancel(reason if isinstance(reason, str) else None)
+        if channel.task is not None:
+            channel.task.cancel()
+        return True
+
+    def _listen_for_cancels(self) -> None:
+        """With a cross-process broker (`broker.distributed`), follow the "cancel" topic so a
+        `notifications/cancelled` posted to another replica reaches the requests running here."""
+        if not getattr(self.broker, "distributed", False):
+            return
+        if self._cancel_listener is not None and not self._cancel_listener.done():
+            return
+
+        async def listen() -> None:
+            async with self.broker.subscribe("cancel") as sub:
+                while True:
+                    msg = await sub.get()
+                    if isinstance(msg, dict):
+                        self._cancel_local(msg.get("session"), msg.get("requestId"), msg.get("reason"))
+
+        task = self._cancel_listener = asyncio.create_task(listen(), name="mcpfusion-cancel-listener")
+        # A broker outage ends the listener; the next request starts a new one.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     async def _request(self, request: Request, session: Session, message: dict[str, Any]) -> Response:
+        self._listen_for_cancels()
         params = message.get("params") or {}
         meta = params.get("_meta")
         progress_token = meta.get("progressToken") if isinstance(meta, dict) else None

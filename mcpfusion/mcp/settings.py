@@ -25,6 +25,9 @@ class TransportSettings:
       client only accepts SSE, and always for `subscriptions/listen`).
     - `signing_key`: HMAC key of the 2026-07-28 `requestState`; replicas must share it (random per process
       when unset, or `MCPFUSION_SIGNING_KEY`).
+    - `redis_url`: keep sessions, resumable streams and cross-replica messages in Redis (`mcpfusion.redis`)
+      so that any replica serves any request (default `MCPFUSION_REDIS_URL`; unset = in-memory). Explicit
+      `session_store` / `event_store` / `broker` still win.
     """
 
     path: str = "/mcp"
@@ -42,3 +45,4 @@ class TransportSettings:
     signing_key: bytes | str | None = field(default_factory=lambda: os.environ.get("MCPFUSION_SIGNING_KEY"))
     request_state_ttl: float = 600.0
     stateless_legacy: bool = False
+    redis_url: str | None = field(default_factory=lambda: os.environ.get("MCPFUSION_REDIS_URL") or None)
