@@ -46,6 +46,7 @@ FAKE_NODE = textwrap.dedent(
     #!/usr/bin/env bash
     # Stand-in for node running the suite: record argv, check the server answers, print a summary.
     echo "$@" >> "$FAKE_CALLS"
+    [[ -n ${FAKE_HANG:-} ]] && exec sleep 30
     leg=""; out=""
     while [[ $# -gt 0 ]]; do
       case $1 in --spec-version) leg=$2; shift;; -o) out=$2; shift;; esac; shift
@@ -141,3 +142,12 @@ def test_server_that_dies_is_reported(fake_env, tmp_path):
     assert "server exited before answering" in result.stderr
     assert "cannot start" in result.stderr
     assert not Path(fake_env["FAKE_CALLS"]).exists()
+
+
+def test_hung_leg_is_killed_and_fails(fake_env):
+    env = {**fake_env, "FAKE_HANG": "1", "CONFORMANCE_LEG_TIMEOUT": "1"}
+    result = run_script(env, "84 0", "152 0")
+    assert result.returncode == 1
+    assert "conformance 2025-11-25: FAIL no 'Total:' line" in result.stdout
+    assert "conformance 2026-07-28: FAIL no 'Total:' line" in result.stdout
+    assert not server_alive(fake_env)
