@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import search
+from .schema_table import rows as schema_rows
 
 HINTS = (("readOnlyHint", "read-only"), ("destructiveHint", "destructive"), ("idempotentHint", "idempotent"),
          ("openWorldHint", "open world"))
@@ -90,7 +91,24 @@ def _ul(items: list[str], empty: str = "none") -> str:
     return "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
 
 
-def presenter_card(p: dict[str, Any], *, level: int = 5) -> str:
+def _presenter_summary(p: dict[str, Any]) -> str:
+    """One line that says what the collapsed presenter card holds."""
+    parts = [f"{len(p['fields'])} fields", f"{len(p['automatic_rules']) + len(p['rules'])} rules"]
+    if p["redacted_paths"]:
+        parts.append(f"{len(p['redacted_paths'])} redacted")
+    if p["ui_blocks"]:
+        parts.append("UI: " + ", ".join(dict.fromkeys(b["type"] for b in p["ui_blocks"])))
+    if p["suggestions"]:
+        parts.append(f"{len(p['suggestions'])} suggestions")
+    if p["limit"]:
+        parts.append(f"limit {p['limit']}")
+    if p["embeds"]:
+        parts.append("embeds " + ", ".join(x["key"] for x in p["embeds"]))
+    return " · ".join(_e(x) for x in parts)
+
+
+def presenter_card(p: dict[str, Any], *, level: int = 5, open_: bool = False) -> str:
+    """The presenter in a <details> (readable without JS): fields, rules, redaction, UI, suggestions, limit."""
     rows = [
         ("Fields", _fields_table(p["fields"])),
         ("Rules from field descriptions (automatic)", _ul([_e(r) for r in p["automatic_rules"]])),
@@ -117,8 +135,21 @@ def presenter_card(p: dict[str, Any], *, level: int = 5) -> str:
     if p.get("sample_error"):
         note = f'<p class="muted">UI blocks and suggestions could not be sampled: {_e(p["sample_error"])}</p>'
     dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows)
-    return (f'<div class="presenter"><h{level}>Presenter <code>{_e(p["name"])}</code></h{level}>'
-            f'{note}<dl class="props">{dl}</dl></div>')
+    return (f'<details class="presenter"{" open" if open_ else ""}><summary>'
+            f'<span class="presenter-name">Presenter <code>{_e(p["name"])}</code></span> '
+            f'<span class="muted">{_presenter_summary(p)}</span></summary>'
+            f'{note}<dl class="props">{dl}</dl></details>')
+
+
+def definitions(schema: dict[str, Any] | None) -> str:
+    """Tables for the nested models an input schema refers to (`$defs`)."""
+    defs = (schema or {}).get("$defs") or {}
+    return "".join(
+        f'<p class="def-name">Object <code>{_e(name)}</code></p>'
+        + parameters_table(schema_rows({**sub, "$defs": defs}))
+        for name, sub in defs.items()
+        if isinstance(sub, dict) and sub.get("properties")
+    )
 
 
 def _saving_row(label: str, s: dict[str, Any]) -> list[str]:
@@ -181,7 +212,7 @@ def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str) -> st
         f'<h3><code>{_e(a["qualified_name"])}</code>{title}</h3>{_hints(a["annotations"])}'
         f'<p class="desc">{_e(a["description"]) or "<span class=muted>No description.</span>"}</p>'
         f'<p class="route">{route}</p>'
-        f"<h4>Parameters</h4>{parameters_table(a['parameters'])}"
+        f"<h4>Parameters</h4>{parameters_table(a['parameters'])}{definitions(a['input_schema'])}"
         f"<h4>Output</h4>{output}"
         f"{action_economy(a['tokens'])}"
         '<h4>Examples</h4><div class="examples">'

@@ -8,7 +8,7 @@ from typing import Literal
 from fastapi import Depends, FastAPI, Header, HTTPException
 from pydantic import BaseModel, Field
 
-from mcpfusion import MCPFusion, Presenter, Tool, success_structured, suggest, ui
+from mcpfusion import MCPFusion, Model, Presenter, Tool, success_structured, suggest, ui
 from mcpfusion.docs import add_docs_routes
 
 TOKENS = {"demo-admin": "admin"}
@@ -106,7 +106,27 @@ async def totals(who: str = Depends(principal)):
                                "currency": "EUR"})
 
 
-TOOLS = [billing, reports]
+class CustomerRecord(BaseModel):
+    id: str
+    name: str = Field(description="Legal name")
+    tier: Literal["free", "pro"] = "free"
+    password_hash: str = "x"  # hidden: must never reach the agent, the docs or an example
+    created_by: str = "system"  # guarded: the agent can never write it
+
+
+customer_model = Model(CustomerRecord, hidden=["password_hash"], guarded=["created_by"],
+                       fillable={"create": ["name", "tier"]})
+customer_presenter = Presenter("Customer").schema(customer_model)
+customers = Tool("customers", description="Customers", tags=["crm"])
+
+
+@customers.action(returns=customer_presenter)
+async def create(data: customer_model.input_model("create"), who: str = Depends(principal)) -> dict:
+    """Create a customer."""
+    return {"id": "cus_1", **data.model_dump(), "password_hash": "secret-hash", "created_by": who}
+
+
+TOOLS = [billing, reports, customers]
 
 
 def build_fusion() -> MCPFusion:

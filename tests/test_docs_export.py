@@ -1,0 +1,45 @@
+"""Static export: the same site as files, with try-it forms and curl examples aimed at a configurable URL."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import toon_format
+from browser.sample_app import TOOLS, build_fusion
+
+from mcpfusion import ToolRegistry
+from mcpfusion.docs import assets, build_manifest, export_site, render_page
+
+
+def test_export_writes_the_site(tmp_path):
+    fusion = build_fusion()
+    written = export_site(fusion, tmp_path / "site", base_url="https://api.example.com/")
+    names = sorted(p.relative_to(tmp_path / "site").as_posix() for p in written)
+    assert names == ["index.html", "static/docs.css", "static/docs.js", "tools.json", "tools.toon"]
+    html = (tmp_path / "site" / "index.html").read_text()
+    assert 'data-api-base="https://api.example.com"' in html
+    assert "connect-src &#x27;self&#x27; https://api.example.com;" in html
+    assert 'href="static/docs.css"' in html and 'href="tools.json"' in html
+    manifest = json.loads((tmp_path / "site" / "tools.json").read_text())
+    assert manifest["title"] == "Docs test service"
+    assert toon_format.decode((tmp_path / "site" / "tools.toon").read_text()) == manifest
+    assert all("https://api.example.com/api/" in a["examples"]["curl"] for t in manifest["tools"] for a in t["actions"])
+    assert (tmp_path / "site" / "static" / "docs.js").read_bytes() == assets.read("docs.js")
+
+
+def test_export_is_the_served_page_with_another_api_base(tmp_path):
+    base = "http://127.0.0.1:8000"
+    export_site(build_fusion(), tmp_path, base_url=base)
+    manifest = build_manifest(build_fusion().registry, title="Docs test service", curl_base=base)
+    expected = render_page(manifest, asset_prefix="static/", manifest_href="tools", api_base=base)
+    assert (tmp_path / "index.html").read_text() == expected
+    assert json.loads((tmp_path / "tools.json").read_text()) == json.loads(json.dumps(manifest))
+
+
+def test_export_accepts_a_registry_or_tools_and_rejects_anything_else(tmp_path):
+    export_site(ToolRegistry(TOOLS), tmp_path / "a")
+    export_site(TOOLS, tmp_path / "b", title="Mine")
+    assert "<title>Mine · tool documentation</title>" in (tmp_path / "b" / "index.html").read_text()
+    with pytest.raises(TypeError, match="MCPFusion, a ToolRegistry or tools"):
+        export_site(42, tmp_path / "c")
