@@ -269,6 +269,7 @@ class MCPFusion:
                 tools=FusionBackend(self), resources=self.resources, prompts=self.prompts,
                 completions=self.completions,
                 signer=RequestStateSigner(settings.signing_key, settings.request_state_ttl),
+                cache_ttl_ms=settings.cache_ttl_ms, cache_scope=settings.cache_scope,
             )
             self._transport = McpHttpTransport(engine, settings)
         return self._transport

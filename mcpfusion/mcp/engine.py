@@ -75,6 +75,7 @@ class Engine:
         title: str | None = None,
         signer: RequestStateSigner | None = None,
         cache_ttl_ms: int = 0,
+        cache_scope: str = "private",
     ) -> None:
         self.server_info: dict[str, Any] = {"name": name, "version": version}
         if title:
@@ -86,6 +87,7 @@ class Engine:
         self.completions = completions if completions is not None else {}
         self.signer = signer or RequestStateSigner(None)
         self.cache_ttl_ms = cache_ttl_ms
+        self.cache_scope = cache_scope
         self._tools_cache: list[dict[str, Any]] | None = None
         self._handlers: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
             "ping": self._ping,
@@ -148,7 +150,7 @@ class Engine:
                 result["resultType"] = "complete"
             if call.method in CACHEABLE and result["resultType"] == "complete":
                 result.setdefault("ttlMs", self.cache_ttl_ms)
-                result.setdefault("cacheScope", "private")
+                result.setdefault("cacheScope", self.cache_scope)
         return result
 
     def context(self, call: Call) -> Context:

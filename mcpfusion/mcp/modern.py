@@ -34,6 +34,8 @@ from .wire import SSE_HEADERS, accepts, error_response, http_error, json_respons
 
 logger = logging.getLogger("mcpfusion.mcp")
 
+# Set in the ASGI scope by in-process transports (stdio) whose routing headers are derived from the body.
+TRUSTED_HEADERS_KEY = "mcpfusion.trusted_headers"
 SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
 _DONE = object()
 _ROUTING = frozenset({b"mcp-protocol-version", b"mcp-method", b"mcp-name"})
@@ -94,7 +96,7 @@ class ModernWire:
         if isinstance(verdict, InboundLadderRejection):
             return error_response(msg_id, verdict.code, verdict.message, verdict.data)
         params = message.get("params") or {}
-        if method == "tools/call":
+        if method == "tools/call" and not request.scope.get(TRUSTED_HEADERS_KEY):
             schema = self._param_schema(params.get("name"))
             if schema is not None:
                 arguments = params.get("arguments")

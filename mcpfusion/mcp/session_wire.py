@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import logging
 import secrets
 from collections.abc import AsyncIterator
@@ -30,8 +31,8 @@ DEFAULT_LOG_LEVEL = "info"
 _STATE_METHODS = frozenset({"logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
 
 
-def principal_of(request: Request) -> str | None:
-    """Who created a session: a digest of the credentials it was created with (never stored in clear)."""
+def default_principal(request: Request) -> str | None:
+    """Who is calling: a digest of the Authorization header (credentials are never stored in clear)."""
     auth = request.headers.get("authorization")
     return hashlib.sha256(auth.encode()).hexdigest()[:32] if auth else None
 
@@ -48,6 +49,36 @@ class SessionWire:
         self.broker = broker
         self.inflight: dict[tuple[str, str], SessionChannel] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
+        self._cancel_listener: asyncio.Task[Any] | None = None
+
+    async def principal_of(self, request: Request) -> str | None:
+        resolver = self.settings.principal
+        if resolver is None:
+            return default_principal(request)
+        value = resolver(request)
+        if inspect.isawaitable(value):
+            value = await value
+        return None if value is None else str(value)
+
+    def _listen_for_cancellations(self) -> None:
+        """Follow the broker's `cancel` topic once per process, so a `notifications/cancelled` posted to
+        another replica reaches a handler running here."""
+        if self._cancel_listener is not None and not self._cancel_listener.done():
+            return
+
+        async def listen() -> None:
+            async with self.broker.subscribe("cancel") as sub:
+                while True:
+                    note = await sub.get()
+                    if not isinstance(note, dict):
+                        continue
+                    channel = self.inflight.get((str(note.get("session")), str(note.get("requestId"))))
+                    if channel is not None:
+                        channel.cancel(note.get("reason"))
+                        if channel.task is not None:
+                            channel.task.cancel()
+
+        self._cancel_listener = asyncio.create_task(listen())
         self._cancel_listener: asyncio.Task[None] | None = None
 
     # -- POST -----------------------------------------------------------------------------------------
@@ -95,7 +126,7 @@ class SessionWire:
             id=new_session_id(), protocol_version=version,
             client_capabilities=caps if isinstance(caps, dict) else {},
             client_info=info if isinstance(info, dict) else {},
-            principal=principal_of(request),
+            principal=await self.principal_of(request),
         )
         try:
             await self.sessions.create(session)
@@ -118,7 +149,8 @@ class SessionWire:
             return None, error_response(msg_id, INVALID_REQUEST, "Bad Request: Missing Mcp-Session-Id header; "
                                         "send initialize first", status=400)
         session = await self.sessions.get(sid)
-        if session is None or (session.principal is not None and session.principal != principal_of(request)):
+        if session is None or (session.principal is not None
+                               and session.principal != await self.principal_of(request)):
             return None, error_response(msg_id, INVALID_REQUEST, "Session not found", status=404)
         return session, None
 
@@ -179,6 +211,7 @@ class SessionWire:
         progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
         headers = {"Mcp-Session-Id": session.id}
         wants_json, wants_sse = accepts(request)
+        self._listen_for_cancellations()
         use_sse = wants_sse and not self.settings.json_response
         stream_id = f"{session.id}~{secrets.token_hex(6)}" if use_sse else None
         channel = SessionChannel(self, session, stream_id, progress_token=progress_token,

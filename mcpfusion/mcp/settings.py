@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -44,5 +45,7 @@ class TransportSettings:
     broker: Broker | None = None
     signing_key: bytes | str | None = field(default_factory=lambda: os.environ.get("MCPFUSION_SIGNING_KEY"))
     request_state_ttl: float = 600.0
-    stateless_legacy: bool = False
+    principal: Callable[..., Any] | None = None
+    cache_ttl_ms: int = 0
+    cache_scope: str = "private"
     redis_url: str | None = field(default_factory=lambda: os.environ.get("MCPFUSION_REDIS_URL") or None)

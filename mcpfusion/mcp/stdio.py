@@ -195,6 +195,8 @@ class StdioBridge:
             "scheme": "http", "path": self.path, "raw_path": self.path.encode(), "query_string": b"",
             "root_path": "", "headers": raw_headers, "client": ("127.0.0.1", 0), "server": ("localhost", 80),
             "state": dict(self.state),
+            # The routing headers were derived from the body here: nothing for the server to cross-check.
+            "mcpfusion.trusted_headers": True,
         }
         sent = False
         done = asyncio.Event()

@@ -1,0 +1,88 @@
+"""Unit tests of the engine's small parts: Context outside MCP, signed request state, Host/Origin guard,
+event store replay, principal binding of sessions."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from test_mcp_fixtures import build_fusion
+
+from mcpfusion.context import Context, NoBackChannel
+from mcpfusion.mcp.events import InMemoryEventStore
+from mcpfusion.mcp.jsonrpc import McpError
+from mcpfusion.mcp.security import HostOriginGuard
+from mcpfusion.mcp.state import RequestStateSigner
+
+
+async def test_detached_context_is_a_no_op_for_progress_and_refuses_questions():
+    ctx = Context.detached()
+    await ctx.progress(1, 2, "half")  # nothing to send, no error
+    await ctx.info("hello")
+    assert ctx.cancelled is False and ctx.request_id is None and ctx.state is None
+    for ask in (ctx.elicit("?"), ctx.sample("hi"), ctx.list_roots(), ctx.ask({"a": ctx.roots()})):
+        with pytest.raises(NoBackChannel, match="outside MCP"):
+            await ask
+    ctx.require_capability("sampling")  # outside MCP there is nobody to require it from
+    ctx.close_stream()
+
+
+def test_request_state_is_signed_bound_and_expires():
+    signer = RequestStateSigner("k" * 32, ttl=60)
+    token = signer.sign("tools/call", "t", {"a": {"action": "accept"}}, state={"step": 2})
+    assert signer.verify(token, "tools/call", "t") == ({"a": {"action": "accept"}}, {"step": 2})
+    assert signer.verify(None, "tools/call", "t") == ({}, None)
+    for bad in (token + "x", "x" + token, token.replace(".", "!"), 42, "a.b.c"):
+        with pytest.raises(McpError):
+            signer.verify(bad, "tools/call", "t")
+    with pytest.raises(McpError):
+        signer.verify(token, "tools/call", "other-tool")
+    with pytest.raises(McpError):
+        RequestStateSigner("another key " * 3).verify(token, "tools/call", "t")
+    expired = RequestStateSigner("k" * 32, ttl=-1).sign("tools/call", "t", {})
+    with pytest.raises(McpError):
+        signer.verify(expired, "tools/call", "t")
+
+
+@pytest.mark.parametrize(
+    ("hosts", "origins", "host", "origin", "ok"),
+    [
+        (None, None, "127.0.0.1:8000", None, True),
+        (None, None, "localhost", "http://localhost:3000", True),
+        (None, None, "[::1]:8000", "http://[::1]:8000", True),
+        (None, None, "evil.example.com", None, False),
+        (None, None, "127.0.0.1:8000", "http://evil.example.com", False),
+        (None, None, None, None, False),
+        (["api.example.com"], ["https://app.example.com"], "api.example.com", "https://app.example.com", True),
+        (["api.example.com:*"], None, "api.example.com:8443", None, True),
+        (["api.example.com"], ["https://app.example.com"], "api.example.com", "https://evil.example.com", False),
+        (["*"], ["*"], "anything", "http://anything", True),
+    ],
+)
+def test_host_origin_guard(hosts, origins, host, origin, ok):
+    assert (HostOriginGuard(hosts, origins).check(host, origin) is None) is ok
+
+
+async def test_event_store_replays_after_an_id_and_skips_priming_events():
+    store = InMemoryEventStore(max_events=3)
+    priming = await store.store_event("s1", None)
+    ids = [await store.store_event("s1", {"n": i}) for i in range(2)]
+    await store.store_event("s2", {"other": True})
+    assert await store.replay_after(priming) == ("s1", [(ids[0], {"n": 0}), (ids[1], {"n": 1})])
+    assert await store.replay_after(ids[1]) == ("s1", [])
+    assert await store.replay_after("unknown#1") is None
+    assert await store.replay_after("garbage") is None
+
+
+async def test_a_session_answers_only_to_the_principal_that_created_it():
+    app = build_fusion().build_app()
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        alice = {"accept": "application/json", "authorization": "Bearer alice"}
+        sid = (await client.post("/mcp", json=init, headers=alice)).headers["mcp-session-id"]
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        assert (await client.post("/mcp", json=ping, headers={**alice, "mcp-session-id": sid})).status_code == 200
+        mallory = {"accept": "application/json", "authorization": "Bearer mallory", "mcp-session-id": sid}
+        assert (await client.post("/mcp", json=ping, headers=mallory)).status_code == 404
+        assert (await client.delete("/mcp", headers=mallory)).status_code == 404
+        assert (await client.get("/healthz")).json() == {"status": "ok"}
