@@ -41,7 +41,7 @@ def auth(token: str | None) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"} if token else {}
 
 
-def tester(app: FastAPI) -> ToolTester:
+def in_process(app: FastAPI) -> ToolTester:
     return ToolTester(app.state.mcpfusion.registry, app=app)
 
 
@@ -163,7 +163,7 @@ async def call(transport: str, app: FastAPI, tool: str, action: str, args: dict[
                token: str | None = None) -> Outcome:
     """Call an action in-process ("inproc"), over REST ("rest") or over MCP ("mcp")."""
     if transport == "inproc":
-        result = await tester(app).call(tool, action, args or {}, headers=auth(token))
+        result = await in_process(app).call(tool, action, args or {}, headers=auth(token))
         return Outcome(result.error_code if result.is_error else None, result.data, result.text)
     async with asgi_client(app) as client:
         if transport == "rest":

@@ -72,10 +72,10 @@ async def test_admin_sees_contact_details_but_never_hidden_fields(tmp_path, tran
 
 async def test_support_ui_blocks_and_structured_view_carry_no_pii(tmp_path):
     """UI blocks bypass redaction by design, so the support presenters' blocks must not show contact data."""
-    from service_kit import tester
+    from service_kit import in_process
 
     app = build(tmp_path)
-    result = await tester(app).call("billing", "get_invoice", {"id": "inv_0001"},
+    result = await in_process(app).call("billing", "get_invoice", {"id": "inv_0001"},
                                     headers={"authorization": "Bearer demo-support"})
     assert result.ui_blocks and {b.type for b in result.ui_blocks} == {"markdown", "echarts"}
     rendered = "".join(b.render() for b in result.ui_blocks) + repr(result.data) + "".join(result.system_rules)

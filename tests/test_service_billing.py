@@ -1,0 +1,181 @@
+"""The billing domain as the agent perceives it: presenters (limit, rules, UI, suggestions, embeds),
+Model profiles, status rules, structured and TOON answers, `_select` and the tool listing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import toon_format
+from service_kit import asgi_client, build, in_process, rest
+
+ADMIN = {"authorization": "Bearer demo-admin"}
+LINE = {"description": "Audit", "quantity": 2, "unit_price_cents": 1500}
+
+
+@pytest.fixture
+def app(tmp_path):
+    return build(tmp_path)
+
+
+@pytest.fixture
+def t(app):
+    return in_process(app)
+
+
+async def test_list_is_limited_with_table_chart_rules_and_suggestions(t):
+    result = await t.call("billing", "list_invoices", {}, headers=ADMIN)
+    assert len(result.data) == 20
+    summary, table, chart = result.ui_blocks
+    assert summary.content == ("📊 **Summary**: ⚠️ Dataset truncated. 20 shown, 4 hidden. "
+                               "Use filters to narrow results.")
+    assert table.type == "markdown" and table.content.startswith("| Number | Customer | Status | Total | Due |")
+    assert chart.type == "echarts" and json.loads(chart.content.split("\n", 1)[1].rsplit("\n", 1)[0])["series"]
+    assert any("CENTS" in rule for rule in result.system_rules)
+    assert any(s.action == "billing.remind" for s in result.suggestions)
+    assert "lines" not in result.data[0]  # rows, not full invoices
+
+
+@pytest.mark.parametrize("status", ["draft", "sent", "paid", "void"])
+async def test_status_filter(t, status):
+    result = await t.call("billing", "list_invoices", {"status": status}, headers=ADMIN)
+    assert result.data and {row["status"] for row in result.data} == {status}
+
+
+async def test_overdue_and_customer_filters(t):
+    overdue = (await t.call("billing", "list_invoices", {"status": "overdue"}, headers=ADMIN)).data
+    assert overdue and all(row["overdue"] and row["status"] == "sent" for row in overdue)
+    mine = (await t.call("billing", "list_invoices", {"customer_id": "cus_0002"}, headers=ADMIN)).data
+    assert mine and {row["customer_id"] for row in mine} == {"cus_0002"}
+    bad = await t.call("billing", "list_invoices", {"status": "late"}, headers=ADMIN)
+    assert bad.error_code == "VALIDATION_ERROR" and 'You sent: "late"' in bad.text
+
+
+async def test_overdue_invoice_suggests_remind_and_embeds_lines(t):
+    result = await t.call("billing", "get_invoice", {"id": "inv_0001"}, headers=ADMIN)
+    assert result.data["overdue"] is True
+    assert [s.action for s in result.suggestions] == ["billing.remind", "billing.record_payment"]
+    texts = result.raw.texts
+    assert texts[-1].startswith("<action_suggestions>\n- billing.remind: ")
+    assert any(t.startswith('<ui_passthrough type="markdown" title="Line items">') for t in texts)  # embed
+    assert "- A line's amount_cents is quantity x unit_price_cents, in CENTS." in texts[-2]  # child rules merged
+    assert result.data["lines"][0]["amount_cents"] == result.data["lines"][0]["quantity"] * \
+        result.data["lines"][0]["unit_price_cents"]
+    draft = await t.call("billing", "get_invoice", {"id": "inv_0003"}, headers=ADMIN)
+    assert [s.action for s in draft.suggestions] == ["billing.update_invoice_status"]
+
+
+async def test_not_found_is_self_healing(t):
+    result = await t.call("billing", "get_invoice", {"id": "inv_9"}, headers=ADMIN)
+    assert result.error_code == "NOT_FOUND"
+    assert result.text == ('<tool_error code="NOT_FOUND" severity="error">\n'
+                           '<message>Invoice "inv_9" was not found.</message>\n'
+                           "<recovery>Call billing with action list_invoices first to find a valid id.</recovery>\n"
+                           "<available_actions>\n  <action>billing.list_invoices</action>\n</available_actions>\n"
+                           "</tool_error>")
+
+
+async def test_create_uses_the_model_create_profile(t):
+    ok = await t.call("billing", "create_invoice",
+                      {"customer_id": "cus_0001", "due_date": "2030-01-31", "lines": [LINE, LINE]}, headers=ADMIN)
+    assert ok.data["status"] == "draft" and ok.data["total_cents"] == 6000 and ok.data["number"] == "ACME-0025"
+    guarded = await t.call("billing", "create_invoice",
+                           {"customer_id": "cus_0001", "due_date": "2030-01-31", "lines": [LINE],
+                            "total_cents": 1}, headers=ADMIN)
+    assert guarded.error_code == "VALIDATION_ERROR"
+    assert '<field name="total_cents">This field is guarded' in guarded.text
+    computed = await t.call("billing", "create_invoice",
+                            {"customer_id": "cus_0001", "due_date": "2030-01-31",
+                             "lines": [{**LINE, "amount_cents": 1}]}, headers=ADMIN)
+    assert computed.error_code == "VALIDATION_ERROR" and "lines[0].amount_cents" in computed.text
+    negative = await t.call("billing", "create_invoice",
+                            {"customer_id": "cus_0001", "due_date": "2030-01-31",
+                             "lines": [{**LINE, "unit_price_cents": -2}]}, headers=ADMIN)
+    assert "You sent: -2." in negative.text
+    empty = await t.call("billing", "create_invoice",
+                         {"customer_id": "cus_0001", "due_date": "2030-01-31", "lines": []}, headers=ADMIN)
+    assert empty.error_code == "VALIDATION_ERROR"
+
+
+async def test_status_transitions(t):
+    assert (await t.call("billing", "update_invoice_status", {"id": "inv_0003", "status": "paid"},
+                         headers=ADMIN)).error_code == "CONFLICT"
+    to_void = await t.call("billing", "update_invoice_status", {"id": "inv_0003", "status": "void"}, headers=ADMIN)
+    assert to_void.error_code == "CONFLICT" and "billing.void_invoice" in to_void.text
+    sent = await t.call("billing", "update_invoice_status", {"id": "inv_0003", "status": "sent"}, headers=ADMIN)
+    assert sent.data["status"] == "sent"
+    again = await t.call("billing", "update_invoice_status", {"id": "inv_0003", "status": "sent"}, headers=ADMIN)
+    assert again.data["status"] == "sent"  # idempotent
+    missing = await t.call("billing", "update_invoice_status", {"id": "inv_0003"}, headers=ADMIN)
+    assert missing.error_code == "VALIDATION_ERROR" and '<field name="status">Field required.' in missing.text
+
+
+async def test_remind_void_and_payments(t):
+    assert (await t.call("billing", "remind", {"id": "inv_0003"}, headers=ADMIN)).error_code == "CONFLICT"
+    reminded = await t.call("billing", "remind", {"id": "inv_0001"}, headers=ADMIN)
+    assert reminded.data["reminders_sent"] == 1
+    assert (await t.call("billing", "void_invoice", {"id": "inv_0002", "reason": "paid already"},
+                         headers=ADMIN)).error_code == "CONFLICT"
+    total = reminded.data["total_cents"]
+    too_much = await t.call("billing", "record_payment", {"id": "inv_0001", "amount_cents": total + 1}, headers=ADMIN)
+    assert too_much.error_code == "CONFLICT" and f"at most {total}" in too_much.text
+    paid = await t.call("billing", "record_payment", {"id": "inv_0001", "amount_cents": total}, headers=ADMIN)
+    assert paid.data["status"] == "paid" and paid.data["payments"][-1]["amount_cents"] == total
+    assert set(paid.data["payments"][-1]) == {"id", "invoice_id", "amount_cents", "method", "received_on"}
+
+
+async def test_revenue_summary_is_structured(app, t):
+    result = await t.call("billing", "revenue_summary", {}, headers=ADMIN)
+    assert result.structured_content == json.loads(result.text)
+    assert result.structured_content["count_by_status"] == {"draft": 4, "sent": 10, "paid": 7, "void": 3}
+    action = app.state.mcpfusion.registry.find("billing", "revenue_summary")
+    schema = action.output_schema
+    assert set(schema["required"]) == set(result.structured_content)
+    import jsonschema
+
+    jsonschema.validate(result.structured_content, schema)
+
+
+async def test_export_is_toon(t):
+    result = await t.call("billing", "export_invoices", {"status": "sent"}, headers=ADMIN)
+    assert result.text.startswith("[10|]{id|number|customer|status|total_cents|due_date|overdue}:")
+    assert toon_format.decode(result.text, strict=True) == result.data
+
+
+async def test_customers_select(app, t):
+    result = await t.call("customers", "list", {"_select": ["name", "open_balance_cents"]}, headers=ADMIN)
+    assert all(set(row) == {"name", "open_balance_cents"} for row in result.data)
+    assert result.ui_blocks[0].content.startswith("| Customer | Country | Open balance |")  # UI sees all fields
+    bad = await t.call("customers", "get", {"id": "cus_0001", "_select": ["password"]}, headers=ADMIN)
+    assert bad.error_code == "VALIDATION_ERROR"
+    listing = {entry["name"]: entry for entry in app.state.mcpfusion.registry.mcp_tools()}
+    select = listing["customers"]["inputSchema"]["properties"]["_select"]
+    assert "email" in select["items"]["enum"] and "tenant" not in select["items"]["enum"]
+
+
+async def test_tool_listing(app):
+    listing = {entry["name"]: entry for entry in app.state.mcpfusion.registry.mcp_tools()}
+    billing = listing["billing"]
+    assert billing["description"].startswith("Invoices and payments of your organisation (amounts in cents). "
+                                             "Select operation via the `action` parameter.\n\n[9|]{action|desc|"
+                                             "required}:")
+    table = billing["description"].split("\n\n", 1)[1]
+    rows = toon_format.decode(table, strict=True)
+    assert [r["action"] for r in rows] == ["list_invoices", "get_invoice", "create_invoice", "update_invoice_status",
+                                           "remind", "void_invoice", "record_payment", "revenue_summary",
+                                           "export_invoices"]
+    assert billing["annotations"]["destructiveHint"] is True and billing["annotations"]["readOnlyHint"] is False
+    assert listing["customers"]["annotations"]["readOnlyHint"] is True
+    properties = billing["inputSchema"]["properties"]
+    for guarded in ("total_cents", "number", "tenant", "processor_token", "margin_cents"):
+        assert guarded not in properties
+
+
+async def test_rest_openapi_documents_actions(app):
+    async with asgi_client(app) as client:
+        spec = (await client.get("/openapi.json")).json()
+        assert "/api/billing/void_invoice" in spec["paths"] and "/api/customers/get" in spec["paths"]
+        r = await rest(client, "billing", "create_invoice", {"customer_id": "cus_0001"}, "demo-admin")
+        assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR"
+        r = await rest(client, "billing", "get_invoice", {"id": "nope"}, "demo-admin")
+        assert r.status_code == 404
