@@ -138,3 +138,14 @@ def build_app() -> FastAPI:
     app = fusion.build_app()
     add_docs_routes(app, fusion.registry, title=fusion.name)
     return app
+
+
+def build_app_serving_export() -> FastAPI:
+    """The sample app that also serves a static export (from $DOCS_SITE_DIR) at /site, same origin."""
+    import os
+
+    from fastapi.staticfiles import StaticFiles
+
+    app = build_app()
+    app.mount("/site", StaticFiles(directory=os.environ["DOCS_SITE_DIR"], html=True), name="site")
+    return app

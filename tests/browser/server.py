@@ -24,9 +24,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def uvicorn_server(factory: str, env: dict[str, str] | None = None) -> Iterator[str]:
+def uvicorn_server(factory: str, env: dict[str, str] | None = None, port: int | None = None) -> Iterator[str]:
     """Serve `module:function` (an app factory importable from tests/) and yield its base URL."""
-    port = free_port()
+    port = port or free_port()
     command = [sys.executable, "-m", "uvicorn", "--factory", factory, "--host", "127.0.0.1", "--port", str(port),
                "--app-dir", str(ROOT / "tests"), "--log-level", "warning"]
     environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
