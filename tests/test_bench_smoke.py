@@ -1,0 +1,54 @@
+"""bench/mcp_throughput.py runs end to end (tiny duration) and its wrk hook refuses unsuccessful responses.
+
+No timing is asserted: the figures live in BENCHMARKS.md. Needs `wrk` (scripts/system_deps.sh installs it).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench" / "mcp_throughput.py"
+LAST_LINE = re.compile(r"^ratio_vs_sdk_2026=\d+\.\d\d ratio_vs_fastmcp_2026=\d+\.\d\d ratio_vs_bare_fastapi=\d+\.\d\d$")
+
+
+@pytest.mark.timeout(300)
+def test_harness_prints_table_and_ratio_line():
+    run = subprocess.run(
+        [sys.executable, str(BENCH), "--duration", "1", "--warmup", "0", "--connections", "4"],
+        capture_output=True, text=True, timeout=280, cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.strip().splitlines()
+    assert LAST_LINE.match(lines[-1]), lines[-1]
+    table = "\n".join(lines)
+    for label in ("mcpfusion (full presenter)", "official SDK MCPServer", "FastMCP", "bare FastAPI route"):
+        assert label in table
+    # every MCP server has a figure at both wires
+    rows = [line for line in lines if line.startswith("| ") and "server" not in line]
+    assert len(rows) == 4
+    for row in rows[:3]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert all(re.fullmatch(r"[\d,]+", c) for c in cells[1:]), row
+
+
+def test_json_rpc_errors_are_counted_as_bad_responses(tmp_path):
+    """A server answering HTTP 200 with a JSON-RPC error must fail the run, not inflate req/s."""
+    sys.path.insert(0, str(BENCH.parent))
+    import mcp_throughput as bench
+
+    body_file = tmp_path / "error.json"
+    body_file.write_bytes(b'{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"Unknown tool"}}')
+    args = SimpleNamespace(duration=1, warmup=0, connections=2, threads=1)
+    with bench.Uvicorn("peers.bare_fastapi:app", {"BENCH_BODY_FILE": str(body_file)}) as server:
+        with pytest.raises(bench.BenchError, match="bad responses"):
+            bench.measure(server.base, bench.call_body(bench.MODERN), bench.call_headers(bench.MODERN), args)
+        # and the pre-flight check refuses it too
+        with pytest.raises(bench.BenchError, match="not a successful result"):
+            bench.check_call(server.base, bench.MODERN, None)
