@@ -8,6 +8,7 @@ a fast echo; it reads `MCPFUSION_REDIS_URL` and `MCPFUSION_SIGNING_KEY` like any
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -22,6 +23,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from mcpfusion import Context, Tool
+from mcpfusion.app import MCPFusion
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
@@ -175,11 +179,6 @@ def replicas(redis_url: str, names: str = "ABC", **kwargs: object) -> Iterator[d
 
 def make_app():  # noqa: ANN201 - uvicorn factory
     """The replica app: built with the public API only; stores come from `MCPFUSION_REDIS_URL`."""
-    import asyncio
-
-    from mcpfusion import Context, Tool
-    from mcpfusion.app import MCPFusion
-
     name = os.environ.get("REPLICA_NAME", "?")
     desk = Tool("desk", description="Scale-out test tool", exposition="flat")
 
