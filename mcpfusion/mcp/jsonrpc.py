@@ -7,6 +7,7 @@ whole tool call for small results. `mcp.types` is used where a shape is validate
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from mcp_types.jsonrpc import (
@@ -37,6 +38,10 @@ __all__ = [
     "request",
     "result",
 ]
+
+HTTP_ERROR = -32010
+"""Implementation-defined: a dependency raised an HTTPException inside a streamed (SSE) response, whose
+HTTP status was already sent; `data` carries the status and detail."""
 
 RESOURCE_NOT_FOUND = -32002
 """Spec-recommended code for `resources/read` of an unknown URI (handshake-era servers use it)."""
@@ -105,6 +110,23 @@ def request(request_id: Any, method: str, params: dict[str, Any] | None = None) 
     if params is not None:
         msg["params"] = params
     return msg
+
+
+def failure(request_id: Any, method: str, exc: Exception, *, inline: bool) -> dict[str, Any]:
+    """The JSON-RPC error reply for an unexpected exception while handling `method`.
+
+    An `HTTPException` (e.g. a failing auth dependency) is re-raised when the HTTP response has not
+    started, so FastAPI's exception handlers answer it like on any route; inside a stream it becomes
+    `HTTP_ERROR`. Anything else is logged and answered as a generic internal error (no traceback)."""
+    from starlette.exceptions import HTTPException
+
+    if isinstance(exc, HTTPException):
+        if inline:
+            raise exc
+        return error(request_id, HTTP_ERROR, f"HTTP {exc.status_code}: {exc.detail}",
+                     {"status": exc.status_code, "detail": exc.detail})
+    logging.getLogger("mcpfusion.mcp").error("MCP %s failed", method, exc_info=exc)
+    return error(request_id, INTERNAL_ERROR, f"Internal error while handling {method}")
 
 
 def is_valid_id(value: Any) -> bool:

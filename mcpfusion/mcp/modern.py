@@ -27,7 +27,7 @@ from starlette.responses import Response
 from .broker import Broker
 from .channel import InputResponsesChannel
 from .engine import Call, Engine, check_request_shape
-from .jsonrpc import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, McpError, is_valid_id, notification
+from .jsonrpc import HEADER_MISMATCH, INVALID_REQUEST, McpError, failure, is_valid_id, notification
 from .settings import TransportSettings
 from .streams import sse_event
 from .wire import SSE_HEADERS, accepts, error_response, http_error, json_response
@@ -139,17 +139,13 @@ class ModernWire:
             else {SERVER_INFO_META_KEY: self.engine.server_info}
         return value
 
-    async def _run(self, call: Call) -> dict[str, Any]:
+    async def _run(self, call: Call, inline: bool = True) -> dict[str, Any]:
         try:
             value = await self.engine.handle(call)
         except McpError as exc:
             return {"jsonrpc": "2.0", "id": call.id, "error": exc.to_error()}
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("MCP %s failed", call.method)
-            return {"jsonrpc": "2.0", "id": call.id,
-                    "error": {"code": INTERNAL_ERROR, "message": f"Internal error while handling {call.method}"}}
+        except Exception as exc:
+            return failure(call.id, call.method, exc, inline=inline)
         return {"jsonrpc": "2.0", "id": call.id, "result": self._stamp(value)}
 
     @staticmethod
@@ -169,7 +165,7 @@ class ModernWire:
         channel.sink = sink
 
         async def run() -> None:
-            reply = await self._run(call)
+            reply = await self._run(call, inline=False)
             queue.put_nowait((_DONE, reply))
 
         task = asyncio.create_task(run())

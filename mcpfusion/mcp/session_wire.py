@@ -18,7 +18,7 @@ from starlette.responses import Response
 from .broker import Broker
 from .engine import Call, Engine, check_request_shape
 from .events import EventStore, stream_of
-from .jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, McpError, is_valid_id, result
+from .jsonrpc import INVALID_REQUEST, McpError, failure, is_valid_id, result
 from .sessions import Session, SessionLimitError, SessionStore, new_session_id
 from .settings import TransportSettings
 from .streams import SessionChannel, is_response, live_events, sse_event
@@ -234,7 +234,7 @@ class SessionWire:
                 priming["retry"] = self.settings.sse_retry_ms
 
         async def run() -> None:
-            reply = await self._run(call)
+            reply = await self._run(call, inline=False)
             if reply is not None:
                 await channel.emit(reply)
             else:
@@ -247,7 +247,7 @@ class SessionWire:
         return EventSourceResponse(live_events(channel, priming), headers={**SSE_HEADERS, **headers},
                                    ping=self.settings.sse_ping_seconds)
 
-    async def _run(self, call: Call) -> dict[str, Any] | None:
+    async def _run(self, call: Call, inline: bool = True) -> dict[str, Any] | None:
         """The JSON-RPC reply to `call` (None when the client cancelled it)."""
         channel = call.channel
         key = (call.session.id, str(call.id)) if call.session else None
@@ -269,10 +269,8 @@ class SessionWire:
             if task is not None:
                 task.uncancel()
             return None
-        except Exception:
-            logger.exception("MCP %s failed", call.method)
-            return {"jsonrpc": "2.0", "id": call.id,
-                    "error": {"code": INTERNAL_ERROR, "message": f"Internal error while handling {call.method}"}}
+        except Exception as exc:
+            return failure(call.id, call.method, exc, inline=inline)
         finally:
             if key is not None:
                 self.inflight.pop(key, None)
