@@ -6,7 +6,7 @@ import json
 
 import pytest
 import toon_format
-from browser.sample_app import TOOLS, build_fusion
+from browser.sample_app import TOOLS, build_app, build_fusion
 
 from mcpfusion import ToolRegistry
 from mcpfusion.docs import assets, build_manifest, export_site, render_page
@@ -37,9 +37,11 @@ def test_export_is_the_served_page_with_another_api_base(tmp_path):
     assert json.loads((tmp_path / "tools.json").read_text()) == json.loads(json.dumps(manifest))
 
 
-def test_export_accepts_a_registry_or_tools_and_rejects_anything_else(tmp_path):
+def test_export_accepts_an_app_a_registry_or_tools_and_rejects_anything_else(tmp_path):
     export_site(ToolRegistry(TOOLS), tmp_path / "a")
     export_site(TOOLS, tmp_path / "b", title="Mine")
     assert "<title>Mine · tool documentation</title>" in (tmp_path / "b" / "index.html").read_text()
-    with pytest.raises(TypeError, match="MCPFusion, a ToolRegistry or tools"):
+    export_site(build_app(), tmp_path / "d")  # a FastAPI app that MCPFusion.mount set up
+    assert "<title>Docs test service · tool documentation</title>" in (tmp_path / "d" / "index.html").read_text()
+    with pytest.raises(TypeError, match="MCPFusion, its app, a ToolRegistry or tools"):
         export_site(42, tmp_path / "c")

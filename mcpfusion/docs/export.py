@@ -15,17 +15,20 @@ from .page import render_page
 
 
 def as_registry(source: Any) -> ToolRegistry:
-    """A ToolRegistry from an MCPFusion (its `.registry`), a registry, or an iterable of tools."""
+    """A ToolRegistry from an MCPFusion (its `.registry`), a FastAPI app it mounted, a registry, or tools."""
     if isinstance(source, ToolRegistry):
         return source
     registry = getattr(source, "registry", None)
     if isinstance(registry, ToolRegistry):
         return registry
+    fusion = getattr(getattr(source, "state", None), "mcpfusion", None)  # a FastAPI app MCPFusion.mount set up
+    if fusion is not None:
+        return as_registry(fusion)
     if isinstance(source, Iterable):
         tools = list(source)
         if all(isinstance(t, Tool) for t in tools):
             return ToolRegistry(tools)
-    raise TypeError(f"cannot document {type(source).__name__}: pass an MCPFusion, a ToolRegistry or tools")
+    raise TypeError(f"cannot document {type(source).__name__}: pass an MCPFusion, its app, a ToolRegistry or tools")
 
 
 def export_site(source: Any, out_dir: str | Path, *, base_url: str = DEFAULT_BASE_URL,
@@ -36,7 +39,7 @@ def export_site(source: Any, out_dir: str | Path, *, base_url: str = DEFAULT_BAS
     """
     registry = as_registry(source)
     base_url = base_url.rstrip("/")
-    name = title or getattr(source, "name", None) or "Tools"
+    name = title or getattr(source, "title", None) or getattr(source, "name", None) or "Tools"
     manifest = build_manifest(registry, title=name, curl_base=base_url or DEFAULT_BASE_URL)
     out = Path(out_dir)
     (out / "static").mkdir(parents=True, exist_ok=True)
