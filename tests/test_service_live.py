@@ -1,0 +1,103 @@
+"""A real uvicorn server: every billing and customers action answers over MCP (the official SDK client, at
+both wires) and over REST, with each demo token."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from service_kit import ACME_PII, TOKENS, build, rest, serve
+
+IDS = {  # (overdue invoice, paid invoice, customer) of each token's tenant
+    "demo-admin": ("inv_0001", "inv_0002", "cus_0001"),
+    "demo-support": ("inv_0001", "inv_0002", "cus_0001"),
+    "demo-globex-admin": ("inv_0025", "inv_0026", "cus_0101"),
+}
+LINE = {"description": "Workshop", "quantity": 1, "unit_price_cents": 90000}
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    with serve(build(tmp_path_factory.mktemp("live"))) as url:
+        yield url
+
+
+def plan(token):
+    """Every action with valid arguments; `{new}` / `{other}` are ids of invoices created in the run."""
+    overdue, paid, customer = IDS[token]
+    new = {"customer_id": customer, "due_date": "2031-01-31", "lines": [LINE]}
+    return [
+        ("billing", "list_invoices", {}),
+        ("billing", "list_invoices", {"status": "overdue", "customer_id": customer}),
+        ("billing", "get_invoice", {"id": paid}),
+        ("billing", "revenue_summary", {}),
+        ("billing", "export_invoices", {"status": "sent"}),
+        ("billing", "create_invoice", new),
+        ("billing", "create_invoice", new),
+        ("billing", "update_invoice_status", {"id": "{new}", "status": "sent"}),
+        ("billing", "remind", {"id": overdue}),
+        ("billing", "record_payment", {"id": "{new}", "amount_cents": 100}),
+        ("billing", "void_invoice", {"id": "{other}", "reason": "created twice"}),
+        ("customers", "list", {}),
+        ("customers", "get", {"id": customer, "_select": ["name", "email"]}),
+    ]
+
+
+async def run_plan(token, invoke):
+    created: list[str] = []
+    texts = []
+    for tool, action, args in plan(token):
+        placeholders = {"{new}": created[:1], "{other}": created[1:2]}
+        args = {k: placeholders[v][0] if isinstance(v, str) and v in placeholders else v for k, v in args.items()}
+        is_error, data, text = await invoke(tool, action, args)
+        assert not is_error, (token, tool, action, text)
+        if action == "create_invoice":
+            created.append(data["id"])
+        texts.append(text)
+    return "\n".join(texts)
+
+
+@pytest.mark.parametrize("token", TOKENS)
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_every_action_over_mcp_with_the_sdk_client(base, token, mode):
+    http = create_mcp_http_client(headers={"authorization": f"Bearer {token}"})
+    async with Client(streamable_http_client(base + "/mcp", http_client=http), mode=mode) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == {"billing", "customers"}
+
+        async def invoke(tool, action, args):
+            result = await client.call_tool(tool, {**args, "action": action})
+            text = "\n".join(c.text for c in result.content)
+            if result.structured_content is not None:
+                text += json.dumps(result.structured_content)
+            data = None if result.is_error or action != "create_invoice" else json.loads(result.content[0].text)
+            return result.is_error, data, text
+
+        seen = await run_plan(token, invoke)
+    if token == "demo-support":
+        assert not [v for v in ACME_PII if v in seen]
+    else:
+        assert "@" in seen  # admins see contact emails
+
+
+@pytest.mark.parametrize("token", TOKENS)
+async def test_every_action_over_rest(base, token):
+    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+
+        async def invoke(tool, action, args):
+            r = await rest(client, tool, action, args, token)
+            return r.status_code != 200, r.json(), r.text
+
+        seen = await run_plan(token, invoke)
+    if token == "demo-support":
+        assert not [v for v in ACME_PII if v in seen]
+
+
+async def test_health_docs_and_openapi_are_public(base):
+    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+        assert (await client.get("/healthz")).json() == {"status": "ok"}
+        assert (await client.get("/openapi.json")).status_code == 200
+        page = await client.get("/tools")
+        assert page.status_code == 200 and "billing" in page.text
