@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import toon_format
 from browser.sample_app import TOOLS, build_app, build_fusion
 
+from app.main import create_fusion
+from app.settings import Settings
 from mcpfusion import ToolRegistry
 from mcpfusion.docs import assets, build_manifest, export_site, render_page
 
@@ -45,3 +51,21 @@ def test_export_accepts_an_app_a_registry_or_tools_and_rejects_anything_else(tmp
     assert "<title>Docs test service · tool documentation</title>" in (tmp_path / "d" / "index.html").read_text()
     with pytest.raises(TypeError, match="MCPFusion, its app, a ToolRegistry or tools"):
         export_site(42, tmp_path / "c")
+
+
+def test_cli_docs_exports_the_reference_service(tmp_path):
+    """`mcpfusion docs app.main:app --out DIR` writes every action of the reference service."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "MCPFUSION_DB_PATH": str(tmp_path / "db.sqlite3")}
+    out = tmp_path / "site"
+    done = subprocess.run([sys.executable, "-m", "mcpfusion.cli", "docs", "app.main:app", "--out", str(out),
+                           "--base-url", "http://127.0.0.1:8765"], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((out / "tools.json").read_text())
+    html = (out / "index.html").read_text()
+    registry = create_fusion(Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'x.sqlite3'}")).registry
+    assert [t["name"] for t in manifest["tools"]] == list(registry.tools)
+    for action in registry.actions():
+        assert f'id="action-{action.tool.name}-{action.name}"' in html
+    assert 'data-api-base="http://127.0.0.1:8765"' in html

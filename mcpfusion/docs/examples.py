@@ -30,8 +30,9 @@ def mcp_call(action: Action, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": mcp_name(action), "arguments": args}}
 
 
-def curl(action: Action, arguments: dict[str, Any], base_url: str) -> str:
-    url = base_url.rstrip("/") + rest_path(action)
+def curl(path: str, arguments: dict[str, Any], base_url: str) -> str:
+    """`curl` for `POST {base_url}{path}` with `arguments` as the JSON body."""
+    url = base_url.rstrip("/") + path
     body = json.dumps(arguments, ensure_ascii=False)
     return (
         f"curl -X POST {shlex.quote(url)} \\\n"

@@ -53,7 +53,7 @@ def action_entry(action: Action, curl_base: str, memo: dict[int, dict[str, Any]]
         "example_arguments": arguments,
         "examples": {
             "mcp": examples.mcp_call(action, arguments),
-            "curl": examples.curl(action, arguments, curl_base),
+            "curl": examples.curl(examples.rest_path(action), arguments, curl_base),
         },
         "tokens": economy.action_economy(action, ctx),
     }
@@ -93,6 +93,18 @@ def build_manifest(
         "token_encoding": tokens.ENCODING,
         "tools": [tool_entry(t, curl_base, memo) for t in registry.tools.values() if t.actions],
     }
+
+
+def rebase(manifest: dict[str, Any], curl_base: str) -> dict[str, Any]:
+    """The same manifest with its curl examples aimed at `curl_base` (cheap: no token counting again)."""
+    tools = []
+    for tool in manifest["tools"]:
+        actions = []
+        for a in tool["actions"]:
+            curl = examples.curl(a["rest_path"], a["example_arguments"], curl_base)
+            actions.append({**a, "examples": {**a["examples"], "curl": curl}})
+        tools.append({**tool, "actions": actions})
+    return {**manifest, "tools": tools}
 
 
 def manifest_toon(manifest: dict[str, Any]) -> str:

@@ -11,29 +11,30 @@ from fastapi.responses import HTMLResponse, Response
 
 from ..dispatch import ToolRegistry
 from . import assets
-from .manifest import build_manifest, manifest_toon
+from .manifest import DEFAULT_BASE_URL, build_manifest, manifest_toon, rebase
 from .page import render_page
 
 
 class _ManifestCache:
-    """One manifest per (tools, server URL): building it counts tokens, so it is done once, not per request."""
+    """The manifest is built once per set of tools (building it counts tokens); each request only re-aims
+    the curl examples at the URL it came in on, so a stream of odd Host headers costs nothing."""
 
     def __init__(self, registry: ToolRegistry, title: str) -> None:
         self.registry = registry
         self.title = title
         self._lock = threading.Lock()
-        self._built: dict[tuple[Any, str], dict[str, Any]] = {}
+        self._built: tuple[Any, dict[str, Any]] | None = None
 
     def _state(self) -> Any:
         return tuple((t.name, tuple(t.actions)) for t in self.registry.tools.values())
 
     def get(self, curl_base: str) -> dict[str, Any]:
-        key = (self._state(), curl_base)
+        state = self._state()
         with self._lock:
-            if key not in self._built:
-                self._built = {k: v for k, v in self._built.items() if k[0] == key[0]}
-                self._built[key] = build_manifest(self.registry, title=self.title, curl_base=curl_base)
-            return self._built[key]
+            if self._built is None or self._built[0] != state:
+                self._built = (state, build_manifest(self.registry, title=self.title, curl_base=DEFAULT_BASE_URL))
+            manifest = self._built[1]
+        return rebase(manifest, curl_base)
 
 
 def _server_url(request: Request) -> str:
