@@ -125,6 +125,8 @@ def test_select_and_limit_savings_on_a_sample_response(manifest):
     limit = economy["limit"]
     assert limit["limit"] == 5 and limit["items"] == 20
     assert 0 < limit["after"] < limit["before"] and limit["saved"] == limit["before"] - limit["after"]
+    # A handler annotated to return one object gets no limit figure (a limit never applies to it).
+    assert action(manifest, "billing", "get_invoice")["tokens"]["limit"] is None
     # An action without presenter or output schema has nothing to save.
     assert action(manifest, "billing", "remind")["tokens"] is None
     # The presenter was only copied for the unlimited count: its own limit is untouched.

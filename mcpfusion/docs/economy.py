@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import logging
+import typing
+from collections import abc
 from typing import Any
 
 from .. import toon
@@ -80,6 +82,22 @@ def _text_tokens(presenter: Presenter, data: Any, ctx: Any, select: list[str] | 
     return tokens.count(presenter.present(copy.deepcopy(data), ctx, select=select).text)
 
 
+def returns_single_item(action: Action) -> bool:
+    """True when the handler is annotated to return one object (then a limit never applies to it)."""
+    try:
+        annotation = typing.get_type_hints(action.fn).get("return")
+    except Exception:  # unresolvable forward references: we do not know
+        return False
+    if annotation is None:
+        return False
+    origin = typing.get_origin(annotation) or annotation
+    if not isinstance(origin, type):  # a union, Any, ...: it may be a list
+        return False
+    if issubclass(origin, str | bytes | dict):
+        return True
+    return not issubclass(origin, abc.Iterable)
+
+
 def action_economy(action: Action, ctx: Any = None) -> dict[str, Any] | None:
     """What `_select` and `limit` save on a sample response of this action (None when it has no shape)."""
     presenter = action.presenter or (action.presenters[0] if action.presenters else None)
@@ -92,7 +110,7 @@ def action_economy(action: Action, ctx: Any = None) -> dict[str, Any] | None:
             if len(keys) > len(chosen):
                 out["select"] = {"keys": chosen, **_saving(
                     _text_tokens(presenter, item, ctx), _text_tokens(presenter, item, ctx, chosen))}
-            if presenter.max_items:
+            if presenter.max_items and not returns_single_item(action):
                 size = presenter.max_items * LIMIT_SAMPLE_FACTOR
                 items = sample_items(presenter, size)
                 unlimited = copy.copy(presenter)  # the same presenter without its cap; the original is untouched
