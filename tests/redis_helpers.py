@@ -183,8 +183,10 @@ def make_app():  # noqa: ANN201 - uvicorn factory
     desk = Tool("desk", description="Scale-out test tool", exposition="flat")
 
     @desk.action()
-    async def echo(text: str) -> str:
-        """Answer with the text and the replica that ran the call."""
+    async def echo(text: str, pause: float = 0.0) -> str:
+        """Answer with the text and the replica that ran the call (after `pause` seconds)."""
+        if pause:
+            await asyncio.sleep(pause)
         return f"{text} from {name}"
 
     @desk.action()

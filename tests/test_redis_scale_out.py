@@ -4,6 +4,7 @@ streams across replicas, the 2026-07-28 wire surviving a killed replica, and a R
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from collections.abc import AsyncIterator
@@ -142,3 +143,124 @@ async def test_cancellation_posted_to_c_stops_the_handler_on_b(cluster, http):
     assert [text_of(m) for m in messages[1:]] in ([], ["cancelled"])
     reply = await post_json(http, cluster["A"].url, sid, call("desk_echo", {"text": "still"}))
     assert text_of(reply.json()) == "still from A"
+
+
+# -- 2026-07-28: sessionless, any replica continues any round ------------------------------------------
+
+META = {"io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+
+
+class RoundRobin:
+    """A client-side load balancer without stickiness that retries a failed request on the next replica."""
+
+    def __init__(self, http: httpx.AsyncClient, urls: list[str]) -> None:
+        self.http = http
+        self.urls = urls
+        self.turn = itertools.count()
+        self.retries = 0
+
+    async def modern_call(self, name: str, arguments: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        params = {"name": name, "arguments": arguments, "_meta": META, **extra}
+        body = {"jsonrpc": "2.0", "id": next(_ids), "method": "tools/call", "params": params}
+        headers = {"accept": SSE, "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": name}
+        for _ in range(10):
+            url = self.urls[next(self.turn) % len(self.urls)]
+            try:
+                response = await self.http.post(url, json=body, headers=headers)
+            except httpx.TransportError:  # refused, reset or cut mid-response: the replica is gone
+                self.retries += 1
+                continue
+            assert response.status_code == 200, response.text
+            return response.json()["result"]
+        raise AssertionError(f"no replica answered {name}")
+
+
+async def confirm_flow(balancer: RoundRobin, item: str) -> str:
+    """Two rounds of an input-required call; the rounds usually land on different replicas."""
+    first = await balancer.modern_call("desk_confirm", {"item": item})
+    assert first["resultType"] == "input_required"
+    assert first["inputRequests"]["confirm"]["params"]["message"] == f"Delete {item}?"
+    answer = {"confirm": {"action": "accept", "content": {"ok": True}}}
+    done = await balancer.modern_call("desk_confirm", {"item": item}, inputResponses=answer,
+                                      requestState=first["requestState"])
+    return done["content"][0]["text"]
+
+
+async def test_modern_wire_loses_no_call_when_a_replica_is_killed_mid_load(cluster, http):
+    balancer = RoundRobin(http, [r.url for r in cluster.values()])
+    total, workers = 90, 9
+    jobs: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(total):
+        jobs.put_nowait(i)
+    results: dict[int, str] = {}
+    killed = asyncio.Event()
+
+    async def worker() -> None:
+        while not jobs.empty():
+            i = jobs.get_nowait()
+            if i % 3 == 0:
+                results[i] = await confirm_flow(balancer, f"item{i}")
+            else:
+                reply = await balancer.modern_call("desk_echo", {"text": f"call{i}", "pause": 0.05})
+                results[i] = reply["content"][0]["text"]
+            if len(results) == total // 3 and not killed.is_set():
+                killed.set()
+                cluster["B"].kill()  # in-flight requests on B die with it
+
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    assert killed.is_set() and cluster["B"].process.returncode == -9
+    assert sorted(results) == list(range(total))
+    for i, text in results.items():
+        expected = f"deleted item{i} on " if i % 3 == 0 else f"call{i} from "
+        assert text.startswith(expected) and text[-1] in "ABC", text
+    # B was hit after its death (round robin), and those requests were retried elsewhere.
+    assert balancer.retries > 0
+    late = [text for i, text in results.items() if i > total // 2]
+    assert late and not any(text.endswith(" B") for text in late[-10:])
+
+
+# -- Redis restarted: sessions are gone, the client re-initializes, nothing hangs or fails with a 5xx --
+
+
+async def test_redis_restart_gives_404_then_reinitialize_works_everywhere(redis_server, cluster, http):  # noqa: F811
+    a, b, c = (cluster[n].url for n in "ABC")
+    sid = await initialize(http, a, ALICE)
+    assert text_of((await post_json(http, b, sid, call("desk_echo", {"text": "before"}), ALICE)).json()) \
+        == "before from B"
+
+    redis_server.restart()  # no persistence: every session, stream and subscription is gone
+
+    for url in (a, b, c):
+        lost = await post_json(http, url, sid, call("desk_echo", {"text": "after"}), ALICE)
+        assert lost.status_code == 404 and lost.json()["error"]["message"] == "Session not found"
+        async with http.stream("GET", url, headers=session_headers(sid, ALICE, accept="text/event-stream")) as get:
+            assert get.status_code == 404
+
+    sid = await initialize(http, c, ALICE)
+    assert text_of((await post_json(http, a, sid, call("desk_echo", {"text": "again"}), ALICE)).json()) \
+        == "again from A"
+    # Pub/sub came back too: an elicitation on B answered through A.
+    request = call("desk_confirm", {"item": "inv_2"})
+    async with http.stream("POST", b, json=request, headers=session_headers(sid, ALICE, accept=SSE)) as stream:
+        async for event in sse_events(stream):
+            message = event.get("data")
+            if message and message.get("method") == "elicitation/create":
+                answer = {"jsonrpc": "2.0", "id": message["id"], "result": {"action": "decline"}}
+                assert (await post_json(http, a, sid, answer, ALICE)).status_code == 202
+            elif message and "result" in message:
+                assert text_of(message) == "kept inv_2 on B"
+                break
+
+
+async def test_redis_down_answers_fast_and_clearly(redis_server, cluster, http):  # noqa: F811
+    sid = await initialize(http, cluster["A"].url)
+    redis_server.stop()
+    lost = await post_json(http, cluster["B"].url, sid, call("desk_echo", {"text": "x"}))
+    assert lost.status_code == 404  # the client re-initializes...
+    body = rpc("initialize", {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})
+    refused = await http.post(cluster["C"].url, json=body, headers={"accept": "application/json"})
+    assert refused.status_code == 503 and "retry later" in refused.text  # ...and is told to retry later
+    redis_server.start()
+    sid = await initialize(http, cluster["C"].url)
+    assert text_of((await post_json(http, cluster["B"].url, sid, call("desk_echo", {"text": "y"}))).json()) == "y from B"
