@@ -60,27 +60,6 @@ class SessionWire:
             value = await value
         return None if value is None else str(value)
 
-    def _listen_for_cancellations(self) -> None:
-        """Follow the broker's `cancel` topic once per process, so a `notifications/cancelled` posted to
-        another replica reaches a handler running here."""
-        if self._cancel_listener is not None and not self._cancel_listener.done():
-            return
-
-        async def listen() -> None:
-            async with self.broker.subscribe("cancel") as sub:
-                while True:
-                    note = await sub.get()
-                    if not isinstance(note, dict):
-                        continue
-                    channel = self.inflight.get((str(note.get("session")), str(note.get("requestId"))))
-                    if channel is not None:
-                        channel.cancel(note.get("reason"))
-                        if channel.task is not None:
-                            channel.task.cancel()
-
-        self._cancel_listener = asyncio.create_task(listen())
-        self._cancel_listener: asyncio.Task[None] | None = None
-
     # -- POST -----------------------------------------------------------------------------------------
 
     async def post(self, request: Request, message: Any, version: str | None) -> Response:
@@ -211,7 +190,6 @@ class SessionWire:
         progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
         headers = {"Mcp-Session-Id": session.id}
         wants_json, wants_sse = accepts(request)
-        self._listen_for_cancellations()
         use_sse = wants_sse and not self.settings.json_response
         stream_id = f"{session.id}~{secrets.token_hex(6)}" if use_sse else None
         channel = SessionChannel(self, session, stream_id, progress_token=progress_token,
