@@ -202,7 +202,8 @@ def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str) -> st
         f'<button type="submit" disabled>POST {_e(a["rest_path"])}</button>'
         '<noscript><p class="muted">The try-it form needs JavaScript; the curl example above does the same.'
         "</p></noscript>"
-        '<output class="response" hidden><span class="status"></span><pre class="code"><code></code></pre></output>'
+        '<div class="response" role="status" aria-live="polite" hidden><span class="status"></span>'
+        '<pre class="code"><code></code></pre></div>'
         "</form>"
     )
     title = f' <span class="muted">— {_e(a["title"])}</span>' if a.get("title") else ""
