@@ -1,0 +1,165 @@
+"""The `mcpfusion` command against the reference service, each command in its own process."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = "app.main:app"
+
+
+@pytest.fixture
+def env(tmp_path):
+    return {**os.environ, "MCPFUSION_DB_PATH": str(tmp_path / "cli.sqlite3"), "PYTHONUNBUFFERED": "1"}
+
+
+def cli(env, *args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "mcpfusion.cli", *args], cwd=ROOT, env=env, input=stdin,
+                          capture_output=True, text=True, timeout=120)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "mcpfusion"
+    assert script.is_file()
+    out = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0
+    for command in ("serve", "dev", "stdio", "inspect", "call", "docs"):
+        assert command in out.stdout
+
+
+def test_inspect(env):
+    out = cli(env, "inspect", APP)
+    assert out.returncode == 0, out.stderr
+    assert "== billing [grouped, toon]" in out.stdout
+    assert "[9|]{action|desc|required}:" in out.stdout
+    assert "billing.void_invoice(id, reason) [destructive]" in out.stdout
+    assert "presenters=invoice,invoice_support" in out.stdout
+    listing = json.loads(cli(env, "inspect", APP, "--json").stdout)
+    assert [t["name"] for t in listing] == ["billing", "customers"]
+
+
+def test_call(env):
+    out = cli(env, "call", APP, "billing", "get_invoice", "--json", '{"id": "inv_0001"}', "--token", "demo-support")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout.split("\n\n")[0])
+    assert data["id"] == "inv_0001" and data["customer"]["email"] == "[REDACTED]"
+    assert "<domain_rules>" in out.stdout
+    raw = json.loads(cli(env, "call", APP, "billing", "revenue_summary", "--token", "demo-admin", "--raw").stdout)
+    assert raw["structuredContent"]["invoice_count"] == 24
+
+
+def test_call_writes_persist_between_processes(env):
+    created = cli(env, "call", APP, "billing", "create_invoice", "--token", "demo-admin", "--json",
+                  '{"customer_id": "cus_0001", "due_date": "2030-01-01", '
+                  '"lines": [{"description": "x", "unit_price_cents": 100}]}')
+    assert created.returncode == 0, created.stdout + created.stderr
+    invoice_id = json.loads(created.stdout.split("\n\n")[0])["id"]
+    again = cli(env, "call", APP, "billing", "get_invoice", "--token", "demo-admin", "--json",
+                json.dumps({"id": invoice_id}))
+    assert json.loads(again.stdout.split("\n\n")[0])["number"] == "ACME-0025"
+
+
+def test_call_errors(env):
+    no_token = cli(env, "call", APP, "billing", "list_invoices")
+    assert no_token.returncode == 1 and 'code="UNAUTHORIZED"' in no_token.stdout
+    unknown = cli(env, "call", APP, "billing", "refund", "--token", "demo-admin")
+    assert unknown.returncode == 2 and 'code="UNKNOWN_ACTION"' in unknown.stdout
+    bad_json = cli(env, "call", APP, "billing", "list_invoices", "--json", "{nope")
+    assert bad_json.returncode == 2 and "--json is not valid JSON" in bad_json.stderr
+    invalid = cli(env, "call", APP, "billing", "get_invoice", "--token", "demo-admin", "--json", "{}")
+    assert invalid.returncode == 1 and "<validation_error" in invalid.stdout
+
+
+def test_bad_app_targets(env):
+    assert "APP must look like" in cli(env, "inspect", "app.main").stderr
+    assert "has no attribute 'nothing'" in cli(env, "inspect", "app.main:nothing").stderr
+    assert "cannot import 'no_such_module'" in cli(env, "inspect", "no_such_module:app").stderr
+    assert "not an MCPFusion object" in cli(env, "inspect", "app.settings:Settings").stderr
+
+
+def test_docs_export(env, tmp_path):
+    out = cli(env, "docs", APP, "--out", str(tmp_path / "site"))
+    assert out.returncode == 0, out.stderr
+    assert "wrote" in out.stderr
+    manifest = json.loads((tmp_path / "site" / "tools.json").read_text())
+    assert "billing" in json.dumps(manifest)
+    assert (tmp_path / "site" / "index.html").is_file()
+
+
+def wait_healthy(proc, url):
+    """Poll until the server answers or the process dies (pytest's timeout bounds the wait)."""
+    while proc.poll() is None:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.2)
+    return False
+
+
+@pytest.mark.parametrize("command", ["serve", "dev"])
+def test_serve_and_dev(env, command):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "mcpfusion.cli", command, APP, "--port", str(port)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert wait_healthy(proc, f"http://127.0.0.1:{port}/healthz"), proc.stderr.read()
+        r = httpx.post(f"http://127.0.0.1:{port}/api/customers/list", json={},
+                       headers={"authorization": "Bearer demo-admin"}, timeout=10)
+        assert r.status_code == 200 and len(r.json()) == 5
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert f"MCP http://127.0.0.1:{port}/mcp" in err
+    if command == "dev":
+        assert "with reload" in err
+
+
+def test_stdio(env):
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "customers", "arguments": {"action": "get", "id": "cus_0001"}}},
+    ]
+    proc = subprocess.Popen([sys.executable, "-m", "mcpfusion.cli", "stdio", APP, "--token", "demo-support"],
+                            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    replies = {}
+    try:
+        for message in messages:
+            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.flush()
+            if "id" in message:
+                while message["id"] not in replies:
+                    line = proc.stdout.readline()
+                    assert line, proc.stderr.read()
+                    reply = json.loads(line)
+                    replies[reply.get("id")] = reply
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    assert replies[1]["result"]["serverInfo"]["name"] == "mcpfusion-billing"
+    text = replies[2]["result"]["content"][0]["text"]
+    assert json.loads(text)["email"] == "[REDACTED]"
+    assert proc.returncode == 0
