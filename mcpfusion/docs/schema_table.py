@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .samples import resolve
@@ -52,7 +53,7 @@ def _enum(schema: dict[str, Any], root: dict[str, Any]) -> list[Any] | None:
 def _constraints(schema: dict[str, Any]) -> list[str]:
     names = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength",
              "pattern", "minItems", "maxItems", "uniqueItems")
-    return [f"{n}={schema[n]}" for n in names if n in schema]
+    return [f"{n}={json.dumps(schema[n], ensure_ascii=False)}" for n in names if n in schema]
 
 
 def rows(schema: dict[str, Any] | None) -> list[dict[str, Any]]:
