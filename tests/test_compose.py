@@ -1,0 +1,134 @@
+"""docker-compose.yml only references things that exist: files, images built from this project, commands,
+modules, environment variables the code reads, services, and the load balancer's upstream."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import re
+import shlex
+import tokenize
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES = COMPOSE["services"]
+BUILT = {name: s for name, s in SERVICES.items() if "build" in s}
+
+
+def string_literals() -> set[str]:
+    """Every string literal of the project's code (so an environment variable name is really read)."""
+    found: set[str] = set()
+    for folder in ("app", "mcpfusion"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for token in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+                if token.type == tokenize.STRING:
+                    found.add(token.string.strip("\"'"))
+    return found
+
+
+def dockerfile(service: dict) -> Path:
+    build = service["build"]
+    context = ROOT / (build if isinstance(build, str) else build.get("context", "."))
+    return context / (build.get("dockerfile", "Dockerfile") if isinstance(build, dict) else "Dockerfile")
+
+
+def instructions(path: Path) -> list[tuple[str, str]]:
+    text = re.sub(r"\\\n", " ", path.read_text())
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines]
+
+
+def command_of(service: dict) -> list[str]:
+    if "command" in service:
+        command = service["command"]
+        return command if isinstance(command, list) else shlex.split(command)
+    cmd = [arg for op, arg in instructions(dockerfile(service)) if op == "CMD"][-1]
+    return yaml.safe_load(cmd)  # the exec form is a JSON array
+
+
+def test_services_are_complete():
+    assert {"app", "lb", "postgres", "redis"} <= set(SERVICES)
+    assert SERVICES["app"]["deploy"]["replicas"] >= 2
+    for name, service in SERVICES.items():
+        for dependency in service.get("depends_on", []):
+            assert dependency in SERVICES, f"{name} depends on unknown service {dependency}"
+
+
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_build_context_and_dockerfile_sources_exist(name):
+    path = dockerfile(BUILT[name])
+    assert path.is_file()
+    for op, arg in instructions(path):
+        if op == "COPY":
+            *sources, _ = [a for a in shlex.split(arg) if not a.startswith("--")]
+            for source in sources:
+                assert (path.parent / source).exists(), f"{path.name} copies missing {source}"
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    for needed in ("mcpfusion", "app", "routers", "presenters", "models", "pyproject.toml"):
+        assert needed not in ignored
+
+
+def test_bind_mounts_exist():
+    for name, service in SERVICES.items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":", 1)[0]
+            if source.startswith((".", "/")):
+                assert (ROOT / source).exists(), f"{name} mounts missing {source}"
+            else:
+                assert source in COMPOSE.get("volumes", {}), f"{name} uses undeclared volume {source}"
+
+
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_commands_exist(name, tmp_path, monkeypatch):
+    argv = command_of(BUILT[name])
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    if argv[0] == "mcpfusion":
+        assert scripts["mcpfusion"] == "mcpfusion.cli:main"
+        from mcpfusion.cli import COMMANDS, load
+
+        assert argv[1] in COMMANDS
+        monkeypatch.setenv("MCPFUSION_DB_PATH", str(tmp_path / "compose.sqlite3"))
+        monkeypatch.delenv("DATABASE_URL", raising=False)
+        _, fusion = load(argv[2])  # "module:attr" resolves to an app built by MCPFusion
+        assert set(fusion.registry.tools) == {"billing", "customers"}
+    elif argv[:2] == ["python", "-m"]:
+        spec = importlib.util.find_spec(argv[2])
+        assert spec is not None and Path(spec.origin).is_relative_to(ROOT), argv
+        assert 'if __name__ == "__main__":' in Path(spec.origin).read_text()
+    else:
+        pytest.fail(f"{name}: unexpected command {argv}")
+
+
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_environment_variables_are_read_by_the_code(name):
+    literals = string_literals()
+    environment = BUILT[name].get("environment", {})
+    names = list(environment) if isinstance(environment, dict) else [e.split("=", 1)[0] for e in environment]
+    assert names
+    for variable in names:
+        assert variable in literals, f"{name} sets {variable}, which no code reads"
+    dockerfile_env = [arg for op, arg in instructions(dockerfile(BUILT[name])) if op == "ENV"]
+    for assignment in " ".join(dockerfile_env).split():
+        variable = assignment.split("=", 1)[0]
+        if variable.startswith("MCPFUSION_"):
+            assert variable in literals
+
+
+def test_load_balancer_points_at_the_app_replicas():
+    lb = SERVICES["lb"]
+    config_mount = next(v for v in lb["volumes"] if v.endswith("nginx.conf:ro"))
+    config = (ROOT / config_mount.split(":", 1)[0]).read_text()
+    upstreams = re.findall(r"server\s+([\w-]+):(\d+)", config)
+    assert upstreams, "no upstream server in the nginx config"
+    app_argv = command_of(SERVICES["app"])
+    app_port = app_argv[app_argv.index("--port") + 1]
+    for host, port in upstreams:
+        assert host in BUILT and port == app_port
+    assert "proxy_buffering off" in config  # SSE must stream through the balancer
+    directives = "\n".join(line.split("#", 1)[0] for line in config.splitlines())
+    assert "ip_hash" not in directives and "sticky" not in directives  # round-robin, no sticky sessions
