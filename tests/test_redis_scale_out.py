@@ -145,6 +145,59 @@ async def test_cancellation_posted_to_c_stops_the_handler_on_b(cluster, http):
     assert text_of(reply.json()) == "still from A"
 
 
+async def announce(http, url, sid, start, count) -> None:
+    """Notifications sent by a JSON-mode call: they travel on the session's GET stream."""
+    reply = await post_json(http, url, sid, call("desk_announce", {"start": start, "count": count}))
+    assert reply.status_code == 200 and text_of(reply.json()).startswith(f"announced {count}")
+
+
+def numbered(event: dict[str, Any]) -> int:
+    message = event["data"]
+    assert message["method"] == "notifications/message"
+    return message["params"]["data"]["n"]
+
+
+async def test_get_stream_cut_on_b_resumes_on_c_without_loss_or_repeat(cluster, http):
+    a, b, c = (cluster[n].url for n in "ABC")
+    sid = await initialize(http, a)
+    get_headers = session_headers(sid, accept="text/event-stream")
+    received: list[int] = []
+    async with http.stream("GET", b, headers=get_headers) as stream:
+        assert stream.status_code == 200
+        events = sse_events(stream)
+        priming = await anext(events)
+        assert priming["data"] is None and priming["id"].startswith(sid)  # B listens from here on
+        await announce(http, a, sid, 0, 5)
+        last_id = None
+        for _ in range(5):
+            event = await anext(events)
+            received.append(numbered(event))
+            last_id = event["id"]
+    # The connection to B is cut. Notifications sent meanwhile are kept in Redis for the session.
+    await announce(http, c, sid, 5, 3)
+    async with http.stream("GET", c, headers={**get_headers, "last-event-id": last_id}) as stream:
+        assert stream.status_code == 200
+        events = sse_events(stream)
+        ids = []
+        while len(received) < 8:
+            event = await anext(events)
+            if event.get("data") is None:
+                continue  # C's priming event
+            received.append(numbered(event))
+            ids.append(event["id"])
+        await announce(http, b, sid, 8, 2)  # produced on B, delivered live on C
+        while len(received) < 10:
+            event = await anext(events)
+            if event.get("data") is not None:
+                received.append(numbered(event))
+                ids.append(event["id"])
+    assert received == list(range(10))
+    assert len(set(ids)) == len(ids) and last_id not in ids
+    # An id that was never issued for this session is refused, on any replica.
+    async with http.stream("GET", a, headers={**get_headers, "last-event-id": "other~get#1"}) as stream:
+        assert stream.status_code == 404
+
+
 # -- 2026-07-28: sessionless, any replica continues any round ------------------------------------------
 
 META = {"io.modelcontextprotocol/protocolVersion": MODERN,

@@ -165,3 +165,30 @@ async def test_broker_resubscribes_after_redis_restart(redis_server):  # noqa: F
     finally:
         await a.aclose()
         await b.aclose()
+
+
+async def test_publish_event_stores_and_publishes_atomically_in_stream_order(stores, other):
+    stream = "s~ordered"
+    async with other.broker.subscribe("stream:s~ordered") as sub:
+        # Two "replicas" appending concurrently: subscribers still see ids in increasing order.
+        sent = await asyncio.gather(*(
+            (stores if i % 2 else other).broker.publish_event(
+                (stores if i % 2 else other).events, stream, "stream:s~ordered", {"jsonrpc": "2.0", "params": {"i": i}})
+            for i in range(20)))
+        assert all(receivers == 1 for _, receivers in sent)
+        got = [await sub.get() for _ in range(20)]
+    numbers = [int(event_id.rpartition("#")[2]) for event_id, _ in got]
+    assert numbers == sorted(numbers) and len(set(numbers)) == 20
+    assert sorted(eid for eid, _ in sent) == sorted(eid for eid, _ in got)
+    # What was published is exactly what is stored.
+    _, replayed = await stores.events.replay_after(f"{stream}#0")
+    assert [[eid, msg] for eid, msg in replayed] == got
+
+
+async def test_publish_event_falls_back_for_other_event_stores(stores):
+    from mcpfusion.mcp.events import InMemoryEventStore
+
+    memory = InMemoryEventStore()
+    event_id, receivers = await stores.broker.publish_event(memory, "s~m", "nobody", {"jsonrpc": "2.0"})
+    assert (event_id, receivers) == ("s~m#1", 0)
+    assert await memory.replay_after("s~m#0") == ("s~m", [("s~m#1", {"jsonrpc": "2.0"})])

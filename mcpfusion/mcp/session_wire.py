@@ -314,17 +314,25 @@ class SessionWire:
         async with self.broker.subscribe(f"session:{session.id}", "server") as sub:
             if self._priming_wanted(session):
                 yield await self._priming(stream_id)
+            replayed: set[str] = set()
             if last is not None:
                 replay = await self.events.replay_after(last)
                 for event_id, message in (replay[1] if replay else []):
+                    replayed.add(event_id)
                     yield sse_event(event_id, message)
             while True:
                 message = await sub.get()
                 if message is None:  # the session ended
                     return
-                if not await self._wanted(session, message):
-                    continue
-                event_id = await self.events.store_event(stream_id, message)
+                if isinstance(message, (list, tuple)):
+                    # Stored by its publisher (`broker.publish_event`); may also have been replayed above.
+                    event_id, message = message
+                    if event_id in replayed:
+                        continue
+                else:
+                    if not await self._wanted(session, message):
+                        continue
+                    event_id = await self.events.store_event(stream_id, message)
                 yield sse_event(event_id, message)
 
     async def _wanted(self, session: Session, message: dict[str, Any]) -> bool:

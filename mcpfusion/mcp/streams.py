@@ -52,10 +52,22 @@ class SessionChannel(Channel):
 
     async def emit(self, message: dict[str, Any]) -> None:
         wire = self.wire
+        # A broker that can store and publish in one step (Redis) does both: subscribers then see a
+        # stream's events in id order, and GET-stream events survive a gap between two GET connections.
+        publish_event = getattr(wire.broker, "publish_event", None)
         if self.stream_id is None:
-            if await wire.broker.publish(f"session:{self.session.id}", message) == 0 and "method" in message \
-                    and "id" in message:
+            topic = f"session:{self.session.id}"
+            if publish_event is not None:
+                _, receivers = await publish_event(wire.events, f"{self.session.id}~get", topic, message)
+            else:
+                receivers = await wire.broker.publish(topic, message)
+            if receivers == 0 and "method" in message and "id" in message:
                 raise NoBackChannel("no stream to send the request on: open a GET stream or use SSE mode")
+            return
+        if publish_event is not None:
+            event_id, _ = await publish_event(wire.events, self.stream_id, f"stream:{self.stream_id}", message)
+            if not self.closed and self.queue is not None:
+                self.queue.put_nowait((event_id, message))
             return
         event_id = await wire.events.store_event(self.stream_id, message)
         if not self.closed and self.queue is not None:

@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 
 from .client import UNAVAILABLE
+from .events import RedisEventStore
 
 logger = logging.getLogger("mcpfusion.redis")
 
@@ -57,6 +58,15 @@ class RedisBroker:
     async def publish(self, topic: str, message: Any) -> int:
         data = json.dumps(message, separators=(",", ":"))
         return int(await self.client.publish(self.prefix + topic, data))
+
+    async def publish_event(self, events: Any, stream_id: str, topic: str, message: dict[str, Any]) -> tuple[str, int]:
+        """Store `message` in `events` under `stream_id`, then publish `(event_id, message)` on `topic`;
+        returns `(event_id, receivers)`. With the Redis event store both happen in one atomic round trip,
+        so every subscriber sees a stream's events in id order."""
+        if isinstance(events, RedisEventStore):
+            return await events.store_and_publish(stream_id, message, self.prefix + topic)
+        event_id = await events.store_event(stream_id, message)
+        return event_id, await self.publish(topic, (event_id, message))
 
     @contextlib.asynccontextmanager
     async def subscribe(self, *topics: str) -> AsyncIterator[RedisSubscription]:

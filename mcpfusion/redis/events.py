@@ -28,6 +28,21 @@ def _entry_id(number: int) -> str:
     return f"{number // _SEQ}-{number % _SEQ}"
 
 
+# XADD + EXPIRE + PUBLISH in one atomic step: subscribers see events in stream order even when several
+# replicas append to one stream, and the whole step is one round trip. The published payload is the
+# broker's JSON encoding of `[event_id, message]`; Lua numbers are doubles, so the event number is built
+# as a string (`ms` followed by `seq` padded to 6 digits == ms * 10**6 + seq).
+_STORE_AND_PUBLISH = """
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'm', ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+local dash = string.find(id, '-', 1, true)
+local seq = string.sub(id, dash + 1)
+local num = string.sub(id, 1, dash - 1) .. string.rep('0', 6 - string.len(seq)) .. seq
+local receivers = redis.call('PUBLISH', ARGV[4], '[' .. ARGV[5] .. num .. '",' .. ARGV[2] .. ']')
+return {num, receivers}
+"""
+
+
 class RedisEventStore:
     """`EventStore` on Redis Streams (XADD to store, XRANGE to replay)."""
 
@@ -39,8 +54,20 @@ class RedisEventStore:
         self.max_events = max_events
         self.retention = max(1, int(retention))
 
+        self._store_and_publish = client.register_script(_STORE_AND_PUBLISH)
+
     def _key(self, stream_id: str) -> str:
         return f"{self.prefix}events:{stream_id}"
+
+    async def store_and_publish(self, stream_id: str, message: dict[str, Any], channel: str) -> tuple[str, int]:
+        """Store `message` and publish `[event_id, message]` (JSON) on the Redis `channel`, atomically;
+        returns the event id and how many subscribers got it."""
+        data = json.dumps(message, separators=(",", ":"))
+        id_prefix = json.dumps(f"{stream_id}#")[:-1]  # the opening quote and escaped text, no closing quote
+        number, receivers = await self._store_and_publish(
+            keys=[self._key(stream_id)], args=[self.max_events, data, self.retention, channel, id_prefix]
+        )
+        return f"{stream_id}#{int(number)}", int(receivers)
 
     async def store_event(self, stream_id: str, message: dict[str, Any] | None) -> str:
         key = self._key(stream_id)
