@@ -27,8 +27,8 @@ async def test_first_example_runs():
 def test_named_things_exist():
     for path in re.findall(r"\*\*`([\w/.]+)`\*\*", README):
         assert (ROOT / path).exists(), path
-    for token in re.findall(r"`(demo-[\w-]+)`", README):
-        assert token in DEMO_TOKENS
+    tokens = re.findall(r"^\| `(demo-[\w-]+)` \|", README, re.M)
+    assert sorted(tokens) == sorted(DEMO_TOKENS)
     for command in re.findall(r"^mcpfusion (\w+)", README, re.M):
         assert command in COMMANDS
     assert "make run" in README and "make test" in README
