@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,30 +183,49 @@ class Uvicorn:
 
 # -- wrk -------------------------------------------------------------------------------------------------
 
+# Each request gets its own JSON-RPC id: ids must not be reused within a session (the SDK's session transport
+# routes replies by id, so concurrent calls with one id would collide), and all servers get the same treatment.
 LUA_TEMPLATE = """
 wrk.method = "POST"
-wrk.body = [==[{body}]==]
 {headers}
+local prefix = [==[{prefix}]==]
+local suffix = [==[{suffix}]==]
 local threads = {{}}
-function setup(thread) table.insert(threads, thread) end
-function init(args) bad = 0 end
+function setup(thread)
+  thread:set("id_base", #threads * 1000000000)
+  table.insert(threads, thread)
+end
+function init(args) bad = 0; first_bad = ""; counter = id_base end
+function request()
+  counter = counter + 1
+  return wrk.format(nil, nil, nil, prefix .. counter .. suffix)
+end
 function response(status, headers, body)
   if status ~= 200 or not string.find(body, '"result"', 1, true)
      or string.find(body, '"isError":true', 1, true) or string.find(body, '"isError": true', 1, true) then
     bad = bad + 1
+    if first_bad == "" then first_bad = status .. " " .. string.sub(body, 1, 300) end
   end
 end
 function done(summary, latency, requests)
   local total = 0
-  for _, t in ipairs(threads) do total = total + t:get("bad") end
+  for _, t in ipairs(threads) do
+    total = total + t:get("bad")
+    local sample = t:get("first_bad")
+    if sample ~= "" then io.write("bench_first_bad=" .. string.gsub(sample, "\\n", " ") .. "\\n") end
+  end
   io.write(string.format("bench_bad_responses=%d\\n", total))
 end
 """
 
 
 def lua_script(body: dict[str, Any], headers: dict[str, str]) -> str:
+    """A wrk script POSTing `body` with `headers`, a fresh integer id per request, counting bad responses."""
+    marker = "__BENCH_ID__"
+    text = json.dumps({**body, "id": marker}, separators=(",", ":"))
+    prefix, suffix = text.split(f'"{marker}"')
     lines = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items())
-    return LUA_TEMPLATE.format(body=json.dumps(body, separators=(",", ":")), headers=lines)
+    return LUA_TEMPLATE.format(prefix=prefix, suffix=suffix, headers=lines)
 
 
 @dataclass
@@ -215,6 +235,7 @@ class WrkResult:
     bad: int
     non_2xx: int
     socket_errors: int
+    first_bad: str
 
 
 def run_wrk(url: str, script: str, duration: float, connections: int, threads: int) -> WrkResult:
@@ -242,72 +263,104 @@ def run_wrk(url: str, script: str, duration: float, connections: int, threads: i
         bad=int(grab(r"bench_bad_responses=(\d+)")),
         non_2xx=int(grab(r"Non-2xx or 3xx responses: (\d+)", "0")),
         socket_errors=sum(int(g) for g in sock.groups()) if sock else 0,
+        first_bad=grab(r"bench_first_bad=(.*)", ""),
     )
 
 
-def measure(base: str, body: dict[str, Any], headers: dict[str, str], args: argparse.Namespace) -> WrkResult:
-    script = lua_script(body, headers)
-    if args.warmup > 0:
-        run_wrk(base + "/mcp", script, args.warmup, args.connections, args.threads)
-    result = run_wrk(base + "/mcp", script, args.duration, args.connections, args.threads)
+@dataclass
+class Target:
+    """One (server, wire) cell of the table: where to send what, and its results per round."""
+
+    server: Server
+    wire: str
+    base: str
+    script: str
+    rounds: list[WrkResult]
+
+    @property
+    def best(self) -> float:
+        return max(r.rps for r in self.rounds)
+
+
+def measure(target: Target, seconds: float, args: argparse.Namespace, phase: str = "run") -> WrkResult:
+    """One wrk run; any unsuccessful response fails the benchmark (it would inflate req/s)."""
+    result = run_wrk(target.base + "/mcp", target.script, seconds, args.connections, args.threads)
     if result.bad or result.non_2xx or result.requests == 0:
-        raise BenchError(f"{base}: {result.bad} bad responses ({result.non_2xx} non-2xx) of {result.requests}")
+        raise BenchError(f"{target.server.label} at {target.wire} ({phase}): {result.bad} bad responses "
+                         f"({result.non_2xx} non-2xx) of {result.requests}; first: {result.first_bad or '-'}")
     return result
 
 
-# -- main ------------------------------------------------------------------------------------------------
+def prepare(server: Server, proc: Uvicorn, body_file: Path) -> list[Target]:
+    """Check that `server` answers a successful tools/call at each wire; the cells to measure."""
+    if not server.mcp:
+        r = httpx.post(proc.base + "/mcp", json=call_body(MODERN), headers=call_headers(MODERN), timeout=10)
+        if r.status_code != 200 or r.content != body_file.read_bytes():
+            raise BenchError("the bare route did not return mcpfusion's bytes")
+        return [Target(server, MODERN, proc.base, lua_script(call_body(MODERN), call_headers(MODERN)), [])]
+    targets = []
+    for wire in (MODERN, LEGACY):
+        session_id = open_session(proc.base) if wire == LEGACY else None
+        raw = check_call(proc.base, wire, session_id)
+        if server.key == "mcpfusion" and wire == MODERN:
+            body_file.write_bytes(raw)
+        script = lua_script(call_body(wire), call_headers(wire, session_id))
+        targets.append(Target(server, wire, proc.base, script, []))
+    return targets
 
 
-def bench_server(server: Server, args: argparse.Namespace, body_file: Path) -> dict[str, WrkResult]:
-    results: dict[str, WrkResult] = {}
-    env = {"BENCH_BODY_FILE": str(body_file)}
-    with Uvicorn(server.module, env) as proc:
-        if not server.mcp:
-            expected = body_file.read_bytes()
-            r = httpx.post(proc.base + "/mcp", json=call_body(MODERN), headers=call_headers(MODERN), timeout=10)
-            if r.status_code != 200 or r.content != expected:
-                raise BenchError("bare route did not return mcpfusion's bytes")
-            results[MODERN] = measure(proc.base, call_body(MODERN), call_headers(MODERN), args)
-            return results
-        for wire in args.wires:
-            session_id = open_session(proc.base) if wire == LEGACY else None
-            raw = check_call(proc.base, wire, session_id)
-            if server.key == "mcpfusion" and wire == MODERN:
-                body_file.write_bytes(raw)
-            results[wire] = measure(proc.base, call_body(wire), call_headers(wire, session_id), args)
-    return results
+def run_all(args: argparse.Namespace) -> dict[tuple[str, str], Target]:
+    """Start every server (idle ones cost nothing), check them, then measure in interleaved rounds.
+
+    Rounds are interleaved and the best round counts, so a burst of load from elsewhere on a shared machine
+    lowers one round of one cell rather than one server's whole figure."""
+    targets: list[Target] = []
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        body_file = Path(tmp) / "mcpfusion_response.json"
+        for server in SERVERS:  # mcpfusion first: the bare route replays its captured bytes
+            proc = stack.enter_context(Uvicorn(server.module, {"BENCH_BODY_FILE": str(body_file)}))
+            targets.extend(prepare(server, proc, body_file))
+        if args.warmup > 0:
+            for target in targets:
+                measure(target, args.warmup, args, "warm-up")
+        for _ in range(args.rounds):
+            for target in targets:
+                target.rounds.append(measure(target, args.duration, args))
+    return {(t.server.key, t.wire): t for t in targets}
+
+
+def report(cells: dict[tuple[str, str], Target], args: argparse.Namespace) -> None:
+    print(f"tools/call req/s, best of {args.rounds} interleaved rounds of wrk -t{args.threads} "
+          f"-c{args.connections} -d{args.duration:g}s; one uvicorn worker each (uvloop, httptools)")
+    print("all MCP servers in JSON-response mode; the SDK and FastMCP serve 2026-07-28 natively (sessionless), "
+          "2025-11-25 over an initialized session")
+    print(f"| {'server':<34} | {MODERN + ' (sessionless)':>26} | {LEGACY + ' (session)':>22} |")
+    print(f"|{'-' * 36}|{'-' * 27}:|{'-' * 23}:|")
+    for server in SERVERS:
+        row = [cells.get((server.key, w)) for w in (MODERN, LEGACY)]
+        shown = [f"{c.best:,.0f}" if c else "n/a" for c in row]
+        print(f"| {server.label:<34} | {shown[0]:>26} | {shown[1]:>22} |")
+    for target in cells.values():
+        rounds = " ".join(f"{r.rps:.0f}" for r in target.rounds)
+        print(f"# rounds {target.server.key} {target.wire}: {rounds}")
+    ours = cells["mcpfusion", MODERN].best
+    print(f"ratio_vs_sdk_2026={ours / cells['sdk', MODERN].best:.2f} "
+          f"ratio_vs_fastmcp_2026={ours / cells['fastmcp', MODERN].best:.2f} "
+          f"ratio_vs_bare_fastapi={ours / cells['bare', MODERN].best:.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--duration", type=float, default=10.0, help="seconds per measured run (default 10)")
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds per measured run (default 5)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds, the best counts (default 3)")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds of unmeasured load first (default 2)")
     parser.add_argument("--connections", type=int, default=32, help="wrk connections (default 32)")
     parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
     args = parser.parse_args(argv)
-    args.wires = [MODERN, LEGACY]
     if shutil.which("wrk") is None:
         print("wrk not found: apt-get install -y wrk (scripts/system_deps.sh does it)", file=sys.stderr)
         return 2
-
-    table: dict[str, dict[str, WrkResult]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        body_file = Path(tmp) / "mcpfusion_response.json"
-        for server in SERVERS:  # mcpfusion first: the bare route replays its captured bytes
-            table[server.key] = bench_server(server, args, body_file)
-
-    print(f"tools/call req/s: wrk -t{args.threads} -c{args.connections} -d{args.duration:g}s, one uvicorn worker "
-          "each, JSON-response mode; all peers serve 2026-07-28 natively")
-    print(f"| {'server':<34} | {MODERN + ' (sessionless)':>26} | {LEGACY + ' (session)':>22} |")
-    print(f"|{'-' * 36}|{'-' * 27}:|{'-' * 23}:|")
-    for server in SERVERS:
-        row = table[server.key]
-        cells = [f"{row[w].rps:,.0f}" if w in row else "n/a" for w in (MODERN, LEGACY)]
-        print(f"| {server.label:<34} | {cells[0]:>26} | {cells[1]:>22} |")
-    ours = table["mcpfusion"][MODERN].rps
-    print(f"ratio_vs_sdk_2026={ours / table['sdk'][MODERN].rps:.2f} "
-          f"ratio_vs_fastmcp_2026={ours / table['fastmcp'][MODERN].rps:.2f} "
-          f"ratio_vs_bare_fastapi={ours / table['bare'][MODERN].rps:.2f}")
+    report(run_all(args), args)
     return 0
 
 

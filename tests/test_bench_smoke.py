@@ -21,7 +21,7 @@ LAST_LINE = re.compile(r"^ratio_vs_sdk_2026=\d+\.\d\d ratio_vs_fastmcp_2026=\d+\
 @pytest.mark.timeout(300)
 def test_harness_prints_table_and_ratio_line():
     run = subprocess.run(
-        [sys.executable, str(BENCH), "--duration", "1", "--warmup", "0", "--connections", "4"],
+        [sys.executable, str(BENCH), "--duration", "1", "--rounds", "1", "--warmup", "0", "--connections", "4"],
         capture_output=True, text=True, timeout=280, cwd=ROOT,
     )
     assert run.returncode == 0, run.stderr[-3000:]
@@ -45,10 +45,12 @@ def test_json_rpc_errors_are_counted_as_bad_responses(tmp_path):
 
     body_file = tmp_path / "error.json"
     body_file.write_bytes(b'{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"Unknown tool"}}')
-    args = SimpleNamespace(duration=1, warmup=0, connections=2, threads=1)
+    args = SimpleNamespace(connections=2, threads=1)
     with bench.Uvicorn("peers.bare_fastapi:app", {"BENCH_BODY_FILE": str(body_file)}) as server:
+        script = bench.lua_script(bench.call_body(bench.MODERN), bench.call_headers(bench.MODERN))
+        target = bench.Target(bench.SERVERS[-1], bench.MODERN, server.base, script, [])
         with pytest.raises(bench.BenchError, match="bad responses"):
-            bench.measure(server.base, bench.call_body(bench.MODERN), bench.call_headers(bench.MODERN), args)
+            bench.measure(target, 1, args)
         # and the pre-flight check refuses it too
         with pytest.raises(bench.BenchError, match="not a successful result"):
             bench.check_call(server.base, bench.MODERN, None)
