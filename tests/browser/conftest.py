@@ -18,8 +18,10 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 ARTIFACTS = ROOT / "artifacts"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """Module-scoped on purpose: Playwright's sync API keeps an event loop running in this thread while it is
+    open, which would break the asyncio tests of the modules collected after these."""
     assert os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: run `make install` (scripts/system_deps.sh)"
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
