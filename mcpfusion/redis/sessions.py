@@ -1,6 +1,6 @@
 """Handshake-era sessions in Redis: one JSON value per session whose TTL is the idle timeout.
 
-Every `get` refreshes the TTL (GETEX), so a session lives while it is used on any replica. A sorted set
+Every `get` refreshes the TTL, so a session lives while it is used on any replica. A sorted set
 of ids scored by expiry time enforces `max_sessions` across replicas (approximately: replicas may race
 on the last free slots, never by more than their number).
 """
@@ -21,6 +21,18 @@ from .client import UNAVAILABLE
 logger = logging.getLogger("mcpfusion.redis")
 
 
+# Read a session and renew its idle timeout (key TTL and index score) in one command: on the hot path a
+# script is cheaper than a redis-py pipeline, and it is one round trip either way.
+_TOUCH = """
+local value = redis.call('GET', KEYS[1])
+if value then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  redis.call('ZADD', KEYS[2], 'XX', ARGV[2], ARGV[3])
+end
+return value
+"""
+
+
 class SessionStoreUnavailable(SessionLimitError):
     """Redis cannot be reached; the transport answers 503 (retry later) like a full store."""
 
@@ -39,6 +51,7 @@ class RedisSessionStore:
         self.idle_timeout = idle_timeout
         self.max_sessions = max_sessions
         self._ttl_ms = max(1, int(idle_timeout * 1000))
+        self._touch = client.register_script(_TOUCH)
 
     def _key(self, session_id: str) -> str:
         return f"{self.prefix}session:{session_id}"
@@ -69,10 +82,8 @@ class RedisSessionStore:
 
     async def get(self, session_id: str) -> Session | None:
         try:
-            async with self.client.pipeline(transaction=False) as pipe:
-                pipe.getex(self._key(session_id), px=self._ttl_ms)
-                pipe.zadd(self.index, {session_id: self._expiry()}, xx=True)
-                raw, _ = await pipe.execute()
+            raw = await self._touch(keys=[self._key(session_id), self.index],
+                                    args=[self._ttl_ms, self._expiry(), session_id])
         except UNAVAILABLE as exc:
             logger.warning("session store unavailable: %s", exc)
             return None
