@@ -198,6 +198,14 @@ def make_app():  # noqa: ANN201 - uvicorn factory
         return f"{'deleted' if ok else 'kept'} {item} on {name}"
 
     @desk.action()
+    async def handoff(item: str, ctx: Context) -> str:
+        """Close the response stream mid-call (the client resumes it, anywhere), then elicit."""
+        await ctx.info({"step": "started", "on": name})
+        ctx.close_stream()
+        answer = await ctx.elicit(f"Archive {item}?", key="archive")
+        return f"{answer.get('action')} {item} on {name}"
+
+    @desk.action()
     async def announce(start: int, count: int, ctx: Context) -> str:
         """Send `count` numbered log notifications (on the GET stream in JSON mode)."""
         for i in range(start, start + count):

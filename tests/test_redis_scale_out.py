@@ -198,6 +198,37 @@ async def test_get_stream_cut_on_b_resumes_on_c_without_loss_or_repeat(cluster, 
         assert stream.status_code == 404
 
 
+async def test_post_stream_closed_on_b_is_resumed_on_c_and_the_call_finishes_there(cluster, http):
+    a, b, c = (cluster[n].url for n in "ABC")
+    sid = await initialize(http, a)
+    request = call("desk_handoff", {"item": "doc_7"})
+    first: list[dict[str, Any]] = []
+    async with http.stream("POST", b, json=request, headers=session_headers(sid, accept=SSE)) as stream:
+        async for event in sse_events(stream):  # ends when the handler closes the stream
+            first.append(event)
+    assert first[0]["data"] is None  # priming
+    assert [e["data"]["params"]["data"] for e in first[1:]] == [{"step": "started", "on": "B"}]
+    last_id = first[-1]["id"]
+
+    resumed: list[dict[str, Any]] = []
+    async with http.stream("GET", c, headers={**session_headers(sid, accept="text/event-stream"),
+                                              "last-event-id": last_id}) as stream:
+        assert stream.status_code == 200
+        async for event in sse_events(stream):
+            message = event.get("data")
+            if message is None:
+                continue
+            resumed.append(event)
+            if message.get("method") == "elicitation/create":
+                answer = {"jsonrpc": "2.0", "id": message["id"], "result": {"action": "accept", "content": {}}}
+                assert (await post_json(http, a, sid, answer)).status_code == 202
+    # C replayed the elicitation B sent after the cut, then relayed B's response live; nothing twice.
+    assert [e["data"].get("method") for e in resumed] == ["elicitation/create", None]
+    assert resumed[-1]["data"]["id"] == request["id"] and text_of(resumed[-1]["data"]) == "accept doc_7 on B"
+    ids = [e["id"] for e in first + resumed if "id" in e]
+    assert len(ids) == len(set(ids))
+
+
 # -- 2026-07-28: sessionless, any replica continues any round ------------------------------------------
 
 META = {"io.modelcontextprotocol/protocolVersion": MODERN,
