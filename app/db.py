@@ -10,21 +10,29 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import selectinload
 
 from .seed import demo_rows
 from .settings import Settings
-from .tables import Base, InvoiceRow, TenantRow
+from .tables import Base, CustomerRow, InvoiceRow, LineRow, PaymentRow, TenantRow
 
 logger = logging.getLogger("app.db")
 
 # Loader options for an invoice as the presenters need it (relationships are lazy="raise").
 INVOICE_DETAIL = (selectinload(InvoiceRow.customer), selectinload(InvoiceRow.lines), selectinload(InvoiceRow.payments))
 INVOICE_ROW = (selectinload(InvoiceRow.customer),)
+
+
+def _sqlite_foreign_keys(dbapi_connection: Any, _record: Any) -> None:
+    """SQLite checks foreign keys only when asked, per connection: ask, so it behaves like Postgres."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
 
 
 class Database:
@@ -36,6 +44,8 @@ class Database:
         if url.startswith("sqlite") and ":memory:" not in url:
             Path(url.split("///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
         self.engine = create_async_engine(url, pool_pre_ping=not url.startswith("sqlite"))
+        if url.startswith("sqlite"):
+            event.listen(self.engine.sync_engine, "connect", _sqlite_foreign_keys)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         self._ready = False
         self._lock: asyncio.Lock | None = None
@@ -64,8 +74,12 @@ class Database:
         async with self.sessions() as session:
             if await session.scalar(select(TenantRow.id).limit(1)) is not None:
                 return
-            session.add_all(demo_rows())
+            rows = demo_rows()
             try:
+                # Parents before children: the unit of work only orders tables linked by relationships.
+                for table in (TenantRow, CustomerRow, InvoiceRow, LineRow, PaymentRow):
+                    session.add_all(row for row in rows if isinstance(row, table))
+                    await session.flush()
                 await session.commit()
                 logger.info("database seeded with demo data for tenants acme and globex")
             except IntegrityError:  # another replica seeded first
