@@ -131,6 +131,10 @@ class Replica:
         return self.base + "/mcp"
 
     def start(self) -> None:
+        self.spawn()
+        self.wait_ready()
+
+    def spawn(self) -> None:
         env = {**os.environ, "MCPFUSION_REDIS_URL": self.redis_url, "MCPFUSION_SIGNING_KEY": SIGNING_KEY,
                "REPLICA_NAME": self.name, "REPLICA_JSON": "1" if self.json_response else ""}
         self.process = subprocess.Popen(
@@ -138,7 +142,10 @@ class Replica:
              "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"],
             env=env, cwd=str(ROOT),
         )
-        deadline = time.monotonic() + 30
+
+    def wait_ready(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + 60
         while True:
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(self.base + "/healthz", timeout=1).status_code == 200:
@@ -167,10 +174,11 @@ class Replica:
 def replicas(redis_url: str, names: str = "ABC", **kwargs: object) -> Iterator[dict[str, Replica]]:
     started: dict[str, Replica] = {}
     try:
-        for name in names:
-            replica = Replica(name, redis_url, **kwargs)  # type: ignore[arg-type]
-            replica.start()
-            started[name] = replica
+        for name in names:  # spawned together: the imports of one replica overlap the others'
+            replica = started[name] = Replica(name, redis_url, **kwargs)  # type: ignore[arg-type]
+            replica.spawn()
+        for replica in started.values():
+            replica.wait_ready()
         yield started
     finally:
         for replica in started.values():
