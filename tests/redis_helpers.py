@@ -227,6 +227,12 @@ def make_app():  # noqa: ANN201 - uvicorn factory
             await asyncio.wait_for(ctx.wait_cancelled(), 60)
         return "cancelled" if ctx.cancelled else "timeout"
 
+    @desk.action()
+    async def redeploy() -> str:
+        """Tell every connected client (on every replica) that the tool list changed."""
+        await fusion.notify_tools_changed()
+        return f"notified from {name}"
+
     fusion = MCPFusion(f"replica-{name}", "1.0.0", tools=[desk],
                        json_response=bool(os.environ.get("REPLICA_JSON")))
     app = fusion.build_app()

@@ -23,6 +23,8 @@ VERSION = "2025-11-25"
 MODERN = "2026-07-28"
 SSE = "application/json, text/event-stream"
 ALICE = {"authorization": "Bearer alice"}
+META = {"io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
 _ids = itertools.count(1)
 
 
@@ -214,6 +216,25 @@ async def test_get_stream_cut_on_b_resumes_on_c_without_loss_or_repeat(cluster, 
         assert stream.status_code == 404
 
 
+async def test_server_notification_on_a_reaches_get_stream_on_b_and_listen_stream_on_c(cluster, http):
+    sid = await initialize(http, cluster["A"].url)
+    listen = {"jsonrpc": "2.0", "id": next(_ids), "method": "subscriptions/listen",
+              "params": {"notifications": {"toolsListChanged": True}, "_meta": META}}
+    listen_headers = {"accept": SSE, "mcp-protocol-version": MODERN, "mcp-method": "subscriptions/listen"}
+    async with http.stream("GET", cluster["B"].url, headers=session_headers(sid, accept="text/event-stream")) as get, \
+            http.stream("POST", cluster["C"].url, json=listen, headers=listen_headers) as modern:
+        get_events, modern_events = sse_events(get), sse_events(modern)
+        assert (await anext(get_events))["data"] is None  # B's GET stream is subscribed
+        ack = (await anext(modern_events))["data"]
+        assert ack["method"] == "notifications/subscriptions/acknowledged"  # C's listen stream too
+        reply = await post_json(http, cluster["A"].url, sid, call("desk_redeploy", {}))
+        assert text_of(reply.json()) == "notified from A"
+        on_b = (await anext(get_events))["data"]
+        on_c = (await anext(modern_events))["data"]
+    assert on_b["method"] == on_c["method"] == "notifications/tools/list_changed"
+    assert on_c["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == listen["id"]
+
+
 async def test_post_stream_closed_on_b_is_resumed_on_c_and_the_call_finishes_there(cluster, http):
     a, b, c = (cluster[n].url for n in "ABC")
     sid = await initialize(http, a)
@@ -246,9 +267,6 @@ async def test_post_stream_closed_on_b_is_resumed_on_c_and_the_call_finishes_the
 
 
 # -- 2026-07-28: sessionless, any replica continues any round ------------------------------------------
-
-META = {"io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
 
 
 class RoundRobin:
