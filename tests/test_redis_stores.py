@@ -192,3 +192,12 @@ async def test_publish_event_falls_back_for_other_event_stores(stores):
     event_id, receivers = await stores.broker.publish_event(memory, "s~m", "nobody", {"jsonrpc": "2.0"})
     assert (event_id, receivers) == ("s~m#1", 0)
     assert await memory.replay_after("s~m#0") == ("s~m", [("s~m#1", {"jsonrpc": "2.0"})])
+
+
+async def test_sessions_written_by_another_server_version_still_load(stores):
+    import json
+
+    raw = {"id": "old-1", "protocol_version": "2025-06-18", "principal": "p", "field_from_the_future": 1}
+    await stores.client.set(stores.sessions._key("old-1"), json.dumps(raw))
+    got = await stores.sessions.get("old-1")
+    assert (got.id, got.protocol_version, got.principal, got.client_info) == ("old-1", "2025-06-18", "p", {})

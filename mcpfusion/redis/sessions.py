@@ -7,6 +7,7 @@ on the last free slots, never by more than their number).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -19,6 +20,7 @@ from mcpfusion.mcp.sessions import Session, SessionLimitError
 from .client import UNAVAILABLE
 
 logger = logging.getLogger("mcpfusion.redis")
+_FIELDS = frozenset(f.name for f in dataclasses.fields(Session)) - {"last_seen"}
 
 
 # Read a session and renew its idle timeout (key TTL and index score) in one command: on the hot path a
@@ -90,7 +92,9 @@ class RedisSessionStore:
         if raw is None:
             return None
         data: dict[str, Any] = json.loads(raw)
-        return Session.from_dict(data)
+        # Tolerate sessions written by another version of the server (rolling deploys): unknown fields
+        # are dropped, missing ones take their defaults.
+        return Session.from_dict({k: v for k, v in data.items() if k in _FIELDS})
 
     async def save(self, session: Session) -> None:
         # XX: a session deleted or expired meanwhile stays gone, as in the in-memory store.
