@@ -159,7 +159,9 @@ class ToolRegistry:
                 f"{action.label} could not be answered safely.",
                 recovery="This is a server problem; try another action or report it.",
             )
-        except Exception:
+        except Exception as exc:
+            if getattr(exc, "protocol_signal", False):
+                raise  # the MCP engine's own control flow (input required, protocol errors)
             logger.exception("internal error in %s", action.label)
             return tool_error(
                 INTERNAL_ERROR,

@@ -353,3 +353,19 @@ async def test_special_fastapi_parameters_are_injected():
     assert result.data == {"response": True, "header": "v"}
     assert ran == ["task"]
     assert tool.mcp_tools()[0]["inputSchema"]["properties"].keys() == {"action"}
+
+
+async def test_protocol_signals_pass_through_the_handler_framework():
+    import pytest
+
+    class Signal(Exception):
+        protocol_signal = True
+
+    tool = Tool("sig")
+
+    @tool.action()
+    async def ask():
+        raise Signal()
+
+    with pytest.raises(Signal):
+        await ToolTester([tool]).call("sig", "ask")
