@@ -105,11 +105,21 @@ def _resolve(target: str | Path) -> tuple[Path, str | None]:
     raise DiscoveryError(f"{target}: not a folder or a package of tool modules")
 
 
+def _home(tool: Tool, found_in: list[tuple[str, Path]]) -> Path:
+    """The file that defines `tool`: where its first action was declared, if that file was discovered
+    (a module that only imports the tool is not its home), else the first file it was found in."""
+    for action in tool.actions.values():
+        for module_name, file in found_in:
+            if action.fn.__module__ == module_name:
+                return file
+    return found_in[0][1]
+
+
 def discover_tools(target: str | Path) -> list[Tool]:
     """Import every module under `target` and return the `Tool`s they define, in file order."""
     folder, package = _resolve(target)
     tools: list[Tool] = []
-    seen: dict[str, Tool] = {}
+    found_in: dict[int, list[tuple[str, Path]]] = {}
     for file in _python_files(folder):
         name = _module_name(folder, package, file)
         try:
@@ -121,12 +131,15 @@ def discover_tools(target: str | Path) -> list[Tool]:
         except Exception as exc:
             raise DiscoveryError(f"{file}: import failed: {type(exc).__name__}: {exc}") from exc
         for value in list(vars(module).values()):
-            if not isinstance(value, Tool) or any(value is t for t in tools):
-                continue
-            other = seen.get(value.name)
-            if other is not None:
-                raise DiscoveryError(f"duplicate tool name {value.name!r}: defined in {other.source} and in {file}")
-            value.source = str(file)
-            seen[value.name] = value
-            tools.append(value)
+            if isinstance(value, Tool):
+                if id(value) not in found_in:
+                    tools.append(value)
+                    found_in[id(value)] = []
+                found_in[id(value)].append((name, file))
+    seen: dict[str, Tool] = {}
+    for tool in tools:
+        tool.source = str(_home(tool, found_in[id(tool)]))
+        other = seen.setdefault(tool.name, tool)
+        if other is not tool:
+            raise DiscoveryError(f"duplicate tool name {tool.name!r}: defined in {other.source} and in {tool.source}")
     return tools

@@ -128,3 +128,20 @@ def test_duplicates_fail_at_app_start_up(tmp_path):
     write(routers, "two.py", "same")
     with pytest.raises(DiscoveryError, match="one.py and in .*two.py"):
         create_app(settings_for(tmp_path), routers=routers)
+
+
+def test_a_tool_imported_elsewhere_keeps_its_home_file(tmp_path):
+    package = tmp_path / "home_tools"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a_reexport.py").write_text("from home_tools.b_home import tool  # noqa: F401\n")
+    home = write(package, "b_home.py", "homed")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        tools = discover_tools(package)
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m.startswith("home_tools")]:
+            del sys.modules[name]
+    assert [t.name for t in tools] == ["homed"]
+    assert tools[0].source == str(home)
