@@ -4,7 +4,9 @@ in-memory stores, in the same run, and the Redis round trips each call costs.
 The server is the invoice tool of `bench/mcpfusion_server.py` (full presenter) in one uvicorn worker
 (uvloop + httptools, pinned to CPU 0); `wrk` (pinned to CPU 1, helpers shared with
 `bench/mcp_throughput.py`) POSTs `tools/call` on one initialized session with a fresh id per request. A
-private `redis-server` (no persistence, pinned to CPU 1 next to wrk) starts on a free port. Two response
+private `redis-server` (no persistence) starts on a free port, pinned to the server's CPU 0: its own work
+is charged to the server's budget (conservative; on CPU 1 it would starve behind wrk, and the run would
+measure wrk's scheduling instead). Two response
 modes, each measured with both stores:
 
 - sse: the default mode of the session wire (what the SDK client gets): an SSE response with a priming
@@ -98,15 +100,16 @@ def __getattr__(name: str) -> Any:  # uvicorn imports `scale_out:app`; the drive
 
 
 class RedisServer:
-    def __init__(self) -> None:
+    def __init__(self, cpu: int | None) -> None:
         self.port = free_port()
         self.dir = tempfile.TemporaryDirectory(prefix="bench-redis-")
         binary = shutil.which("redis-server")
         if binary is None:
             raise BenchError("redis-server is not installed (run scripts/system_deps.sh)")
-        self.proc = subprocess.Popen(
-            [*pin(1), binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", self.dir.name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cmd = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+               "--dir", self.dir.name]
+        self.proc = subprocess.Popen([*(pin(cpu) if cpu is not None else []), *cmd],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         import redis
 
         self.client = redis.Redis(port=self.port, decode_responses=True)
@@ -170,15 +173,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=2, help="alternate in-memory/Redis runs, keep the best")
+    parser.add_argument("--redis-cpu", default="0", help="CPU to pin redis-server to (default: the server's), "
+                        "or 'none'")
+    parser.add_argument("--modes", default=",".join(MODES))
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         print("wrk is not installed (run scripts/system_deps.sh)", file=sys.stderr)
         return 2
-    redis_server = RedisServer()
+    modes = [m for m in args.modes.split(",") if m in MODES]
+    redis_server = RedisServer(None if args.redis_cpu == "none" else int(args.redis_cpu))
     best: dict[tuple[str, str], dict[str, Any]] = {}
     try:
         for _ in range(args.rounds):
-            for mode in MODES:
+            for mode in modes:
                 for store in ("memory", "redis"):
                     run = measure(mode, store, redis_server, args)
                     if (mode, store) not in best or run["rps"] > best[(mode, store)]["rps"]:
@@ -190,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
           f"best of {args.rounds}")
     print(f"{'mode':<6}{'store':<8}{'req/s':>10}{'ratio':>8}{'Redis round trips/call':>24}  Redis commands/call")
     last = []
-    for mode in MODES:
+    for mode in modes:
         memory, redis_run = best[(mode, "memory")], best[(mode, "redis")]
         ratio = redis_run["rps"] / memory["rps"]
         commands = ", ".join(f"{k} {v:.2f}" for k, v in sorted(redis_run["commands"].items()))
@@ -198,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         trips = redis_run["round_trips"]
         print(f"{mode:<6}{'redis':<8}{redis_run['rps']:>10.0f}{ratio:>8.2f}{trips:>24.2f}  {commands}")
         last.append(f"ratio_redis_vs_memory_{mode}={ratio:.2f}")
-    last += [f"round_trips_per_call_{mode}={best[(mode, 'redis')]['round_trips']:.2f}" for mode in MODES]
+    last += [f"round_trips_per_call_{mode}={best[(mode, 'redis')]['round_trips']:.2f}" for mode in modes]
     print(" ".join(last))
     return 0
 
