@@ -19,13 +19,15 @@ from sqlalchemy.orm import selectinload
 
 from .seed import demo_rows
 from .settings import Settings
-from .tables import Base, CustomerRow, InvoiceRow, LineRow, PaymentRow, TenantRow
+from .tables import Base, CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, TenantRecord
 
 logger = logging.getLogger("app.db")
 
 # Loader options for an invoice as the presenters need it (relationships are lazy="raise").
-INVOICE_DETAIL = (selectinload(InvoiceRow.customer), selectinload(InvoiceRow.lines), selectinload(InvoiceRow.payments))
-INVOICE_ROW = (selectinload(InvoiceRow.customer),)
+INVOICE_DETAIL = (
+    selectinload(InvoiceRecord.customer), selectinload(InvoiceRecord.lines), selectinload(InvoiceRecord.payments)
+)
+INVOICE_ROW = (selectinload(InvoiceRecord.customer),)
 
 
 def _sqlite_foreign_keys(dbapi_connection: Any, _record: Any) -> None:
@@ -72,12 +74,12 @@ class Database:
         if not self.seed:
             return
         async with self.sessions() as session:
-            if await session.scalar(select(TenantRow.id).limit(1)) is not None:
+            if await session.scalar(select(TenantRecord.id).limit(1)) is not None:
                 return
             rows = demo_rows()
             try:
                 # Parents before children: the unit of work only orders tables linked by relationships.
-                for table in (TenantRow, CustomerRow, InvoiceRow, LineRow, PaymentRow):
+                for table in (TenantRecord, CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord):
                     session.add_all(row for row in rows if isinstance(row, table))
                     await session.flush()
                 await session.commit()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from .tables import CustomerRow, InvoiceRow, LineRow, PaymentRow, TenantRow
+from .tables import CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, TenantRecord
 
 TENANTS = [("acme", "Acme Corp", "EUR"), ("globex", "Globex Inc", "USD")]
 
@@ -45,11 +45,11 @@ def demo_rows(today: dt.date | None = None) -> list[object]:
     rows: list[object] = []
     counter = 0
     for tenant, name, currency in TENANTS:
-        rows.append(TenantRow(id=tenant, name=name, currency=currency,
+        rows.append(TenantRecord(id=tenant, name=name, currency=currency,
                               next_invoice_number=INVOICES_PER_TENANT[tenant] + 1))
         customers = CUSTOMERS[tenant]
         for cid, cname, email, phone, country in customers:
-            rows.append(CustomerRow(id=cid, tenant=tenant, name=cname, email=email, phone=phone,
+            rows.append(CustomerRecord(id=cid, tenant=tenant, name=cname, email=email, phone=phone,
                                     country=country, created_on=today - dt.timedelta(days=400)))
         for n in range(1, INVOICES_PER_TENANT[tenant] + 1):
             counter += 1
@@ -57,13 +57,13 @@ def demo_rows(today: dt.date | None = None) -> list[object]:
             invoice_id = f"inv_{counter:04d}"
             lines = [PRODUCTS[(n + k) % len(PRODUCTS)] for k in range(1 + n % 3)]
             line_rows = [
-                LineRow(invoice_id=invoice_id, position=i, description=desc, quantity=1 + (n + i) % 4,
+                LineRecord(invoice_id=invoice_id, position=i, description=desc, quantity=1 + (n + i) % 4,
                         unit_price_cents=price)
                 for i, (desc, price) in enumerate(lines)
             ]
             total = sum(line.quantity * line.unit_price_cents for line in line_rows)
             due = today + dt.timedelta(days=due_offset)
-            rows.append(InvoiceRow(
+            rows.append(InvoiceRecord(
                 id=invoice_id, tenant=tenant, number=f"{tenant.upper()}-{n:04d}",
                 customer_id=customers[n % len(customers)][0], status=status, currency=currency,
                 total_cents=total, paid_cents=total if status == "paid" else 0, margin_cents=total * 3 // 10,
@@ -72,7 +72,7 @@ def demo_rows(today: dt.date | None = None) -> list[object]:
             ))
             rows.extend(line_rows)
             if status == "paid":
-                rows.append(PaymentRow(id=f"pay_{counter:04d}", tenant=tenant, invoice_id=invoice_id,
+                rows.append(PaymentRecord(id=f"pay_{counter:04d}", tenant=tenant, invoice_id=invoice_id,
                                        amount_cents=total, method="transfer" if n % 2 else "card",
                                        received_on=due - dt.timedelta(days=2), processor_ref=f"ch_{counter:06d}"))
     return rows

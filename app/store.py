@@ -17,7 +17,7 @@ from mcpfusion import ToolError
 
 from .auth import Principal
 from .db import INVOICE_DETAIL, INVOICE_ROW
-from .tables import CustomerRow, InvoiceRow, LineRow, PaymentRow, TenantRow
+from .tables import CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, TenantRecord
 
 # Status changes update_invoice_status may make (void has its own destructive action).
 TRANSITIONS = {"draft": {"sent"}, "sent": {"paid"}, "paid": set(), "void": set()}
@@ -36,11 +36,11 @@ def conflict(message: str, recovery: str, *actions: str) -> ToolError:
     return ToolError("CONFLICT", message, recovery=recovery, available_actions=list(actions))
 
 
-def _customer_ref(row: CustomerRow) -> dict[str, Any]:
+def _customer_ref(row: CustomerRecord) -> dict[str, Any]:
     return {"id": row.id, "name": row.name, "email": row.email, "phone": row.phone}
 
 
-def invoice_dict(row: InvoiceRow, today: dt.date, *, detail: bool) -> dict[str, Any]:
+def invoice_dict(row: InvoiceRecord, today: dt.date, *, detail: bool) -> dict[str, Any]:
     """An invoice as its models describe it (presenters strip what an audience may not see)."""
     data: dict[str, Any] = {
         "id": row.id, "tenant": row.tenant, "number": row.number, "customer_id": row.customer_id,
@@ -75,13 +75,13 @@ class BillingStore:
         return dt.date.today()
 
     # -- invoices: reads ---------------------------------------------------------------------------
-    def _invoices(self, *options: Any) -> Select[tuple[InvoiceRow]]:
-        return select(InvoiceRow).where(InvoiceRow.tenant == self.tenant).options(*options)
+    def _invoices(self, *options: Any) -> Select[tuple[InvoiceRecord]]:
+        return select(InvoiceRecord).where(InvoiceRecord.tenant == self.tenant).options(*options)
 
-    async def _invoice_row(self, invoice_id: str, *, for_update: bool = False) -> InvoiceRow:
+    async def _invoice_row(self, invoice_id: str, *, for_update: bool = False) -> InvoiceRecord:
         # populate_existing: a row already in the session gets its lines and payments reloaded after writes.
         query = (
-            self._invoices(*INVOICE_DETAIL).where(InvoiceRow.id == invoice_id)
+            self._invoices(*INVOICE_DETAIL).where(InvoiceRecord.id == invoice_id)
             .execution_options(populate_existing=True)
         )
         if for_update:
@@ -92,13 +92,13 @@ class BillingStore:
         return row
 
     async def list_invoices(self, status: str | None = None, customer_id: str | None = None) -> list[dict[str, Any]]:
-        query = self._invoices(*INVOICE_ROW).order_by(InvoiceRow.due_date.desc(), InvoiceRow.number)
+        query = self._invoices(*INVOICE_ROW).order_by(InvoiceRecord.due_date.desc(), InvoiceRecord.number)
         if status == "overdue":
-            query = query.where(InvoiceRow.status == "sent", InvoiceRow.due_date < self.today())
+            query = query.where(InvoiceRecord.status == "sent", InvoiceRecord.due_date < self.today())
         elif status is not None:
-            query = query.where(InvoiceRow.status == status)
+            query = query.where(InvoiceRecord.status == status)
         if customer_id is not None:
-            query = query.where(InvoiceRow.customer_id == customer_id)
+            query = query.where(InvoiceRecord.customer_id == customer_id)
         today = self.today()
         return [invoice_dict(r, today, detail=False) for r in await self.session.scalars(query)]
 
@@ -107,23 +107,23 @@ class BillingStore:
 
     async def summary(self) -> dict[str, Any]:
         today = self.today()
-        sent = InvoiceRow.status == "sent"
-        overdue = and_(sent, InvoiceRow.due_date < today)
-        owed = InvoiceRow.total_cents - InvoiceRow.paid_cents
+        sent = InvoiceRecord.status == "sent"
+        overdue = and_(sent, InvoiceRecord.due_date < today)
+        owed = InvoiceRecord.total_cents - InvoiceRecord.paid_cents
         counts = await self.session.execute(
-            select(InvoiceRow.status, func.count()).where(InvoiceRow.tenant == self.tenant)
-            .group_by(InvoiceRow.status)
+            select(InvoiceRecord.status, func.count()).where(InvoiceRecord.tenant == self.tenant)
+            .group_by(InvoiceRecord.status)
         )
         totals = (await self.session.execute(
             select(
                 func.coalesce(func.sum(case((sent, owed), else_=0)), 0),
                 func.coalesce(func.sum(case((overdue, owed), else_=0)), 0),
                 func.coalesce(func.sum(case((overdue, 1), else_=0)), 0),
-                func.coalesce(func.sum(InvoiceRow.paid_cents), 0),
-            ).where(InvoiceRow.tenant == self.tenant)
+                func.coalesce(func.sum(InvoiceRecord.paid_cents), 0),
+            ).where(InvoiceRecord.tenant == self.tenant)
         )).one()
         by_status = {status: 0 for status in TRANSITIONS} | {s: int(n) for s, n in counts.all()}
-        currency = await self.session.scalar(select(TenantRow.currency).where(TenantRow.id == self.tenant))
+        currency = await self.session.scalar(select(TenantRecord.currency).where(TenantRecord.id == self.tenant))
         return {
             "currency": currency or "EUR",
             "invoice_count": sum(by_status.values()),
@@ -139,26 +139,26 @@ class BillingStore:
         self, customer_id: str, due_date: dt.date, lines: list[Any], internal_note: str | None
     ) -> dict[str, Any]:
         customer = await self.session.scalar(
-            select(CustomerRow).where(CustomerRow.tenant == self.tenant, CustomerRow.id == customer_id)
+            select(CustomerRecord).where(CustomerRecord.tenant == self.tenant, CustomerRecord.id == customer_id)
         )
         if customer is None:
             raise not_found("Customer", customer_id, "customers.list")
         number = await self.session.scalar(
-            update(TenantRow).where(TenantRow.id == self.tenant)
-            .values(next_invoice_number=TenantRow.next_invoice_number + 1)
-            .returning(TenantRow.next_invoice_number - 1)
+            update(TenantRecord).where(TenantRecord.id == self.tenant)
+            .values(next_invoice_number=TenantRecord.next_invoice_number + 1)
+            .returning(TenantRecord.next_invoice_number - 1)
         )
-        currency = await self.session.scalar(select(TenantRow.currency).where(TenantRow.id == self.tenant))
+        currency = await self.session.scalar(select(TenantRecord.currency).where(TenantRecord.id == self.tenant))
         invoice_id = f"inv_{secrets.token_hex(6)}"
         total = sum(line.quantity * line.unit_price_cents for line in lines)
-        self.session.add(InvoiceRow(
+        self.session.add(InvoiceRecord(
             id=invoice_id, tenant=self.tenant, number=f"{self.tenant.upper()}-{number:04d}",
             customer_id=customer.id, status="draft", currency=currency, total_cents=total, paid_cents=0,
             margin_cents=None, issued_on=self.today(), due_date=due_date, reminders_sent=0,
             internal_note=internal_note, processor_token=None,
         ))
         self.session.add_all(
-            LineRow(invoice_id=invoice_id, position=i, description=line.description, quantity=line.quantity,
+            LineRecord(invoice_id=invoice_id, position=i, description=line.description, quantity=line.quantity,
                     unit_price_cents=line.unit_price_cents)
             for i, line in enumerate(lines)
         )
@@ -213,7 +213,7 @@ class BillingStore:
         if amount_cents > owed:
             raise conflict(f"The amount exceeds what is owed ({owed} cents).",
                            f"Send amount_cents of at most {owed}.", "billing.record_payment")
-        self.session.add(PaymentRow(
+        self.session.add(PaymentRecord(
             id=f"pay_{secrets.token_hex(6)}", tenant=self.tenant, invoice_id=row.id, amount_cents=amount_cents,
             method=method, received_on=self.today(), processor_ref=processor_ref,
         ))
@@ -225,21 +225,22 @@ class BillingStore:
 
     # -- customers ---------------------------------------------------------------------------------
     def _customers(self) -> Select[Any]:
+        balance = func.sum(InvoiceRecord.total_cents - InvoiceRecord.paid_cents).label("owed")
         owed = (
-            select(InvoiceRow.customer_id, func.sum(InvoiceRow.total_cents - InvoiceRow.paid_cents).label("owed"))
-            .where(InvoiceRow.tenant == self.tenant, InvoiceRow.status == "sent")
-            .group_by(InvoiceRow.customer_id)
+            select(InvoiceRecord.customer_id, balance)
+            .where(InvoiceRecord.tenant == self.tenant, InvoiceRecord.status == "sent")
+            .group_by(InvoiceRecord.customer_id)
             .subquery()
         )
         return (
-            select(CustomerRow, func.coalesce(owed.c.owed, 0))
-            .outerjoin(owed, owed.c.customer_id == CustomerRow.id)
-            .where(CustomerRow.tenant == self.tenant)
-            .order_by(CustomerRow.name)
+            select(CustomerRecord, func.coalesce(owed.c.owed, 0))
+            .outerjoin(owed, owed.c.customer_id == CustomerRecord.id)
+            .where(CustomerRecord.tenant == self.tenant)
+            .order_by(CustomerRecord.name)
         )
 
     @staticmethod
-    def _customer_dict(row: CustomerRow, owed: Any) -> dict[str, Any]:
+    def _customer_dict(row: CustomerRecord, owed: Any) -> dict[str, Any]:
         return {
             "id": row.id, "tenant": row.tenant, "name": row.name, "email": row.email, "phone": row.phone,
             "country": row.country, "created_on": row.created_on, "open_balance_cents": int(owed),
@@ -249,11 +250,13 @@ class BillingStore:
         query = self._customers()
         if search:
             pattern = f"%{search.lower()}%"  # a bound parameter, not SQL text
-            query = query.where(or_(func.lower(CustomerRow.name).like(pattern), CustomerRow.country == search.upper()))
+            query = query.where(
+                or_(func.lower(CustomerRecord.name).like(pattern), CustomerRecord.country == search.upper())
+            )
         return [self._customer_dict(row, owed) for row, owed in (await self.session.execute(query)).all()]
 
     async def get_customer(self, customer_id: str) -> dict[str, Any]:
-        found = (await self.session.execute(self._customers().where(CustomerRow.id == customer_id))).one_or_none()
+        found = (await self.session.execute(self._customers().where(CustomerRecord.id == customer_id))).one_or_none()
         if found is None:
             raise not_found("Customer", customer_id, "customers.list")
         return self._customer_dict(*found)

@@ -12,7 +12,7 @@ class Base(DeclarativeBase):
     pass
 
 
-class TenantRow(Base):
+class TenantRecord(Base):
     __tablename__ = "tenants"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -21,7 +21,7 @@ class TenantRow(Base):
     next_invoice_number: Mapped[int] = mapped_column(Integer, default=1)
 
 
-class CustomerRow(Base):
+class CustomerRecord(Base):
     __tablename__ = "customers"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -33,7 +33,7 @@ class CustomerRow(Base):
     created_on: Mapped[dt.date] = mapped_column(Date)
 
 
-class InvoiceRow(Base):
+class InvoiceRecord(Base):
     __tablename__ = "invoices"
     __table_args__ = (UniqueConstraint("tenant", "number"),)
 
@@ -52,14 +52,14 @@ class InvoiceRow(Base):
     internal_note: Mapped[str | None] = mapped_column(String(500))
     processor_token: Mapped[str | None] = mapped_column(String(80))
 
-    customer: Mapped[CustomerRow] = relationship(lazy="raise")
-    lines: Mapped[list[LineRow]] = relationship(
-        lazy="raise", order_by="LineRow.position", cascade="all, delete-orphan"
+    customer: Mapped[CustomerRecord] = relationship(lazy="raise")
+    lines: Mapped[list[LineRecord]] = relationship(
+        lazy="raise", order_by="LineRecord.position", cascade="all, delete-orphan"
     )
-    payments: Mapped[list[PaymentRow]] = relationship(lazy="raise", order_by="PaymentRow.received_on")
+    payments: Mapped[list[PaymentRecord]] = relationship(lazy="raise", order_by="PaymentRecord.received_on")
 
 
-class LineRow(Base):
+class LineRecord(Base):
     __tablename__ = "invoice_lines"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -70,7 +70,7 @@ class LineRow(Base):
     unit_price_cents: Mapped[int] = mapped_column(Integer)
 
 
-class PaymentRow(Base):
+class PaymentRecord(Base):
     __tablename__ = "payments"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)

@@ -179,3 +179,18 @@ async def test_rest_openapi_documents_actions(app):
         assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR"
         r = await rest(client, "billing", "get_invoice", {"id": "nope"}, "demo-admin")
         assert r.status_code == 404
+
+
+async def test_customer_search_and_balance(t):
+    by_name = (await t.call("customers", "list", {"search": "NORTH"}, headers=ADMIN)).data
+    assert [c["name"] for c in by_name] == ["Northwind Traders"]
+    by_country = (await t.call("customers", "list", {"search": "de"}, headers=ADMIN)).data
+    assert [c["country"] for c in by_country] == ["DE"]
+    tricky = (await t.call("customers", "list", {"search": "%' OR 1=1 --"}, headers=ADMIN)).data
+    assert tricky == []  # a bound parameter, never SQL text
+    one = await t.call("customers", "get", {"id": "cus_0001"}, headers=ADMIN)
+    owed = sum(r["total_cents"] - r["paid_cents"] for r in
+               (await t.call("billing", "list_invoices", {"customer_id": "cus_0001", "status": "sent"},
+                             headers=ADMIN)).data)
+    assert one.data["open_balance_cents"] == owed > 0
+    assert [s.action for s in one.suggestions] == ["billing.list_invoices"]
