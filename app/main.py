@@ -79,7 +79,28 @@ def create_app(settings: Settings | None = None, *, routers: str | Path = ROUTER
         add_docs_routes(app, fusion.registry, title=fusion.title)
     # Every MCP and REST request needs a valid token: a real HTTP 401 before any tool runs.
     app.add_middleware(RequireBearer, authenticate=authenticate, prefixes=("/mcp", "/api/"))
+    _document_bearer(app)
     return app
+
+
+def _document_bearer(app: FastAPI) -> None:
+    """Declare the bearer scheme in OpenAPI, so `/docs` has an Authorize button for the REST actions."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = generate()
+            schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
+            schemes["bearer"] = {"type": "http", "scheme": "bearer",
+                                 "description": "Demo tokens: demo-admin, demo-support, demo-globex-admin."}
+            for path, operations in schema.get("paths", {}).items():
+                if path.startswith("/api/"):
+                    for operation in operations.values():
+                        operation["security"] = [{"bearer": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def __getattr__(name: str) -> Any:

@@ -175,6 +175,9 @@ async def test_rest_openapi_documents_actions(app):
     async with asgi_client(app) as client:
         spec = (await client.get("/openapi.json")).json()
         assert "/api/billing/void_invoice" in spec["paths"] and "/api/customers/get" in spec["paths"]
+        assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+        assert spec["paths"]["/api/billing/get_invoice"]["post"]["security"] == [{"bearer": []}]
+        assert "security" not in spec["paths"]["/healthz"]["get"]
         r = await rest(client, "billing", "create_invoice", {"customer_id": "cus_0001"}, "demo-admin")
         assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR"
         r = await rest(client, "billing", "get_invoice", {"id": "nope"}, "demo-admin")
