@@ -115,10 +115,11 @@ def wait_healthy(proc, url):
     return False
 
 
-@pytest.mark.parametrize("command", ["serve", "dev"])
+@pytest.mark.parametrize("command", ["serve", "dev", "uvicorn"])
 def test_serve_and_dev(env, command):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "mcpfusion.cli", command, APP, "--port", str(port)],
+    argv = ["-m", "uvicorn", APP] if command == "uvicorn" else ["-m", "mcpfusion.cli", command, APP]
+    proc = subprocess.Popen([sys.executable, *argv, "--port", str(port)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
@@ -129,6 +130,8 @@ def test_serve_and_dev(env, command):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
+    if command == "uvicorn":  # `uvicorn app.main:app` from the repository root works too
+        return
     assert f"MCP http://127.0.0.1:{port}/mcp" in err
     if command == "dev":
         assert "with reload" in err
