@@ -323,25 +323,29 @@ class Tool:
         }
         defs: dict[str, Any] = {}
         users: dict[str, tuple[list[str], list[str]]] = {}
+        variants: dict[str, list[dict[str, Any]]] = {}
         for action in self.actions.values():
             schema = action.input_schema
             defs.update(schema.pop("$defs", {}))
             required = set(schema.get("required", []))
             for pname, pschema in schema["properties"].items():
-                if pname not in properties:
-                    properties[pname] = dict(pschema)
-                elif _shape(properties[pname]) == _shape(pschema):
-                    if "description" not in properties[pname] and "description" in pschema:
-                        properties[pname] = dict(pschema)
-                elif pname != SELECT_PARAM:
-                    known = properties[pname].get("anyOf", [properties[pname]])
-                    if pschema not in known:
-                        properties[pname] = {"anyOf": [*known, pschema]}
+                if pname == SELECT_PARAM:
+                    properties[pname] = pschema
+                    continue
+                found = variants.setdefault(pname, [])
+                for i, known in enumerate(found):
+                    if _shape(known) == _shape(pschema):
+                        if "description" not in known and "description" in pschema:
+                            found[i] = pschema
+                        break
+                else:
+                    found.append(pschema)
+                properties.setdefault(pname, None)
                 req, opt = users.setdefault(pname, ([], []))
                 (req if pname in required else opt).append(action.name)
+        for pname, found in variants.items():
+            properties[pname] = dict(found[0]) if len(found) == 1 else {"anyOf": found}
         for pname, (req, opt) in users.items():
-            if pname == SELECT_PARAM:
-                continue
             notes = []
             if req:
                 notes.append(f"Required for: {', '.join(req)}.")

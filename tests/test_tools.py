@@ -369,3 +369,24 @@ async def test_protocol_signals_pass_through_the_handler_framework():
 
     with pytest.raises(Signal):
         await ToolTester([tool]).call("sig", "ask")
+
+
+def test_grouped_schema_merges_optional_and_differing_parameters_without_nesting():
+    tool = Tool("merge")
+
+    @tool.action()
+    async def a(status: Literal["x", "y"] | None = None, n: int = 0):
+        """A."""
+
+    @tool.action()
+    async def b(status: Literal["x", "y"] | None = None, n: str = ""):
+        """B."""
+
+    props = tool.mcp_tools()[0]["inputSchema"]["properties"]
+    assert props["status"]["anyOf"] == [{"enum": ["x", "y"], "type": "string"}, {"type": "null"}]
+    assert props["status"]["description"] == "Optional for: a, b."
+    assert props["n"] == {
+        "anyOf": [{"default": 0, "type": "integer"}, {"default": "", "type": "string"}],
+        "description": "Optional for: a, b.",
+    }
+    assert list(props) == ["action", "status", "n"]
