@@ -73,6 +73,15 @@ async def test_event_store_replays_after_an_id_and_skips_priming_events():
     assert await store.replay_after("garbage") is None
 
 
+async def test_event_store_forgets_old_streams_but_never_reuses_an_id():
+    store = InMemoryEventStore(retention=0)
+    first = await store.store_event("s1", {"n": 1})
+    await store.store_event("s2", {"n": 2})  # starting a stream sweeps the expired ones
+    assert await store.replay_after(first) is None
+    again = await store.store_event("s1", {"n": 3})
+    assert again != first
+
+
 async def test_a_session_answers_only_to_the_principal_that_created_it():
     app = build_fusion().build_app()
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",

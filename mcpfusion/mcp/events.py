@@ -7,6 +7,7 @@ Event ids embed their stream id (`{stream}#{seq}`), so any replica can find the 
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Any, Protocol
 
@@ -28,25 +29,36 @@ def stream_of(event_id: str) -> str | None:
 
 
 class InMemoryEventStore:
-    """Bounded in-process event store: `max_events` newest events per stream, `max_streams` streams."""
+    """Bounded in-process event store: `max_events` newest events per stream, at most `max_streams`
+    streams, each forgotten `retention` seconds after it started (a client resumes within seconds)."""
 
-    def __init__(self, max_events: int = 1000, max_streams: int = 10_000) -> None:
+    def __init__(self, max_events: int = 1000, max_streams: int = 2000, retention: float = 300.0) -> None:
         self.max_events = max_events
         self.max_streams = max_streams
+        self.retention = retention
         self._streams: dict[str, deque[tuple[int, dict[str, Any] | None]]] = {}
-        self._seq: dict[str, int] = {}
+        self._started: dict[str, float] = {}
+        # One counter for every stream: ids stay unique even for a stream that was forgotten and restarted.
+        self._counter = 0
+
+    def _forget_old(self) -> None:
+        # Dicts keep insertion order, so the oldest streams come first.
+        horizon = time.monotonic() - self.retention
+        while self._streams:
+            oldest = next(iter(self._streams))
+            if len(self._streams) < self.max_streams and self._started[oldest] >= horizon:
+                break
+            del self._streams[oldest]
+            del self._started[oldest]
 
     async def store_event(self, stream_id: str, message: dict[str, Any] | None) -> str:
         events = self._streams.get(stream_id)
         if events is None:
-            if len(self._streams) >= self.max_streams:
-                # Forget the oldest stream: dicts keep insertion order.
-                oldest = next(iter(self._streams))
-                del self._streams[oldest]
-                self._seq.pop(oldest, None)
+            self._forget_old()
             events = self._streams[stream_id] = deque(maxlen=self.max_events)
-        seq = self._seq.get(stream_id, 0) + 1
-        self._seq[stream_id] = seq
+            self._started[stream_id] = time.monotonic()
+        self._counter += 1
+        seq = self._counter
         events.append((seq, message))
         return f"{stream_id}#{seq}"
 
