@@ -1,8 +1,9 @@
 """Handshake-era sessions in Redis: one JSON value per session whose TTL is the idle timeout.
 
-Every `get` refreshes the TTL, so a session lives while it is used on any replica. A sorted set
-of ids scored by expiry time enforces `max_sessions` across replicas (approximately: replicas may race
-on the last free slots, never by more than their number).
+Every `get` refreshes the TTL (GETEX, the one round trip of a call in JSON mode), so a session lives
+while it is used on any replica. A sorted set of ids scored by expiry time enforces `max_sessions`
+across replicas (approximately: replicas may race on the last free slots, never by more than their
+number; an idle session may hold its slot up to a quarter of the idle timeout longer).
 """
 
 from __future__ import annotations
@@ -23,18 +24,6 @@ logger = logging.getLogger("mcpfusion.redis")
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Session)) - {"last_seen"}
 
 
-# Read a session and renew its idle timeout (key TTL and index score) in one command: on the hot path a
-# script is cheaper than a redis-py pipeline, and it is one round trip either way.
-_TOUCH = """
-local value = redis.call('GET', KEYS[1])
-if value then
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-  redis.call('ZADD', KEYS[2], 'XX', ARGV[2], ARGV[3])
-end
-return value
-"""
-
-
 class SessionStoreUnavailable(SessionLimitError):
     """Redis cannot be reached; the transport answers 503 (retry later) like a full store."""
 
@@ -53,7 +42,8 @@ class RedisSessionStore:
         self.idle_timeout = idle_timeout
         self.max_sessions = max_sessions
         self._ttl_ms = max(1, int(idle_timeout * 1000))
-        self._touch = client.register_script(_TOUCH)
+        # session id -> when this process last renewed its index entry (bounded; see `get`)
+        self._indexed: dict[str, float] = {}
 
     def _key(self, session_id: str) -> str:
         return f"{self.prefix}session:{session_id}"
@@ -65,7 +55,12 @@ class RedisSessionStore:
         return json.dumps(data, separators=(",", ":"))
 
     def _expiry(self) -> float:
-        return time.time() + self.idle_timeout
+        return time.time() + self.idle_timeout * 1.25
+
+    def _remember(self, session_id: str, now: float) -> None:
+        if len(self._indexed) >= 2 * self.max_sessions:
+            self._indexed.clear()  # forgetting only costs one extra ZADD per session
+        self._indexed[session_id] = now
 
     async def create(self, session: Session) -> None:
         try:
@@ -78,18 +73,26 @@ class RedisSessionStore:
                 pipe.set(self._key(session.id), self._dump(session), px=self._ttl_ms, nx=True)
                 pipe.zadd(self.index, {session.id: self._expiry()})
                 await pipe.execute()
+            self._remember(session.id, time.monotonic())
         except UNAVAILABLE as exc:
             logger.warning("session store unavailable: %s", exc)
             raise SessionStoreUnavailable("the session store is unavailable") from None
 
     async def get(self, session_id: str) -> Session | None:
         try:
-            raw = await self._touch(keys=[self._key(session_id), self.index],
-                                    args=[self._ttl_ms, self._expiry(), session_id])
+            raw = await self.client.getex(self._key(session_id), px=self._ttl_ms)
+            if raw is None:
+                self._indexed.pop(session_id, None)
+                return None
+            # The hot path is the one GETEX above. The index entry (for the cap) is renewed at most every
+            # quarter of the idle timeout per process; its score reaches a quarter past the key's expiry
+            # to cover that lag, so a live session is never counted out.
+            now = time.monotonic()
+            if now - self._indexed.get(session_id, -self.idle_timeout) > self.idle_timeout / 4:
+                self._remember(session_id, now)
+                await self.client.zadd(self.index, {session_id: self._expiry()}, xx=True)
         except UNAVAILABLE as exc:
             logger.warning("session store unavailable: %s", exc)
-            return None
-        if raw is None:
             return None
         data: dict[str, Any] = json.loads(raw)
         # Tolerate sessions written by another version of the server (rolling deploys): unknown fields
@@ -101,6 +104,7 @@ class RedisSessionStore:
         await self.client.set(self._key(session.id), self._dump(session), px=self._ttl_ms, xx=True)
 
     async def delete(self, session_id: str) -> bool:
+        self._indexed.pop(session_id, None)
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.delete(self._key(session_id))
             pipe.zrem(self.index, session_id)
