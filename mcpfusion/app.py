@@ -274,16 +274,19 @@ class MCPFusion:
             self._transport = McpHttpTransport(engine, settings)
         return self._transport
 
-    def mount(self, app: FastAPI) -> FastAPI:
-        """Add `/mcp`, `/healthz` and the REST routes of every tool to an existing FastAPI app."""
+    def mount(self, app: FastAPI, *, rest: bool = True, docs: str | None = "/tools") -> FastAPI:
+        """Add `/mcp`, `/healthz`, the REST routes of every tool (`/api/{tool}/{action}`) and the generated
+        tool docs (at `docs`; None to leave them out) to an existing FastAPI app."""
         self.transport.install(app)
         app.add_api_route("/healthz", _healthz, methods=["GET"], tags=["health"], summary="Health check")
-        try:
+        if rest:
             from .rest import add_rest_routes
-        except ImportError:  # pragma: no cover - the REST adapter is optional while the core evolves
-            add_rest_routes = None
-        if add_rest_routes is not None:
+
             add_rest_routes(app, self.registry)
+        if docs is not None:
+            from .docs import add_docs_routes
+
+            add_docs_routes(app, self.registry, path=docs, title=self.title or self.name)
         app.state.mcpfusion = self
         return app
 

@@ -201,3 +201,17 @@ async def test_cancellation_stops_the_handler(client):
 
 async def _collect(lines):
     return [line async for line in lines]
+
+
+async def test_an_unanswered_elicitation_times_out_instead_of_hanging():
+    with serve(build_fusion(client_request_timeout=0.2).build_app()) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            headers = await initialize(client, {"elicitation": {}})
+            body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                    "params": {"name": "billing_confirm_delete", "arguments": {"id": "inv_1"}}}
+            async with client.stream("POST", "/mcp", json=body, headers=headers) as r:
+                messages = [json.loads(e["data"]) for e in await events_of(r) if e.get("data")]
+    assert messages[0]["method"] == "elicitation/create"  # sent, never answered
+    final = messages[-1]
+    assert final["id"] == 9
+    assert final.get("error", {}).get("code") == -32001 or final["result"]["isError"] is True

@@ -43,6 +43,9 @@ HTTP_ERROR = -32010
 """Implementation-defined: a dependency raised an HTTPException inside a streamed (SSE) response, whose
 HTTP status was already sent; `data` carries the status and detail."""
 
+REQUEST_TIMEOUT = -32001
+"""A server-to-client request got no answer in time (the SDKs' code for the same condition)."""
+
 RESOURCE_NOT_FOUND = -32002
 """Spec-recommended code for `resources/read` of an unknown URI (handshake-era servers use it)."""
 

@@ -45,6 +45,7 @@ class TransportSettings:
     broker: Broker | None = None
     signing_key: bytes | str | None = field(default_factory=lambda: os.environ.get("MCPFUSION_SIGNING_KEY"))
     request_state_ttl: float = 600.0
+    client_request_timeout: float = 300.0
     principal: Callable[..., Any] | None = None
     cache_ttl_ms: int = 0
     cache_scope: str = "private"

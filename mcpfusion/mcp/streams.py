@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from .channel import Channel, NoBackChannel
-from .jsonrpc import McpError, dumps, request
+from .jsonrpc import REQUEST_TIMEOUT, McpError, dumps, request
 
 if TYPE_CHECKING:
     from .session_wire import SessionWire
@@ -82,9 +82,13 @@ class SessionChannel(Channel):
 
     async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         rid = f"s-{secrets.token_hex(8)}"
+        timeout = self.wire.settings.client_request_timeout
         async with self.wire.broker.subscribe(f"resp:{self.session.id}:{rid}") as sub:
             await self.emit(request(rid, method, params))
-            reply = await sub.get()
+            try:
+                reply = await asyncio.wait_for(sub.get(), timeout)
+            except TimeoutError:
+                raise McpError(REQUEST_TIMEOUT, f"The client did not answer {method} within {timeout:g} s") from None
         if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
             err = reply["error"]
             raise McpError(int(err.get("code", -32603)), str(err.get("message", "client error")), err.get("data"))
