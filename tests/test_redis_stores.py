@@ -201,3 +201,14 @@ async def test_sessions_written_by_another_server_version_still_load(stores):
     await stores.client.set(stores.sessions._key("old-1"), json.dumps(raw))
     got = await stores.sessions.get("old-1")
     assert (got.id, got.protocol_version, got.principal, got.client_info) == ("old-1", "2025-06-18", "p", {})
+
+
+async def test_concurrent_session_reads_share_one_redis_call(stores, redis_server):  # noqa: F811
+    created = [session(principal=f"p{i}") for i in range(3)]
+    for s in created:
+        await stores.sessions.create(s)
+    await stores.sessions.get(created[0].id)  # loads the script; renews index entries on first use
+    stats = (await stores.client.info("commandstats")).get("cmdstat_evalsha", {"calls": 0})["calls"]
+    got = await asyncio.gather(*(stores.sessions.get(s.id) for s in created), stores.sessions.get("nope"))
+    assert [g.principal if g else None for g in got] == ["p0", "p1", "p2", None]
+    assert (await stores.client.info("commandstats"))["cmdstat_evalsha"]["calls"] == stats + 1

@@ -1,6 +1,7 @@
 """Handshake-era sessions in Redis: one JSON value per session whose TTL is the idle timeout.
 
-Every `get` refreshes the TTL (GETEX, the one round trip of a call in JSON mode), so a session lives
+Every `get` refreshes the TTL (GET + PEXPIRE in a script shared by the reads of one event-loop turn,
+see `coalesce`; the one round trip of a call in JSON mode), so a session lives
 while it is used on any replica. A sorted set of ids scored by expiry time enforces `max_sessions`
 across replicas (approximately: replicas may race on the last free slots, never by more than their
 number; an idle session may hold its slot up to a quarter of the idle timeout longer).
@@ -19,9 +20,22 @@ import redis.asyncio as aioredis
 from mcpfusion.mcp.sessions import Session, SessionLimitError
 
 from .client import UNAVAILABLE
+from .coalesce import Coalescer
 
 logger = logging.getLogger("mcpfusion.redis")
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Session)) - {"last_seen"}
+
+
+# GET + PEXPIRE (= GETEX) of every session read in one event-loop turn; `false` becomes a nil reply.
+_TOUCH_ALL = """
+local values = {}
+for i, key in ipairs(KEYS) do
+  local value = redis.call('GET', key)
+  if value then redis.call('PEXPIRE', key, ARGV[1]) end
+  values[i] = value or false
+end
+return values
+"""
 
 
 class SessionStoreUnavailable(SessionLimitError):
@@ -42,6 +56,7 @@ class RedisSessionStore:
         self.idle_timeout = idle_timeout
         self.max_sessions = max_sessions
         self._ttl_ms = max(1, int(idle_timeout * 1000))
+        self._reads = Coalescer(client.register_script(_TOUCH_ALL), [self._ttl_ms])
         # session id -> when this process last renewed its index entry (bounded; see `get`)
         self._indexed: dict[str, float] = {}
 
@@ -80,7 +95,7 @@ class RedisSessionStore:
 
     async def get(self, session_id: str) -> Session | None:
         try:
-            raw = await self.client.getex(self._key(session_id), px=self._ttl_ms)
+            raw = await self._reads.get(self._key(session_id))
             if raw is None:
                 self._indexed.pop(session_id, None)
                 return None
