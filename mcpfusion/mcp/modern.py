@@ -9,7 +9,6 @@ pure `mcp.shared.inbound` module, so both ends read the rules from one place.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -31,8 +30,6 @@ from .jsonrpc import HEADER_MISMATCH, INVALID_REQUEST, McpError, failure, is_val
 from .settings import TransportSettings
 from .streams import sse_event
 from .wire import SSE_HEADERS, accepts, error_response, http_error, json_response
-
-logger = logging.getLogger("mcpfusion.mcp")
 
 # Set in the ASGI scope by in-process transports (stdio) whose routing headers are derived from the body.
 TRUSTED_HEADERS_KEY = "mcpfusion.trusted_headers"

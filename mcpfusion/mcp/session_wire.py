@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
-import logging
 import secrets
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,8 +22,6 @@ from .sessions import Session, SessionLimitError, SessionStore, new_session_id
 from .settings import TransportSettings
 from .streams import SessionChannel, is_response, live_events, sse_event
 from .wire import SSE_HEADERS, accepts, error_response, http_error, json_response
-
-logger = logging.getLogger("mcpfusion.mcp")
 
 SESSION_HEADER = "mcp-session-id"
 DEFAULT_LOG_LEVEL = "info"

@@ -65,8 +65,3 @@ def accepts(request: Request) -> tuple[bool, bool]:
     if "*/*" in accept:
         return True, True
     return ("application/json" in accept or "application/*" in accept), "text/event-stream" in accept
-
-
-def sse_frame(message: Any, event_id: str | None = None) -> bytes:
-    head = f"id: {event_id}\r\n" if event_id is not None else ""
-    return f"{head}event: message\r\ndata: {dumps(message)}\r\n\r\n".encode()
