@@ -15,6 +15,8 @@ import redis.asyncio as aioredis
 
 from mcpfusion.mcp.events import stream_of
 
+from .coalesce import Coalescer
+
 _SEQ = 10**6  # entries per millisecond one Redis stream can hold in this encoding (far above reality)
 _MAX_NUMBER = 2**64 * _SEQ
 
@@ -28,25 +30,35 @@ def _entry_id(number: int) -> str:
     return f"{number // _SEQ}-{number % _SEQ}"
 
 
-# XADD + EXPIRE as one command (a script costs less than a redis-py pipeline on the hot path).
-_STORE = """
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'm', ARGV[2])
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return id
+# The appends of one event-loop turn, as one script call (see `coalesce`). ARGV: max_events, retention,
+# then per stream key its data (`_STORE_ALL`) or its data, channel and event-id prefix (`_PUBLISH_ALL`).
+_STORE_ALL = """
+local ids = {}
+for i, key in ipairs(KEYS) do
+  ids[i] = redis.call('XADD', key, 'MAXLEN', '~', ARGV[1], '*', 'm', ARGV[2 + i])
+  redis.call('EXPIRE', key, ARGV[2])
+end
+return ids
 """
 
-# XADD + EXPIRE + PUBLISH in one atomic step: subscribers see events in stream order even when several
-# replicas append to one stream, and the whole step is one round trip. The published payload is the
-# broker's JSON encoding of `[event_id, message]`; Lua numbers are doubles, so the event number is built
-# as a string (`ms` followed by `seq` padded to 6 digits == ms * 10**6 + seq).
-_STORE_AND_PUBLISH = """
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'm', ARGV[2])
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-local dash = string.find(id, '-', 1, true)
-local seq = string.sub(id, dash + 1)
-local num = string.sub(id, 1, dash - 1) .. string.rep('0', 6 - string.len(seq)) .. seq
-local receivers = redis.call('PUBLISH', ARGV[4], '[' .. ARGV[5] .. num .. '",' .. ARGV[2] .. ']')
-return {num, receivers}
+# XADD + EXPIRE + PUBLISH per event, each atomic: subscribers see events in stream order even when several
+# replicas append to one stream. The published payload is the broker's JSON encoding of
+# `[event_id, message]`; Lua numbers are doubles, so the event number is built as a string (`ms` followed
+# by `seq` padded to 6 digits == ms * 10**6 + seq).
+_PUBLISH_ALL = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  local at = 2 + (i - 1) * 3
+  local data = ARGV[at + 1]
+  local id = redis.call('XADD', key, 'MAXLEN', '~', ARGV[1], '*', 'm', data)
+  redis.call('EXPIRE', key, ARGV[2])
+  local dash = string.find(id, '-', 1, true)
+  local seq = string.sub(id, dash + 1)
+  local num = string.sub(id, 1, dash - 1) .. string.rep('0', 6 - string.len(seq)) .. seq
+  local receivers = redis.call('PUBLISH', ARGV[at + 2], '[' .. ARGV[at + 3] .. num .. '",' .. data .. ']')
+  out[i] = {num, receivers}
+end
+return out
 """
 
 
@@ -61,8 +73,9 @@ class RedisEventStore:
         self.max_events = max_events
         self.retention = max(1, int(retention))
 
-        self._store = client.register_script(_STORE)
-        self._store_and_publish = client.register_script(_STORE_AND_PUBLISH)
+        shared = [self.max_events, self.retention]
+        self._stores = Coalescer(client.register_script(_STORE_ALL), shared, arity=1)
+        self._publishes = Coalescer(client.register_script(_PUBLISH_ALL), shared, arity=3)
 
     def _key(self, stream_id: str) -> str:
         return f"{self.prefix}events:{stream_id}"
@@ -72,14 +85,12 @@ class RedisEventStore:
         returns the event id and how many subscribers got it."""
         data = json.dumps(message, separators=(",", ":"))
         id_prefix = json.dumps(f"{stream_id}#")[:-1]  # the opening quote and escaped text, no closing quote
-        number, receivers = await self._store_and_publish(
-            keys=[self._key(stream_id)], args=[self.max_events, data, self.retention, channel, id_prefix]
-        )
+        number, receivers = await self._publishes.call(self._key(stream_id), data, channel, id_prefix)
         return f"{stream_id}#{int(number)}", int(receivers)
 
     async def store_event(self, stream_id: str, message: dict[str, Any] | None) -> str:
         data = "" if message is None else json.dumps(message, separators=(",", ":"))
-        entry_id = await self._store(keys=[self._key(stream_id)], args=[self.max_events, data, self.retention])
+        entry_id = await self._stores.call(self._key(stream_id), data)
         return f"{stream_id}#{_event_number(entry_id)}"
 
     async def replay_after(self, last_event_id: str) -> tuple[str, list[tuple[str, dict[str, Any]]]] | None:

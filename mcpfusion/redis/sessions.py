@@ -95,7 +95,7 @@ class RedisSessionStore:
 
     async def get(self, session_id: str) -> Session | None:
         try:
-            raw = await self._reads.get(self._key(session_id))
+            raw = await self._reads.call(self._key(session_id))
             if raw is None:
                 self._indexed.pop(session_id, None)
                 return None
