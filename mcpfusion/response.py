@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from . import markup, toon
-from .errors import render_tool_error
+from .errors import ToolError
 from .ui import UIBlock
 
 
@@ -123,15 +123,10 @@ def tool_error(
     retry_after: float | None = None,
 ) -> ToolResponse:
     """A self-healing `<tool_error>` result the agent can fix its call from."""
-    text = render_tool_error(
-        code,
-        message,
-        recovery=recovery,
-        available_actions=available_actions,
-        severity=severity,
-        details=details,
-        retry_after=retry_after,
-    )
+    text = ToolError(
+        code, message, recovery=recovery, available_actions=available_actions, severity=severity,
+        details=details, retry_after=retry_after,
+    ).render()
     return ToolResponse([text], is_error=True, view=ResponseView(error_code=code))
 
 

@@ -308,9 +308,7 @@ class Tool:
 
     def grouped_description(self) -> str:
         if self.toon_description:
-            return toon.describe(
-                self.description, [(a.name, a.description, a.required) for a in self.actions.values()]
-            )
+            return self.toon_text()
         lines = [self.description.strip()] if self.description.strip() else []
         lines.append("Select operation via the `action` parameter:")
         lines.extend(f"- {a.name}: {a.description}" for a in self.actions.values())
@@ -370,28 +368,32 @@ class Tool:
                 unique.append(s)  # type: ignore[arg-type]
         return unique[0] if len(unique) == 1 else {"type": "object", "anyOf": unique}
 
-    def mcp_tools(self) -> list[dict[str, Any]]:
-        """The `tools/list` entries this tool contributes."""
-        if not self.actions:
-            return []
-        if self.exposition == "flat":
-            out = []
-            for action in self.actions.values():
-                entry: dict[str, Any] = {
-                    "name": f"{self.name}_{action.name}",
-                    "description": action.description or self.description,
-                    "inputSchema": action.input_schema,
-                    "annotations": action.annotations(),
-                }
-                if action.title:
-                    entry["title"] = action.title
-                if action.output_schema:
-                    entry["outputSchema"] = action.output_schema
-                out.append(entry)
-            return out
-        entry = {
+    def toon_text(self) -> str:
+        """The TOON description (what `toon_description=True` advertises), whatever the tool's setting."""
+        return toon.describe(self.description, [(a.name, a.description, a.required) for a in self.actions.values()])
+
+    def flat_entries(self) -> list[dict[str, Any]]:
+        """`tools/list` entries of the flat exposition: one MCP tool per action."""
+        out = []
+        for action in self.actions.values():
+            entry: dict[str, Any] = {
+                "name": f"{self.name}_{action.name}",
+                "description": action.description or self.description,
+                "inputSchema": action.input_schema,
+                "annotations": action.annotations(),
+            }
+            if action.title:
+                entry["title"] = action.title
+            if action.output_schema:
+                entry["outputSchema"] = action.output_schema
+            out.append(entry)
+        return out
+
+    def grouped_entry(self, description: str | None = None) -> dict[str, Any]:
+        """The `tools/list` entry of the grouped exposition: one MCP tool with an `action` discriminator."""
+        entry: dict[str, Any] = {
             "name": self.name,
-            "description": self.grouped_description(),
+            "description": description if description is not None else self.grouped_description(),
             "inputSchema": self.grouped_input_schema(),
             "annotations": self.annotations(),
         }
@@ -400,7 +402,13 @@ class Tool:
         output = self.grouped_output_schema()
         if output:
             entry["outputSchema"] = output
-        return [entry]
+        return entry
+
+    def mcp_tools(self) -> list[dict[str, Any]]:
+        """The `tools/list` entries this tool contributes."""
+        if not self.actions:
+            return []
+        return self.flat_entries() if self.exposition == "flat" else [self.grouped_entry()]
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r}, actions={list(self.actions)})"

@@ -14,7 +14,6 @@ import typing
 from collections import abc
 from typing import Any
 
-from .. import toon
 from ..presenter import Presenter
 from ..select import select_keys
 from ..tool import Action, Tool
@@ -28,34 +27,17 @@ SELECT_SAMPLE_KEYS = 2
 
 def toon_description(tool: Tool) -> str:
     """The tool's TOON description (what `toon_description=True` advertises)."""
-    return toon.describe(tool.description, [(a.name, a.description, a.required) for a in tool.actions.values()])
+    return tool.toon_text()
 
 
 def grouped_entry(tool: Tool) -> dict[str, Any]:
     """The tool as one grouped MCP tool with its TOON description."""
-    entry: dict[str, Any] = {
-        "name": tool.name,
-        "description": toon_description(tool),
-        "inputSchema": tool.grouped_input_schema(),
-        "annotations": tool.annotations(),
-    }
-    return entry
+    return tool.grouped_entry(tool.toon_text())
 
 
 def flat_entries(tool: Tool) -> list[dict[str, Any]]:
     """The tool as plain JSON-schema tools, one per action."""
-    out = []
-    for action in tool.actions.values():
-        entry: dict[str, Any] = {
-            "name": f"{tool.name}_{action.name}",
-            "description": action.description or tool.description,
-            "inputSchema": action.input_schema,
-            "annotations": action.annotations(),
-        }
-        if action.output_schema:
-            entry["outputSchema"] = action.output_schema
-        out.append(entry)
-    return out
+    return tool.flat_entries()
 
 
 def _saving(before: int, after: int) -> dict[str, Any]:
