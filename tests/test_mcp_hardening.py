@@ -193,3 +193,37 @@ async def test_tampered_and_invalid_input_responses(client):
                           headers=modern_headers("tools/call", "billing_summarize"))
     assert r.status_code == 400
     await assert_alive(client)
+
+
+WEIRD_PARAMS = [
+    None, {}, {"name": 1}, {"name": "billing_whoami", "arguments": "x"}, {"uri": []}, {"uri": "file:///readme.txt"},
+    {"name": "reminder", "arguments": {"invoice_id": 5}}, {"name": "reminder", "arguments": []},
+    {"ref": 1, "argument": 1}, {"ref": {"type": "ref/prompt", "name": "reminder"}, "argument": {"name": "tone"},
+                                "context": []},
+    {"ref": {"type": "ref/resource", "uri": "invoices://{id}/summary"}, "argument": {"name": "id", "value": 1}},
+    {"level": None}, {"cursor": 5}, {"notifications": "all"}, {"inputResponses": [], "requestState": 7},
+]
+METHODS = ["ping", "tools/list", "tools/call", "resources/list", "resources/templates/list", "resources/read",
+           "resources/subscribe", "resources/unsubscribe", "prompts/list", "prompts/get", "completion/complete",
+           "logging/setLevel", "server/discover", "subscriptions/listen", "initialize"]
+
+
+async def test_no_params_shape_gets_a_5xx_or_a_non_json_answer(client):
+    session = await initialize(client)
+    for method in METHODS:
+        for params in WEIRD_PARAMS:
+            body = {"jsonrpc": "2.0", "id": 1, "method": method}
+            if params is not None:
+                body["params"] = params
+            r = await client.post("/mcp", json=body, headers={**session, "accept": "application/json"})
+            assert r.status_code < 500, (method, params, r.text)
+            assert "result" in r.json() or "error" in r.json()
+            if method == "subscriptions/listen":
+                continue  # its success is an endless stream; the shapes above are all rejected before that
+            modern = {**(params or {}), "_meta": META} if isinstance(params, dict) or params is None else params
+            r = await client.post("/mcp", json={**body, "params": modern}, headers={
+                **modern_headers(method), "accept": "application/json",
+                **({"mcp-name": str(modern.get("name") or modern.get("uri"))} if isinstance(modern, dict) else {})})
+            assert r.status_code < 500, (method, params, r.text)
+            assert "result" in r.json() or "error" in r.json()
+    await assert_alive(client)

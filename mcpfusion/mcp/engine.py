@@ -297,7 +297,10 @@ class Engine:
             raise McpError(INVALID_PARAMS, "completion/complete: ref needs a type ref/prompt (name) or "
                            "ref/resource (uri), and argument needs string 'name' and 'value'")
         self._check_completion_target(kind, target)
-        context_args = (call.params.get("context") or {}).get("arguments") or {}
+        context = call.params.get("context")
+        context_args = context.get("arguments") if isinstance(context, dict) else None
+        if not isinstance(context_args, dict):
+            context_args = {}
         fn = self.completions.get((kind, target, arg_name))
         values: Any = [] if fn is None else await invoke(fn, {"value": value, "arguments": context_args})
         if isinstance(values, dict):
