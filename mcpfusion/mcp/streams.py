@@ -57,11 +57,18 @@ class SessionChannel(Channel):
         publish_event = getattr(wire.broker, "publish_event", None)
         if self.stream_id is None:
             topic = f"session:{self.session.id}"
-            if publish_event is not None:
-                _, receivers = await publish_event(wire.events, f"{self.session.id}~get", topic, message)
-            else:
-                receivers = await wire.broker.publish(topic, message)
-            if receivers == 0 and "method" in message and "id" in message:
+            is_request = "method" in message and "id" in message
+            # A client opens its GET stream in the background after initialize: a request (which needs
+            # it) waits a moment for it; notifications are best effort.
+            for delay in (0.05, 0.1, 0.2, 0.4, 0.8, None) if is_request else (None,):
+                if publish_event is not None:
+                    _, receivers = await publish_event(wire.events, f"{self.session.id}~get", topic, message)
+                else:
+                    receivers = await wire.broker.publish(topic, message)
+                if receivers or delay is None:
+                    break
+                await asyncio.sleep(delay)
+            if receivers == 0 and is_request:
                 raise NoBackChannel("no stream to send the request on: open a GET stream or use SSE mode")
             return
         if publish_event is not None:
