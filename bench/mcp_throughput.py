@@ -15,7 +15,8 @@ run a wrk Lua hook counts any response that is not such a result, and a run with
 With two cores the server is pinned to CPU 0 and wrk to CPU 1 (taskset), so they do not fight.
 
 Run: `python bench/mcp_throughput.py [--duration 10] [--connections 32]`. The last line is
-`ratio_vs_sdk_2026=X ratio_vs_fastmcp_2026=Y ratio_vs_bare_fastapi=Z` (ours at 2026-07-28 over each peer).
+`ratio_vs_sdk_2026=X ratio_vs_fastmcp_2026=Y ratio_vs_bare_fastapi=Z` (ours at 2026-07-28 over each peer, from
+the best req/s); the line before it gives the same ratios per CPU-second of each server process.
 """
 
 from __future__ import annotations
@@ -171,6 +172,14 @@ class Uvicorn:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the server process so far (Linux /proc; 0 elsewhere)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -236,6 +245,12 @@ class WrkResult:
     non_2xx: int
     socket_errors: int
     first_bad: str
+    server_cpu: float = 0.0  # CPU seconds the server process used during the run
+
+    @property
+    def per_cpu(self) -> float:
+        """Requests per CPU-second of the server: what it would serve with a core to itself."""
+        return self.requests / self.server_cpu if self.server_cpu > 0 else 0.0
 
 
 def run_wrk(url: str, script: str, duration: float, connections: int, threads: int) -> WrkResult:
@@ -273,7 +288,7 @@ class Target:
 
     server: Server
     wire: str
-    base: str
+    proc: Uvicorn
     script: str
     rounds: list[WrkResult]
 
@@ -281,10 +296,16 @@ class Target:
     def best(self) -> float:
         return max(r.rps for r in self.rounds)
 
+    @property
+    def best_per_cpu(self) -> float:
+        return max(r.per_cpu for r in self.rounds)
+
 
 def measure(target: Target, seconds: float, args: argparse.Namespace, phase: str = "run") -> WrkResult:
     """One wrk run; any unsuccessful response fails the benchmark (it would inflate req/s)."""
-    result = run_wrk(target.base + "/mcp", target.script, seconds, args.connections, args.threads)
+    cpu_before = target.proc.cpu_seconds()
+    result = run_wrk(target.proc.base + "/mcp", target.script, seconds, args.connections, args.threads)
+    result.server_cpu = target.proc.cpu_seconds() - cpu_before
     if result.bad or result.non_2xx or result.requests == 0:
         raise BenchError(f"{target.server.label} at {target.wire} ({phase}): {result.bad} bad responses "
                          f"({result.non_2xx} non-2xx) of {result.requests}; first: {result.first_bad or '-'}")
@@ -297,7 +318,7 @@ def prepare(server: Server, proc: Uvicorn, body_file: Path) -> list[Target]:
         r = httpx.post(proc.base + "/mcp", json=call_body(MODERN), headers=call_headers(MODERN), timeout=10)
         if r.status_code != 200 or r.content != body_file.read_bytes():
             raise BenchError("the bare route did not return mcpfusion's bytes")
-        return [Target(server, MODERN, proc.base, lua_script(call_body(MODERN), call_headers(MODERN)), [])]
+        return [Target(server, MODERN, proc, lua_script(call_body(MODERN), call_headers(MODERN)), [])]
     targets = []
     for wire in (MODERN, LEGACY):
         session_id = open_session(proc.base) if wire == LEGACY else None
@@ -305,7 +326,7 @@ def prepare(server: Server, proc: Uvicorn, body_file: Path) -> list[Target]:
         if server.key == "mcpfusion" and wire == MODERN:
             body_file.write_bytes(raw)
         script = lua_script(call_body(wire), call_headers(wire, session_id))
-        targets.append(Target(server, wire, proc.base, script, []))
+        targets.append(Target(server, wire, proc, script, []))
     return targets
 
 
@@ -330,23 +351,34 @@ def run_all(args: argparse.Namespace) -> dict[tuple[str, str], Target]:
 
 
 def report(cells: dict[tuple[str, str], Target], args: argparse.Namespace) -> None:
-    print(f"tools/call req/s, best of {args.rounds} interleaved rounds of wrk -t{args.threads} "
+    """The table (best round per cell), every round, then the ratio lines (the last line is the contract)."""
+    print(f"tools/call throughput, best of {args.rounds} interleaved rounds of wrk -t{args.threads} "
           f"-c{args.connections} -d{args.duration:g}s; one uvicorn worker each (uvloop, httptools)")
-    print("all MCP servers in JSON-response mode; the SDK and FastMCP serve 2026-07-28 natively (sessionless), "
+    print("all MCP servers in JSON-response mode; the SDK and FastMCP serve 2026-07-28 natively (sessionless); "
           "2025-11-25 over an initialized session")
-    print(f"| {'server':<34} | {MODERN + ' (sessionless)':>26} | {LEGACY + ' (session)':>22} |")
-    print(f"|{'-' * 36}|{'-' * 27}:|{'-' * 23}:|")
+    print("req/CPU-s = requests per CPU-second of the server process (robust to other load on the machine)")
+    heads = [f"{MODERN} req/s", f"{MODERN} req/CPU-s", f"{LEGACY} req/s", f"{LEGACY} req/CPU-s"]
+    print(f"| {'server':<34} | " + " | ".join(f"{h:>20}" for h in heads) + " |")
+    print(f"|{'-' * 36}|" + "|".join("-" * 21 + ":" for _ in heads) + "|")
     for server in SERVERS:
-        row = [cells.get((server.key, w)) for w in (MODERN, LEGACY)]
-        shown = [f"{c.best:,.0f}" if c else "n/a" for c in row]
-        print(f"| {server.label:<34} | {shown[0]:>26} | {shown[1]:>22} |")
+        shown = []
+        for wire in (MODERN, LEGACY):
+            cell = cells.get((server.key, wire))
+            shown += [f"{cell.best:,.0f}", f"{cell.best_per_cpu:,.0f}"] if cell else ["n/a", "n/a"]
+        print(f"| {server.label:<34} | " + " | ".join(f"{v:>20}" for v in shown) + " |")
     for target in cells.values():
-        rounds = " ".join(f"{r.rps:.0f}" for r in target.rounds)
-        print(f"# rounds {target.server.key} {target.wire}: {rounds}")
-    ours = cells["mcpfusion", MODERN].best
-    print(f"ratio_vs_sdk_2026={ours / cells['sdk', MODERN].best:.2f} "
-          f"ratio_vs_fastmcp_2026={ours / cells['fastmcp', MODERN].best:.2f} "
-          f"ratio_vs_bare_fastapi={ours / cells['bare', MODERN].best:.2f}")
+        rounds = ", ".join(f"{r.rps:.0f} req/s at {100 * r.server_cpu / args.duration:.0f}% cpu"
+                           for r in target.rounds)
+        print(f"# {target.server.key} {target.wire}: {rounds}")
+
+    def ratios(attr: str) -> str:
+        ours = getattr(cells["mcpfusion", MODERN], attr)
+        return " ".join(f"{name}={ours / getattr(cells[key, MODERN], attr):.2f}" for name, key in
+                        (("ratio_vs_sdk_2026", "sdk"), ("ratio_vs_fastmcp_2026", "fastmcp"),
+                         ("ratio_vs_bare_fastapi", "bare")))
+
+    print(f"per CPU-second: {ratios('best_per_cpu')}")
+    print(ratios("best"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,7 +48,7 @@ def test_json_rpc_errors_are_counted_as_bad_responses(tmp_path):
     args = SimpleNamespace(connections=2, threads=1)
     with bench.Uvicorn("peers.bare_fastapi:app", {"BENCH_BODY_FILE": str(body_file)}) as server:
         script = bench.lua_script(bench.call_body(bench.MODERN), bench.call_headers(bench.MODERN))
-        target = bench.Target(bench.SERVERS[-1], bench.MODERN, server.base, script, [])
+        target = bench.Target(bench.SERVERS[-1], bench.MODERN, server, script, [])
         with pytest.raises(bench.BenchError, match="bad responses"):
             bench.measure(target, 1, args)
         # and the pre-flight check refuses it too
