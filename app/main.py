@@ -72,11 +72,7 @@ def create_app(settings: Settings | None = None, *, routers: str | Path = ROUTER
     app.state.credentials = settings.credentials
     app.state.jwt_verifier = verifier_for(settings)
     fusion = create_fusion(settings, routers)
-    fusion.mount(app)
-    if not any(getattr(route, "path", None) == "/tools" for route in app.routes):
-        from mcpfusion.docs import add_docs_routes  # tool docs, when `mount` does not add them itself
-
-        add_docs_routes(app, fusion.registry, title=fusion.title)
+    fusion.mount(app)  # /mcp, /healthz, /api/{tool}/{action}, /tools
     # Every MCP and REST request needs a valid token: a real HTTP 401 before any tool runs.
     app.add_middleware(RequireBearer, authenticate=authenticate, prefixes=("/mcp", "/api/"))
     _document_bearer(app)

@@ -33,7 +33,7 @@ def browser() -> Iterator[Browser]:
 def reference_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The reference service with a fresh seeded SQLite database."""
     db = tmp_path_factory.mktemp("reference") / "billing.sqlite3"
-    with uvicorn_server("browser.reference_app:build_app", {"MCPFUSION_DB_PATH": str(db)}) as base:
+    with uvicorn_server("app.main:create_app", {"MCPFUSION_DB_PATH": str(db)}) as base:
         yield base
 
 
