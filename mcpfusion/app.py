@@ -7,6 +7,7 @@ and mounts `/mcp` (every MCP revision), REST and `/healthz` on a FastAPI applica
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import fields
@@ -36,9 +37,15 @@ class RawTool:
         self.fn = fn
         self.descriptor = descriptor
         self.context_arg = context_param(fn)
+        params = inspect.signature(fn).parameters
+        # Which arguments the function takes, computed once (None: it takes **kwargs, so all of them).
+        self.accepts: frozenset[str] | None = (
+            None if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()) else frozenset(params)
+        )
 
     async def call(self, arguments: dict[str, Any], context: Any) -> dict[str, Any]:
-        kwargs = accepted_kwargs(self.fn, arguments)
+        accepts = self.accepts
+        kwargs = dict(arguments) if accepts is None else {k: v for k, v in arguments.items() if k in accepts}
         if self.context_arg:
             kwargs[self.context_arg] = context
         try:

@@ -28,7 +28,7 @@ from .security import HostOriginGuard
 from .session_wire import SessionWire
 from .sessions import InMemorySessionStore, SessionStore
 from .settings import TransportSettings
-from .wire import BodyTooLarge, error_response, http_error, read_body
+from .wire import BodyTooLarge, error_response, header, http_error, read_body
 
 logger = logging.getLogger("mcpfusion.mcp")
 
@@ -84,8 +84,7 @@ class McpHttpTransport:
         await self.broker.publish("server", message)
 
     def _refuse(self, request: Request) -> Response | None:
-        headers = request.headers
-        reason = self.guard.check(headers.get("host"), headers.get("origin"))
+        reason = self.guard.check(header(request, b"host"), header(request, b"origin"))
         if reason is None:
             return None
         # 421 Misdirected Request for a foreign Host, 403 for a foreign Origin.
@@ -104,12 +103,12 @@ class McpHttpTransport:
         except (ValueError, RecursionError):
             # Not only JSONDecodeError: huge integer literals raise ValueError, deep nesting RecursionError.
             return error_response(None, PARSE_ERROR, "Parse error: the body is not valid JSON", status=400)
-        version = request.headers.get("mcp-protocol-version")
+        version = header(request, b"mcp-protocol-version")
         if version is not None:
             version = version.strip()
             if version not in HANDSHAKE_PROTOCOL_VERSIONS:
                 return await self.modern_wire.post(request, message)
-        elif _is_modern_body(message) and "mcp-session-id" not in request.headers:
+        elif _is_modern_body(message) and header(request, b"mcp-session-id") is None:
             return await self.modern_wire.post(request, message)
         return await self.session_wire.post(request, message, version)
 
@@ -117,7 +116,7 @@ class McpHttpTransport:
         refusal = self._refuse(request)
         if refusal is not None:
             return refusal
-        version = request.headers.get("mcp-protocol-version")
+        version = header(request, b"mcp-protocol-version")
         if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
             # 2026-07-28 has no GET stream: subscriptions/listen replaces it.
             return Response(status_code=405, headers={"Allow": "POST"})
@@ -127,7 +126,7 @@ class McpHttpTransport:
         refusal = self._refuse(request)
         if refusal is not None:
             return refusal
-        version = request.headers.get("mcp-protocol-version")
+        version = header(request, b"mcp-protocol-version")
         if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
             return Response(status_code=405, headers={"Allow": "POST"})
         return await self.session_wire.delete(request)

@@ -29,7 +29,7 @@ from .engine import Call, Engine, check_request_shape
 from .jsonrpc import HEADER_MISMATCH, INVALID_REQUEST, McpError, failure, is_valid_id, notification
 from .settings import TransportSettings
 from .streams import sse_event
-from .wire import SSE_HEADERS, accepts, error_response, http_error, json_response
+from .wire import SSE_HEADERS, accepts, error_response, header, http_error, json_response
 
 # Set in the ASGI scope by in-process transports (stdio) whose routing headers are derived from the body.
 TRUSTED_HEADERS_KEY = "mcpfusion.trusted_headers"
@@ -123,7 +123,7 @@ class ModernWire:
     def _notification(self, request: Request, message: dict[str, Any]) -> Response:
         if check_request_shape(message) is not None:
             return error_response(None, INVALID_REQUEST, "Body must be a single JSON-RPC request or notification")
-        version = request.headers.get("mcp-protocol-version", "").strip()
+        version = (header(request, b"mcp-protocol-version") or "").strip()
         rejection = unsupported_protocol_version_rejection(version)
         if rejection is not None:
             return error_response(None, rejection.code, rejection.message, rejection.data)

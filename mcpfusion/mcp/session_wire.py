@@ -21,7 +21,7 @@ from .jsonrpc import INVALID_REQUEST, McpError, failure, is_valid_id, result
 from .sessions import Session, SessionLimitError, SessionStore, new_session_id
 from .settings import TransportSettings
 from .streams import SessionChannel, is_response, live_events, sse_event
-from .wire import SSE_HEADERS, accepts, error_response, http_error, json_response
+from .wire import SSE_HEADERS, accepts, error_response, header, http_error, json_response
 
 SESSION_HEADER = "mcp-session-id"
 DEFAULT_LOG_LEVEL = "info"
@@ -30,7 +30,7 @@ _STATE_METHODS = frozenset({"logging/setLevel", "resources/subscribe", "resource
 
 def default_principal(request: Request) -> str | None:
     """Who is calling: a digest of the Authorization header (credentials are never stored in clear)."""
-    auth = request.headers.get("authorization")
+    auth = header(request, b"authorization")
     return hashlib.sha256(auth.encode()).hexdigest()[:32] if auth else None
 
 
@@ -120,7 +120,7 @@ class SessionWire:
         return EventSourceResponse(one(), headers={**SSE_HEADERS, **headers})
 
     async def _session(self, request: Request, msg_id: Any) -> tuple[Session | None, Response | None]:
-        sid = request.headers.get(SESSION_HEADER)
+        sid = header(request, b"mcp-session-id")
         if not sid:
             return None, error_response(msg_id, INVALID_REQUEST, "Bad Request: Missing Mcp-Session-Id header; "
                                         "send initialize first", status=400)
@@ -254,14 +254,14 @@ class SessionWire:
 
     async def get(self, request: Request) -> Response:
         _, wants_sse = accepts(request)
-        if request.headers.get("accept") is not None and not wants_sse:
+        if header(request, b"accept") is not None and not wants_sse:
             return http_error(406, "Not Acceptable: the GET stream needs Accept: text/event-stream")
         session, refusal = await self._session(request, None)
         if refusal is not None:
             return refusal
         assert session is not None
         headers = {**SSE_HEADERS, "Mcp-Session-Id": session.id}
-        last = request.headers.get("last-event-id")
+        last = header(request, b"last-event-id")
         if last:
             stream_id = stream_of(last)
             if stream_id is None or not stream_id.startswith(session.id + "~"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from .jsonrpc import HTTP_STATUS, INVALID_REQUEST, dumps, error
@@ -14,6 +14,17 @@ SSE_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "
 
 class BodyTooLarge(Exception):  # noqa: N818
     pass
+
+
+def header(request: Request, name: bytes) -> str | None:
+    """One request header by lower-case byte name. Starlette's `Headers.get` scans and decodes the whole
+    list on every lookup; the hot path does several, so the raw list is turned into a dict once."""
+    scope = request.scope
+    table = scope.get("mcpfusion.headers")
+    if table is None:
+        table = scope["mcpfusion.headers"] = dict(scope["headers"])
+    value = table.get(name)
+    return None if value is None else value.decode("latin-1")
 
 
 def json_response(message: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -36,29 +47,36 @@ def http_error(status: int, message: str, code: int = INVALID_REQUEST) -> Respon
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, or `BodyTooLarge` as soon as more than `limit` bytes arrive."""
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        try:
-            if int(declared) > limit:
+    """The request body, or `BodyTooLarge` as soon as more than `limit` bytes arrive.
+
+    Read straight from the ASGI channel (Starlette's stream wrapper costs more than the read on small
+    bodies) and then cached where `Request.body()` looks, so dependencies can still read it."""
+    declared = header(request, b"content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    receive = request.receive
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise ClientDisconnect
+        chunk = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
                 raise BodyTooLarge
-        except ValueError:
-            pass
-        else:
-            # The server reads at most Content-Length bytes, so the declared size bounds the body.
-            return await request.body()
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    request._body = body  # what Request.body() returns from now on
+    return body
 
 
 def accepts(request: Request) -> tuple[bool, bool]:
     """(accepts JSON, accepts SSE). A missing Accept header or a wildcard accepts both."""
-    accept = request.headers.get("accept")
+    accept = header(request, b"accept")
     if not accept:
         return True, True
     accept = accept.lower()
