@@ -107,7 +107,9 @@ class SessionWire:
         try:
             await self.sessions.create(session)
         except SessionLimitError as exc:
-            return http_error(503, f"Service Unavailable: {exc}; retry later")
+            refusal = http_error(503, f"Service Unavailable: {exc}; retry later")
+            refusal.headers["Retry-After"] = "5"
+            return refusal
         body = result(msg_id, self.engine.initialize_result(version))
         headers = {"Mcp-Session-Id": session.id}
         wants_json, wants_sse = accepts(request)
