@@ -266,15 +266,17 @@ class StdioBridge:
 async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] | None = None) -> None:
     """Serve `app`'s MCP endpoint on this process's stdin/stdout until stdin closes."""
     out = sys.stdout
+    # stdout carries the protocol only: a stray print() in user code goes to stderr instead.
+    sys.stdout = sys.stderr
 
     def write(text: str) -> None:
         out.write(text)
         out.flush()
 
     bridge = StdioBridge(app, write, path=path, headers=headers)
-    await bridge.startup()
     loop = asyncio.get_running_loop()
     try:
+        await bridge.startup()
         while True:
             line = await loop.run_in_executor(None, sys.stdin.readline)
             if not line:
@@ -285,6 +287,7 @@ async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] |
             await asyncio.wait(list(bridge.tasks), timeout=30)
     finally:
         await bridge.close()
+        sys.stdout = out
 
 
 def load_app(target: str) -> Any:
