@@ -54,3 +54,32 @@ def test_env_headers_parsing():
         "authorization": "Bearer t",
     }
     assert env_headers({}) == {}
+
+
+async def test_bridge_in_process_applies_overrides_and_answers_bad_lines():
+    import asyncio
+    import json
+
+    from test_mcp_fixtures import build_fusion, tenant
+
+    from mcpfusion.mcp.stdio import StdioBridge
+
+    app = build_fusion().build_app()
+    app.dependency_overrides[tenant] = lambda: "from-override"
+    lines: list[dict] = []
+    bridge = StdioBridge(app, lambda text: lines.append(json.loads(text)), headers={})
+    await bridge.startup()
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    await bridge.handle_line(json.dumps(init))
+    await bridge.handle_line("this is not json")
+    await bridge.handle_line(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                         "params": {"name": "billing_whoami"}}))
+    await bridge.handle_line(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "no/such"}))
+    await bridge.close()
+    await asyncio.sleep(0)
+    by_id = {m.get("id"): m for m in lines}
+    assert by_id[1]["result"]["serverInfo"]["name"] == "test-billing"
+    assert by_id[None]["error"]["code"] == -32700
+    assert by_id[2]["result"]["content"][0]["text"] == "tenant=from-override"
+    assert by_id[3]["error"]["code"] == -32601
