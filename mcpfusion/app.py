@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.requests import Request
 
+from .errors import UnknownToolError
 from .mcp.callables import accepted_kwargs, context_param, invoke
 from .mcp.engine import CONTEXT_SCOPE_KEY, Engine
 from .mcp.http import McpHttpTransport
@@ -79,8 +80,6 @@ class FusionBackend:
         raw = self.fusion.raw_tools.get(name)
         if raw is not None:
             return await raw.call(arguments, request.scope.get(CONTEXT_SCOPE_KEY))
-        from .errors import UnknownToolError
-
         try:
             response = await self.fusion.registry.call(name, arguments, request)
         except UnknownToolError as exc:
