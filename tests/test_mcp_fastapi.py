@@ -66,3 +66,20 @@ async def test_overrides_middleware_and_exception_handlers_apply_to_mcp():
         assert (await client.get("/healthz")).status_code == 200
         rest = await client.post("/api/billing/whoami", json={})
         assert rest.status_code == 200 and "overridden" in rest.text
+
+
+async def test_app_level_dependencies_guard_mcp_too():
+    from fastapi import Depends
+
+    async def require_key(request: Request) -> None:
+        if request.headers.get("x-key") != "secret":
+            raise HTTPException(401, "missing key")
+
+    app = FastAPI(dependencies=[Depends(require_key)])
+    build_fusion().mount(app)
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}}
+    headers = {**ACCEPT, "mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        assert (await client.post("/mcp", json=ping, headers=headers)).status_code == 401
+        ok = await client.post("/mcp", json=ping, headers={**headers, "x-key": "secret"})
+        assert ok.status_code == 200 and ok.json()["result"]["resultType"] == "complete"

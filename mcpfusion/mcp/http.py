@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
@@ -31,6 +33,20 @@ from .settings import TransportSettings
 from .wire import BodyTooLarge, error_response, header, http_error, read_body
 
 logger = logging.getLogger("mcpfusion.mcp")
+
+
+class McpRoute(APIRoute):
+    """An `APIRoute` whose endpoint takes only the `Request`.
+
+    When the app declares no route dependencies (`FastAPI(dependencies=[...])`), there is nothing for
+    FastAPI's per-request parameter solving to do, and skipping it saves a third of the MCP round trip;
+    with route dependencies the regular handler runs them. Middleware, exception handlers and
+    `dependency_overrides` (used by the tools' own dependencies) apply either way."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        if self.dependant.dependencies:
+            return super().get_route_handler()
+        return self.endpoint
 
 
 def _is_modern_body(message: Any) -> bool:
@@ -70,9 +86,9 @@ class McpHttpTransport:
 
     def install(self, app: FastAPI) -> None:
         path = self.settings.path
-        app.add_api_route(path, self.post, methods=["POST"], include_in_schema=False, name="mcp_post")
-        app.add_api_route(path, self.get, methods=["GET"], include_in_schema=False, name="mcp_get")
-        app.add_api_route(path, self.delete, methods=["DELETE"], include_in_schema=False, name="mcp_delete")
+        for endpoint, method in ((self.post, "POST"), (self.get, "GET"), (self.delete, "DELETE")):
+            app.router.add_api_route(path, endpoint, methods=[method], include_in_schema=False,
+                              name=f"mcp_{method.lower()}", route_class_override=McpRoute)
 
     def invalidate(self) -> None:
         """Forget precomputed tool data (after the tool list changed)."""
