@@ -116,7 +116,7 @@ class ModernWire:
         streamable = wants_sse and not self.settings.json_response and (
             channel.progress_token is not None or channel.log_level is not None
         )
-        if not streamable or not wants_sse:
+        if not streamable:
             return self._reply(await self._run(call))
         return await self._stream(call, channel)
 
