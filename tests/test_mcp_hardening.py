@@ -108,6 +108,16 @@ async def test_session_errors(client):
     await assert_alive(client)
 
 
+async def test_wrong_content_type_and_accept(client):
+    headers = await initialize(client)
+    ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    r = await client.post("/mcp", content=ping, headers={**headers, "content-type": "text/plain"})
+    assert r.status_code == 415
+    r = await client.post("/mcp", content=ping, headers={**modern_headers("ping"), "accept": "text/html"})
+    assert r.status_code == 406
+    await assert_alive(client)
+
+
 async def test_body_limit(client):
     headers = await initialize(client)
     huge = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + b"x" * (5 * 1024 * 1024) + b'"}}'

@@ -110,6 +110,9 @@ class McpHttpTransport:
         refusal = self._refuse(request)
         if refusal is not None:
             return refusal
+        content_type = header(request, b"content-type")
+        if content_type is not None and "json" not in content_type.lower():
+            return http_error(415, "Unsupported Media Type: send the JSON-RPC message as application/json")
         try:
             body = await read_body(request, self.settings.max_body_bytes)
         except BodyTooLarge:
