@@ -95,3 +95,40 @@ async def test_a_session_answers_only_to_the_principal_that_created_it():
         assert (await client.post("/mcp", json=ping, headers=mallory)).status_code == 404
         assert (await client.delete("/mcp", headers=mallory)).status_code == 404
         assert (await client.get("/healthz")).json() == {"status": "ok"}
+
+
+async def test_tools_added_after_mount_are_listed_and_callable():
+    from mcpfusion import Tool
+
+    fusion = build_fusion()
+    app = fusion.build_app()
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}
+    headers = {"accept": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"}
+
+    async def names(client: httpx.AsyncClient) -> set[str]:
+        r = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                                            "params": {"_meta": meta}}, headers=headers)
+        return {t["name"] for t in r.json()["result"]["tools"]}
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        assert "extra_hello" not in await names(client)
+        extra = Tool("extra", exposition="flat")
+
+        @extra.action()
+        async def hello() -> str:
+            return "hello"
+
+        fusion.add_tool(extra)
+
+        @fusion.raw_tool(description="raw")
+        def raw_ping() -> str:
+            return "pong"
+
+        assert {"extra_hello", "raw_ping"} <= await names(client)
+        r = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                            "params": {"name": "raw_ping", "_meta": meta}},
+                              headers={**headers, "mcp-method": "tools/call", "mcp-name": "raw_ping"})
+        assert r.json()["result"]["content"] == [{"type": "text", "text": "pong"}]
+        fusion.remove_raw_tool("raw_ping")
+        assert "raw_ping" not in await names(client)
