@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from . import ui as ui_helpers
 from .model import Model
 from .redaction import DEFAULT_CENSOR, Redactor, parse_path, redactor
-from .response import ResponseBuilder, ResponseView, Suggestion, ToolResponse, to_jsonable
+from .response import ResponseBuilder, Suggestion, ToolResponse, to_jsonable
 from .select import select_keys
 from .ui import UIBlock
 
@@ -81,6 +81,7 @@ class Presenter:
         self.item_model: type[BaseModel] | None = None
         self.auto_rules: list[str] = []
         self._rules: list[str] | Callable[[Any, Any], Any] = []
+        self._static_rules: list[str] | None = []  # auto + explicit rules when none is a function
         self.redact_paths: tuple[str, ...] = ()
         self.censor: Any = DEFAULT_CENSOR
         self._redactor: Redactor | None = None
@@ -113,13 +114,23 @@ class Presenter:
             )
         self.item_model = model
         self.auto_rules = [f"{n}: {f.description}" for n, f in model.model_fields.items() if f.description]
+        self._prepare_rules()
         self._check_paths()
         return self
 
     def rules(self, rules: Iterable[str | None] | Callable[..., Any]) -> Presenter:
         """System rules sent with every response: a list, or a function of (data[, ctx])."""
         self._rules = _flexible(rules) if callable(rules) else [r for r in rules if r]
+        self._prepare_rules()
         return self
+
+    def _prepare_rules(self) -> None:
+        if callable(self._rules):
+            self._static_rules = None
+        else:
+            self._static_rules = []
+            _merge_unique(self._static_rules, self.auto_rules)
+            _merge_unique(self._static_rules, self._rules)
 
     def directives(self, lines: Iterable[str | None] | Callable[..., Any]) -> Presenter:
         """`<llm_directives>` lines: a list, or a function of (data[, ctx])."""
@@ -194,7 +205,9 @@ class Presenter:
             item = copy.deepcopy(to_jsonable(raw))
         else:
             try:
-                item = self.item_model.model_validate(raw, from_attributes=True).model_dump(mode="json")
+                model = self.item_model
+                validated = model.__pydantic_validator__.validate_python(raw, from_attributes=True)
+                item = model.__pydantic_serializer__.to_python(validated, mode="json")
             except ValidationError as exc:
                 where = ", ".join(sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]})) or "root"
                 raise PresenterError(f"presenter {self.name!r}: data does not fit its schema ({where})") from None
@@ -246,9 +259,11 @@ class Presenter:
             if self._suggest is not None:
                 _merge_unique(out.suggestions, _as_list(self._suggest(full, ctx)))
         out.data = full
-        explicit = self._rules(full, ctx) if callable(self._rules) else self._rules
-        _merge_unique(out.rules, self.auto_rules)
-        _merge_unique(out.rules, [r for r in _as_list(explicit) if r])
+        if self._static_rules is not None:
+            out.rules = list(self._static_rules)
+        else:
+            _merge_unique(out.rules, self.auto_rules)
+            _merge_unique(out.rules, [r for r in _as_list(self._rules(full, ctx)) if r])
         _merge_unique(out.rules, child_rules)
         _merge_unique(out.suggestions, child_suggestions)
         directives = self._directives(full, ctx) if callable(self._directives) else self._directives
@@ -283,14 +298,7 @@ class Presenter:
             .rules(rendered.rules)
             .suggest(rendered.suggestions)
         )
-        result = builder.build()
-        result.view = ResponseView(
-            data=wire,
-            system_rules=rendered.rules,
-            ui_blocks=rendered.ui_blocks,
-            suggestions=rendered.suggestions,
-        )
-        return result
+        return builder.build()  # its view is the data as on the wire, plus rules, UI blocks, suggestions
 
     def __repr__(self) -> str:
         return f"Presenter({self.name!r})"
