@@ -6,7 +6,6 @@ whole tool call for small results. `mcp.types` is used where a shape is validate
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -20,6 +19,7 @@ from mcp_types.jsonrpc import (
     PARSE_ERROR,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
+from pydantic_core import to_json
 
 __all__ = [
     "HEADER_MISMATCH",
@@ -82,12 +82,13 @@ class McpError(Exception):
         return err
 
 
-_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
-
-
 def dumps(message: Any) -> str:
-    """Compact JSON text of one message (non-JSON values fall back to `str`, never a crash)."""
-    return _encoder.encode(message)
+    """Compact JSON text of one message (non-JSON values fall back to `str`, never a crash).
+
+    pydantic-core's encoder writes the same bytes as `json.dumps(separators=(",", ":"), ensure_ascii=False)`,
+    several times faster on the hot path.
+    """
+    return to_json(message, fallback=str).decode()
 
 
 def result(request_id: Any, value: dict[str, Any]) -> dict[str, Any]:
