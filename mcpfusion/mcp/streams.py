@@ -60,9 +60,12 @@ class SessionChannel(Channel):
             is_request = "method" in message and "id" in message
             # A client opens its GET stream in the background after initialize: a request (which needs
             # it) waits a moment for it; notifications are best effort.
+            event_id = None
             for delay in (0.05, 0.1, 0.2, 0.4, 0.8, None) if is_request else (None,):
-                if publish_event is not None:
-                    _, receivers = await publish_event(wire.events, f"{self.session.id}~get", topic, message)
+                if publish_event is not None and event_id is None:
+                    event_id, receivers = await publish_event(wire.events, f"{self.session.id}~get", topic, message)
+                elif publish_event is not None:  # stored once; a retry only publishes it again
+                    receivers = await wire.broker.publish(topic, (event_id, message))
                 else:
                     receivers = await wire.broker.publish(topic, message)
                 if receivers or delay is None:
