@@ -140,6 +140,22 @@ async def test_session_created_on_a_serves_b_and_elicitation_answered_through_c(
     assert seen[-1]["id"] == request["id"] and text_of(seen[-1]) == "deleted inv_1 on B"
 
 
+async def test_json_mode_call_on_c_asks_through_the_get_stream_on_b_answered_on_a(cluster, http):
+    sid = await initialize(http, cluster["A"].url)
+    async with http.stream("GET", cluster["B"].url, headers=session_headers(sid, accept="text/event-stream")) as get:
+        events = sse_events(get)
+        assert (await anext(events))["data"] is None  # B's GET stream listens
+        request = call("desk_confirm", {"item": "inv_9"})
+        pending = asyncio.ensure_future(post_json(http, cluster["C"].url, sid, request))  # JSON response mode
+        asked = (await anext(events))["data"]
+        assert asked["method"] == "elicitation/create" and asked["params"]["message"] == "Delete inv_9?"
+        answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"ok": True}}}
+        assert (await post_json(http, cluster["A"].url, sid, answer)).status_code == 202
+        reply = await pending
+    assert reply.headers["content-type"].startswith("application/json")
+    assert reply.json()["id"] == request["id"] and text_of(reply.json()) == "deleted inv_9 on C"
+
+
 async def test_cancellation_posted_to_c_stops_the_handler_on_b(cluster, http):
     sid = await initialize(http, cluster["A"].url)
     request = call("desk_wait", {})
