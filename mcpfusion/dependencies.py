@@ -101,7 +101,7 @@ class DependencyErrors(Exception):
         self.errors = errors
 
 
-def _is_empty(dependant: Dependant) -> bool:
+def is_empty(dependant: Dependant) -> bool:
     """Most actions have no dependency at all: skip FastAPI's solver for them (hot path)."""
     return not (
         dependant.dependencies
@@ -121,7 +121,7 @@ def _is_empty(dependant: Dependant) -> bool:
 
 async def resolve(dependant: Dependant, request: Request, stack: AsyncExitStack) -> dict[str, Any]:
     """Solve the dependencies for one call; yield dependencies are closed with `stack`."""
-    if _is_empty(dependant):
+    if is_empty(dependant):
         return {}
     scope = request.scope
     saved = scope.get("fastapi_inner_astack"), scope.get("fastapi_function_astack")

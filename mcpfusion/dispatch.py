@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,8 +130,9 @@ class ToolRegistry:
         try:
             select = _pop_select(action, arguments)
             kwargs = action.validate(arguments)
-            async with AsyncExitStack() as stack:
-                dependencies = await resolve(action.dependant, request, stack)
+            # No dependency, nothing to close: skip the exit stack (hot path of simple actions).
+            async with nullcontext(None) if action.dependency_free else AsyncExitStack() as stack:
+                dependencies = {} if stack is None else await resolve(action.dependant, request, stack)
                 presenter = dependencies.pop(PRESENTER_KEY, None) or action.presenter
                 kwargs.update(dependencies)
                 if action.is_async:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
 from . import ui as ui_helpers
 from .model import Model
@@ -91,6 +91,7 @@ class Presenter:
         self._directives: list[str] | Callable[[Any, Any], Any] = []
         self.max_items: int | None = None
         self.embeds: dict[str, Presenter] = {}
+        self._items_adapter: TypeAdapter[list[Any]] | None = None
 
     # -- builder -----------------------------------------------------------------------------------
     def schema(self, spec: Model | type[BaseModel] | Mapping[str, Any]) -> Presenter:
@@ -113,6 +114,7 @@ class Presenter:
                 self.name, __config__=ConfigDict(extra="ignore", from_attributes=True), **fields
             )
         self.item_model = model
+        self._items_adapter = None
         self.auto_rules = [f"{n}: {f.description}" for n, f in model.model_fields.items() if f.description]
         self._prepare_rules()
         self._check_paths()
@@ -199,18 +201,28 @@ class Presenter:
                 raise ValueError(f"presenter {self.name!r}: redaction path {path!r} names no field of its schema")
 
     # -- pipeline ----------------------------------------------------------------------------------
-    def _validate(self, raw: Any, ctx: Any, out: _Rendered) -> Any:
+    def _validate(self, raws: list[Any]) -> list[Any]:
+        """Validate and strip items against the schema, in one pydantic call for a whole list."""
         if self.item_model is None:
             # No schema: work on a copy so that redaction never touches the caller's objects.
-            item = copy.deepcopy(to_jsonable(raw))
-        else:
-            try:
+            return [copy.deepcopy(to_jsonable(raw)) for raw in raws]
+        try:
+            if len(raws) == 1:
                 model = self.item_model
-                validated = model.__pydantic_validator__.validate_python(raw, from_attributes=True)
-                item = model.__pydantic_serializer__.to_python(validated, mode="json")
-            except ValidationError as exc:
-                where = ", ".join(sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]})) or "root"
-                raise PresenterError(f"presenter {self.name!r}: data does not fit its schema ({where})") from None
+                one = model.__pydantic_validator__.validate_python(raws[0], from_attributes=True)
+                return [model.__pydantic_serializer__.to_python(one, mode="json")]
+            if self._items_adapter is None:
+                self._items_adapter = TypeAdapter(list[self.item_model])  # type: ignore[name-defined]
+            validated = self._items_adapter.validate_python(raws, from_attributes=True)
+            return self._items_adapter.dump_python(validated, mode="json")  # type: ignore[no-any-return]
+        except ValidationError as exc:
+            at = 0 if len(raws) == 1 else 1
+            fields = {str(e["loc"][at]) for e in exc.errors() if len(e["loc"]) > at}
+            where = ", ".join(sorted(fields)) or "root"
+            raise PresenterError(f"presenter {self.name!r}: data does not fit its schema ({where})") from None
+
+    def _embed(self, raw: Any, item: Any, ctx: Any, out: _Rendered) -> None:
+        """Render `raw`'s embedded children into `item`; their blocks, rules and suggestions go to `out`."""
         for key, child in self.embeds.items():
             value = raw.get(key) if isinstance(raw, Mapping) else getattr(raw, key, None)
             if value is None:
@@ -222,7 +234,13 @@ class Presenter:
             _merge_unique(out.rules, rendered.rules)
             _merge_unique(out.suggestions, rendered.suggestions)
             _merge_unique(out.directives, rendered.directives)
-        return item
+
+    def _validate_all(self, raws: list[Any], ctx: Any, out: _Rendered) -> list[Any]:
+        items = self._validate(raws)
+        if self.embeds:
+            for raw, item in zip(raws, items, strict=True):
+                self._embed(raw, item, ctx, out)
+        return items
 
     def render(self, data: Any, ctx: Any = None) -> _Rendered:
         """Everything but `_select`, redaction and serialization (used for embeds, too)."""
@@ -243,7 +261,7 @@ class Presenter:
                         "Use filters to narrow results."
                     )
                 )
-            full: Any = [self._validate(item, ctx, collecting) for item in items]
+            full: Any = self._validate_all(items, ctx, collecting)
             if self._collection_ui is not None:
                 out.ui_blocks.extend(_as_list(self._collection_ui(full, ctx)))
             elif self._ui is not None:
@@ -253,7 +271,7 @@ class Presenter:
                 for item in full:
                     _merge_unique(out.suggestions, _as_list(self._suggest(item, ctx)))
         else:
-            full = self._validate(data, ctx, collecting)
+            full = self._validate_all([data], ctx, collecting)[0]
             if self._ui is not None:
                 out.ui_blocks.extend(_as_list(self._ui(full, ctx)))
             if self._suggest is not None:

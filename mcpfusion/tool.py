@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from . import toon
-from .dependencies import build_dependant, split_parameters
+from .dependencies import build_dependant, is_empty, split_parameters
 from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
 from .presenter import Presenter
 from .schema import lean, root_keys
@@ -70,6 +70,7 @@ class Action:
     flattened: dict[str, tuple[type[BaseModel], tuple[str, ...]]]
     plain_args: tuple[str, ...]
     dependant: Dependant
+    dependency_free: bool
     guarded: frozenset[str]
     hidden: frozenset[str]
     is_async: bool
@@ -253,6 +254,7 @@ class Tool:
         presenter = returns if isinstance(returns, Presenter) else None
         presenter_dependency = returns if returns is not None and presenter is None else None
         schema = self._output_schema(fn, output_schema, returns)
+        dependant = build_dependant(dependencies, presenter_dependency)
         return Action(
             tool=self,
             name=name,
@@ -270,7 +272,8 @@ class Tool:
             args_model=args_model,
             flattened=flattened,
             plain_args=tuple(plain),
-            dependant=build_dependant(dependencies, presenter_dependency),
+            dependant=dependant,
+            dependency_free=is_empty(dependant),
             guarded=frozenset(guarded),
             hidden=frozenset(hidden),
             is_async=inspect.iscoroutinefunction(fn),

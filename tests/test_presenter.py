@@ -201,3 +201,10 @@ def test_directives_block():
         {"due": "2026-12-01"}
     )
     assert result.texts[1] == "<llm_directives>\n- Mention the due date 2026-12-01.\n</llm_directives>"
+
+
+def test_collection_schema_mismatch_names_the_field_not_the_value():
+    presenter = Presenter("P").schema({"amount": int})
+    with pytest.raises(PresenterError) as info:
+        presenter.present([{"amount": 1}, {"amount": "secret-value"}])
+    assert "secret-value" not in str(info.value) and "(amount)" in str(info.value)

@@ -9,7 +9,6 @@ session; everything else is the handshake-era session wire.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -18,6 +17,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic_core import from_json
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -118,7 +118,7 @@ class McpHttpTransport:
         except BodyTooLarge:
             return http_error(413, f"Payload Too Large: the limit is {self.settings.max_body_bytes} bytes")
         try:
-            message = json.loads(body)
+            message = from_json(body)  # pydantic-core: about 3x json.loads on request-sized bodies
         except (ValueError, RecursionError):
             # Not only JSONDecodeError: huge integer literals raise ValueError, deep nesting RecursionError.
             return error_response(None, PARSE_ERROR, "Parse error: the body is not valid JSON", status=400)
