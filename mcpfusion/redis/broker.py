@@ -4,6 +4,11 @@ Each process holds one pub/sub connection; local subscriptions fan out from it, 
 SUBSCRIBE however many requests of this process listen to it. `subscribe` returns only once Redis has
 confirmed the subscription: a reply published right after (e.g. the answer to an elicitation, posted
 to another replica) cannot be missed. Messages travel as JSON (tuples arrive as lists).
+
+The connection has one owner, the reader task: it alone connects, reconnects (after a Redis restart) and
+reads, then subscribes again to every channel this process wants. Commands only write, and only while the
+connection is up; redis-py's `PubSub` reconnects from whichever coroutine notices a failure, and two
+coroutines reading one connection during a reconnection is an error.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.asyncio.client import PubSub
+from redis.asyncio.connection import AbstractConnection
 
 from .client import UNAVAILABLE
 from .events import RedisEventStore
@@ -24,6 +29,7 @@ from .events import RedisEventStore
 logger = logging.getLogger("mcpfusion.redis")
 
 CONFIRM_TIMEOUT = 5.0
+IDLE_PING = 30.0  # seconds without traffic before the reader checks the connection with a PING
 
 
 class RedisSubscription:
@@ -49,11 +55,13 @@ class RedisBroker:
         self.client = client
         self.prefix = prefix
         self._topics: dict[str, list[RedisSubscription]] = {}
-        self._pubsub: PubSub | None = None
+        self._channels: set[str] = set()  # what this process wants subscribed in Redis
+        self._conn: AbstractConnection | None = None
+        self._ready = False  # connected and subscribed to `_channels` by the reader
         self._reader: asyncio.Task[None] | None = None
-        # One SUBSCRIBE/UNSUBSCRIBE in flight at a time, so a confirmation is never mistaken for another's.
+        # One SUBSCRIBE in flight at a time, so a confirmation is never mistaken for another's.
         self._lock = asyncio.Lock()
-        self._pending: tuple[str, set[str], asyncio.Future[None]] | None = None
+        self._pending: tuple[set[str], asyncio.Future[None]] | None = None
 
     async def publish(self, topic: str, message: Any) -> int:
         data = json.dumps(message, separators=(",", ":"))
@@ -61,8 +69,8 @@ class RedisBroker:
 
     async def publish_event(self, events: Any, stream_id: str, topic: str, message: dict[str, Any]) -> tuple[str, int]:
         """Store `message` in `events` under `stream_id`, then publish `(event_id, message)` on `topic`;
-        returns `(event_id, receivers)`. With the Redis event store both happen in one atomic round trip,
-        so every subscriber sees a stream's events in id order."""
+        returns `(event_id, receivers)`. With the Redis event store both happen in one atomic step, so
+        every subscriber sees a stream's events in id order."""
         if isinstance(events, RedisEventStore):
             return await events.store_and_publish(stream_id, message, self.prefix + topic)
         event_id = await events.store_event(stream_id, message)
@@ -90,8 +98,11 @@ class RedisBroker:
                 if not subs and self._topics.pop(topic, None) is not None:
                     gone.append(topic)
             if gone:
-                with contextlib.suppress(*UNAVAILABLE, asyncio.TimeoutError):
-                    await self._command("unsubscribe", gone)
+                await self._command("unsubscribe", gone)
+
+    def has_subscribers(self, topic: str) -> bool:
+        """Whether this process listens to `topic` (other replicas are not asked)."""
+        return bool(self._topics.get(topic))
 
     async def _command(self, kind: str, topics: list[str]) -> None:
         async with self._lock:
@@ -100,68 +111,90 @@ class RedisBroker:
                 topics = [t for t in topics if t not in self._topics]
                 if not topics:
                     return
-            pubsub = self._pubsub
-            if pubsub is None:
-                pubsub = self._pubsub = self.client.pubsub()
             channels = [self.prefix + t for t in topics]
-            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._pending = (kind, set(channels), future)
+            future: asyncio.Future[None] | None = None
+            if kind == "subscribe":
+                self._channels.update(channels)
+                future = asyncio.get_running_loop().create_future()
+                self._pending = (set(channels), future)
+            else:
+                # Unconfirmed on purpose: Redis answers in order, so a later SUBSCRIBE's confirmation
+                # still means "subscribed", whatever happened to this UNSUBSCRIBE.
+                self._channels.difference_update(channels)
             try:
-                if kind == "subscribe":
-                    await pubsub.subscribe(*channels)
-                else:
-                    await pubsub.unsubscribe(*channels)
+                conn = self._conn
+                if self._ready and conn is not None and conn.is_connected:  # never connects (the reader does)
+                    try:
+                        await conn.send_command(kind.upper(), *channels)
+                    except UNAVAILABLE:
+                        self._ready = False  # the reader reconnects and subscribes to `_channels`
                 if self._reader is None or self._reader.done():
-                    self._reader = asyncio.create_task(self._read(pubsub), name="mcpfusion-redis-broker")
-                await asyncio.wait_for(asyncio.shield(future), CONFIRM_TIMEOUT)
+                    self._reader = asyncio.create_task(self._read(), name="mcpfusion-redis-broker")
+                if future is not None:
+                    await asyncio.wait_for(asyncio.shield(future), CONFIRM_TIMEOUT)
             finally:
                 self._pending = None
 
-    async def _read(self, pubsub: PubSub) -> None:
-        """Deliver messages to local subscriptions and confirmations to `_command`, reconnecting (and so
-        re-subscribing, which redis-py does on connect) after Redis went away."""
-        healthy = True
+    async def _connect(self) -> AbstractConnection:
+        conn = self._conn
+        if conn is None:
+            conn = self._conn = self.client.connection_pool.make_connection()
+        else:
+            await conn.disconnect()
+        await conn.connect()
+        if self._channels:
+            await conn.send_command("SUBSCRIBE", *self._channels)
+        self._ready = True
+        return conn
+
+    async def _read(self) -> None:
+        """Deliver messages to local subscriptions and confirmations to `_command`; (re)connect when needed."""
+        healthy, pinged = True, False
         while True:
             try:
-                message = await pubsub.get_message(timeout=1.0)
+                conn = self._conn
+                if not self._ready or conn is None or not conn.is_connected:
+                    self._ready = False
+                    conn = await self._connect()
+                    if not healthy:
+                        logger.warning("redis pub/sub connection restored")
+                    healthy, pinged = True, False
+                response = await conn.read_response(timeout=IDLE_PING, disconnect_on_error=False,
+                                                    push_request=True)
+                if response is None:  # nothing for IDLE_PING seconds
+                    if pinged:
+                        raise ConnectionError("no answer to PING")
+                    pinged = True  # a live server answers it (a half-open connection does not)
+                    await conn.send_command("PING")
+                    continue
+                pinged = False
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # never let the one reader die: every GET stream depends on it
                 if healthy:
                     logger.warning("redis pub/sub connection lost (%s); reconnecting", exc)
-                healthy = False
-                # Drop the dead socket: the next read connects again, and redis-py's connect callback
-                # re-subscribes every channel of this process.
-                if pubsub.connection is not None:
+                healthy, self._ready = False, False
+                if self._conn is not None:
                     with contextlib.suppress(Exception):
-                        await pubsub.connection.disconnect()
+                        await self._conn.disconnect()
                 await asyncio.sleep(0.1)
                 continue
-            if not healthy:
-                logger.warning("redis pub/sub connection restored")
-                healthy = True
-            if message is not None:
-                self._dispatch(message)
+            if isinstance(response, list) and len(response) >= 3:
+                self._dispatch(str(response[0]).lower(), response[1], response[2])
 
-    def _dispatch(self, message: dict[str, Any]) -> None:
-        kind = message["type"]
-        channel = message["channel"]
+    def _dispatch(self, kind: str, channel: Any, data: Any) -> None:
+        channel = channel.decode() if isinstance(channel, bytes) else str(channel)
         if kind == "message":
             subs = self._topics.get(channel[len(self.prefix):])
             if subs:
-                payload = json.loads(message["data"])
+                payload = json.loads(data)
                 for sub in subs:
                     sub.queue.put_nowait(payload)
-            return
-        pending = self._pending
-        if pending is not None and pending[0] == kind:
-            pending[1].discard(channel)
-            if not pending[1] and not pending[2].done():
-                pending[2].set_result(None)
-
-    def has_subscribers(self, topic: str) -> bool:
-        """Whether this process listens to `topic` (other replicas are not asked)."""
-        return bool(self._topics.get(topic))
+        elif kind == "subscribe" and self._pending is not None:
+            waiting, future = self._pending
+            waiting.discard(channel)
+            if not waiting and not future.done():
+                future.set_result(None)
 
     async def aclose(self) -> None:
         if self._reader is not None:
@@ -169,7 +202,8 @@ class RedisBroker:
             with contextlib.suppress(asyncio.CancelledError, *UNAVAILABLE):
                 await self._reader
             self._reader = None
-        if self._pubsub is not None:
+        if self._conn is not None:
             with contextlib.suppress(*UNAVAILABLE):
-                await self._pubsub.aclose()
-            self._pubsub = None
+                await self._conn.disconnect()
+            self._conn = None
+        self._ready = False
