@@ -179,6 +179,24 @@ async def test_cancellation_posted_to_c_stops_the_handler_on_b(cluster, http):
     assert text_of(reply.json()) == "still from A"
 
 
+async def test_delete_on_c_ends_the_session_and_its_calls_everywhere(cluster, http):
+    sid = await initialize(http, cluster["A"].url)
+    request = call("desk_wait", {})
+    messages: list[Any] = []
+    async with http.stream("POST", cluster["B"].url, json=request, headers=session_headers(sid, accept=SSE)) as stream:
+        async for event in sse_events(stream):
+            if event.get("data") is None and not messages:
+                messages.append("primed")  # the handler waits on B; the session is deleted through C
+                deleted = await http.delete(cluster["C"].url, headers=session_headers(sid))
+                assert deleted.status_code == 200
+            elif event.get("data") is not None:
+                messages.append(event["data"])
+    assert messages[0] == "primed" and [text_of(m) for m in messages[1:]] in ([], ["cancelled"])
+    for replica in cluster.values():
+        gone = await post_json(http, replica.url, sid, call("desk_echo", {"text": "x"}))
+        assert gone.status_code == 404
+
+
 async def announce(http, url, sid, start, count) -> None:
     """Notifications sent by a JSON-mode call: they travel on the session's GET stream."""
     reply = await post_json(http, url, sid, call("desk_announce", {"start": start, "count": count}))

@@ -175,7 +175,9 @@ class SessionWire:
             async with self.broker.subscribe("cancel") as sub:
                 while True:
                     msg = await sub.get()
-                    if isinstance(msg, dict):
+                    if isinstance(msg, dict) and msg.get("requestId") is None:  # the session was deleted
+                        self._cancel_session(str(msg.get("session")))
+                    elif isinstance(msg, dict):
                         self._cancel_local(msg.get("session"), msg.get("requestId"), msg.get("reason"))
 
         task = self._cancel_listener = asyncio.create_task(listen(), name="mcpfusion-cancel-listener")
@@ -350,11 +352,17 @@ class SessionWire:
         assert session is not None
         await self.sessions.delete(session.id)
         await self.broker.publish(f"session:{session.id}", None)
+        self._cancel_session(session.id)
+        if getattr(self.broker, "distributed", False):  # calls of this session running on other replicas
+            await self.broker.publish("cancel", {"session": session.id, "requestId": None,
+                                                 "reason": "session terminated"})
+        return Response(status_code=200)
+
+    def _cancel_session(self, session_id: str) -> None:
         for (sid, _), channel in list(self.inflight.items()):
-            if sid == session.id and channel.task is not None:
+            if sid == session_id and channel.task is not None:
                 channel.cancel("session terminated")
                 channel.task.cancel()
-        return Response(status_code=200)
 
 
 def _seq(event_id: str) -> int:
