@@ -212,3 +212,16 @@ async def test_concurrent_session_reads_share_one_redis_call(stores, redis_serve
     got = await asyncio.gather(*(stores.sessions.get(s.id) for s in created), stores.sessions.get("nope"))
     assert [g.principal if g else None for g in got] == ["p0", "p1", "p2", None]
     assert (await stores.client.info("commandstats"))["cmdstat_evalsha"]["calls"] == stats + 1
+
+
+async def test_a_finished_request_stream_is_kept_briefly(redis_server):  # noqa: F811
+    stores = from_url(redis_server.url, idle_timeout=1800, finished_retention=60)
+    try:
+        key = stores.events._key("s~call")
+        await stores.events.store_event("s~call", None)  # priming
+        await stores.broker.publish_event(stores.events, "s~call", "t", {"jsonrpc": "2.0", "method": "note"})
+        assert 60 < await stores.client.ttl(key) <= 1800
+        await stores.broker.publish_event(stores.events, "s~call", "t", {"jsonrpc": "2.0", "id": 1, "result": {}})
+        assert 0 < await stores.client.ttl(key) <= 60
+    finally:
+        await stores.aclose()

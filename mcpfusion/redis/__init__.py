@@ -54,16 +54,19 @@ def from_url(
     max_sessions: int = 10_000,
     max_events: int = 1000,
     retention: float | None = None,
+    finished_retention: float = 60.0,
     **client_options: Any,
 ) -> RedisStores:
     """Stores on the Redis at `url`. Keys and channels start with `prefix` (several servers may share
     one Redis with different prefixes). Streams expire `retention` seconds (default: the session idle
-    timeout) after their last event and keep at most ~`max_events` events each."""
+    timeout) after their last event, `finished_retention` seconds after the response that ends a request's
+    stream, and keep at most ~`max_events` events each."""
     client = connect(url, **client_options)
     return RedisStores(
         client=client,
         sessions=RedisSessionStore(client, prefix=prefix, idle_timeout=idle_timeout, max_sessions=max_sessions),
         events=RedisEventStore(client, prefix=prefix, max_events=max_events,
-                               retention=idle_timeout if retention is None else retention),
+                               retention=idle_timeout if retention is None else retention,
+                               finished_retention=finished_retention),
         broker=RedisBroker(client, prefix=prefix),
     )

@@ -3,7 +3,9 @@
 Redis gives every entry a unique, increasing id `ms-seq`; the event id sent to the client is
 `{stream}#{ms * 10**6 + seq}`, the integer form the transport expects (`stream_of`, ordering by the
 number after `#`). Retention is bounded twice: `MAXLEN ~ max_events` entries per stream, and the whole
-stream expires `retention` seconds after its last event.
+stream expires `retention` seconds after its last event, or `finished_retention` seconds after the
+event that answers its request (a client resumes a finished call within its `retry` delay, not half an
+hour later; at 1000 calls/s that is the difference between ~60k and ~2M keys in Redis).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ def _entry_id(number: int) -> str:
 
 
 # The appends of one event-loop turn, as one script call (see `coalesce`). ARGV: max_events, retention,
-# then per stream key its data (`_STORE_ALL`) or its data, channel and event-id prefix (`_PUBLISH_ALL`).
+# then per stream key its data (`_STORE_ALL`) or its data, channel, event-id prefix and retention
+# (`_PUBLISH_ALL`).
 _STORE_ALL = """
 local ids = {}
 for i, key in ipairs(KEYS) do
@@ -48,10 +51,10 @@ return ids
 _PUBLISH_ALL = """
 local out = {}
 for i, key in ipairs(KEYS) do
-  local at = 2 + (i - 1) * 3
+  local at = 2 + (i - 1) * 4
   local data = ARGV[at + 1]
   local id = redis.call('XADD', key, 'MAXLEN', '~', ARGV[1], '*', 'm', data)
-  redis.call('EXPIRE', key, ARGV[2])
+  redis.call('EXPIRE', key, ARGV[at + 4])
   local dash = string.find(id, '-', 1, true)
   local seq = string.sub(id, dash + 1)
   local num = string.sub(id, 1, dash - 1) .. string.rep('0', 6 - string.len(seq)) .. seq
@@ -66,16 +69,18 @@ class RedisEventStore:
     """`EventStore` on Redis Streams (XADD to store, XRANGE to replay)."""
 
     def __init__(
-        self, client: aioredis.Redis, *, prefix: str = "mcpf:", max_events: int = 1000, retention: float = 1800.0
+        self, client: aioredis.Redis, *, prefix: str = "mcpf:", max_events: int = 1000, retention: float = 1800.0,
+        finished_retention: float = 60.0,
     ) -> None:
         self.client = client
         self.prefix = prefix
         self.max_events = max_events
         self.retention = max(1, int(retention))
+        self.finished_retention = max(1, int(min(finished_retention, retention)))
 
         shared = [self.max_events, self.retention]
         self._stores = Coalescer(client.register_script(_STORE_ALL), shared, arity=1)
-        self._publishes = Coalescer(client.register_script(_PUBLISH_ALL), shared, arity=3)
+        self._publishes = Coalescer(client.register_script(_PUBLISH_ALL), shared, arity=4)
 
     def _key(self, stream_id: str) -> str:
         return f"{self.prefix}events:{stream_id}"
@@ -85,7 +90,10 @@ class RedisEventStore:
         returns the event id and how many subscribers got it."""
         data = json.dumps(message, separators=(",", ":"))
         id_prefix = json.dumps(f"{stream_id}#")[:-1]  # the opening quote and escaped text, no closing quote
-        number, receivers = await self._publishes.call(self._key(stream_id), data, channel, id_prefix)
+        # A response ends its request's stream (never the session's GET stream, which holds no responses).
+        finished = "method" not in message
+        retention = self.finished_retention if finished else self.retention
+        number, receivers = await self._publishes.call(self._key(stream_id), data, channel, id_prefix, retention)
         return f"{stream_id}#{int(number)}", int(receivers)
 
     async def store_event(self, stream_id: str, message: dict[str, Any] | None) -> str:
