@@ -16,8 +16,9 @@ With two cores the server is pinned to CPU 0 and wrk to CPU 1 (taskset), so they
 
 Throughput is reported twice: wrk's req/s, and requests per CPU-second of the server process (req/CPU-s), the
 req/s one worker sustains with a core to itself. On a quiet machine the two agree (the server saturates its
-core); when other jobs share the cores, req/s swings with their load while req/CPU-s stays put, so the ratios
-of the last line come from req/CPU-s by default (`--ratio-basis wall` uses req/s).
+core); when other jobs share the cores, req/s swings with their load while req/CPU-s moves much less (a
+time-sliced core still costs some cache misses), so the ratios of the last line come from req/CPU-s by default
+(`--ratio-basis wall` uses req/s). A `# busy machine` line names the cells that never had a full core.
 
 Run: `python bench/mcp_throughput.py [--duration 5] [--rounds 3] [--connections 32]`. The last line is
 `ratio_vs_sdk_2026=X ratio_vs_fastmcp_2026=Y ratio_vs_bare_fastapi=Z` (ours at 2026-07-28 over each peer).
@@ -370,10 +371,15 @@ def report(cells: dict[tuple[str, str], Target], args: argparse.Namespace) -> No
             cell = cells.get((server.key, wire))
             shown += [f"{cell.best:,.0f}", f"{cell.best_per_cpu:,.0f}"] if cell else ["n/a", "n/a"]
         print(f"| {server.label:<34} | " + " | ".join(f"{v:>20}" for v in shown) + " |")
+    starved = []
     for target in cells.values():
         rounds = ", ".join(f"{r.rps:.0f} req/s at {100 * r.server_cpu / args.duration:.0f}% cpu"
                            for r in target.rounds)
         print(f"# {target.server.key} {target.wire}: {rounds}")
+        if max(r.server_cpu for r in target.rounds) < 0.9 * args.duration:
+            starved.append(f"{target.server.key} {target.wire}")
+    if starved:
+        print(f"# busy machine: no round gave a full core to {', '.join(starved)}; re-run when it is quieter")
 
     def ratios(attr: str) -> str:
         ours = getattr(cells["mcpfusion", MODERN], attr)
