@@ -361,7 +361,7 @@ def report(cells: dict[tuple[str, str], Target], args: argparse.Namespace) -> No
           f"-c{args.connections} -d{args.duration:g}s; one uvicorn worker each (uvloop, httptools)")
     print("all MCP servers in JSON-response mode; the SDK and FastMCP serve 2026-07-28 natively (sessionless); "
           "2025-11-25 over an initialized session")
-    print("req/CPU-s = requests per CPU-second of the server process (robust to other load on the machine)")
+    print("req/CPU-s = requests per CPU-second of the server process (less sensitive to other load on the machine)")
     heads = [f"{MODERN} req/s", f"{MODERN} req/CPU-s", f"{LEGACY} req/s", f"{LEGACY} req/CPU-s"]
     print(f"| {'server':<34} | " + " | ".join(f"{h:>20}" for h in heads) + " |")
     print(f"|{'-' * 36}|" + "|".join("-" * 21 + ":" for _ in heads) + "|")
