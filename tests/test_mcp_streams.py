@@ -86,7 +86,11 @@ async def test_closed_stream_resumes_with_last_event_id(client):
                             "result": {"content": [{"type": "text", "text": "reconnected"}], "isError": False}}
     # Replaying from the priming event gives the same messages again, none lost or repeated.
     async with client.stream("GET", "/mcp", headers={**headers, "last-event-id": first[0]["id"]}) as r:
-        again = [json.loads(e["data"]) for e in await events_of(r) if e.get("data")]
+        replayed = await events_of(r)
+    # Replayed events come before any new priming event: a priming id is newer than them, so a client cut
+    # right after it would otherwise resume past events it never received.
+    assert replayed[0]["data"] != ""
+    again = [json.loads(e["data"]) for e in replayed if e.get("data")]
     assert [m.get("params", {}).get("data") for m in again[:2]] == ["before disconnect", "after reconnect"]
     assert again[-1]["id"] == 1 and len(again) == 3
     # An event id of another session is refused.

@@ -294,13 +294,15 @@ class SessionWire:
             # Subscribed before replaying, so nothing emitted in between is lost; duplicates are skipped.
             replay = await self.events.replay_after(last)
             seen = _seq(last)
-            if self._priming_wanted(session):
-                yield await self._priming(stream_id)
             for event_id, message in (replay[1] if replay else []):
                 seen = max(seen, _seq(event_id))
                 yield sse_event(event_id, message)
                 if is_response(message):
                     return
+            # Primed after the replay: a priming id is newer than the replayed events, so a client cut right
+            # after it must not resume past events it never received.
+            if self._priming_wanted(session):
+                yield await self._priming(stream_id)
             while True:
                 event_id, message = await sub.get()
                 if _seq(event_id) <= seen:
@@ -313,14 +315,14 @@ class SessionWire:
         """The session's GET stream: server notifications and requests not tied to a client request."""
         stream_id = f"{session.id}~get"
         async with self.broker.subscribe(f"session:{session.id}", "server") as sub:
-            if self._priming_wanted(session):
-                yield await self._priming(stream_id)
             replayed: set[str] = set()
             if last is not None:
                 replay = await self.events.replay_after(last)
                 for event_id, message in (replay[1] if replay else []):
                     replayed.add(event_id)
                     yield sse_event(event_id, message)
+            if self._priming_wanted(session):  # after the replay, for the same reason as in `_resume`
+                yield await self._priming(stream_id)
             while True:
                 message = await sub.get()
                 if message is None:  # the session ended
