@@ -225,3 +225,24 @@ async def test_a_finished_request_stream_is_kept_briefly(redis_server):  # noqa:
         assert 0 < await stores.client.ttl(key) <= 60
     finally:
         await stores.aclose()
+
+
+async def test_app_shutdown_closes_the_redis_stores(redis_server):  # noqa: F811
+    import httpx
+
+    from mcpfusion import MCPFusion
+
+    fusion = MCPFusion(name="closing", version="1", redis_url=redis_server.url, json_response=True)
+    app = fusion.build_app()
+    shared = fusion.transport.shared
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+            r = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+                headers={"accept": "application/json, text/event-stream"})
+            assert r.status_code == 200 and await shared.sessions.get(r.headers["mcp-session-id"]) is not None
+        async with shared.broker.subscribe("server"):  # starts the pub/sub reader task
+            pass
+        assert [t for t in asyncio.all_tasks() if t.get_name() == "mcpfusion-redis-broker"]
+    # No reader task is left pending at exit ("Task was destroyed but it is pending").
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == "mcpfusion-redis-broker" and not t.done()]

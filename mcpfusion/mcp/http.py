@@ -10,7 +10,8 @@ session; everything else is the handshake-era session wire.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
@@ -75,7 +76,7 @@ class McpHttpTransport:
     def __init__(self, engine: Engine, settings: TransportSettings | None = None) -> None:
         self.engine = engine
         self.settings = settings = settings or TransportSettings()
-        shared = _redis_stores(settings) if settings.redis_url else None
+        self.shared = shared = _redis_stores(settings) if settings.redis_url else None
         self.sessions: SessionStore = settings.session_store or (shared.sessions if shared else None) or \
             InMemorySessionStore(settings.session_idle_timeout, settings.max_sessions)
         self.events: EventStore = settings.event_store or (shared.events if shared else None) or InMemoryEventStore()
@@ -89,6 +90,22 @@ class McpHttpTransport:
         for endpoint, method in ((self.post, "POST"), (self.get, "GET"), (self.delete, "DELETE")):
             app.router.add_api_route(path, endpoint, methods=[method], include_in_schema=False,
                               name=f"mcp_{method.lower()}", route_class_override=McpRoute)
+        if self.shared is not None:
+            app.router.lifespan_context = self._closing(app.router.lifespan_context)
+
+    def _closing(self, inner: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """The app's lifespan, followed by closing the shared stores (pub/sub reader, connection pool)."""
+        shared = self.shared
+
+        @asynccontextmanager
+        async def lifespan(app: Any) -> AsyncIterator[Any]:
+            async with inner(app) as state:
+                try:
+                    yield state
+                finally:
+                    await shared.aclose()
+
+        return lifespan
 
     def invalidate(self) -> None:
         """Forget precomputed tool data (after the tool list changed)."""
