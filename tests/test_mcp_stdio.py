@@ -83,3 +83,33 @@ async def test_bridge_in_process_applies_overrides_and_answers_bad_lines():
     assert by_id[None]["error"]["code"] == -32700
     assert by_id[2]["result"]["content"][0]["text"] == "tenant=from-override"
     assert by_id[3]["error"]["code"] == -32601
+
+
+async def test_bridge_turns_an_http_401_into_a_json_rpc_error():
+    import json
+
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+
+    from mcpfusion import MCPFusion
+    from mcpfusion.mcp.stdio import StdioBridge
+
+    app = FastAPI()
+
+    @app.middleware("http")
+    async def require_token(request: Request, call_next):
+        if request.headers.get("authorization") != "Bearer ok":
+            return JSONResponse({"detail": "Missing bearer token"}, status_code=401)
+        return await call_next(request)
+
+    MCPFusion(name="locked", version="1").mount(app)
+    lines: list[dict] = []
+    bridge = StdioBridge(app, lambda text: lines.append(json.loads(text)), headers={})
+    await bridge.handle_line(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+    await bridge.close()
+    assert lines == [{"jsonrpc": "2.0", "id": 7, "error": {
+        "code": -32001,
+        "message": "HTTP 401 from the MCP endpoint: Missing bearer token. "
+                   "Set MCPFUSION_AUTHORIZATION (e.g. 'Bearer <token>') for this stdio server.",
+        "data": {"status": 401}}}]

@@ -78,6 +78,7 @@ class StdioBridge:
     ) -> None:
         self.app = app
         self.write = write
+        self.last_http_error: Any = None
         self.path = path
         self.headers = headers if headers is not None else env_headers()
         self.session_id: str | None = None
@@ -150,8 +151,17 @@ class StdioBridge:
         if status >= 400 and not messages:
             msg_id = message.get("id") if isinstance(message, dict) else None
             if msg_id is not None:
-                self._emit({"jsonrpc": "2.0", "id": msg_id,
-                            "error": {"code": -32603, "message": f"HTTP {status} from the MCP endpoint"}})
+                self._emit({"jsonrpc": "2.0", "id": msg_id, "error": self._http_error(status)})
+
+    def _http_error(self, status: int) -> dict[str, Any]:
+        """A JSON-RPC error for an HTTP-level refusal (stdout carries JSON-RPC only)."""
+        detail = self.last_http_error.get("detail") if isinstance(self.last_http_error, dict) else None
+        self.last_http_error = None
+        message = f"HTTP {status} from the MCP endpoint" + (f": {detail}" if isinstance(detail, str) else "")
+        if status in (401, 403):
+            message += ". Set MCPFUSION_AUTHORIZATION (e.g. 'Bearer <token>') for this stdio server."
+            return {"code": -32001, "message": message, "data": {"status": status}}
+        return {"code": -32603, "message": message, "data": {"status": status}}
 
     def _headers_for(self, message: Any) -> dict[str, str]:
         headers = {**self.headers, "content-type": "application/json",
@@ -244,9 +254,11 @@ class StdioBridge:
                     item = json.loads(text)
                 except ValueError:
                     item = None
-                if item is not None:
+                if isinstance(item, dict) and item.get("jsonrpc") == "2.0":
                     written.append(item)
                     self._emit(item)
+                elif item is not None:
+                    self.last_http_error = item  # e.g. FastAPI's {"detail": ...} for a 401
         return status, response_headers, written
 
     def _emit(self, message: Any) -> None:
