@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.requests import Request
 
-from .errors import UnknownToolError
+from .errors import INTERNAL_ERROR, UnknownToolError, render_tool_error
 from .mcp.callables import accepted_kwargs, context_param, invoke
 from .mcp.engine import CONTEXT_SCOPE_KEY, Engine
 from .mcp.http import McpHttpTransport
@@ -53,12 +53,16 @@ class RawTool:
             value = await invoke(self.fn, kwargs)
         except McpError:
             raise
-        except TypeError as exc:
-            return {"content": [{"type": "text", "text": f"Invalid arguments: {exc}"}], "isError": True}
         except Exception as exc:
+            if getattr(exc, "protocol_signal", False):
+                raise
+            # Same contract as actions: a self-healing error text, never the exception's own message.
             logger.exception("raw tool %s failed", self.descriptor["name"])
-            return {"content": [{"type": "text", "text": f"{self.descriptor['name']} failed: {exc}"}],
-                    "isError": True}
+            text = render_tool_error(
+                INTERNAL_ERROR, f"{self.descriptor['name']} failed with an internal error.",
+                recovery="This is a server problem, not your call; retry later or try another tool.",
+            )
+            return {"content": [{"type": "text", "text": text}], "isError": True}
         if isinstance(value, dict) and "content" in value:
             return value
         if isinstance(value, list):

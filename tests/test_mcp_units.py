@@ -132,3 +132,19 @@ async def test_tools_added_after_mount_are_listed_and_callable():
         assert r.json()["result"]["content"] == [{"type": "text", "text": "pong"}]
         fusion.remove_raw_tool("raw_ping")
         assert "raw_ping" not in await names(client)
+
+
+async def test_raw_tool_failure_never_leaks_the_exception_message():
+    from mcpfusion import MCPFusion
+
+    fusion = MCPFusion(name="raw", version="1")
+
+    @fusion.raw_tool(description="explodes")
+    async def boom():
+        raise RuntimeError("password=hunter2")
+
+    result = await fusion.raw_tools["boom"].call({}, None)
+    assert result["isError"] is True
+    text = result["content"][0]["text"]
+    assert "hunter2" not in text and "RuntimeError" not in text
+    assert text.startswith('<tool_error code="INTERNAL_ERROR" severity="error">')
