@@ -235,9 +235,9 @@ class Presenter:
             _merge_unique(out.suggestions, rendered.suggestions)
             _merge_unique(out.directives, rendered.directives)
 
-    def _validate_all(self, raws: list[Any], ctx: Any, out: _Rendered) -> list[Any]:
+    def _validate_all(self, raws: list[Any], ctx: Any, out: _Rendered | None) -> list[Any]:
         items = self._validate(raws)
-        if self.embeds:
+        if out is not None:
             for raw, item in zip(raws, items, strict=True):
                 self._embed(raw, item, ctx, out)
         return items
@@ -245,11 +245,8 @@ class Presenter:
     def render(self, data: Any, ctx: Any = None) -> _Rendered:
         """Everything but `_select`, redaction and serialization (used for embeds, too)."""
         out = _Rendered(data=None)
-        child_rules: list[str] = []
-        child_suggestions: list[Suggestion] = []
-        child_directives: list[str] = []
-        collecting = _Rendered(data=None, rules=child_rules, suggestions=child_suggestions,
-                               directives=child_directives, embeds=out.embeds)
+        # Embedded children's rules, suggestions and directives come after this presenter's own.
+        children = _Rendered(data=None, embeds=out.embeds) if self.embeds else None
         if isinstance(data, list | tuple):
             items = list(data)
             if self.max_items is not None and len(items) > self.max_items:
@@ -261,7 +258,7 @@ class Presenter:
                         "Use filters to narrow results."
                     )
                 )
-            full: Any = self._validate_all(items, ctx, collecting)
+            full: Any = self._validate_all(items, ctx, children)
             if self._collection_ui is not None:
                 out.ui_blocks.extend(_as_list(self._collection_ui(full, ctx)))
             elif self._ui is not None:
@@ -271,22 +268,24 @@ class Presenter:
                 for item in full:
                     _merge_unique(out.suggestions, _as_list(self._suggest(item, ctx)))
         else:
-            full = self._validate_all([data], ctx, collecting)[0]
+            full = self._validate_all([data], ctx, children)[0]
             if self._ui is not None:
                 out.ui_blocks.extend(_as_list(self._ui(full, ctx)))
             if self._suggest is not None:
                 _merge_unique(out.suggestions, _as_list(self._suggest(full, ctx)))
         out.data = full
         if self._static_rules is not None:
-            out.rules = list(self._static_rules)
+            out.rules = self._static_rules.copy()
         else:
             _merge_unique(out.rules, self.auto_rules)
             _merge_unique(out.rules, [r for r in _as_list(self._rules(full, ctx)) if r])
-        _merge_unique(out.rules, child_rules)
-        _merge_unique(out.suggestions, child_suggestions)
-        directives = self._directives(full, ctx) if callable(self._directives) else self._directives
-        _merge_unique(out.directives, [d for d in _as_list(directives) if d])
-        _merge_unique(out.directives, child_directives)
+        if self._directives:
+            directives = self._directives(full, ctx) if callable(self._directives) else self._directives
+            _merge_unique(out.directives, [d for d in _as_list(directives) if d])
+        if children is not None:
+            _merge_unique(out.rules, children.rules)
+            _merge_unique(out.suggestions, children.suggestions)
+            _merge_unique(out.directives, children.directives)
         return out
 
     def redact(self, data: Any) -> None:

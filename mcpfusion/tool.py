@@ -117,7 +117,7 @@ class Action:
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Strictly validated keyword arguments for the handler (flattened models rebuilt)."""
         try:
-            model = self.args_model.model_validate(arguments)
+            model = self.args_model.__pydantic_validator__.validate_python(arguments)
         except ValidationError as exc:
             raise ValidationFailed(self.label, self._explain(exc)) from None
         values = {name: getattr(model, name) for name in self.plain_args}

@@ -42,13 +42,16 @@ def fence(language: str, body: str) -> str:
 
 
 def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    text = value if isinstance(value, str) else str(value)
+    if "|" in text or "\n" in text:  # escaping only when needed: tables sit on the hot path
+        text = text.replace("|", "\\|").replace("\n", " ")
+    return text
 
 
 def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], **options: Any) -> UIBlock:
     """A markdown table."""
-    lines = ["| " + " | ".join(_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
-    lines.extend("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)
+    lines = ["| " + " | ".join([_cell(h) for h in headers]) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join([_cell(c) for c in row]) + " |" for row in rows]
     return UIBlock("markdown", "\n".join(lines), **options)
 
 
