@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 # Chained `str.replace` rather than `str.translate`: translate maps every character through a dict (about
 # 2.5 µs for a rule line), replace scans in C and returns the string itself when there is nothing to escape
 # (about 0.2 µs). `&` goes first so the entities added afterwards are not escaped twice.
@@ -24,5 +26,11 @@ def message(value: object) -> str:
 
 def bullet_block(tag: str, lines: list[str]) -> str:
     """`<tag>` + one `- line` per entry + `</tag>`."""
-    body = "\n".join(f"- {text(line)}" for line in lines)
+    return _bullet_block(tag, tuple(lines))
+
+
+@lru_cache(maxsize=4096)
+def _bullet_block(tag: str, lines: tuple[str, ...]) -> str:
+    # Rules and suggestions are mostly the same few lines call after call: render each set once.
+    body = "\n".join([f"- {text(line)}" for line in lines])
     return f"<{tag}>\n{body}\n</{tag}>"
