@@ -53,7 +53,12 @@ def command_of(service: dict) -> list[str]:
 
 def test_services_are_complete():
     assert {"app", "lb", "postgres", "redis"} <= set(SERVICES)
-    assert SERVICES["app"]["deploy"]["replicas"] >= 2
+    assert SERVICES["app"]["deploy"]["replicas"] == 3  # issue 6: three replicas, no stickiness
+    app = SERVICES["app"]
+    assert "redis" in app["depends_on"]
+    # Every replica shares the Redis stores and the request-state signing key (any replica continues a round).
+    assert app["environment"]["MCPFUSION_REDIS_URL"].startswith("redis://redis:")
+    assert app["environment"]["MCPFUSION_SIGNING_KEY"]
     for name, service in SERVICES.items():
         for dependency in service.get("depends_on", []):
             assert dependency in SERVICES, f"{name} depends on unknown service {dependency}"
