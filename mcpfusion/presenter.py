@@ -176,6 +176,19 @@ class Presenter:
         self.embeds[key] = child
         return self
 
+    @property
+    def _plain(self) -> bool:
+        """No callback, limit or embed: rendering is validation plus static rules."""
+        return (
+            self._static_rules is not None
+            and not self._directives
+            and self._ui is None
+            and self._collection_ui is None
+            and self._suggest is None
+            and self.max_items is None
+            and not self.embeds
+        )
+
     # -- introspection -----------------------------------------------------------------------------
     @property
     def field_names(self) -> list[str]:
@@ -213,8 +226,9 @@ class Presenter:
                 return [model.__pydantic_serializer__.to_python(one, mode="json")]
             if self._items_adapter is None:
                 self._items_adapter = TypeAdapter(list[self.item_model])  # type: ignore[name-defined]
-            validated = self._items_adapter.validate_python(raws, from_attributes=True)
-            return self._items_adapter.dump_python(validated, mode="json")  # type: ignore[no-any-return]
+            adapter = self._items_adapter
+            validated = adapter.validator.validate_python(raws, from_attributes=True)
+            return adapter.serializer.to_python(validated, mode="json")  # type: ignore[no-any-return]
         except ValidationError as exc:
             at = 0 if len(raws) == 1 else 1
             fields = {str(e["loc"][at]) for e in exc.errors() if len(e["loc"]) > at}
@@ -226,6 +240,11 @@ class Presenter:
         for key, child in self.embeds.items():
             value = raw.get(key) if isinstance(raw, Mapping) else getattr(raw, key, None)
             if value is None:
+                continue
+            if child._plain:
+                # Schema, static rules and redaction only: no render bookkeeping (hot path of list embeds).
+                item[key] = child._validate(value) if isinstance(value, list | tuple) else child._validate([value])[0]
+                _merge_unique(out.rules, child._static_rules or ())
                 continue
             rendered = child.render(value, ctx)
             item[key] = rendered.data

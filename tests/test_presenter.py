@@ -208,3 +208,20 @@ def test_collection_schema_mismatch_names_the_field_not_the_value():
     with pytest.raises(PresenterError) as info:
         presenter.present([{"amount": 1}, {"amount": "secret-value"}])
     assert "secret-value" not in str(info.value) and "(amount)" in str(info.value)
+
+
+def test_plain_and_rich_embedded_children_render_the_same_data_and_rules():
+    plain = Presenter("Line").schema({"sku": str, "card": str}).redact_pii(["card"]).rules(["Line rule."])
+    rich = (
+        Presenter("Line").schema({"sku": str, "card": str}).redact_pii(["card"]).rules(["Line rule."])
+        .suggest(lambda line: None)  # a callback: the full render path
+    )
+    data = {"id": "i", "lines": [{"sku": "A", "card": "4111", "junk": 1}], "line": {"sku": "B", "card": "5"}}
+    outputs = []
+    for child in (plain, rich):
+        parent = Presenter("Invoice").schema({"id": str}).rules(["Parent rule."]).embed("lines", child).embed("line", child)
+        outputs.append(parent.present(data).texts)
+    assert outputs[0] == outputs[1] == [
+        '{"id":"i","lines":[{"sku":"A","card":"[REDACTED]"}],"line":{"sku":"B","card":"[REDACTED]"}}',
+        "<domain_rules>\n- Parent rule.\n- Line rule.\n</domain_rules>",
+    ]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic_core import to_json
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from .jsonrpc import HTTP_STATUS, INVALID_REQUEST, dumps, error
+from .jsonrpc import HTTP_STATUS, INVALID_REQUEST, error
 
 SSE_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
 
@@ -27,8 +28,23 @@ def header(request: Request, name: bytes) -> str | None:
     return None if value is None else value.decode("latin-1")
 
 
+class JSONMessage(Response):
+    """A JSON-RPC message as an HTTP body, its two headers set directly (every MCP reply goes through here)."""
+
+    media_type = "application/json"
+
+    def __init__(self, message: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> None:
+        if headers:
+            super().__init__(to_json(message, fallback=str), status_code, headers)
+            return
+        self.status_code = status_code
+        self.background = None
+        self.body = to_json(message, fallback=str)  # same bytes as jsonrpc.dumps, without a str round trip
+        self.raw_headers = [(b"content-length", str(len(self.body)).encode()), (b"content-type", b"application/json")]
+
+
 def json_response(message: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(dumps(message), status_code=status, media_type="application/json", headers=headers)
+    return JSONMessage(message, status, headers)
 
 
 def error_response(
