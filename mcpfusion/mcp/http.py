@@ -90,6 +90,11 @@ class McpHttpTransport:
         for endpoint, method in ((self.post, "POST"), (self.get, "GET"), (self.delete, "DELETE")):
             app.router.add_api_route(path, endpoint, methods=[method], include_in_schema=False,
                               name=f"mcp_{method.lower()}", route_class_override=McpRoute)
+        # The MCP endpoint is the hot path: match it before /openapi.json, /docs and the app's own routes.
+        routes = app.router.routes
+        mcp_routes = routes[-3:]
+        del routes[-3:]
+        routes[:0] = mcp_routes
         if self.shared is not None:
             app.router.lifespan_context = self._closing(app.router.lifespan_context)
 
