@@ -32,3 +32,5 @@ test: install
 
 bench: install
 	$(PY) bench/presenter.py
+	$(PY) bench/mcp_throughput.py
+	$(PY) bench/scale_out.py
