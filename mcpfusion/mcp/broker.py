@@ -30,7 +30,9 @@ class Broker(Protocol):
         ...
 
 
-class _QueueSubscription:
+class QueueSubscription:
+    """A subscription delivering its topics' messages through an asyncio queue (used by every broker)."""
+
     def __init__(self) -> None:
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
 
@@ -44,7 +46,7 @@ class _QueueSubscription:
 
 class InMemoryBroker:
     def __init__(self) -> None:
-        self._topics: dict[str, list[_QueueSubscription]] = {}
+        self._topics: dict[str, list[QueueSubscription]] = {}
 
     async def publish(self, topic: str, message: Any) -> int:
         subs = self._topics.get(topic)
@@ -58,8 +60,8 @@ class InMemoryBroker:
         return bool(self._topics.get(topic))
 
     @contextlib.asynccontextmanager
-    async def subscribe(self, *topics: str) -> AsyncIterator[_QueueSubscription]:
-        sub = _QueueSubscription()
+    async def subscribe(self, *topics: str) -> AsyncIterator[QueueSubscription]:
+        sub = QueueSubscription()
         for topic in topics:
             self._topics.setdefault(topic, []).append(sub)
         try:

@@ -154,20 +154,18 @@ class McpHttpTransport:
         return await self.session_wire.post(request, message, version)
 
     async def get(self, request: Request) -> Response:
-        refusal = self._refuse(request)
-        if refusal is not None:
-            return refusal
-        version = header(request, b"mcp-protocol-version")
-        if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
-            # 2026-07-28 has no GET stream: subscriptions/listen replaces it.
-            return Response(status_code=405, headers={"Allow": "POST"})
-        return await self.session_wire.get(request)
+        return self._session_only(request) or await self.session_wire.get(request)
 
     async def delete(self, request: Request) -> Response:
+        return self._session_only(request) or await self.session_wire.delete(request)
+
+    def _session_only(self, request: Request) -> Response | None:
+        """GET and DELETE exist on the session wire only (2026-07-28 uses POST; subscriptions/listen
+        replaces the GET stream)."""
         refusal = self._refuse(request)
         if refusal is not None:
             return refusal
         version = header(request, b"mcp-protocol-version")
         if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
             return Response(status_code=405, headers={"Allow": "POST"})
-        return await self.session_wire.delete(request)
+        return None

@@ -23,6 +23,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.connection import AbstractConnection
 
+from ..mcp.broker import QueueSubscription
 from .client import UNAVAILABLE
 from .events import RedisEventStore
 
@@ -32,18 +33,7 @@ CONFIRM_TIMEOUT = 5.0
 IDLE_PING = 30.0  # seconds without traffic before the reader checks the connection with a PING
 
 
-class RedisSubscription:
-    """What `subscribe` yields: messages of its topics in arrival order."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[Any] = asyncio.Queue()
-
-    async def get(self) -> Any:
-        return await self.queue.get()
-
-    async def __aiter__(self) -> AsyncIterator[Any]:
-        while True:
-            yield await self.queue.get()
+RedisSubscription = QueueSubscription  # what `subscribe` yields: messages of its topics in arrival order
 
 
 class RedisBroker:
