@@ -12,54 +12,16 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 import time
-from typing import Literal
+from pathlib import Path
 
-from pydantic import BaseModel, Field
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as `python bench/presenter.py` from anywhere
 
-from mcpfusion import Model, Presenter, suggest, toon, ui
+from mcpfusion_server import invoice_presenter  # noqa: E402 - the same presenter the throughput bench serves
+from peers.invoice import RAW as INVOICE  # noqa: E402
 
-
-class Invoice(BaseModel):
-    id: str
-    customer: dict
-    amount_cents: int = Field(description="CENTS, divide by 100")
-    status: Literal["draft", "paid", "overdue"]
-    due_date: str
-    internal_notes: str = ""
-
-
-InvoiceModel = Model(Invoice, hidden=["internal_notes"])
-
-lines = (
-    Presenter("InvoiceLine")
-    .schema({"sku": str, "qty": int, "amount_cents": int, "card": str | None})
-    .redact_pii(["card"])
-    .rules(["Line amounts are in CENTS."])
-)
-invoice_presenter = (
-    Presenter("Invoice")
-    .schema(InvoiceModel)
-    .rules(["CRITICAL: amount_cents is in CENTS. Divide by 100.", "Status is one of draft, paid, overdue."])
-    .redact_pii(["customer.email", "customer.phone"])
-    .ui(lambda inv: [ui.table(["Field", "Value"], [["Invoice", inv["id"]], ["Amount", inv["amount_cents"] / 100],
-                                                    ["Status", inv["status"]]])])
-    .suggest(lambda inv: [suggest("billing.remind", "Send a payment reminder") if inv["status"] == "overdue" else None])
-    .embed("lines", lines)
-)
-
-INVOICE = {
-    "id": "inv_1042",
-    "customer": {"name": "Ada Lovelace", "email": "ada@example.com", "phone": "+44 20 7946 0000"},
-    "amount_cents": 129900,
-    "status": "overdue",
-    "due_date": "2026-11-01",
-    "internal_notes": "cost basis 80000",
-    "lines": [
-        {"sku": "PLAN-PRO", "qty": 1, "amount_cents": 99900, "card": "4111 1111 1111 1111"},
-        {"sku": "SEATS", "qty": 3, "amount_cents": 30000, "card": None},
-    ],
-}
+from mcpfusion import toon  # noqa: E402
 
 
 def per_call(fn, *, rounds: int = 7, number: int = 2000) -> float:
