@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.requests import Request
 
-from .errors import INTERNAL_ERROR, UnknownToolError, render_tool_error
+from .errors import INTERNAL_ERROR, ToolError, UnknownToolError
 from .mcp.callables import accepted_kwargs, context_param, invoke
 from .mcp.engine import CONTEXT_SCOPE_KEY, Engine
 from .mcp.http import McpHttpTransport
@@ -58,10 +58,10 @@ class RawTool:
                 raise
             # Same contract as actions: a self-healing error text, never the exception's own message.
             logger.exception("raw tool %s failed", self.descriptor["name"])
-            text = render_tool_error(
+            text = ToolError(
                 INTERNAL_ERROR, f"{self.descriptor['name']} failed with an internal error.",
                 recovery="This is a server problem, not your call; retry later or try another tool.",
-            )
+            ).render()
             return {"content": [{"type": "text", "text": text}], "isError": True}
         if isinstance(value, dict) and "content" in value:
             return value

@@ -65,15 +65,24 @@ class ToolError(Exception):
         self.retry_after = retry_after
 
     def render(self) -> str:
-        return render_tool_error(
-            self.code,
-            self.message,
-            recovery=self.recovery,
-            available_actions=self.available_actions,
-            severity=self.severity,
-            details=self.details,
-            retry_after=self.retry_after,
-        )
+        """The exact `<tool_error>` text (the one place that writes it)."""
+        lines = [f'<tool_error code="{markup.attr(self.code)}" severity="{markup.attr(self.severity)}">']
+        lines.append(f"<message>{markup.message(self.message)}</message>")
+        if self.recovery:
+            lines.append(f"<recovery>{markup.message(self.recovery)}</recovery>")
+        if self.retry_after is not None:
+            lines.append(f"<retry_after>{_number(self.retry_after)}</retry_after>")
+        if self.details:
+            lines.append("<details>")
+            for key, value in self.details.items():
+                lines.append(f'  <detail key="{markup.attr(key)}">{markup.message(value)}</detail>')
+            lines.append("</details>")
+        if self.available_actions:
+            lines.append("<available_actions>")
+            lines.extend(f"  <action>{markup.message(a)}</action>" for a in self.available_actions)
+            lines.append("</available_actions>")
+        lines.append("</tool_error>")
+        return "\n".join(lines)
 
 
 class UnknownToolError(ToolError):
@@ -103,35 +112,6 @@ class ValidationFailed(Exception):
 
     def render(self) -> str:
         return render_validation_error(self.action_label, self.fields)
-
-
-def render_tool_error(
-    code: str,
-    message: str,
-    *,
-    recovery: str | None = None,
-    available_actions: Sequence[str] = (),
-    severity: str = "error",
-    details: Mapping[str, Any] | None = None,
-    retry_after: float | None = None,
-) -> str:
-    lines = [f'<tool_error code="{markup.attr(code)}" severity="{markup.attr(severity)}">']
-    lines.append(f"<message>{markup.message(message)}</message>")
-    if recovery:
-        lines.append(f"<recovery>{markup.message(recovery)}</recovery>")
-    if retry_after is not None:
-        lines.append(f"<retry_after>{_number(retry_after)}</retry_after>")
-    if details:
-        lines.append("<details>")
-        for key, value in details.items():
-            lines.append(f'  <detail key="{markup.attr(key)}">{markup.message(value)}</detail>')
-        lines.append("</details>")
-    if available_actions:
-        lines.append("<available_actions>")
-        lines.extend(f"  <action>{markup.message(a)}</action>" for a in available_actions)
-        lines.append("</available_actions>")
-    lines.append("</tool_error>")
-    return "\n".join(lines)
 
 
 def render_validation_error(action_label: str, fields: list[tuple[str, str]]) -> str:
