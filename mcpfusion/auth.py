@@ -14,6 +14,8 @@ from fastapi import HTTPException
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from .problem import http_problem_response
+
 
 def unauthorized(description: str = "A valid bearer token is required.", *, error: str | None = "invalid_token"
                  ) -> HTTPException:
@@ -114,9 +116,6 @@ class RequireBearer:
         try:
             scope[AUTH_SCOPE_KEY] = await self.authenticate(Request(scope))
         except HTTPException as exc:
-            from starlette.responses import JSONResponse
-
-            response = JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
-            await response(scope, receive, send)
+            await http_problem_response(exc, scope["path"])(scope, receive, send)
             return
         await self.app(scope, receive, send)

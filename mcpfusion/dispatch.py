@@ -19,7 +19,6 @@ from .errors import (
     FORBIDDEN,
     INTERNAL_ERROR,
     UNAUTHORIZED,
-    VALIDATION_ERROR,
     ToolError,
     UnknownToolError,
     ValidationFailed,
@@ -27,7 +26,7 @@ from .errors import (
 )
 from .presenter import Presenter
 from .redaction import RedactionError
-from .response import ResponseView, ToolResponse, success, success_structured, to_jsonable, tool_error
+from .response import ToolResponse, error_response, success, success_structured, to_jsonable, tool_error
 from .select import SELECT_PARAM, select_keys
 from .tool import DISCRIMINATOR, Action, Tool, missing_discriminator, unknown_action
 
@@ -119,7 +118,7 @@ class ToolRegistry:
         except UnknownToolError:
             raise
         except ToolError as exc:
-            return _error_response(exc.code, exc.render())
+            return error_response(exc)
         return await self.call_action(action, arguments, request, raise_http=raise_http)
 
     async def call_action(
@@ -141,13 +140,11 @@ class ToolRegistry:
                     result = await run_in_threadpool(action.fn, **kwargs)
                 ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
                 return present(action, result, presenter, ctx, select)
-        except ToolError as exc:
-            return _error_response(exc.code, exc.render())
-        except ValidationFailed as exc:
-            return _error_response(VALIDATION_ERROR, exc.render())
+        except (ToolError, ValidationFailed) as exc:
+            return error_response(exc)
         except DependencyErrors as exc:
             fields = [(field_path(e.get("loc", ())), f"{e.get('msg', 'invalid')}.") for e in exc.errors]
-            return _error_response(VALIDATION_ERROR, ValidationFailed(action.label, fields).render())
+            return error_response(ValidationFailed(action.label, fields))
         except HTTPException as exc:
             if raise_http:
                 raise
@@ -184,10 +181,6 @@ def _pop_select(action: Action, arguments: dict[str, Any]) -> list[str] | None:
             [(SELECT_PARAM, f"Use a list of these field names: {', '.join(allowed)}. You sent: {raw!r}.")],
         )
     return raw
-
-
-def _error_response(code: str, text: str) -> ToolResponse:
-    return ToolResponse([text], is_error=True, view=ResponseView(error_code=code))
 
 
 def present(

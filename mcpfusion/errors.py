@@ -102,13 +102,27 @@ class UnknownToolError(ToolError):
         return f"Unknown tool: {self.name}. Available tools: {', '.join(self.available) or 'none'}."
 
 
+VALIDATION_RECOVERY = "Fix the fields above and call the tool again."
+
+
 class ValidationFailed(Exception):
-    """Arguments did not validate; carries the rendered `<validation_error>` text."""
+    """Arguments did not validate; carries the rendered `<validation_error>` text.
+
+    It answers the same attributes as `ToolError` (code, message, recovery...), so that REST's problem
+    details are built from either without knowing which."""
+
+    code = VALIDATION_ERROR
+    severity = "error"
+    available_actions: list[str] = []
+    details: dict[str, Any] = {}
+    retry_after: float | None = None
+    recovery = VALIDATION_RECOVERY
 
     def __init__(self, action_label: str, fields: list[tuple[str, str]]) -> None:
         super().__init__(f"invalid arguments for {action_label}")
         self.action_label = action_label
         self.fields = fields
+        self.message = f"The arguments of {action_label} are not valid."
 
     def render(self) -> str:
         return render_validation_error(self.action_label, self.fields)
@@ -117,7 +131,7 @@ class ValidationFailed(Exception):
 def render_validation_error(action_label: str, fields: list[tuple[str, str]]) -> str:
     lines = [f'<validation_error action="{markup.attr(action_label)}">']
     lines.extend(f'<field name="{markup.attr(name)}">{markup.message(msg)}</field>' for name, msg in fields)
-    lines.append("<recovery>Fix the fields above and call the tool again.</recovery>")
+    lines.append(f"<recovery>{VALIDATION_RECOVERY}</recovery>")
     lines.append("</validation_error>")
     return "\n".join(lines)
 

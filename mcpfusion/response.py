@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from pydantic_core import to_json
 
 from . import markup, toon
-from .errors import ToolError
+from .errors import ToolError, ValidationFailed
 from .ui import UIBlock
 
 
@@ -40,6 +40,7 @@ class ResponseView:
     ui_blocks: list[UIBlock] = field(default_factory=list)
     suggestions: list[Suggestion] = field(default_factory=list)
     error_code: str | None = None
+    error: ToolError | ValidationFailed | None = None  # what REST turns into problem details
 
 
 class ToolResponse:
@@ -126,11 +127,15 @@ def tool_error(
     retry_after: float | None = None,
 ) -> ToolResponse:
     """A self-healing `<tool_error>` result the agent can fix its call from."""
-    text = ToolError(
+    return error_response(ToolError(
         code, message, recovery=recovery, available_actions=available_actions, severity=severity,
         details=details, retry_after=retry_after,
-    ).render()
-    return ToolResponse([text], is_error=True, view=ResponseView(error_code=code))
+    ))
+
+
+def error_response(exc: ToolError | ValidationFailed) -> ToolResponse:
+    """The self-healing result of a raised error; the error itself rides along for REST's problem details."""
+    return ToolResponse([exc.render()], is_error=True, view=ResponseView(error_code=exc.code, error=exc))
 
 
 def toon_success(data: Any) -> ToolResponse:

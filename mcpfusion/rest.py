@@ -1,7 +1,8 @@
 """REST adapter: `POST /api/{tool}/{action}` for every action, with the same DI, validation and presenter.
 
-A success's body is the data exactly as the MCP data block carries it (after `_select` and redaction);
-a tool error answers its HTTP status with the same self-healing text.
+A success's body is the data exactly as the MCP data block carries it (after `_select` and redaction, with
+the same serializer); every error, whether a tool's, a dependency's, routing's or a crash, is RFC 9457
+problem details (`mcpfusion.problem`) with the same code, message, recovery and actions as the agent's.
 """
 
 from __future__ import annotations
@@ -10,43 +11,34 @@ import json
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import PlainTextResponse, Response
 
 from .dispatch import ToolRegistry
-from .errors import VALIDATION_ERROR, ValidationFailed, http_status
-from .response import ToolResponse
+from .errors import INTERNAL_ERROR, ToolError, field_path
+from .problem import (
+    PROBLEM_SCHEMA,
+    http_problem_response,
+    openapi_errors,
+    problem_of,
+    problem_of_result,
+    problem_response,
+    validation_problem,
+)
+from .response import ToolResponse, dumps
 from .schema import inline_refs
-from .tool import Action
-
-ERROR_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "error": {
-            "type": "object",
-            "properties": {
-                "code": {"type": "string"},
-                "message": {"type": "string", "description": "The self-healing text, as MCP sends it."},
-            },
-            "required": ["code", "message"],
-        }
-    },
-    "required": ["error"],
-}
+from .tool import Action, unknown_action
 
 
-def rest_body(response: ToolResponse) -> Response:
-    """The HTTP response for a tool response."""
+def rest_body(response: ToolResponse, request: Request | None = None) -> Response:
+    """The HTTP response for a tool response: the data block's JSON, or problem details."""
     if response.is_error:
-        code = response.error_code or "ERROR"
-        return JSONResponse(
-            {"error": {"code": code, "message": response.text}}, status_code=http_status(code)
-        )
+        return problem_response(problem_of_result(response, instance=request.url.path if request else None))
     data = response.view.data if response.structured_content is None else response.structured_content
-    return Response(
-        json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str),
-        media_type="application/json",
-    )
+    return Response(dumps(data), media_type="application/json")
 
 
 def _output_schema(action: Action) -> dict[str, Any]:
@@ -67,27 +59,18 @@ def _endpoint(registry: ToolRegistry, action: Action) -> Any:
         except (ValueError, UnicodeDecodeError):
             arguments = None
         if not isinstance(arguments, dict):
-            failed = ValidationFailed(action.label, [("(body)", "Send a JSON object of the action's parameters.")])
-            return JSONResponse(
-                {"error": {"code": VALIDATION_ERROR, "message": failed.render()}}, status_code=422
-            )
-        return rest_body(await registry.call_action(action, arguments, request))
+            fields = [("(body)", "Send a JSON object of the action's parameters.")]
+            return validation_problem(action.label, fields, request.url.path)
+        return rest_body(await registry.call_action(action, arguments, request), request)
 
     call_action.__name__ = f"{action.tool.name}_{action.name}"
     return call_action
 
 
 def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api") -> None:
-    """One documented POST route per action."""
+    """One documented POST route per action; every error under `prefix` answers problem details."""
+    errors = openapi_errors()
     for action in registry.actions():
-        errors = {
-            str(status): {
-                "description": description,
-                "content": {"application/json": {"schema": ERROR_SCHEMA}},
-            }
-            for status, description in [(401, "Missing or bad credentials"), (404, "Not found"),
-                                        (422, "Invalid parameters")]
-        }
         app.add_api_route(
             f"{prefix}/{action.tool.name}/{action.name}",
             _endpoint(registry, action),
@@ -112,3 +95,67 @@ def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api
                 },
             },
         )
+    install_problem_handlers(app, registry, prefix)
+    _document_problem(app)
+
+
+def _unknown(registry: ToolRegistry, path: str, prefix: str) -> ToolError:
+    """Why `path` (under `prefix`) names no action: an unknown tool, or an unknown action of a tool."""
+    tool_name, _, action_name = path[len(prefix) + 1:].partition("/")
+    try:
+        registry.find(tool_name, action_name)
+    except ToolError as exc:
+        return exc
+    return unknown_action(registry.tools[tool_name], action_name)  # a deeper path under a real action
+
+
+def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str = "/api") -> None:
+    """Errors of requests under `prefix` (routing, dependencies, crashes) become problem details; the app's
+    other paths keep the handlers they had."""
+    previous_http = app.exception_handlers.get(StarletteHTTPException, http_exception_handler)
+    previous_validation = app.exception_handlers.get(RequestValidationError, request_validation_exception_handler)
+    previous_crash = app.exception_handlers.get(Exception)
+
+    def ours(request: Request) -> bool:
+        return request.url.path.startswith(prefix + "/")
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        if not ours(request) or not isinstance(exc, StarletteHTTPException):
+            return await previous_http(request, exc)  # type: ignore[no-any-return]
+        path = request.url.path
+        if exc.status_code == 404 and exc.detail == "Not Found":  # routing found no action at this path
+            return problem_response(problem_of(_unknown(registry, path, prefix), instance=path))
+        return http_problem_response(exc, path)
+
+    async def on_validation(request: Request, exc: Exception) -> Response:
+        if not ours(request) or not isinstance(exc, RequestValidationError):
+            return await previous_validation(request, exc)  # type: ignore[no-any-return]
+        fields = [(field_path(e.get("loc", ())), f"{e.get('msg', 'invalid')}.") for e in exc.errors()]
+        return validation_problem(request.url.path, fields, request.url.path)
+
+    async def on_crash(request: Request, exc: Exception) -> Response:
+        if not ours(request):
+            if previous_crash is not None:
+                return await previous_crash(request, exc)  # type: ignore[no-any-return]
+            return PlainTextResponse("Internal Server Error", status_code=500)
+        failed = ToolError(INTERNAL_ERROR, "The request failed with an internal error.",
+                           recovery="This is a server problem, not your call; retry later.")
+        return problem_response(problem_of(failed, instance=request.url.path))
+
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(Exception, on_crash)
+
+
+def _document_problem(app: FastAPI) -> None:
+    """Add the `Problem` schema the error responses refer to."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = generate()
+            schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

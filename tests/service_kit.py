@@ -170,7 +170,7 @@ async def call(transport: str, app: FastAPI, tool: str, action: str, args: dict[
             r = await rest(client, tool, action, args, token)
             body = r.json()
             if r.status_code >= 400:
-                return Outcome(body["error"]["code"], None, r.text)
+                return Outcome(body["code"], None, r.text)
             return Outcome(None, body, r.text)
         r = await mcp(client, tool, action, args, token)
         assert r.status_code == 200, r.text

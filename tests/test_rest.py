@@ -1,6 +1,7 @@
 """REST side by side with MCP: same data for the same call, same self-healing error for the same bad call."""
 
 import json
+from xml.etree import ElementTree
 
 import httpx
 import pytest
@@ -84,32 +85,87 @@ async def test_same_data_on_rest_and_mcp_after_select_and_redaction(client):
     assert "ada@example.com" not in rest.text
 
 
+def tool_error_parts(text: str) -> dict:
+    """The agent's `<tool_error>` / `<validation_error>` as a dict (it is well-formed XML)."""
+    root = ElementTree.fromstring(text)
+    return {
+        "code": root.get("code", "VALIDATION_ERROR"),
+        "detail": root.findtext("message"),
+        "recovery": root.findtext("recovery"),
+        "available_actions": [a.text for a in root.iter("action")],
+        "errors": [{"field": f.get("name"), "detail": f.text} for f in root.iter("field")],
+    }
+
+
+def assert_problem(response: httpx.Response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    body = response.json()
+    assert body["type"] == f"urn:mcpfusion:error:{code}" and body["code"] == code and body["status"] == status
+    assert body["title"] and body["detail"]
+    assert "<tool_error" not in response.text and "<validation_error" not in response.text and "</" not in response.text
+    return body
+
+
 async def test_same_error_for_the_same_bad_call(client):
     auth = {"authorization": "Bearer good"}
     cases = [({"id": "inv_404"}, 404, "NOT_FOUND"), ({"id": 5, "extra": 1}, 422, "VALIDATION_ERROR")]
     for args, status, code in cases:
         rest = await client.post("/api/billing/get_invoice", json=args, headers=auth)
-        assert rest.status_code == status
-        assert rest.json()["error"]["code"] == code
+        body = assert_problem(rest, status, code)
         mcp = (await mcp_call(client, {"action": "get_invoice", **args}, auth)).json()["result"]
         assert mcp["isError"] is True
-        assert mcp["content"][0]["text"] == rest.json()["error"]["message"]
+        agent = tool_error_parts(mcp["content"][0]["text"])
+        assert body["recovery"] == agent["recovery"]
+        assert body.get("available_actions", []) == agent["available_actions"]
+        assert body.get("errors", []) == agent["errors"]
+        if code != "VALIDATION_ERROR":
+            assert body["detail"] == agent["detail"]
+    assert [e["field"] for e in body["errors"]] == ["id", "extra"]
 
 
-async def test_structured_output_and_bad_bodies(client):
-    rest = await client.post("/api/billing/totals", json={})
-    assert rest.json() == {"count": 1, "total_cents": 1250}
-    mcp = (await mcp_call(client, {"action": "totals"})).json()["result"]
-    assert mcp.get("structuredContent") is None or mcp["structuredContent"] == rest.json()
+async def test_unknown_tool_action_method_and_bodies_are_problems(client):
+    unknown_tool = assert_problem(await client.post("/api/nope/x", json={}), 404, "UNKNOWN_TOOL")
+    assert unknown_tool["available_actions"] == ["billing"] and unknown_tool["instance"] == "/api/nope/x"
+    unknown_action = assert_problem(await client.post("/api/billing/nope", json={}), 404, "UNKNOWN_ACTION")
+    assert "billing.get_invoice" in unknown_action["available_actions"]
+    assert "get_invoice" in unknown_action["recovery"]
+    assert_problem(await client.post("/api/billing", json={}), 404, "UNKNOWN_ACTION")
+    assert_problem(await client.post("/api/billing/totals/deeper", json={}), 404, "UNKNOWN_ACTION")
+    wrong_method = assert_problem(await client.delete("/api/billing/totals"), 405, "METHOD_NOT_ALLOWED")
+    assert "POST" in wrong_method["recovery"]
     for body in (b"{not json", b"[1,2]", b'"str"'):
         bad = await client.post("/api/billing/totals", content=body, headers={"content-type": "application/json"})
-        assert bad.status_code == 422 and bad.json()["error"]["code"] == "VALIDATION_ERROR"
-    assert (await client.post("/api/billing/nope", json={})).status_code in (404, 405)
+        assert assert_problem(bad, 422, "VALIDATION_ERROR")["errors"][0]["field"] == "(body)"
+    assert (await client.get("/nope")).json() == {"detail": "Not Found"}  # the app's other paths: untouched
+
+
+async def test_rate_limit_and_crashes_are_problems():
+    limited = Tool("limited")
+
+    @limited.action()
+    async def hit():
+        raise ToolError("RATE_LIMITED", "Too many calls.", recovery="Slow down.", retry_after=2.5)
+
+    app = MCPFusion(name="limits", tools=[limited]).build_app()
+
+    @app.post("/api/crash/now")
+    async def crash():
+        raise RuntimeError("secret internals")
+
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        r = await http.post("/api/limited/hit", json={})
+        body = assert_problem(r, 429, "RATE_LIMITED")
+        assert body["retry_after"] == 2.5 and r.headers["retry-after"] == "3" and body["recovery"] == "Slow down."
+        crashed = assert_problem(await http.post("/api/crash/now"), 500, "INTERNAL_ERROR")
+        assert "secret" not in json.dumps(crashed)
 
 
 async def test_auth_dependency_gives_401_with_www_authenticate_on_rest_and_mcp(client):
     rest = await client.post("/api/billing/get_invoice", json={"id": "inv_1"})
-    assert rest.status_code == 401 and rest.headers["www-authenticate"] == "Bearer"
+    assert assert_problem(rest, 401, "UNAUTHORIZED")["detail"] == "Missing or bad bearer token"
+    assert rest.headers["www-authenticate"] == "Bearer"
     mcp = await mcp_call(client, {"action": "get_invoice", "id": "inv_1"})
     assert mcp.status_code == 401 and mcp.headers["www-authenticate"] == "Bearer"
 
@@ -120,5 +176,12 @@ async def test_openapi_documents_every_action_and_healthz(client):
     assert op["requestBody"]["content"]["application/json"]["schema"]["required"] == ["id"]
     assert "email" in json.dumps(op["responses"]["200"])
     assert "/api/billing/totals" in spec["paths"]
+    problem_schema = spec["components"]["schemas"]["Problem"]
+    for path, operations in spec["paths"].items():
+        for operation in operations.values() if path.startswith("/api/") else ():
+            for status in ("401", "404", "422", "429", "500", "default"):
+                content = operation["responses"][status]["content"]
+                assert content == {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    assert problem_schema["required"] == ["type", "title", "status", "detail", "code"]
     assert (await client.get("/healthz")).status_code == 200
     assert (await client.get("/docs")).status_code == 200

@@ -186,7 +186,7 @@ async def test_missing_credential_status_on_rest(tmp_path, monkeypatch):
     async with asgi_client(app) as client:
         r = await rest(client, "billing", "record_payment", {"id": "inv_0001", "amount_cents": 100}, "demo-admin")
     assert r.status_code == 503
-    assert r.json()["error"]["code"] == "MISSING_CREDENTIAL"
+    assert r.json()["code"] == "MISSING_CREDENTIAL"
 
 
 async def test_credential_from_environment(tmp_path, monkeypatch):

@@ -179,7 +179,7 @@ async def test_rest_openapi_documents_actions(app):
         assert spec["paths"]["/api/billing/get_invoice"]["post"]["security"] == [{"bearer": []}]
         assert "security" not in spec["paths"]["/healthz"]["get"]
         r = await rest(client, "billing", "create_invoice", {"customer_id": "cus_0001"}, "demo-admin")
-        assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR"
+        assert r.status_code == 422 and r.json()["code"] == "VALIDATION_ERROR"
         r = await rest(client, "billing", "get_invoice", {"id": "nope"}, "demo-admin")
         assert r.status_code == 404
 

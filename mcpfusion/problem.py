@@ -1,0 +1,202 @@
+"""RFC 9457 problem details: the one shape of every REST error (`application/problem+json`).
+
+A problem carries exactly what the agent's self-healing error carries (code, message, recovery hint,
+available actions, details, retry delay, invalid fields), as plain JSON without markup:
+
+    {"type": "urn:mcpfusion:error:NOT_FOUND", "title": "Not Found", "status": 404,
+     "detail": "Invoice \"inv_9\" was not found.", "code": "NOT_FOUND",
+     "recovery": "Call billing with action list_invoices first.", "available_actions": ["billing.list_invoices"]}
+
+Errors raised by tools, by dependencies (`HTTPException`), by routing (unknown tool or action, wrong method)
+and by middleware (`RequireBearer`) all come through `problem_response`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from http import HTTPStatus
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+
+from .errors import (
+    FORBIDDEN,
+    INTERNAL_ERROR,
+    NOT_FOUND,
+    RATE_LIMITED,
+    UNAUTHORIZED,
+    ToolError,
+    ValidationFailed,
+    http_status,
+)
+from .response import ToolResponse, dumps
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+TYPE_PREFIX = "urn:mcpfusion:error:"
+METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
+
+# HTTP-level failures (raised by dependencies, routing or middleware) as tool error codes, with a recovery.
+_HTTP_CODES: dict[int, tuple[str, str]] = {
+    400: ("BAD_REQUEST", "Fix the request and send it again."),
+    401: (UNAUTHORIZED, "Send Authorization: Bearer <token> with a valid token."),
+    403: (FORBIDDEN, "Use credentials that are allowed to call this action."),
+    404: (NOT_FOUND, "Check the URL: REST actions live at /api/{tool}/{action}."),
+    405: (METHOD_NOT_ALLOWED, "Use one of the methods listed in the Allow header."),
+    413: ("PAYLOAD_TOO_LARGE", "Send a smaller request body."),
+    415: ("UNSUPPORTED_MEDIA_TYPE", "Send the parameters as application/json."),
+    429: (RATE_LIMITED, "Wait for the time given in Retry-After, then call again."),
+}
+
+# Every status a REST operation may answer with a problem, for OpenAPI.
+DOCUMENTED = {
+    400: "The action refused the call (a handler-specific code: read code, detail and recovery)",
+    401: "Missing or bad credentials",
+    403: "The credentials may not call this action",
+    404: "Unknown tool or action, or the object the call names does not exist",
+    409: "The object is not in a state that allows the call",
+    413: "Request body too large",
+    415: "The body is not JSON",
+    422: "Invalid parameters (errors lists every invalid field)",
+    429: "Rate limited (see Retry-After)",
+    500: "Server error (never a traceback)",
+    503: "A credential or service the action needs is unavailable",
+}
+
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "RFC 9457 problem details, carrying the agent's self-healing error without markup.",
+    "properties": {
+        "type": {"type": "string", "description": "urn:mcpfusion:error:{code}"},
+        "title": {"type": "string", "description": "The HTTP status phrase."},
+        "status": {"type": "integer"},
+        "detail": {"type": "string", "description": "What went wrong (the <message> the agent reads)."},
+        "instance": {"type": "string", "description": "The request path."},
+        "code": {"type": "string", "description": "The tool error code, e.g. NOT_FOUND or VALIDATION_ERROR."},
+        "severity": {"type": "string"},
+        "recovery": {"type": "string", "description": "How to fix the call."},
+        "available_actions": {"type": "array", "items": {"type": "string"}},
+        "errors": {
+            "type": "array",
+            "description": "Invalid fields (validation errors).",
+            "items": {
+                "type": "object",
+                "properties": {"field": {"type": "string"}, "detail": {"type": "string"}},
+                "required": ["field", "detail"],
+            },
+        },
+        "details": {"type": "object"},
+        "retry_after": {"type": "number", "description": "Seconds to wait before calling again."},
+    },
+    "required": ["type", "title", "status", "detail", "code"],
+}
+
+
+def _title(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
+def problem(
+    status: int,
+    code: str,
+    message: str,
+    *,
+    recovery: str | None = None,
+    available_actions: Sequence[str] = (),
+    details: Mapping[str, Any] | None = None,
+    retry_after: float | None = None,
+    errors: Sequence[tuple[str, str]] = (),
+    severity: str | None = None,
+    instance: str | None = None,
+) -> dict[str, Any]:
+    """A problem details object (members without a value are left out)."""
+    body: dict[str, Any] = {
+        "type": TYPE_PREFIX + code, "title": _title(status), "status": status, "detail": message, "code": code,
+    }
+    if instance:
+        body["instance"] = instance
+    if severity and severity != "error":
+        body["severity"] = severity
+    if recovery:
+        body["recovery"] = recovery
+    if available_actions:
+        body["available_actions"] = list(available_actions)
+    if errors:
+        body["errors"] = [{"field": name, "detail": text} for name, text in errors]
+    if details:
+        body["details"] = dict(details)
+    if retry_after is not None:
+        body["retry_after"] = retry_after
+    return body
+
+
+def problem_of(error: ToolError | ValidationFailed, *, status: int | None = None, instance: str | None = None
+               ) -> dict[str, Any]:
+    """The problem for a self-healing error: the same code, message, recovery and actions."""
+    return problem(
+        status or http_status(error.code), error.code, error.message, recovery=error.recovery,
+        available_actions=error.available_actions, details=error.details, retry_after=error.retry_after,
+        errors=error.fields if isinstance(error, ValidationFailed) else (), severity=error.severity,
+        instance=instance,
+    )
+
+
+def problem_of_result(response: ToolResponse, *, instance: str | None = None) -> dict[str, Any]:
+    """The problem for an error result (a hand-made `error(...)` has only its code and text)."""
+    if response.view.error is not None:
+        return problem_of(response.view.error, instance=instance)
+    code = response.error_code or "ERROR"
+    return problem(http_status(code), code, response.text, instance=instance)
+
+
+def problem_of_http(exc: HTTPException, *, instance: str | None = None) -> dict[str, Any]:
+    """The problem for an `HTTPException` (a dependency's 401/403, routing's 404/405, a middleware's 429)."""
+    status = exc.status_code
+    code, recovery = _HTTP_CODES.get(status, (INTERNAL_ERROR if status >= 500 else f"HTTP_{status}", ""))
+    detail = exc.detail if isinstance(exc.detail, str) and exc.detail else _title(status)
+    if status == 405 and exc.headers and exc.headers.get("Allow"):
+        recovery = f"Use one of these methods: {exc.headers['Allow']}."
+    retry = (exc.headers or {}).get("Retry-After")
+    retry_after = float(retry) if status == 429 and retry and retry.isdigit() else None
+    details = exc.detail if isinstance(exc.detail, dict) else None
+    return problem(status, code, detail, recovery=recovery or None, details=details, retry_after=retry_after,
+                   instance=instance)
+
+
+def problem_response(body: dict[str, Any], headers: Mapping[str, str] | None = None) -> Response:
+    """The `application/problem+json` response; 401 always challenges, a retry delay is a Retry-After."""
+    out = dict(headers or {})
+    if body["status"] == 401 and not any(k.lower() == "www-authenticate" for k in out):
+        out["WWW-Authenticate"] = "Bearer"
+    retry_after = body.get("retry_after")
+    if retry_after is not None and not any(k.lower() == "retry-after" for k in out):
+        out["Retry-After"] = str(max(0, math.ceil(retry_after)))
+    return Response(dumps(body), status_code=body["status"], headers=out, media_type=PROBLEM_MEDIA_TYPE)
+
+
+def http_problem_response(exc: HTTPException, path: str | None = None) -> Response:
+    """`problem_response` for an `HTTPException`, keeping its headers (WWW-Authenticate, Allow...)."""
+    return problem_response(problem_of_http(exc, instance=path), exc.headers)
+
+
+def validation_problem(label: str, fields: list[tuple[str, str]], path: str | None = None) -> Response:
+    return problem_response(problem_of(ValidationFailed(label, fields), instance=path))
+
+
+def openapi_errors(schema_ref: str = "#/components/schemas/Problem") -> dict[str, Any]:
+    """The documented error responses of one REST operation (every one of them problem+json)."""
+    content = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": schema_ref}}}
+    responses: dict[str, Any] = {str(s): {"description": d, "content": content} for s, d in DOCUMENTED.items()}
+    responses["401"]["headers"] = {
+        "WWW-Authenticate": {"description": "The bearer challenge (RFC 6750)", "schema": {"type": "string"}}
+    }
+    responses["429"]["headers"] = {
+        "Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}
+    }
+    responses["default"] = {"description": "Any other error, as problem details", "content": content}
+    return responses
+
