@@ -195,6 +195,7 @@ def present(
     if action.output_schema is not None and isinstance(data, dict):
         response = success_structured(data)
         if select:
-            response.texts = success(select_keys(data, select)).texts
+            selected = success(select_keys(response.structured_content, select))
+            response.texts, response.view.data = selected.texts, selected.view.data
         return response
     return success(select_keys(data, select) if select else data)

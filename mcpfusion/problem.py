@@ -31,7 +31,8 @@ from .errors import (
     ValidationFailed,
     http_status,
 )
-from .response import ToolResponse, dumps
+from .response import ToolResponse
+from .serializer import dumps
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 TYPE_PREFIX = "urn:mcpfusion:error:"

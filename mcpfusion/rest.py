@@ -28,8 +28,9 @@ from .problem import (
     problem_response,
     validation_problem,
 )
-from .response import ToolResponse, dumps
+from .response import ToolResponse
 from .schema import inline_refs
+from .serializer import dumps
 from .tool import Action, unknown_action
 
 
@@ -37,8 +38,8 @@ def rest_body(response: ToolResponse, request: Request | None = None) -> Respons
     """The HTTP response for a tool response: the data block's JSON, or problem details."""
     if response.is_error:
         return problem_response(problem_of_result(response, instance=request.url.path if request else None))
-    data = response.view.data if response.structured_content is None else response.structured_content
-    return Response(dumps(data), media_type="application/json")
+    # The data block's data (after _select and redaction), whatever other shape structuredContent has.
+    return Response(dumps(response.view.data), media_type="application/json")
 
 
 def _output_schema(action: Action) -> dict[str, Any]:

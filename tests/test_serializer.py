@@ -1,0 +1,109 @@
+"""One JSON serializer: the same data is the same bytes on REST and in MCP's data block (both wires), and
+structuredContent carries the same values."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+import uuid
+from decimal import Decimal
+
+import httpx
+import pytest
+from pydantic import BaseModel
+
+from mcpfusion import MCPFusion, Tool, success_structured
+from mcpfusion.serializer import dumps, jsonable
+from tests.service_kit import McpSession, asgi_client, build, mcp, rest
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+class Point(BaseModel):
+    x: int
+    at: dt.datetime
+
+
+EXOTIC = {
+    "when": dt.datetime(2024, 1, 2, 3, 4, 5),
+    "aware": dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+    "day": dt.date(2024, 1, 2),
+    "time": dt.time(3, 4, 5),
+    "tags": {3},
+    "frozen": frozenset({"a"}),
+    "pair": (1, "two"),
+    "price": Decimal("12.50"),
+    "id": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+    "colour": Colour.RED,
+    "point": Point(x=1, at=dt.datetime(2020, 5, 6, 7, 8, 9)),
+    "text": "Zoë – 東京 \"quoted\"",
+    "nothing": None,
+}
+EXPECTED = {
+    "when": "2024-01-02T03:04:05", "aware": "2024-01-02T03:04:05+02:00", "day": "2024-01-02", "time": "03:04:05",
+    "tags": [3], "frozen": ["a"], "pair": [1, "two"], "price": "12.50", "id": "12345678-1234-5678-1234-567812345678",
+    "colour": "red", "point": {"x": 1, "at": "2020-05-06T07:08:09"}, "text": "Zoë – 東京 \"quoted\"", "nothing": None,
+}
+
+things = Tool("things")
+
+
+@things.action(readonly=True)
+async def exotic() -> dict:
+    """Values JSON has no type for"""
+    return EXOTIC
+
+
+@things.action(readonly=True, output_schema={"type": "object"})
+async def structured():
+    """The same values as structured content"""
+    return success_structured(EXOTIC)
+
+
+def test_the_serializer_writes_iso_datetimes_lists_and_compact_utf8():
+    text = dumps(EXOTIC)
+    assert json.loads(text) == EXPECTED == jsonable(EXOTIC)
+    assert text == json.dumps(EXPECTED, separators=(",", ":"), ensure_ascii=False)
+    assert dumps(EXPECTED, pretty=True) == json.dumps(EXPECTED, indent=2, ensure_ascii=False)
+
+
+async def _data_blocks(http: httpx.AsyncClient, action: str) -> list[dict]:
+    """The tools/call result of `action` over the sessionless wire and over a 2025-11-25 session."""
+    modern = await mcp(http, "things", action)
+    session = McpSession(http, None)
+    assert (await session.start()).status_code == 200
+    return [modern.json()["result"], (await session.call("things", action))["result"]]
+
+
+@pytest.mark.parametrize("action", ["exotic", "structured"])
+async def test_same_bytes_on_rest_and_in_the_mcp_data_block(action):
+    app = MCPFusion("serializer", tools=[things]).build_app()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        body = (await http.post(f"/api/things/{action}", json={})).content
+        for result in await _data_blocks(http, action):
+            assert result["isError"] is False
+            assert result["content"][0]["text"].encode() == body
+            if action == "structured":
+                assert result["structuredContent"] == EXPECTED
+    assert json.loads(body) == EXPECTED
+
+
+@pytest.mark.parametrize(("tool", "action", "args", "token"), [
+    ("billing", "list_invoices", {}, "demo-admin"),
+    ("billing", "get_invoice", {"id": "inv_0001"}, "demo-support"),
+    ("customers", "list", {"_select": ["name", "created_on"]}, "demo-admin"),
+    ("billing", "revenue_summary", {}, "demo-globex-admin"),
+])
+async def test_reference_service_rest_body_is_the_data_block(tmp_path, tool, action, args, token):
+    app = build(tmp_path)
+    async with asgi_client(app) as client:
+        body = (await rest(client, tool, action, args, token)).content
+        modern = (await mcp(client, tool, action, args, token)).json()["result"]
+        session = McpSession(client, token)
+        await session.start()
+        legacy = (await session.call(tool, action, args))["result"]
+    for result in (modern, legacy):
+        assert result["content"][0]["text"].encode() == body
