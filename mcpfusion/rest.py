@@ -30,6 +30,7 @@ from .problem import (
 )
 from .response import ToolResponse
 from .schema import inline_refs
+from .select import SELECT_PARAM
 from .serializer import dumps
 from .tool import Action, unknown_action
 
@@ -43,59 +44,113 @@ def rest_body(response: ToolResponse, request: Request | None = None) -> Respons
 
 
 def _output_schema(action: Action) -> dict[str, Any]:
-    if action.output_schema is not None:
-        return inline_refs(action.output_schema)
+    """The 200 body: the data block's data (a presenter's items, or the structured output)."""
     schemas = [inline_refs(p.item_schema()) for p in action.presenters]
     if not schemas:
-        return {}
+        return inline_refs(action.output_schema) if action.output_schema is not None else {}
     items = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
     return {"anyOf": [items, {"type": "array", "items": items}]}
 
 
-def _endpoint(registry: ToolRegistry, action: Action) -> Any:
+_SCALAR_TYPES = {"string", "integer", "number", "boolean", "null"}
+
+
+def _is_scalar(schema: dict[str, Any]) -> bool:
+    if "enum" in schema or "const" in schema:
+        values = schema.get("enum", [schema.get("const")])
+        return all(v is None or isinstance(v, str | int | float | bool) for v in values)
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return all(_is_scalar(s) for s in schema[key])
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return bool(kinds) and all(k in _SCALAR_TYPES for k in kinds)
+
+
+def query_parameters(action: Action) -> list[dict[str, Any]] | None:
+    """OpenAPI query parameters of `GET /api/{tool}/{action}`: None unless the action is read-only and its
+    parameters are scalars (`_select` is a repeated parameter)."""
+    if not action.readonly:
+        return None
+    schema = inline_refs(action.input_schema)
+    required = set(schema.get("required", []))
+    parameters = []
+    for name, prop in schema.get("properties", {}).items():
+        if name != SELECT_PARAM and not _is_scalar(prop):
+            return None
+        parameter: dict[str, Any] = {"name": name, "in": "query", "required": name in required, "schema": prop}
+        if prop.get("description"):
+            parameter["description"] = prop["description"]
+        if name == SELECT_PARAM:
+            parameter.update(style="form", explode=True)
+        parameters.append(parameter)
+    return parameters
+
+
+def _query_arguments(request: Request) -> dict[str, Any]:
+    """Query parameters as arguments: text values, validated (and coerced) like a JSON body's."""
+    arguments: dict[str, Any] = {}
+    for name in request.query_params:
+        values = request.query_params.getlist(name)
+        arguments[name] = values if name == SELECT_PARAM or len(values) > 1 else values[0]
+    return arguments
+
+
+def _endpoint(registry: ToolRegistry, action: Action, method: str) -> Any:
     async def call_action(request: Request) -> Response:
-        raw = await request.body()
-        try:
-            arguments = json.loads(raw) if raw.strip() else {}
-        except (ValueError, UnicodeDecodeError):
-            arguments = None
+        if method == "GET":
+            arguments: Any = _query_arguments(request)
+        else:
+            raw = await request.body()
+            try:
+                arguments = json.loads(raw) if raw.strip() else {}
+            except (ValueError, UnicodeDecodeError):
+                arguments = None
         if not isinstance(arguments, dict):
             fields = [("(body)", "Send a JSON object of the action's parameters.")]
             return validation_problem(action.label, fields, request.url.path)
         return rest_body(await registry.call_action(action, arguments, request), request)
 
-    call_action.__name__ = f"{action.tool.name}_{action.name}"
+    call_action.__name__ = f"{action.tool.name}_{action.name}" + ("_get" if method == "GET" else "")
     return call_action
 
 
 def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api") -> None:
-    """One documented POST route per action; every error under `prefix` answers problem details."""
+    """A documented POST route per action, and GET for read-only actions with scalar parameters; every
+    error under `prefix` answers problem details."""
     errors = openapi_errors()
     for action in registry.actions():
+        responses = {
+            "200": {
+                "description": "The data, exactly as the MCP data block carries it",
+                "content": {"application/json": {"schema": _output_schema(action)}},
+            },
+            **errors,
+        }
+        common: dict[str, Any] = {
+            "summary": action.description or action.name,
+            "description": action.fn.__doc__ or action.description,
+            "tags": [action.tool.name],
+        }
+        path = f"{prefix}/{action.tool.name}/{action.name}"
         app.add_api_route(
-            f"{prefix}/{action.tool.name}/{action.name}",
-            _endpoint(registry, action),
-            methods=["POST"],
-            name=f"{action.tool.name}.{action.name}",
-            summary=action.description or action.name,
-            description=action.fn.__doc__ or action.description,
-            tags=[action.tool.name],
-            operation_id=f"{action.tool.name}_{action.name}",
-            include_in_schema=True,
+            path, _endpoint(registry, action, "POST"), methods=["POST"], name=f"{action.tool.name}.{action.name}",
+            operation_id=f"{action.tool.name}_{action.name}", **common,
             openapi_extra={
                 "requestBody": {
                     "required": True,
                     "content": {"application/json": {"schema": inline_refs(action.input_schema)}},
                 },
-                "responses": {
-                    "200": {
-                        "description": "The data, exactly as the MCP data block carries it",
-                        "content": {"application/json": {"schema": _output_schema(action)}},
-                    },
-                    **errors,
-                },
+                "responses": responses,
             },
         )
+        parameters = query_parameters(action)
+        if parameters is not None:
+            app.add_api_route(
+                path, _endpoint(registry, action, "GET"), methods=["GET"],
+                name=f"{action.tool.name}.{action.name}.get", operation_id=f"{action.tool.name}_{action.name}_get",
+                **common, openapi_extra={"parameters": parameters, "responses": responses},
+            )
     install_problem_handlers(app, registry, prefix)
     _document_problem(app)
 

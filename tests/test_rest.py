@@ -1,6 +1,7 @@
 """REST side by side with MCP: same data for the same call, same self-healing error for the same bad call."""
 
 import json
+from typing import Literal
 from xml.etree import ElementTree
 
 import httpx
@@ -185,3 +186,55 @@ async def test_openapi_documents_every_action_and_healthz(client):
     assert problem_schema["required"] == ["type", "title", "status", "detail", "code"]
     assert (await client.get("/healthz")).status_code == 200
     assert (await client.get("/docs")).status_code == 200
+
+
+async def test_get_for_read_only_actions_with_scalar_parameters():
+    shop = Tool("shop", select=True)
+
+    class Hit(BaseModel):
+        q: str
+        page: int
+        exact: bool
+        kind: str | None
+        price: float | None
+
+    @shop.action(readonly=True)
+    async def search(
+        q: str, page: int = 1, exact: bool = False, kind: Literal["a", "b"] | None = None, price: float | None = None
+    ) -> Hit:
+        """Search"""
+        return Hit(q=q, page=page, exact=exact, kind=kind, price=price)
+
+    @shop.action(readonly=True)
+    async def by_ids(ids: list[str]) -> dict:
+        """Not scalar: POST only"""
+        return {"ids": ids}
+
+    @shop.action()
+    async def buy(item: str) -> dict:
+        """Not read-only: POST only"""
+        return {"item": item}
+
+    app = MCPFusion(name="get", tools=[shop]).build_app()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        query = "q=t%C3%A9&page=2&exact=true&kind=b&price=9.5&_select=q&_select=page"
+        got = await http.get(f"/api/shop/search?{query}")
+        posted = await http.post("/api/shop/search", json={"q": "té", "page": 2, "exact": True, "kind": "b",
+                                                           "price": 9.5, "_select": ["q", "page"]})
+        assert got.status_code == 200 and got.content == posted.content == b'{"q":"t\xc3\xa9","page":2}'
+        assert (await http.get("/api/shop/search?q=x")).json()["exact"] is False
+        bad = assert_problem(await http.get("/api/shop/search?q=x&page=two&color=red"), 422, "VALIDATION_ERROR")
+        assert [e["field"] for e in bad["errors"]] == ["page", "color"]
+        assert_problem(await http.get("/api/shop/search?q=x&q=y"), 422, "VALIDATION_ERROR")
+        assert_problem(await http.get("/api/shop/search"), 422, "VALIDATION_ERROR")
+        for name in ("by_ids", "buy"):
+            refused = assert_problem(await http.get(f"/api/shop/{name}?item=x"), 405, "METHOD_NOT_ALLOWED")
+            assert refused["recovery"] == "Use one of these methods: POST."
+        spec = (await http.get("/openapi.json")).json()
+    get = spec["paths"]["/api/shop/search"]["get"]
+    params = {p["name"]: p for p in get["parameters"]}
+    assert list(params) == ["q", "page", "exact", "kind", "price", "_select"]
+    assert params["q"]["required"] and not params["page"]["required"] and params["_select"]["explode"]
+    assert get["responses"]["422"]["content"] == {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    assert get["operationId"] == "shop_search_get" and set(spec["paths"]["/api/shop/buy"]) == {"post"}
+    assert set(spec["paths"]["/api/shop/by_ids"]) == {"post"}

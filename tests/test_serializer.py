@@ -83,6 +83,7 @@ async def test_same_bytes_on_rest_and_in_the_mcp_data_block(action):
     app = MCPFusion("serializer", tools=[things]).build_app()
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
         body = (await http.post(f"/api/things/{action}", json={})).content
+        assert (await http.get(f"/api/things/{action}")).content == body  # read-only, no parameter: GET too
         for result in await _data_blocks(http, action):
             assert result["isError"] is False
             assert result["content"][0]["text"].encode() == body
