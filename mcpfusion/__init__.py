@@ -22,6 +22,7 @@ from .response import (
 )
 from .tool import Action, Flatten, Tool
 from .ui import UIBlock
+from .version import __version__
 
 __all__ = [
     "Action",
@@ -41,6 +42,7 @@ __all__ = [
     "ToolResponse",
     "UIBlock",
     "UnknownToolError",
+    "__version__",
     "error",
     "response",
     "success",
@@ -51,4 +53,3 @@ __all__ = [
     "ui",
 ]
 
-__version__ = "0.1.0"

@@ -16,15 +16,19 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.requests import Request
 
+from .context import Context
+from .dependencies import CONTEXT_SCOPE_KEY
+from .dispatch import ToolRegistry
 from .errors import INTERNAL_ERROR, ToolError, UnknownToolError
 from .mcp.callables import accepted_kwargs, context_param, invoke
-from .mcp.engine import CONTEXT_SCOPE_KEY, Engine
+from .mcp.engine import Call, Engine
 from .mcp.http import McpHttpTransport
-from .mcp.jsonrpc import INVALID_PARAMS, McpError, notification
+from .mcp.jsonrpc import INVALID_PARAMS, McpError, ProtocolSignal, notification
 from .mcp.settings import TransportSettings
 from .mcp.state import RequestStateSigner
 from .prompts import Prompt, PromptRegistry
 from .resources import Resource, ResourceRegistry, ResourceTemplate
+from .tool import Tool
 
 logger = logging.getLogger("mcpfusion")
 _SETTING_NAMES = {f.name for f in fields(TransportSettings)}
@@ -51,11 +55,9 @@ class RawTool:
             kwargs[self.context_arg] = context
         try:
             value = await invoke(self.fn, kwargs)
-        except McpError:
+        except ProtocolSignal:
             raise
-        except Exception as exc:
-            if getattr(exc, "protocol_signal", False):
-                raise
+        except Exception:
             # Same contract as actions: a self-healing error text, never the exception's own message.
             logger.exception("raw tool %s failed", self.descriptor["name"])
             text = ToolError(
@@ -80,10 +82,11 @@ class FusionBackend:
         raw = [t.descriptor for t in self.fusion.raw_tools.values()]
         return [*raw, *self.fusion.registry.mcp_tools()]
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], request: Request) -> dict[str, Any]:
+    async def call_tool(self, name: str, arguments: dict[str, Any], request: Request, context: Any) -> dict[str, Any]:
         raw = self.fusion.raw_tools.get(name)
         if raw is not None:
-            return await raw.call(arguments, request.scope.get(CONTEXT_SCOPE_KEY))
+            return await raw.call(arguments, context)
+        request.scope[CONTEXT_SCOPE_KEY] = context  # where the core's dependency resolution finds it
         try:
             response = await self.fusion.registry.call(name, arguments, request)
         except UnknownToolError as exc:
@@ -107,7 +110,7 @@ class MCPFusion:
         *,
         instructions: str | None = None,
         title: str | None = None,
-        tools: Iterable[Any] = (),
+        tools: Iterable[Tool] = (),
         settings: TransportSettings | None = None,
         **transport: Any,
     ) -> None:
@@ -123,23 +126,22 @@ class MCPFusion:
         self.prompts = PromptRegistry()
         self.completions: dict[tuple[str, str, str], Callable[..., Any]] = {}
         self.raw_tools: dict[str, RawTool] = {}
-        self._registry: Any = None
-        self._pending_tools = list(tools)
+        self._registry: ToolRegistry | None = None
+        # Registered on first use: a tool's actions may be declared after `MCPFusion(tools=[...])`.
+        self._pending_tools: list[Tool] = list(tools)
         self._transport: McpHttpTransport | None = None
 
     # -- tools ----------------------------------------------------------------------------------------
 
     @property
-    def registry(self) -> Any:
+    def registry(self) -> ToolRegistry:
         """The core's `ToolRegistry` holding every `Tool` of this server."""
         if self._registry is None:
-            from .dispatch import ToolRegistry
-
             self._registry = ToolRegistry(self._pending_tools)
             self._pending_tools = []
         return self._registry
 
-    def add_tool(self, tool: Any) -> None:
+    def add_tool(self, tool: Tool) -> None:
         """Register a `Tool`; connected clients learn about it from `notify_tools_changed()`."""
         self.registry.add(tool)
         self._tools_changed()
@@ -277,11 +279,11 @@ class MCPFusion:
             engine = Engine(
                 name=self.name, version=self.version, title=self.title, instructions=self.instructions,
                 tools=FusionBackend(self), resources=self.resources, prompts=self.prompts,
-                completions=self.completions,
+                completions=self.completions, make_context=_context_of,
                 signer=RequestStateSigner(settings.signing_key, settings.request_state_ttl),
                 cache_ttl_ms=settings.cache_ttl_ms, cache_scope=settings.cache_scope,
             )
-            self._transport = McpHttpTransport(engine, settings)
+            self._transport = McpHttpTransport(engine, settings, _redis_stores(settings))
         return self._transport
 
     def mount(self, app: FastAPI, *, rest: bool = True, docs: str | None = "/tools") -> FastAPI:
@@ -307,6 +309,35 @@ class MCPFusion:
         if self.instructions:
             fastapi_kwargs.setdefault("description", self.instructions)
         return self.mount(FastAPI(**fastapi_kwargs))
+
+
+def _redis_stores(settings: TransportSettings) -> Any:
+    """The Redis stores of `settings.redis_url`, or None (imported lazily: in-memory servers never load redis)."""
+    if not settings.redis_url:
+        return None
+    from .redis import from_url
+
+    if settings.signing_key is None:
+        logger.warning("MCPFUSION_REDIS_URL is set but MCPFUSION_SIGNING_KEY is not: each replica signs "
+                       "2026-07-28 requestState with its own random key, so input-required rounds cannot "
+                       "continue on another replica")
+    return from_url(settings.redis_url, idle_timeout=settings.session_idle_timeout,
+                    max_sessions=settings.max_sessions)
+
+
+def _context_of(call: Call) -> Context:
+    """The handlers' `Context` for one MCP request."""
+    meta = call.params.get("_meta")
+    return Context(
+        call.channel,
+        request_id=call.id,
+        session_id=call.session.id if call.session else None,
+        protocol_version=call.protocol_version,
+        client_capabilities=call.client_capabilities,
+        client_info=call.client_info,
+        meta=meta if isinstance(meta, dict) else None,
+        transport="mcp",
+    )
 
 
 async def _healthz() -> dict[str, str]:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from mcpfusion.mcp.channel import Channel, NoBackChannel
+from .mcp.channel import Channel, NoBackChannel
+from .mcp.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY, McpError
 
 __all__ = ["Context", "NoBackChannel"]
 
@@ -180,8 +181,6 @@ class Context:
         """Fail the request with JSON-RPC -32021 when the client did not declare capability `name`."""
         if self.is_detached or name in self.client_capabilities:
             return
-        from mcpfusion.mcp.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY, McpError
-
         raise self._channel.fail(McpError(
             MISSING_REQUIRED_CLIENT_CAPABILITY, f"This request needs the client capability {name!r}",
             {"requiredCapabilities": {name: {}}},

@@ -24,6 +24,7 @@ from .errors import (
     ValidationFailed,
     field_path,
 )
+from .mcp.jsonrpc import ProtocolSignal
 from .presenter import Presenter
 from .redaction import RedactionError
 from .response import ToolResponse, error_response, success, success_structured, to_jsonable, tool_error
@@ -157,9 +158,9 @@ class ToolRegistry:
                 f"{action.label} could not be answered safely.",
                 recovery="This is a server problem; try another action or report it.",
             )
-        except Exception as exc:
-            if getattr(exc, "protocol_signal", False):
-                raise  # the MCP engine's own control flow (input required, protocol errors)
+        except ProtocolSignal:
+            raise  # the MCP engine's own control flow (input required, protocol errors)
+        except Exception:
             logger.exception("internal error in %s", action.label)
             return tool_error(
                 INTERNAL_ERROR,

@@ -1,7 +1,7 @@
 """Real processes for the scale-out tests: a `redis-server` on a free port in a temp dir, and uvicorn
 replicas of a small MCPFusion app sharing it. Everything binds 127.0.0.1 and is stopped by the test.
 
-The replica app (`make_app`, served with `uvicorn --factory redis_helpers:make_app`) has one tool that
+The replica app (`make_app`, served with `uvicorn --factory tests.redis_helpers:make_app`) has one tool that
 elicits, one that sends notifications on the session's GET stream, one that waits for cancellation and
 a fast echo; it reads `MCPFUSION_REDIS_URL` and `MCPFUSION_SIGNING_KEY` like any mcpfusion app.
 """
@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from mcpfusion import Context, Tool
 from mcpfusion.app import MCPFusion
@@ -96,8 +95,9 @@ class RedisServer:
         self.start()
 
 
-@pytest.fixture
-def redis_server() -> Iterator[RedisServer]:
+@contextlib.contextmanager
+def running_redis() -> Iterator[RedisServer]:
+    """A started `RedisServer` in a temporary directory, stopped on exit (the `redis_server` fixture)."""
     with tempfile.TemporaryDirectory(prefix="mcpf-redis-") as directory:
         server = RedisServer(directory)
         server.start()
@@ -138,7 +138,7 @@ class Replica:
         env = {**os.environ, "MCPFUSION_REDIS_URL": self.redis_url, "MCPFUSION_SIGNING_KEY": SIGNING_KEY,
                "REPLICA_NAME": self.name, "REPLICA_JSON": "1" if self.json_response else ""}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--factory", "redis_helpers:make_app", "--app-dir", str(HERE),
+            [sys.executable, "-m", "uvicorn", "--factory", "tests.redis_helpers:make_app", "--app-dir", str(ROOT),
              "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"],
             env=env, cwd=str(ROOT),
         )

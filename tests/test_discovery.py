@@ -7,10 +7,10 @@ import sys
 import textwrap
 
 import pytest
-from service_kit import asgi_client, auth, mcp, settings_for
 
 from app.main import create_app
 from mcpfusion.discovery import DiscoveryError, discover_tools
+from tests.service_kit import asgi_client, auth, mcp, settings_for
 
 TOOL_FILE = '''
 from mcpfusion import Tool

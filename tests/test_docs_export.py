@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 import toon_format
-from browser.sample_app import TOOLS, build_app, build_fusion
 
 from app.main import create_fusion
 from app.settings import Settings
 from mcpfusion import ToolRegistry
 from mcpfusion.docs import assets, build_manifest, export_site, render_page
+from tests.browser.sample_app import TOOLS, build_app, build_fusion
 
 
 def test_export_writes_the_site(tmp_path):

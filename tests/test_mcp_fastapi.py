@@ -6,7 +6,8 @@ import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
-from test_mcp_fixtures import build_fusion, tenant
+
+from tests.mcp_app import build_fusion, tenant
 
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 ACCEPT = {"accept": "application/json", "content-type": "application/json"}

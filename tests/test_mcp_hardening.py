@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from test_mcp_fixtures import build_fusion, serve
+
+from tests.mcp_app import build_fusion, serve
 
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from mcp import Client
 from mcp.types import CreateMessageResult, ElicitResult, ListRootsResult, Root, TextContent
-from test_mcp_fixtures import build_fusion, serve
+
+from tests.mcp_app import build_fusion, serve
 
 MODES = ["auto", "legacy"]
 

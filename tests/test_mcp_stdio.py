@@ -16,7 +16,7 @@ TESTS = Path(__file__).parent
 def params(env: dict[str, str] | None = None) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "mcpfusion.mcp.stdio", "test_mcp_fixtures:stdio_app"],
+        args=["-m", "mcpfusion.mcp.stdio", "tests.mcp_app:stdio_app"],
         cwd=str(TESTS),
         env={"PYTHONPATH": str(TESTS.parent), **(env or {})},
     )
@@ -60,9 +60,8 @@ async def test_bridge_in_process_applies_overrides_and_answers_bad_lines():
     import asyncio
     import json
 
-    from test_mcp_fixtures import build_fusion, tenant
-
     from mcpfusion.mcp.stdio import StdioBridge
+    from tests.mcp_app import build_fusion, tenant
 
     app = build_fusion().build_app()
     app.dependency_overrides[tenant] = lambda: "from-override"

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from test_mcp_fixtures import build_fusion
 
 from mcpfusion.context import Context, NoBackChannel
 from mcpfusion.mcp.events import InMemoryEventStore
 from mcpfusion.mcp.jsonrpc import McpError
 from mcpfusion.mcp.security import HostOriginGuard
 from mcpfusion.mcp.state import RequestStateSigner
+from tests.mcp_app import build_fusion
 
 
 async def test_detached_context_is_a_no_op_for_progress_and_refuses_questions():

@@ -10,8 +10,6 @@ from pydantic import BaseModel, Field, ValidationError
 from mcpfusion import Model, Tool
 from mcpfusion.testing import ToolTester
 
-pytest_plugins = ["mcpfusion.testing"]
-
 
 class Invoice(BaseModel):
     id: str

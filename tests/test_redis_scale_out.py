@@ -7,17 +7,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import tempfile
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-from redis_helpers import (
-    RedisServer,
-    redis_server,  # noqa: F401 - fixture
-    replicas,
-)
+
+from tests.redis_helpers import replicas, running_redis
 
 VERSION = "2025-11-25"
 MODERN = "2026-07-28"
@@ -31,18 +27,12 @@ _ids = itertools.count(1)
 @pytest.fixture(scope="module")
 def cluster():
     """Replicas for the tests that leave Redis and every replica running (started once per module)."""
-    with tempfile.TemporaryDirectory(prefix="mcpf-redis-") as directory:
-        server = RedisServer(directory)
-        server.start()
-        try:
-            with replicas(server.url) as started:
-                yield started
-        finally:
-            server.stop()
+    with running_redis() as server, replicas(server.url) as started:
+        yield started
 
 
 @pytest.fixture
-def fresh_cluster(redis_server):  # noqa: F811
+def fresh_cluster(redis_server):
     """Fresh replicas and Redis, for tests that kill a replica or restart Redis."""
     with replicas(redis_server.url) as started:
         yield started
@@ -376,7 +366,7 @@ async def test_modern_wire_loses_no_call_when_a_replica_is_killed_mid_load(fresh
 
 
 async def test_redis_outage_and_restart_give_404_then_reinitialize_works_everywhere(
-        redis_server, fresh_cluster, http):  # noqa: F811
+        redis_server, fresh_cluster, http):
     a, b, c = (fresh_cluster[n].url for n in "ABC")
     sid = await initialize(http, a, ALICE)
     assert text_of((await post_json(http, b, sid, call("desk_echo", {"text": "before"}), ALICE)).json()) \

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from redis_helpers import redis_server  # noqa: F401 - fixture
 
 from mcpfusion.mcp.events import stream_of
 from mcpfusion.mcp.sessions import Session, SessionLimitError, new_session_id
@@ -13,7 +12,7 @@ from mcpfusion.redis import SessionStoreUnavailable, from_url
 
 
 @pytest.fixture
-async def stores(redis_server):  # noqa: F811
+async def stores(redis_server):
     stores = from_url(redis_server.url, idle_timeout=60, max_sessions=3, max_events=50)
     try:
         yield stores
@@ -22,7 +21,7 @@ async def stores(redis_server):  # noqa: F811
 
 
 @pytest.fixture
-async def other(redis_server):  # noqa: F811
+async def other(redis_server):
     """A second process's stores (own client and pub/sub connection) on the same Redis."""
     stores = from_url(redis_server.url, idle_timeout=60, max_sessions=3, max_events=50)
     try:
@@ -60,7 +59,7 @@ async def test_session_delete_and_save_after_delete(stores, other):
     assert await stores.sessions.delete(s.id) is False
 
 
-async def test_session_idle_expiry_is_refreshed_by_use(redis_server):  # noqa: F811
+async def test_session_idle_expiry_is_refreshed_by_use(redis_server):
     stores = from_url(redis_server.url, idle_timeout=60)
     try:
         s = session()
@@ -86,7 +85,7 @@ async def test_session_cap_is_shared_by_replicas(stores, other):
     assert await stores.sessions.count() == 3
 
 
-async def test_unreachable_redis_means_unknown_session_and_503_on_create(redis_server):  # noqa: F811
+async def test_unreachable_redis_means_unknown_session_and_503_on_create(redis_server):
     stores = from_url(redis_server.url)
     try:
         s = session()
@@ -148,7 +147,7 @@ async def test_broker_crosses_processes_and_counts_receivers(stores, other):
     assert not other.broker.has_subscribers("t")
 
 
-async def test_broker_resubscribes_after_redis_restart(redis_server):  # noqa: F811
+async def test_broker_resubscribes_after_redis_restart(redis_server):
     a, b = from_url(redis_server.url), from_url(redis_server.url)
     try:
         async with a.broker.subscribe("after-restart") as sub:
@@ -203,7 +202,7 @@ async def test_sessions_written_by_another_server_version_still_load(stores):
     assert (got.id, got.protocol_version, got.principal, got.client_info) == ("old-1", "2025-06-18", "p", {})
 
 
-async def test_concurrent_session_reads_share_one_redis_call(stores, redis_server):  # noqa: F811
+async def test_concurrent_session_reads_share_one_redis_call(stores, redis_server):
     created = [session(principal=f"p{i}") for i in range(3)]
     for s in created:
         await stores.sessions.create(s)
@@ -214,7 +213,7 @@ async def test_concurrent_session_reads_share_one_redis_call(stores, redis_serve
     assert (await stores.client.info("commandstats"))["cmdstat_evalsha"]["calls"] == stats + 1
 
 
-async def test_a_finished_request_stream_is_kept_briefly(redis_server):  # noqa: F811
+async def test_a_finished_request_stream_is_kept_briefly(redis_server):
     stores = from_url(redis_server.url, idle_timeout=1800, finished_retention=60)
     try:
         key = stores.events._key("s~call")
@@ -227,7 +226,7 @@ async def test_a_finished_request_stream_is_kept_briefly(redis_server):  # noqa:
         await stores.aclose()
 
 
-async def test_app_shutdown_closes_the_redis_stores(redis_server):  # noqa: F811
+async def test_app_shutdown_closes_the_redis_stores(redis_server):
     import httpx
 
     from mcpfusion import MCPFusion

@@ -12,9 +12,9 @@ import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from service_kit import McpSession, asgi_client, build, call, mcp, rest, serve
 
 from app.settings import Settings
+from tests.service_kit import McpSession, asgi_client, build, call, mcp, rest, serve
 
 ISSUER = "https://issuer.example"
 AUDIENCE = "mcpfusion-billing"

@@ -7,20 +7,17 @@ import json
 
 import pytest
 import toon_format
-from service_kit import asgi_client, build, in_process, rest
+
+from tests.service_kit import asgi_client, in_process, rest
 
 ADMIN = {"authorization": "Bearer demo-admin"}
 LINE = {"description": "Audit", "quantity": 2, "unit_price_cents": 1500}
 
 
-@pytest.fixture
-def app(tmp_path):
-    return build(tmp_path)
-
 
 @pytest.fixture
-def t(app):
-    return in_process(app)
+def t(service_app):
+    return in_process(service_app)
 
 
 async def test_list_is_limited_with_table_chart_rules_and_suggestions(t):
@@ -124,11 +121,11 @@ async def test_remind_void_and_payments(t):
     assert set(paid.data["payments"][-1]) == {"id", "invoice_id", "amount_cents", "method", "received_on"}
 
 
-async def test_revenue_summary_is_structured(app, t):
+async def test_revenue_summary_is_structured(service_app, t):
     result = await t.call("billing", "revenue_summary", {}, headers=ADMIN)
     assert result.structured_content == json.loads(result.text)
     assert result.structured_content["count_by_status"] == {"draft": 4, "sent": 10, "paid": 7, "void": 3}
-    action = app.state.mcpfusion.registry.find("billing", "revenue_summary")
+    action = service_app.state.mcpfusion.registry.find("billing", "revenue_summary")
     schema = action.output_schema
     assert set(schema["required"]) == set(result.structured_content)
     import jsonschema
@@ -142,19 +139,19 @@ async def test_export_is_toon(t):
     assert toon_format.decode(result.text, strict=True) == result.data
 
 
-async def test_customers_select(app, t):
+async def test_customers_select(service_app, t):
     result = await t.call("customers", "list", {"_select": ["name", "open_balance_cents"]}, headers=ADMIN)
     assert all(set(row) == {"name", "open_balance_cents"} for row in result.data)
     assert result.ui_blocks[0].content.startswith("| Customer | Country | Open balance |")  # UI sees all fields
     bad = await t.call("customers", "get", {"id": "cus_0001", "_select": ["password"]}, headers=ADMIN)
     assert bad.error_code == "VALIDATION_ERROR"
-    listing = {entry["name"]: entry for entry in app.state.mcpfusion.registry.mcp_tools()}
+    listing = {entry["name"]: entry for entry in service_app.state.mcpfusion.registry.mcp_tools()}
     select = listing["customers"]["inputSchema"]["properties"]["_select"]
     assert "email" in select["items"]["enum"] and "tenant" not in select["items"]["enum"]
 
 
-async def test_tool_listing(app):
-    listing = {entry["name"]: entry for entry in app.state.mcpfusion.registry.mcp_tools()}
+async def test_tool_listing(service_app):
+    listing = {entry["name"]: entry for entry in service_app.state.mcpfusion.registry.mcp_tools()}
     billing = listing["billing"]
     assert billing["description"].startswith("Invoices and payments of your organisation (amounts in cents). "
                                              "Select operation via the `action` parameter.\n\n[9|]{action|desc|"
@@ -171,8 +168,8 @@ async def test_tool_listing(app):
         assert guarded not in properties
 
 
-async def test_rest_openapi_documents_actions(app):
-    async with asgi_client(app) as client:
+async def test_rest_openapi_documents_actions(service_app):
+    async with asgi_client(service_app) as client:
         spec = (await client.get("/openapi.json")).json()
         assert "/api/billing/void_invoice" in spec["paths"] and "/api/customers/get" in spec["paths"]
         assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"

@@ -9,7 +9,8 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
-from service_kit import ACME_PII, TOKENS, build, rest, serve
+
+from tests.service_kit import ACME_PII, TOKENS, build, rest, serve
 
 IDS = {  # (overdue invoice, paid invoice, customer) of each token's tenant
     "demo-admin": ("inv_0001", "inv_0002", "cus_0001"),

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import httpx
-from service_kit import build, call, rest, serve
+
+from tests.service_kit import build, call, rest, serve
 
 LINES = [{"description": "Hosting (month)", "quantity": 3, "unit_price_cents": 2500}]
 

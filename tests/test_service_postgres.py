@@ -11,11 +11,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from service_kit import ACME_INVOICES, GLOBEX_INVOICES, call, free_socket
 
 from app.db import Database
 from app.main import create_app
 from app.settings import Settings, database_url
+from tests.service_kit import ACME_INVOICES, GLOBEX_INVOICES, call, free_socket
 
 
 def pg_bin(name: str) -> str:

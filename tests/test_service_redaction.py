@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from service_kit import ACME_PII, build, call
+
+from tests.service_kit import ACME_PII, build, call
 
 TRANSPORTS = ["inproc", "rest", "mcp"]
 INTERNAL = ["internal_note", "margin_cents", "Account manager"]
@@ -72,7 +73,7 @@ async def test_admin_sees_contact_details_but_never_hidden_fields(tmp_path, tran
 
 async def test_support_ui_blocks_and_structured_view_carry_no_pii(tmp_path):
     """UI blocks bypass redaction by design, so the support presenters' blocks must not show contact data."""
-    from service_kit import in_process
+    from tests.service_kit import in_process
 
     app = build(tmp_path)
     result = await in_process(app).call("billing", "get_invoice", {"id": "inv_0001"},

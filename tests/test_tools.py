@@ -358,8 +358,10 @@ async def test_special_fastapi_parameters_are_injected():
 async def test_protocol_signals_pass_through_the_handler_framework():
     import pytest
 
-    class Signal(Exception):
-        protocol_signal = True
+    from mcpfusion.mcp.jsonrpc import ProtocolSignal
+
+    class Signal(ProtocolSignal):
+        pass
 
     tool = Tool("sig")
 

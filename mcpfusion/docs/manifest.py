@@ -10,9 +10,10 @@ from typing import Any
 
 import toon_format
 
-from .. import __version__, toon
+from .. import toon
 from ..dispatch import CallContext, ToolRegistry
 from ..tool import Action, Tool
+from ..version import __version__
 from . import economy, examples, presenters, tokens
 from .schema_table import rows
 

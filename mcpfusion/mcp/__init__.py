@@ -1,38 +1,37 @@
 """The MCP protocol engine and its transports (streamable HTTP on FastAPI routes, stdio).
 
-The engine knows tools only through `ToolBackend` and never imports the perception layer. Names are
-loaded lazily so that `mcpfusion.context` can import `mcpfusion.mcp.channel` without a cycle.
+The engine knows tools only through `ToolBackend` and never imports the rest of mcpfusion: the
+composition (`mcpfusion.app`) hands it the tools, the per-call context factory and the stores.
 """
 
-from importlib import import_module
-from typing import Any
+from .backend import ToolBackend
+from .broker import Broker, InMemoryBroker
+from .channel import Channel, InputRequired, NoBackChannel
+from .engine import Call, Engine
+from .events import EventStore, InMemoryEventStore
+from .http import McpHttpTransport
+from .jsonrpc import McpError, ProtocolSignal
+from .sessions import InMemorySessionStore, Session, SessionStore
+from .settings import TransportSettings
+from .state import RequestStateSigner
 
-_EXPORTS = {
-    "ToolBackend": "backend",
-    "Broker": "broker",
-    "InMemoryBroker": "broker",
-    "Channel": "channel",
-    "InputRequired": "channel",
-    "NoBackChannel": "channel",
-    "CONTEXT_SCOPE_KEY": "engine",
-    "Call": "engine",
-    "Engine": "engine",
-    "EventStore": "events",
-    "InMemoryEventStore": "events",
-    "McpHttpTransport": "http",
-    "McpError": "jsonrpc",
-    "InMemorySessionStore": "sessions",
-    "Session": "sessions",
-    "SessionStore": "sessions",
-    "TransportSettings": "settings",
-    "RequestStateSigner": "state",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f".{module}", __name__), name)
+__all__ = [
+    "Broker",
+    "Call",
+    "Channel",
+    "Engine",
+    "EventStore",
+    "InMemoryBroker",
+    "InMemoryEventStore",
+    "InMemorySessionStore",
+    "InputRequired",
+    "McpError",
+    "McpHttpTransport",
+    "NoBackChannel",
+    "ProtocolSignal",
+    "RequestStateSigner",
+    "Session",
+    "SessionStore",
+    "ToolBackend",
+    "TransportSettings",
+]

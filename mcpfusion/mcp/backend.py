@@ -15,8 +15,9 @@ class ToolBackend(Protocol):
         """`tools/list` entries (name, description, inputSchema, optional outputSchema, annotations, title)."""
         ...
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], request: Request) -> dict[str, Any]:
-        """Run a tool and return its `CallToolResult` dict. An unknown tool raises
+    async def call_tool(self, name: str, arguments: dict[str, Any], request: Request, context: Any) -> dict[str, Any]:
+        """Run a tool and return its `CallToolResult` dict; `context` is the engine's `make_context(call)`
+        (the handlers' `Context`). An unknown tool raises
         `McpError(INVALID_PARAMS, ...)`; a failing tool returns `isError: true` instead of raising."""
         ...
 

@@ -1,8 +1,8 @@
 """Publish/subscribe between the requests of one server: responses to server-initiated requests,
 notifications for a session's GET stream, live events of a resumed stream, cancellations.
 
-In-memory by default; issue 6 adds a Redis implementation so a message published on one replica
-reaches a subscriber on another.
+In-memory by default; `mcpfusion.redis.RedisBroker` makes a message published on one replica reach a
+subscriber on another.
 """
 
 from __future__ import annotations
@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .events import EventStore
 
 
 class Subscription(Protocol):
@@ -20,6 +23,10 @@ class Subscription(Protocol):
 
 
 class Broker(Protocol):
+    distributed: bool
+    """True when other processes publish on the same topics (the transport then follows the "cancel"
+    topic, so a cancellation posted to another replica reaches the requests running here)."""
+
     async def publish(self, topic: str, message: Any) -> int:
         """Deliver `message` to the current subscribers of `topic`; return how many got it."""
         ...
@@ -27,6 +34,14 @@ class Broker(Protocol):
     def subscribe(self, *topics: str) -> contextlib.AbstractAsyncContextManager[Subscription]:
         """Context manager yielding one subscription that receives what is published on any of
         `topics` from now on."""
+        ...
+
+    async def publish_event(
+        self, events: EventStore, stream_id: str, topic: str, message: dict[str, Any]
+    ) -> tuple[str, int]:
+        """Store `message` in `events` under `stream_id`, then publish `(event_id, message)` on `topic`;
+        return `(event_id, receivers)`. A broker that can do both in one step (Redis) keeps a stream's
+        events in id order for every subscriber."""
         ...
 
 
@@ -45,6 +60,8 @@ class QueueSubscription:
 
 
 class InMemoryBroker:
+    distributed = False
+
     def __init__(self) -> None:
         self._topics: dict[str, list[QueueSubscription]] = {}
 
@@ -56,8 +73,11 @@ class InMemoryBroker:
             sub.queue.put_nowait(message)
         return len(subs)
 
-    def has_subscribers(self, topic: str) -> bool:
-        return bool(self._topics.get(topic))
+    async def publish_event(
+        self, events: EventStore, stream_id: str, topic: str, message: dict[str, Any]
+    ) -> tuple[str, int]:
+        event_id = await events.store_event(stream_id, message)
+        return event_id, await self.publish(topic, (event_id, message))
 
     @contextlib.asynccontextmanager
     async def subscribe(self, *topics: str) -> AsyncIterator[QueueSubscription]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .jsonrpc import INVALID_PARAMS, McpError
+from .jsonrpc import INVALID_PARAMS, McpError, ProtocolSignal
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 LOG_RANK = {level: i for i, level in enumerate(LOG_LEVELS)}
@@ -21,10 +21,8 @@ class NoBackChannel(RuntimeError):
     """The client cannot be asked anything on this transport (REST, tests, JSON mode)."""
 
 
-class InputRequired(Exception):  # noqa: N818 - a control-flow signal, not an error
+class InputRequired(ProtocolSignal):
     """The handler needs answers the client has not sent yet (2026-07-28)."""
-
-    protocol_signal = True  # let through by handler frameworks, like McpError
 
     def __init__(self, requests: dict[str, dict[str, Any]]) -> None:
         super().__init__(", ".join(requests))

@@ -1,8 +1,9 @@
 """The MCP protocol engine: one method table for every wire, transport-agnostic.
 
 A transport parses a JSON-RPC request into a `Call` and awaits `Engine.handle(call)`, which returns the
-result dict or raises `McpError`. Tool calls go through the `ToolBackend` with the per-call `Context`
-stored in `request.scope["mcpfusion.context"]`, where the core's dependency resolution finds it.
+result dict or raises `McpError`. Tool calls go through the `ToolBackend`; the per-call context handed to
+tools, resources and prompts is built by `make_context` (given by the composition), so the engine never
+imports the layer that defines it.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from typing import Any
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
-from mcpfusion.context import Context
-
 from .backend import ToolBackend
 from .callables import invoke
 from .channel import LOG_RANK, Channel, InputRequired, InputResponsesChannel
@@ -23,7 +22,6 @@ from .jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, McpError
 from .sessions import Session
 from .state import RequestStateSigner
 
-CONTEXT_SCOPE_KEY = "mcpfusion.context"
 SUPPORTED_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 
 # Methods each wire serves; anything else is -32601 there.
@@ -59,6 +57,10 @@ class Call:
 Completion = Callable[..., Any]
 
 
+def _no_context(call: Call) -> None:
+    return None
+
+
 class Engine:
     """Capabilities, method dispatch and result shaping for one MCP server."""
 
@@ -76,6 +78,7 @@ class Engine:
         signer: RequestStateSigner | None = None,
         cache_ttl_ms: int = 0,
         cache_scope: str = "private",
+        make_context: Callable[[Call], Any] = _no_context,
     ) -> None:
         self.server_info: dict[str, Any] = {"name": name, "version": version}
         if title:
@@ -88,6 +91,7 @@ class Engine:
         self.signer = signer or RequestStateSigner(None)
         self.cache_ttl_ms = cache_ttl_ms
         self.cache_scope = cache_scope
+        self.make_context = make_context
         self._tools_cache: list[dict[str, Any]] | None = None
         self._handlers: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
             "ping": self._ping,
@@ -153,18 +157,6 @@ class Engine:
                 result.setdefault("cacheScope", self.cache_scope)
         return result
 
-    def context(self, call: Call) -> Context:
-        return Context(
-            call.channel,
-            request_id=call.id,
-            session_id=call.session.id if call.session else None,
-            protocol_version=call.protocol_version,
-            client_capabilities=call.client_capabilities,
-            client_info=call.client_info,
-            meta=call.params.get("_meta") if isinstance(call.params.get("_meta"), dict) else None,
-            transport="mcp",
-        )
-
     # -- methods --------------------------------------------------------------------------------------
 
     async def _ping(self, call: Call) -> dict[str, Any]:
@@ -198,8 +190,7 @@ class Engine:
         return await self._with_input(call, name, lambda: self._run_tool(call, name, arguments))
 
     async def _run_tool(self, call: Call, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        call.request.scope[CONTEXT_SCOPE_KEY] = self.context(call)
-        return await self.tools.call_tool(name, arguments, call.request)
+        return await self.tools.call_tool(name, arguments, call.request, self.make_context(call))
 
     async def _with_input(
         self, call: Call, name: str, run: Callable[[], Awaitable[dict[str, Any]]]
@@ -250,7 +241,7 @@ class Engine:
             raise McpError(INVALID_PARAMS, "This server has no resources")
         uri = call.params.get("uri")
         return await self._with_input(
-            call, uri if isinstance(uri, str) else "", lambda: self.resources.read(uri, self.context(call))
+            call, uri if isinstance(uri, str) else "", lambda: self.resources.read(uri, self.make_context(call))
         )
 
     async def _subscribe(self, call: Call) -> dict[str, Any]:
@@ -282,7 +273,7 @@ class Engine:
         name = call.params.get("name")
         return await self._with_input(
             call, name if isinstance(name, str) else "",
-            lambda: self.prompts.get(name, call.params.get("arguments"), self.context(call)),
+            lambda: self.prompts.get(name, call.params.get("arguments"), self.make_context(call)),
         )
 
     async def _complete(self, call: Call) -> dict[str, Any]:
@@ -343,4 +334,4 @@ def check_request_shape(message: Any) -> str | None:
     return None
 
 
-__all__ = ["CONTEXT_SCOPE_KEY", "Call", "Engine", "check_request_shape"]
+__all__ = ["Call", "Engine", "check_request_shape"]

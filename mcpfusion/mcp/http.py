@@ -9,10 +9,9 @@ session; everything else is the handshake-era session wire.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
@@ -32,8 +31,6 @@ from .session_wire import SessionWire
 from .sessions import InMemorySessionStore, SessionStore
 from .settings import TransportSettings
 from .wire import BodyTooLarge, error_response, header, http_error, read_body
-
-logger = logging.getLogger("mcpfusion.mcp")
 
 
 class McpRoute(APIRoute):
@@ -58,25 +55,26 @@ def _is_modern_body(message: Any) -> bool:
     return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
 
 
-def _redis_stores(settings: TransportSettings) -> Any:
-    """The Redis stores of `settings.redis_url` (imported lazily: in-memory servers never load redis)."""
-    from mcpfusion.redis import from_url
+class SharedStores(Protocol):
+    """Stores shared by the replicas of a server (e.g. `mcpfusion.redis.RedisStores`), closed with the app."""
 
-    if settings.signing_key is None:
-        logger.warning("MCPFUSION_REDIS_URL is set but MCPFUSION_SIGNING_KEY is not: each replica signs "
-                       "2026-07-28 requestState with its own random key, so input-required rounds cannot "
-                       "continue on another replica")
-    return from_url(settings.redis_url, idle_timeout=settings.session_idle_timeout,
-                    max_sessions=settings.max_sessions)
+    sessions: SessionStore
+    events: EventStore
+    broker: Broker
+
+    async def aclose(self) -> None: ...
 
 
 class McpHttpTransport:
-    """The streamable HTTP transport of one `Engine`."""
+    """The streamable HTTP transport of one `Engine`. `shared` stores serve what the settings do not set
+    explicitly (`session_store`, `event_store`, `broker`) and are closed with the app's lifespan."""
 
-    def __init__(self, engine: Engine, settings: TransportSettings | None = None) -> None:
+    def __init__(
+        self, engine: Engine, settings: TransportSettings | None = None, shared: SharedStores | None = None
+    ) -> None:
         self.engine = engine
         self.settings = settings = settings or TransportSettings()
-        self.shared = shared = _redis_stores(settings) if settings.redis_url else None
+        self.shared = shared
         self.sessions: SessionStore = settings.session_store or (shared.sessions if shared else None) or \
             InMemorySessionStore(settings.session_idle_timeout, settings.max_sessions)
         self.events: EventStore = settings.event_store or (shared.events if shared else None) or InMemoryEventStore()

@@ -33,6 +33,7 @@ __all__ = [
     "RESOURCE_NOT_FOUND",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "McpError",
+    "ProtocolSignal",
     "dumps",
     "error",
     "notification",
@@ -62,13 +63,13 @@ HTTP_STATUS = {
 }
 
 
-class McpError(Exception):
-    """A protocol-level failure that becomes a JSON-RPC error response.
+class ProtocolSignal(Exception):  # noqa: N818 - a control-flow signal, not always an error
+    """Raised through user code for the protocol engine: a handler framework (the core's call path,
+    raw tools) lets it through instead of turning it into a tool error."""
 
-    `protocol_signal` marks exceptions a handler framework must let through instead of turning them
-    into tool errors (the core checks the attribute, so it need not import the transport)."""
 
-    protocol_signal = True
+class McpError(ProtocolSignal):
+    """A protocol-level failure that becomes a JSON-RPC error response."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)

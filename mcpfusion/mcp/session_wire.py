@@ -166,7 +166,7 @@ class SessionWire:
     def _listen_for_cancels(self) -> None:
         """With a cross-process broker (`broker.distributed`), follow the "cancel" topic so a
         `notifications/cancelled` posted to another replica reaches the requests running here."""
-        if not getattr(self.broker, "distributed", False):
+        if not self.broker.distributed:
             return
         if self._cancel_listener is not None and not self._cancel_listener.done():
             return
@@ -355,7 +355,7 @@ class SessionWire:
         await self.sessions.delete(session.id)
         await self.broker.publish(f"session:{session.id}", None)
         self._cancel_session(session.id)
-        if getattr(self.broker, "distributed", False):  # calls of this session running on other replicas
+        if self.broker.distributed:  # calls of this session running on other replicas
             await self.broker.publish("cancel", {"session": session.id, "requestId": None,
                                                  "reason": "session terminated"})
         return Response(status_code=200)

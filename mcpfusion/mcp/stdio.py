@@ -9,7 +9,7 @@ Headers that dependencies need come from the environment:
   MCPFUSION_AUTHORIZATION   value of the Authorization header (e.g. "Bearer ...")
   MCPFUSION_STDIO_HEADERS   a JSON object of extra headers ({"X-Tenant": "acme"})
 
-    python -m mcpfusion.mcp.stdio package.module:app      # a FastAPI app or an MCPFusion
+    python -m mcpfusion.mcp.stdio package.module:app      # an ASGI app (`mcpfusion stdio` takes an MCPFusion too)
 """
 
 from __future__ import annotations
@@ -303,12 +303,13 @@ async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] |
 
 
 def load_app(target: str) -> Any:
-    """`module:attr` -> an ASGI app (an `MCPFusion` is built into one)."""
+    """`module:attr` -> the ASGI app it names. This transport knows ASGI only; `mcpfusion stdio
+    module:fusion` also accepts an `MCPFusion` object."""
     module_name, _, attr = target.partition(":")
     obj = getattr(importlib.import_module(module_name), attr or "app")
-    from mcpfusion.app import MCPFusion
-
-    return obj.build_app() if isinstance(obj, MCPFusion) else obj
+    if not callable(obj):
+        raise SystemExit(f"{target} is not an ASGI app; for an MCPFusion object run `mcpfusion stdio {target}`")
+    return obj
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,14 +10,24 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .channel import Channel, NoBackChannel
 from .jsonrpc import REQUEST_TIMEOUT, McpError, dumps, request
 
 if TYPE_CHECKING:
-    from .session_wire import SessionWire
+    from .broker import Broker
+    from .events import EventStore
     from .sessions import Session
+    from .settings import TransportSettings
+
+
+class StreamHost(Protocol):
+    """What a `SessionChannel` needs of its wire (the session wire, which imports this module)."""
+
+    broker: Broker
+    events: EventStore
+    settings: TransportSettings
 
 CLOSE = object()
 
@@ -42,7 +52,7 @@ class SessionChannel(Channel):
 
     kind = "session"
 
-    def __init__(self, wire: SessionWire, session: Session, stream_id: str | None, **kwargs: Any) -> None:
+    def __init__(self, wire: StreamHost, session: Session, stream_id: str | None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.wire = wire
         self.session = session
@@ -52,37 +62,27 @@ class SessionChannel(Channel):
 
     async def emit(self, message: dict[str, Any]) -> None:
         wire = self.wire
-        # A broker that can store and publish in one step (Redis) does both: subscribers then see a
-        # stream's events in id order, and GET-stream events survive a gap between two GET connections.
-        publish_event = getattr(wire.broker, "publish_event", None)
+        # Stored and published in one step: subscribers see a stream's events in id order, and GET-stream
+        # events survive a gap between two GET connections.
         if self.stream_id is None:
             topic = f"session:{self.session.id}"
             is_request = "method" in message and "id" in message
-            # A client opens its GET stream in the background after initialize: a request (which needs
-            # it) waits a moment for it; notifications are best effort.
-            event_id = None
-            for delay in (0.05, 0.1, 0.2, 0.4, 0.8, None) if is_request else (None,):
-                if publish_event is not None and event_id is None:
-                    event_id, receivers = await publish_event(wire.events, f"{self.session.id}~get", topic, message)
-                elif publish_event is not None:  # stored once; a retry only publishes it again
+            event_id, receivers = await wire.broker.publish_event(
+                wire.events, f"{self.session.id}~get", topic, message
+            )
+            if is_request and not receivers:
+                # A client opens its GET stream in the background after initialize: a request (which needs
+                # it) waits a moment for it, publishing the stored event again; notifications are best effort.
+                for delay in (0.05, 0.1, 0.2, 0.4, 0.8):
+                    await asyncio.sleep(delay)
                     receivers = await wire.broker.publish(topic, (event_id, message))
-                else:
-                    receivers = await wire.broker.publish(topic, message)
-                if receivers or delay is None:
-                    break
-                await asyncio.sleep(delay)
-            if receivers == 0 and is_request:
+                    if receivers:
+                        return
                 raise NoBackChannel("no stream to send the request on: open a GET stream or use SSE mode")
             return
-        if publish_event is not None:
-            event_id, _ = await publish_event(wire.events, self.stream_id, f"stream:{self.stream_id}", message)
-            if not self.closed and self.queue is not None:
-                self.queue.put_nowait((event_id, message))
-            return
-        event_id = await wire.events.store_event(self.stream_id, message)
+        event_id, _ = await wire.broker.publish_event(wire.events, self.stream_id, f"stream:{self.stream_id}", message)
         if not self.closed and self.queue is not None:
             self.queue.put_nowait((event_id, message))
-        await wire.broker.publish(f"stream:{self.stream_id}", (event_id, message))
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}

@@ -25,10 +25,10 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def uvicorn_server(factory: str, env: dict[str, str] | None = None, port: int | None = None) -> Iterator[str]:
-    """Serve `module:function` (an app factory importable from tests/) and yield its base URL."""
+    """Serve `module:function` (an app factory importable from the repository root) and yield its base URL."""
     port = port or free_port()
     command = [sys.executable, "-m", "uvicorn", "--factory", factory, "--host", "127.0.0.1", "--port", str(port),
-               "--app-dir", str(ROOT / "tests"), "--log-level", "warning"]
+               "--app-dir", str(ROOT), "--log-level", "warning"]
     environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     proc = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"

@@ -33,7 +33,7 @@ def test_exported_try_it_calls_the_configured_base_url(browser: Browser, tmp_pat
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     export_site(build_fusion(), tmp_path, base_url=base)
-    with uvicorn_server("browser.sample_app:build_app_serving_export", {"DOCS_SITE_DIR": str(tmp_path)},
+    with uvicorn_server("tests.browser.sample_app:build_app_serving_export", {"DOCS_SITE_DIR": str(tmp_path)},
                         port=port):
         for watched in open_page(browser, f"{base}/site/index.html"):
             form = watched.page.locator("#action-reports-totals form.tryit")

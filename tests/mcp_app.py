@@ -157,7 +157,7 @@ def serve(app: object) -> Iterator[str]:
 
 
 def __getattr__(name: str) -> object:
-    # `python -m mcpfusion.mcp.stdio test_mcp_fixtures:stdio_app` builds the app on first access.
+    # `python -m mcpfusion.mcp.stdio tests.mcp_app:stdio_app` builds the app on first access.
     if name == "stdio_app":
         return build_fusion().build_app()
     raise AttributeError(name)
