@@ -10,12 +10,7 @@ from functools import lru_cache
 
 
 def attr(value: object) -> str:
-    """Escape an attribute value (`&`, `<`, `"`)."""
-    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace('"', "&quot;")
-
-
-def text(value: object) -> str:
-    """Escape element text of perception blocks (`&`, `<`, `"`)."""
+    """Escape an attribute value, or the element text of perception blocks (`&`, `<`, `"`)."""
     return str(value).replace("&", "&amp;").replace("<", "&lt;").replace('"', "&quot;")
 
 
@@ -32,5 +27,5 @@ def bullet_block(tag: str, lines: list[str]) -> str:
 @lru_cache(maxsize=4096)
 def _bullet_block(tag: str, lines: tuple[str, ...]) -> str:
     # Rules and suggestions are mostly the same few lines call after call: render each set once.
-    body = "\n".join([f"- {text(line)}" for line in lines])
+    body = "\n".join([f"- {attr(line)}" for line in lines])
     return f"<{tag}>\n{body}\n</{tag}>"

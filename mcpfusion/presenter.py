@@ -338,7 +338,3 @@ class Presenter:
 
     def __repr__(self) -> str:
         return f"Presenter({self.name!r})"
-
-
-def present(presenter: Presenter, data: Any, ctx: Any = None, *, select: Collection[str] | None = None) -> ToolResponse:
-    return presenter.present(data, ctx, select=select)

@@ -120,9 +120,6 @@ class ResourceRegistry:
     def template(self, uri_template: str) -> ResourceTemplate | None:
         return next((t for t in self.templates if t.uri_template == uri_template), None)
 
-    def exists(self, uri: str) -> bool:
-        return uri in self.resources or any(t.match(uri) is not None for t in self.templates)
-
     async def read(self, uri: Any, context: Any = None) -> dict[str, Any]:
         if not isinstance(uri, str) or not uri:
             raise McpError(INVALID_PARAMS, "resources/read needs a non-empty string 'uri'")

@@ -20,7 +20,3 @@ class ToolBackend(Protocol):
         (the handlers' `Context`). An unknown tool raises
         `McpError(INVALID_PARAMS, ...)`; a failing tool returns `isError: true` instead of raising."""
         ...
-
-
-class Completer(Protocol):
-    async def __call__(self, value: str, arguments: dict[str, str]) -> list[str] | dict[str, Any]: ...

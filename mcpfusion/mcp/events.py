@@ -2,7 +2,7 @@
 so a client that lost the connection can send `Last-Event-ID` and get what it missed.
 
 Event ids embed their stream id (`{stream}#{seq}`), so any replica can find the stream of a
-`Last-Event-ID` without extra lookups. Issue 6 adds a Redis Streams implementation.
+`Last-Event-ID` without extra lookups. `mcpfusion.redis.RedisEventStore` keeps them in Redis Streams.
 """
 
 from __future__ import annotations

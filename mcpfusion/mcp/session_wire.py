@@ -23,7 +23,6 @@ from .settings import TransportSettings
 from .streams import SessionChannel, is_response, live_events, sse_event
 from .wire import SSE_HEADERS, accepts, error_response, header, http_error, json_response
 
-SESSION_HEADER = "mcp-session-id"
 DEFAULT_LOG_LEVEL = "info"
 _STATE_METHODS = frozenset({"logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
 

@@ -1,6 +1,6 @@
 """Handshake-era sessions (2025-06-18 / 2025-11-25) behind a small async store interface.
 
-The in-memory store is the default; issue 6 adds a Redis implementation of the same `SessionStore`
+The in-memory store is the default; `mcpfusion.redis.RedisSessionStore` implements the same `SessionStore`
 protocol so that any replica can serve any session.
 """
 
