@@ -24,9 +24,11 @@ run: install
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 test: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy  # strict, on mcpfusion/ (pyproject [tool.mypy])
 	$(PY) -m pytest -q -p no:cacheprovider
 	bash scripts/conformance.sh
 

@@ -11,7 +11,7 @@ import inspect
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from starlette.requests import Request
@@ -29,6 +29,9 @@ from .mcp.state import RequestStateSigner
 from .prompts import Prompt, PromptRegistry
 from .resources import Resource, ResourceRegistry, ResourceTemplate
 from .tool import Tool
+
+if TYPE_CHECKING:
+    from .redis import RedisStores
 
 logger = logging.getLogger("mcpfusion")
 _SETTING_NAMES = {f.name for f in fields(TransportSettings)}
@@ -311,7 +314,7 @@ class MCPFusion:
         return self.mount(FastAPI(**fastapi_kwargs))
 
 
-def _redis_stores(settings: TransportSettings) -> Any:
+def _redis_stores(settings: TransportSettings) -> RedisStores | None:
     """The Redis stores of `settings.redis_url`, or None (imported lazily: in-memory servers never load redis)."""
     if not settings.redis_url:
         return None

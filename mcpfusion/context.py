@@ -196,7 +196,8 @@ class Context:
         self._check_capability(request["method"])
         if key is None:
             return await self._channel.request(request["method"], request.get("params"))
-        return (await self._channel.ask({key: request}))[key]
+        answer: dict[str, Any] = (await self._channel.ask({key: request}))[key]
+        return answer
 
     def _check_capability(self, method: str) -> None:
         capability = _CAPABILITY_OF.get(method)

@@ -141,7 +141,7 @@ class Model:
                     info = FieldInfo.merge_field_infos(info, default=None)
                     annotation = annotation | None
                 fields[name] = (annotation, info)
-            model = create_model(  # type: ignore[call-overload]
+            model = create_model(
                 f"{self.name}{operation.title().replace('_', '')}Input",
                 __config__=ConfigDict(extra="forbid"),
                 **fields,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,7 +110,7 @@ class Presenter:
                 elif not isinstance(value, tuple):
                     value = (value, ...)
                 fields[name] = value
-            model = create_model(  # type: ignore[call-overload]
+            model = create_model(
                 self.name, __config__=ConfigDict(extra="ignore", from_attributes=True), **fields
             )
         self.item_model = model
@@ -197,7 +197,7 @@ class Presenter:
 
     def item_schema(self) -> dict[str, Any]:
         """JSON schema of one item as the agent receives it."""
-        schema = self.item_model.model_json_schema() if self.item_model else {"type": "object"}
+        schema: dict[str, Any] = self.item_model.model_json_schema() if self.item_model else {"type": "object"}
         for key, child in self.embeds.items():
             schema.setdefault("properties", {})[key] = {
                 "anyOf": [child.item_schema(), {"type": "array", "items": child.item_schema()}]
@@ -214,7 +214,7 @@ class Presenter:
                 raise ValueError(f"presenter {self.name!r}: redaction path {path!r} names no field of its schema")
 
     # -- pipeline ----------------------------------------------------------------------------------
-    def _validate(self, raws: list[Any]) -> list[Any]:
+    def _validate(self, raws: Sequence[Any]) -> list[Any]:
         """Validate and strip items against the schema, in one pydantic call for a whole list."""
         if self.item_model is None:
             # No schema: work on a copy so that redaction never touches the caller's objects.
@@ -297,7 +297,9 @@ class Presenter:
             out.rules = self._static_rules.copy()
         else:
             _merge_unique(out.rules, self.auto_rules)
-            _merge_unique(out.rules, [r for r in _as_list(self._rules(full, ctx)) if r])
+            rules = self._rules  # a function here: static rules were merged once, at declaration
+            if callable(rules):
+                _merge_unique(out.rules, [r for r in _as_list(rules(full, ctx)) if r])
         if self._directives:
             directives = self._directives(full, ctx) if callable(self._directives) else self._directives
             _merge_unique(out.directives, [d for d in _as_list(directives) if d])

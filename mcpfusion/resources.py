@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import base64
+import builtins
 import json
 import re
 from collections.abc import Callable
@@ -114,7 +115,7 @@ class ResourceRegistry:
     def list(self) -> list[dict[str, Any]]:
         return [r.descriptor() for r in self.resources.values()]
 
-    def list_templates(self) -> list[dict[str, Any]]:
+    def list_templates(self) -> builtins.list[dict[str, Any]]:  # `list` is the method above here
         return [t.descriptor() for t in self.templates]
 
     def template(self, uri_template: str) -> ResourceTemplate | None:

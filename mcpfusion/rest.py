@@ -7,7 +7,9 @@ problem details (`mcpfusion.problem`) with the same code, message, recovery and 
 
 from __future__ import annotations
 
+import inspect
 import json
+import typing
 from typing import Any
 
 from fastapi import FastAPI
@@ -155,6 +157,14 @@ def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api
     _document_problem(app)
 
 
+async def _answer(handler: Any, request: Request, exc: Exception) -> Response:
+    """What an exception handler answers; Starlette allows sync and async handlers."""
+    response = handler(request, exc)
+    if inspect.isawaitable(response):
+        response = await response
+    return typing.cast(Response, response)
+
+
 def _unknown(registry: ToolRegistry, path: str, prefix: str) -> ToolError:
     """Why `path` (under `prefix`) names no action: an unknown tool, or an unknown action of a tool."""
     tool_name, _, action_name = path[len(prefix) + 1:].partition("/")
@@ -177,7 +187,7 @@ def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str =
 
     async def on_http(request: Request, exc: Exception) -> Response:
         if not ours(request) or not isinstance(exc, StarletteHTTPException):
-            return await previous_http(request, exc)  # type: ignore[no-any-return]
+            return await _answer(previous_http, request, exc)
         path = request.url.path
         if exc.status_code == 404 and exc.detail == "Not Found":  # routing found no action at this path
             return problem_response(problem_of(_unknown(registry, path, prefix), instance=path))
@@ -185,14 +195,14 @@ def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str =
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         if not ours(request) or not isinstance(exc, RequestValidationError):
-            return await previous_validation(request, exc)  # type: ignore[no-any-return]
+            return await _answer(previous_validation, request, exc)
         fields = [(field_path(e.get("loc", ())), f"{e.get('msg', 'invalid')}.") for e in exc.errors()]
         return validation_problem(request.url.path, fields, request.url.path)
 
     async def on_crash(request: Request, exc: Exception) -> Response:
         if not ours(request):
             if previous_crash is not None:
-                return await previous_crash(request, exc)  # type: ignore[no-any-return]
+                return await _answer(previous_crash, request, exc)
             return PlainTextResponse("Internal Server Error", status_code=500)
         failed = ToolError(INTERNAL_ERROR, "The request failed with an internal error.",
                            recovery="This is a server problem, not your call; retry later.")

@@ -35,7 +35,7 @@ def _flatten_model(annotation: Any) -> type[BaseModel] | None:
     if typing.get_origin(annotation) is typing.Annotated:
         base, *extras = typing.get_args(annotation)
         if any(e is Flatten or isinstance(e, Flatten) for e in extras) and issubclass(base, BaseModel):
-            return base
+            return typing.cast(type[BaseModel], base)
     if isinstance(base, type) and issubclass(base, BaseModel) and getattr(base, "__mcpfusion_flatten__", False):
         return base
     return None
@@ -85,7 +85,7 @@ class Action:
 
     @property
     def input_schema(self) -> dict[str, Any]:
-        schema = lean(self.args_model.model_json_schema())
+        schema: dict[str, Any] = lean(self.args_model.model_json_schema())
         schema.setdefault("properties", {})
         if self.tool.select:
             schema["properties"][SELECT_PARAM] = select_schema(self.tool.select_keys())
@@ -248,11 +248,11 @@ class Tool:
             else:
                 fields[param.name] = (param.annotation, default)
             plain.append(param.name)
-        args_model = create_model(  # type: ignore[call-overload]
+        args_model = create_model(
             f"{self.name}_{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
         )
         presenter = returns if isinstance(returns, Presenter) else None
-        presenter_dependency = returns if returns is not None and presenter is None else None
+        presenter_dependency = None if returns is None or isinstance(returns, Presenter) else returns
         schema = self._output_schema(fn, output_schema, returns)
         dependant = build_dependant(dependencies, presenter_dependency)
         return Action(
@@ -284,13 +284,15 @@ class Tool:
         if isinstance(explicit, dict):
             return explicit
         if isinstance(explicit, type) and issubclass(explicit, BaseModel):
-            return lean(explicit.model_json_schema())
-        if returns is not None:
+            model: Any = explicit
+        elif returns is not None:
             return None
-        annotation = typing.get_type_hints(fn).get("return")
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            return lean(annotation.model_json_schema())
-        return None
+        else:
+            model = typing.get_type_hints(fn).get("return")
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        schema: dict[str, Any] = lean(model.model_json_schema())
+        return schema
 
     # -- exposition --------------------------------------------------------------------------------
     def select_keys(self) -> list[str]:
@@ -356,10 +358,10 @@ class Tool:
             if base and base[-1] not in ".!?":
                 base += "."
             properties[pname]["description"] = f"{base} {' '.join(notes)}".strip()
-        schema: dict[str, Any] = {"type": "object", "properties": properties, "required": [DISCRIMINATOR]}
+        grouped: dict[str, Any] = {"type": "object", "properties": properties, "required": [DISCRIMINATOR]}
         if defs:
-            schema["$defs"] = defs
-        return schema
+            grouped["$defs"] = defs
+        return grouped
 
     def grouped_output_schema(self) -> dict[str, Any] | None:
         schemas = [a.output_schema for a in self.actions.values()]

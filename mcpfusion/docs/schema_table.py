@@ -36,8 +36,9 @@ def type_label(schema: Any, root: dict[str, Any]) -> str:
 
 def _enum(schema: dict[str, Any], root: dict[str, Any]) -> list[Any] | None:
     schema = resolve(schema, root)
-    if isinstance(schema.get("enum"), list):
-        return schema["enum"]
+    enum = schema.get("enum")
+    if isinstance(enum, list):
+        return enum
     if "const" in schema:
         return [schema["const"]]
     for key in ("anyOf", "oneOf"):

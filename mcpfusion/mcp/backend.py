@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import builtins
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from starlette.requests import Request
@@ -19,4 +21,50 @@ class ToolBackend(Protocol):
         """Run a tool and return its `CallToolResult` dict; `context` is the engine's `make_context(call)`
         (the handlers' `Context`). An unknown tool raises
         `McpError(INVALID_PARAMS, ...)`; a failing tool returns `isError: true` instead of raising."""
+        ...
+
+
+class ResourceBackend(Protocol):
+    """The engine's view of the resources (`mcpfusion.resources.ResourceRegistry`)."""
+
+    @property
+    def resources(self) -> Mapping[str, Any]:
+        """Static resources by URI."""
+        ...
+
+    def __bool__(self) -> bool: ...
+
+    def list(self) -> list[dict[str, Any]]:
+        """`resources/list` entries."""
+        ...
+
+    def list_templates(self) -> builtins.list[dict[str, Any]]:  # `list` is the method above here
+        """`resources/templates/list` entries."""
+        ...
+
+    def template(self, uri_template: str) -> Any:
+        """The template registered under `uri_template`, or None."""
+        ...
+
+    async def read(self, uri: Any, context: Any = None) -> dict[str, Any]:
+        """The `ReadResourceResult` of `uri`, or `McpError` for a bad or unknown one."""
+        ...
+
+
+class PromptBackend(Protocol):
+    """The engine's view of the prompts (`mcpfusion.prompts.PromptRegistry`)."""
+
+    @property
+    def prompts(self) -> Mapping[str, Any]:
+        """Prompts by name."""
+        ...
+
+    def __bool__(self) -> bool: ...
+
+    def list(self) -> list[dict[str, Any]]:
+        """`prompts/list` entries."""
+        ...
+
+    async def get(self, name: Any, arguments: Any, context: Any = None) -> dict[str, Any]:
+        """The `GetPromptResult` of prompt `name`, or `McpError` for a bad or unknown one."""
         ...

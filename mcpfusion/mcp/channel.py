@@ -113,7 +113,8 @@ class InputResponsesChannel(Channel):
         req: dict[str, Any] = {"method": method}
         if params is not None:
             req["params"] = params
-        return (await self.ask({key: req}))[key]
+        answer: dict[str, Any] = (await self.ask({key: req}))[key]
+        return answer
 
     async def ask(self, requests: dict[str, dict[str, Any]], state: Any = None) -> dict[str, Any]:
         answers: dict[str, Any] = {}

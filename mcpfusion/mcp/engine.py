@@ -15,7 +15,7 @@ from typing import Any
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
-from .backend import ToolBackend
+from .backend import PromptBackend, ResourceBackend, ToolBackend
 from .callables import invoke
 from .channel import LOG_RANK, Channel, InputRequired, InputResponsesChannel
 from .jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, McpError
@@ -70,8 +70,8 @@ class Engine:
         name: str,
         version: str,
         tools: ToolBackend,
-        resources: Any = None,
-        prompts: Any = None,
+        resources: ResourceBackend | None = None,
+        prompts: PromptBackend | None = None,
         completions: dict[tuple[str, str, str], Completion] | None = None,
         instructions: str | None = None,
         title: str | None = None,
@@ -237,11 +237,12 @@ class Engine:
         return {"resourceTemplates": self.resources.list_templates() if self.resources is not None else []}
 
     async def _resources_read(self, call: Call) -> dict[str, Any]:
-        if self.resources is None:
+        resources = self.resources
+        if resources is None:
             raise McpError(INVALID_PARAMS, "This server has no resources")
         uri = call.params.get("uri")
         return await self._with_input(
-            call, uri if isinstance(uri, str) else "", lambda: self.resources.read(uri, self.make_context(call))
+            call, uri if isinstance(uri, str) else "", lambda: resources.read(uri, self.make_context(call))
         )
 
     async def _subscribe(self, call: Call) -> dict[str, Any]:
@@ -268,12 +269,13 @@ class Engine:
         return {"prompts": self.prompts.list() if self.prompts is not None else []}
 
     async def _prompts_get(self, call: Call) -> dict[str, Any]:
-        if self.prompts is None:
+        prompts = self.prompts
+        if prompts is None:
             raise McpError(INVALID_PARAMS, "This server has no prompts")
         name = call.params.get("name")
         return await self._with_input(
             call, name if isinstance(name, str) else "",
-            lambda: self.prompts.get(name, call.params.get("arguments"), self.make_context(call)),
+            lambda: prompts.get(name, call.params.get("arguments"), self.make_context(call)),
         )
 
     async def _complete(self, call: Call) -> dict[str, Any]:
@@ -284,7 +286,8 @@ class Engine:
         kind = ref.get("type")
         target = ref.get("name") if kind == "ref/prompt" else ref.get("uri") if kind == "ref/resource" else None
         arg_name, value = argument.get("name"), argument.get("value", "")
-        if not isinstance(target, str) or not isinstance(arg_name, str) or not isinstance(value, str):
+        if (not isinstance(kind, str) or not isinstance(target, str) or not isinstance(arg_name, str)
+                or not isinstance(value, str)):
             raise McpError(INVALID_PARAMS, "completion/complete: ref needs a type ref/prompt (name) or "
                            "ref/resource (uri), and argument needs string 'name' and 'value'")
         self._check_completion_target(kind, target)

@@ -58,9 +58,14 @@ def _is_modern_body(message: Any) -> bool:
 class SharedStores(Protocol):
     """Stores shared by the replicas of a server (e.g. `mcpfusion.redis.RedisStores`), closed with the app."""
 
-    sessions: SessionStore
-    events: EventStore
-    broker: Broker
+    @property
+    def sessions(self) -> SessionStore: ...
+
+    @property
+    def events(self) -> EventStore: ...
+
+    @property
+    def broker(self) -> Broker: ...
 
     async def aclose(self) -> None: ...
 
@@ -99,6 +104,7 @@ class McpHttpTransport:
     def _closing(self, inner: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """The app's lifespan, followed by closing the shared stores (pub/sub reader, connection pool)."""
         shared = self.shared
+        assert shared is not None
 
         @asynccontextmanager
         async def lifespan(app: Any) -> AsyncIterator[Any]:

@@ -215,6 +215,8 @@ class ModernWire:
                     if not isinstance(message, dict):
                         continue
                     method = message.get("method")
+                    if not isinstance(method, str):
+                        continue
                     params = dict(message.get("params") or {})
                     if method == "notifications/resources/updated":
                         if params.get("uri") not in honored.get("resourceSubscriptions", ()):

@@ -204,7 +204,7 @@ class SessionWire:
             # Handshake-era errors to requests travel in a 200 response, like the reference SDK.
             return json_response(reply, 200, headers)
         assert stream_id is not None
-        priming = None
+        priming: dict[str, Any] | None = None
         if is_version_at_least(session.protocol_version, "2025-11-25"):
             priming_id = await self.events.store_event(stream_id, None)
             priming = {"id": priming_id, "data": ""}

@@ -175,7 +175,7 @@ class StdioBridge:
             method = message.get("method")
             if isinstance(method, str):
                 headers["mcp-method"] = method
-                name = params.get(_NAME_KEYS.get(method, ""))
+                name = params.get(_NAME_KEYS.get(method, "")) if isinstance(params, dict) else None
                 if isinstance(name, str):
                     headers["mcp-name"] = name
             return headers

@@ -128,7 +128,7 @@ class RedisBroker:
     async def _connect(self) -> AbstractConnection:
         conn = self._conn
         if conn is None:
-            conn = self._conn = self.client.connection_pool.make_connection()
+            conn = self._conn = self.client.connection_pool.make_connection()  # type: ignore[no-untyped-call]
         else:
             await conn.disconnect()
         await conn.connect()

@@ -6,6 +6,8 @@ hanging MCP requests; here a request fails fast (or reconnects within ~0.5 s aft
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis.asyncio as aioredis
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -16,9 +18,9 @@ from redis.retry import Retry
 UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
-def connect(url: str, **kwargs: object) -> aioredis.Redis:
+def connect(url: str, **kwargs: Any) -> aioredis.Redis:
     """An asyncio client for `url` (`redis://host:port/db`), decoding responses to str."""
-    options: dict[str, object] = {
+    options: dict[str, Any] = {
         "decode_responses": True,
         "socket_connect_timeout": 1.0,
         "socket_timeout": 5.0,
