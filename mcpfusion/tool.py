@@ -13,7 +13,7 @@ from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from . import toon
+from . import exposition, toon
 from .dependencies import build_dependant, is_empty, split_parameters
 from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
 from .presenter import Presenter
@@ -39,10 +39,6 @@ def _flatten_model(annotation: Any) -> type[BaseModel] | None:
     if isinstance(base, type) and issubclass(base, BaseModel) and getattr(base, "__mcpfusion_flatten__", False):
         return base
     return None
-
-
-def _shape(schema: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in schema.items() if k != "description"}
 
 
 class Flatten:
@@ -320,48 +316,13 @@ class Tool:
         return "\n".join(lines)
 
     def grouped_input_schema(self) -> dict[str, Any]:
-        """`action` enum + the union of the actions' parameters, each annotated with the actions using it."""
-        properties: dict[str, Any] = {
-            DISCRIMINATOR: {"type": "string", "enum": list(self.actions), "description": "The operation to run."}
-        }
-        defs: dict[str, Any] = {}
-        users: dict[str, tuple[list[str], list[str]]] = {}
-        variants: dict[str, list[dict[str, Any]]] = {}
-        for action in self.actions.values():
-            schema = action.input_schema
-            defs.update(schema.pop("$defs", {}))
-            required = set(schema.get("required", []))
-            for pname, pschema in schema["properties"].items():
-                if pname == SELECT_PARAM:
-                    properties[pname] = pschema
-                    continue
-                found = variants.setdefault(pname, [])
-                for i, known in enumerate(found):
-                    if _shape(known) == _shape(pschema):
-                        if "description" not in known and "description" in pschema:
-                            found[i] = pschema
-                        break
-                else:
-                    found.append(pschema)
-                properties.setdefault(pname, None)
-                req, opt = users.setdefault(pname, ([], []))
-                (req if pname in required else opt).append(action.name)
-        for pname, found in variants.items():
-            properties[pname] = dict(found[0]) if len(found) == 1 else {"anyOf": found}
-        for pname, (req, opt) in users.items():
-            notes = []
-            if req:
-                notes.append(f"Required for: {', '.join(req)}.")
-            if opt:
-                notes.append(f"Optional for: {', '.join(opt)}.")
-            base = properties[pname].get("description", "").strip()
-            if base and base[-1] not in ".!?":
-                base += "."
-            properties[pname]["description"] = f"{base} {' '.join(notes)}".strip()
-        grouped: dict[str, Any] = {"type": "object", "properties": properties, "required": [DISCRIMINATOR]}
-        if defs:
-            grouped["$defs"] = defs
-        return grouped
+        """`action` enum + the union of the actions' parameters, compact (see `mcpfusion.exposition`)."""
+        return exposition.grouped_input_schema(
+            DISCRIMINATOR,
+            [(a.name, a.input_schema) for a in self.actions.values()],
+            reserved=(SELECT_PARAM,),
+            table_says_required=self.toon_description,
+        )
 
     def grouped_output_schema(self) -> dict[str, Any] | None:
         schemas = [a.output_schema for a in self.actions.values()]
@@ -384,9 +345,11 @@ class Tool:
             entry: dict[str, Any] = {
                 "name": f"{self.name}_{action.name}",
                 "description": action.description or self.description,
-                "inputSchema": action.input_schema,
-                "annotations": action.annotations(),
+                "inputSchema": exposition.action_input_schema(action.input_schema),
             }
+            hints = exposition.compact_annotations(action.annotations())
+            if hints:
+                entry["annotations"] = hints
             if action.title:
                 entry["title"] = action.title
             if action.output_schema:
@@ -400,8 +363,10 @@ class Tool:
             "name": self.name,
             "description": description if description is not None else self.grouped_description(),
             "inputSchema": self.grouped_input_schema(),
-            "annotations": self.annotations(),
         }
+        hints = exposition.compact_annotations(self.annotations())
+        if hints:
+            entry["annotations"] = hints
         if self.title:
             entry["title"] = self.title
         output = self.grouped_output_schema()

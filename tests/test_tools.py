@@ -103,12 +103,15 @@ def test_grouped_schema_union_with_required_annotations_and_aggregated_annotatio
     assert props["action"]["enum"] == ["get_invoice", "create_invoice", "void_invoice", "total", "crash", "nothing"]
     assert schema["required"] == ["action"]
     assert props["id"]["description"] == "Invoice id. Required for: get_invoice, void_invoice."
+    assert "description" not in props["action"]  # the tool's description says how to pick one
     assert props["amount_cents"]["minimum"] == 0
     assert props["reason"]["enum"] == ["duplicate", "error"]
     assert props["currency"]["description"] == "Optional for: total."
     for hidden_or_guarded in ("internal_notes", "db", "x_role"):
         assert hidden_or_guarded not in props
-    assert entry["annotations"] == {
+    # aggregated (destructive if any is), advertised only where it differs from MCP's defaults
+    assert entry["annotations"] == {"openWorldHint": False}
+    assert build_tool().annotations() == {
         "readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False
     }
     assert "outputSchema" not in entry  # not every action has one
@@ -385,8 +388,8 @@ def test_grouped_schema_merges_optional_and_differing_parameters_without_nesting
         """B."""
 
     props = tool.mcp_tools()[0]["inputSchema"]["properties"]
-    assert props["status"]["anyOf"] == [{"enum": ["x", "y"], "type": "string"}, {"type": "null"}]
-    assert props["status"]["description"] == "Optional for: a, b."
+    # optional with a None default: no null branch, no `"default": null` (leaving it out is the same call)
+    assert props["status"] == {"enum": ["x", "y"], "type": "string", "description": "Optional for: a, b."}
     assert props["n"] == {
         "anyOf": [{"default": 0, "type": "integer"}, {"default": "", "type": "string"}],
         "description": "Optional for: a, b.",

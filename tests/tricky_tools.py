@@ -12,7 +12,7 @@ from mcpfusion import Model, Tool
 
 
 class Item(BaseModel):
-    sku: Annotated[str, Field(pattern=r"^[A-Z]{3}-\d+$")]
+    sku: Annotated[str, Field(pattern=r"^[A-Z]{3}-\d+$", examples=["ABC-1"])]
     qty: Annotated[int, Field(ge=1, le=99)] = 1
     tags: list[str] = []
 

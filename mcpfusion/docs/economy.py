@@ -1,7 +1,8 @@
 """Token economy, computed (o200k) from the real tools and real presenter output on sample data.
 
 - description: the tool as a grouped MCP tool with its TOON description, against the same tool described
-  flat with plain JSON schemas (one MCP tool per action).
+  the conventional way (one MCP tool per action, each with its full JSON schema and every hint: what a
+  FastMCP-style server advertises), and the cost of each exposition (compact grouped, flat).
 - `_select`: a sample response in full, against the same response with `_select` on two root fields.
 - `limit`: a sample collection of 4x the limit through the presenter without its limit, against with it.
 """
@@ -36,8 +37,14 @@ def grouped_entry(tool: Tool) -> dict[str, Any]:
 
 
 def flat_entries(tool: Tool) -> list[dict[str, Any]]:
-    """The tool as plain JSON-schema tools, one per action."""
-    return tool.flat_entries()
+    """The tool the conventional way: one MCP tool per action, its full JSON schema and every hint."""
+    return [{"name": f"{tool.name}_{a.name}", "description": a.description, "inputSchema": a.input_schema,
+             "annotations": a.annotations()} for a in tool.actions.values()]
+
+
+def exposition_costs(tool: Tool) -> dict[str, int]:
+    """Tokens of the tool's `tools/list` entries under each exposition (all compact)."""
+    return {"grouped": tokens.count_json(grouped_entry(tool)), "flat": tokens.count_json(tool.flat_entries())}
 
 
 def _saving(before: int, after: int) -> dict[str, Any]:
@@ -57,7 +64,17 @@ def description_economy(tool: Tool) -> dict[str, Any]:
         "flat_json_entries": flat_tokens,
         "flat_tool_count": len(flat),
         "saving": _saving(flat_tokens, grouped_tokens),
+        "expositions": exposition_costs(tool),
     }
+
+
+def advertised_economy(tool: Tool, advertised: list[dict[str, Any]]) -> dict[str, Any]:
+    """`description_economy` plus what is advertised now, and its ratio to the conventional listing."""
+    figures = description_economy(tool)
+    figures["advertised"] = tokens.count_json(advertised)
+    plain = figures["flat_json_entries"]
+    figures["ratio_vs_plain"] = round(figures["advertised"] / plain, 2) if plain else None
+    return figures
 
 
 def _text_tokens(presenter: Presenter, data: Any, ctx: Any, select: list[str] | None = None) -> int:

@@ -78,7 +78,7 @@ def tool_entry(tool: Tool, curl_base: str, memo: dict[int, dict[str, Any]] | Non
         },
         "annotations": tool.annotations(),
         "mcp_tools": advertised,
-        "tokens": {**economy.description_economy(tool), "advertised": tokens.count_json(advertised)},
+        "tokens": economy.advertised_economy(tool, advertised),
         "actions": [action_entry(a, curl_base, memo) for a in tool.actions.values()],
     }
 

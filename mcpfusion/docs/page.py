@@ -229,8 +229,12 @@ def tool_economy(t: dict[str, Any]) -> str:
     rows = [
         ["TOON description (text)", str(t["toon_description"])],
         ["Grouped MCP tool: TOON description + input schema", str(t["grouped_toon_entry"])],
-        [f"Flat plain JSON schemas ({t['flat_tool_count']} MCP tools, one per action)", str(t["flat_json_entries"])],
-        ["As advertised now in <code>tools/list</code>", str(t["advertised"])],
+        [f"Plain JSON schemas ({t['flat_tool_count']} MCP tools, one per action, every hint)",
+         str(t["flat_json_entries"])],
+        ["As advertised now in <code>tools/list</code> (compact)", str(t["advertised"])],
+        ["Advertised vs one plain JSON-schema tool per action (FastMCP-style)",
+         f'<strong>{t["ratio_vs_plain"]}x</strong>' if t.get("ratio_vs_plain") is not None else "-"],
+        *([f"Exposition <code>{_e(name)}</code>", str(cost)] for name, cost in t.get("expositions", {}).items()),
         ["Saved by grouping with TOON vs flat JSON",
          f'<strong>{s["saved"]}</strong> ({s["percent"]}%) '
          f'<meter min="0" max="100" value="{max(s["percent"], 0)}">{s["percent"]}%</meter>'],
@@ -312,9 +316,9 @@ def render_page(
     n_actions = sum(len(t["actions"]) for t in tools)
     extra = "".join(f'<a href="{_e(href)}">{_e(label)}</a>' for label, href in (links or {}).items())
     summary = _table(
-        ["tool", "actions", "TOON grouped", "flat JSON", "saved"],
+        ["tool", "actions", "advertised", "plain JSON (one tool per action)", "ratio", "saved by TOON grouping"],
         [[f'<a href="#tool-{_e(t["name"])}">{_e(t["name"])}</a>', str(len(t["actions"])),
-          str(t["tokens"]["grouped_toon_entry"]), str(t["tokens"]["flat_json_entries"]),
+          str(t["tokens"]["advertised"]), str(t["tokens"]["flat_json_entries"]), f'{t["tokens"]["ratio_vs_plain"]}x',
           f'{t["tokens"]["saving"]["saved"]} ({t["tokens"]["saving"]["percent"]}%)'] for t in tools],
         "economy summary",
     )

@@ -1,0 +1,101 @@
+"""Peer of `bench/tokens.py`: the same 8 billing/customers actions as the reference service, written the
+way a FastMCP developer would (one tool per action, same parameter types, constraints, descriptions and
+annotations, typed returns).
+
+`build(output_schemas=...)` gives the server with FastMCP's output schemas derived from the return types, or
+with them switched off (`output_schema=None`), so the bench compares like with like.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+from fastmcp import FastMCP
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from models import INVOICE_STATUSES, CustomerModel, InvoiceLine, InvoiceModel, InvoiceRowModel
+from routers.billing import InvoiceCreate, InvoiceId, InvoiceUpdate, StatusFilter
+
+Invoice = InvoiceModel.schema
+InvoiceRow = InvoiceRowModel.schema
+Customer = CustomerModel.schema
+_create = InvoiceCreate.model_fields
+Status = Literal[INVOICE_STATUSES]  # type: ignore[valid-type]
+
+
+def _hints(readonly: bool = False, destructive: bool = False, idempotent: bool = False,
+           open_world: bool = False) -> ToolAnnotations:
+    return ToolAnnotations(readOnlyHint=readonly, destructiveHint=destructive, idempotentHint=idempotent,
+                           openWorldHint=open_world)
+
+
+def build(*, output_schemas: bool = True) -> FastMCP:
+    """The FastMCP server, with or without the output schemas FastMCP derives from return types."""
+    server = FastMCP("billing")
+    off: dict[str, Any] = {} if output_schemas else {"output_schema": None}
+
+    @server.tool(annotations=_hints(readonly=True), **off)
+    async def billing_list_invoices(
+        status: StatusFilter = None,
+        customer_id: Annotated[str | None, Field(description="Only this customer's invoices.")] = None,
+    ) -> list[InvoiceRow]:  # type: ignore[valid-type]
+        """List invoices, latest due date first"""
+        return []
+
+    @server.tool(annotations=_hints(readonly=True), **off)
+    async def billing_get_invoice(id: InvoiceId) -> Invoice:  # type: ignore[valid-type]
+        """Get one invoice with its lines and payments"""
+        raise NotImplementedError
+
+    @server.tool(annotations=_hints(), **off)
+    async def billing_create_invoice(
+        customer_id: Annotated[str, _create["customer_id"]],
+        due_date: Annotated[dt.date, _create["due_date"]],
+        lines: Annotated[list[InvoiceLine], _create["lines"]],
+        internal_note: Annotated[str | None, _create["internal_note"]] = None,
+    ) -> Invoice:  # type: ignore[valid-type]
+        """Create a draft invoice for a customer"""
+        raise NotImplementedError
+
+    @server.tool(annotations=_hints(idempotent=True), **off)
+    async def billing_update_invoice_status(
+        id: InvoiceId, status: Annotated[Status, InvoiceUpdate.model_fields["status"]]
+    ) -> Invoice:  # type: ignore[valid-type]
+        """Move an invoice to its next status (draft->sent->paid)"""
+        raise NotImplementedError
+
+    @server.tool(annotations=_hints(open_world=True), **off)
+    async def billing_remind(
+        id: InvoiceId,
+        message: Annotated[str | None, Field(description="A personal line added to the reminder.", max_length=500)]
+        = None,
+    ) -> Invoice:  # type: ignore[valid-type]
+        """Send a payment reminder for a sent invoice"""
+        raise NotImplementedError
+
+    @server.tool(annotations=_hints(destructive=True), **off)
+    async def billing_void_invoice(
+        id: InvoiceId,
+        reason: Annotated[str, Field(min_length=3, max_length=200, description="Why the invoice is voided.")],
+    ) -> Invoice:  # type: ignore[valid-type]
+        """Void an unpaid invoice (cannot be undone)"""
+        raise NotImplementedError
+
+    @server.tool(annotations=_hints(readonly=True), **off)
+    async def customers_list(
+        search: Annotated[str | None, Field(description="Part of the name, or a country code.", max_length=100)]
+        = None,
+    ) -> list[Customer]:  # type: ignore[valid-type]
+        """List customers with their open balance"""
+        return []
+
+    @server.tool(annotations=_hints(readonly=True), **off)
+    async def customers_get(
+        id: Annotated[str, Field(description="Customer id, e.g. cus_0001.", max_length=40)],
+    ) -> Customer:  # type: ignore[valid-type]
+        """Get one customer"""
+        raise NotImplementedError
+
+    return server

@@ -1,0 +1,125 @@
+"""What `tools/list` costs an agent (o200k tokens): mcpfusion against FastMCP for the same 8 actions.
+
+The 8 actions are the reference service's `billing` list_invoices, get_invoice, create_invoice,
+update_invoice_status, remind, void_invoice and `customers` list, get. FastMCP's side
+(bench/peers/fastmcp_tools.py) declares them with the same parameter types, constraints, descriptions,
+annotations and return types. Both listings go through the same `mcp.types.Tool` model and are counted as
+compact JSON, once without output schemas on either side and once with them (FastMCP derives them from the
+return types; mcpfusion advertises the ones its actions declare), so each ratio compares like with like.
+
+    python bench/tokens.py            # table + last line `ratio_no_output=X ratio_output=Y`
+    python bench/tokens.py --json     # the figures as JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+for path in (ROOT, ROOT / "bench"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import fastmcp  # noqa: E402
+from mcp import types  # noqa: E402
+
+from mcpfusion.docs import tokens  # noqa: E402
+from mcpfusion.tool import Tool  # noqa: E402
+
+ACTIONS = {
+    "billing": ["list_invoices", "get_invoice", "create_invoice", "update_invoice_status", "remind", "void_invoice"],
+    "customers": ["list", "get"],
+}
+EXPOSITIONS = ("grouped", "flat")
+
+
+def wire(entries: list[dict[str, Any]] | list[types.Tool], *, output: bool) -> list[dict[str, Any]]:
+    """The listing as a client receives it (one serializer for both servers), optionally without outputSchema."""
+    out = []
+    for entry in entries:
+        tool = entry if isinstance(entry, types.Tool) else types.Tool.model_validate(entry)
+        data = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if not output:
+            data.pop("outputSchema", None)
+        out.append(data)
+    return out
+
+
+def reference_tools() -> dict[str, Tool]:
+    from app.main import create_app
+    from app.settings import Settings
+
+    app = create_app(Settings(database_url="sqlite+aiosqlite:///:memory:"))
+    return app.state.mcpfusion.registry.tools
+
+
+def ours(exposition: str | None = None) -> list[dict[str, Any]]:
+    """The 8 actions' entries, under the reference service's expositions or the one given."""
+    entries: list[dict[str, Any]] = []
+    for name, tool in reference_tools().items():
+        if name not in ACTIONS:
+            continue
+        subset = copy.copy(tool)
+        subset.actions = {a: tool.actions[a] for a in ACTIONS[name]}
+        subset.exposition = exposition or tool.exposition  # type: ignore[assignment]
+        entries += subset.mcp_tools()
+    return entries
+
+
+async def fastmcp_listing(output_schemas: bool) -> list[types.Tool]:
+    from peers.fastmcp_tools import build
+
+    async with fastmcp.Client(build(output_schemas=output_schemas)) as client:
+        return list((await client.session.list_tools()).tools)
+
+
+def measure() -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    peers = {out: asyncio.run(fastmcp_listing(out)) for out in (False, True)}
+    for output in (False, True):
+        peer = wire(peers[output], output=output)
+        base = tokens.count_json(peer)
+        rows.append({"server": f"FastMCP {fastmcp.__version__}", "output_schemas": output, "tools": len(peer),
+                     "with_output_schema": sum("outputSchema" in t for t in peer), "tokens": base, "ratio": 1.0})
+        for label, exposition in [("mcpfusion (reference service)", None),
+                                  *((f"mcpfusion {e}", e) for e in EXPOSITIONS)]:
+            listing = wire(ours(exposition), output=output)
+            count = tokens.count_json(listing)
+            rows.append({"server": label, "output_schemas": output, "tools": len(listing),
+                         "with_output_schema": sum("outputSchema" in t for t in listing), "tokens": count,
+                         "ratio": round(count / base, 2)})
+    return {"actions": ACTIONS, "encoding": tokens.ENCODING, "rows": rows}
+
+
+def table(figures: dict[str, Any]) -> str:
+    named = "; ".join(f"{tool}: {', '.join(names)}" for tool, names in figures["actions"].items())
+    lines = [f"tools/list of the same 8 actions ({named}), {figures['encoding']} tokens, compact JSON", ""]
+    for output in (False, True):
+        lines.append("with output schemas (FastMCP: from return types; mcpfusion: as its actions declare them)"
+                     if output else "without output schemas on either side (input schemas, descriptions, hints)")
+        lines += ["| server | MCP tools | with outputSchema | tokens | vs FastMCP |", "|---|---:|---:|---:|---:|"]
+        lines += [f"| {r['server']} | {r['tools']} | {r['with_output_schema']} | {r['tokens']} | {r['ratio']:.2f} |"
+                  for r in figures["rows"] if r["output_schemas"] == output]
+        lines.append("")
+    served = {r["output_schemas"]: r["ratio"] for r in figures["rows"] if r["server"].endswith("(reference service)")}
+    lines.append(f"ratio_no_output={served[False]:.2f} ratio_output={served[True]:.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    figures = measure()
+    print(json.dumps(figures, indent=2) if args.json else table(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""bench/tokens.py: the same 8 actions on both sides, like with like, and the ratio line."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_token_bench_compares_the_same_actions_like_with_like():
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "tokens.py")], capture_output=True, text=True,
+                         timeout=240, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = run.stdout
+    assert "without output schemas on either side" in out and "with output schemas" in out
+    rows = [r for r in out.splitlines() if r.startswith("| FastMCP") or r.startswith("| mcpfusion")]
+    fastmcp = [r for r in rows if r.startswith("| FastMCP")]
+    assert len(fastmcp) == 2 and all("| 8 |" in r for r in fastmcp)  # one MCP tool per action there
+    without = [int(r.split("|")[4]) for r in rows[: len(rows) // 2]]
+    assert without[1] < without[0]  # the reference service's compact listing is cheaper than FastMCP's
+    last = out.strip().splitlines()[-1]
+    match = re.fullmatch(r"ratio_no_output=(\d\.\d\d) ratio_output=(\d\.\d\d)", last)
+    assert match and 0 < float(match[1]) < 1 and 0 < float(match[2]) < 1

@@ -1,0 +1,195 @@
+"""The compact exposition changes what is advertised, never what validates.
+
+- the server's verdict on every input of the corpus is the one recorded before the compact exposition
+  (tests/data/validation_verdicts.json, reference service + tricky declarations);
+- every call the server accepts (in its strict JSON form, an optional `null` left out) is accepted by the
+  advertised schemas, grouped and flat: no valid call is blocked by what a client reads;
+- what the advertised schema lets through and the action refuses still gets the self-healing error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator, FormatChecker
+
+from mcpfusion import Tool
+from mcpfusion.dispatch import _pop_select
+from mcpfusion.exposition import MCP_DEFAULT_HINTS, compact_annotations, merge_parameter, optional_form
+from mcpfusion.testing import ToolTester
+from tests import validation_corpus as vc
+from tests.tricky_tools import TOOLS, shapes
+
+REGISTRIES = vc.registries()
+RECORDED = json.loads(vc.FIXTURE.read_text())
+CHECKER = FormatChecker()
+
+
+def _action_params():
+    for label, registry in REGISTRIES.items():
+        for action in registry.actions():
+            yield pytest.param(label, action, id=f"{label}:{action.qualified_name}")
+
+
+ACTIONS = list(_action_params())
+
+
+def _valid(schema: dict[str, Any], value: Any) -> bool:
+    return Draft202012Validator(schema, format_checker=CHECKER).is_valid(value)
+
+
+def _normal(action, args: dict[str, Any]) -> dict[str, Any]:
+    """The same call without the `null`s an omitted optional parameter means anyway."""
+    fields = action.args_model.model_fields
+    return {k: v for k, v in args.items()
+            if not (v is None and k in fields and not fields[k].is_required() and fields[k].default is None)}
+
+
+def _kwargs(action, args: dict[str, Any]) -> dict[str, Any]:
+    args = dict(args)
+    select = _pop_select(action, args)
+    return {**action.validate(args), "_select": select}
+
+
+def _found(action) -> tuple[dict[str, Any], bool]:
+    """The advertised entry holding `action`, and whether it takes the `action` discriminator."""
+    for entry in action.tool.mcp_tools():
+        enum = entry["inputSchema"]["properties"].get("action", {}).get("enum")
+        if entry["name"] == f"{action.tool.name}_{action.name}" and enum is None:
+            return entry, False
+        if enum and action.name in enum:
+            return entry, True
+    raise AssertionError(f"{action.label} is not advertised")
+
+
+def test_every_recorded_action_still_exists():
+    now = {f"{label}:{a.qualified_name}" for label, r in REGISTRIES.items() for a in r.actions()}
+    missing = sorted(set(RECORDED) - now)
+    assert not missing, f"actions gone since the verdicts were recorded: {missing} (see tests/validation_corpus.py)"
+
+
+@pytest.mark.parametrize(("label", "action"), ACTIONS)
+def test_server_verdicts_are_the_recorded_ones(label, action):
+    recorded = RECORDED.get(f"{label}:{action.qualified_name}")
+    assert recorded, f"no recorded verdicts for {action.label}: run tests/validation_corpus.py --write"
+    changed = [(e["args"], e, vc.verdict(action, e["args"])) for e in recorded
+               if {k: v for k, v in e.items() if k != "args"} != vc.verdict(action, e["args"])]
+    assert not changed, (
+        f"{action.label} now decides differently on {len(changed)} input(s), e.g. {changed[0]}; if its contract "
+        "changed on purpose, re-record with `python tests/validation_corpus.py --write`"
+    )
+    assert any(e["ok"] for e in recorded) and not all(e["ok"] for e in recorded)
+
+
+@pytest.mark.parametrize(("label", "action"), ACTIONS)
+def test_advertised_schemas_accept_every_call_the_server_accepts(label, action):
+    entry, grouped = _found(action)
+    full = action.input_schema  # the action's exact pydantic schema (what validates)
+    accepted = 0
+    for args in vc.corpus(action):
+        if not vc.verdict(action, args)["ok"] or not _valid(full, args):
+            continue  # refused, or only accepted through pydantic's lax coercion ("5" for 5)
+        call = _normal(action, args)
+        assert vc.verdict(action, call)["ok"] and _kwargs(action, call) == _kwargs(action, args)
+        advertised = {"action": action.name, **call} if grouped else call
+        assert _valid(entry["inputSchema"], advertised), (action.label, advertised, entry["inputSchema"])
+        accepted += 1
+    assert accepted >= 1
+
+
+def _walk(node: Any):
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+@pytest.mark.parametrize("registry", REGISTRIES.values(), ids=list(REGISTRIES))
+def test_compact_shape(registry):
+    for entry in registry.mcp_tools():
+        schema = entry["inputSchema"]
+        for node in _walk(schema["properties"]):
+            for branch in node.get("anyOf", []):
+                assert "anyOf" not in branch, (entry["name"], node)
+        for name, prop in schema["properties"].items():
+            assert prop.get("default", 0) is not None, (entry["name"], name)
+        hints = entry.get("annotations", {})
+        for key, value in hints.items():
+            assert MCP_DEFAULT_HINTS[key] != value, (entry["name"], key)
+        assert "The operation to run" not in json.dumps(schema)
+
+
+def test_shared_parameters_merge_into_one_schema_that_accepts_each():
+    [entry] = shapes.mcp_tools()
+    props = entry["inputSchema"]["properties"]
+    # b requires status (the TOON table says so); the others may send it; one enum unites them
+    assert props["status"] == {"type": "string", "enum": ["x", "y", "z", "w"], "description": "Optional for: a, f."}
+    # int for a and e (differing bounds and defaults dropped), str for b: a flat anyOf, no nesting
+    assert props["n"] == {"anyOf": [{"type": "integer"}, {"type": "string"}], "description": "Optional for: a, e."}
+    assert props["text"] == {"type": "string", "description": "Short text. Longer text. Optional for: a."}
+    # a null limit means something else than the default 10: the null branch stays
+    assert props["limit"] == {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": 10,
+                              "description": "Optional for: a."}
+    assert props["day"] == {"format": "date", "type": "string", "description": "Optional for: a."}
+    # b requires note and accepts null: null stays
+    assert props["note"] == {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "Optional for: e, f."}
+    assert props["customer"] == {"type": "string"}
+    assert props["shape"]["anyOf"][0]["properties"]["kind"] == {"const": "circle", "type": "string"}
+    assert "$defs" in entry["inputSchema"] and set(entry["inputSchema"]["$defs"]) == {"Item", "Tree"}
+    for guarded_or_hidden in ("id", "total_cents", "secret"):
+        assert guarded_or_hidden not in props
+    assert "annotations" not in entry  # every hint at the MCP default (destructive d, open-world e)
+
+
+def test_plain_grouped_tool_keeps_required_notes_and_select():
+    entry = REGISTRIES["tricky"].mcp_tools()[1]
+    props = entry["inputSchema"]["properties"]
+    assert props["q"] == {"type": "string", "description": "Required for: second. Optional for: first."}
+    assert props["page"] == {"type": "integer", "description": "Optional for: first, second."}
+    assert props["_select"]["type"] == "array"
+    assert entry["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
+
+
+def test_optional_form_and_merge_units():
+    assert optional_form({"anyOf": [{"type": "string", "maxLength": 5}, {"type": "null"}], "default": None,
+                          "description": "d"}) == {"type": "string", "maxLength": 5, "description": "d"}
+    assert optional_form({"anyOf": [{"type": "integer"}, {"type": "null"}], "default": 3}) == {
+        "anyOf": [{"type": "integer"}, {"type": "null"}], "default": 3}
+    assert merge_parameter([{"type": "string", "maxLength": 40}, {"type": "string", "maxLength": 40}]) == {
+        "type": "string", "maxLength": 40}
+    assert merge_parameter([{"type": "integer", "minimum": 1}, {"type": "integer"}]) == {"type": "integer"}
+    assert merge_parameter([{"enum": [1], "type": "integer"}, {"const": 2, "type": "integer"}]) == {
+        "type": "integer", "enum": [1, 2]}
+    assert compact_annotations({"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
+                                "openWorldHint": False}) == {"readOnlyHint": True, "openWorldHint": False}
+    assert compact_annotations({"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
+                                "openWorldHint": True}) == {"destructiveHint": False, "idempotentHint": True}
+
+
+async def test_what_the_projection_lets_through_the_action_refuses_with_a_self_healing_error():
+    tester = ToolTester(TOOLS)
+    # `status` advertises x|y|z|w (the union); action b accepts y|z only.
+    result = await tester.call("shapes", "b", {"status": "x", "n": "1", "text": "ab", "note": None})
+    assert result.is_error and result.error_code == "VALIDATION_ERROR"
+    assert '<field name="status">' in result.text and 'You sent: "x"' in result.text
+    # `text` advertises no bound (a allows 10, b 20): b still refuses 21 characters
+    result = await tester.call("shapes", "b", {"status": "y", "n": "1", "text": "t" * 21, "note": None})
+    assert result.is_error and '<field name="text">' in result.text
+
+
+def test_flat_exposition_is_compact_too():
+    tool = Tool("flat", exposition="flat")
+
+    @tool.action(readonly=True)
+    async def get(id: str, verbose: bool | None = None):
+        """Get."""
+
+    [entry] = tool.mcp_tools()
+    assert entry["inputSchema"]["properties"]["verbose"] == {"type": "boolean"}
+    assert entry["inputSchema"]["required"] == ["id"]
+    assert entry["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
