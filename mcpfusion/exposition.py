@@ -106,7 +106,7 @@ def merge_parameter(variants: Sequence[dict[str, Any]]) -> dict[str, Any]:
         kind = branch.get("type")
         by_type.setdefault(kind if kind in _SCALARS else _key(branch), []).append(branch)
     merged_types = [group[0] if len(group) == 1 else _merge_scalars(group) for group in by_type.values()]
-    merged = dict(merged_types[0]) if len(merged_types) == 1 else {"anyOf": merged_types}
+    merged: dict[str, Any] = dict(merged_types[0]) if len(merged_types) == 1 else {"anyOf": merged_types}
     if descriptions:
         merged["description"] = " ".join(d if d[-1] in ".!?" else d + "." for d in descriptions)
     return merged
