@@ -6,7 +6,16 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test lint bench conformance system-deps
+# The lowest FastAPI stack pyproject allows (scripts/fastapi-min-constraints.txt): the DI bridge uses FastAPI
+# internals, so the tests that go through it (DI, dispatch, MCP wires, REST) also run there.
+MIN_VENV := .venv-fastapi-min
+MIN_STAMP := $(MIN_VENV)/.installed
+MIN_TESTS := tests/test_fastapi_versions.py tests/test_tools.py tests/test_model.py tests/test_presenter.py \
+	tests/test_wire_format.py tests/test_mcp_units.py tests/test_mcp_fastapi.py tests/test_mcp_streams.py \
+	tests/test_mcp_hardening.py tests/test_mcp_sdk_client.py tests/test_mcp_stdio.py tests/test_rest.py \
+	tests/test_rest_problems.py tests/test_service_auth.py tests/test_service_tenancy.py
+
+.PHONY: install run test lint bench conformance system-deps fastapi-min
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -15,6 +24,17 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 install: $(STAMP) system-deps
+
+$(MIN_STAMP): pyproject.toml scripts/fastapi-min-constraints.txt
+	@test -x $(MIN_VENV)/bin/python || python3 -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/python -m pip install -q --upgrade pip
+	$(MIN_VENV)/bin/python -m pip install -q -c scripts/fastapi-min-constraints.txt -e '.[test]' \
+		--config-settings editable_mode=compat
+	@touch $@
+
+# The same tests against the lowest allowed FastAPI, Starlette and pydantic.
+fastapi-min: install $(MIN_STAMP)
+	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider $(MIN_TESTS)
 
 system-deps:
 	@bash scripts/system_deps.sh
@@ -26,10 +46,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: install
+test: install $(MIN_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy  # strict, on mcpfusion/ (pyproject [tool.mypy])
 	$(PY) -m pytest -q -p no:cacheprovider
+	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider $(MIN_TESTS)
 	bash scripts/conformance.sh
 
 bench: install
