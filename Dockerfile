@@ -13,7 +13,7 @@ COPY app ./app
 COPY routers ./routers
 COPY presenters ./presenters
 COPY models ./models
-RUN pip install . && mkdir -p /data && useradd --system --home /srv mcpfusion && chown mcpfusion /data
+RUN pip install '.[telemetry]' && mkdir -p /data && useradd --system --home /srv mcpfusion && chown mcpfusion /data
 USER mcpfusion
 
 EXPOSE 8000

@@ -24,6 +24,7 @@ from mcpfusion.discovery import discover_tools
 from .auth import authenticate, verifier_for
 from .db import Database
 from .settings import ROOT, Settings
+from .telemetry import telemetry_for
 
 ROUTERS = ROOT / "routers"
 INSTRUCTIONS = (
@@ -46,6 +47,7 @@ def create_fusion(settings: Settings, routers: str | Path = ROUTERS) -> MCPFusio
         title="mcpfusion billing reference service",
         instructions=INSTRUCTIONS,
         tools=discover_tools(routers),
+        telemetry=telemetry_for(settings),
         **transport,
     )
 
@@ -54,24 +56,29 @@ def create_app(settings: Settings | None = None, *, routers: str | Path = ROUTER
     """A new application on `settings` (from the environment when omitted)."""
     settings = settings or Settings.from_env()
     db = Database(settings.database_url, seed=settings.seed_demo_data)
+    fusion = create_fusion(settings, routers)
+    fusion.readiness.add("database", db.ping)  # /readyz: 503 while the database is unreachable
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await db.ready()  # create and seed at start-up rather than on the first call
         yield
         await db.dispose()
+        if fusion.telemetry is not None:
+            fusion.telemetry.shutdown()
 
     app = FastAPI(
         title="mcpfusion billing reference service",
         version=__version__,
         description=INSTRUCTIONS,
         lifespan=lifespan,
+        # REST server spans from FastAPI's own telemetry, on the same providers as the MCP and action spans.
+        telemetry=fusion.telemetry.fastapi_config() if fusion.telemetry is not None else None,
     )
     app.state.settings = settings
     app.state.db = db
     app.state.credentials = settings.credentials
     app.state.jwt_verifier = verifier_for(settings)
-    fusion = create_fusion(settings, routers)
     fusion.mount(app)  # /mcp, /healthz, /api/{tool}/{action}, /tools
     # Every MCP and REST request needs a valid token: a real HTTP 401 before any tool runs.
     app.add_middleware(RequireBearer, authenticate=authenticate, prefixes=("/mcp", "/api/"))

@@ -53,6 +53,8 @@ class Settings(BaseModel):
     credentials: dict[str, str] = Field(default_factory=dict)
     allowed_hosts: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
+    otlp_endpoint: str | None = None  # export traces and metrics over OTLP/HTTP (e.g. the compose collector)
+    prometheus: bool = False  # serve /metrics for a Prometheus scraper
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -73,6 +75,8 @@ class Settings(BaseModel):
             "credentials": credentials,
             "allowed_hosts": _list(env.get("MCPFUSION_ALLOWED_HOSTS")),
             "allowed_origins": _list(env.get("MCPFUSION_ALLOWED_ORIGINS")),
+            "otlp_endpoint": env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None,
+            "prometheus": _flag(env.get("MCPFUSION_PROMETHEUS"), False),
         }
         if env.get("MCPFUSION_JWT_ALGORITHMS"):
             values["jwt_algorithms"] = _list(env["MCPFUSION_JWT_ALGORITHMS"])

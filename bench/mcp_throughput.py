@@ -58,6 +58,8 @@ class Server:
     label: str
     module: str  # "module:app", importable from bench/
     mcp: bool = True  # False: the bare route, measured once (it has no wire)
+    env: tuple[tuple[str, str], ...] = ()  # extra environment of its process
+    wires: tuple[str, ...] = (MODERN, LEGACY)
 
 
 SERVERS = [
@@ -66,6 +68,16 @@ SERVERS = [
     Server("fastmcp", "FastMCP", "peers.fastmcp_server:app"),
     Server("bare", "bare FastAPI route (same bytes)", "peers.bare_fastapi:app", mcp=False),
 ]
+
+
+# `--telemetry`: the same mcpfusion server with OpenTelemetry on (SDK providers, batch span processor, a
+# span exporter and a metric exporter that discard), to price tracing against the untraced server.
+TRACED = Server("mcpfusion-traced", "mcpfusion, tracing on (no-op export)", "mcpfusion_server:app",
+                env=(("BENCH_TELEMETRY", "1"),), wires=(MODERN,))
+
+
+def servers(args: argparse.Namespace) -> list[Server]:
+    return SERVERS + ([TRACED] if getattr(args, "telemetry", False) else [])
 
 
 class BenchError(RuntimeError):
@@ -325,7 +337,7 @@ def prepare(server: Server, proc: Uvicorn, body_file: Path) -> list[Target]:
             raise BenchError("the bare route did not return mcpfusion's bytes")
         return [Target(server, MODERN, proc, lua_script(call_body(MODERN), call_headers(MODERN)), [])]
     targets = []
-    for wire in (MODERN, LEGACY):
+    for wire in server.wires:
         session_id = open_session(proc.base) if wire == LEGACY else None
         raw = check_call(proc.base, wire, session_id)
         if server.key == "mcpfusion" and wire == MODERN:
@@ -343,8 +355,9 @@ def run_all(args: argparse.Namespace) -> dict[tuple[str, str], Target]:
     targets: list[Target] = []
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         body_file = Path(tmp) / "mcpfusion_response.json"
-        for server in SERVERS:  # mcpfusion first: the bare route replays its captured bytes
-            proc = stack.enter_context(Uvicorn(server.module, {"BENCH_BODY_FILE": str(body_file)}))
+        for server in servers(args):  # mcpfusion first: the bare route replays its captured bytes
+            env = {"BENCH_BODY_FILE": str(body_file), **dict(server.env)}
+            proc = stack.enter_context(Uvicorn(server.module, env))
             targets.extend(prepare(server, proc, body_file))
         if args.warmup > 0:
             for target in targets:
@@ -365,7 +378,7 @@ def report(cells: dict[tuple[str, str], Target], args: argparse.Namespace) -> No
     heads = [f"{MODERN} req/s", f"{MODERN} req/CPU-s", f"{LEGACY} req/s", f"{LEGACY} req/CPU-s"]
     print(f"| {'server':<34} | " + " | ".join(f"{h:>20}" for h in heads) + " |")
     print(f"|{'-' * 36}|" + "|".join("-" * 21 + ":" for _ in heads) + "|")
-    for server in SERVERS:
+    for server in servers(args):
         shown = []
         for wire in (MODERN, LEGACY):
             cell = cells.get((server.key, wire))
@@ -388,6 +401,11 @@ def report(cells: dict[tuple[str, str], Target], args: argparse.Namespace) -> No
                          ("ratio_vs_bare_fastapi", "bare")))
 
     basis, other = ("best_per_cpu", "best") if args.ratio_basis == "cpu" else ("best", "best_per_cpu")
+    if (TRACED.key, MODERN) in cells:
+        on, off = cells[TRACED.key, MODERN], cells["mcpfusion", MODERN]
+        print(f"tracing on/off at {MODERN}: req/CPU-s {on.best_per_cpu:,.0f} / {off.best_per_cpu:,.0f} = "
+              f"{on.best_per_cpu / off.best_per_cpu:.2f}, req/s {on.best:,.0f} / {off.best:,.0f} = "
+              f"{on.best / off.best:.2f} (target >= 0.90)")
     print(f"ratios from {'req/s' if other == 'best' else 'req/CPU-s'}: {ratios(other)}")
     print(f"ratios from {'req/CPU-s' if basis == 'best_per_cpu' else 'req/s'} (below):")
     print(ratios(basis))
@@ -403,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ratio-basis", choices=["cpu", "wall"], default="cpu",
                         help="last line from req/CPU-s (default: robust when other jobs share the cores) "
                              "or from wrk's req/s")
+    parser.add_argument("--telemetry", action="store_true",
+                        help="also serve mcpfusion with OpenTelemetry on (no-op export) and print on/off")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         print("wrk not found: apt-get install -y wrk (scripts/system_deps.sh does it)", file=sys.stderr)

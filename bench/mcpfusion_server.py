@@ -6,6 +6,7 @@ Serve: `uvicorn mcpfusion_server:app --app-dir bench` (MCP at /mcp, JSON respons
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -68,5 +69,48 @@ async def get_invoice(id: Annotated[str, Field(description="Invoice id, e.g. inv
     return RAW
 
 
-fusion = MCPFusion(name="bench-mcpfusion", version="1.0.0", tools=[billing], json_response=True)
+def _telemetry() -> Any:
+    """`BENCH_TELEMETRY=1`: OpenTelemetry on, as in production (SDK providers, batch span processor, periodic
+    metric reader), with exporters that discard, so the figure is the framework's cost, not a network's.
+    A fraction (`BENCH_TELEMETRY=0.1`) samples that share of traces (parent-based trace-id ratio sampler);
+    `1` records every trace."""
+    setting = os.environ.get("BENCH_TELEMETRY")
+    if not setting:
+        return None
+    ratio = float(setting)
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import (
+        MetricExporter,
+        MetricExportResult,
+        PeriodicExportingMetricReader,
+    )
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from mcpfusion.telemetry import Telemetry
+
+    class Discard(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    class DiscardMetrics(MetricExporter):
+        def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+            return MetricExportResult.SUCCESS
+
+        def force_flush(self, timeout_millis: float = 10_000) -> bool:
+            return True
+
+        def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+            pass
+
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
+
+    tracer_provider = TracerProvider(sampler=ALWAYS_ON if ratio >= 1 else ParentBased(TraceIdRatioBased(ratio)))
+    tracer_provider.add_span_processor(BatchSpanProcessor(Discard()))
+    meter_provider = MeterProvider(metric_readers=[PeriodicExportingMetricReader(DiscardMetrics())])
+    return Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+
+
+fusion = MCPFusion(name="bench-mcpfusion", version="1.0.0", tools=[billing], json_response=True,
+                   telemetry=_telemetry())
 app = fusion.build_app()

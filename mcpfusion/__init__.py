@@ -20,6 +20,7 @@ from .response import (
     tool_error,
     toon_success,
 )
+from .telemetry import Telemetry
 from .tool import Action, Flatten, Tool
 from .ui import UIBlock
 from .version import __version__
@@ -36,6 +37,7 @@ __all__ = [
     "RedactionError",
     "ResponseBuilder",
     "Suggestion",
+    "Telemetry",
     "Tool",
     "ToolError",
     "ToolRegistry",

@@ -20,6 +20,7 @@ from .context import Context
 from .dependencies import CONTEXT_SCOPE_KEY
 from .dispatch import ToolRegistry
 from .errors import INTERNAL_ERROR, ToolError, UnknownToolError
+from .health import READYZ_RESPONSES, Check, Readiness, healthz, readyz_endpoint
 from .mcp.callables import accepted_kwargs, context_param, invoke
 from .mcp.engine import Call, Engine
 from .mcp.http import McpHttpTransport
@@ -32,6 +33,7 @@ from .tool import Tool
 
 if TYPE_CHECKING:
     from .redis import RedisStores
+    from .telemetry import Telemetry
 
 logger = logging.getLogger("mcpfusion")
 _SETTING_NAMES = {f.name for f in fields(TransportSettings)}
@@ -115,6 +117,7 @@ class MCPFusion:
         title: str | None = None,
         tools: Iterable[Tool] = (),
         settings: TransportSettings | None = None,
+        telemetry: Telemetry | bool | None = None,
         **transport: Any,
     ) -> None:
         unknown = set(transport) - _SETTING_NAMES
@@ -133,6 +136,12 @@ class MCPFusion:
         # Registered on first use: a tool's actions may be declared after `MCPFusion(tools=[...])`.
         self._pending_tools: list[Tool] = list(tools)
         self._transport: McpHttpTransport | None = None
+        self.readiness = Readiness()
+        if telemetry is True:
+            from .telemetry import Telemetry
+
+            telemetry = Telemetry()
+        self.telemetry: Telemetry | None = telemetry or None
 
     # -- tools ----------------------------------------------------------------------------------------
 
@@ -141,8 +150,18 @@ class MCPFusion:
         """The core's `ToolRegistry` holding every `Tool` of this server."""
         if self._registry is None:
             self._registry = ToolRegistry(self._pending_tools)
+            self._registry.telemetry = self.telemetry
             self._pending_tools = []
         return self._registry
+
+    def readiness_check(self, name: str) -> Callable[[Check], Check]:
+        """Register an async check for `/readyz` (raise, or return False, while the dependency is down)."""
+
+        def register(check: Check) -> Check:
+            self.readiness.add(name, check)
+            return check
+
+        return register
 
     def add_tool(self, tool: Tool) -> None:
         """Register a `Tool`; connected clients learn about it from `notify_tools_changed()`."""
@@ -285,6 +304,7 @@ class MCPFusion:
                 completions=self.completions, make_context=_context_of,
                 signer=RequestStateSigner(settings.signing_key, settings.request_state_ttl),
                 cache_ttl_ms=settings.cache_ttl_ms, cache_scope=settings.cache_scope,
+                observer=self.telemetry,
             )
             self._transport = McpHttpTransport(engine, settings, _redis_stores(settings))
         return self._transport
@@ -292,8 +312,16 @@ class MCPFusion:
     def mount(self, app: FastAPI, *, rest: bool = True, docs: str | None = "/tools") -> FastAPI:
         """Add `/mcp`, `/healthz`, the REST routes of every tool (`/api/{tool}/{action}`) and the generated
         tool docs (at `docs`; None to leave them out) to an existing FastAPI app."""
-        self.transport.install(app)
-        app.add_api_route("/healthz", _healthz, methods=["GET"], tags=["health"], summary="Health check")
+        transport = self.transport
+        transport.install(app)
+        if transport.shared is not None:
+            self.readiness.add("redis", transport.shared.client.ping)
+        app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"], summary="Liveness")
+        app.add_api_route("/readyz", readyz_endpoint(self.readiness), methods=["GET"], tags=["health"],
+                          summary="Readiness: database, Redis and the app's own checks",
+                          responses=READYZ_RESPONSES)
+        if self.telemetry is not None:
+            self.telemetry.install(app)
         if rest:
             from .rest import add_rest_routes
 
@@ -311,6 +339,8 @@ class MCPFusion:
         fastapi_kwargs.setdefault("version", self.version)
         if self.instructions:
             fastapi_kwargs.setdefault("description", self.instructions)
+        if self.telemetry is not None:
+            fastapi_kwargs.setdefault("telemetry", self.telemetry.fastapi_config(self.settings.path))
         return self.mount(FastAPI(**fastapi_kwargs))
 
 
@@ -341,10 +371,6 @@ def _context_of(call: Call) -> Context:
         meta=meta if isinstance(meta, dict) else None,
         transport="mcp",
     )
-
-
-async def _healthz() -> dict[str, str]:
-    return {"status": "ok"}
 
 
 def _doc(fn: Callable[..., Any]) -> str | None:

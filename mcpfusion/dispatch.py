@@ -4,10 +4,10 @@ present -> serialize. Transports (MCP, REST, stdio, tests) all come through `Too
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from contextlib import AsyncExitStack, nullcontext
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, AsyncExitStack, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException
 from starlette.concurrency import run_in_threadpool
@@ -31,7 +31,16 @@ from .response import ToolResponse, error_response, success, success_structured,
 from .select import SELECT_PARAM, select_keys
 from .tool import DISCRIMINATOR, Action, Tool, missing_discriminator, unknown_action
 
+if TYPE_CHECKING:
+    from .telemetry import Telemetry
+
 logger = logging.getLogger("mcpfusion")
+_UNTRACED = nullcontext()
+
+
+def no_phase(name: str) -> AbstractContextManager[None]:
+    """A phase of an untraced call (`Telemetry` gives traced ones): nothing to do."""
+    return _UNTRACED
 
 
 @dataclass(slots=True)
@@ -56,6 +65,7 @@ class ToolRegistry:
         self.tools: dict[str, Tool] = {}
         self._routes: dict[str, tuple[Tool, Action | None]] = {}
         self._listing: list[dict[str, Any]] | None = None
+        self.telemetry: Telemetry | None = None
         for tool in tools:
             self.add(tool)
 
@@ -126,21 +136,42 @@ class ToolRegistry:
         self, action: Action, arguments: dict[str, Any], request: Request, *, raise_http: bool = True
     ) -> ToolResponse:
         """Validate, resolve, run and present one action; every failure becomes a self-healing result."""
+        telemetry = self.telemetry
+        if telemetry is None:
+            return await self._call_action(action, arguments, request, raise_http, no_phase)
+        trace = telemetry.action(action, request).start()
+        response = None
+        try:
+            response = await self._call_action(action, arguments, request, raise_http, trace.phase)
+            return response
+        finally:
+            trace.finish(response)
+
+    async def _call_action(
+        self, action: Action, arguments: dict[str, Any], request: Request, raise_http: bool,
+        phase: Callable[[str], AbstractContextManager[Any]],
+    ) -> ToolResponse:
         arguments = dict(arguments)
         try:
             select = _pop_select(action, arguments)
             kwargs = action.validate(arguments)
             # No dependency, nothing to close: skip the exit stack (hot path of simple actions).
             async with nullcontext(None) if action.dependency_free else AsyncExitStack() as stack:
-                dependencies = {} if stack is None else await resolve(action.dependant, request, stack)
+                if stack is None:
+                    dependencies = {}
+                else:
+                    with phase("dependencies"):
+                        dependencies = await resolve(action.dependant, request, stack)
                 presenter = dependencies.pop(PRESENTER_KEY, None) or action.presenter
                 kwargs.update(dependencies)
-                if action.is_async:
-                    result = await action.fn(**kwargs)
-                else:
-                    result = await run_in_threadpool(action.fn, **kwargs)
+                with phase("handler"):
+                    if action.is_async:
+                        result = await action.fn(**kwargs)
+                    else:
+                        result = await run_in_threadpool(action.fn, **kwargs)
                 ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
-                return present(action, result, presenter, ctx, select)
+                with phase("present"):
+                    return present(action, result, presenter, ctx, select)
         except (ToolError, ValidationFailed) as exc:
             return error_response(exc)
         except DependencyErrors as exc:

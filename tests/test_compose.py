@@ -137,3 +137,24 @@ def test_load_balancer_points_at_the_app_replicas():
     assert "proxy_buffering off" in config  # SSE must stream through the balancer
     directives = "\n".join(line.split("#", 1)[0] for line in config.splitlines())
     assert "ip_hash" not in directives and "sticky" not in directives  # round-robin, no sticky sessions
+
+
+def test_observability_profile_wires_the_collector_to_the_trace_viewer():
+    collector, viewer = SERVICES["otel-collector"], SERVICES["jaeger"]
+    assert collector["profiles"] == viewer["profiles"] == ["observability"]
+    assert all("profiles" not in SERVICES[name] for name in ("app", "lb", "postgres", "redis"))
+    config_path = next(v for v in collector["volumes"] if "otel-collector.yaml" in v).split(":", 1)[0]
+    config = yaml.safe_load((ROOT / config_path).read_text())
+    http = config["receivers"]["otlp"]["protocols"]["http"]["endpoint"]
+    assert http.endswith(":4318")
+    pipelines = config["service"]["pipelines"]
+    assert set(pipelines) == {"traces", "metrics"}
+    for pipeline in pipelines.values():
+        assert pipeline["receivers"] == ["otlp"]
+        for exporter in pipeline["exporters"]:
+            assert exporter in config["exporters"]
+    jaeger = config["exporters"][pipelines["traces"]["exporters"][0]]["endpoint"]
+    assert jaeger.split(":")[0] == "jaeger" and viewer["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
+    # The app sends to the collector's OTLP/HTTP port when the profile's endpoint is set.
+    app_env = SERVICES["app"]["environment"]
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT" in app_env and app_env["OTEL_SERVICE_NAME"] == "mcpfusion-billing"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
@@ -55,6 +55,13 @@ class Call:
 
 
 Completion = Callable[..., Any]
+Handler = Callable[["Call"], Awaitable[dict[str, Any]]]
+
+
+class RequestObserver(Protocol):
+    """Wraps every request the engine handles (telemetry): it must await `run(call)` and return its result."""
+
+    async def observe_request(self, call: Call, run: Handler) -> dict[str, Any]: ...
 
 
 def _no_context(call: Call) -> None:
@@ -79,6 +86,7 @@ class Engine:
         cache_ttl_ms: int = 0,
         cache_scope: str = "private",
         make_context: Callable[[Call], Any] = _no_context,
+        observer: RequestObserver | None = None,
     ) -> None:
         self.server_info: dict[str, Any] = {"name": name, "version": version}
         if title:
@@ -92,6 +100,7 @@ class Engine:
         self.cache_ttl_ms = cache_ttl_ms
         self.cache_scope = cache_scope
         self.make_context = make_context
+        self.observer = observer
         self._tools_cache: list[dict[str, Any]] | None = None
         self._handlers: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
             "ping": self._ping,
@@ -144,6 +153,12 @@ class Engine:
     # -- dispatch -------------------------------------------------------------------------------------
 
     async def handle(self, call: Call) -> dict[str, Any]:
+        observer = self.observer
+        if observer is not None:
+            return await observer.observe_request(call, self._dispatch)
+        return await self._dispatch(call)
+
+    async def _dispatch(self, call: Call) -> dict[str, Any]:
         allowed = MODERN_METHODS if call.modern else SESSION_METHODS
         handler = self._handlers.get(call.method) if call.method in allowed else None
         if handler is None:

@@ -26,6 +26,8 @@ from typing import Any
 
 from mcp_types import PROTOCOL_VERSION_META_KEY
 
+from .wire import TRANSPORT_SCOPE_KEY
+
 logger = logging.getLogger("mcpfusion.stdio")
 
 _NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
@@ -207,6 +209,7 @@ class StdioBridge:
             "state": dict(self.state),
             # The routing headers were derived from the body here: nothing for the server to cross-check.
             "mcpfusion.trusted_headers": True,
+            TRANSPORT_SCOPE_KEY: "stdio",
         }
         sent = False
         done = asyncio.Event()

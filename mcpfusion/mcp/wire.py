@@ -11,6 +11,8 @@ from starlette.responses import Response
 from .jsonrpc import HTTP_STATUS, INVALID_REQUEST, error
 
 SSE_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
+TRANSPORT_SCOPE_KEY = "mcpfusion.transport"
+"""`request.scope` key naming a transport that is not plain HTTP (`"stdio"`); telemetry reads it."""
 
 
 class BodyTooLarge(Exception):  # noqa: N818
