@@ -315,7 +315,7 @@ class MCPFusion:
         transport = self.transport
         transport.install(app)
         if transport.shared is not None:
-            self.readiness.add("redis", transport.shared.client.ping)
+            self.readiness.add("redis", transport.shared.ping)
         app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"], summary="Liveness")
         app.add_api_route("/readyz", readyz_endpoint(self.readiness), methods=["GET"], tags=["health"],
                           summary="Readiness: database, Redis and the app's own checks",

@@ -70,7 +70,7 @@ class Telemetry:
             from opentelemetry import metrics, propagate, trace
         except ImportError as exc:  # pragma: no cover - the extra is installed in the test environment
             raise ImportError("Telemetry needs OpenTelemetry: pip install 'mcpfusion[telemetry]'") from exc
-        from . import __version__
+        from .version import __version__
 
         self._extract = propagate.extract
         self._server = trace.SpanKind.SERVER
@@ -106,7 +106,7 @@ class Telemetry:
             description="Bytes of text content sent to the agent")
         self._count: Callable[[str], int] | None = None
         if count_tokens:
-            from .docs.tokens import count
+            from .tokens import count
 
             self._count = count
             meter.create_observable_counter(
@@ -119,7 +119,7 @@ class Telemetry:
         FastAPI's per-operation spans."""
 
         def is_mcp(scope: Any) -> bool:
-            return scope.get("path") == mcp_path
+            return bool(scope.get("path") == mcp_path)
 
         return {"tracer_provider": self.tracer_provider, "meter_provider": self.meter_provider,
                 "operation_spans": False, "exclude": is_mcp}

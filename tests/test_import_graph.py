@@ -15,8 +15,8 @@ ROOT = "mcpfusion"
 COMPOSITION = frozenset({"mcpfusion", "mcpfusion.app", "mcpfusion.cli"})
 SUBPACKAGES = ("mcpfusion.mcp", "mcpfusion.redis", "mcpfusion.docs")
 # Leaves every layer may use (they import nothing of mcpfusion, so they cannot close a cycle): the one JSON
-# serializer shared by MCP and REST, the version.
-FOUNDATION = frozenset({"mcpfusion.serializer", "mcpfusion.version"})
+# serializer shared by MCP and REST, o200k token counting (docs and telemetry), the version.
+FOUNDATION = frozenset({"mcpfusion.serializer", "mcpfusion.tokens", "mcpfusion.version"})
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from redis_helpers import RedisServer
-from service_kit import free_socket, settings_for
-from test_service_postgres import as_owner, pg_bin
 
 from app.main import create_app
 from app.settings import Settings, database_url
 from mcpfusion import MCPFusion
+from tests.service_kit import free_socket, settings_for
+from tests.test_service_postgres import as_owner, pg_bin
 
 
 def client(app) -> httpx.AsyncClient:
@@ -64,17 +63,6 @@ def postgres() -> Iterator[Postgres]:
         subprocess.run(as_owner([pg_bin("pg_ctl"), "-D", str(server.base / "data"), "-m", "immediate", "-w",
                                  "stop"]), capture_output=True, timeout=120)
         shutil.rmtree(server.base, ignore_errors=True)
-
-
-@pytest.fixture
-def redis_server() -> Iterator[RedisServer]:
-    with tempfile.TemporaryDirectory(prefix="mcpf-ready-") as directory:
-        server = RedisServer(directory)
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
 
 
 async def test_readyz_follows_redis(tmp_path, redis_server, monkeypatch):

@@ -245,9 +245,8 @@ async def test_reference_service_exports_over_otlp_when_the_endpoint_is_set(tmp_
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from service_kit import mcp, rest, settings_for
-
     from app.main import create_app
+    from tests.service_kit import mcp, rest, settings_for
 
     received: dict[str, list[bytes]] = {}
 

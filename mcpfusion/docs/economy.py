@@ -15,10 +15,11 @@ import typing
 from collections import abc
 from typing import Any
 
+from .. import tokens
 from ..presenter import Presenter
 from ..select import select_keys
 from ..tool import Action, Tool
-from . import samples, tokens
+from . import samples
 from .presenters import sample_item, sample_items
 
 logger = logging.getLogger("mcpfusion.docs")

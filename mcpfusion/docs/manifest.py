@@ -10,11 +10,11 @@ from typing import Any
 
 import toon_format
 
-from .. import toon
+from .. import tokens, toon
 from ..dispatch import CallContext, ToolRegistry
 from ..tool import Action, Tool
 from ..version import __version__
-from . import economy, examples, presenters, tokens
+from . import economy, examples, presenters
 from .schema_table import rows
 
 logger = logging.getLogger("mcpfusion.docs")

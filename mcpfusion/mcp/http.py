@@ -69,6 +69,9 @@ class SharedStores(Protocol):
 
     async def aclose(self) -> None: ...
 
+    async def ping(self) -> Any:
+        """Readiness: raise while the shared store is unreachable."""
+
 
 class McpHttpTransport:
     """The streamable HTTP transport of one `Engine`. `shared` stores serve what the settings do not set

@@ -45,6 +45,10 @@ class RedisStores:
         await self.broker.aclose()
         await self.client.aclose()
 
+    async def ping(self) -> bool:
+        """Readiness: one round trip to Redis (raises while it is unreachable)."""
+        return bool(await self.client.ping())
+
 
 def from_url(
     url: str,
