@@ -8,6 +8,7 @@ from pathlib import Path
 from mcp import Client, StdioServerParameters
 from mcp.types import ElicitResult, TextContent
 
+from mcpfusion.mcp.jsonrpc import HTTP_ERROR
 from mcpfusion.mcp.stdio import env_headers
 
 TESTS = Path(__file__).parent
@@ -108,7 +109,7 @@ async def test_bridge_turns_an_http_401_into_a_json_rpc_error():
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
     await bridge.close()
     assert lines == [{"jsonrpc": "2.0", "id": 7, "error": {
-        "code": -32001,
+        "code": HTTP_ERROR,
         "message": "HTTP 401 from the MCP endpoint: Missing bearer token. "
                    "Set MCPFUSION_AUTHORIZATION (e.g. 'Bearer <token>') for this stdio server.",
-        "data": {"status": 401}}}]
+        "data": {"status": 401, "detail": "Missing bearer token"}}}]

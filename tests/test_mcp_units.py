@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from mcpfusion.context import Context, NoBackChannel
-from mcpfusion.mcp.events import InMemoryEventStore
+from mcpfusion.mcp.events import InMemoryEventStore, event_id, parse_event_id
 from mcpfusion.mcp.jsonrpc import McpError
 from mcpfusion.mcp.security import HostOriginGuard
 from mcpfusion.mcp.state import RequestStateSigner
@@ -71,6 +71,39 @@ async def test_event_store_replays_after_an_id_and_skips_priming_events():
     assert await store.replay_after(ids[1]) == ("s1", [])
     assert await store.replay_after("unknown#1") is None
     assert await store.replay_after("garbage") is None
+
+
+def test_event_ids_are_parsed_in_one_place():
+    assert parse_event_id(event_id("sess~abc", 12)) == ("sess~abc", 12)
+    assert parse_event_id("a#b#7") == ("a#b", 7)
+    for bad in ("no-hash", "s#", "s#-1", "s#1.5", "s#\u00b2", "s#\u0663", "s#" + "9" * 41):
+        assert parse_event_id(bad) is None, bad
+
+
+async def test_odd_last_event_ids_are_a_404_not_a_crash():
+    app = build_fusion().build_app()
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        sid = (await client.post("/mcp", json=init, headers={"accept": "application/json"})).headers["mcp-session-id"]
+        for last in (f"{sid}~x#\u00b2", f"{sid}~x#" + "9" * 50, f"{sid}~x", "#1"):
+            r = await client.get("/mcp", headers={"accept": "text/event-stream", "mcp-session-id": sid,
+                                                  "last-event-id": last.encode()})
+            assert r.status_code == 404, last
+
+
+async def test_both_wires_refuse_a_bad_request_the_same_way():
+    app = build_fusion().build_app()
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    bad = {"jsonrpc": "2.0", "id": 1.5, "method": "ping", "params": {"_meta": meta}}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        modern = await client.post("/mcp", json=bad, headers={"accept": "application/json",
+                                                              "mcp-protocol-version": "2026-07-28"})
+        session = await client.post("/mcp", json={k: v for k, v in bad.items() if k != "params"},
+                                    headers={"accept": "application/json"})
+    expected = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "'id' must be a string or an integer"}}
+    assert (modern.status_code, modern.json()) == (400, expected)
+    assert (session.status_code, session.json()) == (400, expected)
 
 
 async def test_event_store_forgets_old_streams_but_never_reuses_an_id():

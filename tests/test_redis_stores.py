@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from mcpfusion.mcp.events import stream_of
+from mcpfusion.mcp.events import parse_event_id
 from mcpfusion.mcp.sessions import Session, SessionLimitError, new_session_id
 from mcpfusion.redis import SessionStoreUnavailable, from_url
 
@@ -108,7 +108,7 @@ async def test_event_ids_are_unique_increasing_and_replay_from_another_process(s
     priming = await stores.events.store_event(stream, None)
     ids = [await stores.events.store_event(stream, {"jsonrpc": "2.0", "method": "m", "params": {"i": i}})
            for i in range(5)]
-    assert len(set(ids)) == 5 and all(stream_of(i) == stream for i in [priming, *ids])
+    assert len(set(ids)) == 5 and all(parse_event_id(i)[0] == stream for i in [priming, *ids])
     numbers = [int(i.rpartition("#")[2]) for i in [priming, *ids]]
     assert numbers == sorted(numbers)
     replayed_stream, events = await other.events.replay_after(ids[1])

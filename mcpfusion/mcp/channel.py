@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .jsonrpc import INVALID_PARAMS, McpError, ProtocolSignal
+from .jsonrpc import INVALID_PARAMS, McpError, ProtocolSignal, notification
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 LOG_RANK = {level: i for i, level in enumerate(LOG_LEVELS)}
@@ -102,10 +102,7 @@ class InputResponsesChannel(Channel):
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         if self.sink is not None:
-            msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-            if params is not None:
-                msg["params"] = params
-            await self.sink(msg)
+            await self.sink(notification(method, params))
 
     async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         key = f"r{self.counter}"

@@ -338,18 +338,4 @@ class Engine:
         return {}
 
 
-def check_request_shape(message: Any) -> str | None:
-    """Why `message` is not a JSON-RPC request or notification, or None when it is one."""
-    if not isinstance(message, dict):
-        return "a JSON-RPC message must be an object"
-    if message.get("jsonrpc") != "2.0":
-        return "'jsonrpc' must be \"2.0\""
-    if not isinstance(message.get("method"), str):
-        return "'method' must be a string"
-    params = message.get("params")
-    if params is not None and not isinstance(params, dict):
-        return "'params' must be an object"
-    return None
-
-
-__all__ = ["Call", "Engine", "check_request_shape"]
+__all__ = ["Call", "Engine"]

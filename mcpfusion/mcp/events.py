@@ -23,9 +23,18 @@ class EventStore(Protocol):
         ...
 
 
-def stream_of(event_id: str) -> str | None:
-    stream, sep, seq = event_id.rpartition("#")
-    return stream if sep and seq.isdigit() else None
+def event_id(stream_id: str, number: int) -> str:
+    """The id of event `number` of `stream_id`, as SSE `id:` and `Last-Event-ID` carry it."""
+    return f"{stream_id}#{number}"
+
+
+def parse_event_id(value: str) -> tuple[str, int] | None:
+    """(stream id, event number) of an event id, or None when `value` is not one (the one parser)."""
+    stream, sep, number = value.rpartition("#")
+    # ASCII digits only (`str.isdigit` accepts "²", which `int` refuses); 40 digits bound any store's numbers.
+    if not sep or not number.isascii() or not number.isdigit() or len(number) > 40:
+        return None
+    return stream, int(number)
 
 
 class InMemoryEventStore:
@@ -60,14 +69,14 @@ class InMemoryEventStore:
         self._counter += 1
         seq = self._counter
         events.append((seq, message))
-        return f"{stream_id}#{seq}"
+        return event_id(stream_id, seq)
 
     async def replay_after(self, last_event_id: str) -> tuple[str, list[tuple[str, dict[str, Any]]]] | None:
-        stream_id = stream_of(last_event_id)
-        if stream_id is None or stream_id not in self._streams:
+        parsed = parse_event_id(last_event_id)
+        if parsed is None or parsed[0] not in self._streams:
             return None
-        after = int(last_event_id.rpartition("#")[2])
+        stream_id, after = parsed
         events = [
-            (f"{stream_id}#{seq}", msg) for seq, msg in self._streams[stream_id] if seq > after and msg is not None
+            (event_id(stream_id, seq), msg) for seq, msg in self._streams[stream_id] if seq > after and msg is not None
         ]
         return stream_id, events

@@ -24,12 +24,14 @@ from .. import serializer
 
 __all__ = [
     "HEADER_MISMATCH",
+    "HTTP_ERROR",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
     "MISSING_REQUIRED_CLIENT_CAPABILITY",
     "PARSE_ERROR",
+    "REQUEST_TIMEOUT",
     "RESOURCE_NOT_FOUND",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "McpError",
@@ -42,8 +44,9 @@ __all__ = [
 ]
 
 HTTP_ERROR = -32010
-"""Implementation-defined: a dependency raised an HTTPException inside a streamed (SSE) response, whose
-HTTP status was already sent; `data` carries the status and detail."""
+"""Implementation-defined: an HTTP-level refusal that cannot travel as an HTTP status (a dependency raised
+an HTTPException inside a streamed response whose status was already sent, or the stdio bridge relays
+one); `data` carries the status and detail."""
 
 REQUEST_TIMEOUT = -32001
 """A server-to-client request got no answer in time (the SDKs' code for the same condition)."""
@@ -77,11 +80,9 @@ class McpError(ProtocolSignal):
         self.message = message
         self.data = data
 
-    def to_error(self) -> dict[str, Any]:
-        err: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            err["data"] = self.data
-        return err
+    def reply(self, request_id: Any) -> dict[str, Any]:
+        """The JSON-RPC error response to request `request_id`."""
+        return error(request_id, self.code, self.message, self.data)
 
 
 def dumps(message: Any) -> str:
@@ -95,6 +96,7 @@ def result(request_id: Any, value: dict[str, Any]) -> dict[str, Any]:
 
 
 def error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """A JSON-RPC error response (the one place that writes its envelope)."""
     err: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         err["data"] = data

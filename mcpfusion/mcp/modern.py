@@ -25,11 +25,12 @@ from starlette.responses import Response
 
 from .broker import Broker
 from .channel import InputResponsesChannel
-from .engine import Call, Engine, check_request_shape
-from .jsonrpc import HEADER_MISMATCH, INVALID_REQUEST, McpError, failure, is_valid_id, notification
+from .engine import Call, Engine
+from .jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, notification
+from .pipeline import WirePipeline, check_request_shape, invalid_request
 from .settings import TransportSettings
 from .streams import sse_event
-from .wire import SSE_HEADERS, accepts, error_response, header, http_error, json_response
+from .wire import SSE_HEADERS, accepts, error_response, header, http_error
 
 # Set in the ASGI scope by in-process transports (stdio) whose routing headers are derived from the body.
 TRUSTED_HEADERS_KEY = "mcpfusion.trusted_headers"
@@ -44,10 +45,15 @@ _FILTER_OF = {
 }
 
 
-class ModernWire:
+class ModernWire(WirePipeline):
+    """The sessionless wire's strategy: the header ladder, results stamped with the server's info,
+    input-required rounds, a JSON answer that turns into SSE once the handler notifies, and
+    `subscriptions/listen`. A JSON-RPC error's code sets the HTTP status."""
+
+    status_for_errors = True
+
     def __init__(self, engine: Engine, settings: TransportSettings, broker: Broker) -> None:
-        self.engine = engine
-        self.settings = settings
+        super().__init__(engine, settings)
         self.broker = broker
         self.tasks: set[asyncio.Task[Any]] = set()
         self._header_schemas: dict[str, Any] | None = None
@@ -70,10 +76,10 @@ class ModernWire:
             return error_response(None, INVALID_REQUEST, "Body must be a single JSON-RPC request or notification")
         if "id" not in message:
             return self._notification(request, message)
-        msg_id = message.get("id")
-        problem = check_request_shape(message) or (None if is_valid_id(msg_id) else "'id' must be a string or integer")
-        if problem is not None:
-            return error_response(msg_id if is_valid_id(msg_id) else None, INVALID_REQUEST, problem)
+        refusal = invalid_request(message)
+        if refusal is not None:
+            return refusal
+        msg_id = message["id"]
         method = message["method"]
         wants_json, wants_sse = accepts(request)
         if method == "subscriptions/listen" and not wants_sse:
@@ -117,7 +123,9 @@ class ModernWire:
             channel.progress_token is not None or channel.log_level is not None
         )
         if not streamable:
-            return self._reply(await self._run(call))
+            reply = await self.run(call)
+            assert reply is not None  # cancelling needs the response stream this answer is not
+            return self.respond(reply)
         return await self._stream(call, channel)
 
     def _notification(self, request: Request, message: dict[str, Any]) -> Response:
@@ -130,27 +138,12 @@ class ModernWire:
         # Nothing to act on: cancellation on this wire is closing the response stream.
         return Response(status_code=202)
 
-    def _stamp(self, value: dict[str, Any]) -> dict[str, Any]:
+    async def finish(self, call: Call, value: dict[str, Any]) -> dict[str, Any]:
+        """Every result names the server in its `_meta` (there is no initialize to learn it from)."""
         meta = value.get("_meta")
         value["_meta"] = {**meta, SERVER_INFO_META_KEY: self.engine.server_info} if isinstance(meta, dict) \
             else {SERVER_INFO_META_KEY: self.engine.server_info}
         return value
-
-    async def _run(self, call: Call, inline: bool = True) -> dict[str, Any]:
-        try:
-            value = await self.engine.handle(call)
-        except McpError as exc:
-            return {"jsonrpc": "2.0", "id": call.id, "error": exc.to_error()}
-        except Exception as exc:
-            return failure(call.id, call.method, exc, inline=inline)
-        return {"jsonrpc": "2.0", "id": call.id, "result": self._stamp(value)}
-
-    @staticmethod
-    def _reply(reply: dict[str, Any]) -> Response:
-        err = reply.get("error")
-        if err is not None:
-            return error_response(reply["id"], err["code"], err["message"], err.get("data"))
-        return json_response(reply)
 
     async def _stream(self, call: Call, channel: InputResponsesChannel) -> Response:
         """Answer JSON unless the handler sends a notification first; then switch to SSE."""
@@ -162,15 +155,16 @@ class ModernWire:
         channel.sink = sink
 
         async def run() -> None:
-            reply = await self._run(call, inline=False)
-            queue.put_nowait((_DONE, reply))
+            reply = await self.run(call, inline=False)
+            if reply is not None:  # None: cancelled by closing the response stream, nobody reads any more
+                queue.put_nowait((_DONE, reply))
 
         task = asyncio.create_task(run())
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         first = await queue.get()
         if isinstance(first, tuple) and first[0] is _DONE:
-            return self._reply(first[1])
+            return self.respond(first[1])
 
         async def events() -> AsyncIterator[dict[str, Any]]:
             item = first
@@ -192,7 +186,7 @@ class ModernWire:
     def _listen(self, call: Call) -> Response:
         requested = call.params.get("notifications")
         if not isinstance(requested, dict):
-            return error_response(call.id, -32602, "subscriptions/listen needs a 'notifications' object")
+            return error_response(call.id, INVALID_PARAMS, "subscriptions/listen needs a 'notifications' object")
         caps = self.engine.capabilities(modern=True)
         honored: dict[str, Any] = {}
         if requested.get("toolsListChanged") is True:

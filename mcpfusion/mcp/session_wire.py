@@ -15,9 +15,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .broker import Broker
-from .engine import Call, Engine, check_request_shape
-from .events import EventStore, stream_of
-from .jsonrpc import INVALID_REQUEST, McpError, failure, is_valid_id, result
+from .engine import Call, Engine
+from .events import EventStore, parse_event_id
+from .jsonrpc import INVALID_PARAMS, INVALID_REQUEST, result
+from .pipeline import WirePipeline, invalid_request
 from .sessions import Session, SessionLimitError, SessionStore, new_session_id
 from .settings import TransportSettings
 from .streams import SessionChannel, is_response, live_events, sse_event
@@ -33,13 +34,15 @@ def default_principal(request: Request) -> str | None:
     return hashlib.sha256(auth.encode()).hexdigest()[:32] if auth else None
 
 
-class SessionWire:
+class SessionWire(WirePipeline):
+    """The session wire's strategy: sessions, SSE streams that resume, GET streams, DELETE; JSON-RPC errors to
+    requests travel in a 200 response, like the reference SDK."""
+
     def __init__(
         self, engine: Engine, settings: TransportSettings, sessions: SessionStore, events: EventStore,
         broker: Broker,
     ) -> None:
-        self.engine = engine
-        self.settings = settings
+        super().__init__(engine, settings)
         self.sessions = sessions
         self.events = events
         self.broker = broker
@@ -65,13 +68,11 @@ class SessionWire:
             return error_response(None, INVALID_REQUEST, "The body must be one JSON-RPC message object")
         if is_response(message):
             return await self._client_response(request, message)
-        problem = check_request_shape(message)
+        refusal = invalid_request(message)
+        if refusal is not None:
+            return refusal
         msg_id = message.get("id")
         has_id = "id" in message
-        if problem is None and has_id and not is_valid_id(msg_id):
-            problem = "'id' must be a string or an integer"
-        if problem is not None:
-            return error_response(msg_id if is_valid_id(msg_id) else None, INVALID_REQUEST, problem)
         if message["method"] == "initialize":
             if not has_id:
                 return error_response(None, INVALID_REQUEST, "initialize must be a request (with an id)")
@@ -93,7 +94,7 @@ class SessionWire:
         msg_id = message["id"]
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
-            return error_response(msg_id, -32602, "initialize needs params.protocolVersion (a string)")
+            return error_response(msg_id, INVALID_PARAMS, "initialize needs params.protocolVersion (a string)")
         version = self.engine.negotiate(requested)
         caps = params.get("capabilities")
         info = params.get("clientInfo")
@@ -198,21 +199,15 @@ class SessionWire:
                     channel=channel, protocol_version=session.protocol_version, session=session,
                     client_capabilities=session.client_capabilities, client_info=session.client_info)
         if not use_sse:
-            reply = await self._run(call)
+            reply = await self.run(call)
             if reply is None:
                 return Response(status_code=204, headers=headers)
-            # Handshake-era errors to requests travel in a 200 response, like the reference SDK.
-            return json_response(reply, 200, headers)
+            return self.respond(reply, headers)
         assert stream_id is not None
-        priming: dict[str, Any] | None = None
-        if is_version_at_least(session.protocol_version, "2025-11-25"):
-            priming_id = await self.events.store_event(stream_id, None)
-            priming = {"id": priming_id, "data": ""}
-            if self.settings.sse_retry_ms is not None:
-                priming["retry"] = self.settings.sse_retry_ms
+        priming = await self._priming(stream_id) if self._priming_wanted(session) else None
 
         async def run() -> None:
-            reply = await self._run(call, inline=False)
+            reply = await self.run(call, inline=False)
             if reply is not None:
                 await channel.emit(reply)
             else:
@@ -225,8 +220,8 @@ class SessionWire:
         return EventSourceResponse(live_events(channel, priming), headers={**SSE_HEADERS, **headers},
                                    ping=self.settings.sse_ping_seconds)
 
-    async def _run(self, call: Call, inline: bool = True) -> dict[str, Any] | None:
-        """The JSON-RPC reply to `call` (None when the client cancelled it)."""
+    async def run(self, call: Call, inline: bool = True) -> dict[str, Any] | None:
+        """The shared pipeline, with the call registered for `notifications/cancelled` while it runs."""
         channel = call.channel
         key = (call.session.id, str(call.id)) if call.session else None
         if key is not None:
@@ -234,24 +229,16 @@ class SessionWire:
             if channel.task is None:
                 channel.task = asyncio.current_task()
         try:
-            value = await self.engine.handle(call)
-            if call.method in _STATE_METHODS and call.session is not None:
-                await self.sessions.save(call.session)
-            return result(call.id, value)
-        except McpError as exc:
-            return {"jsonrpc": "2.0", "id": call.id, "error": exc.to_error()}
-        except asyncio.CancelledError:
-            if not channel.cancelled.is_set():
-                raise
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            return None
-        except Exception as exc:
-            return failure(call.id, call.method, exc, inline=inline)
+            return await super().run(call, inline)
         finally:
             if key is not None:
                 self.inflight.pop(key, None)
+
+    async def finish(self, call: Call, value: dict[str, Any]) -> dict[str, Any]:
+        """Methods that change the session (log level, subscriptions) save it before answering."""
+        if call.method in _STATE_METHODS and call.session is not None:
+            await self.sessions.save(call.session)
+        return value
 
     # -- GET ------------------------------------------------------------------------------------------
 
@@ -266,8 +253,9 @@ class SessionWire:
         headers = {**SSE_HEADERS, "Mcp-Session-Id": session.id}
         last = header(request, b"last-event-id")
         if last:
-            stream_id = stream_of(last)
-            if stream_id is None or not stream_id.startswith(session.id + "~"):
+            parsed = parse_event_id(last)
+            stream_id = parsed[0] if parsed is not None else ""
+            if not stream_id.startswith(session.id + "~"):
                 return http_error(404, "Unknown Last-Event-ID for this session")
             return EventSourceResponse(self._resume(session, stream_id, last), headers=headers,
                                        ping=self.settings.sse_ping_seconds)
@@ -292,9 +280,9 @@ class SessionWire:
         async with self.broker.subscribe(f"stream:{stream_id}") as sub:
             # Subscribed before replaying, so nothing emitted in between is lost; duplicates are skipped.
             replay = await self.events.replay_after(last)
-            seen = _seq(last)
+            seen = _number(last)
             for event_id, message in (replay[1] if replay else []):
-                seen = max(seen, _seq(event_id))
+                seen = max(seen, _number(event_id))
                 yield sse_event(event_id, message)
                 if is_response(message):
                     return
@@ -304,7 +292,7 @@ class SessionWire:
                 yield await self._priming(stream_id)
             while True:
                 event_id, message = await sub.get()
-                if _seq(event_id) <= seen:
+                if _number(event_id) <= seen:
                     continue
                 yield sse_event(event_id, message)
                 if is_response(message):
@@ -366,6 +354,6 @@ class SessionWire:
                 channel.task.cancel()
 
 
-def _seq(event_id: str) -> int:
-    tail = event_id.rpartition("#")[2]
-    return int(tail) if tail.isdigit() else 0
+def _number(event_id: str) -> int:
+    parsed = parse_event_id(event_id)
+    return parsed[1] if parsed is not None else 0

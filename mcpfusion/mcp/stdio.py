@@ -26,6 +26,7 @@ from typing import Any
 
 from mcp_types import PROTOCOL_VERSION_META_KEY
 
+from .jsonrpc import HTTP_ERROR, PARSE_ERROR, error
 from .wire import TRANSPORT_SCOPE_KEY
 
 logger = logging.getLogger("mcpfusion.stdio")
@@ -138,7 +139,7 @@ class StdioBridge:
         try:
             message = json.loads(line)
         except ValueError:
-            self._emit({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
+            self._emit(error(None, PARSE_ERROR, "Parse error: the line is not valid JSON"))
             return
         headers = self._headers_for(message)
         status, response_headers, messages = await self._request("POST", headers, line.encode())
@@ -153,17 +154,16 @@ class StdioBridge:
         if status >= 400 and not messages:
             msg_id = message.get("id") if isinstance(message, dict) else None
             if msg_id is not None:
-                self._emit({"jsonrpc": "2.0", "id": msg_id, "error": self._http_error(status)})
+                self._emit(self._http_error(msg_id, status))
 
-    def _http_error(self, status: int) -> dict[str, Any]:
-        """A JSON-RPC error for an HTTP-level refusal (stdout carries JSON-RPC only)."""
+    def _http_error(self, msg_id: Any, status: int) -> dict[str, Any]:
+        """The JSON-RPC error for an HTTP-level refusal (stdout carries JSON-RPC only)."""
         detail = self.last_http_error.get("detail") if isinstance(self.last_http_error, dict) else None
         self.last_http_error = None
         message = f"HTTP {status} from the MCP endpoint" + (f": {detail}" if isinstance(detail, str) else "")
         if status in (401, 403):
             message += ". Set MCPFUSION_AUTHORIZATION (e.g. 'Bearer <token>') for this stdio server."
-            return {"code": -32001, "message": message, "data": {"status": status}}
-        return {"code": -32603, "message": message, "data": {"status": status}}
+        return error(msg_id, HTTP_ERROR, message, {"status": status, "detail": detail})
 
     def _headers_for(self, message: Any) -> dict[str, str]:
         headers = {**self.headers, "content-type": "application/json",

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .channel import Channel, NoBackChannel
-from .jsonrpc import REQUEST_TIMEOUT, McpError, dumps, request
+from .jsonrpc import INTERNAL_ERROR, REQUEST_TIMEOUT, McpError, dumps, notification, request
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -85,10 +85,7 @@ class SessionChannel(Channel):
             self.queue.put_nowait((event_id, message))
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            msg["params"] = params
-        await self.emit(msg)
+        await self.emit(notification(method, params))
 
     async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         rid = f"s-{secrets.token_hex(8)}"
@@ -101,7 +98,8 @@ class SessionChannel(Channel):
                 raise McpError(REQUEST_TIMEOUT, f"The client did not answer {method} within {timeout:g} s") from None
         if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
             err = reply["error"]
-            raise McpError(int(err.get("code", -32603)), str(err.get("message", "client error")), err.get("data"))
+            code, message = int(err.get("code", INTERNAL_ERROR)), str(err.get("message", "client error"))
+            raise McpError(code, message, err.get("data"))
         result = reply.get("result") if isinstance(reply, dict) else None
         return result if isinstance(result, dict) else {}
 

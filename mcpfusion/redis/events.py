@@ -1,7 +1,7 @@
 """Resumable SSE streams in Redis Streams: one stream key per SSE stream, any replica can replay it.
 
 Redis gives every entry a unique, increasing id `ms-seq`; the event id sent to the client is
-`{stream}#{ms * 10**6 + seq}`, the integer form the transport expects (`stream_of`, ordering by the
+`{stream}#{ms * 10**6 + seq}`, the integer form the transport expects (`parse_event_id`, ordering by the
 number after `#`). Retention is bounded twice: `MAXLEN ~ max_events` entries per stream, and the whole
 stream expires `retention` seconds after its last event, or `finished_retention` seconds after the
 event that answers its request (a client resumes a finished call within its `retry` delay, not half an
@@ -15,7 +15,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from mcpfusion.mcp.events import stream_of
+from mcpfusion.mcp.events import event_id, parse_event_id
 
 from .coalesce import Coalescer
 
@@ -94,18 +94,18 @@ class RedisEventStore:
         finished = "method" not in message
         retention = self.finished_retention if finished else self.retention
         number, receivers = await self._publishes.call(self._key(stream_id), data, channel, id_prefix, retention)
-        return f"{stream_id}#{int(number)}", int(receivers)
+        return event_id(stream_id, int(number)), int(receivers)
 
     async def store_event(self, stream_id: str, message: dict[str, Any] | None) -> str:
         data = "" if message is None else json.dumps(message, separators=(",", ":"))
         entry_id = await self._stores.call(self._key(stream_id), data)
-        return f"{stream_id}#{_event_number(entry_id)}"
+        return event_id(stream_id, _event_number(entry_id))
 
     async def replay_after(self, last_event_id: str) -> tuple[str, list[tuple[str, dict[str, Any]]]] | None:
-        stream_id = stream_of(last_event_id)
-        if stream_id is None:
+        parsed = parse_event_id(last_event_id)
+        if parsed is None:
             return None
-        number = int(last_event_id.rpartition("#")[2][:40])
+        stream_id, number = parsed
         if number >= _MAX_NUMBER:  # not an id this store issued (Redis would reject it as an entry id)
             return None
         key = self._key(stream_id)
@@ -117,7 +117,7 @@ class RedisEventStore:
         if not exists:
             return None
         events = [
-            (f"{stream_id}#{_event_number(entry_id)}", json.loads(fields["m"]))
+            (event_id(stream_id, _event_number(entry_id)), json.loads(fields["m"]))
             for entry_id, fields in entries
             if fields.get("m")  # priming events are stored empty and never replayed
         ]

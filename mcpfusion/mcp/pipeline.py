@@ -1,0 +1,82 @@
+"""The request pipeline both MCP wires share: validate the JSON-RPC request, run it through the engine with
+every failure wrapped into the JSON-RPC reply, and answer that reply as JSON.
+
+The wires are its strategies (`SessionWire` for 2025-11-25, `ModernWire` for 2026-07-28). Each adds only
+what is its own: how a call finds its session or checks its headers, what is done with a result before it
+goes out (`finish`), whether an error's code sets the HTTP status (`status_for_errors`), and its streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from starlette.responses import Response
+
+from .engine import Call, Engine
+from .jsonrpc import HTTP_STATUS, INVALID_REQUEST, McpError, failure, is_valid_id, result
+from .settings import TransportSettings
+from .wire import error_response, json_response
+
+
+def check_request_shape(message: Any) -> str | None:
+    """Why `message` is not a JSON-RPC request or notification, or None when it is one."""
+    if not isinstance(message, dict):
+        return "a JSON-RPC message must be an object"
+    if message.get("jsonrpc") != "2.0":
+        return "'jsonrpc' must be \"2.0\""
+    if not isinstance(message.get("method"), str):
+        return "'method' must be a string"
+    params = message.get("params")
+    if params is not None and not isinstance(params, dict):
+        return "'params' must be an object"
+    if "id" in message and not is_valid_id(message["id"]):
+        return "'id' must be a string or an integer"
+    return None
+
+
+def invalid_request(message: dict[str, Any]) -> Response | None:
+    """The -32600 answer to a message that is no valid request or notification (None when it is one)."""
+    problem = check_request_shape(message)
+    if problem is None:
+        return None
+    msg_id = message.get("id")
+    return error_response(msg_id if is_valid_id(msg_id) else None, INVALID_REQUEST, problem)
+
+
+class WirePipeline:
+    """The shared steps; a wire subclasses it and overrides the hooks below."""
+
+    status_for_errors = False
+    """Whether a JSON-RPC error's code sets the HTTP status (`jsonrpc.HTTP_STATUS`); else errors are 200."""
+
+    def __init__(self, engine: Engine, settings: TransportSettings) -> None:
+        self.engine = engine
+        self.settings = settings
+
+    async def finish(self, call: Call, value: dict[str, Any]) -> dict[str, Any]:
+        """Hook: what the wire does with a method's result before it is sent."""
+        return value
+
+    async def run(self, call: Call, inline: bool = True) -> dict[str, Any] | None:
+        """The JSON-RPC reply to `call`, or None when the client cancelled it. `inline`: the HTTP response
+        has not started, so an HTTPException can still become an HTTP status (see `jsonrpc.failure`)."""
+        try:
+            return result(call.id, await self.finish(call, await self.engine.handle(call)))
+        except McpError as exc:
+            return exc.reply(call.id)
+        except asyncio.CancelledError:
+            if not call.channel.cancelled.is_set():
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            return None
+        except Exception as exc:
+            return failure(call.id, call.method, exc, inline=inline)
+
+    def respond(self, reply: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
+        """A reply as one JSON response."""
+        err = reply.get("error")
+        status = HTTP_STATUS.get(err["code"], 200) if err is not None and self.status_for_errors else 200
+        return json_response(reply, status, headers)
