@@ -30,6 +30,7 @@ import fastmcp  # noqa: E402
 from mcp import types  # noqa: E402
 
 from mcpfusion.docs import tokens  # noqa: E402
+from mcpfusion.listing import tool_entries  # noqa: E402
 from mcpfusion.tool import Tool  # noqa: E402
 
 ACTIONS = {
@@ -68,7 +69,7 @@ def ours(exposition: str | None = None) -> list[dict[str, Any]]:
         subset = copy.copy(tool)
         subset.actions = {a: tool.actions[a] for a in ACTIONS[name]}
         subset.exposition = exposition or tool.exposition  # type: ignore[assignment]
-        entries += subset.mcp_tools()
+        entries += tool_entries(subset)
     return entries
 
 

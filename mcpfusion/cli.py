@@ -23,6 +23,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from .app import MCPFusion
+from .listing import tool_entries
 
 
 class CliError(Exception):
@@ -107,7 +108,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         flags = [tool.exposition] + (["_select"] if tool.select else []) + (["toon"] if tool.toon_description else [])
         print(f"\n== {tool.name} [{', '.join(flags)}] tags={','.join(tool.tags) or '-'}"
               + (f" source={tool.source}" if tool.source else ""))
-        for entry in tool.mcp_tools():
+        for entry in tool_entries(tool):
             if tool.exposition == "flat":
                 print(f"-- {entry['name']}")
             print(entry.get("description", ""))

@@ -24,6 +24,7 @@ from .errors import (
     ValidationFailed,
     field_path,
 )
+from .listing import entries, flat_name
 from .mcp.jsonrpc import ProtocolSignal
 from .presenter import Presenter
 from .redaction import RedactionError
@@ -64,7 +65,6 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self.tools: dict[str, Tool] = {}
         self._routes: dict[str, tuple[Tool, Action | None]] = {}
-        self._listing: list[dict[str, Any]] | None = None
         self.telemetry: Telemetry | None = None
         for tool in tools:
             self.add(tool)
@@ -73,7 +73,7 @@ class ToolRegistry:
         if tool.name in self.tools:
             raise ValueError(f"duplicate tool name {tool.name!r}")
         routes = (
-            {f"{tool.name}_{a.name}": (tool, a) for a in tool.actions.values()}
+            {flat_name(tool.name, a.name): (tool, a) for a in tool.actions.values()}
             if tool.exposition == "flat"
             else {tool.name: (tool, None)}
         )
@@ -82,13 +82,10 @@ class ToolRegistry:
             raise ValueError(f"MCP tool name(s) {sorted(clash)} of tool {tool.name!r} are already registered")
         self.tools[tool.name] = tool
         self._routes.update(routes)
-        self._listing = None
 
     def mcp_tools(self) -> list[dict[str, Any]]:
-        """`tools/list` entries (computed once, until a tool is added)."""
-        if self._listing is None:
-            self._listing = [entry for tool in self.tools.values() for entry in tool.mcp_tools()]
-        return self._listing
+        """`tools/list` entries of every tool (built on each call; the engine caches the server's listing)."""
+        return entries(self.tools.values())
 
     def actions(self) -> Iterable[Action]:
         for tool in self.tools.values():

@@ -338,48 +338,6 @@ class Tool:
         """The TOON description (what `toon_description=True` advertises), whatever the tool's setting."""
         return toon.describe(self.description, [(a.name, a.description, a.required) for a in self.actions.values()])
 
-    def flat_entries(self) -> list[dict[str, Any]]:
-        """`tools/list` entries of the flat exposition: one MCP tool per action."""
-        out = []
-        for action in self.actions.values():
-            entry: dict[str, Any] = {
-                "name": f"{self.name}_{action.name}",
-                "description": action.description or self.description,
-                "inputSchema": exposition.action_input_schema(action.input_schema),
-            }
-            hints = exposition.compact_annotations(action.annotations())
-            if hints:
-                entry["annotations"] = hints
-            if action.title:
-                entry["title"] = action.title
-            if action.output_schema:
-                entry["outputSchema"] = action.output_schema
-            out.append(entry)
-        return out
-
-    def grouped_entry(self, description: str | None = None) -> dict[str, Any]:
-        """The `tools/list` entry of the grouped exposition: one MCP tool with an `action` discriminator."""
-        entry: dict[str, Any] = {
-            "name": self.name,
-            "description": description if description is not None else self.grouped_description(),
-            "inputSchema": self.grouped_input_schema(),
-        }
-        hints = exposition.compact_annotations(self.annotations())
-        if hints:
-            entry["annotations"] = hints
-        if self.title:
-            entry["title"] = self.title
-        output = self.grouped_output_schema()
-        if output:
-            entry["outputSchema"] = output
-        return entry
-
-    def mcp_tools(self) -> list[dict[str, Any]]:
-        """The `tools/list` entries this tool contributes."""
-        if not self.actions:
-            return []
-        return self.flat_entries() if self.exposition == "flat" else [self.grouped_entry()]
-
     def __repr__(self) -> str:
         return f"Tool({self.name!r}, actions={list(self.actions)})"
 

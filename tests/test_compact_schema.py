@@ -18,6 +18,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from mcpfusion import Tool
 from mcpfusion.dispatch import _pop_select
 from mcpfusion.exposition import MCP_DEFAULT_HINTS, compact_annotations, merge_parameter, optional_form
+from mcpfusion.listing import tool_entries
 from mcpfusion.testing import ToolTester
 from tests import validation_corpus as vc
 from tests.tricky_tools import TOOLS, shapes
@@ -55,7 +56,7 @@ def _kwargs(action, args: dict[str, Any]) -> dict[str, Any]:
 
 def _found(action) -> tuple[dict[str, Any], bool]:
     """The advertised entry holding `action`, and whether it takes the `action` discriminator."""
-    for entry in action.tool.mcp_tools():
+    for entry in tool_entries(action.tool):
         enum = entry["inputSchema"]["properties"].get("action", {}).get("enum")
         if entry["name"] == f"{action.tool.name}_{action.name}" and enum is None:
             return entry, False
@@ -125,7 +126,7 @@ def test_compact_shape(registry):
 
 
 def test_shared_parameters_merge_into_one_schema_that_accepts_each():
-    [entry] = shapes.mcp_tools()
+    [entry] = tool_entries(shapes)
     props = entry["inputSchema"]["properties"]
     # b requires status (the TOON table says so); the others may send it; one enum unites them
     assert props["status"] == {"type": "string", "enum": ["x", "y", "z", "w"], "description": "Optional for: a, f."}
@@ -189,7 +190,7 @@ def test_flat_exposition_is_compact_too():
     async def get(id: str, verbose: bool | None = None):
         """Get."""
 
-    [entry] = tool.mcp_tools()
+    [entry] = tool_entries(tool)
     assert entry["inputSchema"]["properties"]["verbose"] == {"type": "boolean"}
     assert entry["inputSchema"]["required"] == ["id"]
     assert entry["annotations"] == {"readOnlyHint": True, "openWorldHint": False}

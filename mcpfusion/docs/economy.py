@@ -15,7 +15,7 @@ import typing
 from collections import abc
 from typing import Any
 
-from .. import tokens
+from .. import listing, tokens
 from ..presenter import Presenter
 from ..select import select_keys
 from ..tool import Action, Tool
@@ -34,18 +34,18 @@ def toon_description(tool: Tool) -> str:
 
 def grouped_entry(tool: Tool) -> dict[str, Any]:
     """The tool as one grouped MCP tool with its TOON description."""
-    return tool.grouped_entry(tool.toon_text())
+    return listing.grouped_entry(tool, tool.toon_text())
 
 
 def flat_entries(tool: Tool) -> list[dict[str, Any]]:
     """The tool the conventional way: one MCP tool per action, its full JSON schema and every hint."""
-    return [{"name": f"{tool.name}_{a.name}", "description": a.description, "inputSchema": a.input_schema,
+    return [{"name": listing.flat_name(tool.name, a.name), "description": a.description, "inputSchema": a.input_schema,
              "annotations": a.annotations()} for a in tool.actions.values()]
 
 
 def exposition_costs(tool: Tool) -> dict[str, int]:
     """Tokens of the tool's `tools/list` entries under each exposition (all compact)."""
-    return {"grouped": tokens.count_json(grouped_entry(tool)), "flat": tokens.count_json(tool.flat_entries())}
+    return {"grouped": tokens.count_json(grouped_entry(tool)), "flat": tokens.count_json(listing.flat_entries(tool))}
 
 
 def _saving(before: int, after: int) -> dict[str, Any]:

@@ -6,16 +6,13 @@ import json
 import shlex
 from typing import Any
 
+from ..listing import mcp_name
 from ..tool import DISCRIMINATOR, Action
 from . import samples
 
 
 def rest_path(action: Action) -> str:
     return f"/api/{action.tool.name}/{action.name}"
-
-
-def mcp_name(action: Action) -> str:
-    return f"{action.tool.name}_{action.name}" if action.tool.exposition == "flat" else action.tool.name
 
 
 def example_arguments(action: Action) -> dict[str, Any]:

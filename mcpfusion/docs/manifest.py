@@ -10,7 +10,7 @@ from typing import Any
 
 import toon_format
 
-from .. import tokens, toon
+from .. import listing, tokens, toon
 from ..dispatch import CallContext, ToolRegistry
 from ..tool import Action, Tool
 from ..version import __version__
@@ -44,7 +44,7 @@ def action_entry(action: Action, curl_base: str, memo: dict[int, dict[str, Any]]
         "title": action.title,
         "description": action.description,
         "annotations": action.annotations(),
-        "mcp_name": examples.mcp_name(action),
+        "mcp_name": listing.mcp_name(action),
         "rest_path": examples.rest_path(action),
         "parameters": rows(action.input_schema),
         "input_schema": action.input_schema,
@@ -62,7 +62,7 @@ def action_entry(action: Action, curl_base: str, memo: dict[int, dict[str, Any]]
 
 def tool_entry(tool: Tool, curl_base: str, memo: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     text = economy.toon_description(tool)
-    advertised = tool.mcp_tools()
+    advertised = listing.tool_entries(tool)
     return {
         "name": tool.name,
         "title": tool.title,

@@ -101,7 +101,9 @@ class Engine:
         self.cache_scope = cache_scope
         self.make_context = make_context
         self.observer = observer
-        self._tools_cache: list[dict[str, Any]] | None = None
+        # The one cached listing of the server: `tools/list` entries, and the input schemas of the tools
+        # that declare `x-mcp-header` (what 2026-07-28 checks `Mcp-Param-*` headers against).
+        self._tools_cache: tuple[list[dict[str, Any]], dict[str, Any]] | None = None
         self._handlers: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
             "ping": self._ping,
             "tools/list": self._tools_list,
@@ -186,11 +188,20 @@ class Engine:
             result["instructions"] = self.instructions
         return result
 
+    def _listing(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        cached = self._tools_cache
+        if cached is None:
+            tools = list(self.tools.list_tools())
+            headers = {t["name"]: t.get("inputSchema") for t in tools if "x-mcp-header" in repr(t.get("inputSchema"))}
+            cached = self._tools_cache = (tools, headers)
+        return cached
+
+    def header_schema(self, name: Any) -> Any:
+        """Input schema of tool `name` if it declares `x-mcp-header` anywhere (else None: nothing to check)."""
+        return self._listing()[1].get(name) if isinstance(name, str) else None
+
     async def _tools_list(self, call: Call) -> dict[str, Any]:
-        tools = self._tools_cache
-        if tools is None:
-            tools = self._tools_cache = list(self.tools.list_tools())
-        return {"tools": tools}
+        return {"tools": self._listing()[0]}
 
     async def _tools_call(self, call: Call) -> dict[str, Any]:
         params = call.params

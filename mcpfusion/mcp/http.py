@@ -122,7 +122,6 @@ class McpHttpTransport:
     def invalidate(self) -> None:
         """Forget precomputed tool data (after the tool list changed)."""
         self.engine.invalidate_tools()
-        self.modern_wire.invalidate()
 
     async def publish(self, message: dict[str, Any]) -> None:
         """Broadcast a server notification to every GET stream and `subscriptions/listen` stream."""

@@ -56,20 +56,6 @@ class ModernWire(WirePipeline):
         super().__init__(engine, settings)
         self.broker = broker
         self.tasks: set[asyncio.Task[Any]] = set()
-        self._header_schemas: dict[str, Any] | None = None
-
-    def invalidate(self) -> None:
-        self._header_schemas = None
-
-    def _param_schema(self, name: Any) -> Any:
-        """Input schema of tool `name` if it declares `x-mcp-header` anywhere (else None: nothing to check)."""
-        schemas = self._header_schemas
-        if schemas is None:
-            tools = self.engine.tools.list_tools()
-            schemas = self._header_schemas = {
-                t["name"]: t.get("inputSchema") for t in tools if "x-mcp-header" in repr(t.get("inputSchema"))
-            }
-        return schemas.get(name) if isinstance(name, str) else None
 
     async def post(self, request: Request, message: Any) -> Response:
         if not isinstance(message, dict):
@@ -100,7 +86,7 @@ class ModernWire(WirePipeline):
             return error_response(msg_id, verdict.code, verdict.message, verdict.data)
         params = message.get("params") or {}
         if method == "tools/call" and not request.scope.get(TRUSTED_HEADERS_KEY):
-            schema = self._param_schema(params.get("name"))
+            schema = self.engine.header_schema(params.get("name"))
             if schema is not None:
                 arguments = params.get("arguments")
                 all_headers = {k: v.strip(" \t") for k, v in request.headers.items()}
