@@ -42,6 +42,12 @@ def get_store(
     return BillingStore(session, principal)
 
 
+def cursor_scope(principal: Principal = Depends(current_principal)) -> str:
+    """What a pagination cursor is bound to: the caller's tenant and identity (an acme cursor is refused
+    for globex, and for another user)."""
+    return f"{principal.tenant}/{principal.subject}"
+
+
 def invoice_presenter(principal: Principal = Depends(current_principal)) -> Presenter:
     """Admins see whole invoices; support sees them without internal fields and contact details."""
     return invoice_admin if principal.is_admin else invoice_support

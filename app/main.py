@@ -23,6 +23,7 @@ from mcpfusion.discovery import discover_tools
 
 from .auth import authenticate, verifier_for
 from .db import Database
+from .deps import cursor_scope
 from .settings import ROOT, Settings
 from .telemetry import telemetry_for
 
@@ -48,6 +49,7 @@ def create_fusion(settings: Settings, routers: str | Path = ROUTERS) -> MCPFusio
         instructions=INSTRUCTIONS,
         tools=discover_tools(routers),
         telemetry=telemetry_for(settings),
+        cursor_scope=cursor_scope,
         **transport,
     )
 

@@ -63,6 +63,16 @@ def invoice_dict(row: InvoiceRecord, today: dt.date, *, detail: bool) -> dict[st
     return data
 
 
+def invoice_key(row: dict[str, Any]) -> list[str]:
+    """An invoice's position in list order (due date descending, then number): a page ends there."""
+    return [row["due_date"].isoformat(), row["number"]]
+
+
+def customer_key(row: dict[str, Any]) -> list[str]:
+    """A customer's position in list order (name, then id)."""
+    return [row["name"], row["id"]]
+
+
 class BillingStore:
     """Customers, invoices and payments of one tenant."""
 
@@ -91,8 +101,19 @@ class BillingStore:
             raise not_found("Invoice", invoice_id, "billing.list_invoices")
         return row
 
-    async def list_invoices(self, status: str | None = None, customer_id: str | None = None) -> list[dict[str, Any]]:
+    async def list_invoices(
+        self, status: str | None = None, customer_id: str | None = None, *, after: list[str] | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Latest due date first; `after` is the `invoice_key` of the last row already seen (keyset pagination:
+        rows inserted meanwhile never shift the next page)."""
         query = self._invoices(*INVOICE_ROW).order_by(InvoiceRecord.due_date.desc(), InvoiceRecord.number)
+        if after is not None:
+            due, number = dt.date.fromisoformat(after[0]), after[1]
+            query = query.where(or_(InvoiceRecord.due_date < due,
+                                    and_(InvoiceRecord.due_date == due, InvoiceRecord.number > number)))
+        if limit is not None:
+            query = query.limit(limit)
         if status == "overdue":
             query = query.where(InvoiceRecord.status == "sent", InvoiceRecord.due_date < self.today())
         elif status is not None:
@@ -236,7 +257,7 @@ class BillingStore:
             select(CustomerRecord, func.coalesce(owed.c.owed, 0))
             .outerjoin(owed, owed.c.customer_id == CustomerRecord.id)
             .where(CustomerRecord.tenant == self.tenant)
-            .order_by(CustomerRecord.name)
+            .order_by(CustomerRecord.name, CustomerRecord.id)
         )
 
     @staticmethod
@@ -246,8 +267,17 @@ class BillingStore:
             "country": row.country, "created_on": row.created_on, "open_balance_cents": int(owed),
         }
 
-    async def list_customers(self, search: str | None = None) -> list[dict[str, Any]]:
+    async def list_customers(
+        self, search: str | None = None, *, after: list[str] | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """By name; `after` is the `customer_key` of the last row already seen (keyset pagination)."""
         query = self._customers()
+        if after is not None:
+            name, ident = after
+            query = query.where(or_(CustomerRecord.name > name,
+                                    and_(CustomerRecord.name == name, CustomerRecord.id > ident)))
+        if limit is not None:
+            query = query.limit(limit)
         if search:
             pattern = f"%{search.lower()}%"  # a bound parameter, not SQL text
             query = query.where(

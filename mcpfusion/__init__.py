@@ -6,6 +6,7 @@ from .context import Context
 from .dispatch import CallContext, ToolRegistry
 from .errors import ToolError, UnknownToolError
 from .model import Model
+from .pagination import Page, Paged, Paging
 from .presenter import Presenter, PresenterError
 from .redaction import RedactionError
 from .response import (
@@ -32,6 +33,9 @@ __all__ = [
     "Flatten",
     "MCPFusion",
     "Model",
+    "Page",
+    "Paged",
+    "Paging",
     "Presenter",
     "PresenterError",
     "RedactionError",

@@ -27,6 +27,7 @@ from .mcp.http import McpHttpTransport
 from .mcp.jsonrpc import INVALID_PARAMS, McpError, ProtocolSignal, notification
 from .mcp.settings import TransportSettings
 from .mcp.state import RequestStateSigner
+from .pagination import Paging
 from .prompts import Prompt, PromptRegistry
 from .resources import Resource, ResourceRegistry, ResourceTemplate
 from .tool import Tool
@@ -106,6 +107,10 @@ class MCPFusion:
 
     Transport settings are `TransportSettings` fields, given as `settings=` or as keyword arguments
     (`allowed_hosts=[...]`, `json_response=True`, `max_body_bytes=...`, `event_store=...`, ...).
+
+    Cursors of paginated actions are signed with the settings' `signing_key`, expire after `cursor_ttl`
+    seconds and are bound to the value of the `cursor_scope` dependency (e.g. the caller's tenant; by
+    default the Authorization header).
     """
 
     def __init__(
@@ -118,6 +123,8 @@ class MCPFusion:
         tools: Iterable[Tool] = (),
         settings: TransportSettings | None = None,
         telemetry: Telemetry | bool | None = None,
+        cursor_scope: Callable[..., Any] | None = None,
+        cursor_ttl: float = 3600.0,
         **transport: Any,
     ) -> None:
         unknown = set(transport) - _SETTING_NAMES
@@ -128,6 +135,8 @@ class MCPFusion:
         self.title = title
         self.instructions = instructions
         self.settings = settings or TransportSettings(**transport)
+        self.cursor_scope = cursor_scope
+        self.cursor_ttl = cursor_ttl
         self.resources = ResourceRegistry()
         self.prompts = PromptRegistry()
         self.completions: dict[tuple[str, str, str], Callable[..., Any]] = {}
@@ -149,7 +158,9 @@ class MCPFusion:
     def registry(self) -> ToolRegistry:
         """The core's `ToolRegistry` holding every `Tool` of this server."""
         if self._registry is None:
-            self._registry = ToolRegistry(self._pending_tools)
+            scope = {"scope": self.cursor_scope} if self.cursor_scope is not None else {}
+            paging = Paging(self.settings.signing_key, ttl=self.cursor_ttl, **scope)
+            self._registry = ToolRegistry(self._pending_tools, paging=paging)
             self._registry.telemetry = self.telemetry
             self._pending_tools = []
         return self._registry

@@ -24,6 +24,7 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from .context import Context
+from .pagination import Page, current_page
 
 CONTEXT_SCOPE_KEY = "mcpfusion.context"
 PRESENTER_KEY = "__mcpfusion_presenter__"
@@ -47,12 +48,28 @@ def is_dependency(annotation: Any, default: Any) -> bool:
         return True
     if typing.get_origin(annotation) is Annotated:
         base, *extras = typing.get_args(annotation)
-        return any(isinstance(e, _FASTAPI_MARKERS) for e in extras) or _is_special(base) or _is_context(base)
-    return _is_context(annotation)
+        return any(isinstance(e, _FASTAPI_MARKERS) for e in extras) or _is_special(base) or _injected(base) is not None
+    return _injected(annotation) is not None
 
 
 def _is_context(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, Context)
+
+
+def _injected(annotation: Any) -> Callable[..., Any] | None:
+    """The provider of a parameter the framework injects by its type alone (`Context`, `Page`)."""
+    if _is_context(annotation):
+        return current_context
+    if isinstance(annotation, type) and issubclass(annotation, Page):
+        return current_page
+    return None
+
+
+def takes_page(dependencies: list[inspect.Parameter]) -> bool:
+    """True when one of these dependency parameters is annotated `Page`."""
+    bases = (typing.get_args(p.annotation)[0] if typing.get_origin(p.annotation) is Annotated else p.annotation
+             for p in dependencies)
+    return any(_injected(base) is current_page for base in bases)
 
 
 def split_parameters(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], list[inspect.Parameter]]:
@@ -66,8 +83,9 @@ def split_parameters(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], l
         annotation = hints.get(param.name, Any)
         param = param.replace(annotation=annotation)
         if is_dependency(annotation, param.default):
-            if _is_context(annotation):
-                param = param.replace(annotation=Annotated[annotation, params.Depends(current_context)])
+            provider = _injected(annotation)
+            if provider is not None:
+                param = param.replace(annotation=Annotated[annotation, params.Depends(provider)])
             dependencies.append(param)
         else:
             arguments.append(param)

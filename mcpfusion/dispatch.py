@@ -23,9 +23,11 @@ from .errors import (
     UnknownToolError,
     ValidationFailed,
     field_path,
+    sent_value,
 )
 from .listing import entries, flat_name
 from .mcp.jsonrpc import ProtocolSignal
+from .pagination import CURSOR_PARAM, MAX_CURSOR_LENGTH, PAGE_SCOPE_KEY, Page, PageCall, Paging, fingerprint
 from .presenter import Presenter
 from .redaction import RedactionError
 from .response import ToolResponse, error_response, success, success_structured, to_jsonable, tool_error
@@ -62,8 +64,9 @@ class CallContext:
 class ToolRegistry:
     """All registered tools and the MCP names they are exposed under."""
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    def __init__(self, tools: Iterable[Tool] = (), *, paging: Paging | None = None) -> None:
         self.tools: dict[str, Tool] = {}
+        self.paging = paging or Paging()  # signs the cursors of paginated actions
         self._routes: dict[str, tuple[Tool, Action | None]] = {}
         self.telemetry: Telemetry | None = None
         for tool in tools:
@@ -151,7 +154,9 @@ class ToolRegistry:
         arguments = dict(arguments)
         try:
             select = _pop_select(action, arguments)
+            cursor = _pop_cursor(action, arguments) if action.paginate else None
             kwargs = action.validate(arguments)
+            pages = self._page_call(action, kwargs, request) if action.paginate else None
             # No dependency, nothing to close: skip the exit stack (hot path of simple actions).
             async with nullcontext(None) if action.dependency_free else AsyncExitStack() as stack:
                 if stack is None:
@@ -161,14 +166,21 @@ class ToolRegistry:
                         dependencies = await resolve(action.dependant, request, stack)
                 presenter = dependencies.pop(PRESENTER_KEY, None) or action.presenter
                 kwargs.update(dependencies)
+                if pages is not None and stack is not None:
+                    scope = await resolve(self.paging.scope_dependant(), request, stack)
+                    pages.open(cursor, fingerprint(scope["scope"]), action.page_size(presenter))
                 with phase("handler"):
                     if action.is_async:
                         result = await action.fn(**kwargs)
                     else:
                         result = await run_in_threadpool(action.fn, **kwargs)
+                result, next_key = pages.take(result) if pages is not None else (result, None)
                 ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
                 with phase("present"):
-                    return present(action, result, presenter, ctx, select)
+                    response = present(action, result, presenter, ctx, select)
+                if pages is not None:
+                    pages.finish(response, next_key)
+                return response
         except (ToolError, ValidationFailed) as exc:
             return error_response(exc)
         except DependencyErrors as exc:
@@ -195,6 +207,21 @@ class ToolRegistry:
                 f"{action.label} failed with an internal error.",
                 recovery="This is a server problem, not your call; retry later or try another action.",
             )
+
+
+    def _page_call(self, action: Action, filters: dict[str, Any], request: Request) -> PageCall:
+        """The page of this call (its handler's `Page` dependency reads it from the request scope)."""
+        page = Page()
+        request.scope[PAGE_SCOPE_KEY] = page
+        return PageCall(self.paging, action.qualified_name, action.how, fingerprint(filters), page)
+
+
+def _pop_cursor(action: Action, arguments: dict[str, Any]) -> str | None:
+    cursor = arguments.pop(CURSOR_PARAM, None)
+    if cursor is not None and (not isinstance(cursor, str) or not 0 < len(cursor) <= MAX_CURSOR_LENGTH):
+        raise ValidationFailed(action.label, [(CURSOR_PARAM, "Send the next_cursor string of the previous page "
+                                                             f"unchanged. You sent: {sent_value(cursor)}.")])
+    return cursor
 
 
 def _pop_select(action: Action, arguments: dict[str, Any]) -> list[str] | None:

@@ -40,6 +40,7 @@ class ResponseView:
     suggestions: list[Suggestion] = field(default_factory=list)
     error_code: str | None = None
     error: ToolError | ValidationFailed | None = None  # what REST turns into problem details
+    next_cursor: str | None = None  # a paginated list's next page (REST sends it as headers)
 
 
 class ToolResponse:

@@ -42,7 +42,26 @@ def rest_body(response: ToolResponse, request: Request | None = None) -> Respons
     if response.is_error:
         return problem_response(problem_of_result(response, instance=request.url.path if request else None))
     # The data block's data (after _select and redaction), whatever other shape structuredContent has.
-    return Response(dumps(response.view.data), media_type="application/json")
+    return Response(dumps(response.view.data), media_type="application/json",
+                    headers=_next_page(response.view.next_cursor, request))
+
+
+def _next_page(cursor: str | None, request: Request | None) -> dict[str, str] | None:
+    """A paginated list's next page: `Next-Cursor` (send it back as `cursor`), and for GET the next URL."""
+    if cursor is None:
+        return None
+    headers = {"Next-Cursor": cursor}
+    if request is not None and request.method == "GET":
+        url = request.url.include_query_params(cursor=cursor)
+        headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
+    return headers
+
+
+PAGE_HEADERS = {
+    "Next-Cursor": {"description": "Present when another page exists: send it back as the cursor parameter.",
+                    "schema": {"type": "string"}},
+    "Link": {"description": 'GET only: the next page\'s URL, rel="next" (RFC 8288).', "schema": {"type": "string"}},
+}
 
 
 def _output_schema(action: Action) -> dict[str, Any]:
@@ -124,8 +143,10 @@ def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api
     for action in registry.actions():
         responses = {
             "200": {
-                "description": "The data, exactly as the MCP data block carries it",
+                "description": "The data, exactly as the MCP data block carries it"
+                + ("; one page of it (see the Next-Cursor header)" if action.paginate else ""),
                 "content": {"application/json": {"schema": _output_schema(action)}},
+                **({"headers": PAGE_HEADERS} if action.paginate else {}),
             },
             **errors,
         }

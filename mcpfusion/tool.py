@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from . import exposition, toon
-from .dependencies import build_dependant, is_empty, split_parameters
+from .dependencies import build_dependant, is_empty, split_parameters, takes_page
 from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
+from .pagination import CURSOR_PARAM, CURSOR_SCHEMA
 from .presenter import Presenter
 from .schema import lean, root_keys
 from .select import SELECT_PARAM, select_schema
@@ -70,6 +71,7 @@ class Action:
     guarded: frozenset[str]
     hidden: frozenset[str]
     is_async: bool
+    paginate: int | bool | None = None  # page size, or True: the presenter's limit
 
     @property
     def label(self) -> str:
@@ -85,6 +87,8 @@ class Action:
         schema.setdefault("properties", {})
         if self.tool.select:
             schema["properties"][SELECT_PARAM] = select_schema(self.tool.select_keys())
+        if self.paginate:
+            schema["properties"][CURSOR_PARAM] = dict(CURSOR_SCHEMA)
         return schema
 
     @property
@@ -101,6 +105,23 @@ class Action:
             keys += [k for k in presenter.field_names if k not in keys]
         keys += [k for k in root_keys(self.output_schema) if k not in keys]
         return keys
+
+    def page_size(self, presenter: Presenter | None) -> int:
+        """Rows per page with this call's presenter: the declared size, capped by the presenter's limit (so
+        that the presenter never truncates a page and no row is skipped)."""
+        limit = presenter.max_items if presenter is not None else None
+        if self.paginate is True:
+            if limit is None:
+                raise RuntimeError(f"{self.label}: paginate=True needs a presenter with a limit()")
+            return limit
+        return min(int(self.paginate or 0), limit or int(self.paginate or 0))
+
+    @property
+    def how(self) -> str:
+        """How the agent calls this action (for notices)."""
+        if self.tool.exposition == "flat":
+            return f"{self.tool.name}_{self.name}"
+        return f"{self.tool.name} with action {self.name}"
 
     def annotations(self) -> dict[str, Any]:
         return {
@@ -184,14 +205,18 @@ class Tool:
         presenters: Sequence[Presenter] = (),
         output_schema: dict[str, Any] | type[BaseModel] | None = None,
         title: str | None = None,
+        paginate: int | bool | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Register a handler as an action; its signature becomes the input schema."""
+        """Register a handler as an action; its signature becomes the input schema.
+
+        `paginate=N` (or True: the presenter's `limit()`) answers lists one page at a time with a signed
+        `cursor` (see `mcpfusion.pagination`)."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             self.actions_add(
                 self._build(
                     fn, name or fn.__name__, description, readonly, destructive, idempotent, open_world,
-                    returns, tuple(presenters), output_schema, title,
+                    returns, tuple(presenters), output_schema, title, paginate,
                 )
             )
             return fn
@@ -216,6 +241,7 @@ class Tool:
         candidates: tuple[Presenter, ...],
         output_schema: dict[str, Any] | type[BaseModel] | None,
         title: str | None,
+        paginate: int | bool | None = None,
     ) -> Action:
         if not _NAME.match(name) or name == DISCRIMINATOR:
             raise ValueError(f"action name {name!r} is not valid")
@@ -226,7 +252,7 @@ class Tool:
         guarded: set[str] = set()
         hidden: set[str] = set()
         for param in arguments:
-            if param.name in (DISCRIMINATOR, SELECT_PARAM):
+            if param.name in (DISCRIMINATOR, SELECT_PARAM) or (paginate and param.name == CURSOR_PARAM):
                 raise ValueError(f"{fn.__qualname__}: parameter name {param.name!r} is reserved")
             flat = _flatten_model(param.annotation)
             if flat is not None:
@@ -251,6 +277,8 @@ class Tool:
         presenter_dependency = None if returns is None or isinstance(returns, Presenter) else returns
         schema = self._output_schema(fn, output_schema, returns)
         dependant = build_dependant(dependencies, presenter_dependency)
+        _check_paging(fn, paginate, takes_page(dependencies), (presenter, *candidates) if presenter else candidates,
+                      presenter_dependency is not None)
         return Action(
             tool=self,
             name=name,
@@ -269,10 +297,11 @@ class Tool:
             flattened=flattened,
             plain_args=tuple(plain),
             dependant=dependant,
-            dependency_free=is_empty(dependant),
+            dependency_free=is_empty(dependant) and not paginate,
             guarded=frozenset(guarded),
             hidden=frozenset(hidden),
             is_async=inspect.iscoroutinefunction(fn),
+            paginate=paginate,
         )
 
     @staticmethod
@@ -340,6 +369,21 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r}, actions={list(self.actions)})"
+
+
+def _check_paging(fn: Callable[..., Any], paginate: int | bool | None, takes_page: bool,
+                  presenters: Sequence[Presenter], chosen: bool) -> None:
+    """Refuse a pagination declaration that could not work, naming the function and the fix."""
+    where = fn.__qualname__
+    if takes_page and not paginate:
+        raise ValueError(f"{where} takes a Page: declare the page size with @tool.action(paginate=N)")
+    if paginate is True:
+        if not presenters or any(p.max_items is None for p in presenters):
+            hint = " and list its candidates in presenters=[...]" if chosen else ""
+            raise ValueError(f"{where}: paginate=True takes the page size from the presenter's limit(); give a "
+                             f"presenter with a limit{hint}, or paginate=N")
+    elif paginate is not None and paginate is not False and (not isinstance(paginate, int) or paginate < 1):
+        raise ValueError(f"{where}: paginate must be True or a page size of at least 1")
 
 
 def missing_discriminator(tool: Tool) -> ToolError:

@@ -13,8 +13,8 @@ from fastapi import Depends
 from pydantic import Field
 
 from app.deps import get_store, invoice_presenter, invoice_rows_presenter, payment_api_key
-from app.store import BillingStore
-from mcpfusion import Context, Tool, success_structured, toon_success
+from app.store import BillingStore, invoice_key
+from mcpfusion import Context, Page, Tool, success_structured, toon_success
 from models import INVOICE_STATUSES, InvoiceModel, PaymentModel, RevenueSummary
 from presenters import invoice_admin, invoice_rows_admin, invoice_rows_support, invoice_support
 
@@ -36,14 +36,17 @@ StatusFilter = Annotated[
 DETAIL = {"returns": invoice_presenter, "presenters": [invoice_admin, invoice_support]}
 
 
-@billing.action(readonly=True, returns=invoice_rows_presenter, presenters=[invoice_rows_admin, invoice_rows_support])
+@billing.action(readonly=True, returns=invoice_rows_presenter, presenters=[invoice_rows_admin, invoice_rows_support],
+                paginate=True)
 async def list_invoices(
+    page: Page,
     status: StatusFilter = None,
     customer_id: Annotated[str | None, Field(description="Only this customer's invoices.")] = None,
     store: BillingStore = Depends(get_store),
 ) -> list[dict]:
-    """List invoices, latest due date first"""
-    return await store.list_invoices(status, customer_id)
+    """List invoices, latest due date first (one page at a time: follow next_cursor)"""
+    rows = await store.list_invoices(status, customer_id, after=page.after, limit=page.size + 1)
+    return page.keyset(rows, key=invoice_key)
 
 
 @billing.action(readonly=True, **DETAIL)

@@ -7,22 +7,24 @@ from fastapi import Depends
 from pydantic import Field
 
 from app.deps import customer_presenter, get_store
-from app.store import BillingStore
-from mcpfusion import Tool
+from app.store import BillingStore, customer_key
+from mcpfusion import Page, Tool
 from presenters import customer_admin, customer_support
 
 customers = Tool("customers", description="Customers of your organisation", tags=["crm"], select=True)
 AUDIENCES = {"returns": customer_presenter, "presenters": [customer_admin, customer_support]}
 
 
-@customers.action("list", readonly=True, **AUDIENCES)
+@customers.action("list", readonly=True, paginate=True, **AUDIENCES)
 async def list_customers(
+    page: Page,
     search: Annotated[str | None, Field(description="Part of the name, or a country code.", max_length=100)]
     = None,
     store: BillingStore = Depends(get_store),
 ) -> list[dict]:
-    """List customers with their open balance"""
-    return await store.list_customers(search)
+    """List customers with their open balance (one page at a time: follow next_cursor)"""
+    rows = await store.list_customers(search, after=page.after, limit=page.size + 1)
+    return page.keyset(rows, key=customer_key)
 
 
 @customers.action("get", readonly=True, **AUDIENCES)

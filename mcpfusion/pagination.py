@@ -1,0 +1,233 @@
+"""Cursor pagination: a list action answers one page at a time, and the agent (or a REST client) follows
+`next_cursor` to the next one.
+
+Declared once, on the action: `@tool.action(paginate=20)` (page size), or `paginate=True` (the size of the
+presenter's `limit()`). The action then accepts a `cursor` argument. A handler that can seek (keyset
+pagination, stable under concurrent inserts) takes a `Page` parameter and returns `page.keyset(rows, key)`:
+
+    @billing.action(readonly=True, returns=rows, paginate=True)
+    async def list_invoices(status: str | None = None, page: Page, store=Depends(get_store)) -> list[dict]:
+        rows = await store.invoices(status, after=page.after, limit=page.size + 1)
+        return page.keyset(rows, key=lambda r: [r["due_date"].isoformat(), r["number"]])
+
+A handler without a `Page` parameter returns the whole list and the framework slices it (offset
+pagination: simple, but not stable when rows are inserted meanwhile).
+
+Cursors are opaque to clients: HMAC-signed with the server's signing key, and bound to the action, the
+query's filters (its other arguments), the caller (the `cursor_scope` dependency's value: tenant, principal...)
+and an expiry. A forged, altered, foreign or expired cursor is a self-healing error, never a wrong page.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import inspect
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from fastapi import params
+from fastapi.dependencies.models import Dependant
+from fastapi.dependencies.utils import get_dependant
+from starlette.requests import Request
+
+from . import ui
+from .errors import ToolError
+from .serializer import dumps, jsonable
+
+T = TypeVar("T")
+CURSOR_PARAM = "cursor"
+PAGE_SCOPE_KEY = "mcpfusion.page"
+INVALID_CURSOR = "INVALID_CURSOR"
+CURSOR_EXPIRED = "CURSOR_EXPIRED"
+MAX_CURSOR_LENGTH = 2048
+CURSOR_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "maxLength": MAX_CURSOR_LENGTH,
+    "description": "Opaque cursor of the next page (next_cursor of the previous answer); omit it for the first page.",
+}
+
+
+class Paged(list[T], Generic[T]):
+    """One page of rows (a list) and the keyset position after its last row (None: it is the last page)."""
+
+    def __init__(self, rows: Iterable[T], next_key: Any = None) -> None:
+        super().__init__(rows)
+        self.next_key = next_key
+
+
+@dataclass(slots=True)
+class Page:
+    """What a paginated handler receives: how many rows a page holds, and where the previous page stopped
+    (`after`: the key of its last row, as `keyset` recorded it; None on the first page)."""
+
+    size: int = 0
+    after: Any = None
+
+    def keyset(self, rows: Sequence[T], key: Callable[[T], Any]) -> Paged[T]:
+        """The page from `rows` fetched after `after` with a limit of `size + 1` (the extra row only says
+        that another page exists). `key(row)` is the row's position in the query's order (JSON values)."""
+        if len(rows) <= self.size:
+            return Paged(rows)
+        page = list(rows[: self.size])
+        return Paged(page, jsonable(key(page[-1])))
+
+
+def current_page(request: Request) -> Page:
+    """The `Page` of the running call (a dependency: handlers just annotate a parameter with `Page`)."""
+    page = request.scope.get(PAGE_SCOPE_KEY)
+    return page if isinstance(page, Page) else Page()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def fingerprint(value: Any) -> str:
+    """A short stable digest of JSON-able `value` (filters, caller scope): cursors carry digests only."""
+    return _b64(hashlib.sha256(dumps(_sorted(jsonable(value))).encode()).digest()[:12])
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(v) for v in value]
+    return value
+
+
+def authorization_scope(request: Request) -> str:
+    """The default cursor scope: the caller's Authorization header (give `cursor_scope=` to bind cursors to
+    a tenant or principal instead, so they survive token refreshes)."""
+    return request.headers.get("authorization", "")
+
+
+class Paging:
+    """Issues and checks the cursors of one server."""
+
+    def __init__(
+        self,
+        key: bytes | str | None = None,
+        *,
+        ttl: float = 3600.0,
+        scope: Callable[..., Any] = authorization_scope,
+    ) -> None:
+        secret = os.urandom(32) if key is None else key.encode() if isinstance(key, str) else bytes(key)
+        # A key of its own, derived from the server's: a cursor can never pass for another signed token.
+        self.key = hmac.new(secret, b"mcpfusion cursor v1", hashlib.sha256).digest()
+        self.ttl = ttl
+        self.scope = scope
+        self._scope_dependant: Dependant | None = None
+
+    def _mac(self, payload: bytes) -> bytes:
+        return hmac.new(self.key, payload, hashlib.sha256).digest()[:16]
+
+    def issue(self, action: str, scope: str, filters: str, position: Any, *, now: float | None = None) -> str:
+        body = {"a": action, "s": scope, "f": filters, "k": position, "e": int((now or time.time()) + self.ttl)}
+        payload = dumps(body).encode()
+        return f"{_b64(payload)}.{_b64(self._mac(payload))}"
+
+    def read(self, cursor: str, action: str, scope: str, filters: str, *, restart: ToolError) -> Any:
+        """The position `cursor` carries, or the self-healing error saying why it cannot be used."""
+        try:
+            payload_b64, mac_b64 = cursor.split(".")
+            payload, mac = _unb64(payload_b64), _unb64(mac_b64)
+            if not hmac.compare_digest(mac, self._mac(payload)):
+                raise ValueError("bad signature")
+            body = _loads(payload)
+        except (ValueError, TypeError):
+            raise _refused(restart, INVALID_CURSOR, "The cursor is not valid: it was not issued by this server "
+                                                    "or it was altered.") from None
+        if body.get("a") != action:
+            raise _refused(restart, INVALID_CURSOR, f"The cursor belongs to another action, not {action}.")
+        if body.get("s") != scope:
+            raise _refused(restart, INVALID_CURSOR, "The cursor was issued to another caller.")
+        if body.get("f") != filters:
+            raise _refused(restart, INVALID_CURSOR, "The cursor belongs to a query with other filters: send the "
+                                                    "same arguments as the call that returned it.")
+        if not isinstance(body.get("e"), int) or body["e"] < time.time():
+            raise _refused(restart, CURSOR_EXPIRED, "The cursor has expired.")
+        return body.get("k")
+
+    def scope_dependant(self) -> Dependant:
+        """The `scope` dependency as a FastAPI `Dependant` (solved per call like the action's own)."""
+        if self._scope_dependant is None:
+            parameter = inspect.Parameter("scope", inspect.Parameter.KEYWORD_ONLY, default=params.Depends(self.scope))
+
+            async def collect(**values: Any) -> dict[str, Any]:
+                return values
+
+            collect.__signature__ = inspect.Signature([parameter])  # type: ignore[attr-defined]
+            self._scope_dependant = get_dependant(path="", call=collect)
+        return self._scope_dependant
+
+
+def _loads(payload: bytes) -> dict[str, Any]:
+    body = json.loads(payload)
+    if not isinstance(body, dict):
+        raise ValueError("not an object")
+    return body
+
+
+def _refused(restart: ToolError, code: str, message: str) -> ToolError:
+    return ToolError(code, message, recovery=restart.recovery, available_actions=restart.available_actions)
+
+
+@dataclass(slots=True)
+class PageCall:
+    """One call of a paginated action: its `Page`, and what its cursors are bound to."""
+
+    paging: Paging
+    action: str  # qualified name, e.g. billing.list_invoices
+    how: str  # how the agent calls it, e.g. "billing with action list_invoices"
+    filters: str
+    page: Page
+    scope: str = ""
+
+    def restart(self) -> ToolError:
+        return ToolError(INVALID_CURSOR, "", recovery=f"Call {self.how} again without cursor to start from the "
+                         "first page.", available_actions=[self.action])
+
+    def open(self, cursor: str | None, scope: str, size: int) -> None:
+        """Check `cursor` (None on the first page) and fill the page the handler will see."""
+        self.scope = scope
+        self.page.size = size
+        if cursor is not None:
+            self.page.after = self.paging.read(cursor, self.action, scope, self.filters, restart=self.restart())
+
+    def take(self, result: Any) -> tuple[Any, Any]:
+        """(the rows of this page, the position after them or None): a handler's `Paged` as it is, a whole
+        list sliced at the page (offset pagination), anything else untouched."""
+        if isinstance(result, Paged):
+            return list(result), result.next_key
+        if not isinstance(result, list | tuple):
+            return result, None
+        offset = self.page.after if isinstance(self.page.after, int) else 0
+        end = offset + self.page.size
+        return list(result[offset:end]), end if len(result) > end else None
+
+    def finish(self, response: Any, next_key: Any) -> None:
+        """Tell the reader of `response` where the next page is: a notice for the agent, `next_cursor` in
+        structuredContent (null on the last page) and in the view REST answers from."""
+        if response.is_error or not isinstance(response.view.data, list):
+            return
+        cursor = None if next_key is None else self.paging.issue(self.action, self.scope, self.filters, next_key)
+        structured = response.structured_content
+        response.structured_content = {**(structured if isinstance(structured, dict) else
+                                          {"items": response.view.data}), "next_cursor": cursor}
+        response.view.next_cursor = cursor
+        if cursor is not None:
+            notice = ui.summary(
+                f"{len(response.view.data)} shown; more results exist. Next page: call {self.how} with the same "
+                f'arguments and cursor="{cursor}".'
+            )
+            response.texts.insert(1, notice.render())

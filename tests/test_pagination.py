@@ -1,0 +1,217 @@
+"""Cursor pagination of the reference service: every page of list_invoices over MCP (both wires) and REST
+(POST and GET), each invoice exactly once, also while invoices are inserted; forged, foreign and expired
+cursors refused with a self-healing error."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import re
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from mcpfusion import pagination
+from tests.service_kit import ACME_INVOICES, McpSession, asgi_client, auth, build, mcp, rest
+
+Fetch = Callable[[str | None], Awaitable[tuple[list[dict[str, Any]], str | None]]]
+NOTICE = re.compile(r'Next page: call billing with action list_invoices with the same arguments and cursor="([^"]+)"')
+
+
+def _from_result(result: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """Rows and next cursor of an MCP tools/call result; the agent's notice carries the same cursor."""
+    assert result["isError"] is False, result
+    texts = [block["text"] for block in result["content"]]
+    rows = json.loads(texts[0])
+    structured = result["structuredContent"]
+    assert structured["items"] == rows
+    cursor = structured["next_cursor"]
+    notices = [m.group(1) for t in texts for m in [NOTICE.search(t)] if m]
+    assert notices == ([cursor] if cursor else [])
+    return rows, cursor
+
+
+def fetchers(client: httpx.AsyncClient, token: str, args: dict[str, Any]) -> dict[str, Fetch]:
+    session = McpSession(client, token)
+
+    async def over_rest(cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        r = await rest(client, "billing", "list_invoices", {**args, **({"cursor": cursor} if cursor else {})}, token)
+        assert r.status_code == 200, r.text
+        return r.json(), r.headers.get("next-cursor")
+
+    async def over_sessionless(cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        r = await mcp(client, "billing", "list_invoices", {**args, **({"cursor": cursor} if cursor else {})}, token)
+        return _from_result(r.json()["result"])
+
+    async def over_session(cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        if "mcp-session-id" not in session.headers:
+            assert (await session.start()).status_code == 200
+        reply = await session.call("billing", "list_invoices", {**args, **({"cursor": cursor} if cursor else {})})
+        return _from_result(reply["result"])
+
+    return {"rest": over_rest, "mcp-2026-07-28": over_sessionless, "mcp-2025-11-25": over_session}
+
+
+async def walk(fetch: Fetch, between_pages: Callable[[], Awaitable[None]] | None = None) -> tuple[list[str], int]:
+    ids: list[str] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        rows, cursor = await fetch(cursor)
+        pages += 1
+        ids += [row["id"] for row in rows]
+        if cursor is None:
+            return ids, pages
+        assert pages < 50, "the walk does not end"
+        if between_pages is not None:
+            await between_pages()
+
+
+async def create(client: httpx.AsyncClient, due: dt.date) -> str:
+    r = await rest(client, "billing", "create_invoice", {
+        "customer_id": "cus_0002", "due_date": due.isoformat(),
+        "lines": [{"description": "Paging test", "quantity": 1, "unit_price_cents": 100}],
+    }, "demo-admin")
+    assert r.status_code == 200, r.text
+    return r.json()["id"]
+
+
+@pytest.fixture
+async def client(tmp_path):
+    app = build(tmp_path)
+    async with app.router.lifespan_context(app), asgi_client(app) as http:
+        yield http
+
+
+async def test_every_invoice_exactly_once_on_every_transport(client):
+    today = dt.date.today()
+    created = {await create(client, today + dt.timedelta(days=k)) for k in range(-70, 35, 5)}  # 21 more
+    expected = ACME_INVOICES | created
+    for name, fetch in fetchers(client, "demo-admin", {}).items():
+        ids, pages = await walk(fetch)
+        assert Counter(ids).most_common(1)[0][1] == 1, name
+        assert set(ids) == expected and pages == 3, (name, pages)
+    for name, fetch in fetchers(client, "demo-support", {"status": "sent"}).items():
+        ids, _ = await walk(fetch)
+        sent = [row["id"] for row in (await rest(client, "billing", "export_invoices", {"status": "sent"},
+                                                 "demo-admin")).json()]
+        assert sorted(ids) == sorted(sent) and len(set(ids)) == len(ids), name
+
+
+async def test_get_follows_the_link_header(client):
+    url: str | None = "/api/billing/list_invoices?status=sent"
+    ids: list[str] = []
+    while url:
+        r = await client.get(url, headers=auth("demo-admin"))
+        assert r.status_code == 200, r.text
+        ids += [row["id"] for row in r.json()]
+        link = r.headers.get("link")
+        url = re.fullmatch(r'<([^>]+)>; rel="next"', link).group(1) if link else None
+        assert url is None or "status=sent" in url
+    everything = await rest(client, "billing", "export_invoices", {"status": "sent"}, "demo-admin")
+    assert sorted(ids) == sorted(row["id"] for row in everything.json())
+
+
+@pytest.mark.parametrize("transport", ["rest", "mcp-2026-07-28", "mcp-2025-11-25"])
+async def test_concurrent_inserts_never_repeat_or_skip_an_existing_invoice(client, transport):
+    today = dt.date.today()
+    before = ACME_INVOICES | {await create(client, today + dt.timedelta(days=k)) for k in range(-70, 35, 5)}
+    inserted: list[str] = []
+    offsets = iter(range(0, 40))
+
+    async def insert_a_few() -> None:
+        # New rows land in the pages already walked (latest due dates come first), around the cursor and
+        # in the pages still to come: with offsets, the first kind would shift rows and repeat one.
+        for days in (90, -12, -90):
+            inserted.append(await create(client, today + dt.timedelta(days=days + next(offsets))))
+
+    ids, _ = await walk(fetchers(client, "demo-admin", {})[transport], insert_a_few)
+    counts = Counter(ids)
+    assert all(n == 1 for n in counts.values()), [i for i, n in counts.items() if n > 1]
+    assert before <= set(ids)  # every invoice that existed when the walk started, exactly once
+    assert set(ids) <= before | set(inserted) and inserted
+
+
+def _tamper(cursor: str) -> str:
+    payload, mac = cursor.split(".")
+    body = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    body["s"] = "someone-else"
+    forged = base64.urlsafe_b64encode(json.dumps(body).encode()).decode().rstrip("=")
+    return f"{forged}.{mac}"
+
+
+async def _refusal(client: httpx.AsyncClient, token: str, args: dict[str, Any]) -> tuple[str, str]:
+    """(REST problem code, MCP tool error code) for the same call; both say how to start again."""
+    r = await rest(client, "billing", "list_invoices", args, token)
+    assert r.headers["content-type"] == "application/problem+json", r.text
+    problem = r.json()
+    assert "without cursor" in problem["recovery"] and problem["available_actions"] == ["billing.list_invoices"]
+    result = (await mcp(client, "billing", "list_invoices", args, token)).json()["result"]
+    assert result["isError"] is True
+    text = result["content"][0]["text"]
+    assert "without cursor" in text and "Traceback" not in text
+    return problem["code"], re.search(r'code="([A-Z_]+)"', text).group(1)
+
+
+async def test_forged_foreign_and_expired_cursors_are_refused(client, monkeypatch):
+    first = await rest(client, "billing", "list_invoices", {}, "demo-admin")
+    cursor = first.headers["next-cursor"]
+    good = await rest(client, "billing", "list_invoices", {"cursor": cursor}, "demo-admin")
+    assert good.status_code == 200 and good.json()
+    refused = {
+        "forged payload": ("demo-admin", {"cursor": _tamper(cursor)}),
+        "forged signature": ("demo-admin", {"cursor": cursor[:-2] + ("AA" if cursor[-2:] != "AA" else "BB")}),
+        "garbage": ("demo-admin", {"cursor": "not-a-cursor"}),
+        "other tenant": ("demo-globex-admin", {"cursor": cursor}),
+        "other user": ("demo-support", {"cursor": cursor}),
+        "other filters": ("demo-admin", {"cursor": cursor, "status": "sent"}),
+    }
+    for name, (token, args) in refused.items():
+        assert await _refusal(client, token, args) == ("INVALID_CURSOR", "INVALID_CURSOR"), name
+    r = await rest(client, "billing", "list_invoices", {"cursor": cursor}, "demo-globex-admin")
+    assert r.status_code == 400 and "ACME" not in r.text
+    bad_type = await rest(client, "billing", "list_invoices", {"cursor": 5}, "demo-admin")
+    assert bad_type.status_code == 422 and bad_type.json()["errors"][0]["field"] == "cursor"
+
+    later = pagination.time.time() + 3601  # the cursor's lifetime is an hour
+    monkeypatch.setattr(pagination.time, "time", lambda: later)
+    assert await _refusal(client, "demo-admin", {"cursor": cursor}) == ("CURSOR_EXPIRED", "CURSOR_EXPIRED")
+
+
+async def test_cursor_is_advertised_and_customers_list_pages_by_keyset(client, tmp_path):
+    listing = await mcp(client, "billing", None, {}, "demo-admin")
+    assert listing.status_code == 200
+    spec = (await client.get("/openapi.json")).json()
+    get = spec["paths"]["/api/billing/list_invoices"]["get"]
+    assert "cursor" in {p["name"] for p in get["parameters"]}
+    assert set(get["responses"]["200"]["headers"]) == {"Next-Cursor", "Link"}
+    assert "cursor" in spec["paths"]["/api/customers/list"]["post"]["requestBody"]["content"]["application/json"][
+        "schema"]["properties"]
+    result = (await mcp(client, "customers", "list", {}, "demo-admin")).json()["result"]
+    rows, cursor = json.loads(result["content"][0]["text"]), result["structuredContent"]["next_cursor"]
+    assert cursor is None and [r["name"] for r in rows] == sorted(r["name"] for r in rows) and len(rows) == 5
+
+
+async def test_the_store_walks_customers_by_keyset(tmp_path):
+    from app.auth import DEMO_TOKENS
+    from app.store import BillingStore, customer_key
+
+    app = build(tmp_path)
+    async with app.router.lifespan_context(app):
+        async for session in app.state.db.session():
+            store = BillingStore(session, DEMO_TOKENS["demo-admin"])
+            seen: list[str] = []
+            after = None
+            while True:
+                rows = await store.list_customers(after=after, limit=3)
+                page = rows[:2]
+                seen += [r["id"] for r in page]
+                if len(rows) <= 2:
+                    break
+                after = customer_key(page[-1])
+            everything = await store.list_customers()
+    assert seen == [r["id"] for r in everything] and len(seen) == 5
