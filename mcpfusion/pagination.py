@@ -230,4 +230,5 @@ class PageCall:
                 f"{len(response.view.data)} shown; more results exist. Next page: call {self.how} with the same "
                 f'arguments and cursor="{cursor}".'
             )
-            response.texts.insert(1, notice.render())
+            response.texts.insert(1, notice.render())  # first of the UI blocks, as a truncation notice is
+            response.view.ui_blocks.insert(0, notice)

@@ -181,6 +181,8 @@ async def call(transport: str, app: FastAPI, tool: str, action: str, args: dict[
             match = re.search(r'code="([A-Z_]+)"', result["content"][0]["text"])
             return Outcome(match.group(1) if match else "ERROR", None, r.text)
         data = result.get("structuredContent")
+        if isinstance(data, dict) and "items" in data and set(data) <= {"items", "next_cursor"}:
+            data = data["items"]  # a list travels as {"items": [...]} in structuredContent (one page of it)
         if data is None:
             data = _parse_text(result["content"][0]["text"])
         return Outcome(None, data, r.text)

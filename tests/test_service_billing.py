@@ -22,10 +22,11 @@ def t(service_app):
 
 async def test_list_is_limited_with_table_chart_rules_and_suggestions(t):
     result = await t.call("billing", "list_invoices", {}, headers=ADMIN)
-    assert len(result.data) == 20
+    assert len(result.data) == 20  # one page: the presenter's limit
     summary, table, chart = result.ui_blocks
-    assert summary.content == ("📊 **Summary**: ⚠️ Dataset truncated. 20 shown, 4 hidden. "
-                               "Use filters to narrow results.")
+    cursor = result.structured_content["next_cursor"]
+    assert summary.content == ("📊 **Summary**: 20 shown; more results exist. Next page: call billing with action "
+                               f'list_invoices with the same arguments and cursor="{cursor}".')
     assert table.type == "markdown" and table.content.startswith("| Number | Customer | Status | Total | Due |")
     assert chart.type == "echarts" and json.loads(chart.content.split("\n", 1)[1].rsplit("\n", 1)[0])["series"]
     assert any("CENTS" in rule for rule in result.system_rules)
