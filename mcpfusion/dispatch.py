@@ -25,7 +25,7 @@ from .errors import (
     field_path,
     sent_value,
 )
-from .listing import entries, flat_name
+from .listing import entries, flat_name, how_to_call
 from .mcp.jsonrpc import ProtocolSignal
 from .pagination import CURSOR_PARAM, MAX_CURSOR_LENGTH, PAGE_SCOPE_KEY, Page, PageCall, Paging, fingerprint
 from .presenter import Presenter
@@ -213,7 +213,7 @@ class ToolRegistry:
         """The page of this call (its handler's `Page` dependency reads it from the request scope)."""
         page = Page()
         request.scope[PAGE_SCOPE_KEY] = page
-        return PageCall(self.paging, action.qualified_name, action.how, fingerprint(filters), page)
+        return PageCall(self.paging, action.qualified_name, how_to_call(action), fingerprint(filters), page)
 
 
 def _pop_cursor(action: Action, arguments: dict[str, Any]) -> str | None:

@@ -25,6 +25,12 @@ def mcp_name(action: Action) -> str:
     return flat_name(tool.name, action.name) if tool.exposition == "flat" else tool.name
 
 
+def how_to_call(action: Action) -> str:
+    """How the agent calls `action`, for notices: "billing with action list_invoices" or "billing_list"."""
+    name = mcp_name(action)
+    return name if action.tool.exposition == "flat" else f"{name} with action {action.name}"
+
+
 def flat_entries(tool: Tool) -> list[dict[str, Any]]:
     """`tools/list` entries of the flat exposition: one MCP tool per action."""
     out = []

@@ -116,13 +116,6 @@ class Action:
             return limit
         return min(int(self.paginate or 0), limit or int(self.paginate or 0))
 
-    @property
-    def how(self) -> str:
-        """How the agent calls this action (for notices)."""
-        if self.tool.exposition == "flat":
-            return f"{self.tool.name}_{self.name}"
-        return f"{self.tool.name} with action {self.name}"
-
     def annotations(self) -> dict[str, Any]:
         return {
             "readOnlyHint": self.readonly,

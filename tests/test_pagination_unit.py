@@ -9,7 +9,7 @@ import httpx
 import pytest
 from fastapi import Header
 
-from mcpfusion import MCPFusion, Page, Presenter, Tool
+from mcpfusion import MCPFusion, Page, Presenter, Tool, listing
 from mcpfusion.mcp.settings import TransportSettings
 from mcpfusion.testing import ToolTester
 
@@ -59,7 +59,7 @@ async def test_flat_exposition_names_its_tool_and_schemas_carry_cursor():
     tester = ToolTester([tool])
     first = await tester.call("rows", "seek", {})
     assert 'Next page: call rows_seek with the same arguments and cursor="' in first.text
-    entry = next(e for e in tool.mcp_tools() if e["name"] == "rows_seek")
+    entry = next(e for e in listing.tool_entries(tool) if e["name"] == "rows_seek")
     assert entry["inputSchema"]["properties"]["cursor"]["type"] == "string"
     grouped = make_tool().grouped_input_schema()["properties"]["cursor"]
     assert "whole" in grouped["description"] and "seek" in grouped["description"]
