@@ -29,7 +29,7 @@ for path in (ROOT, ROOT / "bench"):
 import fastmcp  # noqa: E402
 from mcp import types  # noqa: E402
 
-from mcpfusion.docs import tokens  # noqa: E402
+from mcpfusion import tokens  # noqa: E402
 from mcpfusion.listing import tool_entries  # noqa: E402
 from mcpfusion.tool import Tool  # noqa: E402
 
