@@ -20,6 +20,8 @@ UNAUTHORIZED = "UNAUTHORIZED"
 FORBIDDEN = "FORBIDDEN"
 CONFLICT = "CONFLICT"
 RATE_LIMITED = "RATE_LIMITED"
+INVALID_CURSOR = "INVALID_CURSOR"
+CURSOR_EXPIRED = "CURSOR_EXPIRED"
 
 HTTP_STATUS: dict[str, int] = {
     VALIDATION_ERROR: 422,
@@ -27,6 +29,9 @@ HTTP_STATUS: dict[str, int] = {
     UNKNOWN_ACTION: 404,
     UNKNOWN_TOOL: 404,
     NOT_FOUND: 404,
+    # The page a cursor names does not exist (for this caller): like another tenant's object, a 404.
+    INVALID_CURSOR: 404,
+    CURSOR_EXPIRED: 404,
     UNAUTHORIZED: 401,
     FORBIDDEN: 403,
     CONFLICT: 409,

@@ -37,17 +37,16 @@ from fastapi.dependencies.utils import get_dependant
 from starlette.requests import Request
 
 from . import ui
-from .errors import ToolError
+from .errors import CURSOR_EXPIRED, INVALID_CURSOR, ToolError
 from .serializer import dumps, jsonable
 
 T = TypeVar("T")
 CURSOR_PARAM = "cursor"
 PAGE_SCOPE_KEY = "mcpfusion.page"
-INVALID_CURSOR = "INVALID_CURSOR"
-CURSOR_EXPIRED = "CURSOR_EXPIRED"
 MAX_CURSOR_LENGTH = 2048
 CURSOR_SCHEMA: dict[str, Any] = {
     "type": "string",
+    "minLength": 1,
     "maxLength": MAX_CURSOR_LENGTH,
     "description": "Opaque cursor of the next page (next_cursor of the previous answer); omit it for the first page.",
 }

@@ -55,7 +55,7 @@ DOCUMENTED = {
     400: "The action refused the call (a handler-specific code: read code, detail and recovery)",
     401: "Missing or bad credentials",
     403: "The credentials may not call this action",
-    404: "Unknown tool or action, or the object the call names does not exist",
+    404: "Unknown tool or action, or the object (or the page a cursor names) does not exist for this caller",
     409: "The object is not in a state that allows the call",
     413: "Request body too large",
     415: "The body is not JSON",

@@ -212,6 +212,11 @@ def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str =
         path = request.url.path
         if exc.status_code == 404 and exc.detail == "Not Found":  # routing found no action at this path
             return problem_response(problem_of(_unknown(registry, path, prefix), instance=path))
+        if exc.status_code == 405:  # Allow lists every documented method of the path, not one route's
+            methods = {m for r in request.app.routes if getattr(r, "path", None) == path
+                       for m in getattr(r, "methods", None) or () if m != "HEAD"}
+            exc = StarletteHTTPException(405, exc.detail, headers={**(exc.headers or {}),
+                                                                    "Allow": ", ".join(sorted(methods))})
         return http_problem_response(exc, path)
 
     async def on_validation(request: Request, exc: Exception) -> Response:

@@ -104,4 +104,4 @@ async def test_replicas_sharing_the_signing_key_accept_each_others_cursors():
         assert (await stranger.get("/api/rows/seek", params={"cursor": cursor},
                                    headers={"x-tenant": "acme"})).json()["code"] == "INVALID_CURSOR"
         foreign = await two.get("/api/rows/seek", params={"cursor": cursor}, headers={"x-tenant": "globex"})
-        assert foreign.status_code == 400 and foreign.json()["detail"] == "The cursor was issued to another caller."
+        assert foreign.status_code == 404 and foreign.json()["detail"] == "The cursor was issued to another caller."

@@ -230,6 +230,8 @@ async def test_get_for_read_only_actions_with_scalar_parameters():
         for name in ("by_ids", "buy"):
             refused = assert_problem(await http.get(f"/api/shop/{name}?item=x"), 405, "METHOD_NOT_ALLOWED")
             assert refused["recovery"] == "Use one of these methods: POST."
+        both = await http.delete("/api/shop/search")
+        assert assert_problem(both, 405, "METHOD_NOT_ALLOWED") and both.headers["allow"] == "GET, POST"
         spec = (await http.get("/openapi.json")).json()
     get = spec["paths"]["/api/shop/search"]["get"]
     params = {p["name"]: p for p in get["parameters"]}
