@@ -240,3 +240,28 @@ async def test_get_for_read_only_actions_with_scalar_parameters():
     assert get["responses"]["422"]["content"] == {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
     assert get["operationId"] == "shop_search_get" and set(spec["paths"]["/api/shop/buy"]) == {"post"}
     assert set(spec["paths"]["/api/shop/by_ids"]) == {"post"}
+
+
+async def test_forbidden_and_throttled_dependencies_are_problems():
+    guarded = Tool("guarded")
+
+    def role(x_role: str | None = Header(None)) -> str:
+        if x_role == "intern":
+            raise HTTPException(403, "Interns may not read payroll.")
+        if x_role == "greedy":
+            raise HTTPException(429, "Too many requests.", headers={"Retry-After": "7"})
+        return x_role or "admin"
+
+    @guarded.action(readonly=True)
+    async def payroll(who: str = Depends(role)) -> dict:
+        return {"who": who}
+
+    app = MCPFusion(name="guarded", tools=[guarded]).build_app()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        forbidden = assert_problem(await http.get("/api/guarded/payroll", headers={"x-role": "intern"}), 403,
+                                   "FORBIDDEN")
+        assert forbidden["detail"] == "Interns may not read payroll." and forbidden["recovery"]
+        throttled = await http.post("/api/guarded/payroll", json={}, headers={"x-role": "greedy"})
+        assert assert_problem(throttled, 429, "RATE_LIMITED")["retry_after"] == 7
+        assert throttled.headers["retry-after"] == "7"
+        assert (await http.get("/api/guarded/payroll")).json() == {"who": "admin"}
