@@ -7,10 +7,12 @@ free port) and serves the same invoice tool (see bench/peers/). `wrk` (one threa
   envelope on every request. All three MCP servers speak this revision natively.
 - 2025-11-25 wire: the harness initializes a session first, then wrk sends `Mcp-Session-Id` on every call.
 
-All MCP servers run in JSON-response mode (their fastest path; no SSE framing). The bare FastAPI route reads
-the body and returns mcpfusion's full 2026 response bytes. Before measuring, one response per server and
-wire is checked with httpx (HTTP 200, a JSON-RPC result, not `isError`, the same invoice data); during the
-run a wrk Lua hook counts any response that is not such a result, and a run with bad responses fails.
+Each MCP server runs twice: in JSON-response mode (its fastest path) and in SSE mode (`BENCH_MODE=sse`, what
+most 2025-11-25 clients get by default: the reply is an SSE stream), measured at 2025-11-25 over a session.
+The bare FastAPI route reads the body and returns mcpfusion's full 2026 response bytes. Before measuring, one
+response per server and wire is checked with httpx (HTTP 200, a JSON-RPC result, not `isError`, the same
+invoice data); during the run a wrk Lua hook counts any response that is not such a result, and a run with
+bad responses fails.
 
 With two cores the server is pinned to CPU 0 and wrk to CPU 1 (taskset), so they do not fight.
 
@@ -21,7 +23,9 @@ time-sliced core still costs some cache misses), so the ratios of the last line 
 (`--ratio-basis wall` uses req/s). A `# busy machine` line names the cells that never had a full core.
 
 Run: `python bench/mcp_throughput.py [--duration 5] [--rounds 3] [--connections 32]`. The last line is
-`ratio_vs_sdk_2026=X ratio_vs_fastmcp_2026=Y ratio_vs_bare_fastapi=Z` (ours at 2026-07-28 over each peer).
+`ratio_vs_sdk_2026=X ratio_vs_fastmcp_2026=Y ratio_vs_bare_fastapi=Z` (ours at 2026-07-28 over each peer);
+the line before it gives, per server, the CPU of an SSE reply over a JSON reply (`sse_cpu_vs_json`) and ours
+in SSE mode over each peer in SSE mode.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ sys.path.insert(0, str(BENCH_DIR))
 from peers.invoice import INVOICE_ID, PUBLIC, TOOL_NAME  # noqa: E402
 
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
+SSE = "2025-11-25 SSE"  # the column of SSE-mode servers (2025-11-25 wire)
+COLUMNS = (MODERN, LEGACY, SSE)
 ACCEPT = "application/json, text/event-stream"
 
 
@@ -124,14 +130,28 @@ def open_session(base: str) -> str:
     return session_id
 
 
-def check_call(base: str, wire: str, session_id: str | None) -> bytes:
+def sse_reply(text: str) -> dict[str, Any]:
+    """The JSON-RPC reply carried by an SSE body (the last `data:` line holding a message with an id)."""
+    for line in reversed(text.splitlines()):
+        if line.startswith("data:") and line[5:].strip():
+            message = json.loads(line[5:])
+            if isinstance(message, dict) and "id" in message:
+                return message
+    raise BenchError(f"no reply in the SSE body: {text[:300]}")
+
+
+def check_call(base: str, wire: str, session_id: str | None, sse: bool = False) -> bytes:
     """One tools/call, checked to be a successful result carrying the public invoice; returns the raw body."""
     r = httpx.post(base + "/mcp", json=call_body(wire), headers=call_headers(wire, session_id), timeout=10)
     if r.status_code != 200:
         raise BenchError(f"tools/call at {wire}: HTTP {r.status_code} {r.text[:300]}")
-    if not r.headers.get("content-type", "").startswith("application/json"):
-        raise BenchError(f"tools/call at {wire}: expected a JSON response, got {r.headers.get('content-type')}")
-    message = r.json()
+    content_type = r.headers.get("content-type", "")
+    if content_type.startswith("text/event-stream") and sse:
+        message = sse_reply(r.text)
+    elif content_type.startswith("application/json") and not sse:
+        message = r.json()
+    else:
+        raise BenchError(f"tools/call at {wire}: expected {'SSE' if sse else 'JSON'}, got {content_type}")
     result = message.get("result")
     if not isinstance(result, dict) or result.get("isError"):
         raise BenchError(f"tools/call at {wire} is not a successful result: {r.text[:300]}")
@@ -304,10 +324,14 @@ class Target:
     """One (server, wire) cell of the table: where to send what, and its results per round."""
 
     server: Server
-    wire: str
+    column: str  # MODERN, LEGACY or SSE
     proc: Uvicorn
     script: str
     rounds: list[WrkResult]
+
+    @property
+    def wire(self) -> str:
+        return LEGACY if self.column == SSE else self.column
 
     @property
     def best(self) -> float:
@@ -324,26 +348,29 @@ def measure(target: Target, seconds: float, args: argparse.Namespace, phase: str
     result = run_wrk(target.proc.base + "/mcp", target.script, seconds, args.connections, args.threads)
     result.server_cpu = target.proc.cpu_seconds() - cpu_before
     if result.bad or result.non_2xx or result.requests == 0:
-        raise BenchError(f"{target.server.label} at {target.wire} ({phase}): {result.bad} bad responses "
+        raise BenchError(f"{target.server.label} at {target.column} ({phase}): {result.bad} bad responses "
                          f"({result.non_2xx} non-2xx) of {result.requests}; first: {result.first_bad or '-'}")
     return result
 
 
-def prepare(server: Server, proc: Uvicorn, body_file: Path) -> list[Target]:
-    """Check that `server` answers a successful tools/call at each wire; the cells to measure."""
+def prepare(server: Server, proc: Uvicorn, body_file: Path, sse: bool = False) -> list[Target]:
+    """Check that `server` answers a successful tools/call at each wire; the cells to measure.
+
+    An SSE-mode server is measured at 2025-11-25 only (on 2026-07-28 a reply without intermediate messages
+    is JSON in every server)."""
     if not server.mcp:
         r = httpx.post(proc.base + "/mcp", json=call_body(MODERN), headers=call_headers(MODERN), timeout=10)
         if r.status_code != 200 or r.content != body_file.read_bytes():
             raise BenchError("the bare route did not return mcpfusion's bytes")
         return [Target(server, MODERN, proc, lua_script(call_body(MODERN), call_headers(MODERN)), [])]
     targets = []
-    for wire in server.wires:
+    for wire in (LEGACY,) if sse else server.wires:
         session_id = open_session(proc.base) if wire == LEGACY else None
-        raw = check_call(proc.base, wire, session_id)
+        raw = check_call(proc.base, wire, session_id, sse)
         if server.key == "mcpfusion" and wire == MODERN:
             body_file.write_bytes(raw)
         script = lua_script(call_body(wire), call_headers(wire, session_id))
-        targets.append(Target(server, wire, proc, script, []))
+        targets.append(Target(server, SSE if sse else wire, proc, script, []))
     return targets
 
 
@@ -359,38 +386,41 @@ def run_all(args: argparse.Namespace) -> dict[tuple[str, str], Target]:
             env = {"BENCH_BODY_FILE": str(body_file), **dict(server.env)}
             proc = stack.enter_context(Uvicorn(server.module, env))
             targets.extend(prepare(server, proc, body_file))
+            if server in SERVERS and server.mcp:  # SSE mode of each peer (not of the tracing variant)
+                proc = stack.enter_context(Uvicorn(server.module, {"BENCH_MODE": "sse"}))
+                targets.extend(prepare(server, proc, body_file, sse=True))
         if args.warmup > 0:
             for target in targets:
                 measure(target, args.warmup, args, "warm-up")
         for _ in range(args.rounds):
             for target in targets:
                 target.rounds.append(measure(target, args.duration, args))
-    return {(t.server.key, t.wire): t for t in targets}
+    return {(t.server.key, t.column): t for t in targets}
 
 
 def report(cells: dict[tuple[str, str], Target], args: argparse.Namespace) -> None:
     """The table (best round per cell), every round, then the ratio lines (the last line is the contract)."""
     print(f"tools/call throughput, best of {args.rounds} interleaved rounds of wrk -t{args.threads} "
           f"-c{args.connections} -d{args.duration:g}s; one uvicorn worker each (uvloop, httptools)")
-    print("all MCP servers in JSON-response mode; the SDK and FastMCP serve 2026-07-28 natively (sessionless); "
-          "2025-11-25 over an initialized session")
+    print("MCP servers in JSON-response mode, and in SSE mode at 2025-11-25 (column SSE); the SDK and FastMCP "
+          "serve 2026-07-28 natively (sessionless); 2025-11-25 over an initialized session")
     print("req/CPU-s = requests per CPU-second of the server process (less sensitive to other load on the machine)")
-    heads = [f"{MODERN} req/s", f"{MODERN} req/CPU-s", f"{LEGACY} req/s", f"{LEGACY} req/CPU-s"]
-    print(f"| {'server':<34} | " + " | ".join(f"{h:>20}" for h in heads) + " |")
-    print(f"|{'-' * 36}|" + "|".join("-" * 21 + ":" for _ in heads) + "|")
+    heads = [f"{column} {unit}" for column in COLUMNS for unit in ("req/s", "req/CPU-s")]
+    print(f"| {'server':<34} | " + " | ".join(f"{h:>24}" for h in heads) + " |")
+    print(f"|{'-' * 36}|" + "|".join("-" * 25 + ":" for _ in heads) + "|")
     for server in servers(args):
         shown = []
-        for wire in (MODERN, LEGACY):
-            cell = cells.get((server.key, wire))
+        for column in COLUMNS:
+            cell = cells.get((server.key, column))
             shown += [f"{cell.best:,.0f}", f"{cell.best_per_cpu:,.0f}"] if cell else ["n/a", "n/a"]
-        print(f"| {server.label:<34} | " + " | ".join(f"{v:>20}" for v in shown) + " |")
+        print(f"| {server.label:<34} | " + " | ".join(f"{v:>24}" for v in shown) + " |")
     starved = []
     for target in cells.values():
         rounds = ", ".join(f"{r.rps:.0f} req/s at {100 * r.server_cpu / args.duration:.0f}% cpu"
                            for r in target.rounds)
-        print(f"# {target.server.key} {target.wire}: {rounds}")
+        print(f"# {target.server.key} {target.column}: {rounds}")
         if max(r.server_cpu for r in target.rounds) < 0.9 * args.duration:
-            starved.append(f"{target.server.key} {target.wire}")
+            starved.append(f"{target.server.key} {target.column}")
     if starved:
         print(f"# busy machine: no round gave a full core to {', '.join(starved)}; re-run when it is quieter")
 
@@ -406,6 +436,15 @@ def report(cells: dict[tuple[str, str], Target], args: argparse.Namespace) -> No
         print(f"tracing on/off at {MODERN}: req/CPU-s {on.best_per_cpu:,.0f} / {off.best_per_cpu:,.0f} = "
               f"{on.best_per_cpu / off.best_per_cpu:.2f}, req/s {on.best:,.0f} / {off.best:,.0f} = "
               f"{on.best / off.best:.2f} (target >= 0.90)")
+    # CPU of an SSE reply over a JSON reply, per server (req/CPU-s of JSON mode over SSE mode, 2025-11-25).
+    def per_cpu(key: str, column: str) -> float:
+        return cells[key, column].best_per_cpu
+
+    sse_cost = " ".join(f"sse_cpu_vs_json_{s.key}={per_cpu(s.key, LEGACY) / per_cpu(s.key, SSE):.2f}"
+                        for s in SERVERS if s.mcp)
+    sse_peers = " ".join(f"ratio_vs_{key}_sse={per_cpu('mcpfusion', SSE) / per_cpu(key, SSE):.2f}"
+                         for key in ("sdk", "fastmcp"))
+    print(f"SSE mode (req/CPU-s): {sse_cost} {sse_peers}")
     print(f"ratios from {'req/s' if other == 'best' else 'req/CPU-s'}: {ratios(other)}")
     print(f"ratios from {'req/CPU-s' if basis == 'best_per_cpu' else 'req/s'} (below):")
     print(ratios(basis))

@@ -1,7 +1,7 @@
 """mcpfusion's side of `bench/mcp_throughput.py`: the invoice tool behind a full presenter (model with a
 hidden field, rules, a UI table, a suggestion, PII redaction and one embedded child presenter).
 
-Serve: `uvicorn mcpfusion_server:app --app-dir bench` (MCP at /mcp, JSON responses).
+Serve: `uvicorn mcpfusion_server:app --app-dir bench` (MCP at /mcp, JSON responses; SSE with `BENCH_MODE=sse`).
 """
 
 from __future__ import annotations
@@ -111,6 +111,7 @@ def _telemetry() -> Any:
     return Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
 
 
-fusion = MCPFusion(name="bench-mcpfusion", version="1.0.0", tools=[billing], json_response=True,
-                   telemetry=_telemetry())
+# BENCH_MODE=sse: SSE replies (the default of the 2025-11-25 wire); otherwise JSON replies.
+fusion = MCPFusion(name="bench-mcpfusion", version="1.0.0", tools=[billing],
+                   json_response=os.environ.get("BENCH_MODE") != "sse", telemetry=_telemetry())
 app = fusion.build_app()

@@ -3,12 +3,15 @@ list-changed / resource-updated notifications, 2026 `subscriptions/listen`, sess
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import time
 
 import httpx
 import pytest
 
+from mcpfusion import Tool
 from mcpfusion.mcp.sessions import InMemorySessionStore, Session, SessionLimitError
 from tests.mcp_app import build_fusion, serve
 
@@ -97,6 +100,69 @@ async def test_closed_stream_resumes_with_last_event_id(client):
     other = await initialize(client)
     r = await client.get("/mcp", headers={**other, "last-event-id": last_id})
     assert r.status_code == 404
+
+
+async def test_a_call_without_intermediate_messages_is_one_sse_body_and_still_resumable(client):
+    headers = await initialize(client)
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "billing_whoami"}}
+    r = await client.post("/mcp", json=body, headers=headers)
+    assert r.headers["content-type"].startswith("text/event-stream")
+    # One body of known length (not a chunked live stream), with the priming event and the result.
+    assert r.headers["content-length"] == str(len(r.content)) and "transfer-encoding" not in r.headers
+    assert r.content.count(b"\r\n\r\n") == 2
+    lines = [line for line in r.text.split("\r\n") if line]
+    assert lines[0].startswith("id: ") and lines[1] == "data: " and lines[2] == "retry: 1000"
+    assert lines[3].startswith("id: ") and lines[4] == "event: message"
+    reply = json.loads(lines[5].removeprefix("data: "))
+    assert reply["result"]["content"][0]["text"] == "tenant=acme"
+    # Both events were stored: a client cut after the priming event gets the result again.
+    priming_id = lines[0].removeprefix("id: ")
+    async with client.stream("GET", "/mcp", headers={**headers, "last-event-id": priming_id}) as g:
+        replayed = await events_of(g, count=1)
+    assert replayed[0]["id"] == lines[3].removeprefix("id: ")
+    assert json.loads(replayed[0]["data"]) == reply
+
+
+async def test_progress_and_logging_still_stream(client):
+    headers = await initialize(client)
+    await client.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel",
+                                    "params": {"level": "info"}}, headers=headers)
+    body = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "billing_slow_export", "arguments": {"steps": 2}, "_meta": {"progressToken": "p"}}}
+    async with client.stream("POST", "/mcp", json=body, headers=headers) as r:
+        assert "content-length" not in r.headers  # a live stream
+        events = await events_of(r)
+    methods = [json.loads(e["data"]).get("method", "result") for e in events if e.get("data")]
+    assert methods == ["notifications/progress", "notifications/message"] * 2 + ["result"]
+
+
+async def test_a_call_still_running_after_the_hold_streams_its_priming_event_first():
+    """The priming event goes out while the call runs (the tool waits for the test to have read it)."""
+    gate = threading.Event()
+    fusion = build_fusion(sse_hold_seconds=0.05)
+    gated = Tool("gated", exposition="flat")
+
+    @gated.action()
+    async def wait() -> str:
+        """Wait for the test."""
+        while not gate.is_set():
+            await asyncio.sleep(0.01)
+        return "released"
+
+    fusion.add_tool(gated)
+    with serve(fusion.build_app()) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as c:
+            headers = await initialize(c)
+            body = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "gated_wait"}}
+            async with c.stream("POST", "/mcp", json=body, headers=headers) as r:
+                assert "content-length" not in r.headers
+                lines = r.aiter_lines()
+                priming = [await anext(lines) for _ in range(3)]
+                gate.set()
+                rest = [line async for line in lines]
+    assert priming[0].startswith("id: ") and priming[1] == "data: " and priming[2] == "retry: 1000"
+    data = [line for line in rest if line.startswith("data: {")]
+    assert json.loads(data[-1][6:])["result"]["content"][0]["text"] == "released"
 
 
 async def test_get_stream_receives_list_changed_and_subscribed_resource_updates(client, fusion_and_base):

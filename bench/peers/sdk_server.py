@@ -1,11 +1,12 @@
 """Peer: the official SDK's `MCPServer` (package `mcp`), returning the public invoice as its tool result.
 
-JSON-response mode (the SDK's fastest path on both wires); stateful sessions for the 2025-11-25 wire, and the
-SDK serves 2026-07-28 sessionless requests from the same endpoint.
+JSON-response mode (the SDK's fastest path on both wires; SSE replies with `BENCH_MODE=sse`); stateful
+sessions for the 2025-11-25 wire, and the SDK serves 2026-07-28 sessionless requests from the same endpoint.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -23,4 +24,5 @@ async def get_invoice(id: str) -> dict[str, Any]:
     return public_invoice(id)
 
 
-app = server.streamable_http_app(json_response=True)
+# BENCH_MODE=sse: SSE replies (the SDK's default); otherwise JSON replies.
+app = server.streamable_http_app(json_response=os.environ.get("BENCH_MODE") != "sse")

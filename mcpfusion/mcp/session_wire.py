@@ -21,7 +21,7 @@ from .jsonrpc import INVALID_PARAMS, INVALID_REQUEST, result
 from .pipeline import WirePipeline, invalid_request
 from .sessions import Session, SessionLimitError, SessionStore, new_session_id
 from .settings import TransportSettings
-from .streams import SessionChannel, is_response, live_events, sse_event
+from .streams import SessionChannel, SSEBody, first_event, is_response, live_events, sse_event
 from .wire import SSE_HEADERS, accepts, error_response, header, http_error, json_response
 
 DEFAULT_LOG_LEVEL = "info"
@@ -116,10 +116,7 @@ class SessionWire(WirePipeline):
         if self.settings.json_response or not wants_sse:
             return json_response(body, headers=headers)
 
-        async def one() -> AsyncIterator[dict[str, Any]]:
-            yield sse_event(None, body)
-
-        return EventSourceResponse(one(), headers={**SSE_HEADERS, **headers})
+        return SSEBody([sse_event(None, body)], headers={**SSE_HEADERS, **headers})
 
     async def _session(self, request: Request, msg_id: Any) -> tuple[Session | None, Response | None]:
         sid = header(request, b"mcp-session-id")
@@ -217,7 +214,14 @@ class SessionWire(WirePipeline):
         channel.task = task
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
-        return EventSourceResponse(live_events(channel, priming), headers={**SSE_HEADERS, **headers},
+        # Most calls send nothing before their reply: wait (a moment) for the first event and, if it is the
+        # reply, send the whole stream (priming event + reply, both stored for Last-Event-ID) as one body.
+        # Anything else (progress, logging, a server request, a slow call) opens the live stream.
+        first = await first_event(channel, self.settings.sse_hold_seconds)
+        if isinstance(first, tuple) and is_response(first[1]):
+            events = [sse_event(*first)] if priming is None else [priming, sse_event(*first)]
+            return SSEBody(events, headers={**SSE_HEADERS, **headers})
+        return EventSourceResponse(live_events(channel, priming, first), headers={**SSE_HEADERS, **headers},
                                    ping=self.settings.sse_ping_seconds)
 
     async def run(self, call: Call, inline: bool = True) -> dict[str, Any] | None:

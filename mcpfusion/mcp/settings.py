@@ -24,6 +24,10 @@ class TransportSettings:
       the check (put a proxy that validates Host in front).
     - `json_response`: answer POSTs with one JSON body instead of an SSE stream (SSE is still used when the
       client only accepts SSE, and always for `subscriptions/listen`).
+    - `sse_hold_seconds`: an SSE reply to a POST waits up to this long for the call: one that finishes
+      without sending anything first gets its priming event and result as one body; one still running then,
+      or one that sends progress, logging or a request, streams live (the client has the priming event id
+      to resume with).
     - `signing_key`: HMAC key of the 2026-07-28 `requestState`; replicas must share it (random per process
       when unset, or `MCPFUSION_SIGNING_KEY`).
     - `redis_url`: keep sessions, resumable streams and cross-replica messages in Redis (`mcpfusion.redis`)
@@ -40,6 +44,7 @@ class TransportSettings:
     max_sessions: int = 10_000
     sse_retry_ms: int | None = 1000
     sse_ping_seconds: float = 15.0
+    sse_hold_seconds: float = 0.5
     event_store: EventStore | None = None
     session_store: SessionStore | None = None
     broker: Broker | None = None

@@ -12,6 +12,9 @@ import secrets
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sse_starlette import ServerSentEvent
+from starlette.responses import Response
+
 from .channel import Channel, NoBackChannel
 from .jsonrpc import INTERNAL_ERROR, REQUEST_TIMEOUT, McpError, dumps, notification, request
 
@@ -30,6 +33,7 @@ class StreamHost(Protocol):
     settings: TransportSettings
 
 CLOSE = object()
+HELD = object()  # `first_event` waited long enough
 
 
 def is_response(message: Any) -> bool:
@@ -109,17 +113,48 @@ class SessionChannel(Channel):
             self.queue.put_nowait(CLOSE)
 
 
-async def live_events(channel: SessionChannel, priming: dict[str, Any] | None) -> AsyncIterator[dict[str, Any]]:
-    """SSE events of a POST stream: priming event, then messages until the response (or close)."""
+class SSEBody(Response):
+    """A complete SSE stream sent as one HTTP body: for a POST whose reply came before any other message.
+
+    Same bytes as `EventSourceResponse` would write event by event (sse-starlette's encoder), without its
+    streaming machinery (a send task, a disconnect watcher and a ping task per response)."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, events: list[dict[str, Any]], headers: dict[str, str] | None = None) -> None:
+        body = b"".join(ServerSentEvent(**event).encode() for event in events)
+        super().__init__(body, 200, {"Connection": "keep-alive", **(headers or {})})
+
+
+async def first_event(channel: SessionChannel, hold: float) -> Any:
+    """The first thing the call puts on its stream (`(event_id, message)` or `CLOSE`) or, after `hold`
+    seconds without one, `HELD`. A timer rather than `wait_for`: no extra task on the hot path."""
+    queue = channel.queue
+    assert queue is not None
+    timer = asyncio.get_running_loop().call_later(hold, queue.put_nowait, HELD)
+    item = await queue.get()
+    if item is HELD:
+        return item
+    timer.cancel()
+    return item
+
+
+async def live_events(
+    channel: SessionChannel, priming: dict[str, Any] | None, first: Any = None,
+) -> AsyncIterator[dict[str, Any]]:
+    """SSE events of a POST stream: priming event, then messages until the response (or close).
+
+    `first` is an item already taken off the channel's queue (see `first_event`)."""
     if priming is not None:
         yield priming
     queue = channel.queue
     assert queue is not None
+    item = first if first is not None and first is not HELD else await queue.get()
     while True:
-        item = await queue.get()
         if item is CLOSE:
             return
         event_id, message = item
         yield sse_event(event_id, message)
         if is_response(message):
             return
+        item = await queue.get()
