@@ -382,7 +382,8 @@ def run_all(args: argparse.Namespace) -> dict[tuple[str, str], Target]:
     targets: list[Target] = []
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         body_file = Path(tmp) / "mcpfusion_response.json"
-        for server in servers(args):  # mcpfusion first: the bare route replays its captured bytes
+        for server in [s for s in servers(args) if s.key in args.servers or s is TRACED]:  # mcpfusion first: bare
+            # replays its captured bytes
             env = {"BENCH_BODY_FILE": str(body_file), **dict(server.env)}
             proc = stack.enter_context(Uvicorn(server.module, env))
             targets.extend(prepare(server, proc, body_file))
@@ -430,21 +431,24 @@ def report(cells: dict[tuple[str, str], Target], args: argparse.Namespace) -> No
                         (("ratio_vs_sdk_2026", "sdk"), ("ratio_vs_fastmcp_2026", "fastmcp"),
                          ("ratio_vs_bare_fastapi", "bare")))
 
+    # CPU of an SSE reply over a JSON reply, per server (req/CPU-s of JSON mode over SSE mode, 2025-11-25).
+    def per_cpu(key: str, column: str) -> float:
+        return cells[key, column].best_per_cpu
+
+    measured = [s.key for s in SERVERS if s.mcp and (s.key, SSE) in cells]
+    sse_cost = [f"sse_cpu_vs_json_{key}={per_cpu(key, LEGACY) / per_cpu(key, SSE):.2f}" for key in measured]
+    if "mcpfusion" in measured:
+        sse_cost += [f"ratio_vs_{key}_sse={per_cpu('mcpfusion', SSE) / per_cpu(key, SSE):.2f}"
+                     for key in measured if key != "mcpfusion"]
+    print(f"SSE mode (req/CPU-s): {' '.join(sse_cost)}")
+    if not all((key, MODERN) in cells for key in ("mcpfusion", "sdk", "fastmcp", "bare")):
+        return  # a subset of servers (--servers): no peer ratios
     basis, other = ("best_per_cpu", "best") if args.ratio_basis == "cpu" else ("best", "best_per_cpu")
     if (TRACED.key, MODERN) in cells:
         on, off = cells[TRACED.key, MODERN], cells["mcpfusion", MODERN]
         print(f"tracing on/off at {MODERN}: req/CPU-s {on.best_per_cpu:,.0f} / {off.best_per_cpu:,.0f} = "
               f"{on.best_per_cpu / off.best_per_cpu:.2f}, req/s {on.best:,.0f} / {off.best:,.0f} = "
               f"{on.best / off.best:.2f} (target >= 0.90)")
-    # CPU of an SSE reply over a JSON reply, per server (req/CPU-s of JSON mode over SSE mode, 2025-11-25).
-    def per_cpu(key: str, column: str) -> float:
-        return cells[key, column].best_per_cpu
-
-    sse_cost = " ".join(f"sse_cpu_vs_json_{s.key}={per_cpu(s.key, LEGACY) / per_cpu(s.key, SSE):.2f}"
-                        for s in SERVERS if s.mcp)
-    sse_peers = " ".join(f"ratio_vs_{key}_sse={per_cpu('mcpfusion', SSE) / per_cpu(key, SSE):.2f}"
-                         for key in ("sdk", "fastmcp"))
-    print(f"SSE mode (req/CPU-s): {sse_cost} {sse_peers}")
     print(f"ratios from {'req/s' if other == 'best' else 'req/CPU-s'}: {ratios(other)}")
     print(f"ratios from {'req/CPU-s' if basis == 'best_per_cpu' else 'req/s'} (below):")
     print(ratios(basis))
@@ -457,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds of unmeasured load first (default 2)")
     parser.add_argument("--connections", type=int, default=32, help="wrk connections (default 32)")
     parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
+    parser.add_argument("--servers", type=lambda v: v.split(","), default=[s.key for s in SERVERS],
+                        help="comma-separated subset of mcpfusion,sdk,fastmcp,bare (default all; ratios need all)")
     parser.add_argument("--ratio-basis", choices=["cpu", "wall"], default="cpu",
                         help="last line from req/CPU-s (default: robust when other jobs share the cores) "
                              "or from wrk's req/s")

@@ -286,3 +286,15 @@ async def test_an_unanswered_elicitation_times_out_instead_of_hanging():
     final = messages[-1]
     assert final["id"] == 9
     assert final.get("error", {}).get("code") == -32001 or final["result"]["isError"] is True
+
+
+def test_one_body_events_are_the_bytes_sse_starlette_writes():
+    from sse_starlette import ServerSentEvent
+
+    from mcpfusion.mcp.streams import encode_message, encode_priming, sse_event
+
+    message = {"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": "a\nb\r\nc é"}]}}
+    for event_id in ("sid~abc#12", None):
+        assert encode_message(event_id, message) == ServerSentEvent(**sse_event(event_id, message)).encode()
+    for priming in ({"id": "sid~abc#1", "data": "", "retry": 1000}, {"id": "sid~abc#1", "data": ""}):
+        assert encode_priming(priming) == ServerSentEvent(**priming).encode()

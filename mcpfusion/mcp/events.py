@@ -8,7 +8,7 @@ Event ids embed their stream id (`{stream}#{seq}`), so any replica can find the 
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Any, Protocol
 
 
@@ -45,20 +45,21 @@ class InMemoryEventStore:
         self.max_events = max_events
         self.max_streams = max_streams
         self.retention = retention
-        self._streams: dict[str, deque[tuple[int, dict[str, Any] | None]]] = {}
-        self._started: dict[str, float] = {}
+        # Ordered dicts, oldest stream first: dropping the oldest is O(1) (a plain dict used as a queue
+        # slows down as deleted slots pile up at its front: ~20 us per new stream at the cap).
+        self._streams: OrderedDict[str, deque[tuple[int, dict[str, Any] | None]]] = OrderedDict()
+        self._started: OrderedDict[str, float] = OrderedDict()
         # One counter for every stream: ids stay unique even for a stream that was forgotten and restarted.
         self._counter = 0
 
     def _forget_old(self) -> None:
-        # Dicts keep insertion order, so the oldest streams come first.
         horizon = time.monotonic() - self.retention
         while self._streams:
             oldest = next(iter(self._streams))
             if len(self._streams) < self.max_streams and self._started[oldest] >= horizon:
                 break
-            del self._streams[oldest]
-            del self._started[oldest]
+            self._streams.popitem(last=False)
+            self._started.popitem(last=False)
 
     async def store_event(self, stream_id: str, message: dict[str, Any] | None) -> str:
         events = self._streams.get(stream_id)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import inspect
-import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,7 +21,17 @@ from .jsonrpc import INVALID_PARAMS, INVALID_REQUEST, result
 from .pipeline import WirePipeline, invalid_request
 from .sessions import Session, SessionLimitError, SessionStore, new_session_id
 from .settings import TransportSettings
-from .streams import SessionChannel, SSEBody, first_event, is_response, live_events, sse_event
+from .streams import (
+    SessionChannel,
+    SSEBody,
+    encode_message,
+    encode_priming,
+    first_event,
+    is_response,
+    live_events,
+    new_stream_id,
+    sse_event,
+)
 from .wire import SSE_HEADERS, accepts, error_response, header, http_error, json_response
 
 DEFAULT_LOG_LEVEL = "info"
@@ -116,7 +126,7 @@ class SessionWire(WirePipeline):
         if self.settings.json_response or not wants_sse:
             return json_response(body, headers=headers)
 
-        return SSEBody([sse_event(None, body)], headers={**SSE_HEADERS, **headers})
+        return SSEBody(encode_message(None, body), session.id)
 
     async def _session(self, request: Request, msg_id: Any) -> tuple[Session | None, Response | None]:
         sid = header(request, b"mcp-session-id")
@@ -189,7 +199,7 @@ class SessionWire(WirePipeline):
         headers = {"Mcp-Session-Id": session.id}
         wants_json, wants_sse = accepts(request)
         use_sse = wants_sse and not self.settings.json_response
-        stream_id = f"{session.id}~{secrets.token_hex(6)}" if use_sse else None
+        stream_id = new_stream_id(session.id) if use_sse else None
         channel = SessionChannel(self, session, stream_id, progress_token=progress_token,
                                  log_level=session.log_level or DEFAULT_LOG_LEVEL)
         call = Call(method=message["method"], params=params, id=message["id"], request=request,
@@ -219,8 +229,8 @@ class SessionWire(WirePipeline):
         # Anything else (progress, logging, a server request, a slow call) opens the live stream.
         first = await first_event(channel, self.settings.sse_hold_seconds)
         if isinstance(first, tuple) and is_response(first[1]):
-            events = [sse_event(*first)] if priming is None else [priming, sse_event(*first)]
-            return SSEBody(events, headers={**SSE_HEADERS, **headers})
+            reply = encode_message(*first)
+            return SSEBody(reply if priming is None else encode_priming(priming) + reply, session.id)
         return EventSourceResponse(live_events(channel, priming, first), headers={**SSE_HEADERS, **headers},
                                    ping=self.settings.sse_ping_seconds)
 
@@ -266,8 +276,9 @@ class SessionWire(WirePipeline):
         return EventSourceResponse(self._standalone(session, None), headers=headers,
                                    ping=self.settings.sse_ping_seconds)
 
-    def _priming_wanted(self, session: Session) -> bool:
-        return is_version_at_least(session.protocol_version, "2025-11-25")
+    @staticmethod
+    def _priming_wanted(session: Session) -> bool:
+        return _primes(session.protocol_version)
 
     async def _priming(self, stream_id: str) -> dict[str, Any]:
         event: dict[str, Any] = {"id": await self.events.store_event(stream_id, None), "data": ""}
@@ -356,6 +367,12 @@ class SessionWire(WirePipeline):
             if sid == session_id and channel.task is not None:
                 channel.cancel("session terminated")
                 channel.task.cancel()
+
+
+@functools.lru_cache(maxsize=16)
+def _primes(version: str) -> bool:
+    """Streams of this protocol version start with a priming event (2025-11-25 on)."""
+    return is_version_at_least(version, "2025-11-25")
 
 
 def _number(event_id: str) -> int:

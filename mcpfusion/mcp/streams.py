@@ -8,11 +8,12 @@ a client that resumed the stream with `Last-Event-ID` (possibly on another repli
 from __future__ import annotations
 
 import asyncio
+import itertools
 import secrets
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sse_starlette import ServerSentEvent
+from pydantic_core import to_json
 from starlette.responses import Response
 
 from .channel import Channel, NoBackChannel
@@ -33,7 +34,14 @@ class StreamHost(Protocol):
     settings: TransportSettings
 
 CLOSE = object()
+_STREAM_PREFIX = secrets.token_hex(6)  # this process's; with a counter, stream ids unique across replicas
+_stream_numbers = itertools.count(1)
 HELD = object()  # `first_event` waited long enough
+
+
+def new_stream_id(session_id: str) -> str:
+    """A new POST stream id of `session_id` (`{session}~{hex}`; `Last-Event-ID` finds its session by it)."""
+    return f"{session_id}~{_STREAM_PREFIX}{next(_stream_numbers):x}"
 
 
 def is_response(message: Any) -> bool:
@@ -61,8 +69,22 @@ class SessionChannel(Channel):
         self.wire = wire
         self.session = session
         self.stream_id = stream_id
-        self.queue: asyncio.Queue[Any] | None = asyncio.Queue() if stream_id is not None else None
+        self.queue: asyncio.Queue[Any] | None = None  # the live stream's, made when first needed
+        self.first: asyncio.Future[Any] | None = None  # set by `first_event` while it waits
         self.closed = False
+
+    def _deliver(self, item: Any) -> None:
+        """Hand an item to the POST's response: to `first_event` while it waits, else to the live stream."""
+        first = self.first
+        if first is not None and not first.done():
+            first.set_result(item)
+        else:
+            self.live_queue().put_nowait(item)
+
+    def live_queue(self) -> asyncio.Queue[Any]:
+        if self.queue is None:
+            self.queue = asyncio.Queue()
+        return self.queue
 
     async def emit(self, message: dict[str, Any]) -> None:
         wire = self.wire
@@ -85,8 +107,8 @@ class SessionChannel(Channel):
                 raise NoBackChannel("no stream to send the request on: open a GET stream or use SSE mode")
             return
         event_id, _ = await wire.broker.publish_event(wire.events, self.stream_id, f"stream:{self.stream_id}", message)
-        if not self.closed and self.queue is not None:
-            self.queue.put_nowait((event_id, message))
+        if not self.closed:
+            self._deliver((event_id, message))
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         await self.emit(notification(method, params))
@@ -108,35 +130,56 @@ class SessionChannel(Channel):
         return result if isinstance(result, dict) else {}
 
     def close_stream(self) -> None:
-        if self.queue is not None and not self.closed:
+        if self.stream_id is not None and not self.closed:
             self.closed = True
-            self.queue.put_nowait(CLOSE)
+            self._deliver(CLOSE)
+
+
+def encode_message(event_id: str | None, message: dict[str, Any]) -> bytes:
+    """`sse_event(event_id, message)` as the bytes sse-starlette's encoder writes for it. Written directly:
+    neither field can hold a line break (event ids are `{session}~{hex}#{n}`; compact JSON escapes them), so
+    the encoder's line splitting has nothing to do."""
+    head = b"event: message\r\ndata: " if event_id is None else \
+        b"id: " + event_id.encode() + b"\r\nevent: message\r\ndata: "
+    return head + to_json(message, fallback=str) + b"\r\n\r\n"
+
+
+def encode_priming(priming: dict[str, Any]) -> bytes:
+    """A priming event (`{"id", "data": "", "retry"?}`) as sse-starlette writes it."""
+    retry = priming.get("retry")
+    tail = b"\r\n" if retry is None else b"retry: %d\r\n\r\n" % retry
+    return b"id: " + priming["id"].encode() + b"\r\ndata: \r\n" + tail
 
 
 class SSEBody(Response):
     """A complete SSE stream sent as one HTTP body: for a POST whose reply came before any other message.
 
-    Same bytes as `EventSourceResponse` would write event by event (sse-starlette's encoder), without its
-    streaming machinery (a send task, a disconnect watcher and a ping task per response)."""
+    The bytes `EventSourceResponse` would write event by event, without its streaming machinery (a send
+    task, a disconnect watcher and a ping task per response). Headers are set directly (hot path)."""
 
-    media_type = "text/event-stream"
-
-    def __init__(self, events: list[dict[str, Any]], headers: dict[str, str] | None = None) -> None:
-        body = b"".join(ServerSentEvent(**event).encode() for event in events)
-        super().__init__(body, 200, {"Connection": "keep-alive", **(headers or {})})
+    def __init__(self, body: bytes, session_id: str | None = None) -> None:
+        self.status_code = 200
+        self.background = None
+        self.body = body
+        self.raw_headers = [
+            (b"content-length", str(len(body)).encode()), (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache, no-transform"), (b"x-accel-buffering", b"no"),
+        ]
+        if session_id is not None:
+            self.raw_headers.append((b"mcp-session-id", session_id.encode()))
 
 
 async def first_event(channel: SessionChannel, hold: float) -> Any:
     """The first thing the call puts on its stream (`(event_id, message)` or `CLOSE`) or, after `hold`
-    seconds without one, `HELD`. A timer rather than `wait_for`: no extra task on the hot path."""
-    queue = channel.queue
-    assert queue is not None
-    timer = asyncio.get_running_loop().call_later(hold, queue.put_nowait, HELD)
-    item = await queue.get()
-    if item is HELD:
-        return item
-    timer.cancel()
-    return item
+    seconds without one, `HELD`. A future and a timer: no queue round trip or extra task on the hot path."""
+    loop = asyncio.get_running_loop()
+    first = channel.first = loop.create_future()
+    timer = loop.call_later(hold, lambda: first.done() or first.set_result(HELD))
+    try:
+        return await first
+    finally:
+        timer.cancel()
+        channel.first = None
 
 
 async def live_events(
@@ -147,8 +190,7 @@ async def live_events(
     `first` is an item already taken off the channel's queue (see `first_event`)."""
     if priming is not None:
         yield priming
-    queue = channel.queue
-    assert queue is not None
+    queue = channel.live_queue()
     item = first if first is not None and first is not HELD else await queue.get()
     while True:
         if item is CLOSE:
