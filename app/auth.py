@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from fastapi import Depends, HTTPException
+from fastapi import HTTPException
 from starlette.requests import Request
 
 from mcpfusion.auth import AUTH_SCOPE_KEY, JWTVerifier, bearer_token, unauthorized
@@ -55,12 +55,12 @@ def verifier_for(settings: Settings) -> JWTVerifier | None:
     )
 
 
-async def current_principal(request: Request, settings: Settings = Depends(get_settings)) -> Principal:
+async def current_principal(request: Request) -> Principal:
     """The caller, from `Authorization: Bearer ...` (a 401 otherwise)."""
     known = request.scope.get(AUTH_SCOPE_KEY)
     if isinstance(known, Principal):  # already authenticated by the HTTP middleware
         return known
-    return await authenticate(request, settings)
+    return await authenticate(request, get_settings(request))
 
 
 async def authenticate(request: Request, settings: Settings | None = None) -> Principal:

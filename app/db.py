@@ -15,20 +15,13 @@ from typing import Any
 from sqlalchemy import event, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
-from sqlalchemy.orm import selectinload
 
+from . import sqlite
 from .seed import demo_rows
 from .settings import Settings
 from .tables import Base, CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, TenantRecord
 
 logger = logging.getLogger("app.db")
-
-# Loader options for an invoice as the presenters need it (relationships are lazy="raise").
-INVOICE_DETAIL = (
-    selectinload(InvoiceRecord.customer), selectinload(InvoiceRecord.lines), selectinload(InvoiceRecord.payments)
-)
-INVOICE_ROW = (selectinload(InvoiceRecord.customer),)
-
 
 def _sqlite_foreign_keys(dbapi_connection: Any, _record: Any) -> None:
     """SQLite checks foreign keys only when asked, per connection: ask, so it behaves like Postgres."""
@@ -48,6 +41,8 @@ class Database:
         self.engine = create_async_engine(url, pool_pre_ping=not url.startswith("sqlite"))
         if url.startswith("sqlite"):
             event.listen(self.engine.sync_engine, "connect", _sqlite_foreign_keys)
+        if url.startswith("sqlite+aiosqlite"):
+            sqlite.install(self.engine)  # one trip to the SQLite thread per statement
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         self._ready = False
         self._lock: asyncio.Lock | None = None

@@ -1,7 +1,8 @@
 """FastAPI dependencies of the reference service: database session, tenant-scoped store, presenter choice.
 
 They are plain FastAPI dependencies, resolved per call on MCP, REST, stdio and in tests alike, and
-overridable with `app.dependency_overrides`.
+overridable with `app.dependency_overrides`. All are `async def`: FastAPI runs a plain `def` dependency in
+its thread pool, a thread hand-over per dependency per call for functions that never block.
 """
 
 from __future__ import annotations
@@ -35,27 +36,27 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
         yield session
 
 
-def get_store(
+async def get_store(
     session: AsyncSession = Depends(get_session), principal: Principal = Depends(current_principal)
 ) -> BillingStore:
     """The caller's tenant's data, and nothing else."""
     return BillingStore(session, principal)
 
 
-def cursor_scope(principal: Principal = Depends(current_principal)) -> str:
+async def cursor_scope(principal: Principal = Depends(current_principal)) -> str:
     """What a pagination cursor is bound to: the caller's tenant and identity (an acme cursor is refused
     for globex, and for another user)."""
     return f"{principal.tenant}/{principal.subject}"
 
 
-def invoice_presenter(principal: Principal = Depends(current_principal)) -> Presenter:
+async def invoice_presenter(principal: Principal = Depends(current_principal)) -> Presenter:
     """Admins see whole invoices; support sees them without internal fields and contact details."""
     return invoice_admin if principal.is_admin else invoice_support
 
 
-def invoice_rows_presenter(principal: Principal = Depends(current_principal)) -> Presenter:
+async def invoice_rows_presenter(principal: Principal = Depends(current_principal)) -> Presenter:
     return invoice_rows_admin if principal.is_admin else invoice_rows_support
 
 
-def customer_presenter(principal: Principal = Depends(current_principal)) -> Presenter:
+async def customer_presenter(principal: Principal = Depends(current_principal)) -> Presenter:
     return customer_admin if principal.is_admin else customer_support

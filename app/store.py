@@ -2,6 +2,10 @@
 
 A store is built per call for one principal; there is no method that takes a tenant argument, so a
 handler cannot read or write another tenant's rows by mistake. Queries are SQLAlchemy expressions.
+
+The reads every call makes (`get_invoice`, `list_invoices`, `summary`) are one Core query each, built once
+with the tenant as a bound parameter, and turned straight into dicts: no ORM objects to build and track
+for data that is only serialized. Writes use the ORM.
 """
 
 from __future__ import annotations
@@ -10,13 +14,12 @@ import datetime as dt
 import secrets
 from typing import Any
 
-from sqlalchemy import Select, and_, case, func, or_, select, update
+from sqlalchemy import Select, and_, bindparam, case, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mcpfusion import ToolError
 
 from .auth import Principal
-from .db import INVOICE_DETAIL, INVOICE_ROW
 from .tables import CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, TenantRecord
 
 # Status changes update_invoice_status may make (void has its own destructive action).
@@ -36,30 +39,62 @@ def conflict(message: str, recovery: str, *actions: str) -> ToolError:
     return ToolError("CONFLICT", message, recovery=recovery, available_actions=list(actions))
 
 
-def _customer_ref(row: CustomerRecord) -> dict[str, Any]:
-    return {"id": row.id, "name": row.name, "email": row.email, "phone": row.phone}
+_INV, _CUST = InvoiceRecord.__table__, CustomerRecord.__table__
+_LINE, _PAY = LineRecord.__table__, PaymentRecord.__table__
+_INVOICE_COLUMNS = [c.name for c in _INV.c]
+_CUSTOMER_COLUMNS = ("id", "name", "email", "phone")
+_LINE_COLUMNS = ("description", "quantity", "unit_price_cents")
+_PAYMENT_COLUMNS = ("id", "invoice_id", "amount_cents", "method", "received_on", "processor_ref")
+_TENANT = bindparam("tenant")
+
+# An invoice row with its customer (the columns `invoice_dict` reads, invoice columns first).
+_ROW_COLUMNS = [*_INV.c, *(_CUST.c[name].label(f"c_{name}") for name in _CUSTOMER_COLUMNS)]
+_N = len(_INVOICE_COLUMNS)
+_C = _N + len(_CUSTOMER_COLUMNS)  # where a detail row's line columns start (line id first), then payment
+_INVOICE_ROWS = (
+    select(*_ROW_COLUMNS).join_from(_INV, _CUST, _CUST.c.id == _INV.c.customer_id)
+    .where(_INV.c.tenant == _TENANT, _CUST.c.tenant == _TENANT)
+)
+# One invoice with its lines and payments in one query: lines x payments of one invoice are a few rows.
+_LINE_ID = _LINE.c.id.label("line_id")
+_P = _C + 1 + len(_LINE_COLUMNS)  # where a detail row's payment columns start (payment id first)
+_INVOICE_DETAIL = (
+    select(
+        *_ROW_COLUMNS, _LINE_ID, *(_LINE.c[n].label(f"l_{n}") for n in _LINE_COLUMNS),
+        *(_PAY.c[n].label(f"p_{n}") for n in _PAYMENT_COLUMNS),
+    )
+    .join_from(_INV, _CUST, _CUST.c.id == _INV.c.customer_id)
+    .outerjoin(_LINE, _LINE.c.invoice_id == _INV.c.id)
+    .outerjoin(_PAY, and_(_PAY.c.invoice_id == _INV.c.id, _PAY.c.tenant == _TENANT))
+    .where(_INV.c.tenant == _TENANT, _CUST.c.tenant == _TENANT, _INV.c.id == bindparam("invoice_id"))
+    .order_by(_LINE.c.position, _PAY.c.received_on, _PAY.c.id)
+)
+_LIST = _INVOICE_ROWS.order_by(_INV.c.due_date.desc(), _INV.c.number)
+# Receivables per status in one query, the tenant's currency alongside (its row even without invoices).
+_SENT = _INV.c.status == "sent"
+_OVERDUE = and_(_SENT, _INV.c.due_date < bindparam("today"))
+_OWED = _INV.c.total_cents - _INV.c.paid_cents
+_TEN = TenantRecord.__table__
+_SUMMARY = (
+    select(
+        _TEN.c.currency, _INV.c.status, func.count(_INV.c.id).label("count"),
+        func.sum(case((_SENT, _OWED), else_=0)).label("outstanding"),
+        func.sum(case((_OVERDUE, _OWED), else_=0)).label("overdue"),
+        func.sum(case((_OVERDUE, 1), else_=0)).label("overdue_count"),
+        func.sum(_INV.c.paid_cents).label("paid"),
+    )
+    .select_from(_TEN).outerjoin(_INV, _INV.c.tenant == _TEN.c.id)
+    .where(_TEN.c.id == _TENANT)
+    .group_by(_TEN.c.currency, _INV.c.status)
+)
 
 
-def invoice_dict(row: InvoiceRecord, today: dt.date, *, detail: bool) -> dict[str, Any]:
-    """An invoice as its models describe it (presenters strip what an audience may not see)."""
-    data: dict[str, Any] = {
-        "id": row.id, "tenant": row.tenant, "number": row.number, "customer_id": row.customer_id,
-        "customer": _customer_ref(row.customer), "status": row.status, "currency": row.currency,
-        "total_cents": row.total_cents, "paid_cents": row.paid_cents, "issued_on": row.issued_on,
-        "due_date": row.due_date, "overdue": row.status == "sent" and row.due_date < today,
-        "reminders_sent": row.reminders_sent, "internal_note": row.internal_note,
-        "margin_cents": row.margin_cents, "processor_token": row.processor_token,
-    }
-    if detail:
-        data["lines"] = [
-            {"description": li.description, "quantity": li.quantity, "unit_price_cents": li.unit_price_cents}
-            for li in row.lines
-        ]
-        data["payments"] = [
-            {"id": p.id, "invoice_id": p.invoice_id, "amount_cents": p.amount_cents, "method": p.method,
-             "received_on": p.received_on, "processor_ref": p.processor_ref}
-            for p in row.payments
-        ]
+def invoice_dict(row: Any, today: dt.date) -> dict[str, Any]:
+    """An invoice as its models describe it (presenters strip what an audience may not see), from a row of
+    `_INVOICE_ROWS` (the invoice's columns, then its customer's)."""
+    data = dict(zip(_INVOICE_COLUMNS, row[:_N], strict=True))
+    data["customer"] = dict(zip(_CUSTOMER_COLUMNS, row[_N:_C], strict=True))
+    data["overdue"] = data["status"] == "sent" and data["due_date"] < today
     return data
 
 
@@ -85,17 +120,13 @@ class BillingStore:
         return dt.date.today()
 
     # -- invoices: reads ---------------------------------------------------------------------------
-    def _invoices(self, *options: Any) -> Select[tuple[InvoiceRecord]]:
-        return select(InvoiceRecord).where(InvoiceRecord.tenant == self.tenant).options(*options)
-
-    async def _invoice_row(self, invoice_id: str, *, for_update: bool = False) -> InvoiceRecord:
-        # populate_existing: a row already in the session gets its lines and payments reloaded after writes.
+    async def _invoice_row(self, invoice_id: str) -> InvoiceRecord:
+        """The invoice to change, locked (`FOR UPDATE` where the database has it); writes read it back with
+        `get_invoice` after committing."""
         query = (
-            self._invoices(*INVOICE_DETAIL).where(InvoiceRecord.id == invoice_id)
-            .execution_options(populate_existing=True)
+            select(InvoiceRecord).where(InvoiceRecord.tenant == self.tenant, InvoiceRecord.id == invoice_id)
+            .execution_options(populate_existing=True).with_for_update()
         )
-        if for_update:
-            query = query.with_for_update()
         row = (await self.session.scalars(query)).one_or_none()
         if row is None:
             raise not_found("Invoice", invoice_id, "billing.list_invoices")
@@ -107,52 +138,59 @@ class BillingStore:
     ) -> list[dict[str, Any]]:
         """Latest due date first; `after` is the `invoice_key` of the last row already seen (keyset pagination:
         rows inserted meanwhile never shift the next page)."""
-        query = self._invoices(*INVOICE_ROW).order_by(InvoiceRecord.due_date.desc(), InvoiceRecord.number)
+        today = self.today()
+        query = _LIST
         if after is not None:
             due, number = dt.date.fromisoformat(after[0]), after[1]
-            query = query.where(or_(InvoiceRecord.due_date < due,
-                                    and_(InvoiceRecord.due_date == due, InvoiceRecord.number > number)))
+            query = query.where(or_(_INV.c.due_date < due, and_(_INV.c.due_date == due, _INV.c.number > number)))
         if limit is not None:
             query = query.limit(limit)
         if status == "overdue":
-            query = query.where(InvoiceRecord.status == "sent", InvoiceRecord.due_date < self.today())
+            query = query.where(_INV.c.status == "sent", _INV.c.due_date < today)
         elif status is not None:
-            query = query.where(InvoiceRecord.status == status)
+            query = query.where(_INV.c.status == status)
         if customer_id is not None:
-            query = query.where(InvoiceRecord.customer_id == customer_id)
-        today = self.today()
-        return [invoice_dict(r, today, detail=False) for r in await self.session.scalars(query)]
+            query = query.where(_INV.c.customer_id == customer_id)
+        rows = await self.session.execute(query, {"tenant": self.tenant})
+        return [invoice_dict(row, today) for row in rows]
 
     async def get_invoice(self, invoice_id: str) -> dict[str, Any]:
-        return invoice_dict(await self._invoice_row(invoice_id), self.today(), detail=True)
+        rows = (await self.session.execute(_INVOICE_DETAIL, {"tenant": self.tenant, "invoice_id": invoice_id})).all()
+        if not rows:
+            raise not_found("Invoice", invoice_id, "billing.list_invoices")
+        data = invoice_dict(rows[0], self.today())
+        lines: dict[Any, dict[str, Any]] = {}
+        payments: dict[Any, dict[str, Any]] = {}
+        for row in rows:  # the join repeats each line once per payment and each payment once per line
+            line_id, payment_id = row[_C], row[_P]
+            if line_id is not None and line_id not in lines:
+                lines[line_id] = dict(zip(_LINE_COLUMNS, row[_C + 1:_P], strict=True))
+            if payment_id is not None and payment_id not in payments:
+                payments[payment_id] = dict(zip(_PAYMENT_COLUMNS, row[_P:], strict=True))
+        data["lines"] = list(lines.values())
+        data["payments"] = sorted(payments.values(), key=lambda p: (p["received_on"], p["id"]))
+        return data
 
     async def summary(self) -> dict[str, Any]:
-        today = self.today()
-        sent = InvoiceRecord.status == "sent"
-        overdue = and_(sent, InvoiceRecord.due_date < today)
-        owed = InvoiceRecord.total_cents - InvoiceRecord.paid_cents
-        counts = await self.session.execute(
-            select(InvoiceRecord.status, func.count()).where(InvoiceRecord.tenant == self.tenant)
-            .group_by(InvoiceRecord.status)
-        )
-        totals = (await self.session.execute(
-            select(
-                func.coalesce(func.sum(case((sent, owed), else_=0)), 0),
-                func.coalesce(func.sum(case((overdue, owed), else_=0)), 0),
-                func.coalesce(func.sum(case((overdue, 1), else_=0)), 0),
-                func.coalesce(func.sum(InvoiceRecord.paid_cents), 0),
-            ).where(InvoiceRecord.tenant == self.tenant)
-        )).one()
-        by_status = {status: 0 for status in TRANSITIONS} | {s: int(n) for s, n in counts.all()}
-        currency = await self.session.scalar(select(TenantRecord.currency).where(TenantRecord.id == self.tenant))
+        rows = (await self.session.execute(_SUMMARY, {"tenant": self.tenant, "today": self.today()})).all()
+        by_status = {status: 0 for status in TRANSITIONS}
+        totals = [0, 0, 0, 0]
+        currency = None
+        for row in rows:  # one row per status; a tenant without invoices gets one row with status NULL
+            currency = row.currency
+            if row.status is None:
+                continue
+            by_status[row.status] = int(row.count)
+            for i, value in enumerate((row.outstanding, row.overdue, row.overdue_count, row.paid)):
+                totals[i] += int(value or 0)
         return {
             "currency": currency or "EUR",
             "invoice_count": sum(by_status.values()),
             "count_by_status": by_status,
-            "outstanding_cents": int(totals[0]),
-            "overdue_cents": int(totals[1]),
-            "overdue_count": int(totals[2]),
-            "paid_cents": int(totals[3]),
+            "outstanding_cents": totals[0],
+            "overdue_cents": totals[1],
+            "overdue_count": totals[2],
+            "paid_cents": totals[3],
         }
 
     # -- invoices: writes --------------------------------------------------------------------------
@@ -187,7 +225,7 @@ class BillingStore:
         return await self.get_invoice(invoice_id)
 
     async def set_status(self, invoice_id: str, status: str) -> dict[str, Any]:
-        row = await self._invoice_row(invoice_id, for_update=True)
+        row = await self._invoice_row(invoice_id)
         if row.status != status:
             if status == "void":
                 raise conflict("Use void_invoice to void an invoice.", "Call billing with action void_invoice.",
@@ -205,7 +243,7 @@ class BillingStore:
         return await self.get_invoice(invoice_id)
 
     async def remind(self, invoice_id: str) -> dict[str, Any]:
-        row = await self._invoice_row(invoice_id, for_update=True)
+        row = await self._invoice_row(invoice_id)
         if row.status != "sent":
             raise conflict(f'Invoice "{invoice_id}" is {row.status}; only sent invoices can be reminded.',
                            "Pick a sent invoice (list_invoices with status=sent).", "billing.list_invoices")
@@ -214,7 +252,7 @@ class BillingStore:
         return await self.get_invoice(invoice_id)
 
     async def void(self, invoice_id: str, reason: str) -> dict[str, Any]:
-        row = await self._invoice_row(invoice_id, for_update=True)
+        row = await self._invoice_row(invoice_id)
         if row.status not in ("draft", "sent") or row.paid_cents:
             raise conflict(f'Invoice "{invoice_id}" is {row.status} and cannot be voided.',
                            "Only draft or sent invoices without payments can be voided.", "billing.get_invoice")
@@ -225,7 +263,7 @@ class BillingStore:
 
     async def record_payment(self, invoice_id: str, amount_cents: int, method: str, processor_ref: str
                              ) -> dict[str, Any]:
-        row = await self._invoice_row(invoice_id, for_update=True)
+        row = await self._invoice_row(invoice_id)
         owed = row.total_cents - row.paid_cents
         if row.status != "sent":
             raise conflict(f'Invoice "{invoice_id}" is {row.status}; payments go to sent invoices.',

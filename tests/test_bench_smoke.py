@@ -30,12 +30,14 @@ def test_harness_prints_table_and_ratio_line():
     table = "\n".join(lines)
     for label in ("mcpfusion (full presenter)", "official SDK MCPServer", "FastMCP", "bare FastAPI route"):
         assert label in table
-    # every MCP server has a figure at both wires
+    # every MCP server has a figure at both wires, JSON and SSE
     rows = [line for line in lines if line.startswith("| ") and "server" not in line]
     assert len(rows) == 4
     for row in rows[:3]:
         cells = [c.strip() for c in row.strip("|").split("|")]
-        assert all(re.fullmatch(r"[\d,]+", c) for c in cells[1:]), row
+        assert len(cells) == 7 and all(re.fullmatch(r"[\d,]+", c) for c in cells[1:]), row
+    assert re.search(r"^SSE mode \(req/CPU-s\): sse_cpu_vs_json_mcpfusion=\d+\.\d\d .*ratio_vs_fastmcp_sse=\d+\.\d\d$",
+                     table, re.M), table
 
 
 def test_json_rpc_errors_are_counted_as_bad_responses(tmp_path):
@@ -54,3 +56,18 @@ def test_json_rpc_errors_are_counted_as_bad_responses(tmp_path):
         # and the pre-flight check refuses it too
         with pytest.raises(bench.BenchError, match="not a successful result"):
             bench.check_call(server.base, bench.MODERN, None)
+
+
+@pytest.mark.timeout(300)
+def test_service_harness_compares_mcp_with_the_plain_route():
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "service.py"), "--duration", "1", "--rounds", "1", "--warmup", "0",
+         "--connections", "2"],
+        capture_output=True, text=True, timeout=280, cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.strip().splitlines()
+    assert re.fullmatch(r"overhead_get_invoice=-?\d+\.\d{3} overhead_list_invoices=-?\d+\.\d{3} "
+                        r"overhead_revenue_summary=-?\d+\.\d{3} get_invoice_rps_per_cpu=\d+", lines[-1]), lines[-1]
+    for action in ("get_invoice", "list_invoices", "revenue_summary"):
+        assert any(line.startswith(f"| {action} |") for line in lines)

@@ -1,0 +1,111 @@
+"""SQLite connections for the async engine that make one trip to the database thread per statement.
+
+aiosqlite runs each SQLite connection in its own thread and hands it one function per call: SQLAlchemy's
+adapter makes four such trips for every statement (open a cursor, execute, fetch the rows, close the cursor)
+and one per rollback, even when nothing was written. On a one-core worker each trip costs a thread wake-up
+and two hand-overs of the GIL, which made the trips most of a read's cost. Here a statement is executed and
+fully fetched in one trip, and commit/rollback make no trip when SQLite has no transaction open (a read-only
+session never opens one).
+
+`install(engine)` makes an aiosqlite engine connect this way (SQLAlchemy's `do_connect` event); everything
+else (SQL, pooling, transactions, errors) stays SQLAlchemy's and aiosqlite's.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import aiosqlite
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+
+class OneTripCursor:
+    """The cursor SQLAlchemy's aiosqlite adapter drives, with each statement's rows buffered in one trip."""
+
+    def __init__(self, connection: OneTripConnection) -> None:
+        self._connection = connection
+        self.description: Any = None
+        self.rowcount = -1
+        self.lastrowid: int | None = None
+        self.arraysize = 1
+        self._rows: list[Any] = []
+
+    async def __aenter__(self) -> OneTripCursor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def _run(self, method: str, sql: str, parameters: Any) -> OneTripCursor:
+        conn = self._connection._conn
+
+        def run() -> tuple[Any, int, int | None, list[Any]]:
+            cursor = conn.cursor()
+            try:
+                getattr(cursor, method)(sql, parameters)
+                rows = cursor.fetchall() if cursor.description else []
+                return cursor.description, cursor.rowcount, cursor.lastrowid, rows
+            finally:
+                cursor.close()
+
+        self.description, self.rowcount, self.lastrowid, self._rows = await self._connection._execute(run)
+        return self
+
+    async def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> OneTripCursor:
+        return await self._run("execute", sql, parameters)
+
+    async def executemany(self, sql: str, parameters: Iterable[Any]) -> OneTripCursor:
+        return await self._run("executemany", sql, parameters)
+
+    async def fetchall(self) -> list[Any]:
+        rows, self._rows = self._rows, []
+        return rows
+
+    async def fetchone(self) -> Any:
+        return self._rows.pop(0) if self._rows else None
+
+    async def fetchmany(self, size: int | None = None) -> list[Any]:
+        size = size or self.arraysize
+        rows, self._rows = self._rows[:size], self._rows[size:]
+        return rows
+
+    async def close(self) -> None:
+        self._rows = []
+
+
+class OneTripConnection(aiosqlite.Connection):
+    """An aiosqlite connection whose cursors make one trip per statement and whose commit and rollback make
+    none when no transaction is open (`in_transaction` is SQLite's own flag, readable from any thread)."""
+
+    def cursor(self) -> OneTripCursor:  # type: ignore[override]
+        return OneTripCursor(self)
+
+    async def commit(self) -> None:
+        if self.in_transaction:
+            await super().commit()
+
+    async def rollback(self) -> None:
+        if self.in_transaction:
+            await super().rollback()
+
+
+def connect(database: str, **kwargs: Any) -> OneTripConnection:
+    """Like `aiosqlite.connect`, for a `OneTripConnection` (its thread a daemon, as SQLAlchemy sets it)."""
+
+    def connector() -> sqlite3.Connection:
+        return sqlite3.connect(database, **kwargs)
+
+    connection = OneTripConnection(connector, 64)
+    connection._thread.daemon = True
+    return connection
+
+
+def install(engine: AsyncEngine) -> None:
+    """Make the aiosqlite `engine` open `OneTripConnection`s (with the arguments SQLAlchemy computed)."""
+
+    @event.listens_for(engine.sync_engine, "do_connect")
+    def one_trip(dialect: Any, _record: Any, cargs: list[Any], cparams: dict[str, Any]) -> Any:
+        return dialect.loaded_dbapi.connect(*cargs, async_creator_fn=connect, **cparams)

@@ -1,0 +1,194 @@
+"""The reference service's MCP calls against plain FastAPI routes making the same store calls.
+
+One uvicorn worker (uvloop, httptools, no access log) pinned to CPU 0 serves `bench/service_server.py`: the
+reference service (`app.main.create_app`, SQLite file seeded with the demo data, demo bearer tokens) and
+`POST /plain/{action}` routes that call the same `BillingStore` method through the same dependencies
+(`app.deps.get_store`: database session, caller, tenant) and return its result as FastAPI serializes it.
+`wrk -t1` pinned to CPU 1 drives each cell in interleaved rounds; the best round counts.
+
+- MCP: a 2026-07-28 `tools/call` of the `billing` tool with action `get_invoice`, `list_invoices` or
+  `revenue_summary` (JSON reply; the service's presenters, redaction, rules and UI blocks included).
+- plain: `POST /plain/get_invoice` etc. with the same arguments and the same token.
+
+Before measuring, each cell's reply is checked (HTTP 200, the invoice id or the summary in it, and for MCP a
+result that is not `isError`); during the runs a wrk Lua hook counts any other reply and fails the run.
+Figures are req/s and req/CPU-s (requests per CPU-second of the server process; see mcp_throughput.py).
+`overhead` is how much more CPU an MCP call takes than the plain route: plain req/CPU-s / MCP req/CPU-s - 1.
+
+Run: `python bench/service.py [--duration 5] [--rounds 3] [--connections 16]`. The last line is
+`overhead_get_invoice=X overhead_list_invoices=Y overhead_revenue_summary=Z get_invoice_rps_per_cpu=N`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+
+from mcp_throughput import BenchError, Uvicorn, WrkResult, run_wrk  # noqa: E402
+
+TOKEN = "demo-admin"
+INVOICE_ID = "inv_0002"  # an acme invoice with two lines
+CALLS: dict[str, dict[str, Any]] = {
+    "get_invoice": {"id": INVOICE_ID},
+    "list_invoices": {},
+    "revenue_summary": {},
+}
+EXPECT = {"get_invoice": INVOICE_ID, "list_invoices": INVOICE_ID, "revenue_summary": "outstanding_cents"}
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1.0.0"}}
+
+LUA = """
+wrk.method = "POST"
+wrk.path = "{path}"
+wrk.body = [==[{body}]==]
+{headers}
+function init(args) bad = 0; first_bad = "" end
+function response(status, headers, body)
+  if status ~= 200 or not string.find(body, [==[{expect}]==], 1, true)
+     or string.find(body, '"isError":true', 1, true) then
+    bad = bad + 1
+    if first_bad == "" then first_bad = status .. " " .. string.sub(body, 1, 300) end
+  end
+end
+local threads = {{}}
+function setup(thread) table.insert(threads, thread) end
+function done(summary, latency, requests)
+  local total = 0
+  for _, t in ipairs(threads) do
+    total = total + t:get("bad")
+    local sample = t:get("first_bad")
+    if sample ~= "" then io.write("bench_first_bad=" .. string.gsub(sample, "\\n", " ") .. "\\n") end
+  end
+  io.write(string.format("bench_bad_responses=%d\\n", total))
+end
+"""
+
+
+@dataclass
+class Cell:
+    action: str
+    kind: str  # "mcp" or "plain"
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    rounds: list[WrkResult]
+
+    def script(self) -> str:
+        lines = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in self.headers.items())
+        return LUA.format(path=self.path, body=json.dumps(self.body, separators=(",", ":")), headers=lines,
+                          expect=EXPECT[self.action])
+
+    @property
+    def best(self) -> float:
+        return max(r.rps for r in self.rounds)
+
+    @property
+    def best_per_cpu(self) -> float:
+        return max(r.per_cpu for r in self.rounds)
+
+
+def cells() -> list[Cell]:
+    out = []
+    for action, args in CALLS.items():
+        name = "billing"  # the service's tools are grouped: the action is an argument
+        mcp_body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": name, "arguments": {"action": action, **args}, "_meta": META}}
+        mcp_headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                       "Authorization": f"Bearer {TOKEN}", "MCP-Protocol-Version": "2026-07-28",
+                       "Mcp-Method": "tools/call", "Mcp-Name": name}
+        out.append(Cell(action, "mcp", "/mcp", mcp_body, mcp_headers, []))
+        plain_headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
+        out.append(Cell(action, "plain", f"/plain/{action}", args, plain_headers, []))
+    return out
+
+
+def check(server: Uvicorn, cell: Cell) -> None:
+    r = httpx.post(server.base + cell.path, json=cell.body, headers=cell.headers, timeout=30)
+    if r.status_code != 200 or EXPECT[cell.action] not in r.text:
+        raise BenchError(f"{cell.kind} {cell.action}: HTTP {r.status_code} {r.text[:300]}")
+    if cell.kind == "mcp":
+        result = r.json().get("result")
+        if not isinstance(result, dict) or result.get("isError"):
+            raise BenchError(f"mcp {cell.action} is not a successful result: {r.text[:300]}")
+
+
+def measure(server: Uvicorn, cell: Cell, seconds: float, args: argparse.Namespace) -> WrkResult:
+    cpu_before = server.cpu_seconds()
+    result = run_wrk(server.base + cell.path, cell.script(), seconds, args.connections, 1)
+    result.server_cpu = server.cpu_seconds() - cpu_before
+    if result.bad or result.non_2xx or result.requests == 0:
+        raise BenchError(f"{cell.kind} {cell.action}: {result.bad} bad responses of {result.requests}; "
+                         f"first: {result.first_bad or '-'}")
+    return result
+
+
+def run(args: argparse.Namespace) -> list[Cell]:
+    todo = [c for c in cells() if c.action in args.actions]
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"DATABASE_URL": f"sqlite:///{Path(tmp) / 'billing.sqlite3'}", "MCPFUSION_DEMO": "1"}
+        with Uvicorn("service_server:app", env) as server:
+            for cell in todo:
+                check(server, cell)
+            if args.warmup > 0:
+                for cell in todo:
+                    measure(server, cell, args.warmup, args)
+            for _ in range(args.rounds):
+                for cell in todo:
+                    cell.rounds.append(measure(server, cell, args.duration, args))
+    return todo
+
+
+def report(done: list[Cell], args: argparse.Namespace) -> None:
+    print(f"reference service on SQLite, best of {args.rounds} interleaved rounds of wrk -t1 -c{args.connections} "
+          f"-d{args.duration:g}s; one uvicorn worker (uvloop, httptools) on CPU 0")
+    print("| call | MCP req/s | MCP req/CPU-s | plain route req/s | plain route req/CPU-s | overhead |")
+    print("|---|---:|---:|---:|---:|---:|")
+    by = {(c.action, c.kind): c for c in done}
+    last = []
+    for action in [a for a in CALLS if (a, "mcp") in by]:
+        mcp, plain = by[action, "mcp"], by[action, "plain"]
+        overhead = plain.best_per_cpu / mcp.best_per_cpu - 1
+        print(f"| {action} | {mcp.best:,.0f} | {mcp.best_per_cpu:,.0f} | {plain.best:,.0f} | "
+              f"{plain.best_per_cpu:,.0f} | {100 * overhead:+.1f}% |")
+        last.append(f"overhead_{action}={overhead:.3f}")
+    for c in done:
+        rounds = ", ".join(f"{r.rps:.0f} req/s at {100 * r.server_cpu / args.duration:.0f}% cpu" for r in c.rounds)
+        print(f"# {c.kind} {c.action}: {rounds}")
+    if ("get_invoice", "mcp") in by:
+        last.append(f"get_invoice_rps_per_cpu={by['get_invoice', 'mcp'].best_per_cpu:.0f}")
+    print(" ".join(last))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds per measured run (default 5)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds, the best counts (default 3)")
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds of unmeasured load first (default 2)")
+    parser.add_argument("--connections", type=int, default=16, help="wrk connections (default 16)")
+    parser.add_argument("--actions", type=lambda v: v.split(","), default=list(CALLS),
+                        help="comma-separated subset of " + ",".join(CALLS))
+    args = parser.parse_args(argv)
+    if shutil.which("wrk") is None:
+        print("wrk not found: apt-get install -y wrk (scripts/system_deps.sh does it)", file=sys.stderr)
+        return 2
+    report(run(args), args)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BenchError as exc:
+        print(f"benchmark failed: {exc}", file=sys.stderr)
+        sys.exit(1)
