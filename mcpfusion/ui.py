@@ -6,9 +6,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic_core import to_json
-
 from . import markup
+from .serializer import dumps  # the Rust encoder: the text json.dumps(indent=2) writes, ~9x faster
 
 Width = Literal["full", "half", "third"]
 
@@ -61,15 +60,9 @@ def list(items: Iterable[Any], **options: Any) -> UIBlock:  # noqa: A001 - mirro
     return UIBlock("markdown", "\n".join(f"- {item}" for item in items), **options)
 
 
-def _pretty(obj: Any, fallback: Any = None) -> str:
-    """Indented JSON, the text `json.dumps(obj, indent=2, ensure_ascii=False)` writes, from pydantic-core's
-    Rust encoder (about 9x faster on a chart configuration)."""
-    return to_json(obj, indent=2, fallback=fallback).decode()
-
-
 def json_block(obj: Any, **options: Any) -> UIBlock:
     """Formatted JSON in a json fence."""
-    return UIBlock("json", fence("json", _pretty(obj, fallback=str)), **options)
+    return UIBlock("json", fence("json", dumps(obj, pretty=True)), **options)
 
 
 def code_block(language: str, code: str, **options: Any) -> UIBlock:
@@ -79,7 +72,7 @@ def code_block(language: str, code: str, **options: Any) -> UIBlock:
 
 def echarts(config: Any, **options: Any) -> UIBlock:
     """An ECharts configuration, as formatted JSON in an echarts fence."""
-    return UIBlock("echarts", fence("echarts", _pretty(config)), **options)
+    return UIBlock("echarts", fence("echarts", dumps(config, pretty=True)), **options)
 
 
 def mermaid(source: str, **options: Any) -> UIBlock:

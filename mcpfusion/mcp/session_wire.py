@@ -229,8 +229,8 @@ class SessionWire(WirePipeline):
         # Anything else (progress, logging, a server request, a slow call) opens the live stream.
         first = await first_event(channel, self.settings.sse_hold_seconds)
         if isinstance(first, tuple) and is_response(first[1]):
-            reply = encode_message(*first)
-            return SSEBody(reply if priming is None else encode_priming(priming) + reply, session.id)
+            events = encode_message(*first)
+            return SSEBody(events if priming is None else encode_priming(priming) + events, session.id)
         return EventSourceResponse(live_events(channel, priming, first), headers={**SSE_HEADERS, **headers},
                                    ping=self.settings.sse_ping_seconds)
 

@@ -141,14 +141,16 @@ def encode_message(event_id: str | None, message: dict[str, Any]) -> bytes:
     the encoder's line splitting has nothing to do."""
     head = b"event: message\r\ndata: " if event_id is None else \
         b"id: " + event_id.encode() + b"\r\nevent: message\r\ndata: "
-    return head + to_json(message, fallback=str) + b"\r\n\r\n"
+    data: bytes = to_json(message, fallback=str)
+    return head + data + b"\r\n\r\n"
 
 
 def encode_priming(priming: dict[str, Any]) -> bytes:
     """A priming event (`{"id", "data": "", "retry"?}`) as sse-starlette writes it."""
     retry = priming.get("retry")
     tail = b"\r\n" if retry is None else b"retry: %d\r\n\r\n" % retry
-    return b"id: " + priming["id"].encode() + b"\r\ndata: \r\n" + tail
+    event_id: str = priming["id"]
+    return b"id: " + event_id.encode() + b"\r\ndata: \r\n" + tail
 
 
 class SSEBody(Response):
@@ -174,7 +176,12 @@ async def first_event(channel: SessionChannel, hold: float) -> Any:
     seconds without one, `HELD`. A future and a timer: no queue round trip or extra task on the hot path."""
     loop = asyncio.get_running_loop()
     first = channel.first = loop.create_future()
-    timer = loop.call_later(hold, lambda: first.done() or first.set_result(HELD))
+
+    def held() -> None:
+        if not first.done():
+            first.set_result(HELD)
+
+    timer = loop.call_later(hold, held)
     try:
         return await first
     finally:
