@@ -111,6 +111,9 @@ class MCPFusion:
     Cursors of paginated actions are signed with the settings' `signing_key`, expire after `cursor_ttl`
     seconds and are bound to the value of the `cursor_scope` dependency (e.g. the caller's tenant; by
     default the Authorization header).
+
+    `output_schemas=False` keeps every `outputSchema` out of `tools/list` (a token budget choice); results
+    are still validated and still carry `structuredContent`.
     """
 
     def __init__(
@@ -125,6 +128,7 @@ class MCPFusion:
         telemetry: Telemetry | bool | None = None,
         cursor_scope: Callable[..., Any] | None = None,
         cursor_ttl: float = 3600.0,
+        output_schemas: bool = True,
         **transport: Any,
     ) -> None:
         unknown = set(transport) - _SETTING_NAMES
@@ -141,6 +145,7 @@ class MCPFusion:
         self.prompts = PromptRegistry()
         self.completions: dict[tuple[str, str, str], Callable[..., Any]] = {}
         self.raw_tools: dict[str, RawTool] = {}
+        self.output_schemas = output_schemas  # False: tools/list advertises no outputSchema (saves tokens)
         self._registry: ToolRegistry | None = None
         # Registered on first use: a tool's actions may be declared after `MCPFusion(tools=[...])`.
         self._pending_tools: list[Tool] = list(tools)
@@ -160,7 +165,7 @@ class MCPFusion:
         if self._registry is None:
             scope = {"scope": self.cursor_scope} if self.cursor_scope is not None else {}
             paging = Paging(self.settings.signing_key, ttl=self.cursor_ttl, **scope)
-            self._registry = ToolRegistry(self._pending_tools, paging=paging)
+            self._registry = ToolRegistry(self._pending_tools, paging=paging, output_schemas=self.output_schemas)
             self._registry.telemetry = self.telemetry
             self._pending_tools = []
         return self._registry

@@ -1,5 +1,6 @@
 """The tools/call path as one straight line: route -> validate -> resolve dependencies -> handler ->
-present -> serialize. Transports (MCP, REST, stdio, tests) all come through `ToolRegistry.call`."""
+present (firewall, ui, rules, suggestions, `_select`, limit, redaction, egress guard) -> validate output ->
+one response object. Transports (MCP, REST, stdio, tests) all come through `ToolRegistry.call`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from .dependencies import CONTEXT_SCOPE_KEY, PRESENTER_KEY, DependencyErrors, re
 from .errors import (
     FORBIDDEN,
     INTERNAL_ERROR,
+    NOT_FOUND,
     UNAUTHORIZED,
     ToolError,
     UnknownToolError,
@@ -27,10 +29,11 @@ from .errors import (
 )
 from .listing import entries, flat_name, how_to_call
 from .mcp.jsonrpc import ProtocolSignal
+from .output import invalid_output
 from .pagination import CURSOR_PARAM, MAX_CURSOR_LENGTH, PAGE_SCOPE_KEY, Page, PageCall, Paging, fingerprint
-from .presenter import Presenter
+from .presenter import Presenter, PresenterError
 from .redaction import RedactionError
-from .response import ToolResponse, error_response, success, success_structured, to_jsonable, tool_error
+from .response import ToolResponse, error_response, success, to_jsonable, tool_error
 from .select import SELECT_PARAM, select_keys
 from .tool import DISCRIMINATOR, Action, Tool, missing_discriminator, unknown_action
 
@@ -64,9 +67,12 @@ class CallContext:
 class ToolRegistry:
     """All registered tools and the MCP names they are exposed under."""
 
-    def __init__(self, tools: Iterable[Tool] = (), *, paging: Paging | None = None) -> None:
+    def __init__(
+        self, tools: Iterable[Tool] = (), *, paging: Paging | None = None, output_schemas: bool = True
+    ) -> None:
         self.tools: dict[str, Tool] = {}
         self.paging = paging or Paging()  # signs the cursors of paginated actions
+        self.output_schemas = output_schemas  # False: tools/list advertises no outputSchema (token budget)
         self._routes: dict[str, tuple[Tool, Action | None]] = {}
         self.telemetry: Telemetry | None = None
         for tool in tools:
@@ -88,7 +94,10 @@ class ToolRegistry:
 
     def mcp_tools(self) -> list[dict[str, Any]]:
         """`tools/list` entries of every tool (built on each call; the engine caches the server's listing)."""
-        return entries(self.tools.values())
+        listed = entries(self.tools.values())
+        if not self.output_schemas:
+            listed = [{k: v for k, v in e.items() if k != "outputSchema"} for e in listed]
+        return listed
 
     def actions(self) -> Iterable[Action]:
         for tool in self.tools.values():
@@ -164,7 +173,7 @@ class ToolRegistry:
                 else:
                     with phase("dependencies"):
                         dependencies = await resolve(action.dependant, request, stack)
-                presenter = dependencies.pop(PRESENTER_KEY, None) or action.presenter
+                presenter = _presenter(action, dependencies)
                 kwargs.update(dependencies)
                 if pages is not None and stack is not None:
                     scope = await resolve(self.paging.scope_dependant(), request, stack)
@@ -177,7 +186,8 @@ class ToolRegistry:
                 result, next_key = pages.take(result) if pages is not None else (result, None)
                 ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
                 with phase("present"):
-                    response = present(action, result, presenter, ctx, select)
+                    response, presenter = present(action, result, presenter, ctx, select)
+                    response = action.output.check(response, presenter)
                 if pages is not None:
                     pages.finish(response, next_key)
                 return response
@@ -191,6 +201,9 @@ class ToolRegistry:
                 raise
             code = {401: UNAUTHORIZED, 403: FORBIDDEN}.get(exc.status_code, f"HTTP_{exc.status_code}")
             return tool_error(code, str(exc.detail))
+        except PresenterError as exc:
+            logger.error("%s: %s", action.label, exc)  # field names only, never values
+            return error_response(invalid_output(action.label))
         except RedactionError:
             logger.error("redaction failed closed in %s", action.label)
             return tool_error(
@@ -239,19 +252,51 @@ def _pop_select(action: Action, arguments: dict[str, Any]) -> list[str] | None:
     return raw
 
 
+def _presenter(action: Action, dependencies: dict[str, Any]) -> Presenter | None:
+    """The presenter of this call: the action's own, or the one its `returns=` dependency chose.
+
+    A dependency that chooses nothing (None, or not a presenter) fails closed: the raw data never goes out.
+    """
+    if action.presenter_dependency is None:
+        return action.presenter
+    chosen = dependencies.pop(PRESENTER_KEY, None)
+    if isinstance(chosen, Presenter):
+        return chosen
+    dependency = getattr(action.presenter_dependency, "__qualname__", repr(action.presenter_dependency))
+    logger.error("%s: its returns= dependency %s gave %r, not a presenter; failing closed",
+                 action.label, dependency, type(chosen).__name__)
+    raise ToolError(
+        FORBIDDEN,
+        f"{action.label} has no view of its result for this caller, so nothing was sent.",
+        recovery="Your role or tenant may not see this result; try another action or ask an administrator.",
+    )
+
+
+def nothing_found(action: Action) -> ToolError:
+    return ToolError(
+        NOT_FOUND,
+        f"{action.label} found nothing to return.",
+        recovery="Check the identifiers you sent; list the available items first if you are unsure.",
+        available_actions=[a.qualified_name for a in action.tool.actions.values() if a.readonly and a is not action],
+    )
+
+
 def present(
     action: Action, result: Any, presenter: Presenter | None, ctx: CallContext, select: list[str] | None
-) -> ToolResponse:
-    """Implicit wrapping: framework responses pass untouched; anything else is presented or wrapped."""
+) -> tuple[ToolResponse, Presenter | None]:
+    """Implicit wrapping: framework responses pass (only `_select` reshapes their data); anything else is
+    presented (by the action's presenter or its output model's firewall) or wrapped as `success`.
+
+    Returns the response and the presenter that made it (None for anything else).
+    """
     if isinstance(result, ToolResponse):
-        return result
+        if select and not result.is_error and isinstance(result.view.data, dict | list):
+            result.reshape(select_keys(result.view.data, select))
+        return result, None
+    presenter = presenter or action.output.firewall
     if presenter is not None:
-        return presenter.present(result, ctx, select=select)
+        if result is None:
+            raise nothing_found(action)
+        return presenter.present(result, ctx, select=select), presenter
     data = to_jsonable(result)
-    if action.output_schema is not None and isinstance(data, dict):
-        response = success_structured(data)
-        if select:
-            selected = success(select_keys(response.structured_content, select))
-            response.texts, response.view.data = selected.texts, selected.view.data
-        return response
-    return success(select_keys(data, select) if select else data)
+    return success(select_keys(data, select) if select else data), None

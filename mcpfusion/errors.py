@@ -22,6 +22,7 @@ CONFLICT = "CONFLICT"
 RATE_LIMITED = "RATE_LIMITED"
 INVALID_CURSOR = "INVALID_CURSOR"
 CURSOR_EXPIRED = "CURSOR_EXPIRED"
+INVALID_OUTPUT = "INVALID_OUTPUT"  # the action's own result broke its output contract (a server bug)
 
 HTTP_STATUS: dict[str, int] = {
     VALIDATION_ERROR: 422,
@@ -38,6 +39,7 @@ HTTP_STATUS: dict[str, int] = {
     RATE_LIMITED: 429,
     MISSING_CREDENTIAL: 503,
     INTERNAL_ERROR: 500,
+    INVALID_OUTPUT: 500,
 }
 
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, create_model
 from pydantic.fields import FieldInfo
 
 Cast = Callable[[Any], Any] | type | str
+READ_SCHEMA_OF = "__mcpfusion_read_schema_of__"  # set on a Model's read schema: never an input type
 
 
 def _number(value: Any) -> Any:
@@ -102,9 +103,11 @@ class Model:
 
     def _build_read_model(self) -> type[BaseModel]:
         fields = {n: self._field(n) for n in self.source.model_fields if n not in self.hidden}
-        return create_model(  # type: ignore[call-overload,no-any-return]
+        model = create_model(  # type: ignore[call-overload]
             self.name, __config__=ConfigDict(extra="ignore", from_attributes=True), **fields
         )
+        setattr(model, READ_SCHEMA_OF, self.name)
+        return model  # type: ignore[no-any-return]
 
     @property
     def schema(self) -> type[BaseModel]:

@@ -8,22 +8,33 @@ from __future__ import annotations
 
 import copy
 import inspect
+import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
+from . import censor as egress
 from . import ui as ui_helpers
 from .model import Model
-from .redaction import DEFAULT_CENSOR, Redactor, parse_path, redactor
+from .redaction import DEFAULT_CENSOR, Redactor, parse_path, redact_schema, redactor
 from .response import ResponseBuilder, Suggestion, ToolResponse, to_jsonable
+from .schema import inline_refs, lean
 from .select import select_keys
 from .ui import UIBlock
+
+logger = logging.getLogger("mcpfusion")
 
 
 class PresenterError(Exception):
     """The handler's data does not fit the presenter's schema (a server bug, never the agent's)."""
+
+
+def _fields_of(exc: ValidationError, at: int) -> str:
+    """The failing field names of a validation error, never its values."""
+    fields = {str(e["loc"][at]) for e in exc.errors() if len(e["loc"]) > at}
+    return ", ".join(sorted(fields)) or "root"
 
 
 def _flexible(fn: Callable[..., Any]) -> Callable[[Any, Any], Any]:
@@ -84,6 +95,7 @@ class Presenter:
         self._static_rules: list[str] | None = []  # auto + explicit rules when none is a function
         self.redact_paths: tuple[str, ...] = ()
         self.censor: Any = DEFAULT_CENSOR
+        self.guard_blocks = True
         self._redactor: Redactor | None = None
         self._ui: Callable[[Any, Any], Any] | None = None
         self._collection_ui: Callable[[Any, Any], Any] | None = None
@@ -139,12 +151,26 @@ class Presenter:
         self._directives = _flexible(lines) if callable(lines) else [d for d in lines if d]
         return self
 
-    def redact_pii(self, paths: Iterable[str], censor: Any = DEFAULT_CENSOR) -> Presenter:
-        """Censor these paths just before serialization (UI blocks still see real values)."""
+    @classmethod
+    def firewall(cls, model: Model | type[BaseModel]) -> Presenter:
+        """Only the schema firewall of a typed return: validate, apply casts, strip undeclared and hidden
+        fields (no rules, UI or suggestions)."""
+        presenter = cls(model.name if isinstance(model, Model) else model.__name__).schema(model)
+        presenter.auto_rules = []
+        presenter._prepare_rules()
+        return presenter
+
+    def redact_pii(self, paths: Iterable[str], censor: Any = DEFAULT_CENSOR, *, guard_blocks: bool = True) -> Presenter:
+        """Censor these paths just before serialization (callbacks still see real values).
+
+        The egress guard then keeps the removed values out of every other block (see `mcpfusion.censor`);
+        `guard_blocks=False` is the explicit opt-out for blocks meant for a human operator.
+        """
         self.redact_paths = tuple(paths)
         for path in self.redact_paths:
             parse_path(path)
         self.censor = censor
+        self.guard_blocks = guard_blocks
         self._redactor = redactor(self.redact_paths, censor)
         self._check_paths()
         return self
@@ -204,6 +230,22 @@ class Presenter:
             }
         return schema
 
+    def wire_schema(self) -> dict[str, Any]:
+        """JSON schema of one item exactly as it leaves the server: serialization mode, references inlined,
+        embeds as their children's wire schemas, redacted paths typed as the censor."""
+        if self.item_model is None:
+            schema: dict[str, Any] = {"type": "object"}
+        else:
+            schema = lean(inline_refs(self.item_model.model_json_schema(mode="serialization")))
+        for key, child in self.embeds.items():
+            one = child.wire_schema()
+            schema.setdefault("properties", {})[key] = {
+                "anyOf": [one, {"type": "array", "items": one}, {"type": "null"}]
+            }
+        if self.redact_paths:
+            schema = redact_schema(schema, self.redact_paths, self.censor)
+        return schema
+
     def _check_paths(self) -> None:
         if not self.item_model or not self.redact_paths:
             return
@@ -214,26 +256,55 @@ class Presenter:
                 raise ValueError(f"presenter {self.name!r}: redaction path {path!r} names no field of its schema")
 
     # -- pipeline ----------------------------------------------------------------------------------
-    def _validate(self, raws: Sequence[Any]) -> list[Any]:
-        """Validate and strip items against the schema, in one pydantic call for a whole list."""
+    def _validate(self, raws: Sequence[Any], notices: list[str] | None = None) -> tuple[list[Any], list[Any]]:
+        """Validate and strip items against the schema, in one pydantic call for a whole list.
+
+        `notices` is None for one object: a mismatch raises. For a list, the items that do not fit are left
+        out, logged, and announced in `notices`; the rest is answered (one bad row never fails a list).
+        Returns the items and the raw values they came from.
+        """
         if self.item_model is None:
             # No schema: work on a copy so that redaction never touches the caller's objects.
-            return [copy.deepcopy(to_jsonable(raw)) for raw in raws]
+            return [copy.deepcopy(to_jsonable(raw)) for raw in raws], raws
         try:
-            if len(raws) == 1:
+            if notices is None:
                 model = self.item_model
                 one = model.__pydantic_validator__.validate_python(raws[0], from_attributes=True)
-                return [model.__pydantic_serializer__.to_python(one, mode="json")]
+                return [model.__pydantic_serializer__.to_python(one, mode="json")], raws
             if self._items_adapter is None:
                 self._items_adapter = TypeAdapter(list[self.item_model])  # type: ignore[name-defined]
             adapter = self._items_adapter
             validated = adapter.validator.validate_python(raws, from_attributes=True)
-            return adapter.serializer.to_python(validated, mode="json")  # type: ignore[no-any-return]
+            return adapter.serializer.to_python(validated, mode="json"), raws
         except ValidationError as exc:
-            at = 0 if len(raws) == 1 else 1
-            fields = {str(e["loc"][at]) for e in exc.errors() if len(e["loc"]) > at}
-            where = ", ".join(sorted(fields)) or "root"
-            raise PresenterError(f"presenter {self.name!r}: data does not fit its schema ({where})") from None
+            if notices is None:
+                raise PresenterError(
+                    f"presenter {self.name!r}: data does not fit its schema ({_fields_of(exc, 0)})"
+                ) from None
+        return self._validate_each(raws, notices)
+
+    def _validate_each(self, raws: list[Any], notices: list[str]) -> tuple[list[Any], list[Any]]:
+        model = self.item_model
+        assert model is not None
+        items, kept, bad = [], [], []
+        for index, raw in enumerate(raws):
+            try:
+                one = model.__pydantic_validator__.validate_python(raw, from_attributes=True)
+            except ValidationError as exc:
+                bad.append(f"#{index} ({_fields_of(exc, 0)})")
+                continue
+            items.append(model.__pydantic_serializer__.to_python(one, mode="json"))
+            kept.append(raw)
+        self._announce(len(raws), bad, notices)
+        return items, kept
+
+    def _announce(self, total: int, bad: list[str], notices: list[str]) -> None:
+        logger.warning("presenter %r: %d of %d item(s) do not fit its schema and were left out: %s",
+                       self.name, len(bad), total, ", ".join(bad))
+        notices.append(
+            f"⚠️ {len(bad)} of {total} item(s) could not be shown: stored data that does not fit the "
+            f"{self.name} schema (reported to the server's log). The other items are complete."
+        )
 
     def _embed(self, raw: Any, item: Any, ctx: Any, out: _Rendered) -> None:
         """Render `raw`'s embedded children into `item`; their blocks, rules and suggestions go to `out`."""
@@ -243,7 +314,12 @@ class Presenter:
                 continue
             if child._plain:
                 # Schema, static rules and redaction only: no render bookkeeping (hot path of list embeds).
-                item[key] = child._validate(value) if isinstance(value, list | tuple) else child._validate([value])[0]
+                if isinstance(value, list | tuple):
+                    notices: list[str] = []
+                    item[key] = child._validate(list(value), notices)[0]
+                    out.embeds.extend(ui_helpers.summary(n).render() for n in notices)
+                else:
+                    item[key] = child._validate([value])[0][0]
                 _merge_unique(out.rules, child._static_rules or ())
                 continue
             rendered = child.render(value, ctx)
@@ -254,12 +330,26 @@ class Presenter:
             _merge_unique(out.suggestions, rendered.suggestions)
             _merge_unique(out.directives, rendered.directives)
 
-    def _validate_all(self, raws: list[Any], ctx: Any, out: _Rendered | None) -> list[Any]:
-        items = self._validate(raws)
-        if out is not None:
-            for raw, item in zip(raws, items, strict=True):
+    def _validate_all(
+        self, raws: list[Any], ctx: Any, out: _Rendered | None, notices: list[str] | None = None
+    ) -> list[Any]:
+        items, raws = self._validate(raws, notices)
+        if out is None:
+            return items
+        if notices is None:
+            self._embed(raws[0], items[0], ctx, out)
+            return items
+        kept, bad = [], []
+        for index, (raw, item) in enumerate(zip(raws, items, strict=True)):
+            try:
                 self._embed(raw, item, ctx, out)
-        return items
+            except PresenterError as exc:  # an embedded child that does not fit: leave this item out
+                bad.append(f"#{index} ({exc})")
+                continue
+            kept.append(item)
+        if bad:
+            self._announce(len(items), bad, notices)
+        return kept
 
     def render(self, data: Any, ctx: Any = None) -> _Rendered:
         """Everything but `_select`, redaction and serialization (used for embeds, too)."""
@@ -277,7 +367,9 @@ class Presenter:
                         "Use filters to narrow results."
                     )
                 )
-            full: Any = self._validate_all(items, ctx, children)
+            notices: list[str] = []
+            full: Any = self._validate_all(items, ctx, children, notices)
+            out.ui_blocks.extend(ui_helpers.summary(n) for n in notices)
             if self._collection_ui is not None:
                 out.ui_blocks.extend(_as_list(self._collection_ui(full, ctx)))
             elif self._ui is not None:
@@ -309,34 +401,45 @@ class Presenter:
             _merge_unique(out.directives, children.directives)
         return out
 
-    def redact(self, data: Any) -> None:
-        """Apply this presenter's (and its embeds') redaction in place; fails closed."""
+    def redact(self, data: Any, removed: list[Any] | None = None) -> None:
+        """Apply this presenter's (and its embeds') redaction in place; fails closed. The real values it
+        censors are appended to `removed` (unless this presenter opted out of the egress guard)."""
         if isinstance(data, list):
             for item in data:
-                self.redact(item)
+                self.redact(item, removed)
             return
         if self._redactor is not None:
-            self._redactor(data)
+            self._redactor(data, removed if self.guard_blocks else None)
         if self.embeds and isinstance(data, dict):
             for key, child in self.embeds.items():
                 value = data.get(key)
                 if value is not None:
-                    child.redact(value)
+                    child.redact(value, removed)
 
     def present(self, data: Any, ctx: Any = None, *, select: Collection[str] | None = None) -> ToolResponse:
-        """The full response for `data`: the six blocks in order, plus the structured view for tests."""
+        """The full response for `data`: the six blocks in order, plus the structured view for tests.
+
+        Redaction runs on the whole data before `_select`, so that the egress guard knows every real value
+        it removed, even of fields `_select` leaves out.
+        """
+        if data is None:
+            raise PresenterError(f"presenter {self.name!r}: nothing to present (the handler returned None)")
         rendered = self.render(data, ctx)
+        removed: list[Any] = []
+        self.redact(rendered.data, removed)
         wire = select_keys(rendered.data, select) if select else rendered.data
-        self.redact(wire)
-        builder = (
+        response = (
             ResponseBuilder(wire, pretty=self.pretty)
             .ui(*rendered.ui_blocks)
             .embed(*rendered.embeds)
             .directive(*rendered.directives)
             .rules(rendered.rules)
             .suggest(rendered.suggestions)
-        )
-        return builder.build()  # its view is the data as on the wire, plus rules, UI blocks, suggestions
+            .build()
+        )  # its view is the data as on the wire, plus rules, UI blocks, suggestions
+        if removed:
+            egress.guard(response, removed, self.censor, pretty=self.pretty)
+        return response
 
     def __repr__(self) -> str:
         return f"Presenter({self.name!r})"

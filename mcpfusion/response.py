@@ -41,6 +41,8 @@ class ResponseView:
     error_code: str | None = None
     error: ToolError | ValidationFailed | None = None  # what REST turns into problem details
     next_cursor: str | None = None  # a paginated list's next page (REST sends it as headers)
+    rewritten: bool = False  # the egress guard changed the data: it is checked against the schema again
+    encoding: str = "json"  # how the data block is written: json, pretty, toon or text (to rewrite it)
 
 
 class ToolResponse:
@@ -70,6 +72,17 @@ class ToolResponse:
     def error_code(self) -> str | None:
         return self.view.error_code
 
+    def reshape(self, data: Any) -> None:
+        """Replace the data (after `_select`): the data block is written again with its own encoding."""
+        view = self.view
+        if view.encoding == "toon":
+            self.texts[0] = toon.encode(data)
+        elif view.encoding in ("json", "pretty") and not isinstance(data, str):
+            self.texts[0] = dumps(data, pretty=view.encoding == "pretty")
+        if self.structured_content is not None and isinstance(data, dict):
+            self.structured_content = data
+        view.data = data
+
     def to_mcp(self) -> dict[str, Any]:
         """The MCP `CallToolResult` as a plain dict."""
         result: dict[str, Any] = {
@@ -93,13 +106,18 @@ def to_jsonable(data: Any) -> Any:
     return data
 
 
+def _json(pretty: bool) -> str:
+    return "pretty" if pretty else "json"
+
+
 def success(data: Any = None, *, pretty: bool = False) -> ToolResponse:
     """Plain success: a string as written, `None` as `OK`, anything else as JSON text."""
     data = to_jsonable(data)
     if data is None:
-        return ToolResponse(["OK"], view=ResponseView(data=None))
-    text = data if isinstance(data, str) else dumps(data, pretty=pretty)
-    return ToolResponse([text], view=ResponseView(data=data))
+        return ToolResponse(["OK"], view=ResponseView(data=None, encoding="text"))
+    if isinstance(data, str):
+        return ToolResponse([data], view=ResponseView(data=data, encoding="text"))
+    return ToolResponse([dumps(data, pretty=pretty)], view=ResponseView(data=data, encoding=_json(pretty)))
 
 
 def error(message: str) -> ToolResponse:
@@ -132,7 +150,7 @@ def error_response(exc: ToolError | ValidationFailed) -> ToolResponse:
 def toon_success(data: Any) -> ToolResponse:
     """The payload as pipe-delimited TOON: uniform collections cost about half the tokens of JSON."""
     data = to_jsonable(data)
-    return ToolResponse([toon.encode(data)], view=ResponseView(data=data))
+    return ToolResponse([toon.encode(data)], view=ResponseView(data=data, encoding="toon"))
 
 
 def success_structured(data: Any, *, pretty: bool = False) -> ToolResponse:
@@ -140,7 +158,8 @@ def success_structured(data: Any, *, pretty: bool = False) -> ToolResponse:
     data = jsonable(to_jsonable(data))  # structuredContent is JSON: datetimes, sets... as the text has them
     if not isinstance(data, dict):
         raise TypeError("success_structured needs an object (dict or pydantic model)")
-    return ToolResponse([dumps(data, pretty=pretty)], structured_content=data, view=ResponseView(data=data))
+    view = ResponseView(data=data, encoding=_json(pretty))
+    return ToolResponse([dumps(data, pretty=pretty)], structured_content=data, view=view)
 
 
 class ResponseBuilder:
@@ -188,7 +207,8 @@ class ResponseBuilder:
             texts.append(markup.bullet_block("domain_rules", self._rules))
         if self._suggestions:
             texts.append(markup.bullet_block("action_suggestions", [s.render() for s in self._suggestions]))
-        view = ResponseView(data=data, system_rules=self._rules, ui_blocks=self._ui, suggestions=self._suggestions)
+        view = ResponseView(data=data, system_rules=self._rules, ui_blocks=self._ui, suggestions=self._suggestions,
+                            encoding="text" if data is None or isinstance(data, str) else _json(self._pretty))
         return ToolResponse(texts, view=view)
 
 

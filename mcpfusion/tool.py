@@ -5,9 +5,10 @@ from __future__ import annotations
 import inspect
 import re
 import typing
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, overload
 
 from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -16,12 +17,15 @@ from pydantic.fields import FieldInfo
 from . import exposition, toon
 from .dependencies import build_dependant, is_empty, split_parameters, takes_page
 from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
+from .model import READ_SCHEMA_OF
+from .output import Output, cardinality, model_of, shape, union
 from .pagination import CURSOR_PARAM, CURSOR_SCHEMA
 from .presenter import Presenter
 from .schema import lean, root_keys
 from .select import SELECT_PARAM, select_schema
 
 Exposition = Literal["grouped", "flat"]
+F = TypeVar("F", bound=Callable[..., Any])
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 DISCRIMINATOR = "action"
 
@@ -40,6 +44,25 @@ def _flatten_model(annotation: Any) -> type[BaseModel] | None:
     if isinstance(base, type) and issubclass(base, BaseModel) and getattr(base, "__mcpfusion_flatten__", False):
         return base
     return None
+
+
+def _read_schema_in(annotation: Any) -> str | None:
+    """The name of a `Model` whose read schema appears in a parameter's annotation (guarded fields inside)."""
+    owner = getattr(annotation, READ_SCHEMA_OF, None)
+    if isinstance(owner, str):
+        return owner
+    for arg in typing.get_args(annotation):
+        found = _read_schema_in(arg)
+        if found:
+            return found
+    return None
+
+
+def _return_annotation(fn: Callable[..., Any]) -> Any:
+    try:
+        return typing.get_type_hints(fn).get("return")
+    except Exception:  # an unresolvable forward reference: the return type is unknown
+        return None
 
 
 class Flatten:
@@ -61,7 +84,7 @@ class Action:
     presenter: Presenter | None
     presenter_dependency: Callable[..., Any] | None
     presenter_candidates: tuple[Presenter, ...]
-    output_schema: dict[str, Any] | None
+    output: Output
     title: str | None
     args_model: type[BaseModel]
     flattened: dict[str, tuple[type[BaseModel], tuple[str, ...]]]
@@ -99,11 +122,18 @@ class Action:
     def presenters(self) -> tuple[Presenter, ...]:
         return ((self.presenter,) if self.presenter else ()) + self.presenter_candidates
 
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        """The advertised `outputSchema` (None: an untyped action)."""
+        return self.output.schema
+
     def output_keys(self) -> list[str]:
         keys: list[str] = []
-        for presenter in self.presenters:
+        firewall = (self.output.firewall,) if self.output.firewall else ()
+        for presenter in self.presenters + firewall:
             keys += [k for k in presenter.field_names if k not in keys]
-        keys += [k for k in root_keys(self.output_schema) if k not in keys]
+        if self.output.explicit is not None:
+            keys += [k for k in root_keys(self.output.explicit) if k not in keys]
         return keys
 
     def page_size(self, presenter: Presenter | None) -> int:
@@ -185,25 +215,55 @@ class Tool:
         self.actions: dict[str, Action] = {}
         self.source: str | None = None  # set by discovery: the file that defined it
 
+    @overload
+    def action(self, name: F, /) -> F: ...
+
+    @overload
     def action(
         self,
         name: str | None = None,
         *,
         description: str | None = None,
         readonly: bool = False,
-        destructive: bool = False,
+        destructive: bool | None = None,
         idempotent: bool = False,
-        open_world: bool = False,
-        returns: Presenter | Callable[..., Any] | None = None,
+        open_world: bool | None = None,
+        returns: Presenter | Callable[..., Any] | type[BaseModel] | None = None,
         presenters: Sequence[Presenter] = (),
-        output_schema: dict[str, Any] | type[BaseModel] | None = None,
+        output_schema: dict[str, Any] | type[BaseModel] | Any | None = None,
         title: str | None = None,
         paginate: int | bool | None = None,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Register a handler as an action; its signature becomes the input schema.
+    ) -> Callable[[F], F]: ...
 
+    def action(
+        self,
+        name: Any = None,
+        *,
+        description: str | None = None,
+        readonly: bool = False,
+        destructive: bool | None = None,
+        idempotent: bool = False,
+        open_world: bool | None = None,
+        returns: Any = None,
+        presenters: Sequence[Presenter] = (),
+        output_schema: Any = None,
+        title: str | None = None,
+        paginate: int | bool | None = None,
+    ) -> Any:
+        """Register a handler as an action; its signature becomes the input schema. Works bare
+        (`@tool.action`) and called (`@tool.action("name", readonly=True, returns=view)`).
+
+        Annotations follow the MCP defaults: an action that does not say otherwise is advertised as
+        destructive (unless `readonly=True`) and open-world, so nothing looks safer than declared.
+        `returns=` takes a presenter, a dependency returning one (declare its choices in `presenters=`),
+        or a pydantic model (the output firewall); so does the return annotation (`-> Invoice`).
         `paginate=N` (or True: the presenter's `limit()`) answers lists one page at a time with a signed
-        `cursor` (see `mcpfusion.pagination`)."""
+        `cursor` (see `mcpfusion.pagination`).
+        """
+        if callable(name) and not isinstance(name, str):
+            fn = name
+            self.actions_add(self._build(fn, fn.__name__, None, False, None, False, None, None, (), None, None))
+            return fn
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             self.actions_add(
@@ -227,18 +287,25 @@ class Tool:
         name: str,
         description: str | None,
         readonly: bool,
-        destructive: bool,
+        destructive: bool | None,
         idempotent: bool,
-        open_world: bool,
-        returns: Presenter | Callable[..., Any] | None,
+        open_world: bool | None,
+        returns: Any,
         candidates: tuple[Presenter, ...],
-        output_schema: dict[str, Any] | type[BaseModel] | None,
+        output_schema: Any,
         title: str | None,
         paginate: int | bool | None = None,
     ) -> Action:
+        where = f"{fn.__module__}.{fn.__qualname__}"
         if not _NAME.match(name) or name == DISCRIMINATOR:
             raise ValueError(f"action name {name!r} is not valid")
+        if readonly and destructive:
+            raise ValueError(f"{where}: an action cannot be both readonly and destructive")
+        if description is None and not (fn.__doc__ or "").strip():
+            warnings.warn(f"{where}: no docstring, so the action {self.name}.{name} has an empty description; "
+                          "add a docstring or description=...", UserWarning, stacklevel=4)
         arguments, dependencies = split_parameters(fn)
+        declared = inspect.signature(fn).parameters
         fields: dict[str, Any] = {}
         flattened: dict[str, tuple[type[BaseModel], tuple[str, ...]]] = {}
         plain: list[str] = []
@@ -247,6 +314,13 @@ class Tool:
         for param in arguments:
             if param.name in (DISCRIMINATOR, SELECT_PARAM) or (paginate and param.name == CURSOR_PARAM):
                 raise ValueError(f"{fn.__qualname__}: parameter name {param.name!r} is reserved")
+            if declared[param.name].annotation is inspect.Parameter.empty:
+                raise TypeError(f"{where}: parameter {param.name!r} has no type annotation, so the agent would get "
+                                f"a schema without a type; annotate it (e.g. {param.name}: str)")
+            owner = _read_schema_in(param.annotation)
+            if owner is not None:
+                raise TypeError(f"{where}: parameter {param.name!r} uses {owner}'s read schema as input, which would "
+                                f"make its guarded fields writable; use {owner}.input_model('<operation>') instead")
             flat = _flatten_model(param.annotation)
             if flat is not None:
                 for field_name, info in flat.model_fields.items():
@@ -266,9 +340,10 @@ class Tool:
         args_model = create_model(
             f"{self.name}_{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
         )
-        presenter = returns if isinstance(returns, Presenter) else None
-        presenter_dependency = None if returns is None or isinstance(returns, Presenter) else returns
-        schema = self._output_schema(fn, output_schema, returns)
+        presenter, presenter_dependency, candidates, output = self._output(
+            fn, where, f"{self.name}/{name}", returns, candidates, output_schema
+        )
+        output.paginated = bool(paginate)
         dependant = build_dependant(dependencies, presenter_dependency)
         _check_paging(fn, paginate, takes_page(dependencies), (presenter, *candidates) if presenter else candidates,
                       presenter_dependency is not None)
@@ -278,13 +353,13 @@ class Tool:
             fn=fn,
             description=description if description is not None else _first_line(fn.__doc__),
             readonly=readonly,
-            destructive=destructive,
+            destructive=(not readonly) if destructive is None else destructive,
             idempotent=idempotent,
-            open_world=open_world,
+            open_world=True if open_world is None else open_world,
             presenter=presenter,
             presenter_dependency=presenter_dependency,
             presenter_candidates=candidates,
-            output_schema=schema,
+            output=output,
             title=title,
             args_model=args_model,
             flattened=flattened,
@@ -297,20 +372,55 @@ class Tool:
             paginate=paginate,
         )
 
-    @staticmethod
-    def _output_schema(fn: Callable[..., Any], explicit: Any, returns: Any) -> dict[str, Any] | None:
-        if isinstance(explicit, dict):
-            return explicit
-        if isinstance(explicit, type) and issubclass(explicit, BaseModel):
-            model: Any = explicit
-        elif returns is not None:
-            return None
-        else:
-            model = typing.get_type_hints(fn).get("return")
-        if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            return None
-        schema: dict[str, Any] = lean(model.model_json_schema())
-        return schema
+    def _output(
+        self, fn: Callable[..., Any], where: str, label: str, returns: Any, candidates: tuple[Presenter, ...],
+        output_schema: Any,
+    ) -> tuple[Presenter | None, Callable[..., Any] | None, tuple[Presenter, ...], Output]:
+        """(static presenter, presenter dependency, its declared choices, the output contract)."""
+        annotation = _return_annotation(fn)
+        explicit: dict[str, Any] | None = None
+        model, many = None, None
+        if isinstance(output_schema, dict):
+            explicit = output_schema
+        elif output_schema is not None:
+            model, many = model_of(output_schema)
+            if model is None:
+                raise TypeError(f"{where}: output_schema= takes a JSON schema (dict) or a pydantic model "
+                                f"(or a list of one), not {output_schema!r}")
+        if returns is not None and not isinstance(returns, Presenter):
+            named, named_many = model_of(returns)
+            if named is not None:  # `returns=SomeModel`: the output model, not a dependency
+                if model is None:
+                    model, many = named, named_many
+                returns = None
+        if returns is None and candidates:
+            if len(candidates) > 1:
+                raise ValueError(f"{where}: presenters= lists the presenters a returns= dependency chooses from; "
+                                 "add returns=<dependency returning one of them>")
+            returns, candidates = candidates[0], ()  # one presenter, declared as a list: it applies
+        presenter = returns if isinstance(returns, Presenter) else None
+        dependency = returns if returns is not None and presenter is None else None
+        if dependency is not None and not callable(dependency):
+            raise TypeError(f"{where}: returns= takes a presenter, a dependency or a pydantic model, not {returns!r}")
+        if model is None and presenter is None and dependency is None and explicit is None:
+            model, many = model_of(annotation)
+        declared = ((presenter,) if presenter else ()) + candidates
+        if model is not None and (declared or dependency is not None):
+            # A model next to presenters only documents their output: advertised, and checked as a schema.
+            explicit = shape(Presenter.firewall(model).wire_schema(), many, optional=self.select)
+            model = None
+        if dependency is not None and not candidates and explicit is None:
+            warnings.warn(f"{where}: returns= is a dependency without presenters=[...], so the action advertises "
+                          "no output schema; list the presenters it may return", UserWarning, stacklevel=5)
+        output = Output(
+            label,
+            explicit=explicit,
+            firewall=Presenter.firewall(model) if model is not None else None,
+            presenters=declared,
+            many=many if model is not None else cardinality(annotation),
+            optional=self.select,
+        )
+        return presenter, dependency, candidates, output
 
     # -- exposition --------------------------------------------------------------------------------
     def select_keys(self) -> list[str]:
@@ -347,14 +457,11 @@ class Tool:
         )
 
     def grouped_output_schema(self) -> dict[str, Any] | None:
+        """One schema for the grouped tool: any of its actions' output schemas, when every action has one."""
         schemas = [a.output_schema for a in self.actions.values()]
         if not schemas or any(s is None for s in schemas):
             return None
-        unique: list[dict[str, Any]] = []
-        for s in schemas:
-            if s not in unique:
-                unique.append(s)  # type: ignore[arg-type]
-        return unique[0] if len(unique) == 1 else {"type": "object", "anyOf": unique}
+        return union([s for s in schemas if s is not None])
 
     def toon_text(self) -> str:
         """The TOON description (what `toon_description=True` advertises), whatever the tool's setting."""

@@ -3,6 +3,7 @@
 from .customer import Customer, CustomerModel, CustomerRef
 from .invoice import (
     INVOICE_STATUSES,
+    ExportRow,
     Invoice,
     InvoiceLine,
     InvoiceModel,
@@ -20,6 +21,7 @@ __all__ = [
     "Customer",
     "CustomerModel",
     "CustomerRef",
+    "ExportRow",
     "Invoice",
     "InvoiceLine",
     "InvoiceModel",

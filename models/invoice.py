@@ -91,3 +91,15 @@ class RevenueSummary(BaseModel):
     overdue_cents: int = Field(description="Part of the outstanding amount past its due date, in CENTS.")
     overdue_count: int
     paid_cents: int = Field(description="Amount received, in CENTS.")
+
+
+class ExportRow(BaseModel):
+    """One invoice as `export_invoices` lists it (TOON text, and the same rows as structured content)."""
+
+    id: str
+    number: str
+    customer: str = Field(description="The customer's name.")
+    status: InvoiceStatus
+    total_cents: int = Field(description="Invoice total in CENTS.")
+    due_date: dt.date
+    overdue: bool

@@ -15,7 +15,7 @@ from pydantic import Field
 from app.deps import get_store, invoice_presenter, invoice_rows_presenter, payment_api_key
 from app.store import BillingStore, invoice_key
 from mcpfusion import Context, Page, Tool, success_structured, toon_success
-from models import INVOICE_STATUSES, InvoiceModel, PaymentModel, RevenueSummary
+from models import INVOICE_STATUSES, ExportRow, InvoiceModel, PaymentModel, RevenueSummary
 from presenters import invoice_admin, invoice_rows_admin, invoice_rows_support, invoice_support
 
 billing = Tool(
@@ -34,10 +34,13 @@ StatusFilter = Annotated[
     Field(description="Only invoices with this status (or overdue)."),
 ]
 DETAIL = {"returns": invoice_presenter, "presenters": [invoice_admin, invoice_support]}
+# MCP hints default to destructive and open world: say what each action really does. Only the tenant's own
+# database is touched (closed world), except where an action reaches a customer or a payment processor.
+LOCAL = {"open_world": False}
 
 
 @billing.action(readonly=True, returns=invoice_rows_presenter, presenters=[invoice_rows_admin, invoice_rows_support],
-                paginate=True)
+                paginate=True, **LOCAL)
 async def list_invoices(
     page: Page,
     status: StatusFilter = None,
@@ -49,25 +52,25 @@ async def list_invoices(
     return page.keyset(rows, key=invoice_key)
 
 
-@billing.action(readonly=True, **DETAIL)
+@billing.action(readonly=True, **LOCAL, **DETAIL)
 async def get_invoice(id: InvoiceId, store: BillingStore = Depends(get_store)) -> dict:
     """Get one invoice with its lines and payments"""
     return await store.get_invoice(id)
 
 
-@billing.action(**DETAIL)
+@billing.action(destructive=False, **LOCAL, **DETAIL)
 async def create_invoice(invoice: InvoiceCreate, store: BillingStore = Depends(get_store)) -> dict:
     """Create a draft invoice for a customer"""
     return await store.create_invoice(invoice.customer_id, invoice.due_date, invoice.lines, invoice.internal_note)
 
 
-@billing.action(idempotent=True, **DETAIL)
+@billing.action(idempotent=True, destructive=False, **LOCAL, **DETAIL)
 async def update_invoice_status(id: InvoiceId, change: InvoiceUpdate, store: BillingStore = Depends(get_store)) -> dict:
     """Move an invoice to its next status (draft->sent->paid)"""
     return await store.set_status(id, change.status)
 
 
-@billing.action(open_world=True, **DETAIL)
+@billing.action(open_world=True, destructive=False, **DETAIL)
 async def remind(
     id: InvoiceId,
     ctx: Context,
@@ -81,7 +84,7 @@ async def remind(
     return invoice
 
 
-@billing.action(destructive=True, **DETAIL)
+@billing.action(destructive=True, **LOCAL, **DETAIL)
 async def void_invoice(
     id: InvoiceId,
     reason: Annotated[str, Field(min_length=3, max_length=200, description="Why the invoice is voided.")],
@@ -91,7 +94,7 @@ async def void_invoice(
     return await store.void(id, reason)
 
 
-@billing.action(open_world=True, **DETAIL)
+@billing.action(open_world=True, destructive=False, **DETAIL)
 async def record_payment(
     id: InvoiceId,
     payment: PaymentCreate,
@@ -104,13 +107,13 @@ async def record_payment(
     return await store.record_payment(id, payment.amount_cents, payment.method, reference)
 
 
-@billing.action(readonly=True, idempotent=True, output_schema=RevenueSummary)
+@billing.action(readonly=True, idempotent=True, output_schema=RevenueSummary, **LOCAL)
 async def revenue_summary(store: BillingStore = Depends(get_store)):
     """Receivables at a glance (structured content)"""
     return success_structured(RevenueSummary.model_validate(await store.summary()))
 
 
-@billing.action(readonly=True, idempotent=True)
+@billing.action(readonly=True, idempotent=True, output_schema=list[ExportRow], **LOCAL)
 async def export_invoices(
     status: StatusFilter = None,
     store: BillingStore = Depends(get_store),

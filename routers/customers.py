@@ -12,7 +12,7 @@ from mcpfusion import Page, Tool
 from presenters import customer_admin, customer_support
 
 customers = Tool("customers", description="Customers of your organisation", tags=["crm"], select=True)
-AUDIENCES = {"returns": customer_presenter, "presenters": [customer_admin, customer_support]}
+AUDIENCES = {"returns": customer_presenter, "presenters": [customer_admin, customer_support], "open_world": False}
 
 
 @customers.action("list", readonly=True, paginate=True, **AUDIENCES)

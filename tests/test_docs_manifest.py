@@ -54,8 +54,9 @@ def test_toon_description_verbatim_and_decoded_as_a_table(manifest):
 def test_tags_exposition_and_aggregated_annotations(manifest):
     entry = tool(manifest, "billing")
     assert entry["tags"] == ["finance"] and entry["exposition"] == "grouped" and entry["select"] is True
+    # The sample declares no open_world: the MCP default (open world) is advertised.
     assert entry["annotations"] == {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
-                                    "openWorldHint": False}
+                                    "openWorldHint": True}
     assert action(manifest, "billing", "void_invoice")["annotations"]["destructiveHint"] is True
 
 
@@ -112,7 +113,8 @@ def test_token_counts_are_computed_with_o200k(manifest):
     figures = entry["tokens"]
     assert figures["toon_description"] == len(ENC.encode(entry["toon_description"]["text"]))
     flat = [{"name": f"billing_{a.name}", "description": a.description, "inputSchema": a.input_schema,
-             "annotations": a.annotations()} for a in billing.actions.values()]
+             "annotations": a.annotations(), **({"outputSchema": a.output_schema} if a.output_schema else {})}
+            for a in billing.actions.values()]
     assert figures["flat_json_entries"] == len(ENC.encode(json.dumps(flat, separators=(",", ":"))))
     assert figures["flat_tool_count"] == 4
     assert figures["saving"]["saved"] == figures["flat_json_entries"] - figures["grouped_toon_entry"] > 0

@@ -45,7 +45,7 @@ def test_full_pipeline_exact_wire():
     result = invoice_presenter().present(INVOICE)
     assert result.texts == [
         '{"id":"inv_1","customer":{"name":"Ada","email":"[REDACTED]"},"amount_cents":1250,"status":"overdue"}',
-        '<ui_passthrough type="markdown">\n| Field | Value |\n|---|---|\n| Email | ada@example.com |\n</ui_passthrough>',
+        '<ui_passthrough type="markdown">\n| Field | Value |\n|---|---|\n| Email | [REDACTED] |\n</ui_passthrough>',
         "<domain_rules>\n- amount_cents: CENTS, divide by 100\n- CRITICAL: amount_cents is in CENTS. Divide by 100.\n"
         "</domain_rules>",
         "<action_suggestions>\n- billing.remind: Send a payment reminder\n</action_suggestions>",
@@ -71,8 +71,9 @@ def test_casts_apply_when_reading():
 def test_select_filters_only_the_data_block():
     result = invoice_presenter().present(INVOICE, select=["id", "status"])
     assert result.texts[0] == '{"id":"inv_1","status":"overdue"}'
-    # UI, rules and suggestions still ran on the full object
-    assert "ada@example.com" in result.texts[1]
+    # UI, rules and suggestions still ran on the full object (the UI block saw the email, the guard censored it)
+    assert "| Email | [REDACTED] |" in result.texts[1]
+    assert "ada@example.com" not in result.text
     assert result.texts[3] == "<action_suggestions>\n- billing.remind: Send a payment reminder\n</action_suggestions>"
     assert len(result.texts) == 4
 
@@ -142,10 +143,18 @@ def test_redaction_path_typo_is_caught_at_definition():
         Presenter("P").redact_pii(["a..b"])
 
 
-def test_redaction_runs_after_ui_so_operators_see_real_values():
-    presenter = Presenter("P").schema({"email": str}).redact_pii(["email"]).ui(lambda d: ui.markdown(d["email"]))
+def test_redaction_runs_after_ui_callbacks_see_real_values_and_blocks_are_guarded():
+    seen = []
+    presenter = Presenter("P").schema({"email": str}).redact_pii(["email"]).ui(
+        lambda d: seen.append(d["email"]) or ui.markdown(f"Mail {d['email']}"))
     result = presenter.present({"email": "ada@example.com"})
-    assert result.texts == ['{"email":"[REDACTED]"}', '<ui_passthrough type="markdown">\nada@example.com\n</ui_passthrough>']
+    assert seen == ["ada@example.com"]
+    assert result.texts == ['{"email":"[REDACTED]"}', '<ui_passthrough type="markdown">\nMail [REDACTED]\n</ui_passthrough>']
+    # The explicit opt-out: blocks for a human operator keep the value; the data block is still redacted.
+    operator = Presenter("P").schema({"email": str}).redact_pii(["email"], guard_blocks=False).ui(
+        lambda d: ui.markdown(d["email"]))
+    assert operator.present({"email": "ada@example.com"}).texts == [
+        '{"email":"[REDACTED]"}', '<ui_passthrough type="markdown">\nada@example.com\n</ui_passthrough>']
 
 
 def test_embed_child_blocks_rules_and_suggestions_merge_deduplicated():
@@ -203,11 +212,13 @@ def test_directives_block():
     assert result.texts[1] == "<llm_directives>\n- Mention the due date 2026-12-01.\n</llm_directives>"
 
 
-def test_collection_schema_mismatch_names_the_field_not_the_value():
+def test_collection_degrades_per_item_naming_the_field_not_the_value(caplog):
     presenter = Presenter("P").schema({"amount": int})
-    with pytest.raises(PresenterError) as info:
-        presenter.present([{"amount": 1}, {"amount": "secret-value"}])
-    assert "secret-value" not in str(info.value) and "(amount)" in str(info.value)
+    with caplog.at_level("WARNING", logger="mcpfusion"):
+        result = presenter.present([{"amount": 1}, {"amount": "secret-value"}, {"amount": 3}])
+    assert result.view.data == [{"amount": 1}, {"amount": 3}]
+    assert "1 of 3 item(s) could not be shown" in result.texts[1] and "secret-value" not in result.text
+    assert "#1 (amount)" in caplog.text and "secret-value" not in caplog.text
 
 
 def test_plain_and_rich_embedded_children_render_the_same_data_and_rules():

@@ -110,10 +110,11 @@ def test_grouped_schema_union_with_required_annotations_and_aggregated_annotatio
     assert props["currency"]["description"] == "Optional for: total."
     for hidden_or_guarded in ("internal_notes", "db", "x_role"):
         assert hidden_or_guarded not in props
-    # aggregated (destructive if any is), advertised only where it differs from MCP's defaults
-    assert entry["annotations"] == {"openWorldHint": False}
+    # Undeclared hints take the MCP defaults (destructive, open world): nothing looks safer than declared;
+    # advertised only where they differ from MCP's defaults, so nothing at all here.
+    assert "annotations" not in entry
     assert build_tool().annotations() == {
-        "readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False
+        "readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": True
     }
     assert "outputSchema" not in entry  # not every action has one
     assert "title" not in str(schema)
@@ -276,17 +277,25 @@ async def test_framework_responses_pass_through_untouched():
     tool = Tool("t")
     sentinel = success("exactly this")
 
-    @tool.action(returns=Presenter("P").schema({"a": int}))
+    @tool.action()
     async def raw():
+        """Untyped: any framework response goes out as made."""
         return sentinel
 
     @tool.action()
     async def structured():
+        """Untyped, structured."""
         return success_structured({"a": 1})
+
+    @tool.action(returns=Presenter("P").schema({"a": int}))
+    async def typed_text():
+        """Typed by its presenter, but answers text: it would contradict its outputSchema."""
+        return success("exactly this")
 
     tester = ToolTester([tool])
     assert (await tester.call("t", "raw")).raw is sentinel
     assert (await tester.call("t", "structured")).structured_content == {"a": 1}
+    assert (await tester.call("t", "typed_text")).error_code == "INVALID_OUTPUT"
 
 
 async def test_select_parameter_enum_and_filtering():

@@ -1,0 +1,116 @@
+"""The egress guard: the real value of a redacted field never leaves the server, in any block.
+
+Redaction is late (UI, rule, directive and suggestion callbacks compute on real values), so a callback may
+copy a value that the data block censors: `ui.summary(customer["email"])`. Before a presenter's response
+leaves, the guard takes the real values its redaction removed and censors them everywhere else:
+
+- text blocks (UI, embeds, directives, rules, suggestions): every occurrence of a removed value at least
+  `MIN_LENGTH` characters long, as written, as escaped for the XML-ish blocks, as escaped inside JSON text
+  and as written in a markdown table cell, is replaced by the censor;
+- the structured data (the data block, `structuredContent`, the REST body): a string equal to a removed
+  string, or containing a removed value at least `MIN_LENGTH` characters long, is censored.
+
+Values shorter than `MIN_LENGTH` ("1", "EU", "") are matched only as whole strings of the structured data:
+scanning free text for them would censor ordinary words and numbers. Booleans and `None` are never guarded,
+numbers only in text blocks. The guard matches exact values (not a lower-cased or partial copy). A presenter that
+deliberately shows redacted values to a human operator opts out with `redact_pii(..., guard_blocks=False)`:
+its data block and structured data are still redacted, its other blocks are not guarded.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic_core import to_json
+
+from . import markup
+from .redaction import DEFAULT_CENSOR, RedactionError
+from .response import ToolResponse, dumps
+
+MIN_LENGTH = 4
+
+
+def _values(removed: list[Any]) -> tuple[set[str], list[str], list[str]]:
+    """(every removed string, the long removed strings, the long removed values as text), longest first."""
+    exact: set[str] = set()
+    long: set[str] = set()
+    numbers: set[str] = set()
+    stack = list(removed)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+        elif value is None or isinstance(value, bool):
+            continue
+        else:
+            text = value if isinstance(value, str) else str(value)
+            if isinstance(value, str) and text:
+                exact.add(text)
+            if len(text) >= MIN_LENGTH:
+                (long if isinstance(value, str) else numbers).add(text)
+    return exact, sorted(long, key=len, reverse=True), sorted(long | numbers, key=len, reverse=True)
+
+
+def _variants(value: str) -> list[str]:
+    """The forms a value takes once rendered into a block."""
+    forms = [
+        value,
+        markup.text(value),
+        markup.message(value),
+        to_json(value).decode()[1:-1],
+        json.dumps(value)[1:-1],
+        value.replace("|", "\\|").replace("\n", " "),
+    ]
+    return list(dict.fromkeys(f for f in forms if f))
+
+
+def _scrub_text(text: str, needles: list[str], censor: str) -> str:
+    for needle in needles:
+        if needle in text:
+            text = text.replace(needle, censor)
+    return text
+
+
+def _scrub_data(data: Any, exact: set[str], long: list[str], censor: str) -> Any:
+    if isinstance(data, str):
+        if data in exact:
+            return censor
+        return _scrub_text(data, long, censor)
+    if isinstance(data, dict):
+        return {k: _scrub_data(v, exact, long, censor) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_scrub_data(v, exact, long, censor) for v in data]
+    return data
+
+
+def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENSOR, *, pretty: bool = False) -> None:
+    """Censor the removed values out of every block of a presenter's response, in place.
+
+    The first text block is the serialized data: it is rebuilt from the guarded data, never edited as text
+    (editing could break its JSON). Fails closed when a value survives (e.g. as an object key).
+    """
+    exact, long, every = _values(removed)
+    if not exact and not every:
+        return
+    mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
+    texts = response.texts
+    if every:
+        in_text = [form for value in every for form in _variants(value)]
+        for i in range(1, len(texts)):
+            texts[i] = _scrub_text(texts[i], in_text, mask)
+    data = response.view.data
+    if data is None or isinstance(data, str):
+        return
+    head = texts[0]
+    needles = [form for value in long for form in _variants(value)]
+    quoted = [to_json(v).decode() for v in exact]
+    if any(n in head for n in needles) or any(q in head for q in quoted):
+        data = _scrub_data(data, exact, long, mask)
+        texts[0] = dumps(data, pretty=pretty)
+        if any(n in texts[0] for n in needles):
+            raise RedactionError("a redacted value is still in the data block (an object key?)")
+        response.view.data = data
+        response.view.rewritten = True

@@ -1,0 +1,194 @@
+"""The typed output contract of an action: the `outputSchema` it advertises and the check every structured
+result passes before it is sent.
+
+Where an action's output schema comes from (first match):
+
+1. `output_schema=` a JSON schema (dict): advertised as given, every result validated against it.
+2. a pydantic model (or a `Model`, or a list of either) named by `output_schema=`, `returns=` or the return
+   annotation: the model is the firewall (validate, apply casts, strip undeclared and hidden fields) and its
+   serialization schema is the output schema.
+3. a presenter (`returns=presenter`, or the `presenters=` a `returns=` dependency chooses from): the
+   presenter's wire schema (embeds included, redacted fields typed as the censor).
+
+structuredContent is always an object: a list is sent as `{"items": [...]}`. With `_select` on the tool,
+root fields are optional. What a firewall (presenter or model) built is valid by construction; anything else
+(a handler's own `success_structured`/`toon_success`, a presenter the action did not declare, data the
+egress guard rewrote) is validated against the advertised schema with jsonschema. A mismatch never reaches
+the wire: it is an `INVALID_OUTPUT` tool error, with the failing path (never the value) in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import typing
+from collections import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from .errors import INVALID_OUTPUT, ToolError
+from .model import Model
+from .presenter import Presenter
+from .response import ToolResponse
+
+logger = logging.getLogger("mcpfusion")
+ITEMS = "items"
+NEXT_CURSOR = "next_cursor"  # set by pagination on a page of a list
+
+
+def model_of(spec: Any) -> tuple[Model | type[BaseModel] | None, bool | None]:
+    """(the pydantic model or `Model` that `spec` names, whether it is a list of it)."""
+    if isinstance(spec, Model) or (isinstance(spec, type) and issubclass(spec, BaseModel)):
+        return spec, False
+    origin = typing.get_origin(spec)
+    args = typing.get_args(spec)
+    if isinstance(origin, type) and issubclass(origin, abc.Sequence) and not issubclass(origin, str | bytes):
+        inner, _ = model_of(args[0]) if args else (None, None)
+        if inner is not None:
+            return inner, True
+    return None, None
+
+
+def cardinality(annotation: Any) -> bool | None:
+    """True for a list-like return annotation, False for one object, None when it may be either."""
+    if annotation is None or annotation is typing.Any:
+        return None
+    origin = typing.get_origin(annotation) or annotation
+    if not isinstance(origin, type):
+        return None  # a union, a type variable...: either
+    if issubclass(origin, BaseModel | dict | abc.Mapping):
+        return False
+    if issubclass(origin, list | tuple | abc.Sequence | abc.Set) and not issubclass(origin, str | bytes):
+        return True
+    return None
+
+
+def _optional(schema: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in schema.items() if k != "required"}
+
+
+def _branches(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    if set(schema) <= {"type", "anyOf"} and isinstance(schema.get("anyOf"), list):
+        return list(schema["anyOf"])
+    return [schema]
+
+
+def shape(
+    item: dict[str, Any], many: bool | None, *, optional: bool = False, paginated: bool = False
+) -> dict[str, Any]:
+    """The output schema of an action whose results are `item`s: one, a list (`{"items": [...]}`, with the
+    next page's `next_cursor` when paginated), or either."""
+    if optional:
+        item = _optional(item)
+    properties: dict[str, Any] = {ITEMS: {"type": "array", "items": item}}
+    if paginated:
+        properties[NEXT_CURSOR] = {"type": ["string", "null"]}
+    collection = {"type": "object", "properties": properties, "required": [ITEMS]}
+    if many is True:
+        return collection
+    if many is False:
+        return item
+    return {"type": "object", "anyOf": [item, collection]}
+
+
+def union(schemas: list[dict[str, Any]]) -> dict[str, Any]:
+    """One object schema accepting any of `schemas` (duplicates merged)."""
+    unique: list[dict[str, Any]] = []
+    for schema in schemas:
+        for branch in _branches(schema):
+            if branch not in unique:
+                unique.append(branch)
+    return unique[0] if len(unique) == 1 else {"type": "object", "anyOf": unique}
+
+
+def wrap(data: Any) -> Any:
+    """structuredContent for the data of a response (lists as `{"items": [...]}`)."""
+    return {ITEMS: data} if isinstance(data, list) else data
+
+
+def invalid_output(label: str) -> ToolError:
+    return ToolError(
+        INVALID_OUTPUT,
+        f"{label} produced a result that does not match its output schema; it was not sent.",
+        recovery="This is a server problem, not your call; retry later or try another action.",
+    )
+
+
+@dataclass(eq=False)
+class Output:
+    """One action's output contract (built lazily: presenters may still be configured after the decorator)."""
+
+    label: str
+    explicit: dict[str, Any] | None = None
+    firewall: Presenter | None = None
+    presenters: tuple[Presenter, ...] = ()
+    many: bool | None = None
+    optional: bool = False
+    paginated: bool = False
+    _schema: dict[str, Any] | None = field(default=None, repr=False)
+    _built: bool = field(default=False, repr=False)
+    _validator: Any = field(default=None, repr=False)
+
+    @property
+    def schema(self) -> dict[str, Any] | None:
+        """The advertised `outputSchema` (None: the action is untyped)."""
+        if not self._built:
+            self._schema = self._derive()
+            self._built = True
+        return self._schema
+
+    def _derive(self) -> dict[str, Any] | None:
+        if self.explicit is not None:
+            return self.explicit
+        shapes = [p.wire_schema() for p in ((self.firewall,) if self.firewall else self.presenters)]
+        if not shapes:
+            return None
+        return union([shape(s, self.many, optional=self.optional, paginated=self.paginated) for s in shapes])
+
+    @property
+    def trusted(self) -> tuple[Presenter, ...]:
+        """Presenters whose output is valid by construction against the derived schema."""
+        if self.explicit is not None:
+            return ()
+        return (self.firewall,) if self.firewall else self.presenters
+
+    def check(self, response: ToolResponse, presenter: Presenter | None) -> ToolResponse:
+        """Attach structuredContent to a successful response of a typed action, validated; raises on mismatch."""
+        if response.is_error:
+            return response
+        schema = self.schema
+        if schema is None:
+            return response
+        data = response.view.data
+        structured = wrap(data)
+        if not isinstance(structured, dict):
+            logger.error("%s: a typed action answered %s, not an object or a list", self.label, type(data).__name__)
+            raise invalid_output(self.label)
+        fits = (
+            presenter is not None
+            and presenter in self.trusted
+            and not response.view.rewritten
+            and (self.many is None or self.many == isinstance(data, list))
+        )
+        if not fits:
+            self._validate(structured, schema)
+        response.structured_content = structured
+        return response
+
+    def _validate(self, structured: dict[str, Any], schema: dict[str, Any]) -> None:
+        if self._validator is None:
+            from jsonschema.validators import validator_for  # imported on first use: a cold-start cost
+
+            cls = validator_for(schema)
+            cls.check_schema(schema)
+            self._validator = cls(schema)
+        error = next(iter(self._validator.iter_errors(structured)), None)
+        if error is not None:
+            from jsonschema.exceptions import best_match
+
+            worst = best_match(self._validator.iter_errors(structured)) or error
+            # The path and the rule that failed, never the value (it may be what the schema keeps out).
+            logger.error("%s: structured result does not match its output schema at %s (%s)",
+                         self.label, worst.json_path, worst.validator)
+            raise invalid_output(self.label)
