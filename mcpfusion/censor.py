@@ -20,13 +20,16 @@ its data block and structured data are still redacted, its other blocks are not 
 from __future__ import annotations
 
 import json
+import re
+from functools import lru_cache
 from typing import Any
 
 from pydantic_core import to_json
 
 from . import markup
 from .redaction import DEFAULT_CENSOR, RedactionError
-from .response import ToolResponse, dumps
+from .response import ToolResponse
+from .serializer import dumps
 
 MIN_LENGTH = 4
 
@@ -39,32 +42,52 @@ def _values(removed: list[Any]) -> tuple[set[str], list[str], list[str]]:
     stack = list(removed)
     while stack:
         value = stack.pop()
-        if isinstance(value, dict):
+        if value.__class__ is str:  # the common case first: a censored string field
+            if value:
+                exact.add(value)
+                if len(value) >= MIN_LENGTH:
+                    long.add(value)
+        elif isinstance(value, dict):
             stack.extend(value.values())
         elif isinstance(value, list | tuple):
             stack.extend(value)
         elif value is None or isinstance(value, bool):
             continue
         else:
-            text = value if isinstance(value, str) else str(value)
-            if isinstance(value, str) and text:
+            text = str(value)
+            if isinstance(value, str):
                 exact.add(text)
-            if len(text) >= MIN_LENGTH:
-                (long if isinstance(value, str) else numbers).add(text)
-    return exact, sorted(long, key=len, reverse=True), sorted(long | numbers, key=len, reverse=True)
+                if len(text) >= MIN_LENGTH:
+                    long.add(text)
+            elif len(text) >= MIN_LENGTH:
+                numbers.add(text)
+    every = long | numbers if numbers else long
+    return exact, sorted(long, key=len, reverse=True), sorted(every, key=len, reverse=True)
 
 
-def _variants(value: str) -> list[str]:
-    """The forms a value takes once rendered into a block."""
+_PLAIN = re.compile(r'^[^&<"\\|\x00-\x1f\x7f-\U0010ffff]*$')  # nothing any block escapes
+
+
+@lru_cache(maxsize=4096)
+def _variants(value: str) -> tuple[str, ...]:
+    """The forms a value takes once rendered into a block (just itself for plain ASCII text)."""
+    if _PLAIN.match(value):
+        return (value,)
     forms = [
         value,
-        markup.text(value),
+        markup.attr(value),
         markup.message(value),
         to_json(value).decode()[1:-1],
         json.dumps(value)[1:-1],
         value.replace("|", "\\|").replace("\n", " "),
     ]
-    return list(dict.fromkeys(f for f in forms if f))
+    return tuple(dict.fromkeys(f for f in forms if f))
+
+
+@lru_cache(maxsize=4096)
+def _quoted(value: str) -> str:
+    """The value as a whole JSON string of the data block."""
+    return to_json(value).decode()
 
 
 def _scrub_text(text: str, needles: list[str], censor: str) -> str:
@@ -97,17 +120,18 @@ def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENS
         return
     mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
     texts = response.texts
-    if every:
-        in_text = [form for value in every for form in _variants(value)]
-        for i in range(1, len(texts)):
-            texts[i] = _scrub_text(texts[i], in_text, mask)
+    if every and len(texts) > 1:
+        blocks = "\n".join(texts[1:])  # one scan per form over all blocks; most calls find nothing
+        found = [form for value in every for form in _variants(value) if form in blocks]
+        if found:
+            for i in range(1, len(texts)):
+                texts[i] = _scrub_text(texts[i], found, mask)
     data = response.view.data
     if data is None or isinstance(data, str):
         return
     head = texts[0]
     needles = [form for value in long for form in _variants(value)]
-    quoted = [to_json(v).decode() for v in exact]
-    if any(n in head for n in needles) or any(q in head for q in quoted):
+    if any(n in head for n in needles) or any(_quoted(v) in head for v in exact):
         data = _scrub_data(data, exact, long, mask)
         texts[0] = dumps(data, pretty=pretty)
         if any(n in texts[0] for n in needles):

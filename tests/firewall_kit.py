@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI
-from service_kit import McpSession, asgi_client, in_process, mcp, rest
 
 from mcpfusion import MCPFusion, Tool
+from tests.service_kit import McpSession, asgi_client, in_process, mcp, rest
 
 PATHS = ("inproc", "rest", "mcp-2026", "mcp-2025")
 
@@ -52,7 +52,7 @@ async def every_path(app: FastAPI, tool: str, action: str, args: dict[str, Any] 
     async with asgi_client(app) as client:
         r = await rest(client, tool, action, args, token)
         body = r.json()
-        error = body["error"]["code"] if r.status_code >= 400 else None
+        error = body["code"] if r.status_code >= 400 else None  # problem details (RFC 9457)
         out["rest"] = Answer("rest", error, r.text, None if error else body, [])
         r = await mcp(client, tool, action, args, token)
         assert r.status_code == 200, r.text
@@ -69,7 +69,7 @@ async def tools_list(app: FastAPI) -> list[dict[str, Any]]:
         session = McpSession(client, None)
         await session.start()
         r = await session.rpc("tools/list")
-        from service_kit import sse_messages
+        from tests.service_kit import sse_messages
 
         messages = sse_messages(r.text) if "event-stream" in r.headers["content-type"] else [r.json()]
         return next(m for m in messages if m.get("id") == session.next_id)["result"]["tools"]

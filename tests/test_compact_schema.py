@@ -153,7 +153,7 @@ def test_plain_grouped_tool_keeps_required_notes_and_select():
     assert props["q"] == {"type": "string", "description": "Required for: second. Optional for: first."}
     assert props["page"] == {"type": "integer", "description": "Optional for: first, second."}
     assert props["_select"]["type"] == "array"
-    assert entry["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
+    assert entry["annotations"] == {"readOnlyHint": True}  # open world is the MCP default
 
 
 def test_optional_form_and_merge_units():
@@ -193,4 +193,4 @@ def test_flat_exposition_is_compact_too():
     [entry] = tool_entries(tool)
     assert entry["inputSchema"]["properties"]["verbose"] == {"type": "boolean"}
     assert entry["inputSchema"]["required"] == ["id"]
-    assert entry["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
+    assert entry["annotations"] == {"readOnlyHint": True}  # open world is the MCP default

@@ -8,10 +8,10 @@ import logging
 
 import jsonschema
 import pytest
-from firewall_kit import PATHS, app_for, every_path, tools_list
 from pydantic import BaseModel, Field
 
 from mcpfusion import Presenter, Tool, success_structured, suggest, ui
+from tests.firewall_kit import PATHS, app_for, every_path, tools_list
 
 EMAIL = "ada@example.com"
 PHONE = "+33 1 23 45 67 89"
