@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event, select, text
+from sqlalchemy import event, inspect, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 
@@ -28,6 +28,13 @@ def _sqlite_foreign_keys(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+def _add_missing_columns(conn: Any) -> None:
+    """Columns added since a database file was created (create_all makes tables, never columns)."""
+    known = {c["name"] for c in inspect(conn).get_columns("invoices")}
+    if "void_reason" not in known:
+        conn.execute(text("ALTER TABLE invoices ADD COLUMN void_reason VARCHAR(200)"))
 
 
 class Database:
@@ -61,6 +68,7 @@ class Database:
             try:
                 async with self.engine.begin() as conn:
                     await conn.run_sync(Base.metadata.create_all)
+                    await conn.run_sync(_add_missing_columns)
                 break
             except (IntegrityError, ProgrammingError, OperationalError):
                 if attempt:

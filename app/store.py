@@ -14,10 +14,12 @@ import datetime as dt
 import secrets
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import Select, and_, bindparam, case, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mcpfusion import ToolError
+from models import InvoiceModel
 
 from .auth import Principal
 from .tables import CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, TenantRecord
@@ -132,6 +134,21 @@ class BillingStore:
             raise not_found("Invoice", invoice_id, "billing.list_invoices")
         return row
 
+    async def _commit(self, invoice_id: str) -> dict[str, Any]:
+        """Commit a write only if the invoice still reads back through its model: the service never stores
+        what its own schemas cannot read (a row that breaks them would break every later read)."""
+        await self.session.flush()
+        data = await self.get_invoice(invoice_id)
+        try:
+            InvoiceModel.read(data)
+        except ValidationError as exc:
+            await self.session.rollback()
+            fields = ", ".join(sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]})) or "the invoice"
+            raise conflict(f"This change would store an invoice that cannot be read back ({fields}); nothing was "
+                           "saved.", "Send shorter or valid values and call again.", "billing.get_invoice") from None
+        await self.session.commit()
+        return data
+
     async def list_invoices(
         self, status: str | None = None, customer_id: str | None = None, *, after: list[str] | None = None,
         limit: int | None = None,
@@ -221,8 +238,7 @@ class BillingStore:
                     unit_price_cents=line.unit_price_cents)
             for i, line in enumerate(lines)
         )
-        await self.session.commit()
-        return await self.get_invoice(invoice_id)
+        return await self._commit(invoice_id)
 
     async def set_status(self, invoice_id: str, status: str) -> dict[str, Any]:
         row = await self._invoice_row(invoice_id)
@@ -239,7 +255,7 @@ class BillingStore:
             row.status = status
             if status == "paid":
                 row.paid_cents = row.total_cents
-            await self.session.commit()
+            return await self._commit(invoice_id)
         return await self.get_invoice(invoice_id)
 
     async def remind(self, invoice_id: str) -> dict[str, Any]:
@@ -248,8 +264,7 @@ class BillingStore:
             raise conflict(f'Invoice "{invoice_id}" is {row.status}; only sent invoices can be reminded.',
                            "Pick a sent invoice (list_invoices with status=sent).", "billing.list_invoices")
         row.reminders_sent += 1
-        await self.session.commit()
-        return await self.get_invoice(invoice_id)
+        return await self._commit(invoice_id)
 
     async def void(self, invoice_id: str, reason: str) -> dict[str, Any]:
         row = await self._invoice_row(invoice_id)
@@ -257,9 +272,8 @@ class BillingStore:
             raise conflict(f'Invoice "{invoice_id}" is {row.status} and cannot be voided.',
                            "Only draft or sent invoices without payments can be voided.", "billing.get_invoice")
         row.status = "void"
-        row.internal_note = f"Voided: {reason}" + (f" ({row.internal_note})" if row.internal_note else "")
-        await self.session.commit()
-        return await self.get_invoice(invoice_id)
+        row.void_reason = reason  # its own field: the internal note stays as written (and within its limit)
+        return await self._commit(invoice_id)
 
     async def record_payment(self, invoice_id: str, amount_cents: int, method: str, processor_ref: str
                              ) -> dict[str, Any]:
@@ -279,8 +293,7 @@ class BillingStore:
         row.paid_cents += amount_cents
         if row.paid_cents == row.total_cents:
             row.status = "paid"
-        await self.session.commit()
-        return await self.get_invoice(invoice_id)
+        return await self._commit(invoice_id)
 
     # -- customers ---------------------------------------------------------------------------------
     def _customers(self) -> Select[Any]:

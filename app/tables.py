@@ -50,6 +50,7 @@ class InvoiceRecord(Base):
     due_date: Mapped[dt.date] = mapped_column(Date)
     reminders_sent: Mapped[int] = mapped_column(Integer, default=0)
     internal_note: Mapped[str | None] = mapped_column(String(500))
+    void_reason: Mapped[str | None] = mapped_column(String(200))
     processor_token: Mapped[str | None] = mapped_column(String(80))
 
     customer: Mapped[CustomerRecord] = relationship(lazy="raise")

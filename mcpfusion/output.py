@@ -64,6 +64,25 @@ def cardinality(annotation: Any) -> bool | None:
     return None
 
 
+_ANNOTATIONS = frozenset({"description", "default", "readOnly", "examples"})
+_NAME_MAPS = ("properties", "$defs", "patternProperties")
+
+
+def bare(schema: Any) -> Any:
+    """A derived output schema without annotations (descriptions, defaults): the shape is the contract,
+    and the meaning already reaches the agent as domain rules. Roughly halves what outputSchema costs."""
+    if isinstance(schema, list):
+        return [bare(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {
+        key: {name: bare(sub) for name, sub in value.items()} if key in _NAME_MAPS and isinstance(value, dict)
+        else bare(value)
+        for key, value in schema.items()
+        if key not in _ANNOTATIONS
+    }
+
+
 def _optional(schema: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in schema.items() if k != "required"}
 
@@ -141,7 +160,7 @@ class Output:
     def _derive(self) -> dict[str, Any] | None:
         if self.explicit is not None:
             return self.explicit
-        shapes = [p.wire_schema() for p in ((self.firewall,) if self.firewall else self.presenters)]
+        shapes = [bare(p.wire_schema()) for p in ((self.firewall,) if self.firewall else self.presenters)]
         if not shapes:
             return None
         return union([shape(s, self.many, optional=self.optional, paginated=self.paginated) for s in shapes])

@@ -18,7 +18,7 @@ from . import exposition, toon
 from .dependencies import build_dependant, is_empty, split_parameters, takes_page
 from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
 from .model import READ_SCHEMA_OF
-from .output import Output, cardinality, model_of, shape, union
+from .output import Output, bare, cardinality, model_of, shape, union
 from .pagination import CURSOR_PARAM, CURSOR_SCHEMA
 from .presenter import Presenter
 from .schema import lean, root_keys
@@ -407,7 +407,7 @@ class Tool:
         declared = ((presenter,) if presenter else ()) + candidates
         if model is not None and (declared or dependency is not None):
             # A model next to presenters only documents their output: advertised, and checked as a schema.
-            explicit = shape(Presenter.firewall(model).wire_schema(), many, optional=self.select)
+            explicit = shape(bare(Presenter.firewall(model).wire_schema()), many, optional=self.select)
             model = None
         if dependency is not None and not candidates and explicit is None:
             warnings.warn(f"{where}: returns= is a dependency without presenters=[...], so the action advertises "

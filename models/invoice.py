@@ -16,7 +16,7 @@ InvoiceStatus = Literal["draft", "sent", "paid", "void"]
 INVOICE_STATUSES: tuple[str, ...] = get_args(InvoiceStatus)
 
 # Fields only staff with the admin role may see (support gets views without them).
-INTERNAL_FIELDS = ("internal_note", "margin_cents")
+INTERNAL_FIELDS = ("internal_note", "margin_cents", "void_reason")
 # Fields that never leave the server, whatever the role.
 HIDDEN_FIELDS = ("tenant", "processor_token")
 
@@ -53,6 +53,7 @@ class InvoiceRow(BaseModel):
     overdue: bool = Field(False, description="True when a sent invoice is past its due date.")
     reminders_sent: int = 0
     internal_note: str | None = Field(None, max_length=500)
+    void_reason: str | None = Field(None, max_length=200)
     margin_cents: int | None = None
     processor_token: str | None = None
 
@@ -64,7 +65,8 @@ class Invoice(InvoiceRow):
 
 
 _CASTS = {"total_cents": "int", "paid_cents": "int", "issued_on": "date", "due_date": "date"}
-_GUARDED = ["id", "number", "total_cents", "paid_cents", "issued_on", "overdue", "reminders_sent", "margin_cents"]
+_GUARDED = ["id", "number", "total_cents", "paid_cents", "issued_on", "overdue", "reminders_sent", "margin_cents",
+            "void_reason"]
 
 InvoiceModel = Model(
     Invoice,

@@ -4,13 +4,18 @@ wildcards, typed returns and presenter output schemas (issue #9)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import warnings
+from decimal import Decimal
+from typing import Annotated
 
 import jsonschema
 import pytest
+from fastapi import Depends, Header
 from pydantic import BaseModel, Field
 
-from mcpfusion import Presenter, Tool, success_structured, suggest, ui
+from mcpfusion import Flatten, Model, Presenter, Tool, success_structured, suggest, ui
 from tests.firewall_kit import PATHS, app_for, every_path, tools_list
 
 EMAIL = "ada@example.com"
@@ -203,3 +208,307 @@ async def test_select_shapes_text_structured_content_and_rest_alike():
         for path in ("mcp-2026", "mcp-2025"):
             assert list(__import__("json").loads(answers[path].texts[0])) == keys
             jsonschema.validate(answers[path].data, entry["outputSchema"])  # `_select` makes fields optional
+
+
+# -- 1: a typed return is the firewall and the outputSchema ------------------------------------------------
+
+
+class Row(BaseModel):
+    id: str
+    tenant: str
+    amount_cents: int = Field(description="CENTS.")
+    due: dt.date
+
+
+RowModel = Model(Row, hidden=["tenant"], casts={"amount_cents": "int", "due": "date"})
+
+
+class Plain(BaseModel):
+    id: str
+    amount_cents: int
+
+
+RAW_ROW = {"id": "r1", "tenant": "TENANT-SECRET", "amount_cents": Decimal("1250"), "due": "2026-01-31T10:00:00",
+           "undeclared": "UNDECLARED-SECRET"}
+
+
+def typed_tool() -> Tool:
+    tool = Tool("typed", description="Typed returns")
+
+    @tool.action(readonly=True)
+    async def read_schema() -> RowModel.schema:
+        """A Model's read schema as the return annotation."""
+        return RAW_ROW
+
+    @tool.action(readonly=True)
+    async def plain() -> Plain:
+        """A pydantic model as the return annotation."""
+        return {**RAW_ROW, "amount_cents": 1250}
+
+    @tool.action(readonly=True)
+    async def many() -> list[Plain]:
+        """A list of models."""
+        return [{**RAW_ROW, "amount_cents": 1}, {**RAW_ROW, "id": "r2", "amount_cents": 2}]
+
+    @tool.action(readonly=True, returns=Plain)
+    async def by_returns():
+        """returns= names a model: it is the output model, not a dependency."""
+        return {**RAW_ROW, "amount_cents": 7}
+
+    return tool
+
+
+async def test_typed_returns_strip_hidden_and_undeclared_apply_casts_and_advertise_the_schema():
+    app = app_for(typed_tool())
+    [entry] = await tools_list(app)
+    expected = {
+        "read_schema": {"id": "r1", "amount_cents": 1250, "due": "2026-01-31"},
+        "plain": {"id": "r1", "amount_cents": 1250},
+        "many": [{"id": "r1", "amount_cents": 1}, {"id": "r2", "amount_cents": 2}],
+        "by_returns": {"id": "r1", "amount_cents": 7},
+    }
+    for action, data in expected.items():
+        answers = await every_path(app, "typed", action)
+        assert_no_leak(answers, "TENANT-SECRET", "UNDECLARED-SECRET", "tenant")
+        for path in PATHS:
+            assert answers[path].error is None, answers[path]
+        assert answers["rest"].data == data and answers["inproc"].data == data
+        structured = {"items": data} if isinstance(data, list) else data
+        for path in ("mcp-2026", "mcp-2025"):
+            assert answers[path].data == structured
+            jsonschema.validate(answers[path].data, entry["outputSchema"])
+            assert "<domain_rules>" not in "".join(answers[path].texts)  # a firewall, not a presenter
+
+
+# -- 5: presenter actions are typed on the wire ------------------------------------------------------------
+
+
+def presenter_tool(**options) -> Tool:
+    tool = Tool("crm", description="Customers", **options)
+    view = Presenter("customer").schema(Customer).redact_pii(["email"]).limit(2)
+
+    @tool.action(readonly=True, returns=view)
+    async def get() -> dict:
+        """One customer."""
+        return ROW
+
+    @tool.action(readonly=True, returns=view)
+    async def search() -> list[dict]:
+        """Customers (three rows, a limit of two)."""
+        return [ROW, {**ROW, "id": "c2"}, {**ROW, "id": "c3"}]
+
+    @tool.action(readonly=True, returns=view, output_schema={"type": "object", "required": ["id"]})
+    async def explicit() -> dict:
+        """A presenter with an explicit output schema."""
+        return ROW
+
+    return tool
+
+
+async def test_presenter_actions_send_structured_content_matching_their_derived_schema():
+    app = app_for(presenter_tool(select=True))
+    [entry] = await tools_list(app)
+    schema = entry["outputSchema"]
+    item = next(b for b in schema["anyOf"] if "email" in b.get("properties", {}))
+    assert item["properties"]["email"]["const"] == "[REDACTED]"  # redacted fields typed as the censor
+    assert "required" not in item  # `_select` makes every field optional
+    for action in ("get", "search", "explicit"):
+        answers = await every_path(app, "crm", action)
+        for path in ("mcp-2026", "mcp-2025"):
+            data = answers[path].data
+            assert data is not None, (action, path)
+            jsonschema.validate(data, schema)
+            rows = data["items"] if action == "search" else [data]
+            assert all(r["email"] == "[REDACTED]" for r in rows)
+            assert len(rows) == (2 if action == "search" else 1)  # after the limit
+        assert_no_leak(answers, EMAIL)
+
+
+async def test_output_schemas_switch_keeps_them_out_of_tools_list_only():
+    app = app_for(presenter_tool(), output_schemas=False)
+    [entry] = await tools_list(app)
+    assert "outputSchema" not in entry
+    answers = await every_path(app, "crm", "get")
+    assert answers["mcp-2026"].data["email"] == "[REDACTED]"
+
+
+def test_grouped_tool_advertises_an_output_schema_when_every_action_has_one():
+    tool = presenter_tool()
+    assert tool.grouped_output_schema() is not None
+
+    @tool.action(readonly=True)
+    async def untyped() -> str:
+        """No schema."""
+        return "x"
+
+    assert tool.grouped_output_schema() is None
+
+
+# -- 2, 3, 10: presenter choice fails closed; None through a presenter -------------------------------------
+
+
+def role(x_role: str = Header("admin")) -> str:
+    return x_role
+
+
+def choose(role: str = Depends(role)) -> Presenter | None:
+    return None  # e.g. a role nobody gave a presenter
+
+
+async def test_presenter_dependency_returning_none_fails_closed(caplog):
+    tool = Tool("crm", description="Customers")
+    view = Presenter("customer").schema(Customer)
+
+    @tool.action(readonly=True, returns=choose, presenters=[view])
+    async def get() -> dict:
+        """One customer."""
+        return ROW
+
+    with caplog.at_level(logging.ERROR, logger="mcpfusion"):
+        answers = await every_path(app_for(tool), "crm", "get")
+    for path in PATHS:
+        assert answers[path].error == "FORBIDDEN", answers[path]
+    assert_no_leak(answers, EMAIL, "TOP-SECRET")
+    assert "crm/get: its returns= dependency choose gave 'NoneType'" in caplog.text
+
+
+async def test_presenters_without_returns_apply_or_are_refused():
+    tool = Tool("crm", description="Customers")
+
+    @tool.action(readonly=True, presenters=[Presenter("c").schema(Customer).redact_pii(["email"])])
+    async def get() -> dict:
+        """One customer."""
+        return ROW
+
+    answers = await every_path(app_for(tool), "crm", "get")
+    assert_no_leak(answers, EMAIL, "TOP-SECRET")
+    assert answers["rest"].data["email"] == "[REDACTED]"
+    with pytest.raises(ValueError, match="returns="):
+        @tool.action(presenters=[Presenter("a"), Presenter("b")])
+        async def two() -> dict:
+            """Which one?"""
+            return {}
+
+
+async def test_handler_returning_none_through_a_presenter_is_not_found():
+    tool = Tool("crm", description="Customers")
+
+    @tool.action(readonly=True, returns=Presenter("c").schema(Customer))
+    async def get(id: str) -> dict | None:
+        """One customer, or None."""
+        return None
+
+    answers = await every_path(app_for(tool), "crm", "get", {"id": "nope"})
+    for path in PATHS:
+        assert answers[path].error == "NOT_FOUND", answers[path]
+
+
+# -- 11 (library side): one bad row degrades a list, never fails it ----------------------------------------
+
+
+async def test_one_row_that_does_not_fit_is_left_out_with_a_notice_and_a_log_line(caplog):
+    tool = Tool("crm", description="Customers")
+
+    @tool.action(readonly=True, returns=Presenter("customer").schema(Customer))
+    async def search() -> list[dict]:
+        """Customers."""
+        return [ROW, {**ROW, "id": "bad", "tier": None, "name": "BAD-ROW-VALUE"}, {**ROW, "id": "c3"}]
+
+    @tool.action(readonly=True, returns=Presenter("customer").schema(Customer))
+    async def get() -> dict:
+        """The bad row alone."""
+        return {**ROW, "tier": None}
+
+    app = app_for(tool)
+    with caplog.at_level(logging.WARNING, logger="mcpfusion"):
+        answers = await every_path(app, "crm", "search")
+    for path in PATHS:
+        assert answers[path].error is None, answers[path]
+    assert [r["id"] for r in answers["rest"].data] == ["c1", "c3"]
+    assert [r["id"] for r in answers["mcp-2026"].data["items"]] == ["c1", "c3"]
+    assert "1 of 3 item(s) could not be shown" in answers["mcp-2025"].texts[1]
+    assert "#1 (tier)" in caplog.text and "BAD-ROW-VALUE" not in caplog.text
+    single = await every_path(app, "crm", "get")
+    for path in PATHS:
+        assert single[path].error == "INVALID_OUTPUT", single[path]
+
+
+# -- 9: declaration mistakes fail loudly at import, or work ------------------------------------------------
+
+
+async def test_bare_decorator_registers_the_action_on_every_path():
+    tool = Tool("bare", description="Bare")
+
+    @tool.action
+    async def ping(name: str) -> Plain:
+        """Answers a typed object."""
+        return {"id": name, "amount_cents": 1, "extra": "EXTRA-SECRET"}
+
+    assert "ping" in tool.actions and ping.__name__ == "ping"  # the function itself is returned
+    answers = await every_path(app_for(tool), "bare", "ping", {"name": "x"})
+    for path in PATHS:
+        assert answers[path].error is None, answers[path]
+    assert answers["rest"].data == {"id": "x", "amount_cents": 1}
+    assert_no_leak(answers, "EXTRA-SECRET")
+
+
+def test_a_models_read_schema_is_refused_as_input():
+    tool = Tool("t", description="T")
+    with pytest.raises(TypeError, match="read schema as input"):
+        @tool.action()
+        async def create(row: Annotated[RowModel.schema, Flatten]) -> dict:
+            """Guarded fields would become writable."""
+            return {}
+    with pytest.raises(TypeError, match="read schema as input"):
+        @tool.action()
+        async def create_nested(row: RowModel.schema) -> dict:
+            """Guarded fields would become writable."""
+            return {}
+    assert not tool.actions
+
+
+def test_untyped_parameters_are_refused_and_missing_docstrings_warned():
+    tool = Tool("t", description="T")
+    with pytest.raises(TypeError, match="parameter 'id' has no type annotation"):
+        @tool.action()
+        async def get(id) -> dict:  # noqa: ANN001 - the mistake under test
+            """Untyped."""
+            return {}
+    with pytest.warns(UserWarning, match="no docstring"):
+        @tool.action()
+        async def undocumented(id: str) -> dict:
+            return {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+
+        @tool.action(description="Given here.")
+        async def described(id: str) -> dict:
+            return {}
+
+
+def test_annotations_follow_the_mcp_defaults():
+    tool = Tool("t", description="T")
+
+    @tool.action()
+    async def write(id: str) -> dict:
+        """Declares nothing."""
+        return {}
+
+    @tool.action(readonly=True)
+    async def read(id: str) -> dict:
+        """Read-only."""
+        return {}
+
+    @tool.action(destructive=False, open_world=False)
+    async def safe(id: str) -> dict:
+        """Says what it does."""
+        return {}
+
+    assert tool.actions["write"].annotations() == {
+        "readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": True}
+    assert tool.actions["read"].annotations()["destructiveHint"] is False
+    assert tool.actions["read"].annotations()["openWorldHint"] is True
+    assert tool.actions["safe"].annotations() == {
+        "readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
+    with pytest.raises(ValueError, match="both readonly and destructive"):
+        tool.action(readonly=True, destructive=True)(write)

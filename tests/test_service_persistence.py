@@ -35,7 +35,8 @@ async def test_writes_survive_a_real_server_restart(tmp_path):
     assert again["lines"] == [{"description": "Hosting (month)", "quantity": 3, "unit_price_cents": 2500,
                                "amount_cents": 7500}]
     assert [p["amount_cents"] for p in again["payments"]] == [2500]
-    assert voided["status"] == "void" and voided["internal_note"].startswith("Voided: duplicate")
+    assert voided["status"] == "void" and voided["void_reason"] == "duplicate"
+    assert voided["internal_note"].startswith("Account manager")  # the note stays as written
     assert summary["invoice_count"] == 25  # seeded once, not re-seeded on restart
 
 

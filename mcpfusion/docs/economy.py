@@ -73,6 +73,8 @@ def advertised_economy(tool: Tool, advertised: list[dict[str, Any]]) -> dict[str
     """`description_economy` plus what is advertised now, and its ratio to the conventional listing."""
     figures = description_economy(tool)
     figures["advertised"] = tokens.count_json(advertised)
+    # What typed outputs cost in tools/list: the outputSchema entries (MCPFusion(output_schemas=False) drops them).
+    figures["output_schemas"] = sum(tokens.count_json(e["outputSchema"]) for e in advertised if "outputSchema" in e)
     plain = figures["flat_json_entries"]
     figures["ratio_vs_plain"] = round(figures["advertised"] / plain, 2) if plain else None
     return figures

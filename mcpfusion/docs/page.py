@@ -232,6 +232,8 @@ def tool_economy(t: dict[str, Any]) -> str:
         [f"Plain JSON schemas ({t['flat_tool_count']} MCP tools, one per action, every hint)",
          str(t["flat_json_entries"])],
         ["As advertised now in <code>tools/list</code> (compact)", str(t["advertised"])],
+        ["of which <code>outputSchema</code> (typed results; <code>MCPFusion(output_schemas=False)</code> drops it)",
+         str(t.get("output_schemas", 0))],
         ["Advertised vs one plain JSON-schema tool per action (FastMCP-style)",
          f'<strong>{t["ratio_vs_plain"]}x</strong>' if t.get("ratio_vs_plain") is not None else "-"],
         *([f"Exposition <code>{_e(name)}</code>", str(cost)] for name, cost in t.get("expositions", {}).items()),
