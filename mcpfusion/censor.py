@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -28,7 +29,7 @@ from pydantic_core import to_json
 
 from . import markup
 from .redaction import DEFAULT_CENSOR, RedactionError
-from .response import ToolResponse
+from .response import ResponseView, Suggestion, ToolResponse
 from .serializer import dumps
 
 MIN_LENGTH = 4
@@ -109,6 +110,17 @@ def _scrub_data(data: Any, exact: set[str], long: list[str], censor: str) -> Any
     return data
 
 
+def _scrub_view(view: ResponseView, found: list[str], mask: str) -> None:
+    """The structured view (what the tester reads) says what the wire says."""
+    view.system_rules = [_scrub_text(r, found, mask) for r in view.system_rules]
+    view.suggestions = [Suggestion(s.action, _scrub_text(s.reason, found, mask)) for s in view.suggestions]
+    view.ui_blocks = [
+        replace(b, content=_scrub_text(b.content, found, mask),
+                title=None if b.title is None else _scrub_text(b.title, found, mask))
+        for b in view.ui_blocks
+    ]
+
+
 def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENSOR, *, pretty: bool = False) -> None:
     """Censor the removed values out of every block of a presenter's response, in place.
 
@@ -126,6 +138,7 @@ def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENS
         if found:
             for i in range(1, len(texts)):
                 texts[i] = _scrub_text(texts[i], found, mask)
+            _scrub_view(response.view, found, mask)
     data = response.view.data
     if data is None or isinstance(data, str):
         return

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from mcpfusion import Flatten, Model, Presenter, Tool, success_structured, suggest, ui
 from tests.firewall_kit import PATHS, app_for, every_path, tools_list
+from tests.service_kit import in_process
 
 EMAIL = "ada@example.com"
 PHONE = "+33 1 23 45 67 89"
@@ -71,6 +72,10 @@ async def test_redacted_values_never_leave_through_ui_rules_directives_or_sugges
         assert "Ada <[REDACTED]>" in texts[1] and "- Write to [REDACTED] only." in "\n".join(texts)
         assert "crm.mail: Mail [REDACTED]" in texts[-1]
     assert answers["rest"].data["email"] == "[REDACTED]" and answers["rest"].data["name"] == "Ada"
+    # the tester's structured view says what the wire says
+    result = await in_process(app_for(crm)).call("crm", "get", {"id": "c1"})
+    view = repr(result.ui_blocks) + repr(result.system_rules) + repr(result.suggestions)
+    assert EMAIL not in view and PHONE not in view and "[REDACTED]" in view
 
 
 async def test_guard_censors_copies_inside_structured_data_and_short_values_only_exactly():

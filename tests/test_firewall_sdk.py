@@ -88,3 +88,26 @@ async def test_docs_page_shows_every_action_output_schema_and_its_token_cost(tmp
     for tool in manifest["tools"]:
         assert 0 < tool["tokens"]["output_schemas"] < tool["tokens"]["advertised"]
         assert "of which <code>outputSchema</code>" in page
+
+
+async def test_stdio_support_view_is_typed_and_guarded(tmp_path):
+    import sys
+    from pathlib import Path
+
+    from mcp import StdioServerParameters
+
+    root = Path(__file__).parent.parent
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcpfusion.mcp.stdio", "app.main:app"], cwd=str(root),
+        env={"PYTHONPATH": str(root), "MCPFUSION_DB_PATH": str(tmp_path / "stdio.sqlite3"),
+             "MCPFUSION_AUTHORIZATION": "Bearer demo-support"},
+    )
+    async with Client(params, mode="legacy") as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        for tool, args in (("billing", {"action": "get_invoice", "id": "inv_0001"}),
+                           ("customers", {"action": "list"})):
+            result = await c.call_tool(tool, args)  # validated against outputSchema by the client
+            assert result.is_error is False and result.structured_content is not None
+            jsonschema.validate(result.structured_content, tools[tool].output_schema)
+            blob = text_of(result) + json.dumps(result.structured_content)
+            assert "[REDACTED]" in blob and not [v for v in ACME_PII if v in blob]
