@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from .broker import RedisBroker
 from .client import connect
 from .events import RedisEventStore
+from .session_cache import SessionCache
 from .sessions import RedisSessionStore, SessionStoreUnavailable
 
 __all__ = [
@@ -42,6 +43,8 @@ class RedisStores:
     broker: RedisBroker
 
     async def aclose(self) -> None:
+        if self.sessions.cache is not None:
+            await self.sessions.cache.aclose()
         await self.broker.aclose()
         await self.client.aclose()
 
@@ -59,18 +62,24 @@ def from_url(
     max_events: int = 1000,
     retention: float | None = None,
     finished_retention: float = 60.0,
+    session_cache_seconds: float = 1.0,
     **client_options: Any,
 ) -> RedisStores:
     """Stores on the Redis at `url`. Keys and channels start with `prefix` (several servers may share
     one Redis with different prefixes). Streams expire `retention` seconds (default: the session idle
     timeout) after their last event, `finished_retention` seconds after the response that ends a request's
-    stream, and keep at most ~`max_events` events each."""
+    stream, and keep at most ~`max_events` events each. A session read on a replica is served from its
+    memory for `session_cache_seconds` (0: never), dropped everywhere when any replica changes or deletes
+    it (see `session_cache`)."""
     client = connect(url, **client_options)
+    broker = RedisBroker(client, prefix=prefix)
+    cache = SessionCache(broker, session_cache_seconds) if session_cache_seconds > 0 else None
     return RedisStores(
         client=client,
-        sessions=RedisSessionStore(client, prefix=prefix, idle_timeout=idle_timeout, max_sessions=max_sessions),
+        sessions=RedisSessionStore(client, prefix=prefix, idle_timeout=idle_timeout, max_sessions=max_sessions,
+                                   cache=cache),
         events=RedisEventStore(client, prefix=prefix, max_events=max_events,
                                retention=idle_timeout if retention is None else retention,
                                finished_retention=finished_retention),
-        broker=RedisBroker(client, prefix=prefix),
+        broker=broker,
     )

@@ -48,6 +48,7 @@ class RedisBroker:
         self._channels: set[str] = set()  # what this process wants subscribed in Redis
         self._conn: AbstractConnection | None = None
         self._ready = False  # connected and subscribed to `_channels` by the reader
+        self.connections = 0  # connections the reader made so far (a cache trusts only the current one)
         self._reader: asyncio.Task[None] | None = None
         # One SUBSCRIBE in flight at a time, so a confirmation is never mistaken for another's.
         self._lock = asyncio.Lock()
@@ -89,6 +90,11 @@ class RedisBroker:
                     gone.append(topic)
             if gone:
                 await self._command("unsubscribe", gone)
+
+    @property
+    def ready(self) -> bool:
+        """Connected and subscribed: messages published now reach this process."""
+        return self._ready
 
     def has_subscribers(self, topic: str) -> bool:
         """Whether this process listens to `topic` (other replicas are not asked)."""
@@ -134,6 +140,7 @@ class RedisBroker:
         await conn.connect()
         if self._channels:
             await conn.send_command("SUBSCRIBE", *self._channels)
+        self.connections += 1
         self._ready = True
         return conn
 

@@ -21,6 +21,7 @@ from mcpfusion.mcp.sessions import Session, SessionLimitError
 
 from .client import UNAVAILABLE
 from .coalesce import Coalescer
+from .session_cache import SessionCache
 
 logger = logging.getLogger("mcpfusion.redis")
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Session)) - {"last_seen"}
@@ -48,9 +49,10 @@ class RedisSessionStore:
 
     def __init__(
         self, client: aioredis.Redis, *, prefix: str = "mcpf:", idle_timeout: float = 1800.0,
-        max_sessions: int = 10_000,
+        max_sessions: int = 10_000, cache: SessionCache | None = None,
     ) -> None:
         self.client = client
+        self.cache = cache  # recently read sessions, invalidated over the broker (`session_cache`)
         self.prefix = prefix
         self.index = f"{prefix}sessions"
         self.idle_timeout = idle_timeout
@@ -94,6 +96,13 @@ class RedisSessionStore:
             raise SessionStoreUnavailable("the session store is unavailable") from None
 
     async def get(self, session_id: str) -> Session | None:
+        cache = self.cache
+        epoch = 0
+        if cache is not None:
+            cached = cache.get(session_id)
+            if cached is not None:
+                return cached
+            epoch = cache.epoch
         try:
             raw = await self._reads.call(self._key(session_id))
             if raw is None:
@@ -112,11 +121,16 @@ class RedisSessionStore:
         data: dict[str, Any] = json.loads(raw)
         # Tolerate sessions written by another version of the server (rolling deploys): unknown fields
         # are dropped, missing ones take their defaults.
-        return Session.from_dict({k: v for k, v in data.items() if k in _FIELDS})
+        session = Session.from_dict({k: v for k, v in data.items() if k in _FIELDS})
+        if cache is not None:
+            cache.put(session, epoch)
+        return session
 
     async def save(self, session: Session) -> None:
         # XX: a session deleted or expired meanwhile stays gone, as in the in-memory store.
         await self.client.set(self._key(session.id), self._dump(session), px=self._ttl_ms, xx=True)
+        if self.cache is not None:
+            await self.cache.changed(session.id)
 
     async def delete(self, session_id: str) -> bool:
         self._indexed.pop(session_id, None)
@@ -124,6 +138,8 @@ class RedisSessionStore:
             pipe.delete(self._key(session_id))
             pipe.zrem(self.index, session_id)
             deleted, _ = await pipe.execute()
+        if self.cache is not None:  # gone here at once, on the other replicas when they get the message
+            await self.cache.changed(session_id)
         return bool(deleted)
 
     async def count(self) -> int:
