@@ -45,6 +45,13 @@ async def cached_on(stores, session_id: str) -> None:
     raise AssertionError("the session was never cached")
 
 
+async def cached_session(stores) -> Session:
+    s = Session(id=new_session_id(), protocol_version="2025-11-25")
+    await stores.sessions.create(s)
+    await cached_on(stores, s.id)
+    return s
+
+
 async def invalidated(stores, before: int) -> None:
     """Wait until the cache has seen an invalidation after `before` (delivery over pub/sub)."""
     for _ in range(500):
@@ -56,9 +63,7 @@ async def invalidated(stores, before: int) -> None:
 
 async def test_repeated_reads_are_served_from_memory(replicas):
     a, _ = replicas
-    s = Session(id=new_session_id(), protocol_version="2025-11-25")
-    await a.sessions.create(s)
-    await cached_on(a, s.id)
+    s = await cached_session(a)
     reads = counted(a)
     for _ in range(5):
         assert (await a.sessions.get(s.id)).id == s.id
@@ -67,9 +72,7 @@ async def test_repeated_reads_are_served_from_memory(replicas):
 
 async def test_delete_on_another_replica_is_not_served_from_the_cache(replicas):
     a, b = replicas
-    s = Session(id=new_session_id(), protocol_version="2025-11-25")
-    await a.sessions.create(s)
-    await cached_on(a, s.id)
+    s = await cached_session(a)
     epoch = a.sessions.cache.epoch
     assert await b.sessions.delete(s.id)
     await invalidated(a, epoch)
@@ -78,9 +81,7 @@ async def test_delete_on_another_replica_is_not_served_from_the_cache(replicas):
 
 async def test_save_on_another_replica_replaces_the_cached_copy(replicas):
     a, b = replicas
-    s = Session(id=new_session_id(), protocol_version="2025-11-25")
-    await a.sessions.create(s)
-    await cached_on(a, s.id)
+    s = await cached_session(a)
     changed = await b.sessions.get(s.id)
     changed.log_level = "debug"
     epoch = a.sessions.cache.epoch
@@ -91,9 +92,7 @@ async def test_save_on_another_replica_replaces_the_cached_copy(replicas):
 
 async def test_delete_here_is_gone_at_once_and_a_lost_broker_connection_bypasses_the_cache(replicas):
     a, _ = replicas
-    s = Session(id=new_session_id(), protocol_version="2025-11-25")
-    await a.sessions.create(s)
-    await cached_on(a, s.id)
+    s = await cached_session(a)
     reads = counted(a)
     a.broker._ready = False  # what the broker's reader sets when its connection drops
     assert await a.sessions.get(s.id) is not None
@@ -105,8 +104,6 @@ async def test_delete_here_is_gone_at_once_and_a_lost_broker_connection_bypasses
 
 async def test_a_reconnected_broker_does_not_trust_older_entries(replicas):
     a, _ = replicas
-    s = Session(id=new_session_id(), protocol_version="2025-11-25")
-    await a.sessions.create(s)
-    await cached_on(a, s.id)
+    s = await cached_session(a)
     a.broker.connections += 1  # what a reconnection does: messages may have been missed meanwhile
     assert a.sessions.cache.get(s.id) is None
