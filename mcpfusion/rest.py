@@ -64,9 +64,14 @@ PAGE_HEADERS = {
 }
 
 
-def _output_schema(action: Action) -> dict[str, Any]:
-    """The 200 body: the data block's data (a presenter's items, or the structured output)."""
-    schemas = [inline_refs(p.item_schema()) for p in action.presenters]
+def _output_schema(action: Action, seen: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The 200 body: the data block's data (a presenter's items, or the structured output). `seen` keeps
+    each presenter's item schema for the other actions that return it (one per presenter, not per action)."""
+    schemas: list[dict[str, Any]] = []
+    for p in action.presenters:
+        if id(p) not in seen:
+            seen[id(p)] = inline_refs(p.item_schema())
+        schemas.append(seen[id(p)])
     if not schemas:
         return inline_refs(action.output_schema) if action.output_schema is not None else {}
     items = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
@@ -140,12 +145,13 @@ def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api
     """A documented POST route per action, and GET for read-only actions with scalar parameters; every
     error under `prefix` answers problem details."""
     errors = openapi_errors()
+    item_schemas: dict[int, dict[str, Any]] = {}
     for action in registry.actions():
         responses = {
             "200": {
                 "description": "The data, exactly as the MCP data block carries it"
                 + ("; one page of it (see the Next-Cursor header)" if action.paginate else ""),
-                "content": {"application/json": {"schema": _output_schema(action)}},
+                "content": {"application/json": {"schema": _output_schema(action, item_schemas)}},
                 **({"headers": PAGE_HEADERS} if action.paginate else {}),
             },
             **errors,

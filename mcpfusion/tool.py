@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 import re
 import typing
@@ -65,6 +67,14 @@ def _return_annotation(fn: Callable[..., Any]) -> Any:
         return None
 
 
+@functools.cache
+def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """An argument model's lean JSON schema, generated once: declaration, REST routes and tools/list all
+    ask for it, and pydantic builds it anew on every call (most of a big server's start-up)."""
+    schema: dict[str, Any] = lean(model.model_json_schema())
+    return schema
+
+
 class Flatten:
     """`Annotated[MyModel, Flatten]`: the model's fields become top-level parameters of the action."""
 
@@ -106,7 +116,7 @@ class Action:
 
     @property
     def input_schema(self) -> dict[str, Any]:
-        schema: dict[str, Any] = lean(self.args_model.model_json_schema())
+        schema: dict[str, Any] = copy.deepcopy(_model_schema(self.args_model))
         schema.setdefault("properties", {})
         if self.tool.select:
             schema["properties"][SELECT_PARAM] = select_schema(self.tool.select_keys())

@@ -71,3 +71,13 @@ def test_service_harness_compares_mcp_with_the_plain_route():
                         r"overhead_revenue_summary=-?\d+\.\d{3} get_invoice_rps_per_cpu=\d+", lines[-1]), lines[-1]
     for action in ("get_invoice", "list_invoices", "revenue_summary"):
         assert any(line.startswith(f"| {action} |") for line in lines)
+
+
+@pytest.mark.timeout(300)
+def test_cold_start_harness_builds_the_500_action_server_and_lists_it():
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "cold_start.py"), "--runs", "1"],
+                         capture_output=True, text=True, timeout=280, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.strip().splitlines()
+    assert "(100 MCP tools; 100 tools x 5 actions)" in lines[0]
+    assert re.fullmatch(r"import_build_s=\d+\.\d{3} tools_list_first_ms=\d+\.\d\d tools_list_ms=\d+\.\d\d", lines[-1])
