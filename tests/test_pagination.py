@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from mcpfusion import pagination
-from tests.service_kit import ACME_INVOICES, McpSession, asgi_client, auth, build, mcp, rest
+from tests.service_kit import ACME_INVOICES, McpSession, asgi_client, auth, build, mcp, rest, sse_messages
 
 Fetch = Callable[[str | None], Awaitable[tuple[list[dict[str, Any]], str | None]]]
 NOTICE = re.compile(r'Next page: call billing with action list_invoices with the same arguments and cursor="([^"]+)"')
@@ -182,9 +182,7 @@ async def test_forged_foreign_and_expired_cursors_are_refused(client, monkeypatc
     assert await _refusal(client, "demo-admin", {"cursor": cursor}) == ("CURSOR_EXPIRED", "CURSOR_EXPIRED")
 
 
-async def test_cursor_is_advertised_and_customers_list_pages_by_keyset(client, tmp_path):
-    listing = await mcp(client, "billing", None, {}, "demo-admin")
-    assert listing.status_code == 200
+async def test_cursor_is_advertised_and_customers_list_pages_by_keyset(client):
     spec = (await client.get("/openapi.json")).json()
     get = spec["paths"]["/api/billing/list_invoices"]["get"]
     assert "cursor" in {p["name"] for p in get["parameters"]}
@@ -215,3 +213,25 @@ async def test_the_store_walks_customers_by_keyset(tmp_path):
                 after = customer_key(page[-1])
             everything = await store.list_customers()
     assert seen == [r["id"] for r in everything] and len(seen) == 5
+
+
+async def test_next_cursor_is_in_the_advertised_output_schema(client):
+    import jsonschema
+
+    session = McpSession(client, "demo-support")
+    assert (await session.start()).status_code == 200
+    reply = await session.rpc("tools/list")
+    messages = sse_messages(reply.text) if "event-stream" in reply.headers["content-type"] else [reply.json()]
+    tools = next(m for m in messages if "result" in m)["result"]["tools"]
+    schemas = {tool["name"]: tool["outputSchema"] for tool in tools}
+    assert "next_cursor" in json.dumps(schemas["billing"]) and "next_cursor" in json.dumps(schemas["customers"])
+    for tool, action in (("billing", "list_invoices"), ("customers", "list")):
+        cursor, pages = None, 0
+        while True:
+            reply = await session.call(tool, action, {"cursor": cursor} if cursor else {})
+            structured = reply["result"]["structuredContent"]
+            jsonschema.validate(structured, schemas[tool])
+            cursor, pages = structured["next_cursor"], pages + 1
+            if cursor is None:
+                break
+        assert pages == (2 if tool == "billing" else 1)

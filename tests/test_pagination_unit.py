@@ -70,18 +70,22 @@ def test_declarations_that_cannot_work_are_refused():
     with pytest.raises(ValueError, match="paginate=N"):
         @tool.action()
         async def takes_page(page: Page) -> list:
+            """Refused"""
             return []
     with pytest.raises(ValueError, match="limit"):
         @tool.action(paginate=True, returns=Presenter("x").schema({"id": int}))
         async def no_limit() -> list:
+            """Refused"""
             return []
     with pytest.raises(ValueError, match="reserved"):
         @tool.action(paginate=5)
         async def own_cursor(cursor: str) -> list:
+            """Refused"""
             return []
     with pytest.raises(ValueError, match="at least 1"):
         @tool.action(paginate=0)
         async def zero() -> list:
+            """Refused"""
             return []
 
 

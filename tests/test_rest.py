@@ -146,6 +146,7 @@ async def test_rate_limit_and_crashes_are_problems():
 
     @limited.action()
     async def hit():
+        """Always throttled"""
         raise ToolError("RATE_LIMITED", "Too many calls.", recovery="Slow down.", retry_after=2.5)
 
     app = MCPFusion(name="limits", tools=[limited]).build_app()
@@ -254,6 +255,7 @@ async def test_forbidden_and_throttled_dependencies_are_problems():
 
     @guarded.action(readonly=True)
     async def payroll(who: str = Depends(role)) -> dict:
+        """Guarded by a role dependency"""
         return {"who": who}
 
     app = MCPFusion(name="guarded", tools=[guarded]).build_app()
