@@ -256,7 +256,7 @@ class Presenter:
                 raise ValueError(f"presenter {self.name!r}: redaction path {path!r} names no field of its schema")
 
     # -- pipeline ----------------------------------------------------------------------------------
-    def _validate(self, raws: Sequence[Any], notices: list[str] | None = None) -> tuple[list[Any], list[Any]]:
+    def _validate(self, raws: Sequence[Any], notices: list[str] | None = None) -> tuple[list[Any], Sequence[Any]]:
         """Validate and strip items against the schema, in one pydantic call for a whole list.
 
         `notices` is None for one object: a mismatch raises. For a list, the items that do not fit are left
@@ -283,7 +283,7 @@ class Presenter:
                 ) from None
         return self._validate_each(raws, notices)
 
-    def _validate_each(self, raws: list[Any], notices: list[str]) -> tuple[list[Any], list[Any]]:
+    def _validate_each(self, raws: Sequence[Any], notices: list[str]) -> tuple[list[Any], Sequence[Any]]:
         model = self.item_model
         assert model is not None
         items, kept, bad = [], [], []
@@ -331,7 +331,7 @@ class Presenter:
             _merge_unique(out.directives, rendered.directives)
 
     def _validate_all(
-        self, raws: list[Any], ctx: Any, out: _Rendered | None, notices: list[str] | None = None
+        self, raws: Sequence[Any], ctx: Any, out: _Rendered | None, notices: list[str] | None = None
     ) -> list[Any]:
         items, raws = self._validate(raws, notices)
         if out is None:
