@@ -21,6 +21,7 @@ from starlette.responses import PlainTextResponse, Response
 
 from .dispatch import ToolRegistry
 from .errors import INTERNAL_ERROR, ToolError, field_path
+from .output import ITEMS, NEXT_CURSOR
 from .problem import (
     PROBLEM_SCHEMA,
     http_problem_response,
@@ -73,9 +74,22 @@ def _output_schema(action: Action, seen: dict[int, dict[str, Any]]) -> dict[str,
             seen[id(p)] = inline_refs(p.item_schema())
         schemas.append(seen[id(p)])
     if not schemas:
-        return inline_refs(action.output_schema) if action.output_schema is not None else {}
+        return _unwrapped(inline_refs(action.output_schema)) if action.output_schema is not None else {}
     items = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
     return {"anyOf": [items, {"type": "array", "items": items}]}
+
+
+def _unwrapped(schema: dict[str, Any]) -> dict[str, Any]:
+    """An output schema as REST's body has it: structuredContent wraps a list as `{"items": [...]}` (with
+    `next_cursor` when paginated), the body is the list itself."""
+    branches = schema.get("anyOf")
+    if isinstance(branches, list):
+        rest = {k: v for k, v in schema.items() if k not in ("anyOf", "type")}
+        return {**rest, "anyOf": [_unwrapped(b) if isinstance(b, dict) else b for b in branches]}
+    properties = schema.get("properties")
+    if isinstance(properties, dict) and ITEMS in properties and set(properties) <= {ITEMS, NEXT_CURSOR}:
+        return dict(properties[ITEMS])
+    return schema
 
 
 _SCALAR_TYPES = {"string", "integer", "number", "boolean", "null"}
