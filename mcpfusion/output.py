@@ -19,6 +19,7 @@ the wire: it is an `INVALID_OUTPUT` tool error, with the failing path (never the
 
 from __future__ import annotations
 
+import json
 import logging
 import typing
 from collections import abc
@@ -112,13 +113,68 @@ def shape(
 
 
 def union(schemas: list[dict[str, Any]]) -> dict[str, Any]:
-    """One object schema accepting any of `schemas` (duplicates merged)."""
+    """One object schema accepting any of `schemas` (duplicates merged, their `$defs` moved to the root)."""
     unique: list[dict[str, Any]] = []
+    defs: dict[str, Any] = {}
     for schema in schemas:
-        for branch in _branches(schema):
+        for name, definition in schema.get("$defs", {}).items():
+            defs.setdefault(name, definition)
+        for branch in _branches({k: v for k, v in schema.items() if k != "$defs"}):
             if branch not in unique:
                 unique.append(branch)
-    return unique[0] if len(unique) == 1 else {"type": "object", "anyOf": unique}
+    out = unique[0] if len(unique) == 1 else {"type": "object", "anyOf": unique}
+    return {**out, "$defs": defs} if defs else out
+
+
+def _objects(node: Any, found: list[dict[str, Any]], top: bool = True) -> None:
+    """Every object sub-schema (with properties) below the root, in document order."""
+    if isinstance(node, dict):
+        if not top and isinstance(node.get("properties"), dict) and node["properties"]:
+            found.append(node)
+        for key, value in node.items():
+            if key in _NAME_MAPS and isinstance(value, dict):
+                for sub in value.values():
+                    _objects(sub, found, False)
+            elif isinstance(value, dict | list) and key != "$defs":
+                _objects(value, found, False)
+    elif isinstance(node, list):
+        for item in node:
+            _objects(item, found, False)
+
+
+def _replace(node: Any, target: str, ref: dict[str, str]) -> Any:
+    if isinstance(node, dict):
+        if json.dumps(node, sort_keys=True) == target:
+            return dict(ref)
+        return {k: _replace(v, target, ref) if k != "$defs" else v for k, v in node.items()}
+    if isinstance(node, list):
+        return [_replace(v, target, ref) for v in node]
+    return node
+
+
+def share(schema: dict[str, Any]) -> dict[str, Any]:
+    """The same schema with every object sub-schema that appears more than once written once, in `$defs`
+    (e.g. an embedded child as one item and as a list, or the parts two audiences' views have in common)."""
+    defs: dict[str, Any] = dict(schema.get("$defs", {}))
+    out = {k: v for k, v in schema.items() if k != "$defs"}
+    while True:
+        found: list[dict[str, Any]] = []
+        _objects(out, found)
+        for d in defs.values():
+            _objects(d, found, top=False)
+        keys = [json.dumps(node, sort_keys=True) for node in found]
+        repeated = [k for k in dict.fromkeys(keys) if keys.count(k) > 1]
+        if not repeated:
+            break
+        target = max(repeated, key=len)  # the largest first: what it contains goes with it
+        name = next(f"s{i}" for i in range(1, len(defs) + 2) if f"s{i}" not in defs)
+        ref = {"$ref": f"#/$defs/{name}"}
+        out = _replace(out, target, ref)
+        defs = {k: _replace(v, target, ref) for k, v in defs.items()}
+        defs[name] = json.loads(target)
+    if defs:
+        out["$defs"] = defs
+    return out
 
 
 def wrap(data: Any) -> Any:
@@ -145,15 +201,18 @@ class Output:
     many: bool | None = None
     optional: bool = False
     paginated: bool = False
+    inlined: dict[str, Any] | None = field(default=None, repr=False)  # the schema before `share`
     _schema: dict[str, Any] | None = field(default=None, repr=False)
     _built: bool = field(default=False, repr=False)
     _validator: Any = field(default=None, repr=False)
 
     @property
     def schema(self) -> dict[str, Any] | None:
-        """The advertised `outputSchema` (None: the action is untyped)."""
+        """The advertised `outputSchema` (None: the action is untyped); repeated parts shared in `$defs`."""
         if not self._built:
-            self._schema = self._derive()
+            derived = self._derive()
+            self.inlined = derived
+            self._schema = share(derived) if derived is not None and self.explicit is None else derived
             self._built = True
         return self._schema
 

@@ -20,7 +20,7 @@ from . import exposition, toon
 from .dependencies import build_dependant, is_empty, split_parameters, takes_page
 from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
 from .model import READ_SCHEMA_OF
-from .output import Output, bare, cardinality, model_of, shape, union
+from .output import Output, bare, cardinality, model_of, shape, share, union
 from .pagination import CURSOR_PARAM, CURSOR_SCHEMA
 from .presenter import Presenter
 from .schema import lean, root_keys
@@ -467,11 +467,13 @@ class Tool:
         )
 
     def grouped_output_schema(self) -> dict[str, Any] | None:
-        """One schema for the grouped tool: any of its actions' output schemas, when every action has one."""
-        schemas = [a.output_schema for a in self.actions.values()]
-        if not schemas or any(s is None for s in schemas):
+        """One schema for the grouped tool: any of its actions' output schemas, when every action has one
+        (their common parts written once, in `$defs`)."""
+        actions = list(self.actions.values())
+        if not actions or any(a.output_schema is None for a in actions):
             return None
-        return union([s for s in schemas if s is not None])
+        schemas = [a.output.inlined if a.output.explicit is None else a.output_schema for a in actions]
+        return share(union([s for s in schemas if s is not None]))
 
     def toon_text(self) -> str:
         """The TOON description (what `toon_description=True` advertises), whatever the tool's setting."""

@@ -314,7 +314,8 @@ async def test_presenter_actions_send_structured_content_matching_their_derived_
     app = app_for(presenter_tool(select=True))
     [entry] = await tools_list(app)
     schema = entry["outputSchema"]
-    item = next(b for b in schema["anyOf"] if "email" in b.get("properties", {}))
+    candidates = [*schema.get("anyOf", []), *schema.get("$defs", {}).values()]
+    item = next(b for b in candidates if "email" in b.get("properties", {}))
     assert item["properties"]["email"]["const"] == "[REDACTED]"  # redacted fields typed as the censor
     assert "required" not in item  # `_select` makes every field optional
     for action in ("get", "search", "explicit"):
@@ -517,3 +518,22 @@ def test_annotations_follow_the_mcp_defaults():
         "readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
     with pytest.raises(ValueError, match="both readonly and destructive"):
         tool.action(readonly=True, destructive=True)(write)
+
+
+def test_grouped_output_schema_shares_repeated_parts_and_keeps_hand_written_defs():
+    tool = presenter_tool()
+
+    @tool.action(readonly=True, output_schema={
+        "type": "object", "properties": {"node": {"$ref": "#/$defs/Node"}}, "required": ["node"],
+        "$defs": {"Node": {"type": "object", "properties": {"name": {"type": "string"}}}}})
+    async def tree() -> dict:
+        """A hand-written schema with its own $defs."""
+        return {"node": {"name": "root"}}
+
+    schema = tool.grouped_output_schema()
+    assert "Node" in schema["$defs"] and any(k.startswith("s") for k in schema["$defs"])
+    validator = jsonschema.Draft202012Validator(schema)
+    validator.validate({"node": {"name": "root"}})
+    validator.validate({"items": [{"id": "c1", "name": "Ada", "email": "[REDACTED]", "tier": "gold"}]})
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate({"items": [{"id": "c1", "name": "Ada", "email": EMAIL, "tier": "gold"}]})
