@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import types
 import typing
 from collections import abc
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ def model_of(spec: Any) -> tuple[Model | type[BaseModel] | None, bool | None]:
         return spec, False
     origin = typing.get_origin(spec)
     args = typing.get_args(spec)
+    if origin in (typing.Union, types.UnionType) and type(None) in args and len(args) == 2:
+        return model_of(next(a for a in args if a is not type(None)))  # `-> Model | None`: None is NOT_FOUND
     if isinstance(origin, type) and issubclass(origin, abc.Sequence) and not issubclass(origin, str | bytes):
         inner, _ = model_of(args[0]) if args else (None, None)
         if inner is not None:

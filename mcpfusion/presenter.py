@@ -1,7 +1,8 @@
 """Presenters: what the agent perceives of an entity, designed once (the V of Model-View-Agent).
 
-Pipeline for one call: truncate to the limit -> validate/strip against the schema -> UI blocks on the full
-validated data -> rules and suggestions on the full data -> `_select` -> redaction -> serialize.
+Pipeline for one call: truncate to the limit -> validate/strip against the schema (a list degrades per item)
+-> UI blocks on the full validated data -> rules and suggestions on the full data -> redaction (of the whole
+data, so the guard knows every value it removed) -> `_select` -> serialize -> egress guard (`censor.py`).
 """
 
 from __future__ import annotations

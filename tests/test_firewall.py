@@ -255,6 +255,11 @@ def typed_tool() -> Tool:
         """A list of models."""
         return [{**RAW_ROW, "amount_cents": 1}, {**RAW_ROW, "id": "r2", "amount_cents": 2}]
 
+    @tool.action(readonly=True)
+    async def optional(found: bool = True) -> Plain | None:
+        """`Model | None`: the model is the firewall; None is NOT_FOUND."""
+        return {**RAW_ROW, "amount_cents": 5} if found else None
+
     @tool.action(readonly=True, returns=Plain)
     async def by_returns():
         """returns= names a model: it is the output model, not a dependency."""
@@ -271,6 +276,7 @@ async def test_typed_returns_strip_hidden_and_undeclared_apply_casts_and_adverti
         "plain": {"id": "r1", "amount_cents": 1250},
         "many": [{"id": "r1", "amount_cents": 1}, {"id": "r2", "amount_cents": 2}],
         "by_returns": {"id": "r1", "amount_cents": 7},
+        "optional": {"id": "r1", "amount_cents": 5},
     }
     for action, data in expected.items():
         answers = await every_path(app, "typed", action)
@@ -283,6 +289,9 @@ async def test_typed_returns_strip_hidden_and_undeclared_apply_casts_and_adverti
             assert answers[path].data == structured
             jsonschema.validate(answers[path].data, entry["outputSchema"])
             assert "<domain_rules>" not in "".join(answers[path].texts)  # a firewall, not a presenter
+    missing = await every_path(app, "typed", "optional", {"found": False})
+    for path in PATHS:
+        assert missing[path].error == "NOT_FOUND", missing[path]
 
 
 # -- 5: presenter actions are typed on the wire ------------------------------------------------------------
