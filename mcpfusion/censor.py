@@ -37,6 +37,10 @@ MIN_LENGTH = 4
 
 def _values(removed: list[Any]) -> tuple[set[str], list[str], list[str]]:
     """(every removed string, the long removed strings, the long removed values as text), longest first."""
+    if all(v.__class__ is str or v is None for v in removed):  # the common case: censored string fields
+        exact = {v for v in removed if v}
+        long = sorted([v for v in exact if len(v) >= MIN_LENGTH], key=len, reverse=True)
+        return exact, long, long
     exact: set[str] = set()
     long: set[str] = set()
     numbers: set[str] = set()
@@ -133,7 +137,7 @@ def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENS
     mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
     texts = response.texts
     if every and len(texts) > 1:
-        blocks = "\n".join(texts[1:])  # one scan per form over all blocks; most calls find nothing
+        blocks = texts[1] if len(texts) == 2 else "\n".join(texts[1:])  # one scan per form; most find nothing
         found = [form for value in every for form in _variants(value) if form in blocks]
         if found:
             for i in range(1, len(texts)):
@@ -144,10 +148,18 @@ def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENS
         return
     head = texts[0]
     needles = [form for value in long for form in _variants(value)]
-    if any(n in head for n in needles) or any(_quoted(v) in head for v in exact):
-        data = _scrub_data(data, exact, long, mask)
-        texts[0] = dumps(data, pretty=pretty)
-        if any(n in texts[0] for n in needles):
-            raise RedactionError("a redacted value is still in the data block (an object key?)")
-        response.view.data = data
-        response.view.rewritten = True
+    if not _contains(head, needles, exact):
+        return
+    data = _scrub_data(data, exact, long, mask)
+    texts[0] = dumps(data, pretty=pretty)
+    if _contains(texts[0], needles, ()):
+        raise RedactionError("a redacted value is still in the data block (an object key?)")
+    response.view.data = data
+    response.view.rewritten = True
+
+
+def _contains(text: str, needles: list[str], exact: Any) -> bool:
+    for needle in needles:
+        if needle in text:
+            return True
+    return any(_quoted(value) in text for value in exact)
