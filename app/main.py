@@ -16,7 +16,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from mcpfusion import __version__
+from mcpfusion import Audit, RateLimit, __version__
 from mcpfusion.app import MCPFusion
 from mcpfusion.auth import RequireBearer
 from mcpfusion.discovery import discover_tools
@@ -36,7 +36,8 @@ logger = logging.getLogger("app")
 
 
 def create_fusion(settings: Settings, routers: str | Path = ROUTERS) -> MCPFusion:
-    """The MCP server: every discovered tool, with the transport settings of `settings`."""
+    """The MCP server: every discovered tool, with the transport settings of `settings`. Every call is
+    rate-limited per principal, and every mutation leaves an audit event (JSON lines on `mcpfusion.audit`)."""
     transport: dict[str, Any] = {}
     if settings.allowed_hosts:
         transport["allowed_hosts"] = settings.allowed_hosts
@@ -50,6 +51,7 @@ def create_fusion(settings: Settings, routers: str | Path = ROUTERS) -> MCPFusio
         tools=discover_tools(routers),
         telemetry=telemetry_for(settings),
         cursor_scope=cursor_scope,
+        middleware=[Audit(), RateLimit(settings.rate_limit, per=60)],
         **transport,
     )
 

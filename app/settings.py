@@ -55,6 +55,7 @@ class Settings(BaseModel):
     allowed_origins: list[str] = Field(default_factory=list)
     otlp_endpoint: str | None = None  # export traces and metrics over OTLP/HTTP (e.g. the compose collector)
     prometheus: bool = False  # serve /metrics for a Prometheus scraper
+    rate_limit: int = 600  # calls per minute per principal, on every action (shared in Redis by replicas)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -78,6 +79,8 @@ class Settings(BaseModel):
             "otlp_endpoint": env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None,
             "prometheus": _flag(env.get("MCPFUSION_PROMETHEUS"), False),
         }
+        if env.get("MCPFUSION_RATE_LIMIT"):
+            values["rate_limit"] = int(env["MCPFUSION_RATE_LIMIT"])
         if env.get("MCPFUSION_JWT_ALGORITHMS"):
             values["jwt_algorithms"] = _list(env["MCPFUSION_JWT_ALGORITHMS"])
         values.update(overrides)

@@ -26,6 +26,8 @@ Run: `python bench/mcp_throughput.py [--duration 5] [--rounds 3] [--connections 
 `ratio_vs_sdk_2026=X ratio_vs_fastmcp_2026=Y ratio_vs_bare_fastapi=Z` (ours at 2026-07-28 over each peer);
 the line before it gives, per server, the CPU of an SSE reply over a JSON reply (`sse_cpu_vs_json`) and ours
 in SSE mode over each peer in SSE mode.
+`--middleware` adds mcpfusion with three no-op middleware around every call, measured in the same rounds;
+a `middleware_cost_2026=P%` line gives what they cost against plain mcpfusion.
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ SERVERS = [
     Server("fastmcp", "FastMCP", "peers.fastmcp_server:app"),
     Server("bare", "bare FastAPI route (same bytes)", "peers.bare_fastapi:app", mcp=False),
 ]
+WITH_MIDDLEWARE = Server("mcpfusion_mw", "mcpfusion + 3 no-op middleware", "mcpfusion_server:app",
+                         env=(("BENCH_MIDDLEWARE", "3"),), wires=(MODERN,))
 
 
 # `--telemetry`: the same mcpfusion server with OpenTelemetry on (SDK providers, batch span processor, a
@@ -83,7 +87,8 @@ TRACED = Server("mcpfusion-traced", "mcpfusion, tracing on (no-op export)", "mcp
 
 
 def servers(args: argparse.Namespace) -> list[Server]:
-    return SERVERS + ([TRACED] if getattr(args, "telemetry", False) else [])
+    return (SERVERS + ([TRACED] if getattr(args, "telemetry", False) else [])
+            + ([WITH_MIDDLEWARE] if getattr(args, "middleware", False) else []))
 
 
 class BenchError(RuntimeError):
@@ -382,8 +387,8 @@ def run_all(args: argparse.Namespace) -> dict[tuple[str, str], Target]:
     targets: list[Target] = []
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         body_file = Path(tmp) / "mcpfusion_response.json"
-        for server in [s for s in servers(args) if s.key in args.servers or s is TRACED]:  # mcpfusion first: bare
-            # replays its captured bytes
+        chosen = [s for s in servers(args) if s.key in args.servers or s in (TRACED, WITH_MIDDLEWARE)]
+        for server in chosen:  # mcpfusion first: the bare route replays its captured bytes
             env = {"BENCH_BODY_FILE": str(body_file), **dict(server.env)}
             proc = stack.enter_context(Uvicorn(server.module, env))
             targets.extend(prepare(server, proc, body_file))
@@ -449,6 +454,13 @@ def report(cells: dict[tuple[str, str], Target], args: argparse.Namespace) -> No
         print(f"tracing on/off at {MODERN}: req/CPU-s {on.best_per_cpu:,.0f} / {off.best_per_cpu:,.0f} = "
               f"{on.best_per_cpu / off.best_per_cpu:.2f}, req/s {on.best:,.0f} / {off.best:,.0f} = "
               f"{on.best / off.best:.2f} (target >= 0.90)")
+    if ("mcpfusion_mw", MODERN) in cells and ("mcpfusion", MODERN) in cells:
+        plain, wrapped = cells["mcpfusion", MODERN], cells["mcpfusion_mw", MODERN]
+        costs = {name: 100 * (1 - getattr(wrapped, attr) / getattr(plain, attr))
+                 for name, attr in (("req/s", "best"), ("req/CPU-s", "best_per_cpu"))}
+        print(f"# three no-op middleware at {MODERN}: {costs['req/s']:.1f}% of req/s, "
+              f"{costs['req/CPU-s']:.1f}% of req/CPU-s")
+        print(f"middleware_cost_2026={costs['req/CPU-s' if basis == 'best_per_cpu' else 'req/s']:.1f}%")
     print(f"ratios from {'req/s' if other == 'best' else 'req/CPU-s'}: {ratios(other)}")
     print(f"ratios from {'req/CPU-s' if basis == 'best_per_cpu' else 'req/s'} (below):")
     print(ratios(basis))
@@ -463,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
     parser.add_argument("--servers", type=lambda v: v.split(","), default=[s.key for s in SERVERS],
                         help="comma-separated subset of mcpfusion,sdk,fastmcp,bare (default all; ratios need all)")
+    parser.add_argument("--middleware", action="store_true",
+                        help="also serve mcpfusion with three no-op middleware and report their cost")
     parser.add_argument("--ratio-basis", choices=["cpu", "wall"], default="cpu",
                         help="last line from req/CPU-s (default: robust when other jobs share the cores) "
                              "or from wrk's req/s")

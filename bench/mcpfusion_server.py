@@ -2,6 +2,7 @@
 hidden field, rules, a UI table, a suggestion, PII redaction and one embedded child presenter).
 
 Serve: `uvicorn mcpfusion_server:app --app-dir bench` (MCP at /mcp, JSON responses; SSE with `BENCH_MODE=sse`).
+With `BENCH_MIDDLEWARE=N` the app wraps every call in N no-op middleware (what `--middleware` measures).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from mcpfusion import Model, Presenter, Tool, ToolError, suggest, ui
+from mcpfusion import ActionCall, CallNext, Model, Presenter, Tool, ToolError, ToolResponse, suggest, ui
 from mcpfusion.app import MCPFusion
 
 try:  # run as a script/module from bench/ or imported as bench.mcpfusion_server
@@ -111,7 +112,13 @@ def _telemetry() -> Any:
     return Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
 
 
+async def no_op(call: ActionCall, call_next: CallNext) -> ToolResponse:
+    """A middleware that only passes the call on: the cost of the middleware chain itself."""
+    return await call_next(call)
+
+
+MIDDLEWARE = [no_op] * int(os.environ.get("BENCH_MIDDLEWARE", "0"))
 # BENCH_MODE=sse: SSE replies (the default of the 2025-11-25 wire); otherwise JSON replies.
-fusion = MCPFusion(name="bench-mcpfusion", version="1.0.0", tools=[billing],
+fusion = MCPFusion(name="bench-mcpfusion", version="1.0.0", tools=[billing], middleware=MIDDLEWARE,
                    json_response=os.environ.get("BENCH_MODE") != "sse", telemetry=_telemetry())
 app = fusion.build_app()

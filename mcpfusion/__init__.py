@@ -2,12 +2,17 @@
 
 from . import ui
 from .app import MCPFusion
+from .audit import Audit
 from .context import Context
 from .dispatch import CallContext, ToolRegistry
+from .egress import EgressLimit
 from .errors import ToolError, UnknownToolError
+from .guards import Concurrency, Timeout
+from .middleware import ActionCall, CallNext, Middleware
 from .model import Model
 from .pagination import Page, Paged, Paging
 from .presenter import Presenter, PresenterError
+from .ratelimit import RateLimit
 from .redaction import RedactionError
 from .response import (
     ResponseBuilder,
@@ -28,6 +33,14 @@ from .version import __version__
 
 __all__ = [
     "Action",
+    "ActionCall",
+    "Audit",
+    "CallNext",
+    "Concurrency",
+    "EgressLimit",
+    "Middleware",
+    "RateLimit",
+    "Timeout",
     "CallContext",
     "Context",
     "Flatten",

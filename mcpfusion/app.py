@@ -27,6 +27,7 @@ from .mcp.http import McpHttpTransport
 from .mcp.jsonrpc import INVALID_PARAMS, McpError, ProtocolSignal, notification
 from .mcp.settings import TransportSettings
 from .mcp.state import RequestStateSigner
+from .middleware import Middleware
 from .pagination import Paging
 from .prompts import Prompt, PromptRegistry
 from .resources import Resource, ResourceRegistry, ResourceTemplate
@@ -105,6 +106,9 @@ class FusionBackend:
 class MCPFusion:
     """One MCP server: tools, resources, prompts, completions, and the transport settings of `/mcp`.
 
+    `middleware` (functions or guards such as `RateLimit`, `Audit`) wrap every action call on every
+    transport, outside the tools' and actions' own (see `mcpfusion.middleware`).
+
     Transport settings are `TransportSettings` fields, given as `settings=` or as keyword arguments
     (`allowed_hosts=[...]`, `json_response=True`, `max_body_bytes=...`, `event_store=...`, ...).
 
@@ -124,6 +128,7 @@ class MCPFusion:
         instructions: str | None = None,
         title: str | None = None,
         tools: Iterable[Tool] = (),
+        middleware: Iterable[Middleware] = (),
         settings: TransportSettings | None = None,
         telemetry: Telemetry | bool | None = None,
         cursor_scope: Callable[..., Any] | None = None,
@@ -149,6 +154,7 @@ class MCPFusion:
         self._registry: ToolRegistry | None = None
         # Registered on first use: a tool's actions may be declared after `MCPFusion(tools=[...])`.
         self._pending_tools: list[Tool] = list(tools)
+        self.middleware = tuple(middleware)  # around every action, outside the tools' own (mcpfusion.middleware)
         self._transport: McpHttpTransport | None = None
         self.readiness = Readiness()
         if telemetry is True:
@@ -165,7 +171,8 @@ class MCPFusion:
         if self._registry is None:
             scope = {"scope": self.cursor_scope} if self.cursor_scope is not None else {}
             paging = Paging(self.settings.signing_key, ttl=self.cursor_ttl, **scope)
-            self._registry = ToolRegistry(self._pending_tools, paging=paging, output_schemas=self.output_schemas)
+            self._registry = ToolRegistry(self._pending_tools, paging=paging, output_schemas=self.output_schemas,
+                                          middleware=self.middleware, signing_key=self.settings.signing_key)
             self._registry.telemetry = self.telemetry
             self._pending_tools = []
         return self._registry
@@ -332,6 +339,11 @@ class MCPFusion:
         transport.install(app)
         if transport.shared is not None:
             self.readiness.add("redis", transport.shared.ping)
+        redis_client = getattr(transport.shared, "client", None)
+        if redis_client is not None:  # replicas share Redis (mcpfusion.redis): their rate-limit buckets too
+            from .redis.buckets import RedisBuckets
+
+            self.registry.guards.buckets = RedisBuckets(redis_client)
         app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"], summary="Liveness")
         app.add_api_route("/readyz", readyz_endpoint(self.readiness), methods=["GET"], tags=["health"],
                           summary="Readiness: database, Redis and the app's own checks",

@@ -1,11 +1,12 @@
-"""The tools/call path as one straight line: route -> validate -> resolve dependencies -> handler ->
-present (firewall, ui, rules, suggestions, `_select`, limit, redaction, egress guard) -> validate output ->
-one response object. Transports (MCP, REST, stdio, tests) all come through `ToolRegistry.call`."""
+"""The tools/call path as one straight line: route -> validate -> middleware and guards -> confirmation ->
+resolve dependencies -> handler -> present (firewall, ui, rules, suggestions, `_select`, limit, redaction,
+egress guard) -> validate output -> one response object. Transports (MCP, REST, stdio, tests) all come
+through `ToolRegistry.call` / `call_action`."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, AsyncExitStack, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,7 @@ from fastapi import HTTPException
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from .confirm import CONFIRM_PARAM, require_confirmation
 from .context import Context
 from .dependencies import CONTEXT_SCOPE_KEY, PRESENTER_KEY, DependencyErrors, resolve
 from .errors import (
@@ -29,6 +31,7 @@ from .errors import (
 )
 from .listing import entries, flat_name, how_to_call
 from .mcp.jsonrpc import ProtocolSignal
+from .middleware import ActionCall, CallNext, GuardState, Middleware, chain, describe
 from .output import invalid_output
 from .pagination import CURSOR_PARAM, MAX_CURSOR_LENGTH, PAGE_SCOPE_KEY, Page, PageCall, Paging, fingerprint
 from .presenter import Presenter, PresenterError
@@ -68,11 +71,15 @@ class ToolRegistry:
     """All registered tools and the MCP names they are exposed under."""
 
     def __init__(
-        self, tools: Iterable[Tool] = (), *, paging: Paging | None = None, output_schemas: bool = True
+        self, tools: Iterable[Tool] = (), *, paging: Paging | None = None, output_schemas: bool = True,
+        middleware: Sequence[Middleware] = (), signing_key: bytes | str | None = None,
     ) -> None:
         self.tools: dict[str, Tool] = {}
         self.paging = paging or Paging()  # signs the cursors of paginated actions
         self.output_schemas = output_schemas  # False: tools/list advertises no outputSchema (token budget)
+        self.middleware = tuple(middleware)  # around every action (see mcpfusion.middleware)
+        self.guards = GuardState(signing_key)
+        self._pipelines: dict[Action, CallNext | None] = {}
         self._routes: dict[str, tuple[Tool, Action | None]] = {}
         self.telemetry: Telemetry | None = None
         for tool in tools:
@@ -129,8 +136,41 @@ class ToolRegistry:
             raise unknown_action(tool, action_name)
         return action
 
+    # -- middleware and guards ---------------------------------------------------------------------------
+
+    def layers(self, action: Action) -> list[Any]:
+        """The middleware around `action`, outermost first: the app's, then its tool's, then its own."""
+        return [*self.middleware, *action.tool.middleware, *action.middleware]
+
+    def guards_of(self, action: Action) -> list[str]:
+        """One line per middleware around `action` (and its confirmation), for the docs."""
+        lines = [describe(mw) for mw in self.layers(action)]
+        if action.confirm:
+            lines.append("confirmation: asks the user before it runs (elicitation, or a _confirm token)")
+        return lines
+
+    def _pipeline(self, action: Action) -> CallNext | None:
+        """The composed chain of `action` (None when it has no middleware: the plain path, no extra cost)."""
+        layers = self.layers(action)
+        found = chain(layers, self._endpoint, _failure_of) if layers or action.confirm else None
+        self._pipelines[action] = found
+        return found
+
+    async def _endpoint(self, call: ActionCall) -> ToolResponse:
+        """The innermost step of a chain: the confirmation, then dependencies, handler and presenter."""
+        try:
+            if call.action.confirm:
+                await require_confirmation(call)
+            return await self._run(call.action, dict(call.arguments), call.request, call.select, call.cursor,
+                                   call.phase)
+        except Exception as exc:
+            return _failure(call.action, exc, call.raise_http)
+
+    # -- calls ----------------------------------------------------------------------------------------------
+
     async def call(
-        self, name: str, arguments: dict[str, Any] | None, request: Request, *, raise_http: bool = True
+        self, name: str, arguments: dict[str, Any] | None, request: Request, *, raise_http: bool = True,
+        transport: str = "mcp",
     ) -> ToolResponse:
         """One MCP `tools/call`. Unknown tools raise `UnknownToolError` (a protocol error on MCP)."""
         try:
@@ -139,94 +179,120 @@ class ToolRegistry:
             raise
         except ToolError as exc:
             return error_response(exc)
-        return await self.call_action(action, arguments, request, raise_http=raise_http)
+        return await self.call_action(action, arguments, request, raise_http=raise_http, transport=transport)
 
     async def call_action(
-        self, action: Action, arguments: dict[str, Any], request: Request, *, raise_http: bool = True
+        self, action: Action, arguments: dict[str, Any], request: Request, *, raise_http: bool = True,
+        transport: str = "mcp",
     ) -> ToolResponse:
-        """Validate, resolve, run and present one action; every failure becomes a self-healing result."""
+        """Validate, run the middleware, resolve, run and present one action; every failure becomes a
+        self-healing result. `transport` ("mcp", "rest", "tester") is what middleware see."""
         telemetry = self.telemetry
         if telemetry is None:
-            return await self._call_action(action, arguments, request, raise_http, no_phase)
+            return await self._call_action(action, arguments, request, raise_http, transport, no_phase)
         trace = telemetry.action(action, request).start()
         response = None
         try:
-            response = await self._call_action(action, arguments, request, raise_http, trace.phase)
+            response = await self._call_action(action, arguments, request, raise_http, transport, trace.phase)
             return response
         finally:
             trace.finish(response)
 
     async def _call_action(
-        self, action: Action, arguments: dict[str, Any], request: Request, raise_http: bool,
+        self, action: Action, arguments: dict[str, Any], request: Request, raise_http: bool, transport: str,
         phase: Callable[[str], AbstractContextManager[Any]],
     ) -> ToolResponse:
         arguments = dict(arguments)
         try:
             select = _pop_select(action, arguments)
             cursor = _pop_cursor(action, arguments) if action.paginate else None
-            kwargs = action.validate(arguments)
-            pages = self._page_call(action, kwargs, request) if action.paginate else None
-            # No dependency, nothing to close: skip the exit stack (hot path of simple actions).
-            async with nullcontext(None) if action.dependency_free else AsyncExitStack() as stack:
-                if stack is None:
-                    dependencies = {}
-                else:
-                    with phase("dependencies"):
-                        dependencies = await resolve(action.dependant, request, stack)
-                presenter = _presenter(action, dependencies)
-                kwargs.update(dependencies)
-                if pages is not None and stack is not None:
-                    scope = await resolve(self.paging.scope_dependant(), request, stack)
-                    pages.open(cursor, fingerprint(scope["scope"]), action.page_size(presenter))
-                with phase("handler"):
-                    if action.is_async:
-                        result = await action.fn(**kwargs)
-                    else:
-                        result = await run_in_threadpool(action.fn, **kwargs)
-                result, next_key = pages.take(result) if pages is not None else (result, None)
-                ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
-                with phase("present"):
-                    response, presenter = present(action, result, presenter, ctx, select)
-                    response = action.output.check(response, presenter)
-                if pages is not None:
-                    pages.finish(response, next_key)
-                return response
-        except (ToolError, ValidationFailed) as exc:
-            return error_response(exc)
-        except DependencyErrors as exc:
-            fields = [(field_path(e.get("loc", ())), f"{e.get('msg', 'invalid')}.") for e in exc.errors]
-            return error_response(ValidationFailed(action.label, fields))
-        except HTTPException as exc:
-            if raise_http:
-                raise
-            code = {401: UNAUTHORIZED, 403: FORBIDDEN}.get(exc.status_code, f"HTTP_{exc.status_code}")
-            return tool_error(code, str(exc.detail))
-        except PresenterError as exc:
-            logger.error("%s: %s", action.label, exc)  # field names only, never values
-            return error_response(invalid_output(action.label))
-        except RedactionError:
-            logger.error("redaction failed closed in %s", action.label)
-            return tool_error(
-                INTERNAL_ERROR,
-                f"{action.label} could not be answered safely.",
-                recovery="This is a server problem; try another action or report it.",
-            )
-        except ProtocolSignal:
-            raise  # the MCP engine's own control flow (input required, protocol errors)
-        except Exception:
-            logger.exception("internal error in %s", action.label)
-            return tool_error(
-                INTERNAL_ERROR,
-                f"{action.label} failed with an internal error.",
-                recovery="This is a server problem, not your call; retry later or try another action.",
-            )
+            try:
+                pipeline = self._pipelines[action]
+            except KeyError:
+                pipeline = self._pipeline(action)
+            if pipeline is None:
+                return await self._run(action, action.validate(arguments), request, select, cursor, phase)
+            confirmation = arguments.pop(CONFIRM_PARAM, None) if action.confirm else None
+            call = ActionCall(action, action.validate(arguments), arguments, request, transport, self.guards, phase)
+            call.select, call.cursor, call.confirmation, call.raise_http = select, cursor, confirmation, raise_http
+            return await pipeline(call)
+        except Exception as exc:
+            return _failure(action, exc, raise_http)
 
+    async def _run(self, action: Action, kwargs: dict[str, Any], request: Request, select: list[str] | None,
+                   cursor: str | None, phase: Callable[[str], AbstractContextManager[Any]]) -> ToolResponse:
+        """Resolve the dependencies, run the handler, present its result (yield dependencies close after);
+        `phase` times each step for telemetry."""
+        pages = self._page_call(action, kwargs, request) if action.paginate else None
+        # No dependency, nothing to close: skip the exit stack (hot path of simple actions).
+        async with nullcontext(None) if action.dependency_free else AsyncExitStack() as stack:
+            if stack is None:
+                dependencies = {}
+            else:
+                with phase("dependencies"):
+                    dependencies = await resolve(action.dependant, request, stack)
+            presenter = _presenter(action, dependencies)
+            kwargs.update(dependencies)
+            if pages is not None and stack is not None:
+                scope = await resolve(self.paging.scope_dependant(), request, stack)
+                pages.open(cursor, fingerprint(scope["scope"]), action.page_size(presenter))
+            with phase("handler"):
+                if action.is_async:
+                    result = await action.fn(**kwargs)
+                else:
+                    result = await run_in_threadpool(action.fn, **kwargs)
+            result, next_key = pages.take(result) if pages is not None else (result, None)
+            ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
+            with phase("present"):
+                response, presenter = present(action, result, presenter, ctx, select)
+                response = action.output.check(response, presenter)
+            if pages is not None:
+                pages.finish(response, next_key)
+            return response
 
     def _page_call(self, action: Action, filters: dict[str, Any], request: Request) -> PageCall:
         """The page of this call (its handler's `Page` dependency reads it from the request scope)."""
         page = Page()
         request.scope[PAGE_SCOPE_KEY] = page
         return PageCall(self.paging, action.qualified_name, how_to_call(action), fingerprint(filters), page)
+
+
+def _failure_of(call: ActionCall, exc: Exception) -> ToolResponse:
+    return _failure(call.action, exc, call.raise_http)
+
+
+def _failure(action: Action, exc: Exception, raise_http: bool) -> ToolResponse:
+    """The self-healing result for what a call raised; HTTP errors (when `raise_http`) and the MCP
+    engine's own control flow (input required, protocol errors) are raised again."""
+    if isinstance(exc, ToolError | ValidationFailed):
+        return error_response(exc)
+    if isinstance(exc, DependencyErrors):
+        fields = [(field_path(e.get("loc", ())), f"{e.get('msg', 'invalid')}.") for e in exc.errors]
+        return error_response(ValidationFailed(action.label, fields))
+    if isinstance(exc, HTTPException):
+        if raise_http:
+            raise exc
+        code = {401: UNAUTHORIZED, 403: FORBIDDEN}.get(exc.status_code, f"HTTP_{exc.status_code}")
+        return tool_error(code, str(exc.detail))
+    if isinstance(exc, PresenterError):
+        logger.error("%s: %s", action.label, exc)  # field names only, never values
+        return error_response(invalid_output(action.label))
+    if isinstance(exc, RedactionError):
+        logger.error("redaction failed closed in %s", action.label)
+        return tool_error(
+            INTERNAL_ERROR,
+            f"{action.label} could not be answered safely.",
+            recovery="This is a server problem; try another action or report it.",
+        )
+    if isinstance(exc, ProtocolSignal):
+        raise exc  # the MCP engine's own control flow (input required, protocol errors)
+    logger.error("internal error in %s", action.label, exc_info=exc)
+    return tool_error(
+        INTERNAL_ERROR,
+        f"{action.label} failed with an internal error.",
+        recovery="This is a server problem, not your call; retry later or try another action.",
+    )
+
 
 
 def _pop_cursor(action: Action, arguments: dict[str, Any]) -> str | None:

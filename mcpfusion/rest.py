@@ -149,7 +149,7 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str) -> Any:
         if not isinstance(arguments, dict):
             fields = [("(body)", "Send a JSON object of the action's parameters.")]
             return validation_problem(action.label, fields, request.url.path)
-        return rest_body(await registry.call_action(action, arguments, request), request)
+        return rest_body(await registry.call_action(action, arguments, request, transport="rest"), request)
 
     call_action.__name__ = f"{action.tool.name}_{action.name}" + ("_get" if method == "GET" else "")
     return call_action

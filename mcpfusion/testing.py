@@ -115,12 +115,12 @@ class ToolTester:
         target = self.registry.tools.get(tool)
         if action is not None and target is not None and target.exposition == "flat":
             response = await self.registry.call_action(
-                self.registry.find(tool, action), args, request, raise_http=False
+                self.registry.find(tool, action), args, request, raise_http=False, transport="tester"
             )
         else:
             if action is not None:
                 args[DISCRIMINATOR] = action
-            response = await self.registry.call(tool, args, request, raise_http=False)
+            response = await self.registry.call(tool, args, request, raise_http=False, transport="tester")
         return ToolResult(response)
 
 

@@ -105,6 +105,8 @@ class Action:
     hidden: frozenset[str]
     is_async: bool
     paginate: int | bool | None = None  # page size, or True: the presenter's limit
+    middleware: tuple[Any, ...] = ()
+    confirm: bool | str = False
 
     @property
     def label(self) -> str:
@@ -210,6 +212,7 @@ class Tool:
         select: bool = False,
         toon_description: bool = False,
         title: str | None = None,
+        middleware: Sequence[Any] = (),
     ) -> None:
         if not _NAME.match(name):
             raise ValueError(f"tool name {name!r} must match {_NAME.pattern}")
@@ -222,6 +225,7 @@ class Tool:
         self.select = select
         self.toon_description = toon_description
         self.title = title
+        self.middleware = tuple(middleware)  # around every action of this tool (see mcpfusion.middleware)
         self.actions: dict[str, Action] = {}
         self.source: str | None = None  # set by discovery: the file that defined it
 
@@ -243,6 +247,8 @@ class Tool:
         output_schema: dict[str, Any] | type[BaseModel] | Any | None = None,
         title: str | None = None,
         paginate: int | bool | None = None,
+        middleware: Sequence[Any] = (),
+        confirm: bool | str = False,
     ) -> Callable[[F], F]: ...
 
     def action(
@@ -259,6 +265,8 @@ class Tool:
         output_schema: Any = None,
         title: str | None = None,
         paginate: int | bool | None = None,
+        middleware: Sequence[Any] = (),
+        confirm: bool | str = False,
     ) -> Any:
         """Register a handler as an action; its signature becomes the input schema. Works bare
         (`@tool.action`) and called (`@tool.action("name", readonly=True, returns=view)`).
@@ -268,7 +276,9 @@ class Tool:
         `returns=` takes a presenter, a dependency returning one (declare its choices in `presenters=`),
         or a pydantic model (the output firewall); so does the return annotation (`-> Invoice`).
         `paginate=N` (or True: the presenter's `limit()`) answers lists one page at a time with a signed
-        `cursor` (see `mcpfusion.pagination`).
+        `cursor` (see `mcpfusion.pagination`). `middleware` wrap this action only (inside the app's and the
+        tool's). `confirm=True` (or a message template such as "Void {id}?") asks the user to confirm these
+        exact arguments before it runs.
         """
         if callable(name) and not isinstance(name, str):
             fn = name
@@ -276,12 +286,13 @@ class Tool:
             return fn
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            self.actions_add(
-                self._build(
-                    fn, name or fn.__name__, description, readonly, destructive, idempotent, open_world,
-                    returns, tuple(presenters), output_schema, title, paginate,
-                )
+            action = self._build(
+                fn, name or fn.__name__, description, readonly, destructive, idempotent, open_world,
+                returns, tuple(presenters), output_schema, title, paginate,
             )
+            action.middleware = tuple(middleware)
+            action.confirm = confirm
+            self.actions_add(action)
             return fn
 
         return register

@@ -3,7 +3,9 @@
 - handlers are typed `async def`s; their parameters are the tool's input schema;
 - `Depends(...)` brings the tenant-scoped store, the caller's presenter and credentials (never in the schema);
 - a Model's fillable profile (`InvoiceModel.input_model("create")`) becomes the action's parameters;
-- presenters decide what the agent sees; `success_structured` and `toon_success` answer other shapes.
+- presenters decide what the agent sees; `success_structured` and `toon_success` answer other shapes;
+- guards: a timeout on `remind`, at most two `export_invoices` at once, and `void_invoice` asks the user first
+  (the app adds a rate limit and the audit trail to every action, in `app/main.py`).
 """
 
 import hashlib
@@ -14,7 +16,7 @@ from pydantic import Field
 
 from app.deps import get_store, invoice_presenter, invoice_rows_presenter, payment_api_key
 from app.store import BillingStore, invoice_key
-from mcpfusion import Context, Page, Tool, success_structured, toon_success
+from mcpfusion import Concurrency, Context, Page, Timeout, Tool, success_structured, toon_success
 from models import INVOICE_STATUSES, ExportRow, InvoiceModel, PaymentModel, RevenueSummary
 from presenters import invoice_admin, invoice_rows_admin, invoice_rows_support, invoice_support
 
@@ -70,7 +72,7 @@ async def update_invoice_status(id: InvoiceId, change: InvoiceUpdate, store: Bil
     return await store.set_status(id, change.status)
 
 
-@billing.action(open_world=True, destructive=False, **DETAIL)
+@billing.action(open_world=True, destructive=False, middleware=[Timeout(10)], **DETAIL)
 async def remind(
     id: InvoiceId,
     ctx: Context,
@@ -84,7 +86,8 @@ async def remind(
     return invoice
 
 
-@billing.action(destructive=True, **LOCAL, **DETAIL)
+@billing.action(destructive=True, confirm="Void invoice {id} (reason: {reason})? This cannot be undone.", **LOCAL,
+                **DETAIL)
 async def void_invoice(
     id: InvoiceId,
     reason: Annotated[str, Field(min_length=3, max_length=200, description="Why the invoice is voided.")],
@@ -113,7 +116,7 @@ async def revenue_summary(store: BillingStore = Depends(get_store)):
     return success_structured(RevenueSummary.model_validate(await store.summary()))
 
 
-@billing.action(readonly=True, idempotent=True, output_schema=list[ExportRow], **LOCAL)
+@billing.action(readonly=True, idempotent=True, output_schema=list[ExportRow], middleware=[Concurrency(2)], **LOCAL)
 async def export_invoices(
     status: StatusFilter = None,
     store: BillingStore = Depends(get_store),

@@ -2,8 +2,8 @@
 replicas of a small MCPFusion app sharing it. Everything binds 127.0.0.1 and is stopped by the test.
 
 The replica app (`make_app`, served with `uvicorn --factory tests.redis_helpers:make_app`) has one tool that
-elicits, one that sends notifications on the session's GET stream, one that waits for cancellation and
-a fast echo; it reads `MCPFUSION_REDIS_URL` and `MCPFUSION_SIGNING_KEY` like any mcpfusion app.
+elicits, one that sends notifications on the session's GET stream, one that waits for cancellation, one
+rate-limited and a fast echo; it reads `MCPFUSION_REDIS_URL` and `MCPFUSION_SIGNING_KEY` like any mcpfusion app.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from mcpfusion import Context, Tool
+from mcpfusion import Context, RateLimit, Tool
 from mcpfusion.app import MCPFusion
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -226,6 +226,11 @@ def make_app():  # noqa: ANN201 - uvicorn factory
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(ctx.wait_cancelled(), 60)
         return "cancelled" if ctx.cancelled else "timeout"
+
+    @desk.action(readonly=True, middleware=[RateLimit(3, per=3600)])
+    async def limited() -> str:
+        """Three calls an hour per principal, counted in Redis across replicas."""
+        return f"allowed on {name}"
 
     @desk.action()
     async def redeploy() -> str:

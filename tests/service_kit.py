@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -186,3 +187,22 @@ async def call(transport: str, app: FastAPI, tool: str, action: str, args: dict[
         if data is None:
             data = _parse_text(result["content"][0]["text"])
         return Outcome(None, data, r.text)
+
+
+CONFIRM_TOKEN = re.compile(r"\d{10}\.[0-9a-f]{32}")
+
+
+def confirm_token(text: str) -> str:
+    """The `_confirm` token a CONFIRMATION_REQUIRED answer carries (what a user who agrees sends back)."""
+    found = CONFIRM_TOKEN.search(text)
+    assert found is not None, text
+    return found.group(0)
+
+
+async def call_confirmed(transport: str, app: FastAPI, tool: str, action: str, args: dict[str, Any] | None = None,
+                         token: str | None = None) -> Outcome:
+    """`call`, answering a confirmation request (`confirm=True` actions) as a user who agrees."""
+    outcome = await call(transport, app, tool, action, args, token)
+    if outcome.error_code != "CONFIRMATION_REQUIRED":
+        return outcome
+    return await call(transport, app, tool, action, {**(args or {}), "_confirm": confirm_token(outcome.raw)}, token)

@@ -8,7 +8,7 @@ import json
 import pytest
 import toon_format
 
-from tests.service_kit import asgi_client, in_process, rest
+from tests.service_kit import asgi_client, confirm_token, in_process, rest
 
 ADMIN = {"authorization": "Bearer demo-admin"}
 LINE = {"description": "Audit", "quantity": 2, "unit_price_cents": 1500}
@@ -112,7 +112,10 @@ async def test_remind_void_and_payments(t):
     assert (await t.call("billing", "remind", {"id": "inv_0003"}, headers=ADMIN)).error_code == "CONFLICT"
     reminded = await t.call("billing", "remind", {"id": "inv_0001"}, headers=ADMIN)
     assert reminded.data["reminders_sent"] == 1
-    assert (await t.call("billing", "void_invoice", {"id": "inv_0002", "reason": "paid already"},
+    void = {"id": "inv_0002", "reason": "paid already"}
+    asked = await t.call("billing", "void_invoice", void, headers=ADMIN)
+    assert asked.error_code == "CONFIRMATION_REQUIRED" and "Void invoice inv_0002" in asked.text
+    assert (await t.call("billing", "void_invoice", {**void, "_confirm": confirm_token(asked.text)},
                          headers=ADMIN)).error_code == "CONFLICT"
     total = reminded.data["total_cents"]
     too_much = await t.call("billing", "record_payment", {"id": "inv_0001", "amount_cents": total + 1}, headers=ADMIN)

@@ -9,8 +9,9 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from mcp.types import ElicitResult
 
-from tests.service_kit import ACME_PII, TOKENS, build, rest, serve
+from tests.service_kit import ACME_PII, TOKENS, build, confirm_token, rest, serve
 
 IDS = {  # (overdue invoice, paid invoice, customer) of each token's tenant
     "demo-admin": ("inv_0001", "inv_0002", "cus_0001"),
@@ -54,6 +55,8 @@ async def run_plan(token, invoke):
         placeholders = {"{new}": created[:1], "{other}": created[1:2]}
         args = {k: placeholders[v][0] if isinstance(v, str) and v in placeholders else v for k, v in args.items()}
         is_error, data, text = await invoke(tool, action, args)
+        if is_error and "CONFIRMATION_REQUIRED" in text:  # a client that cannot ask: the user agrees
+            is_error, data, text = await invoke(tool, action, {**args, "_confirm": confirm_token(text)})
         assert not is_error, (token, tool, action, text)
         if action == "create_invoice":
             created.append(data["id"])
@@ -65,7 +68,14 @@ async def run_plan(token, invoke):
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_every_action_over_mcp_with_the_sdk_client(base, token, mode):
     http = create_mcp_http_client(headers={"authorization": f"Bearer {token}"})
-    async with Client(streamable_http_client(base + "/mcp", http_client=http), mode=mode) as client:
+    asked: list[str] = []
+
+    async def confirm(context, params):  # the user agrees to void the invoice
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"confirm": True})
+
+    async with Client(streamable_http_client(base + "/mcp", http_client=http), mode=mode,
+                      elicitation_callback=confirm) as client:
         assert {t.name for t in (await client.list_tools()).tools} == {"billing", "customers"}
 
         async def invoke(tool, action, args):
@@ -77,6 +87,7 @@ async def test_every_action_over_mcp_with_the_sdk_client(base, token, mode):
             return result.is_error, data, text
 
         seen = await run_plan(token, invoke)
+    assert len(asked) == 1 and asked[0].startswith("Void invoice ")  # void_invoice asked, once
     if token == "demo-support":
         assert not [v for v in ACME_PII if v in seen]
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.service_kit import build, call, rest, serve
+from tests.service_kit import build, call, confirm_token, rest, serve
 
 LINES = [{"description": "Hosting (month)", "quantity": 3, "unit_price_cents": 2500}]
 
@@ -22,7 +22,10 @@ async def test_writes_survive_a_real_server_restart(tmp_path):
                               "demo-admin")
             assert paid.json()["paid_cents"] == 2500
             assert (await rest(client, "billing", "remind", {"id": invoice_id}, "demo-support")).status_code == 200
-            assert (await rest(client, "billing", "void_invoice", {"id": "inv_0003", "reason": "duplicate"},
+            void = {"id": "inv_0003", "reason": "duplicate"}
+            asked = await rest(client, "billing", "void_invoice", void, "demo-admin")
+            assert asked.status_code == 428  # confirmation required: nothing voided yet
+            assert (await rest(client, "billing", "void_invoice", {**void, "_confirm": confirm_token(asked.text)},
                                "demo-admin")).status_code == 200
 
     assert (tmp_path / "billing.sqlite3").is_file()

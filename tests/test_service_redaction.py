@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.service_kit import ACME_PII, build, call
+from tests.service_kit import ACME_PII, build, call, call_confirmed
 
 TRANSPORTS = ["inproc", "rest", "mcp"]
 INTERNAL = ["internal_note", "margin_cents", "Account manager"]
@@ -22,7 +22,7 @@ async def every_action(app, transport, token):
     out = []
 
     async def run(tool, action, args=None):
-        outcome = await call(transport, app, tool, action, args or {}, token)
+        outcome = await call_confirmed(transport, app, tool, action, args or {}, token)
         assert outcome.error_code is None, (tool, action, outcome)
         out.append((f"{tool}.{action}", outcome))
         return outcome.data

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.service_kit import ACME_INVOICES, GLOBEX_INVOICES, call
+from tests.service_kit import ACME_INVOICES, GLOBEX_INVOICES, call, call_confirmed
 
 TRANSPORTS = ["inproc", "rest", "mcp"]
 NEW_LINE = [{"description": "Audit", "quantity": 1, "unit_price_cents": 1000}]
@@ -58,7 +58,7 @@ WRITES = [
 @pytest.mark.parametrize(("action", "args"), WRITES, ids=[w[0] for w in WRITES])
 async def test_writes_cannot_touch_other_tenant(service_app, transport, action, args):
     before = await snapshot(service_app, transport)
-    outcome = await call(transport, service_app, "billing", action, args, "demo-globex-admin")
+    outcome = await call_confirmed(transport, service_app, "billing", action, args, "demo-globex-admin")
     assert outcome.error_code == "NOT_FOUND", outcome
     assert "acme" not in outcome.raw.lower()
     assert await snapshot(service_app, transport) == before

@@ -31,7 +31,8 @@ def _toon_table(text: str) -> list[dict[str, Any]]:
     return decoded if isinstance(decoded, list) else []
 
 
-def action_entry(action: Action, curl_base: str, memo: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+def action_entry(action: Action, curl_base: str, memo: dict[int, dict[str, Any]] | None = None,
+                 registry: ToolRegistry | None = None) -> dict[str, Any]:
     ctx = CallContext(action, {}, None)
     memo = {} if memo is None else memo  # one description per presenter, however many actions share it
     for p in action.presenters:
@@ -44,6 +45,7 @@ def action_entry(action: Action, curl_base: str, memo: dict[int, dict[str, Any]]
         "title": action.title,
         "description": action.description,
         "annotations": action.annotations(),
+        "guards": registry.guards_of(action) if registry is not None else [],
         "mcp_name": listing.mcp_name(action),
         "rest_path": examples.rest_path(action),
         "parameters": rows(action.input_schema),
@@ -60,7 +62,8 @@ def action_entry(action: Action, curl_base: str, memo: dict[int, dict[str, Any]]
     }
 
 
-def tool_entry(tool: Tool, curl_base: str, memo: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+def tool_entry(tool: Tool, curl_base: str, memo: dict[int, dict[str, Any]] | None = None,
+               registry: ToolRegistry | None = None) -> dict[str, Any]:
     text = economy.toon_description(tool)
     advertised = listing.tool_entries(tool)
     return {
@@ -79,7 +82,7 @@ def tool_entry(tool: Tool, curl_base: str, memo: dict[int, dict[str, Any]] | Non
         "annotations": tool.annotations(),
         "mcp_tools": advertised,
         "tokens": economy.advertised_economy(tool, advertised),
-        "actions": [action_entry(a, curl_base, memo) for a in tool.actions.values()],
+        "actions": [action_entry(a, curl_base, memo, registry) for a in tool.actions.values()],
     }
 
 
@@ -92,7 +95,7 @@ def build_manifest(
         "title": title,
         "generator": f"mcpfusion {__version__}",
         "token_encoding": tokens.ENCODING,
-        "tools": [tool_entry(t, curl_base, memo) for t in registry.tools.values() if t.actions],
+        "tools": [tool_entry(t, curl_base, memo, registry) for t in registry.tools.values() if t.actions],
     }
 
 

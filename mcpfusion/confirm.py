@@ -1,0 +1,100 @@
+"""Confirmation of destructive actions: `@tool.action(confirm=True)` runs only once the user agreed to
+these exact arguments.
+
+- An MCP client that declared the `elicitation` capability is asked: on the 2025-11-25 wire with an
+  `elicitation/create` request on the call's stream, on 2026-07-28 with an input-required result that its
+  retry answers. The question's key is bound to the arguments: a retry with other arguments asks again.
+- Any other caller (REST, stdio or MCP clients without elicitation, the tester) gets a self-healing
+  `CONFIRMATION_REQUIRED` error carrying a token bound to the action, the exact arguments and the caller,
+  valid ten minutes; the call runs when it is sent again with `"_confirm": "<token>"` added.
+
+The action never runs without one or the other. A declined question answers `NOT_CONFIRMED`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+from typing import Any
+
+from .context import NoBackChannel
+from .errors import CONFIRMATION_REQUIRED, NOT_CONFIRMED, ToolError
+from .middleware import ActionCall
+
+CONFIRM_PARAM = "_confirm"
+TOKEN_TTL = 600.0
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean", "title": "Confirm",
+                               "description": "Run it, with exactly these arguments."}},
+    "required": ["confirm"],
+}
+
+
+class _Keep(dict[str, Any]):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def question(call: ActionCall) -> str:
+    """What the user is asked: the action's own template (`confirm="Void {id}?"`), or a plain sentence."""
+    template = call.action.confirm
+    if isinstance(template, str):
+        return template.format_map(_Keep(call.raw_arguments))
+    shown = ", ".join(f"{k}={v!r}" for k, v in call.raw_arguments.items()) or "no arguments"
+    what = call.action.description.rstrip(".") or call.action.qualified_name
+    return f"Confirm {call.action.qualified_name} ({what}) with {shown}?"
+
+
+def token(call: ActionCall, digest: str, expires: int | None = None) -> str:
+    """`<expiry>.<mac>`: bound to the call's digest (action + arguments) and its principal."""
+    expires = expires if expires is not None else int(time.time() + TOKEN_TTL)
+    mac = hmac.new(call.guards.signing_key, f"confirm|{expires}|{call.principal_id}|{digest}".encode(),
+                   hashlib.sha256).hexdigest()[:32]
+    return f"{expires}.{mac}"
+
+
+def _valid(call: ActionCall, digest: str, sent: Any) -> bool:
+    if not isinstance(sent, str) or "." not in sent:
+        return False
+    expiry, _, _ = sent.partition(".")
+    if not expiry.isdigit() or int(expiry) < time.time():
+        return False
+    return hmac.compare_digest(sent, token(call, digest, int(expiry)))
+
+
+async def require_confirmation(call: ActionCall) -> None:
+    """Return once the user confirmed this exact call; raise a self-healing `ToolError` otherwise."""
+    digest = call.arguments_digest()
+    name = call.action.qualified_name
+    if call.confirmation is not None:
+        if _valid(call, digest, call.confirmation):
+            return
+        raise _needs_token(call, digest, f"The {CONFIRM_PARAM} token does not match this call of {name} "
+                                         "(other arguments, another caller, or expired); nothing was done.")
+    ctx = call.context
+    if not ctx.is_detached and "elicitation" in ctx.client_capabilities:
+        try:
+            answer = await ctx.elicit(question(call), SCHEMA, key=f"confirm-{digest[:16]}")
+        except NoBackChannel:
+            answer = None
+        if answer is not None:
+            if answer.get("action") == "accept" and (answer.get("content") or {}).get("confirm") is True:
+                return
+            raise ToolError(NOT_CONFIRMED, f"The user did not confirm {name}; nothing was done.",
+                            recovery="Do not call it again unless the user asks for it.")
+    raise _needs_token(call, digest, f"{name} needs the user's confirmation, and this client cannot ask "
+                                     "the user; nothing was done.")
+
+
+def _needs_token(call: ActionCall, digest: str, message: str) -> ToolError:
+    issued = token(call, digest)
+    return ToolError(
+        CONFIRMATION_REQUIRED,
+        message,
+        recovery=f'Ask the user: "{question(call)}" Only if they agree, call {call.action.qualified_name} '
+                 f'again with exactly the same arguments plus "{CONFIRM_PARAM}": "{issued}" '
+                 f"(valid {int(TOKEN_TTL // 60)} minutes).",
+        details={"confirm_token": issued},
+    )

@@ -1,0 +1,198 @@
+"""Middleware: async functions wrapped around every action call, on every transport.
+
+    async def timing(call: ActionCall, call_next: CallNext) -> ToolResponse:
+        started = time.perf_counter()
+        response = await call_next(call)          # change call.arguments before, the response after
+        logger.info("%s took %.1f ms", call.action.qualified_name, (time.perf_counter() - started) * 1000)
+        return response
+
+    MCPFusion("billing", middleware=[timing])     # every action of the app
+    Tool("billing", middleware=[...])             # every action of the tool
+    @billing.action(middleware=[...])             # one action
+
+Order: the app's middleware wrap the tool's, which wrap the action's; within one list the first is the
+outermost. They run after the arguments validated and before dependencies resolve, so raising `ToolError`
+(or returning a response without calling `call_next`) short-circuits the call: no dependency, no handler.
+An exception raised inside reaches the outer middleware as the error response it becomes. Guards
+(`Timeout`, `Concurrency`, `RateLimit`, `EgressLimit`, `Audit`) are middleware too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import secrets
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+
+from .buckets import Buckets, MemoryBuckets
+from .context import Context
+from .dependencies import current_context
+from .response import ToolResponse
+
+if TYPE_CHECKING:
+    from .tool import Action, Tool
+
+CallNext = Callable[["ActionCall"], Awaitable[ToolResponse]]
+Middleware = Callable[["ActionCall", CallNext], Awaitable[ToolResponse]]
+
+# `mcpfusion.auth.AUTH_SCOPE_KEY`, where RequireBearer keeps the caller (not imported: that loads PyJWT).
+AUTH_SCOPE_KEY = "mcpfusion.auth"
+# Set by the stdio bridge on the requests it makes in-process.
+_STDIO_SCOPE_KEY = "mcpfusion.trusted_headers"
+_PRINCIPAL_ID = ("subject", "sub", "id", "user_id")
+_TENANT = ("tenant", "tenant_id")
+
+
+class GuardState:
+    """What the guards of one app keep between calls (buckets, bulkheads, the signing key).
+
+    It lives beside the configuration (the registry), never inside a guard, so a tool shared by two apps
+    shares no counters between them."""
+
+    def __init__(self, signing_key: bytes | str | None = None) -> None:
+        key = signing_key if signing_key is not None else secrets.token_bytes(32)
+        self.signing_key = key.encode() if isinstance(key, str) else key
+        self.semaphores: dict[int, asyncio.Semaphore] = {}
+        self.buckets: Buckets = MemoryBuckets()  # `mcpfusion.redis.buckets.RedisBuckets` for replicas
+
+    def semaphore(self, owner: object, limit: int) -> asyncio.Semaphore:
+        found = self.semaphores.get(id(owner))
+        if found is None:
+            found = self.semaphores[id(owner)] = asyncio.Semaphore(limit)
+        return found
+
+
+class ActionCall:
+    """One action call as middleware see it.
+
+    - `action` / `tool`: what is called; `arguments`: the validated keyword arguments of the handler
+      (change them before `call_next`); `raw_arguments`: the arguments as the caller sent them.
+    - `transport`: "mcp", "stdio", "rest" or "tester"; `context`: the MCP `Context` (detached elsewhere);
+      `request`: the HTTP request (headers, scope, app).
+    - `principal`: what the app's authentication stored in `scope["mcpfusion.auth"]` (e.g. by
+      `RequireBearer`), else None; `principal_id` and `tenant` are read from it.
+    - `state`: a dict for middleware to pass values to each other during this call.
+    """
+
+    __slots__ = ("action", "arguments", "raw_arguments", "request", "transport", "state", "guards",
+                 "select", "cursor", "confirmation", "raise_http", "phase", "_request_id")
+
+    def __init__(
+        self,
+        action: Action,
+        arguments: dict[str, Any],
+        raw_arguments: dict[str, Any],
+        request: Request,
+        transport: str,
+        guards: GuardState,
+        phase: Callable[[str], AbstractContextManager[Any]],
+    ) -> None:
+        self.action = action
+        self.arguments = arguments
+        self.raw_arguments = raw_arguments
+        self.request = request
+        self.transport = "stdio" if transport == "mcp" and request.scope.get(_STDIO_SCOPE_KEY) else transport
+        self.guards = guards
+        self.state: dict[str, Any] = {}
+        self.select: list[str] | None = None
+        self.cursor: str | None = None  # the page cursor of a paginated action
+        self.confirmation: str | None = None  # the `_confirm` token sent with the call
+        self.raise_http = True
+        self.phase = phase  # telemetry's timer of the dependency, handler and present steps
+        self._request_id: str | None = None
+
+    @property
+    def tool(self) -> Tool:
+        return self.action.tool
+
+    @property
+    def context(self) -> Context:
+        return current_context(self.request)
+
+    @property
+    def principal(self) -> Any:
+        return self.request.scope.get(AUTH_SCOPE_KEY)
+
+    @property
+    def principal_id(self) -> str:
+        """Who calls: the principal's subject/id, else a digest of the Authorization header, else the
+        client address (never a credential in clear)."""
+        found = _field(self.principal, _PRINCIPAL_ID)
+        if found is not None:
+            return found
+        if isinstance(self.principal, str):
+            return self.principal
+        auth = self.request.headers.get("authorization")
+        if auth:
+            return "token:" + hashlib.sha256(auth.encode()).hexdigest()[:32]
+        client = self.request.client
+        return f"anonymous:{client.host if client else '-'}"
+
+    @property
+    def tenant(self) -> str | None:
+        return _field(self.principal, _TENANT)
+
+    @property
+    def request_id(self) -> str:
+        """`X-Request-ID` when the caller sent one, else a new id (stable for this call)."""
+        if self._request_id is None:
+            self._request_id = self.request.headers.get("x-request-id") or uuid.uuid4().hex
+        return self._request_id
+
+    def arguments_digest(self) -> str:
+        """A keyed digest (HMAC-SHA256, the app's signing key) of the action and its arguments as sent:
+        equal for equal calls, and no value can be read back or guessed from it."""
+        canonical = json.dumps([self.action.qualified_name, self.raw_arguments], sort_keys=True,
+                               separators=(",", ":"), ensure_ascii=False, default=str)
+        return hmac.new(self.guards.signing_key, canonical.encode(), hashlib.sha256).hexdigest()
+
+    def __repr__(self) -> str:
+        return f"ActionCall({self.action.qualified_name}, transport={self.transport!r})"
+
+
+def _field(principal: Any, names: Sequence[str]) -> str | None:
+    if principal is None or isinstance(principal, str):
+        return None
+    for name in names:
+        value = principal.get(name) if isinstance(principal, Mapping) else getattr(principal, name, None)
+        if value:
+            return str(value)
+    return None
+
+
+def chain(middleware: Sequence[Middleware], endpoint: CallNext,
+          on_error: Callable[[ActionCall, Exception], ToolResponse]) -> CallNext:
+    """`endpoint` wrapped in `middleware` (first = outermost). What a middleware raises becomes, through
+    `on_error`, the response its outer middleware see."""
+    handler = endpoint
+    for mw in reversed(middleware):
+        handler = _bind(mw, handler, on_error)
+    return handler
+
+
+def _bind(mw: Middleware, call_next: CallNext, on_error: Callable[[ActionCall, Exception], ToolResponse]
+          ) -> CallNext:
+    async def run(call: ActionCall) -> ToolResponse:
+        try:
+            return await mw(call, call_next)
+        except Exception as exc:
+            return on_error(call, exc)
+
+    return run
+
+
+def describe(mw: Any) -> str:
+    """One line saying what a middleware does (the docs page lists them per action)."""
+    explain = getattr(mw, "describe", None)
+    if callable(explain):
+        return str(explain())
+    doc = (getattr(mw, "__doc__", None) or "").strip().split("\n", 1)[0]
+    name = getattr(mw, "__name__", type(mw).__name__)
+    return f"{name}: {doc}" if doc else name
