@@ -117,12 +117,14 @@ class EgressLimit:
                 raise self._too_large(call)
             shown = fit
             head = encode(rows[:shown])
-        kept = rows[:shown] if encode else data
+        kept: Any = data
+        if encode is not None and shown < len(rows):
+            kept = "\n".join(rows[:shown]) if isinstance(data, str) else rows[:shown]
         notice = self._notice(shown, len(rows), unit, dropped)
         structured = response.structured_content
-        if structured is not None and encode is not None and shown < len(rows):
+        if structured is not None and kept is not data:
             structured = {k: kept if v == data else v for k, v in structured.items()}
-        view = replace(response.view, data=kept if shown < len(rows) else data,
+        view = replace(response.view, data=kept,
                        ui_blocks=[b for b in response.view.ui_blocks if b.render() in rest])
         return ToolResponse([head, notice, *rest], structured_content=structured, view=view)
 

@@ -83,6 +83,8 @@ def build(world: World) -> FastAPI:
             return toon_success(ROWS[:count])
         if fmt == "object":
             return {"blob": "y" * 5_000}
+        if fmt == "text":
+            return "\n".join(f"line {n:03d}: " + "z" * 40 for n in range(count))
         return ROWS[:count]
 
     @desk.action(readonly=True, middleware=[EgressLimit(tokens=300)])
@@ -205,6 +207,11 @@ async def test_egress_limit_keeps_toon_valid_and_refuses_what_cannot_be_cut(worl
         decoded = toon_format.decode(toon.texts[0])
         assert 0 < len(decoded) < 300 and decoded[0]["id"] == "row_0000"
         assert f"{len(decoded)} of 300 rows shown" in toon.texts[1]
+    text = await caller.call("rows", {"fmt": "text"})
+    lines = (json.loads(text.texts[0]) if caller.transport == "rest" else text.texts[0]).split("\n")
+    assert 0 < len(lines) < 300 and all(line == f"line {n:03d}: " + "z" * 40 for n, line in enumerate(lines))
+    if caller.transport != "rest":
+        assert f"{len(lines)} of 300 lines shown" in text.texts[1]
     blob = await caller.call("rows", {"fmt": "object"})
     assert blob.code == "RESPONSE_TOO_LARGE" and "y" * 100 not in blob.text
     within = await caller.call("small")
