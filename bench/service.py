@@ -136,7 +136,10 @@ def measure(server: Uvicorn, cell: Cell, seconds: float, args: argparse.Namespac
 def run(args: argparse.Namespace) -> list[Cell]:
     todo = [c for c in cells() if c.action in args.actions]
     with tempfile.TemporaryDirectory() as tmp:
-        env = {"DATABASE_URL": f"sqlite:///{Path(tmp) / 'billing.sqlite3'}", "MCPFUSION_DEMO": "1"}
+        # One caller at thousands of calls a second: the service's rate limit is raised out of reach (its
+        # bookkeeping still runs on every call, so its cost stays in the figures).
+        env = {"DATABASE_URL": f"sqlite:///{Path(tmp) / 'billing.sqlite3'}", "MCPFUSION_DEMO": "1",
+               "MCPFUSION_RATE_LIMIT": "1000000000"}
         with Uvicorn("service_server:app", env) as server:
             for cell in todo:
                 check(server, cell)
