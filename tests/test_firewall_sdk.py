@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
-from mcp.types import TextContent
+from mcp.types import ElicitResult, TextContent
 
 from tests.service_kit import ACME_PII, build, serve
 
@@ -23,9 +23,14 @@ def url(tmp_path_factory):
         yield base + "/mcp"
 
 
+async def confirm(context, params) -> ElicitResult:
+    """The user agrees when void_invoice asks (it is declared confirm=...)."""
+    return ElicitResult(action="accept", content={"confirm": True})
+
+
 def client(url: str, mode: str, token: str) -> Client:
     http = create_mcp_http_client(headers={"authorization": f"Bearer {token}"})
-    return Client(streamable_http_client(url, http_client=http), mode=mode)
+    return Client(streamable_http_client(url, http_client=http), mode=mode, elicitation_callback=confirm)
 
 
 def text_of(result) -> str:
