@@ -13,7 +13,8 @@ COPY app ./app
 COPY routers ./routers
 COPY presenters ./presenters
 COPY models ./models
-RUN pip install '.[telemetry]' && mkdir -p /data && useradd --system --home /srv mcpfusion && chown mcpfusion /data
+# The library with its extras, plus the reference service's own dependencies (a dependency group).
+RUN pip install --upgrade 'pip>=25.1' && pip install '.[all]' --group service && mkdir -p /data && useradd --system --home /srv mcpfusion && chown mcpfusion /data
 USER mcpfusion
 
 EXPOSE 8000

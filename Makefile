@@ -1,10 +1,15 @@
 # The README's contract: `make run` and `make test`. `make install` is the idempotent set-up part.
+# `make run` needs nothing but Python 3 (and the package index); Debian packages are for `make test` only.
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
+DOCS_PORT ?= 8001
+# Editable, with the repository root on the path: the reference service (app/, routers/...) runs from here.
+EDITABLE := --config-settings editable_mode=compat
 
 # The lowest FastAPI stack pyproject allows (scripts/fastapi-min-constraints.txt): the DI bridge uses FastAPI
 # internals, so the tests that go through it (DI, dispatch, MCP wires, REST) also run there.
@@ -15,21 +20,28 @@ MIN_TESTS := tests/test_fastapi_versions.py tests/test_tools.py tests/test_model
 	tests/test_mcp_hardening.py tests/test_mcp_sdk_client.py tests/test_mcp_stdio.py tests/test_rest.py \
 	tests/test_rest_problems.py tests/test_service_auth.py tests/test_service_tenancy.py
 
-.PHONY: install run test lint bench conformance system-deps fastapi-min
+.PHONY: install run test lint bench conformance system-deps fastapi-min docs docs-build
 
-$(STAMP): pyproject.toml
+# The library with every extra, plus the reference service's own dependencies (a dependency group: never
+# a dependency of the wheel). pip >= 25.1 reads dependency groups.
+$(RUN_STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,bench]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q --upgrade 'pip>=25.1'
+	$(PY) -m pip install -q -e '.[all]' --group service $(EDITABLE)
+	@touch $(RUN_STAMP)
+
+# Everything the tests, benchmarks and the docs site need on top.
+$(STAMP): $(RUN_STAMP)
+	$(PY) -m pip install -q -e '.[all,test,bench]' --group service $(EDITABLE)
 	@touch $(STAMP)
 
-install: $(STAMP) system-deps
+install: $(STAMP)
 
 $(MIN_STAMP): pyproject.toml scripts/fastapi-min-constraints.txt
 	@test -x $(MIN_VENV)/bin/python || python3 -m venv $(MIN_VENV)
-	$(MIN_VENV)/bin/python -m pip install -q --upgrade pip
-	$(MIN_VENV)/bin/python -m pip install -q -c scripts/fastapi-min-constraints.txt -e '.[test]' \
-		--config-settings editable_mode=compat
+	$(MIN_VENV)/bin/python -m pip install -q --upgrade 'pip>=25.1'
+	$(MIN_VENV)/bin/python -m pip install -q -c scripts/fastapi-min-constraints.txt -e '.[all,test]' \
+		--group service $(EDITABLE)
 	@touch $@
 
 # The same tests against the lowest allowed FastAPI, Starlette and pydantic.
@@ -39,19 +51,25 @@ fastapi-min: install $(MIN_STAMP)
 system-deps:
 	@bash scripts/system_deps.sh
 
-run: install
+run: $(RUN_STAMP)
 	$(PY) -m mcpfusion.cli serve app.main:app --host $(HOST) --port $(PORT)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: install $(MIN_STAMP)
+test: install system-deps $(MIN_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy  # strict, on mcpfusion/ (pyproject [tool.mypy])
 	$(PY) -m pytest -q -p no:cacheprovider
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider $(MIN_TESTS)
 	bash scripts/conformance.sh
+
+docs-build: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict
+
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs serve --dev-addr $(HOST):$(DOCS_PORT)
 
 bench: install
 	$(PY) bench/presenter.py

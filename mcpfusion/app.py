@@ -334,9 +334,13 @@ class MCPFusion:
 
     def mount(self, app: FastAPI, *, rest: bool = True, docs: str | None = "/tools") -> FastAPI:
         """Add `/mcp`, `/healthz`, the REST routes of every tool (`/api/{tool}/{action}`) and the generated
-        tool docs (at `docs`; None to leave them out) to an existing FastAPI app."""
+        tool docs (at `docs`; None to leave them out) to an existing FastAPI app. The app's own `/docs` and
+        `/redoc` pages are switched to locally served assets (they work offline)."""
+        from .swagger import serve_offline
+
         transport = self.transport
         transport.install(app)
+        serve_offline(app)
         if transport.shared is not None:
             self.readiness.add("redis", transport.shared.ping)
         redis_client = getattr(transport.shared, "client", None)

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import jwt
 from fastapi import HTTPException
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from .extras import require
 from .problem import http_problem_response
 
 
@@ -51,6 +51,7 @@ class JWTVerifier:
     ) -> None:
         if (key is None) == (jwks_url is None):
             raise ValueError("JWTVerifier needs exactly one of key= or jwks_url=")
+        self._jwt = jwt = require("jwt", extra="auth", feature="JWTVerifier")
         self.key = key
         self.jwks = jwt.PyJWKClient(jwks_url, cache_keys=True) if jwks_url else None
         self.issuer = issuer
@@ -61,6 +62,7 @@ class JWTVerifier:
 
     def verify(self, token: str) -> dict[str, Any]:
         """The token's claims, or a 401 saying why (never the token itself)."""
+        jwt = self._jwt
         try:
             key: Any = self.jwks.get_signing_key_from_jwt(token).key if self.jwks else self.key
             return jwt.decode(

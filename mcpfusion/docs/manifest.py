@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import toon_format
+import toons
 
 from .. import listing, tokens, toon
 from ..dispatch import CallContext, ToolRegistry
@@ -24,7 +24,7 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 def _toon_table(text: str) -> list[dict[str, Any]]:
     """The action table decoded back from the TOON description text (strict decoder)."""
     try:
-        decoded = toon_format.decode(text.rsplit("\n\n", 1)[-1])
+        decoded = toons.loads(text.rsplit("\n\n", 1)[-1])
     except Exception:  # never expected: the encoder's output is valid TOON; show the text alone then
         logger.warning("TOON description did not decode", exc_info=True)
         return []
@@ -58,7 +58,7 @@ def action_entry(action: Action, curl_base: str, memo: dict[int, dict[str, Any]]
             "mcp": examples.mcp_call(action, arguments),
             "curl": examples.curl(examples.rest_path(action), arguments, curl_base),
         },
-        "tokens": economy.action_economy(action, ctx),
+        "tokens": economy.action_economy(action, ctx) if tokens.enabled() else None,
     }
 
 
@@ -81,7 +81,7 @@ def tool_entry(tool: Tool, curl_base: str, memo: dict[int, dict[str, Any]] | Non
         },
         "annotations": tool.annotations(),
         "mcp_tools": advertised,
-        "tokens": economy.advertised_economy(tool, advertised),
+        "tokens": economy.advertised_economy(tool, advertised) if tokens.enabled() else None,
         "actions": [action_entry(a, curl_base, memo, registry) for a in tool.actions.values()],
     }
 
@@ -94,7 +94,7 @@ def build_manifest(
     return {
         "title": title,
         "generator": f"mcpfusion {__version__}",
-        "token_encoding": tokens.ENCODING,
+        "token_encoding": tokens.ENCODING if tokens.enabled() else None,
         "tools": [tool_entry(t, curl_base, memo, registry) for t in registry.tools.values() if t.actions],
     }
 

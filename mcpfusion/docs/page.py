@@ -11,6 +11,7 @@ from html import escape
 from typing import Any
 from urllib.parse import urlsplit
 
+from .. import tokens
 from . import search
 from .schema_table import rows as schema_rows
 
@@ -226,7 +227,9 @@ def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str) -> st
     )
 
 
-def tool_economy(t: dict[str, Any]) -> str:
+def tool_economy(t: dict[str, Any] | None) -> str:
+    if t is None:
+        return f'<p class="muted">{_e(tokens.EXTRA_HINT)}</p>'
     s = t["saving"]
     rows = [
         ["TOON description (text)", str(t["toon_description"])],
@@ -244,6 +247,13 @@ def tool_economy(t: dict[str, Any]) -> str:
          f'<meter min="0" max="100" value="{max(s["percent"], 0)}">{s["percent"]}%</meter>'],
     ]
     return _table(["", "tokens (o200k)"], rows, "economy")
+
+
+def _summary_tokens(t: dict[str, Any] | None) -> list[str]:
+    if t is None:  # no tokenizer installed (the `tokens` extra)
+        return ["–"] * 4
+    return [str(t["advertised"]), str(t["flat_json_entries"]), f'{t["ratio_vs_plain"]}x',
+            f'{t["saving"]["saved"]} ({t["saving"]["percent"]}%)']
 
 
 def tool_section(tool: dict[str, Any], api_base: str) -> str:
@@ -321,9 +331,8 @@ def render_page(
     extra = "".join(f'<a href="{_e(href)}">{_e(label)}</a>' for label, href in (links or {}).items())
     summary = _table(
         ["tool", "actions", "advertised", "plain JSON (one tool per action)", "ratio", "saved by TOON grouping"],
-        [[f'<a href="#tool-{_e(t["name"])}">{_e(t["name"])}</a>', str(len(t["actions"])),
-          str(t["tokens"]["advertised"]), str(t["tokens"]["flat_json_entries"]), f'{t["tokens"]["ratio_vs_plain"]}x',
-          f'{t["tokens"]["saving"]["saved"]} ({t["tokens"]["saving"]["percent"]}%)'] for t in tools],
+        [[f'<a href="#tool-{_e(t["name"])}">{_e(t["name"])}</a>', str(len(t["actions"])), *_summary_tokens(t["tokens"])]
+         for t in tools],
         "economy summary",
     )
     body = "".join(tool_section(t, api_base) for t in shown["tools"])

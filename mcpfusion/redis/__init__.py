@@ -14,13 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio as aioredis
+from mcpfusion.extras import require
 
-from .broker import RedisBroker
-from .client import connect
-from .events import RedisEventStore
-from .session_cache import SessionCache
-from .sessions import RedisSessionStore, SessionStoreUnavailable
+require("redis", extra="redis", feature="mcpfusion.redis (sessions and streams shared by replicas)")
+
+import redis.asyncio as aioredis  # noqa: E402 - after the check, so a missing extra says which one
+
+from .broker import RedisBroker  # noqa: E402
+from .client import connect  # noqa: E402
+from .events import RedisEventStore  # noqa: E402
+from .session_cache import SessionCache  # noqa: E402
+from .sessions import RedisSessionStore, SessionStoreUnavailable  # noqa: E402
 
 __all__ = [
     "RedisBroker",

@@ -22,7 +22,7 @@ ARTIFACTS = ROOT / "artifacts"
 def browser() -> Iterator[Browser]:
     """Module-scoped on purpose: Playwright's sync API keeps an event loop running in this thread while it is
     open, which would break the asyncio tests of the modules collected after these."""
-    assert os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: run `make install` (scripts/system_deps.sh)"
+    assert os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: run `make test` (it runs scripts/system_deps.sh)"
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield chromium

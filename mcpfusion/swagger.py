@@ -1,0 +1,58 @@
+"""FastAPI's `/docs` (Swagger UI) and `/redoc` pages served offline.
+
+FastAPI's own pages load their scripts and styles from a CDN, so they are blank without internet. The same
+pages (FastAPI's `get_swagger_ui_html` / `get_redoc_html`) are served here with the assets that the maintained
+`fastapi-offline` package ships, mounted under `ASSETS_PATH`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fastapi_offline
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.staticfiles import StaticFiles
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.routing import Route
+
+ASSETS_PATH = "/static-offline-docs"
+ASSETS_DIR = Path(fastapi_offline.__file__).parent / "static"
+
+
+def serve_offline(app: FastAPI) -> None:
+    """Replace the CDN-backed `/docs` and `/redoc` routes of `app` (whichever it has) by offline ones."""
+    pages = {app.docs_url, app.redoc_url} - {None}
+    if not pages or app.openapi_url is None:
+        return
+    app.router.routes[:] = [r for r in app.router.routes if not (isinstance(r, Route) and r.path in pages)]
+    app.mount(ASSETS_PATH, StaticFiles(directory=ASSETS_DIR), name="offline-docs-assets")
+    openapi_url = app.openapi_url
+
+    def asset(request: Request, name: str) -> str:
+        return f"{request.scope.get('root_path', '')}{ASSETS_PATH}/{name}"
+
+    if app.docs_url is not None:
+        async def swagger_ui(request: Request) -> HTMLResponse:
+            root = request.scope.get("root_path", "")
+            return get_swagger_ui_html(
+                openapi_url=f"{root}{openapi_url}", title=f"{app.title} - Swagger UI",
+                oauth2_redirect_url=app.swagger_ui_oauth2_redirect_url,
+                swagger_js_url=asset(request, "swagger-ui-bundle.js"),
+                swagger_css_url=asset(request, "swagger-ui.css"),
+                swagger_favicon_url=asset(request, "favicon.png"),
+                init_oauth=app.swagger_ui_init_oauth, swagger_ui_parameters=app.swagger_ui_parameters,
+            )
+
+        app.add_route(app.docs_url, swagger_ui, include_in_schema=False)
+    if app.redoc_url is not None:
+        async def redoc(request: Request) -> HTMLResponse:
+            root = request.scope.get("root_path", "")
+            return get_redoc_html(
+                openapi_url=f"{root}{openapi_url}", title=f"{app.title} - ReDoc",
+                redoc_js_url=asset(request, "redoc.standalone.js"),
+                redoc_favicon_url=asset(request, "favicon.png"), with_google_fonts=False,
+            )
+
+        app.add_route(app.redoc_url, redoc, include_in_schema=False)

@@ -1,0 +1,49 @@
+"""`/docs` and `/redoc` load every asset from the app itself (no CDN), on built and mounted apps alike."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from mcpfusion import MCPFusion, Tool
+
+tool = Tool("notes")
+
+
+@tool.action(readonly=True)
+async def ping() -> str:
+    return "pong"
+
+
+def asset_urls(html: str) -> list[str]:
+    return re.findall(r'(?:src|href)="([^"]+)"', html)
+
+
+def test_built_app_serves_swagger_and_redoc_offline():
+    client = TestClient(MCPFusion("notes", tools=[tool]).build_app())
+    for page, expected in (("/docs", "swagger-ui-bundle.js"), ("/redoc", "redoc.standalone.js")):
+        html = client.get(page).text
+        urls = asset_urls(html)
+        assert any(u.endswith(expected) for u in urls), urls
+        assert not [u for u in urls if u.startswith(("http:", "https:", "//"))], urls
+        for url in urls:
+            r = client.get(url)
+            assert r.status_code == 200 and len(r.content) > 1000, url
+    assert "cdn" not in client.get("/docs").text.lower()
+    assert client.get("/docs/oauth2-redirect").status_code == 200
+
+
+def test_mount_keeps_the_apps_own_docs_urls():
+    app = FastAPI(docs_url="/api-docs", redoc_url=None)
+    MCPFusion("notes", tools=[tool]).mount(app)
+    client = TestClient(app)
+    assert "/static-offline-docs/swagger-ui-bundle.js" in client.get("/api-docs").text
+    assert client.get("/redoc").status_code == 404 and client.get("/docs").status_code == 404
+    assert "/api/notes/ping" in client.get("/openapi.json").json()["paths"]
+
+
+def test_no_docs_pages_no_assets():
+    app = MCPFusion("notes", tools=[tool]).build_app(docs_url=None, redoc_url=None)
+    assert TestClient(app).get("/static-offline-docs/swagger-ui.css").status_code == 404
