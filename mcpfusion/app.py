@@ -17,11 +17,11 @@ from fastapi import FastAPI
 from starlette.requests import Request
 
 from .context import Context
-from .dependencies import CONTEXT_SCOPE_KEY
+from .dependencies import CONTEXT_SCOPE_KEY, context_parameter
 from .dispatch import ToolRegistry
 from .errors import INTERNAL_ERROR, ToolError, UnknownToolError
 from .health import READYZ_RESPONSES, Check, Readiness, healthz, readyz_endpoint
-from .mcp.callables import accepted_kwargs, context_param, invoke
+from .mcp.callables import accepted_kwargs, invoke
 from .mcp.engine import Call, Engine
 from .mcp.http import McpHttpTransport
 from .mcp.jsonrpc import INVALID_PARAMS, McpError, ProtocolSignal, notification
@@ -48,7 +48,7 @@ class RawTool:
     def __init__(self, fn: Callable[..., Any], descriptor: dict[str, Any]) -> None:
         self.fn = fn
         self.descriptor = descriptor
-        self.context_arg = context_param(fn)
+        self.context_arg = context_parameter(fn)
         params = inspect.signature(fn).parameters
         # Which arguments the function takes, computed once (None: it takes **kwargs, so all of them).
         self.accepts: frozenset[str] | None = (

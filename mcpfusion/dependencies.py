@@ -52,13 +52,13 @@ def is_dependency(annotation: Any, default: Any) -> bool:
     return _injected(annotation) is not None
 
 
-def _is_context(annotation: Any) -> bool:
+def is_context(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, Context)
 
 
 def _injected(annotation: Any) -> Callable[..., Any] | None:
     """The provider of a parameter the framework injects by its type alone (`Context`, `Page`)."""
-    if _is_context(annotation):
+    if is_context(annotation):
         return current_context
     if isinstance(annotation, type) and issubclass(annotation, Page):
         return current_page
@@ -72,6 +72,20 @@ def takes_page(dependencies: list[inspect.Parameter]) -> bool:
     return any(_injected(base) is current_page for base in bases)
 
 
+def context_parameter(fn: Callable[..., Any]) -> str | None:
+    """Name of `fn`'s parameter annotated with `Context` (or a subclass), found by type."""
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception:  # unresolvable annotations: no context parameter we could inject
+        return None
+    for name, annotation in hints.items():
+        if typing.get_origin(annotation) is Annotated:
+            annotation = typing.get_args(annotation)[0]
+        if name != "return" and is_context(annotation):
+            return name
+    return None
+
+
 def split_parameters(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], list[inspect.Parameter]]:
     """(tool arguments, dependency parameters), annotations resolved (string annotations included)."""
     hints = typing.get_type_hints(fn, include_extras=True)
@@ -80,16 +94,24 @@ def split_parameters(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], l
     for param in inspect.signature(fn).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise TypeError(f"{fn.__qualname__}: *args/**kwargs cannot become tool parameters")
-        annotation = hints.get(param.name, Any)
-        param = param.replace(annotation=annotation)
-        if is_dependency(annotation, param.default):
-            provider = _injected(annotation)
-            if provider is not None:
-                param = param.replace(annotation=Annotated[annotation, params.Depends(provider)])
-            dependencies.append(param)
+        param = param.replace(annotation=hints.get(param.name, Any))
+        dependency = as_dependency(param)
+        if dependency is not None:
+            dependencies.append(dependency)
         else:
             arguments.append(param)
     return arguments, dependencies
+
+
+def as_dependency(param: inspect.Parameter) -> inspect.Parameter | None:
+    """`param` as FastAPI solves it (one injected by type, `Context` or `Page`, gets its provider as a
+    `Depends`), or None when it is an argument of the caller's."""
+    if not is_dependency(param.annotation, param.default):
+        return None
+    provider = _injected(param.annotation)
+    if provider is not None:
+        return param.replace(annotation=Annotated[param.annotation, params.Depends(provider)])
+    return param
 
 
 def build_dependant(
@@ -160,3 +182,4 @@ async def resolve(dependant: Dependant, request: Request, stack: AsyncExitStack)
         # Run once the call is answered (the stack closes after presenting), like FastAPI after a response.
         stack.push_async_callback(solved.background_tasks)
     return solved.values
+

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, get_args, get_origin
 
-from mcpfusion.mcp.callables import context_param, invoke
+from starlette.requests import Request
+
+from mcpfusion.injection import Injected, call_injected
 from mcpfusion.mcp.jsonrpc import INVALID_PARAMS, McpError
 
 
@@ -25,26 +27,25 @@ class Prompt:
     title: str | None = None
     description: str | None = None
     arguments: list[dict[str, Any]] = field(default_factory=list)
-    context_arg: str | None = None
+    injected: Injected | None = None
 
     @classmethod
     def from_function(
         cls, fn: Callable[..., Any], name: str | None = None, description: str | None = None,
         title: str | None = None,
     ) -> Prompt:
-        ctx = context_param(fn)
+        """The prompt's arguments are `fn`'s parameters; its dependencies (`Depends`, `Context`...) are not."""
+        injected = Injected(fn)
         args: list[dict[str, Any]] = []
-        for pname, param in inspect.signature(fn).parameters.items():
-            if pname == ctx or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
-                continue
-            arg: dict[str, Any] = {"name": pname, "required": param.default is inspect.Parameter.empty}
+        for param in injected.arguments:
+            arg: dict[str, Any] = {"name": param.name, "required": param.default is inspect.Parameter.empty}
             desc = _description(param.annotation)
             if desc:
                 arg["description"] = desc
             args.append(arg)
         doc = inspect.getdoc(fn)
         return cls(name=name or fn.__name__, fn=fn, title=title, description=description or doc,
-                   arguments=args, context_arg=ctx)
+                   arguments=args, injected=injected)
 
     def descriptor(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
@@ -56,16 +57,19 @@ class Prompt:
             out["arguments"] = self.arguments
         return out
 
-    async def render(self, arguments: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    async def render(self, arguments: dict[str, Any], context: Any = None, request: Request | None = None
+                     ) -> dict[str, Any]:
+        """The `GetPromptResult`; dependencies are solved against `request` exactly as an action's."""
         missing = [a["name"] for a in self.arguments if a["required"] and a["name"] not in arguments]
         if missing:
             raise McpError(INVALID_PARAMS, f"Prompt {self.name!r} is missing required argument(s): "
                            + ", ".join(missing))
         known = {a["name"] for a in self.arguments}
-        kwargs = {k: v for k, v in arguments.items() if k in known}
-        if self.context_arg:
-            kwargs[self.context_arg] = context
-        value = await invoke(self.fn, kwargs)
+        values = {k: v for k, v in arguments.items() if k in known}
+        injected = self.injected if self.injected is not None else Injected(self.fn)
+        return await call_injected(injected, values, context, request, self._result)  # type: ignore[no-any-return]
+
+    def _result(self, value: Any) -> dict[str, Any]:
         result = value if isinstance(value, dict) and "messages" in value else {"messages": _messages(value)}
         if self.description and "description" not in result:
             result = {"description": self.description, **result}
@@ -112,7 +116,8 @@ class PromptRegistry:
     def list(self) -> list[dict[str, Any]]:
         return [p.descriptor() for p in self.prompts.values()]
 
-    async def get(self, name: Any, arguments: Any, context: Any = None) -> dict[str, Any]:
+    async def get(self, name: Any, arguments: Any, context: Any = None, request: Request | None = None
+                  ) -> dict[str, Any]:
         if not isinstance(name, str):
             raise McpError(INVALID_PARAMS, "prompts/get needs a string 'name'")
         prompt = self.prompts.get(name)
@@ -123,4 +128,4 @@ class PromptRegistry:
             arguments = {}
         if not isinstance(arguments, dict):
             raise McpError(INVALID_PARAMS, "prompts/get 'arguments' must be an object")
-        return await prompt.render(arguments, context)
+        return await prompt.render(arguments, context, request)

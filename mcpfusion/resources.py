@@ -17,7 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpfusion.mcp.callables import accepted_kwargs, context_param, invoke
+from starlette.requests import Request
+
+from mcpfusion.injection import Injected, call_injected
 from mcpfusion.mcp.jsonrpc import INVALID_PARAMS, McpError
 
 _VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -34,6 +36,10 @@ class Resource:
     size: int | None = None
     annotations: dict[str, Any] | None = None
     meta: dict[str, Any] | None = None
+    injected: Injected = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.injected = Injected(self.fn)
 
     def descriptor(self) -> dict[str, Any]:
         out: dict[str, Any] = {"uri": self.uri, "name": self.name}
@@ -53,8 +59,10 @@ class ResourceTemplate:
     annotations: dict[str, Any] | None = None
     pattern: re.Pattern[str] = field(init=False)
     variables: list[str] = field(init=False)
+    injected: Injected = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self.injected = Injected(self.fn)
         self.variables = _VAR.findall(self.uri_template)
         regex, pos = "", 0
         for m in _VAR.finditer(self.uri_template):
@@ -121,28 +129,24 @@ class ResourceRegistry:
     def template(self, uri_template: str) -> ResourceTemplate | None:
         return next((t for t in self.templates if t.uri_template == uri_template), None)
 
-    async def read(self, uri: Any, context: Any = None) -> dict[str, Any]:
+    async def read(self, uri: Any, context: Any = None, request: Request | None = None) -> dict[str, Any]:
+        """The contents at `uri`; the function's dependencies are solved against `request` like an action's."""
         if not isinstance(uri, str) or not uri:
             raise McpError(INVALID_PARAMS, "resources/read needs a non-empty string 'uri'")
         resource = self.resources.get(uri)
         if resource is not None:
-            kwargs: dict[str, Any] = accepted_kwargs(resource.fn, {"uri": uri})
-            _add_context(resource.fn, kwargs, context)
-            value = await invoke(resource.fn, kwargs)
-            return {"contents": contents_of(uri, value, resource.mime_type)}
+            return await self._read(resource.injected, {"uri": uri}, uri, resource.mime_type, context, request)
         for template in self.templates:
             variables = template.match(uri)
-            if variables is None:
-                continue
-            kwargs = accepted_kwargs(template.fn, {**variables, "uri": uri})
-            _add_context(template.fn, kwargs, context)
-            value = await invoke(template.fn, kwargs)
-            return {"contents": contents_of(uri, value, template.mime_type)}
+            if variables is not None:
+                values = {**variables, "uri": uri}
+                return await self._read(template.injected, values, uri, template.mime_type, context, request)
         # -32602 with data.uri: what 2026-07-28 requires (SEP-2164); harmless on older wires.
         raise McpError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
 
-
-def _add_context(fn: Callable[..., Any], kwargs: dict[str, Any], context: Any) -> None:
-    name = context_param(fn)
-    if name is not None:
-        kwargs[name] = context
+    @staticmethod
+    async def _read(injected: Injected, values: dict[str, Any], uri: str, mime_type: str | None, context: Any,
+                    request: Request | None) -> dict[str, Any]:
+        # Contents are built before yield dependencies close (a lazy value may still need its session).
+        return await call_injected(injected, values, context, request,
+                                   lambda value: {"contents": contents_of(uri, value, mime_type)})

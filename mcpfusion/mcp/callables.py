@@ -7,20 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 
-def context_param(fn: Callable[..., Any]) -> str | None:
-    """Name of the parameter annotated `Context` (by class name, so this module imports nothing)."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-    for name, param in sig.parameters.items():
-        ann = param.annotation
-        ann_name = ann if isinstance(ann, str) else getattr(ann, "__name__", "")
-        if ann_name == "Context":
-            return name
-    return None
-
-
 async def invoke(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     """Call a sync or async function; awaitable results are awaited."""
     value = fn(**kwargs)

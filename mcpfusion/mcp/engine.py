@@ -268,7 +268,8 @@ class Engine:
             raise McpError(INVALID_PARAMS, "This server has no resources")
         uri = call.params.get("uri")
         return await self._with_input(
-            call, uri if isinstance(uri, str) else "", lambda: resources.read(uri, self.make_context(call))
+            call, uri if isinstance(uri, str) else "",
+            lambda: resources.read(uri, self.make_context(call), call.request),
         )
 
     async def _subscribe(self, call: Call) -> dict[str, Any]:
@@ -301,7 +302,7 @@ class Engine:
         name = call.params.get("name")
         return await self._with_input(
             call, name if isinstance(name, str) else "",
-            lambda: prompts.get(name, call.params.get("arguments"), self.make_context(call)),
+            lambda: prompts.get(name, call.params.get("arguments"), self.make_context(call), call.request),
         )
 
     async def _complete(self, call: Call) -> dict[str, Any]:

@@ -1,0 +1,77 @@
+"""Resources and prompts get their FastAPI dependencies solved exactly as actions do.
+
+The same `mcpfusion.dependencies` machinery runs (overrides, yield teardown, `Context` found by type); what
+differs is only how a failure reaches the client: a JSON-RPC error instead of a tool result.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+from starlette.requests import Request
+
+from .dependencies import CONTEXT_SCOPE_KEY, DependencyErrors, as_dependency, build_dependant, resolve
+from .errors import NOT_FOUND, VALIDATION_ERROR, ToolError, field_path
+from .mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, McpError
+
+
+class Injected:
+    """A plain function (resource, prompt) whose FastAPI dependencies are solved per call as an action's are:
+    `Depends`, `Header`, `Request`, yield teardown, `app.dependency_overrides` and `Context` (by type)."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        hints = typing.get_type_hints(fn, include_extras=True)
+        self.arguments: list[inspect.Parameter] = []
+        dependencies: list[inspect.Parameter] = []
+        self.takes_any = False  # **kwargs: every value is passed
+        for param in inspect.signature(fn).parameters.values():
+            if param.kind is param.VAR_KEYWORD:
+                self.takes_any = True
+                continue
+            if param.kind is param.VAR_POSITIONAL:
+                continue
+            param = param.replace(annotation=hints.get(param.name, Any))
+            dependency = as_dependency(param)
+            if dependency is not None:
+                dependencies.append(dependency)
+            else:
+                self.arguments.append(param)
+        self.names = frozenset(p.name for p in self.arguments)
+        self.dependant = build_dependant(dependencies, None)
+
+    async def call(self, values: dict[str, Any], request: Request,
+                   finish: Callable[[Any], Any] = lambda value: value) -> Any:
+        """`fn(**values it takes, **dependencies)`, then `finish(result)` before yield dependencies close."""
+        kwargs = dict(values) if self.takes_any else {k: v for k, v in values.items() if k in self.names}
+        async with AsyncExitStack() as stack:
+            kwargs.update(await resolve(self.dependant, request, stack))
+            value = self.fn(**kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+            return finish(value)
+
+
+async def call_injected(
+    injected: Injected, values: dict[str, Any], context: Any, request: Request | None, finish: Callable[[Any], Any]
+) -> Any:
+    """Run `injected` for one MCP request with its `context`; dependency and tool errors become JSON-RPC errors."""
+    if request is None:  # called outside a transport (a unit test): a detached request, no app overrides
+        from .testing import make_request
+
+        request = make_request(None, context=context)
+    elif context is not None:
+        request.scope[CONTEXT_SCOPE_KEY] = context  # where `current_context` finds it
+    try:
+        return await injected.call(values, request, finish)
+    except DependencyErrors as exc:
+        fields = "; ".join(f"{field_path(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in exc.errors)
+        raise McpError(INVALID_PARAMS, f"Invalid request: {fields}") from None
+    except ToolError as exc:
+        code = INVALID_PARAMS if exc.code in (NOT_FOUND, VALIDATION_ERROR) else INTERNAL_ERROR
+        message = exc.message + (f" {exc.recovery}" if exc.recovery else "")
+        raise McpError(code, message, {"code": exc.code}) from None
