@@ -29,9 +29,9 @@ def bearer_token(request: Request) -> str:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if not header:
-        raise unauthorized("Send Authorization: Bearer <token>.", error=None)
+        raise unauthorized("Send the header 'Authorization: Bearer TOKEN'.", error=None)
     if scheme.lower() != "bearer" or not token.strip():
-        raise unauthorized("The Authorization header must be: Bearer <token>.", error="invalid_request")
+        raise unauthorized("The Authorization header must be 'Bearer TOKEN'.", error="invalid_request")
     return token.strip()
 
 

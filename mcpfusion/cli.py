@@ -6,6 +6,7 @@
     mcpfusion inspect app.main:app [--json]                 # tools, actions, TOON descriptions
     mcpfusion call app.main:app billing get_invoice --json '{"id": "inv_0001"}' [--token T]
     mcpfusion docs app.main:app --out site/ [--base-url URL]
+    mcpfusion install claude-desktop|claude-code|cursor app.main:app [--token T | --url URL]
 
 APP is "module:attribute": a FastAPI app built by MCPFusion (found through `app.state.mcpfusion`) or an
 `MCPFusion` object. Status lines go to stderr; stdout carries only results (and the protocol, for stdio).
@@ -20,6 +21,7 @@ import json
 import os
 import sys
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 from .app import MCPFusion
@@ -34,19 +36,22 @@ def status(message: str) -> None:
     print(f"mcpfusion: {message}", file=sys.stderr, flush=True)
 
 
-def _import_path() -> None:
-    # `mcpfusion serve app.main:app` run from a project root must find `app` like `python -m` would.
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
+def _import_path(app_dir: str | None = None) -> None:
+    # `mcpfusion serve app.main:app` run from a project root must find `app` like `python -m` would;
+    # `--app-dir DIR` does the same for a client that starts the server from another folder.
+    folder = os.path.abspath(app_dir) if app_dir else os.getcwd()
+    if app_dir and not os.path.isdir(folder):
+        raise CliError(f"--app-dir {app_dir!r} is not a folder")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
 
 
-def load(target: str) -> tuple[Any, MCPFusion]:
+def load(target: str, app_dir: str | None = None) -> tuple[Any, MCPFusion]:
     """(ASGI app, MCPFusion) for "module:attribute"."""
     module_name, sep, attr = target.partition(":")
     if not module_name or not sep or not attr:
         raise CliError(f'APP must look like "module:attribute" (e.g. app.main:app), not {target!r}')
-    _import_path()
+    _import_path(app_dir)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -68,14 +73,16 @@ def load(target: str) -> tuple[Any, MCPFusion]:
 def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
     import uvicorn
 
-    _, fusion = load(args.app)  # fail fast, with a clear message, before uvicorn starts
+    _, fusion = load(args.app, args.app_dir)  # fail fast, with a clear message, before uvicorn starts
     base = f"http://{args.host}:{args.port}"
     status(f"serving {fusion.name} ({len(fusion.registry.tools)} tools) from {args.app}" + (" with reload" if reload
                                                                                             else ""))
     status(f"MCP {base}/mcp | REST {base}/api | tool docs {base}/tools | OpenAPI {base}/docs | health {base}/healthz")
     options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": args.log_level}
+    if args.app_dir:
+        options["app_dir"] = args.app_dir
     if reload:
-        options.update(reload=True, reload_dirs=[os.getcwd()])
+        options.update(reload=True, reload_dirs=[os.path.abspath(args.app_dir or os.getcwd())])
     else:
         options["workers"] = args.workers
     uvicorn.run(args.app, **options)
@@ -88,7 +95,7 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     from .mcp.stdio import env_headers, serve_stdio
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout is the protocol channel
-    app, fusion = load(args.app)
+    app, fusion = load(args.app, args.app_dir)
     headers = env_headers()
     if args.token:
         headers["authorization"] = f"Bearer {args.token}"
@@ -98,7 +105,7 @@ def cmd_stdio(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    _, fusion = load(args.app)
+    _, fusion = load(args.app, args.app_dir)
     registry = fusion.registry
     if args.json:
         print(json.dumps(registry.mcp_tools(), indent=2, ensure_ascii=False))
@@ -143,7 +150,7 @@ def cmd_call(args: argparse.Namespace) -> int:
         raise CliError(f"--json is not valid JSON: {exc}") from None
     if not isinstance(arguments, dict):
         raise CliError("--json must be a JSON object of the action's parameters")
-    app, fusion = load(args.app)
+    app, fusion = load(args.app, args.app_dir)
     headers = {"authorization": f"Bearer {args.token}"} if args.token else {}
     try:
         response = asyncio.run(_call(app, fusion, args.tool, args.action, arguments, headers))
@@ -164,10 +171,27 @@ def cmd_docs(args: argparse.Namespace) -> int:
         from .docs import export_site
     except ImportError:
         raise CliError("the docs generator (mcpfusion.docs) is not available in this installation") from None
-    _, fusion = load(args.app)
+    _, fusion = load(args.app, args.app_dir)
     status(f"writing the tool documentation of {fusion.name} to {args.out}")
     files = export_site(fusion, args.out, base_url=args.base_url)
     status(f"wrote {len(files)} files; open {os.path.join(args.out, 'index.html')}")
+    return 0
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    from .install import InstallError, install, parse_env
+
+    _, fusion = load(args.app, args.app_dir)  # the APP must load here before a client tries to start it
+    app_dir = os.path.abspath(args.app_dir or os.getcwd())
+    try:
+        path, entry = install(args.client, args.app, name=args.name or fusion.name, app_dir=Path(app_dir),
+                              config=Path(args.config) if args.config else None, url=args.url, token=args.token,
+                              env=parse_env(args.env))
+    except InstallError as exc:
+        raise CliError(str(exc)) from None
+    kind = f"HTTP {args.url}" if args.url else "stdio"
+    status(f"wrote server {args.name or fusion.name!r} ({kind}) to {path}; restart {args.client} to load it")
+    print(json.dumps(entry, indent=2, ensure_ascii=False))
     return 0
 
 
@@ -180,6 +204,7 @@ def parser() -> argparse.ArgumentParser:
     def with_app(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("app", metavar="APP", help='"module:attribute", e.g. app.main:app')
+        p.add_argument("--app-dir", help="folder to import APP from (default: the current folder)")
         return p
 
     for name, help_text in (("serve", "serve MCP, REST and docs over HTTP (uvicorn)"),
@@ -203,6 +228,19 @@ def parser() -> argparse.ArgumentParser:
     p = with_app("docs", "export the tool documentation as a static site")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--base-url", default="http://127.0.0.1:8000", help="server the try-it forms call")
+    from .install import CLIENTS
+
+    p = sub.add_parser("install", help="add the server to an MCP client's configuration",
+                       description="Add the server to an MCP client's configuration (stdio by default, "
+                                   "HTTP with --url). Other servers in the file are kept.")
+    p.add_argument("client", choices=CLIENTS)
+    p.add_argument("app", metavar="APP", help='"module:attribute", e.g. app.main:app')
+    p.add_argument("--app-dir", help="folder to import APP from (default: the current folder)")
+    p.add_argument("--name", help="server name in the client (default: the MCPFusion name)")
+    p.add_argument("--token", help="bearer token (stdio: MCPFUSION_AUTHORIZATION in env; HTTP: a header)")
+    p.add_argument("--url", help="connect over HTTP to this /mcp URL instead of starting a stdio server")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="stdio server environment")
+    p.add_argument("--config", help="the client's configuration file (default: where the client reads it)")
     return root
 
 
@@ -213,6 +251,7 @@ COMMANDS = {
     "inspect": cmd_inspect,
     "call": cmd_call,
     "docs": cmd_docs,
+    "install": cmd_install,
 }
 
 

@@ -110,6 +110,6 @@ async def test_bridge_turns_an_http_401_into_a_json_rpc_error():
     await bridge.close()
     assert lines == [{"jsonrpc": "2.0", "id": 7, "error": {
         "code": HTTP_ERROR,
-        "message": "HTTP 401 from the MCP endpoint: Missing bearer token. "
-                   "Set MCPFUSION_AUTHORIZATION (e.g. 'Bearer <token>') for this stdio server.",
+        "message": "HTTP 401 from the MCP endpoint: Missing bearer token. Start this stdio server with "
+                   "--token TOKEN, or set MCPFUSION_AUTHORIZATION to 'Bearer TOKEN' in its environment.",
         "data": {"status": 401, "detail": "Missing bearer token"}}}]

@@ -29,6 +29,12 @@ def _matches(value: str, allowed: list[str], with_port: str) -> bool:
     return False
 
 
+# What to change is in the message: the operator reading a 421/403 in a log must not need the source.
+INVALID_HOST = ("Invalid Host header: this host name is not allowed. Add it to MCPFUSION_ALLOWED_HOSTS "
+                "(comma-separated; the allowed_hosts setting) to serve it.")
+INVALID_ORIGIN = ("Invalid Origin header: this origin is not allowed. Add it to MCPFUSION_ALLOWED_ORIGINS "
+                  "(comma-separated; the allowed_origins setting).")
+
 class HostOriginGuard:
     def __init__(self, allowed_hosts: list[str] | None, allowed_origins: list[str] | None) -> None:
         self.allowed_hosts = allowed_hosts
@@ -50,16 +56,16 @@ class HostOriginGuard:
     def _check(self, host: str | None, origin: str | None) -> str | None:
         if self.allowed_hosts is None:
             if host is None or _host_name(host).lower() not in LOCAL_HOSTS:
-                return "Invalid Host header"
+                return INVALID_HOST
         elif host is None or not _matches(_host_name(host).lower(), self.allowed_hosts, host.lower()):
-            return "Invalid Host header"
+            return INVALID_HOST
         if origin is None:
             return None
         if self.allowed_origins is None:
             parts = urlsplit(origin)
             if parts.scheme not in ("http", "https") or (parts.hostname or "") not in LOCAL_HOSTS + ("::1",):
-                return "Invalid Origin header"
+                return INVALID_ORIGIN
             return None
         if "*" in self.allowed_origins or origin in self.allowed_origins:
             return None
-        return "Invalid Origin header"
+        return INVALID_ORIGIN

@@ -15,13 +15,19 @@ if TYPE_CHECKING:
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1", "testserver")
 
 
+def _env_list(name: str) -> list[str] | None:
+    items = [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+    return items or None
+
+
 @dataclass
 class TransportSettings:
     """How `/mcp` behaves. Defaults are safe for a server bound to localhost.
 
     - `allowed_hosts` / `allowed_origins`: DNS-rebinding protection. `None` means "localhost only"
       (Host must be a loopback name; an Origin, when sent, must be a loopback origin). `["*"]` disables
-      the check (put a proxy that validates Host in front).
+      the check (put a proxy that validates Host in front). Defaults: `MCPFUSION_ALLOWED_HOSTS` /
+      `MCPFUSION_ALLOWED_ORIGINS` (comma-separated), else None.
     - `json_response`: answer POSTs with one JSON body instead of an SSE stream (SSE is still used when the
       client only accepts SSE, and always for `subscriptions/listen`).
     - `sse_hold_seconds`: an SSE reply to a POST waits up to this long for the call: one that finishes
@@ -36,8 +42,8 @@ class TransportSettings:
     """
 
     path: str = "/mcp"
-    allowed_hosts: list[str] | None = None
-    allowed_origins: list[str] | None = None
+    allowed_hosts: list[str] | None = field(default_factory=lambda: _env_list("MCPFUSION_ALLOWED_HOSTS"))
+    allowed_origins: list[str] | None = field(default_factory=lambda: _env_list("MCPFUSION_ALLOWED_ORIGINS"))
     max_body_bytes: int = 4 * 1024 * 1024
     json_response: bool = False
     session_idle_timeout: float = 30 * 60.0

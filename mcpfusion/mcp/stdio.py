@@ -161,8 +161,10 @@ class StdioBridge:
         detail = self.last_http_error.get("detail") if isinstance(self.last_http_error, dict) else None
         self.last_http_error = None
         message = f"HTTP {status} from the MCP endpoint" + (f": {detail}" if isinstance(detail, str) else "")
+        message = message.rstrip(".") + "."
         if status in (401, 403):
-            message += ". Set MCPFUSION_AUTHORIZATION (e.g. 'Bearer <token>') for this stdio server."
+            message += (" Start this stdio server with --token TOKEN, or set MCPFUSION_AUTHORIZATION "
+                        "to 'Bearer TOKEN' in its environment.")
         return error(msg_id, HTTP_ERROR, message, {"status": status, "detail": detail})
 
     def _headers_for(self, message: Any) -> dict[str, str]:

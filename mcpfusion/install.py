@@ -1,0 +1,119 @@
+"""`mcpfusion install CLIENT APP`: write an MCP client's configuration entry for a server.
+
+Clients and the file each reads (its `mcpServers` object; other entries are kept):
+
+- claude-desktop: `claude_desktop_config.json` in the app's configuration folder. Stdio entries
+  (command/args/env); with `--url`, a stdio bridge `npx -y mcp-remote URL` (the file has no HTTP entries).
+- claude-code: `.mcp.json` in the current folder (project scope). Stdio, or `{"type": "http", "url", "headers"}`.
+- cursor: `~/.cursor/mcp.json`. Stdio, or `{"url", "headers"}`.
+
+A stdio entry runs this installation's `mcpfusion stdio APP --app-dir DIR`, so the client may start it from any
+folder; a token goes into `env` as `MCPFUSION_AUTHORIZATION`, never into the arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+CLIENTS = ("claude-desktop", "claude-code", "cursor")
+
+
+class InstallError(Exception):
+    """A problem the user can fix from the message alone."""
+
+
+def default_config_path(client: str, *, home: Path | None = None, platform: str = sys.platform,
+                        environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
+    """Where `client` reads its MCP servers on this machine."""
+    home = home or Path.home()
+    environ = os.environ if environ is None else environ
+    if client == "claude-desktop":
+        if platform == "darwin":
+            folder = home / "Library" / "Application Support" / "Claude"
+        elif platform.startswith("win"):
+            folder = Path(environ.get("APPDATA", home / "AppData" / "Roaming")) / "Claude"
+        else:
+            folder = Path(environ.get("XDG_CONFIG_HOME", home / ".config")) / "Claude"
+        return folder / "claude_desktop_config.json"
+    if client == "claude-code":
+        return (cwd or Path.cwd()) / ".mcp.json"
+    if client == "cursor":
+        return home / ".cursor" / "mcp.json"
+    raise InstallError(f"unknown client {client!r}; use one of {', '.join(CLIENTS)}")
+
+
+def mcpfusion_command() -> list[str]:
+    """The command that runs this installation's `mcpfusion`, as an absolute path."""
+    script = Path(sys.executable).with_name("mcpfusion")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "mcpfusion"]
+
+
+def stdio_entry(app: str, app_dir: Path, token: str | None, env: Mapping[str, str]) -> dict[str, Any]:
+    command, *args = mcpfusion_command()
+    variables = dict(env)
+    if token:
+        variables["MCPFUSION_AUTHORIZATION"] = f"Bearer {token}"
+    entry: dict[str, Any] = {"command": command, "args": [*args, "stdio", app, "--app-dir", str(app_dir)]}
+    if variables:
+        entry["env"] = variables
+    return entry
+
+
+def http_entry(client: str, url: str, token: str | None) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if client == "claude-desktop":
+        args = ["-y", "mcp-remote", url]
+        for name, value in headers.items():
+            args += ["--header", f"{name}: {value}"]
+        return {"command": "npx", "args": args}
+    entry: dict[str, Any] = {"type": "http", "url": url} if client == "claude-code" else {"url": url}
+    if headers:
+        entry["headers"] = headers
+    return entry
+
+
+def write_entry(path: Path, name: str, entry: dict[str, Any]) -> None:
+    """Set `mcpServers[name]` in the JSON file at `path`, keeping everything else; written atomically."""
+    config: Any = {}
+    if path.exists() and path.read_text().strip():
+        try:
+            config = json.loads(path.read_text())
+        except ValueError as exc:
+            raise InstallError(f"{path} is not valid JSON ({exc}); fix or move it, then run install again") from None
+        if not isinstance(config, dict) or not isinstance(config.get("mcpServers", {}), dict):
+            raise InstallError(f"{path} does not hold a JSON object with an 'mcpServers' object")
+    config.setdefault("mcpServers", {})[name] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+def install(client: str, app: str, *, name: str, app_dir: Path, config: Path | None = None, url: str | None = None,
+            token: str | None = None, env: Mapping[str, str] | None = None) -> tuple[Path, dict[str, Any]]:
+    """Write the entry of server `name` into `client`'s configuration; returns (file, entry)."""
+    if client not in CLIENTS:
+        raise InstallError(f"unknown client {client!r}; use one of {', '.join(CLIENTS)}")
+    if url is not None and env:
+        raise InstallError("--env applies to stdio servers only; an HTTP server reads its own environment")
+    entry = http_entry(client, url, token) if url else stdio_entry(app, app_dir, token, env or {})
+    path = config or default_config_path(client)
+    write_entry(path, name, entry)
+    return path, entry
+
+
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InstallError(f"--env takes KEY=VALUE, not {pair!r}")
+        out[key] = value
+    return out
