@@ -66,10 +66,10 @@ test: install system-deps $(MIN_STAMP)
 	bash scripts/conformance.sh
 
 docs-build: $(STAMP)
-	$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 docs: $(STAMP)
-	$(VENV)/bin/mkdocs serve --dev-addr $(HOST):$(DOCS_PORT)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr $(HOST):$(DOCS_PORT)
 
 bench: install
 	$(PY) bench/presenter.py

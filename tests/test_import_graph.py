@@ -12,11 +12,12 @@ import pytest
 ROOT = "mcpfusion"
 # The composition modules import every layer by design (`MCPFusion` wires the engine to the tools, the CLI
 # and the package's public re-exports sit on top); everything else in the root package is the core.
-COMPOSITION = frozenset({"mcpfusion", "mcpfusion.app", "mcpfusion.cli"})
+COMPOSITION = frozenset({"mcpfusion", "mcpfusion.__main__", "mcpfusion.app", "mcpfusion.cli"})
 SUBPACKAGES = ("mcpfusion.mcp", "mcpfusion.redis", "mcpfusion.docs")
 # Leaves every layer may use (they import nothing of mcpfusion, so they cannot close a cycle): the one JSON
-# serializer shared by MCP and REST, o200k token counting (docs and telemetry), the version.
-FOUNDATION = frozenset({"mcpfusion.serializer", "mcpfusion.tokens", "mcpfusion.version"})
+# serializer shared by MCP and REST, o200k token counting (docs and telemetry), the version, the
+# optional-extra importer.
+FOUNDATION = frozenset({"mcpfusion.serializer", "mcpfusion.tokens", "mcpfusion.version", "mcpfusion.extras"})
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,8 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from test_cli import free_port, wait_healthy
+
+from tests.test_cli import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY_FILES = ["pyproject.toml", "README.md", "mcpfusion"]
