@@ -105,11 +105,12 @@ def action_economy(action: Action, ctx: Any = None) -> dict[str, Any] | None:
     presenter = action.presenter or (action.presenters[0] if action.presenters else None)
     keys = action.output_keys()
     chosen = keys[:SELECT_SAMPLE_KEYS]
-    out: dict[str, Any] = {"select": None, "limit": None, "error": None, "select_enabled": action.tool.select}
+    # `_select` savings only where the agent can use `_select` (a row for a disabled feature is noise).
+    out: dict[str, Any] = {"select": None, "limit": None, "error": None}
     try:
         if presenter is not None:
             item = sample_item(presenter)
-            if len(keys) > len(chosen):
+            if action.tool.select and len(keys) > len(chosen):
                 out["select"] = {"keys": chosen, **_saving(
                     _text_tokens(presenter, item, ctx), _text_tokens(presenter, item, ctx, chosen))}
             if presenter.max_items and not returns_single_item(action):
@@ -119,7 +120,7 @@ def action_economy(action: Action, ctx: Any = None) -> dict[str, Any] | None:
                 unlimited.max_items = None
                 out["limit"] = {"limit": presenter.max_items, "items": size, **_saving(
                     _text_tokens(unlimited, items, ctx), _text_tokens(presenter, items, ctx))}
-        elif action.output_schema and len(keys) > len(chosen):
+        elif action.tool.select and action.output_schema and len(keys) > len(chosen):
             data = samples.sample(action.output_schema)
             out["select"] = {"keys": chosen, **_saving(
                 tokens.count_json(data), tokens.count_json(select_keys(data, chosen)))}

@@ -167,8 +167,7 @@ def action_economy(t: dict[str, Any] | None) -> str:
     rows = []
     if t.get("select"):
         s = t["select"]
-        state = "" if t["select_enabled"] else " <span class=\"muted\">(not enabled on this tool)</span>"
-        rows.append(_saving_row(f"<code>_select</code> = {_code_list(s['keys'])}{state}", s))
+        rows.append(_saving_row(f"<code>_select</code> = {_code_list(s['keys'])}", s))
     if t.get("limit"):
         s = t["limit"]
         rows.append(_saving_row(f"<code>limit({s['limit']})</code> on {s['items']} items", s))
@@ -197,7 +196,7 @@ def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str) -> st
         f'<form class="tryit" data-path="{_e(a["rest_path"])}" aria-label="Try {_e(a["qualified_name"])}">'
         '<div class="tryit-fields">'
         f'<label>Bearer token <input type="text" name="token" autocomplete="off" spellcheck="false" '
-        'placeholder="e.g. demo-admin"></label>'
+        'placeholder="your token, without Bearer"></label>'
         f'<label>JSON body <textarea name="body" rows="{min(12, body.count(chr(10)) + 2)}" spellcheck="false">'
         f"{_e(body)}</textarea></label></div>"
         f'<button type="submit" disabled>POST {_e(a["rest_path"])}</button>'

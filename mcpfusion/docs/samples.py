@@ -6,6 +6,7 @@ conditional rules, UI blocks and suggestions may depend on (e.g. an `overdue` st
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 _FORMATS = {
@@ -18,6 +19,14 @@ _FORMATS = {
     "url": "https://example.com/",
 }
 _MAX_DEPTH = 6
+# "Invoice id, e.g. inv_0001 (see list_invoices)." -> inv_0001: the value the author documented.
+_DESCRIBED = re.compile(r"\b(?:e\.g\.|for example|such as)[,:]?\s+[`'\"]?([^\s`'\",;()]+)", re.I)
+
+
+def described_example(schema: dict[str, Any]) -> str | None:
+    """The example a parameter's description gives (`e.g. X`, `for example X`), if any."""
+    found = _DESCRIBED.search(schema.get("description") or "")
+    return found.group(1).rstrip(".:") or None if found else None
 
 
 def resolve(schema: Any, root: dict[str, Any]) -> dict[str, Any]:
@@ -55,7 +64,9 @@ def sample(schema: Any, root: dict[str, Any] | None = None, *, name: str = "valu
         options = [resolve(o, root) for o in schema.get(key, [])]
         options = [o for o in options if o.get("type") != "null"]
         if options:
-            return sample(options[0], root, name=name, variant=variant, depth=depth + 1)
+            # `Optional[str] = Field(description=...)`: the description sits beside the anyOf.
+            option = {"description": schema["description"], **options[0]} if "description" in schema else options[0]
+            return sample(option, root, name=name, variant=variant, depth=depth + 1)
     if schema.get("allOf"):
         return sample(schema["allOf"][0], root, name=name, variant=variant, depth=depth + 1)
     kind = schema.get("type")
@@ -70,6 +81,12 @@ def sample(schema: Any, root: dict[str, Any] | None = None, *, name: str = "valu
         size = max(1, int(schema.get("minItems", 1)))
         items = schema.get("items", {})
         return [sample(items, root, name=name, variant=variant + i, depth=depth + 1) for i in range(size)]
+    described = described_example(schema) if variant == 0 else None
+    if described is not None and kind in ("string", "integer", "number", None):
+        try:
+            return {"integer": int, "number": float}.get(kind, str)(described)  # type: ignore[arg-type]
+        except ValueError:
+            pass  # "e.g. ten" for a number: not usable, fall back to a generated value
     if kind == "integer":
         return _number(schema, 42 + variant, int)
     if kind == "number":
