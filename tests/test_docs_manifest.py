@@ -137,7 +137,7 @@ def test_select_and_limit_savings_on_a_sample_response(manifest):
 
 def test_a_presenter_callback_that_needs_real_dependencies_is_reported_not_fatal():
     broken = Presenter("Broken").schema({"id": str, "a": str, "b": str}).ui(lambda item, ctx: ctx.principal.name)
-    t = Tool("broken", description="Broken sample")
+    t = Tool("broken", description="Broken sample", select=True)  # so the `_select` sample runs
 
     @t.action(returns=broken)
     async def get(id: str) -> dict:
