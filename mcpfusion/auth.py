@@ -65,7 +65,7 @@ class JWTVerifier:
         jwt = self._jwt
         try:
             key: Any = self.jwks.get_signing_key_from_jwt(token).key if self.jwks else self.key
-            return jwt.decode(
+            claims: dict[str, Any] = jwt.decode(
                 token,
                 key,
                 algorithms=self.algorithms,
@@ -80,6 +80,7 @@ class JWTVerifier:
             raise unauthorized("The token's signing key is unknown.") from None
         except jwt.InvalidTokenError as exc:
             raise unauthorized(f"The token is invalid ({type(exc).__name__}).") from None
+        return claims
 
     async def averify(self, token: str) -> dict[str, Any]:
         """`verify` off the event loop (fetching a JWKS is blocking I/O)."""

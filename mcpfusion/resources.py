@@ -148,5 +148,6 @@ class ResourceRegistry:
     async def _read(injected: Injected, values: dict[str, Any], uri: str, mime_type: str | None, context: Any,
                     request: Request | None) -> dict[str, Any]:
         # Contents are built before yield dependencies close (a lazy value may still need its session).
-        return await call_injected(injected, values, context, request,
-                                   lambda value: {"contents": contents_of(uri, value, mime_type)})
+        result: dict[str, Any] = await call_injected(
+            injected, values, context, request, lambda value: {"contents": contents_of(uri, value, mime_type)})
+        return result

@@ -84,7 +84,7 @@ def sample(schema: Any, root: dict[str, Any] | None = None, *, name: str = "valu
     described = described_example(schema) if variant == 0 else None
     if described is not None and kind in ("string", "integer", "number", None):
         try:
-            return {"integer": int, "number": float}.get(kind, str)(described)  # type: ignore[arg-type]
+            return {"integer": int, "number": float}.get(kind, str)(described)
         except ValueError:
             pass  # "e.g. ten" for a number: not usable, fall back to a generated value
     if kind == "integer":

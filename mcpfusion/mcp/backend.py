@@ -46,8 +46,9 @@ class ResourceBackend(Protocol):
         """The template registered under `uri_template`, or None."""
         ...
 
-    async def read(self, uri: Any, context: Any = None) -> dict[str, Any]:
-        """The `ReadResourceResult` of `uri`, or `McpError` for a bad or unknown one."""
+    async def read(self, uri: Any, context: Any = None, request: Request | None = None) -> dict[str, Any]:
+        """The `ReadResourceResult` of `uri`, or `McpError` for a bad or unknown one. `request` is the HTTP
+        request the reader's FastAPI dependencies are solved against."""
         ...
 
 
@@ -65,6 +66,8 @@ class PromptBackend(Protocol):
         """`prompts/list` entries."""
         ...
 
-    async def get(self, name: Any, arguments: Any, context: Any = None) -> dict[str, Any]:
-        """The `GetPromptResult` of prompt `name`, or `McpError` for a bad or unknown one."""
+    async def get(self, name: Any, arguments: Any, context: Any = None, request: Request | None = None
+                  ) -> dict[str, Any]:
+        """The `GetPromptResult` of prompt `name`, or `McpError` for a bad or unknown one (dependencies solved
+        against `request`)."""
         ...
