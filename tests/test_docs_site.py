@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import types
+import warnings
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,9 @@ def test_sample_runs(name, code, tmp_path, monkeypatch):
     module = types.ModuleType(f"docs_sample_{abs(hash(name))}")
     module.__file__ = str(tmp_path / "sample.py")
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    exec(compile(code, f"docs/{name}", "exec"), module.__dict__)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # a sample teaches: no undocumented action in it
+        exec(compile(code, f"docs/{name}", "exec"), module.__dict__)
 
 
 @pytest.mark.timeout(300)
