@@ -75,3 +75,5 @@ bench: install
 	$(PY) bench/presenter.py
 	$(PY) bench/mcp_throughput.py
 	$(PY) bench/scale_out.py
+	$(PY) bench/service.py
+	$(PY) bench/cold_start.py
