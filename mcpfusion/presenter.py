@@ -12,6 +12,7 @@ import inspect
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
@@ -84,8 +85,26 @@ def _merge_unique(target: list[Any], items: Iterable[Any]) -> None:
             target.append(item)
 
 
+class _Cache:
+    """What the hot path computes once per presenter, kept apart from its configuration."""
+
+    __slots__ = ("items_adapter", "plain")
+
+    def __init__(self) -> None:
+        self.items_adapter: TypeAdapter[list[Any]] | None = None
+        self.plain: bool | None = None
+
+
 class Presenter:
-    """Builder of an entity's perception: schema, rules, redaction, UI, suggestions, limit, embeds."""
+    """Builder of an entity's perception: schema, rules, redaction, UI, suggestions, limit, embeds.
+
+    Each builder call sets one aspect, replacing what an earlier call set for it (`embed` sets the child of
+    one key). Registering the presenter with an action, or presenting with it, freezes it and its embedded
+    children: from then on it cannot change under the actions that share it; `copy()` gives an unfrozen
+    variant to build on.
+    """
+
+    _frozen = False
 
     def __init__(self, name: str, *, pretty: bool = False) -> None:
         self.name = name
@@ -103,8 +122,50 @@ class Presenter:
         self._suggest: Callable[[Any, Any], Any] | None = None
         self._directives: list[str] | Callable[[Any, Any], Any] = []
         self.max_items: int | None = None
-        self.embeds: dict[str, Presenter] = {}
-        self._items_adapter: TypeAdapter[list[Any]] | None = None
+        self.embeds: Mapping[str, Presenter] = {}
+        self._cache = _Cache()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self._frozen:
+            raise PresenterError(
+                f"presenter {self.name!r} is frozen: it serves registered actions, which must not change under "
+                f"them; build a variant from presenter.copy()"
+            )
+        object.__setattr__(self, name, value)
+
+    # -- freezing ----------------------------------------------------------------------------------
+    @property
+    def frozen(self) -> bool:
+        return self._frozen
+
+    def freeze(self) -> Presenter:
+        """Make this presenter and its embedded children immutable (registration does it); returns it."""
+        if self._frozen:
+            return self
+        for child in self.embeds.values():
+            child.freeze()
+        self.embeds = MappingProxyType(dict(self.embeds))
+        self.auto_rules = tuple(self.auto_rules)  # type: ignore[assignment]
+        if not callable(self._rules):
+            self._rules = tuple(self._rules)  # type: ignore[assignment]
+        if self._static_rules is not None:
+            self._static_rules = tuple(self._static_rules)  # type: ignore[assignment]
+        if not callable(self._directives):
+            self._directives = tuple(self._directives)  # type: ignore[assignment]
+        self._cache.plain = self._compute_plain()
+        object.__setattr__(self, "_frozen", True)
+        return self
+
+    def copy(self, name: str | None = None) -> Presenter:
+        """An unfrozen copy (optionally renamed) to build a variant on; embedded children are shared."""
+        new = copy.copy(self)
+        object.__setattr__(new, "_frozen", False)
+        new.embeds = dict(self.embeds)
+        new.auto_rules = list(self.auto_rules)
+        new._cache = _Cache()
+        if name is not None:
+            new.name = name
+        return new
 
     # -- builder -----------------------------------------------------------------------------------
     def schema(self, spec: Model | type[BaseModel] | Mapping[str, Any]) -> Presenter:
@@ -127,7 +188,7 @@ class Presenter:
                 self.name, __config__=ConfigDict(extra="ignore", from_attributes=True), **fields
             )
         self.item_model = model
-        self._items_adapter = None
+        self._cache = _Cache()
         self.auto_rules = [f"{n}: {f.description}" for n, f in model.model_fields.items() if f.description]
         self._prepare_rules()
         self._check_paths()
@@ -200,12 +261,16 @@ class Presenter:
 
     def embed(self, key: str, child: Presenter) -> Presenter:
         """`data[key]` is rendered by `child`: its blocks go to the embeds section, its rules merge here."""
-        self.embeds[key] = child
+        self.embeds = {**self.embeds, key: child}
         return self
 
     @property
     def _plain(self) -> bool:
-        """No callback, limit or embed: rendering is validation plus static rules."""
+        """No callback, limit or embed: rendering is validation plus static rules (known once frozen)."""
+        plain = self._cache.plain
+        return self._compute_plain() if plain is None else plain
+
+    def _compute_plain(self) -> bool:
         return (
             self._static_rules is not None
             and not self._directives
@@ -272,9 +337,10 @@ class Presenter:
                 model = self.item_model
                 one = model.__pydantic_validator__.validate_python(raws[0], from_attributes=True)
                 return [model.__pydantic_serializer__.to_python(one, mode="json")], raws
-            if self._items_adapter is None:
-                self._items_adapter = TypeAdapter(list[self.item_model])  # type: ignore[name-defined]
-            adapter = self._items_adapter
+            cache = self._cache
+            if cache.items_adapter is None:
+                cache.items_adapter = TypeAdapter(list[self.item_model])  # type: ignore[name-defined]
+            adapter = cache.items_adapter
             validated = adapter.validator.validate_python(raws, from_attributes=True)
             return adapter.serializer.to_python(validated, mode="json"), raws
         except ValidationError as exc:
@@ -387,7 +453,7 @@ class Presenter:
                 _merge_unique(out.suggestions, _as_list(self._suggest(full, ctx)))
         out.data = full
         if self._static_rules is not None:
-            out.rules = self._static_rules.copy()
+            out.rules = list(self._static_rules)
         else:
             _merge_unique(out.rules, self.auto_rules)
             rules = self._rules  # a function here: static rules were merged once, at declaration
@@ -425,6 +491,8 @@ class Presenter:
         """
         if data is None:
             raise PresenterError(f"presenter {self.name!r}: nothing to present (the handler returned None)")
+        if not self._frozen:
+            self.freeze()
         rendered = self.render(data, ctx)
         removed: list[Any] = []
         self.redact(rendered.data, removed)

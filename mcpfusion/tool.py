@@ -426,6 +426,8 @@ class Tool:
         if model is None and presenter is None and dependency is None and explicit is None:
             model, many = model_of(annotation)
         declared = ((presenter,) if presenter else ()) + candidates
+        for registered in declared:
+            registered.freeze()  # the action answers with it: it must not change under the action
         if model is not None and (declared or dependency is not None):
             # A model next to presenters only documents their output: advertised, and checked as a schema.
             explicit = shape(bare(Presenter.firewall(model).wire_schema()), many, optional=self.select)
@@ -436,7 +438,7 @@ class Tool:
         output = Output(
             label,
             explicit=explicit,
-            firewall=Presenter.firewall(model) if model is not None else None,
+            firewall=Presenter.firewall(model).freeze() if model is not None else None,
             presenters=declared,
             many=many if model is not None else cardinality(annotation),
             optional=self.select,

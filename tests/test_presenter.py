@@ -236,3 +236,48 @@ def test_plain_and_rich_embedded_children_render_the_same_data_and_rules():
         '{"id":"i","lines":[{"sku":"A","card":"[REDACTED]"}],"line":{"sku":"B","card":"[REDACTED]"}}',
         "<domain_rules>\n- Parent rule.\n- Line rule.\n</domain_rules>",
     ]
+
+
+def test_registration_freezes_a_presenter_and_its_embeds():
+    from mcpfusion import Tool
+
+    child = Presenter("Line").schema({"amount": int}).rules(["amounts in CENTS"])
+    parent = invoice_presenter().embed("lines", child)
+    tool = Tool("billing")
+
+    @tool.action(returns=parent)
+    async def get(id: str) -> dict:
+        """Get."""
+        return {**INVOICE, "lines": [{"amount": 1}]}
+
+    assert parent.frozen and child.frozen
+    for change in (lambda: parent.rules(["other"]), lambda: parent.limit(3), lambda: child.redact_pii(["amount"]),
+                   lambda: setattr(parent, "max_items", 3)):
+        with pytest.raises(PresenterError, match="'(Invoice|Line)' is frozen.*copy\\(\\)"):
+            change()
+    with pytest.raises(TypeError):
+        parent.embeds["other"] = child  # type: ignore[index]
+    assert "CRITICAL: amount_cents is in CENTS. Divide by 100." in parent.present(INVOICE).view.system_rules
+
+
+def test_a_copy_is_a_variant_that_never_changes_the_registered_original():
+    from mcpfusion import Tool
+
+    shared = invoice_presenter().limit(5)
+    one, two = Tool("one"), Tool("two")
+    for tool in (one, two):
+        tool.action(name="get", description="Get.", returns=shared)(lambda: [INVOICE] * 8)
+    before = shared.present([INVOICE] * 8).view
+    variant = shared.copy("Brief").limit(1).rules(["brief"])
+    assert not variant.frozen and variant.name == "Brief"
+    assert len(variant.present([INVOICE] * 8).view.data) == 1
+    after = shared.present([INVOICE] * 8).view
+    assert (len(after.data), after.system_rules) == (len(before.data), before.system_rules) == (5, before.system_rules)
+    assert variant._cache is not shared._cache  # hot-path caches belong to one presenter, never its configuration
+
+
+def test_presenting_freezes_a_presenter_chosen_at_run_time():
+    presenter = invoice_presenter()
+    assert not presenter.frozen
+    presenter.present(INVOICE)
+    assert presenter.frozen

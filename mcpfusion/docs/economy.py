@@ -116,7 +116,7 @@ def action_economy(action: Action, ctx: Any = None) -> dict[str, Any] | None:
             if presenter.max_items and not returns_single_item(action):
                 size = presenter.max_items * LIMIT_SAMPLE_FACTOR
                 items = sample_items(presenter, size)
-                unlimited = copy.copy(presenter)  # the same presenter without its cap; the original is untouched
+                unlimited = presenter.copy()  # the same presenter without its cap; the original is frozen
                 unlimited.max_items = None
                 out["limit"] = {"limit": presenter.max_items, "items": size, **_saving(
                     _text_tokens(unlimited, items, ctx), _text_tokens(presenter, items, ctx))}
