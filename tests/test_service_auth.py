@@ -95,19 +95,20 @@ async def test_jwt_with_shared_key(tmp_path):
 @pytest.mark.parametrize(
     ("token_claims", "key", "status", "reason"),
     [
-        (claims(exp=int(time.time()) - 3600), SECRET, 401, "expired"),
-        (claims(aud="someone-else"), SECRET, 401, "InvalidAudienceError"),
-        (claims(iss="https://evil.example"), SECRET, 401, "InvalidIssuerError"),
-        (claims(exp=None), SECRET, 401, "MissingRequiredClaimError"),
-        (claims(), "another-secret-that-is-long-enough", 401, "InvalidSignatureError"),
-        (claims(tenant=None), SECRET, 401, "tenant"),
-        (claims(role="owner"), SECRET, 403, "owner"),
+        (lambda: claims(exp=int(time.time()) - 3600), SECRET, 401, "expired"),
+        (lambda: claims(aud="someone-else"), SECRET, 401, "InvalidAudienceError"),
+        (lambda: claims(iss="https://evil.example"), SECRET, 401, "InvalidIssuerError"),
+        (lambda: claims(exp=None), SECRET, 401, "MissingRequiredClaimError"),
+        (lambda: claims(), "another-secret-that-is-long-enough", 401, "InvalidSignatureError"),
+        (lambda: claims(tenant=None), SECRET, 401, "tenant"),
+        (lambda: claims(role="owner"), SECRET, 403, "owner"),
     ],
+    # Minted when the test runs (not at collection), so a slow suite never sees them expire early.
     ids=["expired", "audience", "issuer", "no-exp", "signature", "no-tenant", "bad-role"],
 )
 async def test_jwt_rejections(tmp_path, token_claims, key, status, reason):
     app = jwt_app(tmp_path)
-    token = jwt.encode(token_claims, key, algorithm="HS256")
+    token = jwt.encode(token_claims(), key, algorithm="HS256")
     async with asgi_client(app) as client:
         for r in (await rest(client, "billing", "list_invoices", {}, token),
                   await mcp(client, "billing", "list_invoices", {}, token)):
