@@ -38,9 +38,9 @@ MIN_LENGTH = 4
 def _values(removed: list[Any]) -> tuple[set[str], list[str], list[str]]:
     """(every removed string, the long removed strings, the long removed values as text), longest first."""
     if all(v.__class__ is str or v is None for v in removed):  # the common case: censored string fields
-        exact = {v for v in removed if v}
-        long = sorted([v for v in exact if len(v) >= MIN_LENGTH], key=len, reverse=True)
-        return exact, long, long
+        strings = {v for v in removed if v}
+        longest = sorted([v for v in strings if len(v) >= MIN_LENGTH], key=len, reverse=True)
+        return strings, longest, longest
     exact: set[str] = set()
     long: set[str] = set()
     numbers: set[str] = set()
