@@ -19,10 +19,12 @@ the wire: it is an `INVALID_OUTPUT` tool error, with the failing path (never the
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import types
 import typing
+import weakref
 from collections import abc
 from dataclasses import dataclass, field
 from typing import Any
@@ -193,6 +195,19 @@ def invalid_output(label: str) -> ToolError:
     )
 
 
+_WIRE_SCHEMAS: weakref.WeakKeyDictionary[Presenter, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _wire_schema(presenter: Presenter) -> dict[str, Any]:
+    """`presenter.wire_schema()`, generated once per presenter: a presenter returned by several actions (five
+    in a typical CRUD tool) is otherwise rebuilt for each at the first tools/list. Outputs are derived once,
+    when first listed, so this keeps the same moment of truth."""
+    schema = _WIRE_SCHEMAS.get(presenter)
+    if schema is None:
+        schema = _WIRE_SCHEMAS[presenter] = presenter.wire_schema()
+    return copy.deepcopy(schema)
+
+
 @dataclass(eq=False)
 class Output:
     """One action's output contract (built lazily: presenters may still be configured after the decorator)."""
@@ -222,7 +237,7 @@ class Output:
     def _derive(self) -> dict[str, Any] | None:
         if self.explicit is not None:
             return self.explicit
-        shapes = [bare(p.wire_schema()) for p in ((self.firewall,) if self.firewall else self.presenters)]
+        shapes = [bare(_wire_schema(p)) for p in ((self.firewall,) if self.firewall else self.presenters)]
         if not shapes:
             return None
         return union([shape(s, self.many, optional=self.optional, paginated=self.paginated) for s in shapes])
