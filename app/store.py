@@ -32,7 +32,7 @@ def not_found(kind: str, ident: str, list_action: str) -> ToolError:
     return ToolError(
         "NOT_FOUND",
         f'{kind} "{ident}" was not found.',
-        recovery=f"Call {list_action.replace('.', ' with action ')} first to find a valid id.",
+        recovery=f"Call {list_action} first to find a valid id.",  # the qualified name, whatever the exposition
         available_actions=[list_action],
     )
 
@@ -244,7 +244,7 @@ class BillingStore:
         row = await self._invoice_row(invoice_id)
         if row.status != status:
             if status == "void":
-                raise conflict("Use void_invoice to void an invoice.", "Call billing with action void_invoice.",
+                raise conflict("Use void_invoice to void an invoice.", "Call billing.void_invoice.",
                                "billing.void_invoice")
             if status not in TRANSITIONS[row.status]:
                 allowed = ", ".join(sorted(TRANSITIONS[row.status])) or "none (it is final)"

@@ -116,8 +116,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(f"\n== {tool.name} [{', '.join(flags)}] tags={','.join(tool.tags) or '-'}"
               + (f" source={tool.source}" if tool.source else ""))
         for entry in tool_entries(tool):
-            if tool.exposition == "flat":
-                print(f"-- {entry['name']}")
+            if entry["name"] != tool.name:
+                print(f"-- {entry['name']} {json.dumps(entry.get('annotations', {}))}")
             print(entry.get("description", ""))
         print("actions:")
         for action in tool.actions.values():

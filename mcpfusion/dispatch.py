@@ -29,7 +29,7 @@ from .errors import (
     field_path,
     sent_value,
 )
-from .listing import entries, flat_name, how_to_call
+from .listing import entries, exposed, how_to_call
 from .mcp.jsonrpc import ProtocolSignal
 from .middleware import ActionCall, CallNext, GuardState, Middleware, chain, describe
 from .output import invalid_output
@@ -88,11 +88,7 @@ class ToolRegistry:
     def add(self, tool: Tool) -> None:
         if tool.name in self.tools:
             raise ValueError(f"duplicate tool name {tool.name!r}")
-        routes = (
-            {flat_name(tool.name, a.name): (tool, a) for a in tool.actions.values()}
-            if tool.exposition == "flat"
-            else {tool.name: (tool, None)}
-        )
+        routes = {e.name: (e.tool, e.action) for e in exposed(tool)}
         clash = set(routes) & set(self._routes)
         if clash:
             raise ValueError(f"MCP tool name(s) {sorted(clash)} of tool {tool.name!r} are already registered")
@@ -123,8 +119,18 @@ class ToolRegistry:
         arguments = dict(arguments)
         chosen = arguments.pop(DISCRIMINATOR)
         if not isinstance(chosen, str) or chosen not in tool.actions:
-            raise unknown_action(tool, chosen)
+            raise unknown_action(tool, chosen, self._served_elsewhere(name, chosen))
         return tool.actions[chosen], arguments
+
+    def _served_elsewhere(self, name: str, chosen: Any) -> str | None:
+        """Under the profiles exposition, the recovery for an action of the same tool in another group."""
+        tool = self._routes[name][0]
+        origin = self.tools.get(next(iter(tool.actions.values())).tool.name) if tool.actions else None
+        if origin is None or origin is tool or not isinstance(chosen, str) or chosen not in origin.actions:
+            return None
+        serving = next(e for e in exposed(origin) if chosen in e.tool.actions)
+        return f"{chosen} is served by the tool {serving.name}" + (" (with this action)." if serving.action is None
+                                                                   else ".")
 
     def find(self, tool_name: str, action_name: str) -> Action:
         """The action `tool/action` (REST addressing), or a self-healing error."""

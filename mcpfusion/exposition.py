@@ -199,3 +199,31 @@ def grouped_input_schema(
     if defs:
         out["$defs"] = defs
     return inline_single_refs(out)
+
+
+
+#: The hints that split a tool into groups under the profiles exposition, unless the tool says otherwise: a
+#: read never looks like a write, a non-destructive write never looks destructive. Hints left out of the key
+#: are aggregated cautiously inside a group (open-world if any action is, idempotent if all are).
+PROFILE_HINTS = ("readOnlyHint", "destructiveHint")
+
+
+def profile(hints: dict[str, Any], keys: Sequence[str] = PROFILE_HINTS) -> tuple[tuple[str, Any], ...]:
+    """The grouping key of an action: its values of the `keys` hints (write-only hints of a read: None)."""
+    read = bool(hints.get("readOnlyHint"))
+    return tuple((k, None if read and k in _WRITE_ONLY_HINTS else hints.get(k, MCP_DEFAULT_HINTS[k])) for k in keys)
+
+
+def profile_name(hints: dict[str, Any], keys: Sequence[str] = PROFILE_HINTS) -> str:
+    """A short name for a profile: `read`, `write` or `destructive`, then `_idempotent` and `_external` when
+    those hints are part of the key."""
+    key = dict(profile(hints, keys))
+    if hints.get("readOnlyHint"):
+        words = ["read"]
+    else:
+        words = ["destructive" if key.get("destructiveHint") else "write"]
+        if key.get("idempotentHint"):
+            words.append("idempotent")
+    if key.get("openWorldHint"):
+        words.append("external")
+    return "_".join(words)

@@ -1,13 +1,16 @@
 """How tools look on the MCP wire: their MCP names and their `tools/list` entries, grouped (one MCP tool
-with an `action` discriminator) or flat (one MCP tool per action). The one place that builds them; the
-schemas inside come from the tool's declarations, compacted by `mcpfusion.exposition`.
+with an `action` discriminator), flat (one MCP tool per action) or by annotation profile (one MCP tool per
+group of actions sharing their key hints). The one place that builds them; the schemas inside come from the
+tool's declarations, compacted by `mcpfusion.exposition`.
 
 Nothing here is cached: the engine keeps the one cached listing of a server (`Engine.invalidate_tools`).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from . import exposition
@@ -19,20 +22,84 @@ def flat_name(tool_name: str, action_name: str) -> str:
     return f"{tool_name}_{action_name}"
 
 
+@dataclass(frozen=True)
+class Exposed:
+    """One MCP tool of the listing: its name, the tool (or the group of its actions) behind it, and its only
+    action when it takes no `action` discriminator."""
+
+    name: str
+    tool: Tool
+    action: Action | None
+
+
+def _view(tool: Tool, name: str, actions: list[Action]) -> Tool:
+    """`tool` restricted to some actions, advertised under `name` (a group of the profiles exposition)."""
+    view = copy.copy(tool)
+    view.name = name
+    view.actions = {a.name: a for a in actions}
+    return view
+
+
+def exposed(tool: Tool) -> list[Exposed]:
+    """The MCP tools `tool` is advertised as.
+
+    grouped: one tool named after it, with the `action` discriminator. flat: `{tool}_{action}` per action.
+    profiles: the actions grouped by the tool's `profile_hints` (by default reads apart from writes,
+    destructive writes apart from the others), so those hints are each action's own: a group of several is
+    `{tool}_{profile}` (e.g. `billing_read`) with the discriminator, a group of one is `{tool}_{action}`; a
+    tool of one profile keeps the grouped form.
+    """
+    actions = list(tool.actions.values())
+    if not actions:
+        return []
+    if tool.exposition == "flat":
+        groups = [[a] for a in actions]
+    elif tool.exposition == "profiles":
+        by_profile: dict[Any, list[Action]] = {}
+        for action in actions:
+            by_profile.setdefault(exposition.profile(action.annotations(), tool.profile_hints), []).append(action)
+        groups = list(by_profile.values())
+    else:
+        groups = [actions]
+    if len(groups) == 1 and tool.exposition != "flat":
+        return [Exposed(tool.name, tool, None)]
+    out = []
+    for group in groups:
+        if len(group) == 1:
+            out.append(Exposed(flat_name(tool.name, group[0].name), _view(tool, tool.name, group), group[0]))
+        else:
+            name = flat_name(tool.name, exposition.profile_name(group[0].annotations(), tool.profile_hints))
+            out.append(Exposed(name, _view(tool, name, group), None))
+    names = [e.name for e in out]
+    clash = sorted({n for n in names if names.count(n) > 1})
+    if clash:
+        raise ValueError(f"tool {tool.name!r}: MCP tool name(s) {clash} advertised twice; rename an action")
+    return out
+
+
+def serving(action: Action) -> Exposed:
+    """The MCP tool of the listing that serves `action`."""
+    return next(e for e in exposed(action.tool) if action.name in e.tool.actions)
+
+
 def mcp_name(action: Action) -> str:
-    """The MCP tool name `tools/call` uses for `action` (the tool's own name when grouped)."""
-    tool = action.tool
-    return flat_name(tool.name, action.name) if tool.exposition == "flat" else tool.name
+    """The MCP tool name `tools/call` uses for `action`."""
+    return serving(action).name
+
+
+def discriminated(action: Action) -> bool:
+    """Whether `tools/call` reaches `action` with the `action` discriminator."""
+    return serving(action).action is None
 
 
 def how_to_call(action: Action) -> str:
     """How the agent calls `action`, for notices: "billing with action list_invoices" or "billing_list"."""
     name = mcp_name(action)
-    return name if action.tool.exposition == "flat" else f"{name} with action {action.name}"
+    return f"{name} with action {action.name}" if discriminated(action) else name
 
 
 def flat_entries(tool: Tool) -> list[dict[str, Any]]:
-    """`tools/list` entries of the flat exposition: one MCP tool per action."""
+    """`tools/list` entries of one MCP tool per action (without discriminator)."""
     out = []
     for action in tool.actions.values():
         entry: dict[str, Any] = {
@@ -71,9 +138,10 @@ def grouped_entry(tool: Tool, description: str | None = None) -> dict[str, Any]:
 
 def tool_entries(tool: Tool) -> list[dict[str, Any]]:
     """The `tools/list` entries one tool contributes under its exposition (none without actions)."""
-    if not tool.actions:
-        return []
-    return flat_entries(tool) if tool.exposition == "flat" else [grouped_entry(tool)]
+    out: list[dict[str, Any]] = []
+    for entry in exposed(tool):
+        out += flat_entries(entry.tool) if entry.action is not None else [grouped_entry(entry.tool)]
+    return out
 
 
 def entries(tools: Iterable[Tool]) -> list[dict[str, Any]]:

@@ -113,7 +113,8 @@ class ToolTester:
         args = dict(arguments or {})
         request = make_request(self.app, headers, context)
         target = self.registry.tools.get(tool)
-        if action is not None and target is not None and target.exposition == "flat":
+        if action is not None and target is not None and target.exposition != "grouped":
+            # flat or profiles: the action is reached by its tool and name, whatever MCP tool serves it
             response = await self.registry.call_action(
                 self.registry.find(tool, action), args, request, raise_http=False, transport="tester"
             )

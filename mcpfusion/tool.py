@@ -16,7 +16,8 @@ from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from . import exposition, toon
+from . import exposition as expo
+from . import toon
 from .dependencies import build_dependant, is_empty, split_parameters, takes_page
 from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
 from .model import READ_SCHEMA_OF
@@ -26,7 +27,7 @@ from .presenter import Presenter
 from .schema import lean, root_keys
 from .select import SELECT_PARAM, select_schema
 
-Exposition = Literal["grouped", "flat"]
+Exposition = Literal["grouped", "flat", "profiles"]
 F = TypeVar("F", bound=Callable[..., Any])
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 DISCRIMINATOR = "action"
@@ -213,17 +214,22 @@ class Tool:
         toon_description: bool = False,
         title: str | None = None,
         middleware: Sequence[Any] = (),
+        profile_hints: Sequence[str] = expo.PROFILE_HINTS,
     ) -> None:
         if not _NAME.match(name):
             raise ValueError(f"tool name {name!r} must match {_NAME.pattern}")
-        if exposition not in ("grouped", "flat"):
-            raise ValueError("exposition must be 'grouped' or 'flat'")
+        if exposition not in ("grouped", "flat", "profiles"):
+            raise ValueError("exposition must be 'grouped', 'flat' or 'profiles'")
+        unknown = set(profile_hints) - set(expo.MCP_DEFAULT_HINTS)
+        if unknown:
+            raise ValueError(f"profile_hints {sorted(unknown)} are not MCP hints: {list(expo.MCP_DEFAULT_HINTS)}")
         self.name = name
         self.description = description
         self.tags = list(tags)
         self.exposition: Exposition = exposition
         self.select = select
         self.toon_description = toon_description
+        self.profile_hints = tuple(profile_hints)
         self.title = title
         self.middleware = tuple(middleware)  # around every action of this tool (see mcpfusion.middleware)
         self.actions: dict[str, Action] = {}
@@ -472,7 +478,7 @@ class Tool:
 
     def grouped_input_schema(self) -> dict[str, Any]:
         """`action` enum + the union of the actions' parameters, compact (see `mcpfusion.exposition`)."""
-        return exposition.grouped_input_schema(
+        return expo.grouped_input_schema(
             DISCRIMINATOR,
             [(a.name, a.input_schema) for a in self.actions.values()],
             reserved=(SELECT_PARAM,),
@@ -520,10 +526,10 @@ def missing_discriminator(tool: Tool) -> ToolError:
     )
 
 
-def unknown_action(tool: Tool, name: Any) -> ToolError:
+def unknown_action(tool: Tool, name: Any, recovery: str | None = None) -> ToolError:
     return ToolError(
         UNKNOWN_ACTION,
         f'Tool "{tool.name}" has no action "{name}".',
-        recovery=f"Call {tool.name} again with action set to one of: {', '.join(tool.actions)}.",
+        recovery=recovery or f"Call {tool.name} again with action set to one of: {', '.join(tool.actions)}.",
         available_actions=[a.qualified_name for a in tool.actions.values()],
     )

@@ -25,6 +25,7 @@ billing = Tool(
     description="Invoices and payments of your organisation (amounts in cents)",
     tags=["finance", "invoices"],
     toon_description=True,
+    exposition="profiles",  # reads (billing_read) apart from writes: list_invoices is advertised read-only
 )
 
 InvoiceCreate = InvoiceModel.input_model("create")

@@ -20,8 +20,12 @@ from fastapi import FastAPI
 from app.main import create_app
 from app.seed import CUSTOMERS
 from app.settings import Settings, database_url
+from mcpfusion.listing import discriminated, mcp_name
 from mcpfusion.testing import ToolTester
+from routers.billing import billing
+from routers.customers import customers
 
+REFERENCE_TOOLS = {t.name: t for t in (billing, customers)}
 TOKENS = ("demo-admin", "demo-support", "demo-globex-admin")
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 ACME_PII = [v for _, _, email, phone, _ in CUSTOMERS["acme"] for v in (email, phone) if v]
@@ -36,6 +40,21 @@ def settings_for(tmp_path: Path, **overrides: Any) -> Settings:
     }
     values.update(overrides)
     return Settings(**values)
+
+
+def mcp_target(tool: str, action: str | None, args: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """The MCP tool name and arguments that reach `tool`'s `action` as the reference service advertises it
+    (billing is split by annotation profile: billing_read, billing_write, billing_void_invoice)."""
+    arguments = dict(args or {})
+    declared = REFERENCE_TOOLS.get(tool)
+    if action is None or declared is None or action not in declared.actions:
+        if action is not None:
+            arguments["action"] = action
+        return tool, arguments
+    target = declared.actions[action]
+    if discriminated(target):
+        arguments["action"] = action
+    return mcp_name(target), arguments
 
 
 def auth(token: str | None) -> dict[str, str]:
@@ -58,9 +77,7 @@ async def rest(client: httpx.AsyncClient, tool: str, action: str, args: dict[str
 async def mcp(client: httpx.AsyncClient, tool: str, action: str | None, args: dict[str, Any] | None = None,
               token: str | None = None) -> httpx.Response:
     """One sessionless (2026-07-28) `tools/call`, answered as JSON."""
-    arguments = dict(args or {})
-    if action is not None:
-        arguments["action"] = action
+    tool, arguments = mcp_target(tool, action, args)
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": tool, "arguments": arguments, "_meta": META}}
     headers = {"accept": "application/json", "content-type": "application/json",
@@ -102,7 +119,8 @@ class McpSession:
         return r
 
     async def call(self, tool: str, action: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-        r = await self.rpc("tools/call", {"name": tool, "arguments": {**(args or {}), "action": action}})
+        name, arguments = mcp_target(tool, action, args)
+        r = await self.rpc("tools/call", {"name": name, "arguments": arguments})
         assert r.status_code == 200, r.text
         messages = sse_messages(r.text) if "event-stream" in r.headers["content-type"] else [r.json()]
         return next(m for m in messages if m.get("id") == self.next_id)

@@ -22,5 +22,7 @@ def test_token_bench_compares_the_same_actions_like_with_like():
     without = [int(r.split("|")[4]) for r in rows[: len(rows) // 2]]
     assert without[1] < without[0]  # the reference service's compact listing is cheaper than FastMCP's
     last = out.strip().splitlines()[-1]
-    match = re.fullmatch(r"ratio_no_output=(\d\.\d\d) ratio_output=(\d\.\d\d)", last)
-    assert match and 0 < float(match[1]) < 1 and 0 < float(match[2]) < 1
+    match = re.fullmatch(r"ratio_no_output=(\d\.\d\d) ratio_output=(\d\.\d\d) "
+                         r"grouped_no_output=(\d\.\d\d) grouped_output=(\d\.\d\d)", last)
+    assert match and all(0 < float(match[i]) < 1 for i in range(1, 5))
+    assert float(match[3]) <= float(match[1])  # grouped is the cheapest exposition

@@ -68,7 +68,7 @@ async def test_not_found_is_self_healing(t):
     assert result.error_code == "NOT_FOUND"
     assert result.text == ('<tool_error code="NOT_FOUND" severity="error">\n'
                            '<message>Invoice "inv_9" was not found.</message>\n'
-                           "<recovery>Call billing with action list_invoices first to find a valid id.</recovery>\n"
+                           "<recovery>Call billing.list_invoices first to find a valid id.</recovery>\n"
                            "<available_actions>\n  <action>billing.list_invoices</action>\n</available_actions>\n"
                            "</tool_error>")
 
@@ -156,20 +156,58 @@ async def test_customers_select(service_app, t):
 
 async def test_tool_listing(service_app):
     listing = {entry["name"]: entry for entry in service_app.state.mcpfusion.registry.mcp_tools()}
-    billing = listing["billing"]
-    assert billing["description"].startswith("Invoices and payments of your organisation (amounts in cents). "
-                                             "Select operation via the `action` parameter.\n\n[9|]{action|desc|"
-                                             "required}:")
-    table = billing["description"].split("\n\n", 1)[1]
-    rows = toon_format.decode(table, strict=True)
-    assert [r["action"] for r in rows] == ["list_invoices", "get_invoice", "create_invoice", "update_invoice_status",
-                                           "remind", "void_invoice", "record_payment", "revenue_summary",
-                                           "export_invoices"]
-    assert "annotations" not in billing  # aggregated: every hint at MCP's default (destructive, open-world)
+    # billing is exposed by annotation profile: reads, non-destructive writes, the one destructive action
+    assert list(listing) == ["billing_read", "billing_write", "billing_void_invoice", "customers"]
+    tables = {}
+    for name in ("billing_read", "billing_write"):
+        entry = listing[name]
+        assert entry["description"].startswith("Invoices and payments of your organisation (amounts in cents). "
+                                               "Select operation via the `action` parameter.\n\n[")
+        tables[name] = toon_format.decode(entry["description"].split("\n\n", 1)[1], strict=True)
+        assert [r["action"] for r in tables[name]] == entry["inputSchema"]["properties"]["action"]["enum"]
+    assert [r["action"] for r in tables["billing_read"]] == [
+        "list_invoices", "get_invoice", "revenue_summary", "export_invoices"]
+    assert [r["action"] for r in tables["billing_write"]] == [
+        "create_invoice", "update_invoice_status", "remind", "record_payment"]
+    assert listing["billing_read"]["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
+    assert listing["billing_write"]["annotations"] == {"destructiveHint": False}  # open-world: remind, payments
+    assert listing["billing_void_invoice"]["annotations"] == {"openWorldHint": False}  # destructive (MCP default)
+    assert listing["billing_void_invoice"]["inputSchema"]["required"] == ["id", "reason"]
+    assert "action" not in listing["billing_void_invoice"]["inputSchema"]["properties"]
     assert listing["customers"]["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
-    properties = billing["inputSchema"]["properties"]
-    for guarded in ("total_cents", "number", "tenant", "processor_token", "margin_cents"):
-        assert guarded not in properties
+    for name in ("billing_read", "billing_write", "billing_void_invoice"):
+        properties = listing[name]["inputSchema"]["properties"]
+        for guarded in ("total_cents", "number", "tenant", "processor_token", "margin_cents"):
+            assert guarded not in properties
+
+
+async def test_list_invoices_is_advertised_read_only_over_mcp(service_app):
+    """What an MCP client reads in tools/list, and the calls it makes with those names."""
+    from tests.service_kit import META, auth
+
+    headers = {"accept": "application/json", "content-type": "application/json",
+               "mcp-protocol-version": "2026-07-28", **auth("demo-admin")}
+
+    async def rpc(client, method, params):
+        reply = await client.post("/mcp", headers={**headers, "mcp-method": method, "mcp-name": params.get("name", "")},
+                                  json={"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}})
+        assert reply.status_code == 200, reply.text
+        return reply.json()["result"]
+
+    async with asgi_client(service_app) as client:
+        tools = {t["name"]: t for t in (await rpc(client, "tools/list", {}))["tools"]}
+        [holder] = [t for t in tools.values()
+                    if "list_invoices" in t["inputSchema"]["properties"].get("action", {}).get("enum", [])]
+        assert holder["name"] == "billing_read" and holder["annotations"]["readOnlyHint"] is True
+        listed = await rpc(client, "tools/call", {"name": "billing_read", "arguments": {"action": "list_invoices"}})
+        assert not listed.get("isError") and "inv_" in listed["content"][0]["text"]
+        # a write through the read-only tool is refused, and the error names the tool that serves it
+        refused = await rpc(client, "tools/call", {"name": "billing_read",
+                                                   "arguments": {"action": "void_invoice", "id": "inv_0001"}})
+        assert refused["isError"] and "served by the tool billing_void_invoice" in refused["content"][0]["text"]
+        voided = await rpc(client, "tools/call", {"name": "billing_void_invoice",
+                                                  "arguments": {"id": "inv_0003", "reason": "sent twice"}})
+        assert voided.get("isError") is not True, voided
 
 
 async def test_rest_openapi_documents_actions(service_app):

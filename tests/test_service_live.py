@@ -11,7 +11,7 @@ from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.types import ElicitResult
 
-from tests.service_kit import ACME_PII, TOKENS, build, confirm_token, rest, serve
+from tests.service_kit import ACME_PII, TOKENS, build, confirm_token, mcp_target, rest, serve
 
 IDS = {  # (overdue invoice, paid invoice, customer) of each token's tenant
     "demo-admin": ("inv_0001", "inv_0002", "cus_0001"),
@@ -76,10 +76,13 @@ async def test_every_action_over_mcp_with_the_sdk_client(base, token, mode):
 
     async with Client(streamable_http_client(base + "/mcp", http_client=http), mode=mode,
                       elicitation_callback=confirm) as client:
-        assert {t.name for t in (await client.list_tools()).tools} == {"billing", "customers"}
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(listed) == {"billing_read", "billing_write", "billing_void_invoice", "customers"}
+        assert listed["billing_read"].annotations.read_only_hint is True
+        assert listed["billing_void_invoice"].annotations.destructive_hint is not False
 
         async def invoke(tool, action, args):
-            result = await client.call_tool(tool, {**args, "action": action})
+            result = await client.call_tool(*mcp_target(tool, action, args))
             text = "\n".join(c.text for c in result.content)
             if result.structured_content is not None:
                 text += json.dumps(result.structured_content)

@@ -2,7 +2,7 @@
 
 - description: the tool as a grouped MCP tool with its TOON description, against the same tool described
   the conventional way (one MCP tool per action, each with its full JSON schema and every hint: what a
-  FastMCP-style server advertises), and the cost of each exposition (compact grouped, flat).
+  FastMCP-style server advertises), and the cost of each exposition (grouped, profiles, flat).
 - `_select`: a sample response in full, against the same response with `_select` on two root fields.
 - `limit`: a sample collection of 4x the limit through the presenter without its limit, against with it.
 """
@@ -18,7 +18,7 @@ from typing import Any
 from .. import listing, tokens
 from ..presenter import Presenter
 from ..select import select_keys
-from ..tool import Action, Tool
+from ..tool import Action, Exposition, Tool
 from . import samples
 from .presenters import sample_item, sample_items
 
@@ -43,9 +43,17 @@ def flat_entries(tool: Tool) -> list[dict[str, Any]]:
              "annotations": a.annotations()} for a in tool.actions.values()]
 
 
+EXPOSITIONS: tuple[Exposition, ...] = ("grouped", "profiles", "flat")
+
+
 def exposition_costs(tool: Tool) -> dict[str, int]:
-    """Tokens of the tool's `tools/list` entries under each exposition (all compact)."""
-    return {"grouped": tokens.count_json(grouped_entry(tool)), "flat": tokens.count_json(listing.flat_entries(tool))}
+    """Tokens of the tool's `tools/list` entries under each exposition (its other settings unchanged)."""
+    costs: dict[str, int] = {}
+    for name in EXPOSITIONS:
+        variant = copy.copy(tool)
+        variant.exposition = name
+        costs[name] = tokens.count_json(listing.tool_entries(variant))
+    return costs
 
 
 def _saving(before: int, after: int) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import json
 import shlex
 from typing import Any
 
-from ..listing import mcp_name
+from ..listing import discriminated, mcp_name
 from ..tool import DISCRIMINATOR, Action
 from . import samples
 
@@ -22,7 +22,7 @@ def example_arguments(action: Action) -> dict[str, Any]:
 
 def mcp_call(action: Action, arguments: dict[str, Any]) -> dict[str, Any]:
     args = dict(arguments)
-    if action.tool.exposition != "flat":
+    if discriminated(action):
         args = {DISCRIMINATOR: action.name, **args}
     return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": mcp_name(action), "arguments": args}}
 

@@ -47,6 +47,7 @@ def action_entry(action: Action, curl_base: str, memo: dict[int, dict[str, Any]]
         "annotations": action.annotations(),
         "guards": registry.guards_of(action) if registry is not None else [],
         "mcp_name": listing.mcp_name(action),
+        "discriminated": listing.discriminated(action),
         "rest_path": examples.rest_path(action),
         "parameters": rows(action.input_schema),
         "input_schema": action.input_schema,
@@ -77,7 +78,7 @@ def tool_entry(tool: Tool, curl_base: str, memo: dict[int, dict[str, Any]] | Non
         "toon_description": {
             "text": text,
             "table": _toon_table(text),
-            "advertised": tool.toon_description and tool.exposition == "grouped",
+            "advertised": tool.toon_description and any(e.action is None for e in listing.exposed(tool)),
         },
         "annotations": tool.annotations(),
         "mcp_tools": advertised,

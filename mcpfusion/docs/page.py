@@ -177,7 +177,7 @@ def action_economy(t: dict[str, Any] | None) -> str:
 
 def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str) -> str:
     route = (f'MCP tool <code>{_e(a["mcp_name"])}</code>'
-             + ("" if tool["exposition"] == "flat" else f' with <code>action="{_e(a["name"])}"</code>')
+             + (f' with <code>action="{_e(a["name"])}"</code>' if a.get("discriminated", True) else "")
              + f' · REST <code>POST {_e(a["rest_path"])}</code>')
     output = ""
     if a["presenters"]:
