@@ -46,12 +46,13 @@ def test_console_script_is_installed():
 def test_inspect(env):
     out = cli(env, "inspect", APP)
     assert out.returncode == 0, out.stderr
-    assert "== billing [grouped, toon]" in out.stdout
-    assert "[9|]{action|desc|required}:" in out.stdout
+    assert "== billing [profiles, toon]" in out.stdout
+    assert '-- billing_read {"readOnlyHint": true, "openWorldHint": false}' in out.stdout
+    assert "[4|]{action|desc|required}:" in out.stdout
     assert "billing.void_invoice(id, reason) [destructive]" in out.stdout
     assert "presenters=invoice,invoice_support" in out.stdout
     listing = json.loads(cli(env, "inspect", APP, "--json").stdout)
-    assert [t["name"] for t in listing] == ["billing", "customers"]
+    assert [t["name"] for t in listing] == ["billing_read", "billing_write", "billing_void_invoice", "customers"]
 
 
 def test_call(env):
