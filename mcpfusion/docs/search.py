@@ -11,8 +11,11 @@ def terms(query: str) -> list[str]:
 
 
 def tool_keys(tool: dict[str, Any]) -> str:
-    """What a tool is found by: its name, its MCP names and its tags."""
-    names = [tool["name"], *(t["name"] for t in tool.get("mcp_tools", ())), *tool.get("tags", ())]
+    """What a tool is found by: its name, the MCP names of its groups of actions, and its tags (the MCP name of
+    a single action is that action's key: finding it must not show the whole tool)."""
+    groups = [t["name"] for t in tool.get("mcp_tools", ())
+              if "action" in t.get("inputSchema", {}).get("properties", {})]
+    names = [tool["name"], *groups, *tool.get("tags", ())]
     return " ".join(names).lower()
 
 
