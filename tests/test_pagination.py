@@ -19,7 +19,7 @@ from mcpfusion import pagination
 from tests.service_kit import ACME_INVOICES, McpSession, asgi_client, auth, build, mcp, rest, sse_messages
 
 Fetch = Callable[[str | None], Awaitable[tuple[list[dict[str, Any]], str | None]]]
-NOTICE = re.compile(r'Next page: call billing with action list_invoices with the same arguments and cursor="([^"]+)"')
+NOTICE = re.compile(r'Next page: call billing_read with action list_invoices with the same arguments and cursor="([^"]+)"')
 
 
 def _from_result(result: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:

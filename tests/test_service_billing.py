@@ -25,7 +25,7 @@ async def test_list_is_limited_with_table_chart_rules_and_suggestions(t):
     assert len(result.data) == 20  # one page: the presenter's limit
     summary, table, chart = result.ui_blocks
     cursor = result.structured_content["next_cursor"]
-    assert summary.content == ("📊 **Summary**: 20 shown; more results exist. Next page: call billing with action "
+    assert summary.content == ("📊 **Summary**: 20 shown; more results exist. Next page: call billing_read with action "
                                f'list_invoices with the same arguments and cursor="{cursor}".')
     assert table.type == "markdown" and table.content.startswith("| Number | Customer | Status | Total | Due |")
     assert chart.type == "echarts" and json.loads(chart.content.split("\n", 1)[1].rsplit("\n", 1)[0])["series"]
