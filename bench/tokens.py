@@ -108,8 +108,8 @@ def table(figures: dict[str, Any]) -> str:
         rows = [r for r in figures["rows"] if r["output_schemas"] == output]
         lines += [f"| {r['server']} | {r['tools']} | {r['with_output_schema']} | {r['tokens']} | {r['ratio']:.2f} |"
                   for r in rows]
-        if output and any(r["with_output_schema"] < rows[0]["with_output_schema"] for r in rows):
-            lines.append("note: FastMCP advertises an outputSchema for every action here and mcpfusion for fewer, "
+        if output and any(r["with_output_schema"] < r["tools"] for r in rows):
+            lines.append("note: some MCP tools above advertise no outputSchema while others do, "
                          "so this table is not like with like; the one above is.")
         lines.append("")
     ratio = {(r["server"], r["output_schemas"]): r["ratio"] for r in figures["rows"]}

@@ -13,16 +13,40 @@ from typing import Annotated, Any, Literal
 
 from fastmcp import FastMCP
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, Field
 
+from mcpfusion.pagination import CURSOR_SCHEMA
 from models import INVOICE_STATUSES, CustomerModel, InvoiceLine, InvoiceModel, InvoiceRowModel
-from routers.billing import InvoiceCreate, InvoiceId, InvoiceUpdate, StatusFilter
+from routers.billing import InvoiceCreate, InvoiceId, InvoiceUpdate, StatusFilter, billing
+from routers.customers import customers
 
 Invoice = InvoiceModel.schema
 InvoiceRow = InvoiceRowModel.schema
 Customer = CustomerModel.schema
 _create = InvoiceCreate.model_fields
 Status = Literal[INVOICE_STATUSES]  # type: ignore[valid-type]
+# The same cursor parameter as the paginated actions (same constraints and description).
+Cursor = Annotated[str | None, Field(min_length=CURSOR_SCHEMA["minLength"], max_length=CURSOR_SCHEMA["maxLength"],
+                                     description=CURSOR_SCHEMA["description"])]
+
+
+class InvoicePage(BaseModel):
+    """One page of invoice rows, as the paginated action answers it."""
+
+    items: list[InvoiceRow]  # type: ignore[valid-type]
+    next_cursor: str | None = None
+
+
+class CustomerPage(BaseModel):
+    """One page of customers."""
+
+    items: list[Customer]  # type: ignore[valid-type]
+    next_cursor: str | None = None
+
+
+def _desc(tool: Any, action: str) -> str:
+    """The reference action's own description (the docstrings below are for readers of this file)."""
+    return str(tool.actions[action].description)
 
 
 def _hints(readonly: bool = False, destructive: bool = False, idempotent: bool = False,
@@ -36,20 +60,21 @@ def build(*, output_schemas: bool = True) -> FastMCP:
     server = FastMCP("billing")
     off: dict[str, Any] = {} if output_schemas else {"output_schema": None}
 
-    @server.tool(annotations=_hints(readonly=True), **off)
+    @server.tool(description=_desc(billing, "list_invoices"), annotations=_hints(readonly=True), **off)
     async def billing_list_invoices(
         status: StatusFilter = None,
         customer_id: Annotated[str | None, Field(description="Only this customer's invoices.")] = None,
-    ) -> list[InvoiceRow]:  # type: ignore[valid-type]
+        cursor: Cursor = None,
+    ) -> InvoicePage:
         """List invoices, latest due date first"""
-        return []
+        return InvoicePage(items=[])
 
-    @server.tool(annotations=_hints(readonly=True), **off)
+    @server.tool(description=_desc(billing, "get_invoice"), annotations=_hints(readonly=True), **off)
     async def billing_get_invoice(id: InvoiceId) -> Invoice:  # type: ignore[valid-type]
         """Get one invoice with its lines and payments"""
         raise NotImplementedError
 
-    @server.tool(annotations=_hints(), **off)
+    @server.tool(description=_desc(billing, "create_invoice"), annotations=_hints(), **off)
     async def billing_create_invoice(
         customer_id: Annotated[str, _create["customer_id"]],
         due_date: Annotated[dt.date, _create["due_date"]],
@@ -59,14 +84,14 @@ def build(*, output_schemas: bool = True) -> FastMCP:
         """Create a draft invoice for a customer"""
         raise NotImplementedError
 
-    @server.tool(annotations=_hints(idempotent=True), **off)
+    @server.tool(description=_desc(billing, "update_invoice_status"), annotations=_hints(idempotent=True), **off)
     async def billing_update_invoice_status(
         id: InvoiceId, status: Annotated[Status, InvoiceUpdate.model_fields["status"]]
     ) -> Invoice:  # type: ignore[valid-type]
         """Move an invoice to its next status (draft->sent->paid)"""
         raise NotImplementedError
 
-    @server.tool(annotations=_hints(open_world=True), **off)
+    @server.tool(description=_desc(billing, "remind"), annotations=_hints(open_world=True), **off)
     async def billing_remind(
         id: InvoiceId,
         message: Annotated[str | None, Field(description="A personal line added to the reminder.", max_length=500)]
@@ -75,7 +100,7 @@ def build(*, output_schemas: bool = True) -> FastMCP:
         """Send a payment reminder for a sent invoice"""
         raise NotImplementedError
 
-    @server.tool(annotations=_hints(destructive=True), **off)
+    @server.tool(description=_desc(billing, "void_invoice"), annotations=_hints(destructive=True), **off)
     async def billing_void_invoice(
         id: InvoiceId,
         reason: Annotated[str, Field(min_length=3, max_length=200, description="Why the invoice is voided.")],
@@ -83,15 +108,16 @@ def build(*, output_schemas: bool = True) -> FastMCP:
         """Void an unpaid invoice (cannot be undone)"""
         raise NotImplementedError
 
-    @server.tool(annotations=_hints(readonly=True), **off)
+    @server.tool(description=_desc(customers, "list"), annotations=_hints(readonly=True), **off)
     async def customers_list(
         search: Annotated[str | None, Field(description="Part of the name, or a country code.", max_length=100)]
         = None,
-    ) -> list[Customer]:  # type: ignore[valid-type]
+        cursor: Cursor = None,
+    ) -> CustomerPage:
         """List customers with their open balance"""
-        return []
+        return CustomerPage(items=[])
 
-    @server.tool(annotations=_hints(readonly=True), **off)
+    @server.tool(description=_desc(customers, "get"), annotations=_hints(readonly=True), **off)
     async def customers_get(
         id: Annotated[str, Field(description="Customer id, e.g. cus_0001.", max_length=40)],
     ) -> Customer:  # type: ignore[valid-type]
