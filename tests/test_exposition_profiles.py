@@ -16,7 +16,7 @@ from mcpfusion.testing import ToolTester
 def build(**options) -> Tool:
     tool = Tool("shop", description="Orders", toon_description=True, exposition="profiles", **options)
 
-    @tool.action(readonly=True)
+    @tool.action(readonly=True, open_world=False)
     async def list_orders(status: str | None = None):
         """List orders."""
         return [{"id": "o1", "status": status}]
@@ -26,17 +26,17 @@ def build(**options) -> Tool:
         """Track a parcel with the carrier."""
         return {"id": id}
 
-    @tool.action(idempotent=True)
+    @tool.action(idempotent=True, destructive=False, open_world=False)
     async def rename(id: str, name: str):
         """Rename an order."""
         return {"id": id, "name": name}
 
-    @tool.action(open_world=True)
+    @tool.action(open_world=True, destructive=False)
     async def ship(id: str):
         """Ship an order."""
         return {"id": id}
 
-    @tool.action(destructive=True)
+    @tool.action(destructive=True, open_world=False)
     async def delete(id: str):
         """Delete an order."""
         return None
