@@ -12,7 +12,7 @@ from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.types import ElicitResult, TextContent
 
-from tests.service_kit import ACME_PII, build, serve
+from tests.service_kit import ACME_PII, build, mcp_target, serve
 
 LINES = [{"description": "Audit", "quantity": 2, "unit_price_cents": 1500}]
 
@@ -43,14 +43,15 @@ async def test_every_reference_action_is_typed_and_validated_by_the_sdk_client(u
     async with client(url, mode, token) as c:
         assert c.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
         tools = {t.name: t for t in (await c.list_tools()).tools}
-        assert set(tools) == {"billing", "customers"}
+        assert set(tools) == {"billing_read", "billing_write", "billing_void_invoice", "customers"}
         called: set[tuple[str, str]] = set()
 
         async def call(tool: str, action: str, **args):
-            result = await c.call_tool(tool, {"action": action, **args})  # the SDK validates structuredContent
+            name, arguments = mcp_target(tool, action, args)
+            result = await c.call_tool(name, arguments)  # the SDK validates structuredContent
             assert result.is_error is False, text_of(result)
             assert result.structured_content is not None, f"{tool}.{action} is untyped"
-            jsonschema.validate(result.structured_content, tools[tool].output_schema)
+            jsonschema.validate(result.structured_content, tools[name].output_schema)
             if token == "demo-support":
                 blob = text_of(result) + json.dumps(result.structured_content)
                 assert not [v for v in ACME_PII if v in blob], f"PII in {tool}.{action}"
@@ -75,8 +76,9 @@ async def test_every_reference_action_is_typed_and_validated_by_the_sdk_client(u
         await call("customers", "get", id=customers[0]["id"])
         selected = await call("customers", "get", id=customers[0]["id"], _select=["name"])
         assert list(selected) == ["name"]
-        actions = {(name, a) for name, t in tools.items()
-                   for a in t.input_schema["properties"]["action"]["enum"]}
+        actions = {(name.split("_")[0], a) for name, t in tools.items()
+                   for a in (t.input_schema["properties"]["action"]["enum"] if "action" in t.input_schema["properties"]
+                             else [name.split("_", 1)[1]])}
         assert called == actions  # every action of the service, none forgotten
 
 
@@ -109,7 +111,7 @@ async def test_stdio_support_view_is_typed_and_guarded(tmp_path):
     )
     async with Client(params, mode="legacy") as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
-        for tool, args in (("billing", {"action": "get_invoice", "id": "inv_0001"}),
+        for tool, args in (("billing_read", {"action": "get_invoice", "id": "inv_0001"}),
                            ("customers", {"action": "list"})):
             result = await c.call_tool(tool, args)  # validated against outputSchema by the client
             assert result.is_error is False and result.structured_content is not None
