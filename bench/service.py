@@ -101,7 +101,7 @@ class Cell:
 def cells() -> list[Cell]:
     out = []
     for action, args in CALLS.items():
-        name = "billing"  # the service's tools are grouped: the action is an argument
+        name = "billing_read"  # billing is exposed by annotation profile: these reads are actions of billing_read
         mcp_body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                     "params": {"name": name, "arguments": {"action": action, **args}, "_meta": META}}
         mcp_headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
