@@ -357,7 +357,7 @@ class MCPFusion:
         if rest:
             from .rest import add_rest_routes
 
-            add_rest_routes(app, self.registry)
+            add_rest_routes(app, self.registry, max_body_bytes=self.settings.max_body_bytes)
         if docs is not None:
             from .docs import add_docs_routes
 

@@ -17,22 +17,74 @@ from .extras import require
 from .problem import http_problem_response
 
 
+def quoted(value: str) -> str:
+    """`value` as an RFC 7230/7235 quoted-string: backslash and double quote escaped, control characters
+    and non-ASCII characters (which a header cannot carry) replaced by spaces."""
+    text = "".join(c if 32 <= ord(c) < 127 else " " for c in value)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def unauthorized(description: str = "A valid bearer token is required.", *, error: str | None = "invalid_token"
                  ) -> HTTPException:
     """The 401 to raise from an authentication dependency."""
-    challenge = "Bearer" if error is None else f'Bearer error="{error}", error_description="{description}"'
+    challenge = "Bearer" if error is None else f"Bearer error={quoted(error)}, error_description={quoted(description)}"
     return HTTPException(status_code=401, detail=description, headers={"WWW-Authenticate": challenge})
 
 
+def single_authorization(request: Request) -> str | None:
+    """The one Authorization header of `request` (None when absent); 400 when it is sent more than once, since
+    two components could otherwise read different credentials."""
+    values = [v for k, v in request.scope["headers"] if k == b"authorization"]
+    if len(values) > 1:
+        raise HTTPException(status_code=400, detail="Send exactly one Authorization header.")
+    return values[0].decode("latin-1") if values else None
+
+
 def bearer_token(request: Request) -> str:
-    """The token of `Authorization: Bearer <token>`, or a 401."""
-    header = request.headers.get("authorization", "")
+    """The token of `Authorization: Bearer <token>`, or a 401 (a 400 for repeated Authorization headers)."""
+    header = single_authorization(request) or ""
     scheme, _, token = header.partition(" ")
     if not header:
         raise unauthorized("Send the header 'Authorization: Bearer TOKEN'.", error=None)
     if scheme.lower() != "bearer" or not token.strip():
         raise unauthorized("The Authorization header must be 'Bearer TOKEN'.", error="invalid_request")
     return token.strip()
+
+
+HMAC_ALGORITHMS = frozenset({"HS256", "HS384", "HS512"})
+RSA_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"})
+EC_ALGORITHMS = frozenset({"ES256", "ES256K", "ES384", "ES512"})
+OKP_ALGORITHMS = frozenset({"EdDSA", "Ed25519", "Ed448"})
+
+
+def _family_of(key: Any) -> frozenset[str]:
+    """The JWS algorithms a verification key can be used with."""
+    from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
+
+    if isinstance(key, rsa.RSAPublicKey | rsa.RSAPrivateKey):
+        return RSA_ALGORITHMS
+    if isinstance(key, ec.EllipticCurvePublicKey | ec.EllipticCurvePrivateKey):
+        return EC_ALGORITHMS
+    if isinstance(key, ed25519.Ed25519PublicKey | ed448.Ed448PublicKey):
+        return OKP_ALGORITHMS
+    return HMAC_ALGORITHMS if isinstance(key, str | bytes) else frozenset()
+
+
+def _load_key(key: str) -> tuple[Any, frozenset[str]]:
+    """A PEM public key (or certificate) loaded once, else the HMAC secret; with its algorithm family."""
+    text = key.strip()
+    if not text.startswith("-----BEGIN"):
+        return key, HMAC_ALGORITHMS
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+    data = text.encode()
+    try:
+        public: Any = x509.load_pem_x509_certificate(data).public_key() if b"CERTIFICATE" in data[:40] \
+            else load_pem_public_key(data)
+    except ValueError as exc:
+        raise ValueError(f"JWTVerifier: the PEM key cannot be loaded ({exc})") from None
+    return public, _family_of(public)
 
 
 class JWTVerifier:
@@ -52,11 +104,19 @@ class JWTVerifier:
         if (key is None) == (jwks_url is None):
             raise ValueError("JWTVerifier needs exactly one of key= or jwks_url=")
         self._jwt = jwt = require("jwt", extra="auth", feature="JWTVerifier")
-        self.key = key
+        self.key: Any = key
         self.jwks = jwt.PyJWKClient(jwks_url, cache_keys=True) if jwks_url else None
         self.issuer = issuer
         self.audience = audience
         self.algorithms = list(algorithms)
+        if key is not None:
+            # Pinned to the key's type: a token naming another family (RS256 against an HMAC secret, HS256
+            # against an RSA public key) is refused before PyJWT tries to use the key with it.
+            self.key, family = _load_key(key)
+            self.algorithms = [a for a in self.algorithms if a in family]
+            if not self.algorithms:
+                raise ValueError(f"JWTVerifier: none of the algorithms {list(algorithms)} fits the key "
+                                 f"(it takes {sorted(family)})")
         self.leeway = leeway
         self.required = [*required_claims, *(["iss"] if issuer else []), *(["aud"] if audience else [])]
 
@@ -64,11 +124,17 @@ class JWTVerifier:
         """The token's claims, or a 401 saying why (never the token itself)."""
         jwt = self._jwt
         try:
-            key: Any = self.jwks.get_signing_key_from_jwt(token).key if self.jwks else self.key
+            key: Any = self.key
+            algorithms = self.algorithms
+            if self.jwks is not None:
+                signing = self.jwks.get_signing_key_from_jwt(token)
+                key = signing.key
+                family = _family_of(key)
+                algorithms = [a for a in algorithms if a in family]
             claims: dict[str, Any] = jwt.decode(
                 token,
                 key,
-                algorithms=self.algorithms,
+                algorithms=algorithms,
                 issuer=self.issuer,
                 audience=self.audience,
                 leeway=self.leeway,
@@ -78,7 +144,9 @@ class JWTVerifier:
             raise unauthorized("The token has expired.") from None
         except jwt.PyJWKClientError:
             raise unauthorized("The token's signing key is unknown.") from None
-        except jwt.InvalidTokenError as exc:
+        except (jwt.InvalidTokenError, jwt.InvalidKeyError) as exc:
+            raise unauthorized(f"The token is invalid ({type(exc).__name__}).") from None
+        except jwt.PyJWTError as exc:  # any other refusal of PyJWT's is the token's fault, never a 500
             raise unauthorized(f"The token is invalid ({type(exc).__name__}).") from None
         return claims
 

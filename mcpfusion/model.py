@@ -34,8 +34,21 @@ def _date(value: Any) -> Any:
     return value
 
 
+def _integer(value: Any) -> Any:
+    """An int from a stored number or numeric text; a fractional value is an error, never truncated."""
+    if isinstance(value, bool) or not isinstance(value, decimal.Decimal | float | str):
+        return int(value) if isinstance(value, bool) else value
+    try:
+        number = decimal.Decimal(value.strip() if isinstance(value, str) else value)
+    except decimal.InvalidOperation:
+        raise ValueError(f"{value!r} is not a number") from None
+    if not number.is_finite() or number != number.to_integral_value():
+        raise ValueError(f"{value!r} is not a whole number")
+    return int(number)
+
+
 _NAMED_CASTS: dict[str, Callable[[Any], Any]] = {
-    "int": lambda v: int(v) if isinstance(v, decimal.Decimal | float | str | bool) else v,
+    "int": _integer,
     "float": lambda v: float(v) if isinstance(v, decimal.Decimal | int | str) else v,
     "number": _number,
     "str": lambda v: v if isinstance(v, str) else str(v),
@@ -94,10 +107,10 @@ class Model:
         self._read_model = self._build_read_model()
         self._inputs: dict[str, type[BaseModel]] = {}
 
-    def _field(self, name: str) -> tuple[Any, FieldInfo]:
+    def _field(self, name: str, *, cast: bool = True) -> tuple[Any, FieldInfo]:
         info = self.source.model_fields[name]
         annotation: Any = info.annotation
-        if name in self.casts:
+        if cast and name in self.casts:
             annotation = Annotated[annotation, BeforeValidator(self.casts[name])]
         return annotation, info
 
@@ -139,7 +152,9 @@ class Model:
             partial = operation in self.partial_operations
             fields: dict[str, Any] = {}
             for name in self.fillable[operation]:
-                annotation, info = self._field(name)
+                # Casts shape stored values on the way out; input keeps pydantic's own validation, which
+                # refuses 2.9 for an int instead of truncating it (money is never silently rounded).
+                annotation, info = self._field(name, cast=False)
                 if partial:
                     info = FieldInfo.merge_field_infos(info, default=None)
                     annotation = annotation | None

@@ -8,7 +8,6 @@ problem details (`mcpfusion.problem`) with the same code, message, recovery and 
 from __future__ import annotations
 
 import inspect
-import json
 import typing
 from typing import Any
 
@@ -19,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
+from .body import DEFAULT_MAX_BODY_BYTES, BodyTooLarge, InvalidJSON, parse_json, read_body
 from .dispatch import ToolRegistry
 from .errors import INTERNAL_ERROR, ToolError, field_path
 from .output import ITEMS, NEXT_CURSOR
@@ -136,15 +136,19 @@ def _query_arguments(request: Request) -> dict[str, Any]:
     return arguments
 
 
-def _endpoint(registry: ToolRegistry, action: Action, method: str) -> Any:
+def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_bytes: int) -> Any:
     async def call_action(request: Request) -> Response:
         if method == "GET":
             arguments: Any = _query_arguments(request)
         else:
-            raw = await request.body()
             try:
-                arguments = json.loads(raw) if raw.strip() else {}
-            except (ValueError, UnicodeDecodeError):
+                raw = await read_body(request, max_body_bytes)
+            except BodyTooLarge:
+                too_large = StarletteHTTPException(413, f"The body exceeds the limit of {max_body_bytes} bytes.")
+                return http_problem_response(too_large, request.url.path)
+            try:
+                arguments = parse_json(raw) if raw.strip() else {}
+            except InvalidJSON:  # not JSON, or nested deeper than the parser allows
                 arguments = None
         if not isinstance(arguments, dict):
             fields = [("(body)", "Send a JSON object of the action's parameters.")]
@@ -155,9 +159,10 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str) -> Any:
     return call_action
 
 
-def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api") -> None:
+def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api",
+                    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
     """A documented POST route per action, and GET for read-only actions with scalar parameters; every
-    error under `prefix` answers problem details."""
+    error under `prefix` answers problem details. Bodies above `max_body_bytes` are refused (413) unread."""
     errors = openapi_errors()
     item_schemas: dict[int, dict[str, Any]] = {}
     for action in registry.actions():
@@ -177,8 +182,8 @@ def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api
         }
         path = f"{prefix}/{action.tool.name}/{action.name}"
         app.add_api_route(
-            path, _endpoint(registry, action, "POST"), methods=["POST"], name=f"{action.tool.name}.{action.name}",
-            operation_id=f"{action.tool.name}_{action.name}", **common,
+            path, _endpoint(registry, action, "POST", max_body_bytes), methods=["POST"],
+            name=f"{action.tool.name}.{action.name}", operation_id=f"{action.tool.name}_{action.name}", **common,
             openapi_extra={
                 "requestBody": {
                     "required": True,
@@ -190,7 +195,7 @@ def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api
         parameters = query_parameters(action)
         if parameters is not None:
             app.add_api_route(
-                path, _endpoint(registry, action, "GET"), methods=["GET"],
+                path, _endpoint(registry, action, "GET", max_body_bytes), methods=["GET"],
                 name=f"{action.tool.name}.{action.name}.get", operation_id=f"{action.tool.name}_{action.name}_get",
                 **common, openapi_extra={"parameters": parameters, "responses": responses},
             )

@@ -12,7 +12,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from mcp_types.methods import validate_client_request
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 from starlette.requests import Request
 
 from .backend import PromptBackend, ResourceBackend, ToolBackend
@@ -165,6 +167,7 @@ class Engine:
         handler = self._handlers.get(call.method) if call.method in allowed else None
         if handler is None:
             raise McpError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
+        check_params(call.method, call.protocol_version, call.params)
         result = await handler(call)
         if call.modern:
             if "resultType" not in result:
@@ -350,4 +353,20 @@ class Engine:
         return {}
 
 
-__all__ = ["Call", "Engine"]
+def check_params(method: str, version: str, params: dict[str, Any] | None) -> None:
+    """Validate `params` against the SDK's typed request model of `method` in `version` (`mcp.types`), so a
+    wrong type is -32602 naming the field, never an exception deeper down. Methods and versions the SDK does
+    not know are left to their handler."""
+    try:
+        validate_client_request(method, version, params)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'][1:]) or 'params'}: {err['msg']}"
+            for err in exc.errors(include_url=False, include_input=False)[:5]
+        )
+        raise McpError(INVALID_PARAMS, f"Invalid params for {method}: {problems}") from None
+    except (KeyError, ValueError):
+        return
+
+
+__all__ = ["Call", "Engine", "check_params"]

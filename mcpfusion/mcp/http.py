@@ -17,9 +17,10 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from pydantic_core import from_json
 from starlette.requests import Request
 from starlette.responses import Response
+
+from mcpfusion.body import BodyTooLarge, InvalidJSON, is_json_media_type, parse_json, read_body
 
 from .broker import Broker, InMemoryBroker
 from .engine import Engine
@@ -30,7 +31,7 @@ from .security import HostOriginGuard
 from .session_wire import SessionWire
 from .sessions import InMemorySessionStore, SessionStore
 from .settings import TransportSettings
-from .wire import BodyTooLarge, error_response, header, http_error, read_body
+from .wire import error_response, header, http_error
 
 
 class McpRoute(APIRoute):
@@ -130,6 +131,9 @@ class McpHttpTransport:
     def _refuse(self, request: Request) -> Response | None:
         reason = self.guard.check(header(request, b"host"), header(request, b"origin"))
         if reason is None:
+            if sum(1 for name, _ in request.scope["headers"] if name == b"authorization") > 1:
+                # Login and session check could otherwise read different credentials.
+                return http_error(400, "Bad Request: send exactly one Authorization header")
             return None
         # 421 Misdirected Request for a foreign Host, 403 for a foreign Origin.
         return http_error(421 if "Host" in reason else 403, reason)
@@ -138,17 +142,15 @@ class McpHttpTransport:
         refusal = self._refuse(request)
         if refusal is not None:
             return refusal
-        content_type = header(request, b"content-type")
-        if content_type is not None and "json" not in content_type.lower():
+        if not is_json_media_type(header(request, b"content-type")):
             return http_error(415, "Unsupported Media Type: send the JSON-RPC message as application/json")
         try:
             body = await read_body(request, self.settings.max_body_bytes)
         except BodyTooLarge:
             return http_error(413, f"Payload Too Large: the limit is {self.settings.max_body_bytes} bytes")
         try:
-            message = from_json(body)  # pydantic-core: about 3x json.loads on request-sized bodies
-        except (ValueError, RecursionError):
-            # Not only JSONDecodeError: huge integer literals raise ValueError, deep nesting RecursionError.
+            message = parse_json(body)  # pydantic-core: about 3x json.loads on request-sized bodies
+        except InvalidJSON:
             return error_response(None, PARSE_ERROR, "Parse error: the body is not valid JSON", status=400)
         version = header(request, b"mcp-protocol-version")
         if version is not None:

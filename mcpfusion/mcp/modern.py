@@ -25,8 +25,8 @@ from starlette.responses import Response
 
 from .broker import Broker
 from .channel import InputResponsesChannel
-from .engine import Call, Engine
-from .jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, notification
+from .engine import Call, Engine, check_params
+from .jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, McpError, notification
 from .pipeline import WirePipeline, check_request_shape, invalid_request
 from .settings import TransportSettings
 from .streams import sse_event
@@ -104,6 +104,10 @@ class ModernWire(WirePipeline):
                     client_capabilities=caps if isinstance(caps, dict) else {},
                     client_info=info if isinstance(info, dict) else {})
         if method == "subscriptions/listen":
+            try:
+                check_params(method, call.protocol_version, params)
+            except McpError as exc:
+                return error_response(msg_id, exc.code, exc.message)
             return self._listen(call)
         streamable = wants_sse and not self.settings.json_response and (
             channel.progress_token is not None or channel.log_level is not None

@@ -15,9 +15,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .broker import Broker
-from .engine import Call, Engine
+from .engine import Call, Engine, check_params
 from .events import EventStore, parse_event_id
-from .jsonrpc import INVALID_PARAMS, INVALID_REQUEST, result
+from .jsonrpc import INVALID_PARAMS, INVALID_REQUEST, McpError, result
 from .pipeline import WirePipeline, invalid_request
 from .sessions import Session, SessionLimitError, SessionStore, new_session_id
 from .settings import TransportSettings
@@ -105,6 +105,10 @@ class SessionWire(WirePipeline):
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
             return error_response(msg_id, INVALID_PARAMS, "initialize needs params.protocolVersion (a string)")
+        try:
+            check_params("initialize", self.engine.negotiate(requested), params)
+        except McpError as exc:
+            return error_response(msg_id, exc.code, exc.message)
         version = self.engine.negotiate(requested)
         caps = params.get("capabilities")
         info = params.get("clientInfo")

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mcpfusion.body import DEFAULT_MAX_BODY_BYTES
+
 if TYPE_CHECKING:
     from .broker import Broker
     from .events import EventStore
@@ -44,7 +46,7 @@ class TransportSettings:
     path: str = "/mcp"
     allowed_hosts: list[str] | None = field(default_factory=lambda: _env_list("MCPFUSION_ALLOWED_HOSTS"))
     allowed_origins: list[str] | None = field(default_factory=lambda: _env_list("MCPFUSION_ALLOWED_ORIGINS"))
-    max_body_bytes: int = 4 * 1024 * 1024
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     json_response: bool = False
     session_idle_timeout: float = 30 * 60.0
     max_sessions: int = 10_000

@@ -1,11 +1,11 @@
-"""HTTP building blocks shared by both MCP wires: JSON-RPC responses, body limit, Accept parsing."""
+"""HTTP building blocks shared by both MCP wires: JSON-RPC responses, Accept parsing."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from pydantic_core import to_json
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 
 from .jsonrpc import HTTP_STATUS, INVALID_REQUEST, error
@@ -13,10 +13,6 @@ from .jsonrpc import HTTP_STATUS, INVALID_REQUEST, error
 SSE_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
 TRANSPORT_SCOPE_KEY = "mcpfusion.transport"
 """`request.scope` key naming a transport that is not plain HTTP (`"stdio"`); telemetry reads it."""
-
-
-class BodyTooLarge(Exception):  # noqa: N818
-    pass
 
 
 def header(request: Request, name: bytes) -> str | None:
@@ -62,34 +58,6 @@ def error_response(
 def http_error(status: int, message: str, code: int = INVALID_REQUEST) -> Response:
     """An HTTP-level refusal, still with a JSON-RPC error body so clients can show the reason."""
     return json_response(error(None, code, message), status)
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, or `BodyTooLarge` as soon as more than `limit` bytes arrive.
-
-    Read straight from the ASGI channel (Starlette's stream wrapper costs more than the read on small
-    bodies) and then cached where `Request.body()` looks, so dependencies can still read it."""
-    declared = header(request, b"content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge
-    receive = request.receive
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            raise ClientDisconnect
-        chunk = message.get("body", b"")
-        if chunk:
-            size += len(chunk)
-            if size > limit:
-                raise BodyTooLarge
-            chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    request._body = body  # what Request.body() returns from now on
-    return body
 
 
 def accepts(request: Request) -> tuple[bool, bool]:

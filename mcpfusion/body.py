@@ -1,0 +1,66 @@
+"""Request bodies of every HTTP adapter (`/mcp` and REST): a size limit enforced while reading, and JSON
+parsing that turns hostile input (deep nesting, huge numbers) into a refusal instead of a crash."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_core import from_json
+from starlette.requests import ClientDisconnect, Request
+
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+class BodyTooLarge(Exception):  # noqa: N818
+    """More than the limit arrived (or was announced by Content-Length)."""
+
+
+class InvalidJSON(ValueError):
+    """The body is not JSON, or nests deeper than the parser allows."""
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, or `BodyTooLarge` as soon as more than `limit` bytes arrive.
+
+    Read straight from the ASGI channel (Starlette's stream wrapper costs more than the read on small
+    bodies) and then cached where `Request.body()` looks, so dependencies can still read it."""
+    scope = request.scope
+    table = scope.get("mcpfusion.headers")
+    declared = table.get(b"content-length") if table is not None else \
+        next((v for k, v in scope["headers"] if k == b"content-length"), None)
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    receive = request.receive
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise ClientDisconnect
+        chunk = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    request._body = body  # what Request.body() returns from now on
+    return body
+
+
+def parse_json(body: bytes) -> Any:
+    """The JSON value of `body` (pydantic-core: fast, and nesting is capped), or `InvalidJSON`."""
+    try:
+        return from_json(body)
+    except (ValueError, RecursionError) as exc:
+        # Not only syntax errors: huge integer literals raise ValueError, deep nesting a recursion error.
+        raise InvalidJSON(str(exc)) from None
+
+
+def is_json_media_type(content_type: str | None) -> bool:
+    """True for `application/json`, parameters (`; charset=utf-8`) allowed; case-insensitive."""
+    if content_type is None:
+        return False
+    return content_type.partition(";")[0].strip().lower() == "application/json"
