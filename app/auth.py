@@ -25,6 +25,7 @@ class Principal:
     subject: str
     tenant: str
     role: Role
+    issuer: str = ""  # with subject and tenant, the identity MCP sessions are bound to
 
     @property
     def is_admin(self) -> bool:
@@ -80,4 +81,4 @@ async def authenticate(request: Request, settings: Settings | None = None) -> Pr
         raise unauthorized(f'The token has no "{settings.tenant_claim}" claim.')
     if role not in ROLES:
         raise HTTPException(status_code=403, detail=f"Role {role!r} may not use this service.")
-    return Principal(str(claims.get("sub", "")), tenant, role)
+    return Principal(str(claims.get("sub", "")), tenant, role, str(claims.get("iss") or ""))

@@ -328,6 +328,7 @@ class MCPFusion:
                 signer=RequestStateSigner(settings.signing_key, settings.request_state_ttl),
                 cache_ttl_ms=settings.cache_ttl_ms, cache_scope=settings.cache_scope,
                 observer=self.telemetry,
+                max_subscriptions=settings.max_subscriptions, max_uri_length=settings.max_uri_length,
             )
             self._transport = McpHttpTransport(engine, settings, _redis_stores(settings))
         return self._transport
@@ -387,7 +388,7 @@ def _redis_stores(settings: TransportSettings) -> RedisStores | None:
                        "2026-07-28 requestState with its own random key, so input-required rounds cannot "
                        "continue on another replica")
     return from_url(settings.redis_url, idle_timeout=settings.session_idle_timeout,
-                    max_sessions=settings.max_sessions)
+                    limits=settings.session_limits())
 
 
 def _context_of(call: Call) -> Context:

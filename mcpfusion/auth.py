@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from .extras import require
+from .identity import AUTH_SCOPE_KEY
 from .problem import http_problem_response
 
 
@@ -155,9 +156,6 @@ class JWTVerifier:
         if self.jwks is None:
             return self.verify(token)
         return await run_in_threadpool(self.verify, token)
-
-
-AUTH_SCOPE_KEY = "mcpfusion.auth"
 
 
 class RequireBearer:

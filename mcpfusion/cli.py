@@ -73,12 +73,16 @@ def load(target: str, app_dir: str | None = None) -> tuple[Any, MCPFusion]:
 def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
     import uvicorn
 
+    from .server import uvicorn_options
+
     _, fusion = load(args.app, args.app_dir)  # fail fast, with a clear message, before uvicorn starts
     base = f"http://{args.host}:{args.port}"
     status(f"serving {fusion.name} ({len(fusion.registry.tools)} tools) from {args.app}" + (" with reload" if reload
                                                                                             else ""))
     status(f"MCP {base}/mcp | REST {base}/api | tool docs {base}/tools | OpenAPI {base}/docs | health {base}/healthz")
-    options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": args.log_level}
+    options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": args.log_level,
+                               **uvicorn_options(header_timeout=args.header_timeout,
+                                                 keep_alive_timeout=args.keep_alive_timeout)}
     if args.app_dir:
         options["app_dir"] = args.app_dir
     if reload:
@@ -213,6 +217,11 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--host", default="127.0.0.1")
         p.add_argument("--port", type=int, default=8000)
         p.add_argument("--log-level", default="info")
+        p.add_argument("--header-timeout", type=float, default=None, metavar="SECONDS",
+                       help="close a connection whose request head is incomplete after this long (default 10, "
+                            "or MCPFUSION_HEADER_TIMEOUT)")
+        p.add_argument("--keep-alive-timeout", type=float, default=5.0, metavar="SECONDS",
+                       help="close a connection idle between requests after this long (default 5)")
         if name == "serve":
             p.add_argument("--workers", type=int, default=1)
     p = with_app("stdio", "serve MCP over stdin/stdout for local clients")

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from .backend import PromptBackend, ResourceBackend, ToolBackend
 from .callables import invoke
 from .channel import LOG_RANK, Channel, InputRequired, InputResponsesChannel
-from .jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, McpError
+from .jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, McpError
 from .sessions import Session
 from .state import RequestStateSigner
 
@@ -89,6 +89,8 @@ class Engine:
         cache_scope: str = "private",
         make_context: Callable[[Call], Any] = _no_context,
         observer: RequestObserver | None = None,
+        max_subscriptions: int = 100,
+        max_uri_length: int = 2048,
     ) -> None:
         self.server_info: dict[str, Any] = {"name": name, "version": version}
         if title:
@@ -106,6 +108,8 @@ class Engine:
         # The one cached listing of the server: `tools/list` entries, and the input schemas of the tools
         # that declare `x-mcp-header` (what 2026-07-28 checks `Mcp-Param-*` headers against).
         self._tools_cache: tuple[list[dict[str, Any]], dict[str, Any]] | None = None
+        self.max_subscriptions = max_subscriptions
+        self.max_uri_length = max_uri_length
         self._handlers: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
             "ping": self._ping,
             "tools/list": self._tools_list,
@@ -277,10 +281,25 @@ class Engine:
 
     async def _subscribe(self, call: Call) -> dict[str, Any]:
         uri = self._subscription_uri(call)
+        if self.resources is None or not self.resources.exists(uri):
+            raise McpError(RESOURCE_NOT_FOUND, f"Unknown resource {uri!r}: subscribe to a listed resource",
+                           {"uri": uri})
         session = call.session
         if session is not None and uri not in session.subscriptions:
+            if len(session.subscriptions) >= self.max_subscriptions:
+                raise McpError(INVALID_PARAMS, f"A session may hold at most {self.max_subscriptions} "
+                               "subscriptions; unsubscribe from one first")
             session.subscriptions.append(uri)
         return {}
+
+    def allowed_subscriptions(self, uris: Any) -> list[str]:
+        """The resource URIs of a 2026 `subscriptions/listen` this server honours: known, bounded in length
+        and number."""
+        if not isinstance(uris, list) or self.resources is None:
+            return []
+        honored = [u for u in uris if isinstance(u, str) and len(u) <= self.max_uri_length
+                   and self.resources.exists(u)]
+        return list(dict.fromkeys(honored))[: self.max_subscriptions]
 
     async def _unsubscribe(self, call: Call) -> dict[str, Any]:
         uri = self._subscription_uri(call)
@@ -293,6 +312,8 @@ class Engine:
         uri = call.params.get("uri")
         if not isinstance(uri, str) or not uri:
             raise McpError(INVALID_PARAMS, f"{call.method} needs a non-empty string 'uri'")
+        if len(uri) > self.max_uri_length:
+            raise McpError(INVALID_PARAMS, f"'uri' is longer than {self.max_uri_length} characters")
         return uri
 
     async def _prompts_list(self, call: Call) -> dict[str, Any]:

@@ -85,7 +85,7 @@ class McpHttpTransport:
         self.settings = settings = settings or TransportSettings()
         self.shared = shared
         self.sessions: SessionStore = settings.session_store or (shared.sessions if shared else None) or \
-            InMemorySessionStore(settings.session_idle_timeout, settings.max_sessions)
+            InMemorySessionStore(settings.session_idle_timeout, limits=settings.session_limits())
         self.events: EventStore = settings.event_store or (shared.events if shared else None) or InMemoryEventStore()
         self.broker: Broker = settings.broker or (shared.broker if shared else None) or InMemoryBroker()
         self.guard = HostOriginGuard(settings.allowed_hosts, settings.allowed_origins)

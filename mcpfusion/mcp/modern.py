@@ -187,7 +187,7 @@ class ModernWire(WirePipeline):
             honored["resourcesListChanged"] = True
         uris = requested.get("resourceSubscriptions")
         if isinstance(uris, list) and "resources" in caps:
-            honored["resourceSubscriptions"] = [u for u in uris if isinstance(u, str)]
+            honored["resourceSubscriptions"] = self.engine.allowed_subscriptions(uris)
         tag = {SUBSCRIPTION_ID_KEY: call.id}
 
         async def events() -> AsyncIterator[dict[str, Any]]:

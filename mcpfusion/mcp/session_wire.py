@@ -6,6 +6,7 @@ import asyncio
 import functools
 import hashlib
 import inspect
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,12 +15,14 @@ from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
 
+from mcpfusion.identity import AUTH_SCOPE_KEY, identity_of
+
 from .broker import Broker
 from .engine import Call, Engine, check_params
 from .events import EventStore, parse_event_id
 from .jsonrpc import INVALID_PARAMS, INVALID_REQUEST, McpError, result
 from .pipeline import WirePipeline, invalid_request
-from .sessions import Session, SessionLimitError, SessionStore, new_session_id
+from .sessions import Session, SessionLimitError, SessionQuotaError, SessionStore, new_session_id
 from .settings import TransportSettings
 from .streams import (
     SessionChannel,
@@ -32,16 +35,22 @@ from .streams import (
     new_stream_id,
     sse_event,
 )
-from .wire import SSE_HEADERS, accepts, error_response, header, http_error, json_response
+from .wire import SSE_HEADERS, accepts, error_response, header, http_error, json_response, retry_later
 
+logger = logging.getLogger("mcpfusion.mcp")
 DEFAULT_LOG_LEVEL = "info"
 _STATE_METHODS = frozenset({"logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
 
 
-def default_principal(request: Request) -> str | None:
-    """Who is calling: a digest of the Authorization header (credentials are never stored in clear)."""
+def default_principal(request: Request) -> tuple[str | None, str | None]:
+    """Who is calling, as (principal, tenant): the verified identity an authentication middleware left in
+    the scope (`RequireBearer`: issuer, subject, tenant), else a digest of the Authorization header
+    (credentials are never stored in clear)."""
+    verified = identity_of(request.scope.get(AUTH_SCOPE_KEY))
+    if verified is not None:
+        return verified
     auth = header(request, b"authorization")
-    return hashlib.sha256(auth.encode()).hexdigest()[:32] if auth else None
+    return (hashlib.sha256(auth.encode()).hexdigest()[:32] if auth else None), None
 
 
 class SessionWire(WirePipeline):
@@ -60,14 +69,16 @@ class SessionWire(WirePipeline):
         self.tasks: set[asyncio.Task[Any]] = set()
         self._cancel_listener: asyncio.Task[Any] | None = None
 
-    async def principal_of(self, request: Request) -> str | None:
+    async def principal_of(self, request: Request) -> tuple[str | None, str | None]:
+        """(principal, tenant) of the request; `settings.principal` overrides the principal."""
+        principal, tenant = default_principal(request)
         resolver = self.settings.principal
         if resolver is None:
-            return default_principal(request)
+            return principal, tenant
         value = resolver(request)
         if inspect.isawaitable(value):
             value = await value
-        return None if value is None else str(value)
+        return (None if value is None else str(value)), tenant
 
     # -- POST -----------------------------------------------------------------------------------------
 
@@ -112,18 +123,19 @@ class SessionWire(WirePipeline):
         version = self.engine.negotiate(requested)
         caps = params.get("capabilities")
         info = params.get("clientInfo")
+        principal, tenant = await self.principal_of(request)
         session = Session(
             id=new_session_id(), protocol_version=version,
             client_capabilities=caps if isinstance(caps, dict) else {},
             client_info=info if isinstance(info, dict) else {},
-            principal=await self.principal_of(request),
+            principal=principal, tenant=tenant,
         )
         try:
             await self.sessions.create(session)
+        except SessionQuotaError as exc:
+            return retry_later(429, f"Too Many Requests: {exc}")
         except SessionLimitError as exc:
-            refusal = http_error(503, f"Service Unavailable: {exc}; retry later")
-            refusal.headers["Retry-After"] = "5"
-            return refusal
+            return retry_later(503, f"Service Unavailable: {exc}; retry later")
         body = result(msg_id, self.engine.initialize_result(version))
         headers = {"Mcp-Session-Id": session.id}
         wants_json, wants_sse = accepts(request)
@@ -137,9 +149,12 @@ class SessionWire(WirePipeline):
         if not sid:
             return None, error_response(msg_id, INVALID_REQUEST, "Bad Request: Missing Mcp-Session-Id header; "
                                         "send initialize first", status=400)
-        session = await self.sessions.get(sid)
+        try:
+            session = await self.sessions.get(sid)
+        except SessionLimitError:  # the store is unreachable: the session may exist, so never 404
+            return None, retry_later(503, "Service Unavailable: the session store is unreachable; retry later")
         if session is None or (session.principal is not None
-                               and session.principal != await self.principal_of(request)):
+                               and session.principal != (await self.principal_of(request))[0]):
             return None, error_response(msg_id, INVALID_REQUEST, "Session not found", status=404)
         return session, None
 
@@ -215,12 +230,17 @@ class SessionWire(WirePipeline):
                 return Response(status_code=204, headers=headers)
             return self.respond(reply, headers)
         assert stream_id is not None
-        priming = await self._priming(stream_id) if self._priming_wanted(session) else None
+        priming: dict[str, Any] | None = None
+        if self._priming_wanted(session):
+            try:
+                priming = await self._priming(stream_id)
+            except Exception as exc:  # noqa: BLE001 - an unreachable store costs resumability, not the call
+                logger.warning("no priming event for %s (event store: %r)", stream_id, exc)
 
         async def run() -> None:
             reply = await self.run(call, inline=False)
             if reply is not None:
-                await channel.emit(reply)
+                await channel.finish(reply)
             else:
                 channel.close_stream()
 
@@ -358,7 +378,10 @@ class SessionWire(WirePipeline):
         if refusal is not None:
             return refusal
         assert session is not None
-        await self.sessions.delete(session.id)
+        try:
+            await self.sessions.delete(session.id)
+        except SessionLimitError:
+            return retry_later(503, "Service Unavailable: the session store is unreachable; retry later")
         await self.broker.publish(f"session:{session.id}", None)
         self._cancel_session(session.id)
         if self.broker.distributed:  # calls of this session running on other replicas

@@ -21,7 +21,8 @@ class Session:
     client_info: dict[str, Any] = field(default_factory=dict)
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     log_level: str | None = None
-    principal: str | None = None
+    principal: str | None = None  # digest of the verified identity the session is bound to
+    tenant: str | None = None
     subscriptions: list[str] = field(default_factory=list)
     initialized: bool = False
     created_at: float = field(default_factory=time.time)
@@ -44,6 +45,30 @@ class SessionLimitError(Exception):
     """The store holds `max_sessions` live sessions already."""
 
 
+class SessionQuotaError(SessionLimitError):
+    """The caller's principal or tenant holds its quota of live sessions already (answered 429)."""
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    """Caps on live sessions: in all, per principal and per tenant (sessions without one are not counted)."""
+
+    total: int = 10_000
+    per_principal: int = 100
+    per_tenant: int = 1_000
+
+    def refuse(self, total: int, principal: int, tenant: int) -> SessionLimitError | None:
+        """The error for a new session given the live counts (None when it may be created)."""
+        if total >= self.total:
+            return SessionLimitError(f"too many sessions (max {self.total})")
+        if principal >= self.per_principal:
+            return SessionQuotaError(f"too many sessions for this principal (max {self.per_principal}); "
+                                     "close unused ones with DELETE")
+        if tenant >= self.per_tenant:
+            return SessionQuotaError(f"too many sessions for this tenant (max {self.per_tenant})")
+        return None
+
+
 class SessionStore(Protocol):
     """Async storage of sessions. `get` returns None for unknown, deleted or idle-expired ids."""
 
@@ -57,12 +82,16 @@ class SessionStore(Protocol):
 
 
 class InMemorySessionStore:
-    """Process-local sessions with an idle timeout and a cap; expiry is checked lazily on access."""
+    """Process-local sessions with an idle timeout and caps; expiry is checked lazily on access."""
 
-    def __init__(self, idle_timeout: float = 1800.0, max_sessions: int = 10_000) -> None:
+    def __init__(self, idle_timeout: float = 1800.0, max_sessions: int = 10_000,
+                 limits: SessionLimits | None = None) -> None:
         self.idle_timeout = idle_timeout
-        self.max_sessions = max_sessions
+        self.limits = limits or SessionLimits(total=max_sessions)
+        self.max_sessions = self.limits.total
         self._sessions: dict[str, Session] = {}
+        # live session ids per principal / tenant, for the quotas
+        self._owned: dict[tuple[str, str], set[str]] = {}
 
     def _expired(self, session: Session, now: float) -> bool:
         return now - session.last_seen > self.idle_timeout
@@ -70,14 +99,35 @@ class InMemorySessionStore:
     def _sweep(self) -> None:
         now = time.monotonic()
         for sid in [sid for sid, s in self._sessions.items() if self._expired(s, now)]:
-            del self._sessions[sid]
+            self._drop(sid)
+
+    def _owners(self, session: Session) -> list[tuple[str, str]]:
+        return [(kind, value) for kind, value in (("p", session.principal), ("t", session.tenant)) if value]
+
+    def _count(self, session: Session) -> tuple[int, int, int]:
+        return (len(self._sessions), len(self._owned.get(("p", session.principal or ""), ())) if session.principal
+                else 0, len(self._owned.get(("t", session.tenant or ""), ())) if session.tenant else 0)
+
+    def _drop(self, session_id: str) -> Session | None:
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            for owner in self._owners(session):
+                ids = self._owned.get(owner)
+                if ids is not None:
+                    ids.discard(session_id)
+                    if not ids:
+                        del self._owned[owner]
+        return session
 
     async def create(self, session: Session) -> None:
-        if len(self._sessions) >= self.max_sessions:
+        if self.limits.refuse(*self._count(session)) is not None:
             self._sweep()
-            if len(self._sessions) >= self.max_sessions:
-                raise SessionLimitError(f"too many sessions (max {self.max_sessions})")
+            refusal = self.limits.refuse(*self._count(session))
+            if refusal is not None:
+                raise refusal
         self._sessions[session.id] = session
+        for owner in self._owners(session):
+            self._owned.setdefault(owner, set()).add(session.id)
 
     async def get(self, session_id: str) -> Session | None:
         session = self._sessions.get(session_id)
@@ -85,7 +135,7 @@ class InMemorySessionStore:
             return None
         now = time.monotonic()
         if self._expired(session, now):
-            del self._sessions[session_id]
+            self._drop(session_id)
             return None
         session.last_seen = now
         return session
@@ -95,7 +145,7 @@ class InMemorySessionStore:
             self._sessions[session.id] = session
 
     async def delete(self, session_id: str) -> bool:
-        return self._sessions.pop(session_id, None) is not None
+        return self._drop(session_id) is not None
 
     def __len__(self) -> int:
         return len(self._sessions)

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from mcpfusion.body import DEFAULT_MAX_BODY_BYTES
 
+from .sessions import SessionLimits
+
 if TYPE_CHECKING:
     from .broker import Broker
     from .events import EventStore
@@ -38,6 +40,9 @@ class TransportSettings:
       to resume with).
     - `signing_key`: HMAC key of the 2026-07-28 `requestState`; replicas must share it (random per process
       when unset, or `MCPFUSION_SIGNING_KEY`).
+    - `max_sessions` / `max_sessions_per_principal` / `max_sessions_per_tenant`: live 2025-era sessions in
+      all (503 beyond), per verified caller and per tenant (429 beyond); `max_subscriptions` and
+      `max_uri_length` bound `resources/subscribe` per session.
     - `redis_url`: keep sessions, resumable streams and cross-replica messages in Redis (`mcpfusion.redis`)
       so that any replica serves any request (default `MCPFUSION_REDIS_URL`; unset = in-memory). Explicit
       `session_store` / `event_store` / `broker` still win.
@@ -50,6 +55,10 @@ class TransportSettings:
     json_response: bool = False
     session_idle_timeout: float = 30 * 60.0
     max_sessions: int = 10_000
+    max_sessions_per_principal: int = 100
+    max_sessions_per_tenant: int = 1_000
+    max_subscriptions: int = 100
+    max_uri_length: int = 2048
     sse_retry_ms: int | None = 1000
     sse_ping_seconds: float = 15.0
     sse_hold_seconds: float = 0.5
@@ -63,3 +72,6 @@ class TransportSettings:
     cache_ttl_ms: int = 0
     cache_scope: str = "private"
     redis_url: str | None = field(default_factory=lambda: os.environ.get("MCPFUSION_REDIS_URL") or None)
+
+    def session_limits(self) -> SessionLimits:
+        return SessionLimits(self.max_sessions, self.max_sessions_per_principal, self.max_sessions_per_tenant)

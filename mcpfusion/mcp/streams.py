@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import secrets
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
@@ -42,6 +43,8 @@ HELD = object()  # `first_event` waited long enough
 def new_stream_id(session_id: str) -> str:
     """A new POST stream id of `session_id` (`{session}~{hex}`; `Last-Event-ID` finds its session by it)."""
     return f"{session_id}~{_STREAM_PREFIX}{next(_stream_numbers):x}"
+REPLY_STORE_BUDGET = 10.0  # seconds a reply waits for an unreachable event store before going out unstored
+logger = logging.getLogger("mcpfusion.mcp")
 
 
 def is_response(message: Any) -> bool:
@@ -128,6 +131,31 @@ class SessionChannel(Channel):
             raise McpError(code, message, err.get("data"))
         result = reply.get("result") if isinstance(reply, dict) else None
         return result if isinstance(result, dict) else {}
+
+    async def finish(self, reply: dict[str, Any], budget: float = REPLY_STORE_BUDGET) -> None:
+        """Emit the reply that ends this request's stream, whatever the event store does.
+
+        A store that fails (Redis restarting) is retried for `budget` seconds, so the reply is stored and
+        resumable once it is back; after that (or if it hangs, frozen) the reply goes to the open response
+        unstored: the stream always ends with its result, only resuming it is lost."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + budget
+        delay = 0.05
+        while True:
+            try:
+                async with asyncio.timeout(max(0.0, deadline - loop.time())):
+                    await self.emit(reply)
+                return
+            except Exception as exc:  # noqa: BLE001 - any store failure; the reply must still be delivered
+                failure = exc
+            if loop.time() + delay >= deadline:
+                break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        logger.warning("could not store the reply to %s (%r); sent unstored on the open stream",
+                       reply.get("id"), failure)
+        if self.stream_id is not None and not self.closed:
+            self._deliver((None, reply))
 
     def close_stream(self) -> None:
         if self.stream_id is not None and not self.closed:

@@ -60,6 +60,13 @@ def http_error(status: int, message: str, code: int = INVALID_REQUEST) -> Respon
     return json_response(error(None, code, message), status)
 
 
+def retry_later(status: int, message: str, seconds: int = 5) -> Response:
+    """A refusal the client should retry after `seconds` (503 overload or outage, 429 quota)."""
+    response = http_error(status, message)
+    response.headers["Retry-After"] = str(seconds)
+    return response
+
+
 def accepts(request: Request) -> tuple[bool, bool]:
     """(accepts JSON, accepts SSE). A missing Accept header or a wildcard accepts both."""
     accept = header(request, b"accept")

@@ -20,6 +20,8 @@ require("redis", extra="redis", feature="mcpfusion.redis (sessions and streams s
 
 import redis.asyncio as aioredis  # noqa: E402 - after the check, so a missing extra says which one
 
+from mcpfusion.mcp.sessions import SessionLimits  # noqa: E402
+
 from .broker import RedisBroker  # noqa: E402
 from .client import connect  # noqa: E402
 from .events import RedisEventStore  # noqa: E402
@@ -63,6 +65,7 @@ def from_url(
     prefix: str = "mcpf:",
     idle_timeout: float = 1800.0,
     max_sessions: int = 10_000,
+    limits: SessionLimits | None = None,
     max_events: int = 1000,
     retention: float | None = None,
     finished_retention: float = 60.0,
@@ -81,7 +84,7 @@ def from_url(
     return RedisStores(
         client=client,
         sessions=RedisSessionStore(client, prefix=prefix, idle_timeout=idle_timeout, max_sessions=max_sessions,
-                                   cache=cache),
+                                   limits=limits, cache=cache),
         events=RedisEventStore(client, prefix=prefix, max_events=max_events,
                                retention=idle_timeout if retention is None else retention,
                                finished_retention=finished_retention),

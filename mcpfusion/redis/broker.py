@@ -135,6 +135,9 @@ class RedisBroker:
         conn = self._conn
         if conn is None:
             conn = self._conn = self.client.connection_pool.make_connection()  # type: ignore[no-untyped-call]
+            # The reader PINGs this connection itself; redis-py's health check would read a pub/sub message
+            # as the PING's answer.
+            conn.health_check_interval = 0
         else:
             await conn.disconnect()
         await conn.connect()

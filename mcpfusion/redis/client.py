@@ -1,7 +1,8 @@
 """The one place a Redis client is configured: short timeouts and a short retry budget.
 
 redis-py's default retry policy backs off for seconds when Redis is down, which turns an outage into
-hanging MCP requests; here a request fails fast (or reconnects within ~0.5 s after a restart).
+hanging MCP requests; here a request fails fast (or reconnects within ~0.5 s after a restart), and pooled
+connections are health-checked so a restart does not surface as errors on the first requests after it.
 """
 
 from __future__ import annotations
@@ -25,8 +26,12 @@ def connect(url: str, **kwargs: Any) -> aioredis.Redis:
         "socket_connect_timeout": 1.0,
         "socket_timeout": 5.0,
         "retry": Retry(ExponentialBackoff(cap=0.2, base=0.02), 3),
-        "retry_on_error": [RedisConnectionError, RedisTimeoutError],
-        "health_check_interval": 0,
+        # A pooled connection left dead by a Redis restart fails with a reset or broken pipe: reconnect and
+        # retry rather than answer 503.
+        "retry_on_error": [RedisConnectionError, RedisTimeoutError, ConnectionResetError, BrokenPipeError],
+        # PING a connection idle for more than a second before reusing it (free under load, where none idles),
+        # so the first burst after a restart does not meet stale connections.
+        "health_check_interval": 1,
     }
     options.update(kwargs)
     return aioredis.Redis.from_url(url, **options)

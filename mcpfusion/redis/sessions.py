@@ -10,6 +10,7 @@ number; an idle session may hold its slot up to a quarter of the idle timeout lo
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import time
@@ -17,7 +18,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from mcpfusion.mcp.sessions import Session, SessionLimitError
+from mcpfusion.mcp.sessions import Session, SessionLimitError, SessionLimits
 
 from .client import UNAVAILABLE
 from .coalesce import Coalescer
@@ -40,23 +41,24 @@ return values
 
 
 class SessionStoreUnavailable(SessionLimitError):
-    """Redis cannot be reached; the transport answers 503 (retry later) like a full store."""
+    """Redis cannot be reached; the transport answers 503 with Retry-After (never 404: the session may
+    well exist, and a 404 would make the client re-initialize and lose its state)."""
 
 
 class RedisSessionStore:
-    """`SessionStore` on Redis. Unreachable Redis: `get` answers "unknown session" (the client gets 404 and
-    re-initializes, as after a restart that lost the data), `create` raises (503)."""
+    """`SessionStore` on Redis. Unreachable Redis: every operation raises `SessionStoreUnavailable`."""
 
     def __init__(
         self, client: aioredis.Redis, *, prefix: str = "mcpf:", idle_timeout: float = 1800.0,
-        max_sessions: int = 10_000, cache: SessionCache | None = None,
+        max_sessions: int = 10_000, limits: SessionLimits | None = None, cache: SessionCache | None = None,
     ) -> None:
         self.client = client
         self.cache = cache  # recently read sessions, invalidated over the broker (`session_cache`)
         self.prefix = prefix
         self.index = f"{prefix}sessions"
         self.idle_timeout = idle_timeout
-        self.max_sessions = max_sessions
+        self.limits = limits or SessionLimits(total=max_sessions)
+        self.max_sessions = self.limits.total
         self._ttl_ms = max(1, int(idle_timeout * 1000))
         self._reads = Coalescer(client.register_script(_TOUCH_ALL), [self._ttl_ms])
         # session id -> when this process last renewed its index entry (bounded; see `get`)
@@ -79,16 +81,33 @@ class RedisSessionStore:
             self._indexed.clear()  # forgetting only costs one extra ZADD per session
         self._indexed[session_id] = now
 
+    def _indexes(self, session: Session) -> list[str]:
+        """The global index, then one per principal and per tenant the session has (for the quotas)."""
+        keys = [self.index]
+        for kind, value in (("p", session.principal), ("t", session.tenant)):
+            if value:
+                keys.append(f"{self.index}:{kind}:{hashlib.sha256(value.encode()).hexdigest()[:32]}")
+        return keys
+
     async def create(self, session: Session) -> None:
+        indexes = self._indexes(session)
         try:
             async with self.client.pipeline(transaction=False) as pipe:
-                pipe.zremrangebyscore(self.index, "-inf", time.time())
-                pipe.zcard(self.index)
-                _, count = await pipe.execute()
-                if count >= self.max_sessions:
-                    raise SessionLimitError(f"too many sessions (max {self.max_sessions})")
+                now = time.time()
+                for index in indexes:
+                    pipe.zremrangebyscore(index, "-inf", now)
+                    pipe.zcard(index)
+                counts = iter((await pipe.execute())[1::2])  # in `_indexes` order
+                total = next(counts)
+                principal = next(counts) if session.principal else 0
+                tenant = next(counts) if session.tenant else 0
+                refusal = self.limits.refuse(total, principal, tenant)
+                if refusal is not None:
+                    raise refusal
                 pipe.set(self._key(session.id), self._dump(session), px=self._ttl_ms, nx=True)
-                pipe.zadd(self.index, {session.id: self._expiry()})
+                expiry = self._expiry()
+                for index in indexes:
+                    pipe.zadd(index, {session.id: expiry})
                 await pipe.execute()
             self._remember(session.id, time.monotonic())
         except UNAVAILABLE as exc:
@@ -108,36 +127,53 @@ class RedisSessionStore:
             if raw is None:
                 self._indexed.pop(session_id, None)
                 return None
-            # The hot path is the one GETEX above. The index entry (for the cap) is renewed at most every
-            # quarter of the idle timeout per process; its score reaches a quarter past the key's expiry
+            session = self._load(raw)
+            # The hot path is the one GETEX above. The index entries (for the caps) are renewed at most every
+            # quarter of the idle timeout per process; their score reaches a quarter past the key's expiry
             # to cover that lag, so a live session is never counted out.
             now = time.monotonic()
             if now - self._indexed.get(session_id, -self.idle_timeout) > self.idle_timeout / 4:
                 self._remember(session_id, now)
-                await self.client.zadd(self.index, {session_id: self._expiry()}, xx=True)
+                expiry = self._expiry()
+                async with self.client.pipeline(transaction=False) as pipe:
+                    for index in self._indexes(session):
+                        pipe.zadd(index, {session_id: expiry}, xx=True)
+                    await pipe.execute()
         except UNAVAILABLE as exc:
             logger.warning("session store unavailable: %s", exc)
-            return None
-        data: dict[str, Any] = json.loads(raw)
-        # Tolerate sessions written by another version of the server (rolling deploys): unknown fields
-        # are dropped, missing ones take their defaults.
-        session = Session.from_dict({k: v for k, v in data.items() if k in _FIELDS})
+            raise SessionStoreUnavailable("the session store is unavailable") from None
         if cache is not None:
             cache.put(session, epoch)
         return session
 
+    @staticmethod
+    def _load(raw: str | bytes) -> Session:
+        data: dict[str, Any] = json.loads(raw)
+        # Tolerate sessions written by another version of the server (rolling deploys): unknown fields
+        # are dropped, missing ones take their defaults.
+        return Session.from_dict({k: v for k, v in data.items() if k in _FIELDS})
+
     async def save(self, session: Session) -> None:
         # XX: a session deleted or expired meanwhile stays gone, as in the in-memory store.
-        await self.client.set(self._key(session.id), self._dump(session), px=self._ttl_ms, xx=True)
+        try:
+            await self.client.set(self._key(session.id), self._dump(session), px=self._ttl_ms, xx=True)
+        except UNAVAILABLE as exc:
+            raise SessionStoreUnavailable("the session store is unavailable") from exc
         if self.cache is not None:
             await self.cache.changed(session.id)
 
     async def delete(self, session_id: str) -> bool:
         self._indexed.pop(session_id, None)
-        async with self.client.pipeline(transaction=False) as pipe:
-            pipe.delete(self._key(session_id))
-            pipe.zrem(self.index, session_id)
-            deleted, _ = await pipe.execute()
+        try:
+            raw = await self.client.get(self._key(session_id))
+            indexes = self._indexes(self._load(raw)) if raw else [self.index]
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.delete(self._key(session_id))
+                for index in indexes:
+                    pipe.zrem(index, session_id)
+                deleted = (await pipe.execute())[0]
+        except UNAVAILABLE as exc:
+            raise SessionStoreUnavailable("the session store is unavailable") from exc
         if self.cache is not None:  # gone here at once, on the other replicas when they get the message
             await self.cache.changed(session_id)
         return bool(deleted)

@@ -1,0 +1,83 @@
+"""uvicorn as `mcpfusion serve` runs it: idle and slow (slowloris) connections are closed.
+
+uvicorn closes a connection idle *between* requests after `timeout_keep_alive`, but has no limit on how
+long a request's headers may take: a client that opens a socket and sends nothing, or one header byte a
+second, holds it forever. `HeaderTimeout` protocols close such a connection `header_timeout` seconds after
+it opened (or after the previous response) when no complete request head has arrived by then. Behind
+another server (gunicorn, nginx, a cloud load balancer), set the same two limits there.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+DEFAULT_HEADER_TIMEOUT = 10.0
+DEFAULT_KEEP_ALIVE_TIMEOUT = 5.0
+
+
+class _HeaderDeadline:
+    """Mixin for uvicorn's HTTP protocols (both keep the current request cycle in `self.cycle`)."""
+
+    header_timeout = DEFAULT_HEADER_TIMEOUT
+    cycle: Any
+    loop: Any
+    transport: Any
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._head_timer: Any = None
+        self._head_cycle: Any = None
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:  # bytes of a new request head
+            self._arm()
+        super().data_received(data)  # type: ignore[misc]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def _arm(self) -> None:
+        if self._head_timer is None:
+            self._head_cycle = self.cycle
+            self._head_timer = self.loop.call_later(self.header_timeout, self._head_deadline)
+
+    def _head_deadline(self) -> None:
+        self._head_timer = None
+        cycle = self.cycle
+        # A new cycle means a request head completed in time; a running one is not ours to stop.
+        if cycle is self._head_cycle and (cycle is None or cycle.response_complete):
+            self.transport.close()
+
+
+def _base_protocol() -> type:
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:  # pragma: no cover - uvicorn without the [standard] extra
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        return H11Protocol
+    return HttpToolsProtocol
+
+
+class HeaderTimeoutProtocol(_HeaderDeadline, _base_protocol()):  # type: ignore[misc]
+    """uvicorn's HTTP protocol (httptools when installed, else h11) with a request-head deadline of
+    `MCPFUSION_HEADER_TIMEOUT` seconds (read at start-up, so `--workers` processes inherit it)."""
+
+    header_timeout = float(os.environ.get("MCPFUSION_HEADER_TIMEOUT") or DEFAULT_HEADER_TIMEOUT)
+
+
+def uvicorn_options(
+    *, header_timeout: float | None = None, keep_alive_timeout: float = DEFAULT_KEEP_ALIVE_TIMEOUT,
+) -> dict[str, Any]:
+    """The uvicorn settings `mcpfusion serve` adds (pass them to `uvicorn.run` / `uvicorn.Config` yourself).
+    The protocol is named by import path and its timeout set in the environment, so worker processes get both."""
+    if header_timeout is not None:
+        os.environ["MCPFUSION_HEADER_TIMEOUT"] = str(header_timeout)
+        HeaderTimeoutProtocol.header_timeout = header_timeout
+    return {"http": "mcpfusion.server:HeaderTimeoutProtocol", "timeout_keep_alive": keep_alive_timeout}

@@ -1,0 +1,111 @@
+"""`mcpfusion serve`'s uvicorn settings: idle and slowloris connections are closed, real requests pass."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import pytest
+import uvicorn
+from service_kit import build, free_socket
+
+from mcpfusion import server
+from mcpfusion.cli import parser
+
+
+class QuickHeaderTimeout(server.HeaderTimeoutProtocol):
+    header_timeout = 0.5
+
+
+@contextmanager
+def serving(app, **options) -> Iterator[int]:
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1,
+                            **{**server.uvicorn_options(keep_alive_timeout=0.5), "http": QuickHeaderTimeout,
+                               **options})
+    instance = uvicorn.Server(config)
+    thread = threading.Thread(target=lambda: asyncio.run(instance.serve(sockets=[sock])), daemon=True)
+    thread.start()
+    try:
+        while not instance.started:
+            threading.Event().wait(0.02)
+        yield port
+    finally:
+        instance.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def closed_by_server(conn: socket.socket, dribble: bytes = b"") -> bool:
+    """True when the server closes `conn` (recv gives EOF) before the 20 s safety net; `dribble` is sent a
+    byte at a time meanwhile, like a slowloris client."""
+    conn.settimeout(0.2)
+    for _ in range(100):
+        if dribble:
+            try:
+                conn.sendall(dribble[:1])
+            except OSError:
+                return True
+            dribble = dribble[1:]
+        try:
+            if conn.recv(1024) == b"":
+                return True
+        except TimeoutError:
+            continue
+        except OSError:
+            return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def port(tmp_path_factory) -> Iterator[int]:
+    with serving(build(tmp_path_factory.mktemp("srv"))) as value:
+        yield value
+
+
+def test_silent_connection_is_closed(port):
+    with socket.create_connection(("127.0.0.1", port)) as conn:
+        assert closed_by_server(conn)
+
+
+def test_slowloris_headers_are_cut(port):
+    head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"X-Slow: " + b"a" * 200
+    with socket.create_connection(("127.0.0.1", port)) as conn:
+        assert closed_by_server(conn, dribble=head)
+
+
+def test_idle_keep_alive_connection_is_closed_and_requests_work(port):
+    with socket.create_connection(("127.0.0.1", port)) as conn:
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        conn.settimeout(10)
+        assert b"200 OK" in conn.recv(4096)
+        assert closed_by_server(conn)  # then idle: keep-alive timeout
+
+
+def test_streams_longer_than_the_header_timeout_are_not_cut(port):
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+        for _ in range(3):  # one connection, requests spaced below the keep-alive timeout
+            assert client.get("/healthz").status_code == 200
+        slow = client.post("/api/billing/list_invoices", json={}, headers={"authorization": "Bearer demo-admin"})
+        assert slow.status_code == 200
+
+
+def test_serve_passes_the_timeouts_to_uvicorn(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: seen.update(options, app=app))
+    monkeypatch.setattr(server.HeaderTimeoutProtocol, "header_timeout", server.HeaderTimeoutProtocol.header_timeout)
+    monkeypatch.setenv("MCPFUSION_HEADER_TIMEOUT", "10")  # restored (unset) after the test
+    args = parser().parse_args(["serve", "app.main:app", "--header-timeout", "3", "--keep-alive-timeout", "4"])
+    from mcpfusion.cli import cmd_serve
+
+    cmd_serve(args)
+    assert seen["http"] == "mcpfusion.server:HeaderTimeoutProtocol"
+    assert seen["timeout_keep_alive"] == 4.0
+    assert server.HeaderTimeoutProtocol.header_timeout == 3.0
+    defaults = parser().parse_args(["serve", "app.main:app"])
+    assert defaults.keep_alive_timeout == server.DEFAULT_KEEP_ALIVE_TIMEOUT
