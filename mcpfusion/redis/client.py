@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry  # the asyncio one: the sync class never awaits, so never retries
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
 
 # What a dead or restarting server raises; stores turn these into clear protocol answers.
 UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OSError)
