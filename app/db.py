@@ -23,10 +23,19 @@ from .tables import Base, CustomerRecord, InvoiceRecord, LineRecord, PaymentReco
 
 logger = logging.getLogger("app.db")
 
-def _sqlite_foreign_keys(dbapi_connection: Any, _record: Any) -> None:
-    """SQLite checks foreign keys only when asked, per connection: ask, so it behaves like Postgres."""
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    """Per SQLite connection: foreign keys checked (like Postgres); WAL, so readers never block the writer
+    (another replica's included); a busy timeout, so a writer waits and retries for the lock instead of failing
+    with "database is locked". The store's writes start with their write (next invoice number by UPDATE ...
+    RETURNING), so a transaction never has to upgrade a stale read snapshot, which no timeout can wait out."""
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
 
 
@@ -47,7 +56,8 @@ class Database:
             Path(url.split("///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
         self.engine = create_async_engine(url, pool_pre_ping=not url.startswith("sqlite"))
         if url.startswith("sqlite"):
-            event.listen(self.engine.sync_engine, "connect", _sqlite_foreign_keys)
+            # One SQLite file is fine for one process; several replicas should share Postgres (see README).
+            event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
         if url.startswith("sqlite+aiosqlite"):
             sqlite.install(self.engine)  # one trip to the SQLite thread per statement
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
