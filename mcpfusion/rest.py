@@ -65,16 +65,31 @@ PAGE_HEADERS = {
 }
 
 
+def _fields_optional(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with its root fields optional (also inside a root anyOf/oneOf): what `_select` may return."""
+    out = {k: v for k, v in schema.items() if k != "required"}
+    for key in ("anyOf", "oneOf"):
+        if isinstance(out.get(key), list):
+            out[key] = [_fields_optional(s) if isinstance(s, dict) else s for s in out[key]]
+    return out
+
+
 def _output_schema(action: Action, seen: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """The 200 body: the data block's data (a presenter's items, or the structured output). `seen` keeps
-    each presenter's item schema for the other actions that return it (one per presenter, not per action)."""
+    each presenter's item schema for the other actions that return it (one per presenter, not per action).
+    With `_select` (which keeps only the root fields asked for) every field is optional."""
     schemas: list[dict[str, Any]] = []
     for p in action.presenters:
         if id(p) not in seen:
             seen[id(p)] = inline_refs(p.item_schema())
         schemas.append(seen[id(p)])
     if not schemas:
-        return _unwrapped(inline_refs(action.output_schema)) if action.output_schema is not None else {}
+        if action.output_schema is None:
+            return {}
+        schema = _unwrapped(inline_refs(action.output_schema))
+        return _fields_optional(schema) if action.tool.select else schema
+    if action.tool.select:
+        schemas = [_fields_optional(s) for s in schemas]
     items = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
     return {"anyOf": [items, {"type": "array", "items": items}]}
 
@@ -186,7 +201,8 @@ def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api
             name=f"{action.tool.name}.{action.name}", operation_id=f"{action.tool.name}_{action.name}", **common,
             openapi_extra={
                 "requestBody": {
-                    "required": True,
+                    # An empty body is `{}`: only an action with required parameters needs one.
+                    "required": bool(action.required),
                     "content": {"application/json": {"schema": inline_refs(action.input_schema)}},
                 },
                 "responses": responses,

@@ -24,7 +24,7 @@ SECRET = "a-shared-secret-long-enough-for-hs256"
 def claims(**overrides):
     now = int(time.time())
     values = {"sub": "user-1", "tenant": "globex", "role": "support", "iss": ISSUER, "aud": AUDIENCE,
-              "iat": now, "exp": now + 300}
+              "iat": now, "exp": now + 3600}  # built at collection: valid for a slow whole-suite run
     values.update(overrides)
     return {k: v for k, v in values.items() if v is not None}
 
