@@ -129,6 +129,9 @@ class ResourceRegistry:
     def template(self, uri_template: str) -> ResourceTemplate | None:
         return next((t for t in self.templates if t.uri_template == uri_template), None)
 
+    def exists(self, uri: str) -> bool:
+        return uri in self.resources or any(t.match(uri) is not None for t in self.templates)
+
     async def read(self, uri: Any, context: Any = None, request: Request | None = None) -> dict[str, Any]:
         """The contents at `uri`; the function's dependencies are solved against `request` like an action's."""
         if not isinstance(uri, str) or not uri:

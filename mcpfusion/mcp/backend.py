@@ -46,6 +46,10 @@ class ResourceBackend(Protocol):
         """The template registered under `uri_template`, or None."""
         ...
 
+    def exists(self, uri: str) -> bool:
+        """Whether `uri` names a static resource or matches a template (subscriptions are refused otherwise)."""
+        ...
+
     async def read(self, uri: Any, context: Any = None, request: Request | None = None) -> dict[str, Any]:
         """The `ReadResourceResult` of `uri`, or `McpError` for a bad or unknown one. `request` is the HTTP
         request the reader's FastAPI dependencies are solved against."""
