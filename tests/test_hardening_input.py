@@ -11,11 +11,11 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from service_kit import META, McpSession, asgi_client, build, call, mcp, sse_messages
-from test_service_auth import AUDIENCE, ISSUER, SECRET
-from test_service_auth import claims as base_claims
 
 from mcpfusion.auth import JWTVerifier, quoted, unauthorized
+from tests.service_kit import META, McpSession, asgi_client, build, call, mcp, sse_messages
+from tests.test_service_auth import AUDIENCE, ISSUER, SECRET
+from tests.test_service_auth import claims as base_claims
 
 RSA_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 EC_KEY = ec.generate_private_key(ec.SECP256R1())
@@ -164,7 +164,7 @@ async def test_oversized_bodies_are_413_before_being_read(tmp_path, path):
 
 
 async def test_rest_body_limit_follows_the_setting_and_small_bodies_pass():
-    from test_mcp_fixtures import build_fusion
+    from tests.mcp_app import build_fusion
 
     app = build_fusion(max_body_bytes=2048).build_app()
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:

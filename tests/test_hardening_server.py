@@ -11,10 +11,10 @@ from contextlib import contextmanager
 import httpx
 import pytest
 import uvicorn
-from service_kit import build, free_socket
 
 from mcpfusion import server
 from mcpfusion.cli import parser
+from tests.service_kit import build, free_socket
 
 
 class QuickHeaderTimeout(server.HeaderTimeoutProtocol):

@@ -5,13 +5,12 @@ from __future__ import annotations
 import httpx
 import jwt
 import pytest
-from redis_helpers import redis_server  # noqa: F401 - fixture
-from service_kit import McpSession, asgi_client, build, sse_messages
-from test_mcp_fixtures import build_fusion
-from test_service_auth import AUDIENCE, ISSUER, SECRET, claims
 
 from mcpfusion.identity import identity_of
 from mcpfusion.mcp.sessions import InMemorySessionStore, Session, SessionLimits, SessionQuotaError
+from tests.mcp_app import build_fusion
+from tests.service_kit import McpSession, asgi_client, build, sse_messages
+from tests.test_service_auth import AUDIENCE, ISSUER, SECRET, claims
 
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
@@ -82,7 +81,7 @@ async def test_in_memory_quota_frees_expired_sessions():
     await store.create(Session("c", "2025-11-25"))  # anonymous sessions only count against the total
 
 
-async def test_redis_store_enforces_the_same_quotas(redis_server):  # noqa: F811
+async def test_redis_store_enforces_the_same_quotas(redis_server):
     from mcpfusion.redis import from_url
 
     stores = from_url(redis_server.url, prefix="quota:", limits=SessionLimits(total=10, per_principal=2, per_tenant=3))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import httpx
-from service_kit import build
 
 from app.db import SQLITE_BUSY_TIMEOUT_MS
+from tests.service_kit import build
 
 CONCURRENCY = 96
 WRITES = 192

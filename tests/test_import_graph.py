@@ -16,8 +16,10 @@ COMPOSITION = frozenset({"mcpfusion", "mcpfusion.__main__", "mcpfusion.app", "mc
 SUBPACKAGES = ("mcpfusion.mcp", "mcpfusion.redis", "mcpfusion.docs")
 # Leaves every layer may use (they import nothing of mcpfusion, so they cannot close a cycle): the one JSON
 # serializer shared by MCP and REST, o200k token counting (docs and telemetry), the version, the
-# optional-extra importer.
-FOUNDATION = frozenset({"mcpfusion.serializer", "mcpfusion.tokens", "mcpfusion.version", "mcpfusion.extras"})
+# optional-extra importer, request bodies (limit, JSON parsing) of both HTTP adapters, and the caller
+# identity sessions are bound to.
+FOUNDATION = frozenset({"mcpfusion.serializer", "mcpfusion.tokens", "mcpfusion.version", "mcpfusion.extras",
+                        "mcpfusion.body", "mcpfusion.identity"})
 
 
 @pytest.fixture(scope="module")

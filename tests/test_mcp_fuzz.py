@@ -10,7 +10,8 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from service_kit import META, asgi_client, build
+
+from tests.service_kit import META, asgi_client, build
 
 EXAMPLES = 150
 REPLY_GUARD = 30  # seconds: a hang guard only (an in-process reply takes milliseconds)

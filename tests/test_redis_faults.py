@@ -10,14 +10,25 @@ import time
 
 import httpx
 import pytest
-from redis_helpers import redis_server, replicas  # noqa: F401 - fixture
-from test_redis_scale_out import ALICE, SSE, call, initialize, post_json, rpc, session_headers, sse_events, text_of
+
+from tests.redis_helpers import replicas
+from tests.test_redis_scale_out import (
+    ALICE,
+    SSE,
+    call,
+    initialize,
+    post_json,
+    rpc,
+    session_headers,
+    sse_events,
+    text_of,
+)
 
 CALLS = 8
 
 
 @pytest.fixture
-def cluster(redis_server):  # noqa: F811
+def cluster(redis_server):
     with replicas(redis_server.url, names="AB") as started:
         yield started
 
@@ -55,7 +66,7 @@ async def run_calls_through(fault, http, cluster) -> None:
         assert text_of(replies[0]) == f"call-{i} from {'AB'[i % 2]}"  # ...the call's result: none lost
 
 
-async def test_streams_end_with_their_result_when_redis_freezes(redis_server, cluster):  # noqa: F811
+async def test_streams_end_with_their_result_when_redis_freezes(redis_server, cluster):
     def freeze() -> None:
         redis_server.process.send_signal(signal.SIGSTOP)
         try:
@@ -72,7 +83,7 @@ async def test_streams_end_with_their_result_when_redis_freezes(redis_server, cl
         assert text_of(reply.json()) == "after from A"
 
 
-async def test_streams_end_with_their_result_when_redis_restarts(redis_server, cluster):  # noqa: F811
+async def test_streams_end_with_their_result_when_redis_restarts(redis_server, cluster):
     def restart() -> None:
         redis_server.stop()
         time.sleep(2.0)  # the handlers finish while Redis is down
@@ -88,7 +99,7 @@ async def test_streams_end_with_their_result_when_redis_restarts(redis_server, c
         assert [r.status_code for r in bursts] == [200] * 16, [r.text for r in bursts if r.status_code != 200]
 
 
-async def test_outage_answers_live_sessions_503_with_retry_after(redis_server, cluster):  # noqa: F811
+async def test_outage_answers_live_sessions_503_with_retry_after(redis_server, cluster):
     async with httpx.AsyncClient(timeout=httpx.Timeout(60.0)) as http:
         sid = await initialize(http, cluster["A"].url, ALICE)
         redis_server.stop()

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import httpx
-from service_kit import build, serve
+
+from tests.service_kit import build, serve
 
 EXAMPLES = 10
 
