@@ -11,7 +11,10 @@ import time
 import httpx
 import pytest
 
+from mcpfusion.mcp.events import InMemoryEventStore
+from tests.mcp_app import build_fusion
 from tests.redis_helpers import replicas
+from tests.service_kit import sse_messages
 from tests.test_redis_scale_out import (
     ALICE,
     SSE,
@@ -114,3 +117,27 @@ async def test_outage_answers_live_sessions_503_with_retry_after(redis_server, c
         # Redis came back empty (no persistence): now the session is known not to exist.
         r = await post_json(http, cluster["B"].url, sid, call("desk_echo", {"text": "x"}), ALICE)
         assert r.status_code == 404
+
+
+class StoreThatLosesReplies(InMemoryEventStore):
+    """An event store that takes the priming event, then is down (like Redis gone for good)."""
+
+    async def store_event(self, stream_id, message):
+        if message is not None:
+            raise ConnectionError("event store unreachable")
+        return await super().store_event(stream_id, message)
+
+
+async def test_reply_goes_out_unstored_when_the_store_stays_down():
+    app = build_fusion(reply_store_timeout=0.3, event_store=StoreThatLosesReplies()).build_app()
+    headers = {"accept": SSE, "content-type": "application/json"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        init = rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                  "clientInfo": {"name": "t", "version": "1"}})
+        r = await client.post("/mcp", json=init, headers=headers)
+        session = {**headers, "mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+        request = call("billing_get_invoice", {"id": "inv_1"})
+        reply = await asyncio.wait_for(client.post("/mcp", json=request, headers=session), 60)  # hang guard
+    messages = sse_messages(reply.text)
+    assert [m["id"] for m in messages] == [request["id"]]  # the stream ended with its reply
+    assert messages[0]["result"]["isError"] is False

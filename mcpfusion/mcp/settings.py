@@ -40,6 +40,8 @@ class TransportSettings:
       to resume with).
     - `signing_key`: HMAC key of the 2026-07-28 `requestState`; replicas must share it (random per process
       when unset, or `MCPFUSION_SIGNING_KEY`).
+    - `reply_store_timeout`: how long the reply that ends an SSE stream waits for an unreachable event store
+      (Redis restarting) before it is sent unstored; the stream always ends with the result.
     - `max_sessions` / `max_sessions_per_principal` / `max_sessions_per_tenant`: live 2025-era sessions in
       all (503 beyond), per verified caller and per tenant (429 beyond); `max_subscriptions` and
       `max_uri_length` bound `resources/subscribe` per session.
@@ -68,6 +70,7 @@ class TransportSettings:
     signing_key: bytes | str | None = field(default_factory=lambda: os.environ.get("MCPFUSION_SIGNING_KEY"))
     request_state_ttl: float = 600.0
     client_request_timeout: float = 300.0
+    reply_store_timeout: float = 10.0
     principal: Callable[..., Any] | None = None
     cache_ttl_ms: int = 0
     cache_scope: str = "private"

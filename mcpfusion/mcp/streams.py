@@ -43,7 +43,8 @@ HELD = object()  # `first_event` waited long enough
 def new_stream_id(session_id: str) -> str:
     """A new POST stream id of `session_id` (`{session}~{hex}`; `Last-Event-ID` finds its session by it)."""
     return f"{session_id}~{_STREAM_PREFIX}{next(_stream_numbers):x}"
-REPLY_STORE_BUDGET = 10.0  # seconds a reply waits for an unreachable event store before going out unstored
+
+
 logger = logging.getLogger("mcpfusion.mcp")
 
 
@@ -132,14 +133,14 @@ class SessionChannel(Channel):
         result = reply.get("result") if isinstance(reply, dict) else None
         return result if isinstance(result, dict) else {}
 
-    async def finish(self, reply: dict[str, Any], budget: float = REPLY_STORE_BUDGET) -> None:
+    async def finish(self, reply: dict[str, Any]) -> None:
         """Emit the reply that ends this request's stream, whatever the event store does.
 
-        A store that fails (Redis restarting) is retried for `budget` seconds, so the reply is stored and
-        resumable once it is back; after that (or if it hangs, frozen) the reply goes to the open response
-        unstored: the stream always ends with its result, only resuming it is lost."""
+        A store that fails (Redis restarting) is retried for `settings.reply_store_timeout` seconds, so the
+        reply is stored and resumable once it is back; after that (or if it hangs, frozen) the reply goes to
+        the open response unstored: the stream always ends with its result, only resuming it is lost."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + budget
+        deadline = loop.time() + self.wire.settings.reply_store_timeout
         delay = 0.05
         while True:
             try:
