@@ -45,7 +45,7 @@ CURSOR_PARAM = "cursor"
 PAGE_SCOPE_KEY = "mcpfusion.page"
 MAX_CURSOR_LENGTH = 2048
 CURSOR_SCHEMA: dict[str, Any] = {
-    "type": "string",
+    "type": ["string", "null"],  # null (what agents send for "no value") is the first page, as when omitted
     "minLength": 1,
     "maxLength": MAX_CURSOR_LENGTH,
     "description": "Opaque cursor of the next page (next_cursor of the previous answer); omit it for the first page.",

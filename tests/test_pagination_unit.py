@@ -60,7 +60,7 @@ async def test_flat_exposition_names_its_tool_and_schemas_carry_cursor():
     first = await tester.call("rows", "seek", {})
     assert 'Next page: call rows_seek with the same arguments and cursor="' in first.text
     entry = next(e for e in listing.tool_entries(tool) if e["name"] == "rows_seek")
-    assert entry["inputSchema"]["properties"]["cursor"]["type"] == "string"
+    assert entry["inputSchema"]["properties"]["cursor"]["type"] == ["string", "null"]  # null: the first page
     grouped = make_tool().grouped_input_schema()["properties"]["cursor"]
     assert "whole" in grouped["description"] and "seek" in grouped["description"]
 
