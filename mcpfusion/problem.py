@@ -60,6 +60,7 @@ DOCUMENTED = {
     413: "Request body too large",
     415: "The body is not JSON",
     422: "Invalid parameters (errors lists every invalid field)",
+    428: "The action needs the caller's confirmation first (recovery says how to confirm)",
     429: "Rate limited (see Retry-After)",
     500: "Server error (never a traceback)",
     503: "A credential or service the action needs is unavailable",

@@ -16,12 +16,28 @@ from tests.service_kit import build, serve
 EXAMPLES = 10
 
 
+def confirmation_config(app, path: Path) -> Path:
+    """Actions declared `confirm=True` answer a first, schema-valid call with 428 and a token to send back
+    (`_confirm`): the documented two-step protocol, so 428 is an expected status of theirs (and only theirs)."""
+    lines = []
+    for action in app.state.mcpfusion.registry.actions():
+        if action.confirm:
+            lines += ["[[operations]]", f'include-operation-id = "{action.tool.name}_{action.name}"',
+                      'checks.positive_data_acceptance.expected-statuses = '
+                      '["2xx", "3xx", "401", "403", "404", "409", "428", "429"]', ""]
+    path.write_text("\n".join(lines))
+    return path
+
+
 def test_openapi_contract_holds(tmp_path):
     schemathesis = Path(sys.executable).parent / "schemathesis"
-    with serve(build(tmp_path)) as base:
+    app = build(tmp_path)
+    config = confirmation_config(app, tmp_path / "schemathesis.toml")
+    with serve(app) as base:
         operations = sum(len(methods) for methods in httpx.get(f"{base}/openapi.json").json()["paths"].values())
         run = subprocess.run(
-            [str(schemathesis), "run", f"{base}/openapi.json", "--checks", "all", "--max-examples", str(EXAMPLES),
+            [str(schemathesis), "--config-file", str(config), "run", f"{base}/openapi.json", "--checks", "all",
+             "--max-examples", str(EXAMPLES),
              "--generation-deterministic", "--header", "Authorization: Bearer demo-admin", "--workers", "1",
              "--no-color", "--report-dir", str(tmp_path / "report")],
             capture_output=True, text=True, timeout=600, cwd=tmp_path,
