@@ -62,6 +62,7 @@ test: install system-deps $(MIN_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy  # strict, on mcpfusion/ (pyproject [tool.mypy])
 	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m mcpfusion.cli lock app.main:app --check  # the served contract is the committed mcpfusion.lock
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider $(MIN_TESTS)
 	bash scripts/conformance.sh
 

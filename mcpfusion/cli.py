@@ -7,6 +7,7 @@
     mcpfusion call app.main:app billing get_invoice --json '{"id": "inv_0001"}' [--token T]
     mcpfusion docs app.main:app --out site/ [--base-url URL]
     mcpfusion install claude-desktop|claude-code|cursor app.main:app [--token T | --url URL]
+    mcpfusion lock app.main:app [--check] [--file mcpfusion.lock]
 
 APP is "module:attribute": a FastAPI app built by MCPFusion (found through `app.state.mcpfusion`) or an
 `MCPFusion` object. Status lines go to stderr; stdout carries only results (and the protocol, for stdio).
@@ -199,6 +200,37 @@ def cmd_install(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lock(args: argparse.Namespace) -> int:
+    from .docs import lock
+
+    _, fusion = load(args.app)
+    current = lock.contract(fusion.registry)
+    path = args.file
+    if not args.check:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(lock.dumps(current))
+        actions = sum(len(t["actions"]) for t in current["tools"].values())
+        status(f"wrote {path}: {len(current['tools'])} tools, {actions} actions ({current['digest']})")
+        return 0
+    try:
+        with open(path, encoding="utf-8") as handle:
+            pinned = json.load(handle)
+    except FileNotFoundError:
+        raise CliError(f"no lockfile at {path}: write it with `mcpfusion lock {args.app}`") from None
+    except ValueError as exc:
+        raise CliError(f"{path} is not valid JSON: {exc}") from None
+    changes = lock.diff(pinned, current)
+    if not changes and pinned.get("digest") == current["digest"]:
+        status(f"{path} matches the served contract ({current['digest']})")
+        return 0
+    changes = changes or ["the contract changed (digests differ)"]
+    print(f"{path} does not match the served contract ({len(changes)} change(s)):")
+    print("\n".join(f"  {line}" for line in changes))
+    print(f"If the change is intended, regenerate it: mcpfusion lock {args.app}" +
+          ("" if path == lock.FILENAME else f" --file {path}"))
+    return 1
+
+
 # -- parser ------------------------------------------------------------------------------------------
 
 def parser() -> argparse.ArgumentParser:
@@ -250,6 +282,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--url", help="connect over HTTP to this /mcp URL instead of starting a stdio server")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="stdio server environment")
     p.add_argument("--config", help="the client's configuration file (default: where the client reads it)")
+    p = with_app("lock", "write mcpfusion.lock (the tools' contracts), or --check it against the served one")
+    p.add_argument("--check", action="store_true", help="exit 1 with a readable diff when the contract drifted")
+    p.add_argument("--file", default="mcpfusion.lock", help="the lockfile (default: mcpfusion.lock)")
     return root
 
 
@@ -261,6 +296,7 @@ COMMANDS = {
     "call": cmd_call,
     "docs": cmd_docs,
     "install": cmd_install,
+    "lock": cmd_lock,
 }
 
 

@@ -1,0 +1,197 @@
+"""The lockfile of tool contracts (`mcpfusion.lock`): what the agent is promised, pinned and diffed.
+
+For every tool and action: names (the action's and the MCP tool serving it), descriptions, annotations,
+input and output schemas, and each presenter's fields, redactions, rules, limit and embeds. Each tool and
+action carries a digest of its readable form, so a lockfile is both greppable and cheap to compare.
+`check` explains a drift in words a reviewer can act on: a renamed action, a new required parameter, a field
+no longer redacted, a hint that changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from .. import listing
+from ..dispatch import CallContext, ToolRegistry
+from ..tool import Action, Tool
+from . import presenters
+
+FORMAT = 1
+FILENAME = "mcpfusion.lock"
+
+
+def digest(value: Any) -> str:
+    """A short stable digest of a JSON-able value (canonical JSON, sha256)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _presenter(info: dict[str, Any]) -> dict[str, Any]:
+    """The contract part of the docs' presenter description (no samples, no rendering details)."""
+    return {
+        "fields": [row["name"] for row in info["fields"]],
+        "redacted": sorted(info["redacted_paths"]),
+        "censor": info["censor"],
+        "rules": info["automatic_rules"] + info["rules"],
+        "limit": info["limit"],
+        "embeds": {e["key"]: _presenter(e["presenter"]) for e in info["embeds"]},
+    }
+
+
+def action_contract(action: Action) -> dict[str, Any]:
+    ctx = CallContext(action, {}, None)
+    schema = action.input_schema
+    body: dict[str, Any] = {
+        "mcp_tool": listing.mcp_name(action),
+        "description": action.description,
+        "annotations": action.annotations(),
+        "required": sorted(schema.get("required", [])),
+        "input_schema": schema,
+        "output_schema": action.output_schema,
+        "presenters": {p.name: _presenter(presenters.describe(p, ctx)) for p in action.presenters},
+    }
+    return {"digest": digest(body), **body}
+
+
+def tool_contract(tool: Tool) -> dict[str, Any]:
+    actions = {a.name: action_contract(a) for a in tool.actions.values()}
+    body: dict[str, Any] = {
+        "description": tool.description,
+        "exposition": tool.exposition,
+        "mcp_tools": [e.name for e in listing.exposed(tool)],
+        "actions": actions,
+    }
+    return {"digest": digest(body), **body}
+
+
+def contract(registry: ToolRegistry) -> dict[str, Any]:
+    """The whole lockfile content for a registry (JSON-able, deterministic)."""
+    tools = {t.name: tool_contract(t) for t in registry.tools.values() if t.actions}
+    return {"mcpfusion_lock": FORMAT, "digest": digest(tools), "tools": tools}
+
+
+def dumps(lock: dict[str, Any]) -> str:
+    return json.dumps(lock, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
+
+
+# -- drift ---------------------------------------------------------------------------------------------------
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def _schema_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    out = []
+    old_req, new_req = set(old.get("required", [])), set(new.get("required", []))
+    old_props, new_props = old.get("properties", {}), new.get("properties", {})
+    for name in sorted(new_req - old_req):
+        out.append(f'{where}: new required parameter "{name}"' if name not in old_props
+                   else f'{where}: parameter "{name}" is now required')
+    for name in sorted(old_req - new_req):
+        if name in new_props:
+            out.append(f'{where}: parameter "{name}" is no longer required')
+    for name in sorted(set(new_props) - set(old_props) - new_req):
+        out.append(f'{where}: new optional parameter "{name}"')
+    for name in sorted(set(old_props) - set(new_props)):
+        out.append(f'{where}: parameter "{name}" was removed')
+    for name in sorted(set(old_props) & set(new_props)):
+        if old_props[name] != new_props[name]:
+            out.append(f'{where}: parameter "{name}" changed: {_short(old_props[name])} -> {_short(new_props[name])}')
+    rest = [k for k in sorted(set(old) | set(new)) if k not in ("required", "properties") and old.get(k) != new.get(k)]
+    out += [f"{where}: input schema {k!r} changed" for k in rest]
+    return out
+
+
+def _presenter_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    out = []
+    for path in sorted(set(old["redacted"]) - set(new["redacted"])):
+        out.append(f'{where}: "{path}" is no longer redacted')
+    for path in sorted(set(new["redacted"]) - set(old["redacted"])):
+        out.append(f'{where}: "{path}" is now redacted')
+    for name in [f for f in new["fields"] if f not in old["fields"]]:
+        out.append(f'{where}: new field "{name}" reaches the agent')
+    for name in [f for f in old["fields"] if f not in new["fields"]]:
+        out.append(f'{where}: field "{name}" no longer reaches the agent')
+    for rule in [r for r in old["rules"] if r not in new["rules"]]:
+        out.append(f"{where}: rule removed: {rule!r}")
+    for rule in [r for r in new["rules"] if r not in old["rules"]]:
+        out.append(f"{where}: rule added: {rule!r}")
+    for key in ("censor", "limit"):
+        if old.get(key) != new.get(key):
+            out.append(f"{where}: {key} {_short(old.get(key))} -> {_short(new.get(key))}")
+    for key in sorted(set(old["embeds"]) | set(new["embeds"])):
+        if key not in new["embeds"]:
+            out.append(f'{where}: embed "{key}" removed')
+        elif key not in old["embeds"]:
+            out.append(f'{where}: new embed "{key}"')
+        else:
+            out += _presenter_changes(f"{where}.{key}", old["embeds"][key], new["embeds"][key])
+    return out
+
+
+def _action_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    out = []
+    for key in ("mcp_tool", "description"):
+        if old.get(key) != new.get(key):
+            out.append(f"{where}: {key} {_short(old.get(key))} -> {_short(new.get(key))}")
+    for hint in sorted(set(old.get("annotations", {})) | set(new.get("annotations", {}))):
+        before, after = old.get("annotations", {}).get(hint), new.get("annotations", {}).get(hint)
+        if before != after:
+            out.append(f"{where}: {hint} {_short(before)} -> {_short(after)}")
+    out += _schema_changes(where, old.get("input_schema", {}), new.get("input_schema", {}))
+    if old.get("output_schema") != new.get("output_schema"):
+        out.append(f"{where}: output schema changed")
+    old_p, new_p = old.get("presenters", {}), new.get("presenters", {})
+    for name in sorted(set(old_p) | set(new_p)):
+        label = f"{where} [presenter {name}]"
+        if name not in new_p:
+            out.append(f"{label}: removed")
+        elif name not in old_p:
+            out.append(f"{label}: added")
+        else:
+            out += _presenter_changes(label, old_p[name], new_p[name])
+    if not out:
+        out.append(f"{where}: contract changed ({old.get('digest')} -> {new.get('digest')})")
+    return out
+
+
+def _same_shape(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    keys = ("input_schema", "output_schema", "annotations", "presenters")
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What drifted from `old` (a lockfile) to `new` (the served contract), one line per change."""
+    out: list[str] = []
+    if old.get("mcpfusion_lock") != new.get("mcpfusion_lock"):
+        out.append(f"lockfile format {old.get('mcpfusion_lock')} -> {new.get('mcpfusion_lock')}")
+    old_tools, new_tools = old.get("tools", {}), new.get("tools", {})
+    for name in sorted(set(old_tools) - set(new_tools)):
+        out.append(f"tool {name}: removed")
+    for name in sorted(set(new_tools) - set(old_tools)):
+        out.append(f"tool {name}: added")
+    for name in sorted(set(old_tools) & set(new_tools)):
+        before, after = old_tools[name], new_tools[name]
+        if before.get("digest") == after.get("digest"):
+            continue
+        for key in ("description", "exposition", "mcp_tools"):
+            if before.get(key) != after.get(key):
+                out.append(f"tool {name}: {key} {_short(before.get(key))} -> {_short(after.get(key))}")
+        old_actions, new_actions = before.get("actions", {}), after.get("actions", {})
+        gone = [a for a in old_actions if a not in new_actions]
+        added = [a for a in new_actions if a not in old_actions]
+        for a in list(gone):
+            twin = next((b for b in added if _same_shape(old_actions[a], new_actions[b])), None)
+            if twin is not None:
+                out.append(f"{name}.{a}: renamed to {name}.{twin}")
+                gone.remove(a)
+                added.remove(twin)
+        out += [f"{name}.{a}: action removed" for a in gone]
+        out += [f"{name}.{a}: new action" for a in added]
+        for a in old_actions:
+            if a in new_actions and old_actions[a].get("digest") != new_actions[a].get("digest"):
+                out += _action_changes(f"{name}.{a}", old_actions[a], new_actions[a])
+    return out
