@@ -61,9 +61,11 @@ def test_diff_names_each_kind_of_drift():
         '-> {"type": "string"}',
     ]
     assert lock.diff(pinned, lock.contract(registry(redacted=()))) == [
+        "crm.get: output schema changed",  # a redacted field is typed as the censor in the output schema
         'crm.get [presenter customer]: "email" is no longer redacted']
     assert lock.diff(pinned, lock.contract(registry(name="fetch"))) == ["crm.get: renamed to crm.fetch"]
-    assert lock.diff(pinned, lock.contract(registry(readonly=False))) == ["crm.get: readOnlyHint true -> false"]
+    assert lock.diff(pinned, lock.contract(registry(readonly=False))) == [  # an undeclared write is destructive
+        "crm.get: destructiveHint false -> true", "crm.get: readOnlyHint true -> false"]
 
 
 def copy_reference(tmp_path: Path) -> Path:
