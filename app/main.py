@@ -24,6 +24,7 @@ from mcpfusion.discovery import discover_tools
 from .auth import authenticate, verifier_for
 from .db import Database
 from .deps import cursor_scope
+from .pdf import invoice_resource
 from .settings import ROOT, Settings
 from .telemetry import telemetry_for
 
@@ -43,7 +44,7 @@ def create_fusion(settings: Settings, routers: str | Path = ROUTERS) -> MCPFusio
         transport["allowed_hosts"] = settings.allowed_hosts
     if settings.allowed_origins:
         transport["allowed_origins"] = settings.allowed_origins
-    return MCPFusion(
+    fusion = MCPFusion(
         name="mcpfusion-billing",
         version=__version__,
         title="mcpfusion billing reference service",
@@ -54,6 +55,10 @@ def create_fusion(settings: Settings, routers: str | Path = ROUTERS) -> MCPFusio
         middleware=[Audit(), RateLimit(settings.rate_limit, per=60)],
         **transport,
     )
+    # billing.invoice_pdf links to its documents; a client reads them back with resources/read.
+    fusion.resource_template("invoice://{id}", name="invoice_pdf", title="Invoice (PDF)", mime_type="application/pdf",
+                             description="An invoice as a PDF document, as the caller may see it")(invoice_resource)
+    return fusion
 
 
 def create_app(settings: Settings | None = None, *, routers: str | Path = ROUTERS) -> FastAPI:

@@ -3,6 +3,7 @@
 from . import ui
 from .app import MCPFusion
 from .audit import Audit
+from .content import Audio, EmbeddedResource, Image, ResourceLink, attach, audio, document, image, link
 from .context import Context
 from .dispatch import CallContext, ToolRegistry
 from .egress import EgressLimit
@@ -38,6 +39,15 @@ __all__ = [
     "CallContext",
     "CallNext",
     "Concurrency",
+    "Audio",
+    "EmbeddedResource",
+    "Image",
+    "ResourceLink",
+    "attach",
+    "audio",
+    "document",
+    "image",
+    "link",
     "Context",
     "EgressLimit",
     "Flatten",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any
@@ -123,6 +124,14 @@ def _scrub_view(view: ResponseView, found: list[str], mask: str) -> None:
                 title=None if b.title is None else _scrub_text(b.title, found, mask))
         for b in view.ui_blocks
     ]
+
+
+def scrubber(removed: list[Any], censor: Any = DEFAULT_CENSOR) -> Callable[[str], str]:
+    """A function censoring the removed values out of a text sent later (an attached document)."""
+    _, _, every = _values(removed)
+    needles = [form for value in every for form in _variants(value)]
+    mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
+    return lambda text: _scrub_text(text, needles, mask)
 
 
 def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENSOR, *, pretty: bool = False) -> None:

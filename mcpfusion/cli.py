@@ -166,6 +166,11 @@ def cmd_call(args: argparse.Namespace) -> int:
         print(json.dumps(response.to_mcp(), indent=2, ensure_ascii=False))
     else:
         print("\n\n".join(response.texts))
+        for item in response.content:  # images, audio, documents: named, not dumped (--raw has the base64)
+            described = item.to_mcp()
+            uri = described.get("uri") or described.get("resource", {}).get("uri", "")
+            size = f", {len(item.payload()):,} bytes" if item.kind != "resource_link" else ""
+            print(f"[{item.kind} {item.media_type}{size}] {uri}".rstrip())
         if response.structured_content is not None:
             print("\nstructuredContent: " + json.dumps(response.structured_content, ensure_ascii=False))
     return 1 if response.is_error else 0

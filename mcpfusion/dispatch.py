@@ -16,9 +16,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from .confirm import CONFIRM_PARAM, require_confirmation
+from .content import DEFAULT_MAX_BYTES, Attached, Content, ContentError, content_items, scrubbed
 from .context import Context
 from .dependencies import CONTEXT_SCOPE_KEY, PRESENTER_KEY, DependencyErrors, resolve
 from .errors import (
+    CONTENT_REFUSED,
     FORBIDDEN,
     INTERNAL_ERROR,
     NOT_FOUND,
@@ -82,6 +84,7 @@ class ToolRegistry:
         self._pipelines: dict[Action, CallNext | None] = {}
         self._routes: dict[str, tuple[Tool, Action | None]] = {}
         self.telemetry: Telemetry | None = None
+        self.max_content_bytes = DEFAULT_MAX_BYTES  # largest image, audio clip or document an action may send
         for tool in tools:
             self.add(tool)
 
@@ -251,7 +254,10 @@ class ToolRegistry:
             ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
             with phase("present"):
                 response, presenter = present(action, result, presenter, ctx, select)
-                response = action.output.check(response, presenter)
+                if response.content:
+                    check_content(action, response.content, self.max_content_bytes)
+                if response.view.data is not None or not response.content:  # content alone: no data to type
+                    response = action.output.check(response, presenter)
             if pages is not None:
                 pages.finish(response, next_key)
             return response
@@ -299,6 +305,16 @@ def _failure(action: Action, exc: Exception, raise_http: bool) -> ToolResponse:
         recovery="This is a server problem, not your call; retry later or try another action.",
     )
 
+def check_content(action: Action, items: Iterable[Content], max_bytes: int) -> None:
+    """Nothing leaves that is too large or not what its MIME type says (or not one the action declared)."""
+    for item in items:
+        try:
+            item.check(max_bytes, action.content_types)
+        except ContentError as exc:
+            logger.warning("%s: content refused: %s", action.label, exc)
+            raise ToolError(CONTENT_REFUSED, f"{action.label} could not send its content. {exc}",
+                            recovery="Ask for a smaller result (fewer pages or rows, a lower resolution), or "
+                                     "report the problem if it persists.") from None
 
 
 def _pop_cursor(action: Action, arguments: dict[str, Any]) -> str | None:
@@ -359,12 +375,25 @@ def present(
     """Implicit wrapping: framework responses pass (only `_select` reshapes their data); anything else is
     presented (by the action's presenter or its output model's firewall) or wrapped as `success`.
 
-    Returns the response and the presenter that made it (None for anything else).
+    Returns the response and the presenter that made it (None for anything else). Content (images, audio,
+    documents, links) goes after the text blocks, or alone; attached documents are censored like the blocks.
     """
     if isinstance(result, ToolResponse):
         if select and not result.is_error and isinstance(result.view.data, dict | list):
             result.reshape(select_keys(result.view.data, select))
         return result, None
+    if isinstance(result, Attached):
+        response, used = present(action, result.data, presenter, ctx, select)
+        if not response.is_error:
+            items = result.build(response.view.data)
+            scrub = response.view.scrub
+            response.content = tuple(scrubbed(item, scrub) for item in items) if scrub else items
+            if not result.data_block:
+                response.texts = []
+        return response, used
+    alone = content_items(result)
+    if alone is not None:
+        return ToolResponse([], content=alone), None
     presenter = presenter or action.output.firewall
     if presenter is not None:
         if result is None:

@@ -508,6 +508,7 @@ class Presenter:
         )  # its view is the data as on the wire, plus rules, UI blocks, suggestions
         if removed:
             egress.guard(response, removed, self.censor, pretty=self.pretty)
+            response.view.scrub = egress.scrubber(removed, self.censor)  # for documents attached afterwards
         return response
 
     def __repr__(self) -> str:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
 from . import markup, toon
+from .content import Content
 from .errors import ToolError, ValidationFailed
 from .serializer import dumps, jsonable
 from .ui import UIBlock
@@ -43,12 +44,13 @@ class ResponseView:
     next_cursor: str | None = None  # a paginated list's next page (REST sends it as headers)
     rewritten: bool = False  # the egress guard changed the data: it is checked against the schema again
     encoding: str = "json"  # how the data block is written: json, pretty, toon or text (to rewrite it)
+    scrub: Callable[[str], str] | None = None  # censors redacted values out of documents attached later
 
 
 class ToolResponse:
     """A tool result made by the framework; it passes through implicit wrapping untouched."""
 
-    __slots__ = ("texts", "is_error", "structured_content", "view")
+    __slots__ = ("texts", "is_error", "structured_content", "view", "content")
 
     def __init__(
         self,
@@ -57,11 +59,13 @@ class ToolResponse:
         is_error: bool = False,
         structured_content: dict[str, Any] | None = None,
         view: ResponseView | None = None,
+        content: Sequence[Content] = (),
     ) -> None:
         self.texts = texts
         self.is_error = is_error
         self.structured_content = structured_content
         self.view = view if view is not None else ResponseView()
+        self.content = content  # images, audio, documents, links: after the text blocks
 
     @property
     def text(self) -> str:
@@ -85,10 +89,10 @@ class ToolResponse:
 
     def to_mcp(self) -> dict[str, Any]:
         """The MCP `CallToolResult` as a plain dict."""
-        result: dict[str, Any] = {
-            "content": [{"type": "text", "text": t} for t in self.texts],
-            "isError": self.is_error,
-        }
+        blocks = [{"type": "text", "text": t} for t in self.texts]
+        if self.content:
+            blocks += [item.to_mcp() for item in self.content]
+        result: dict[str, Any] = {"content": blocks, "isError": self.is_error}
         if self.structured_content is not None:
             result["structuredContent"] = self.structured_content
         return result

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from .body import DEFAULT_MAX_BODY_BYTES, BodyTooLarge, InvalidJSON, parse_json, read_body
+from .content import ResourceLink
 from .dispatch import ToolRegistry
 from .errors import INTERNAL_ERROR, ToolError, field_path
 from .output import ITEMS, NEXT_CURSOR
@@ -42,9 +43,42 @@ def rest_body(response: ToolResponse, request: Request | None = None) -> Respons
     """The HTTP response for a tool response: the data block's JSON, or problem details."""
     if response.is_error:
         return problem_response(problem_of_result(response, instance=request.url.path if request else None))
+    if response.content:
+        return _content_body(response)
     # The data block's data (after _select and redaction), whatever other shape structuredContent has.
     return Response(dumps(response.view.data), media_type="application/json",
                     headers=_next_page(response.view.next_cursor, request))
+
+
+def _content_body(response: ToolResponse) -> Response:
+    """One image, clip or document alone: its own bytes and media type. Anything mixed: a JSON envelope with
+    the data and the content items in their MCP shapes (binary data base64, links as URIs)."""
+    items = response.content
+    if not response.texts and len(items) == 1 and not isinstance(items[0], ResourceLink):
+        return Response(items[0].payload(), media_type=items[0].media_type)
+    envelope: dict[str, Any] = {"content": [item.to_mcp() for item in items]}
+    if response.texts:
+        envelope = {"data": response.view.data, **envelope}
+    return Response(dumps(envelope), media_type="application/json")
+
+
+_ENVELOPE_SCHEMA = {
+    "type": "object",
+    "description": "Data with content items (images, audio, documents, links) in their MCP shapes",
+    "properties": {"data": {}, "content": {"type": "array", "items": {"type": "object"}}},
+    "required": ["content"],
+}
+
+
+def _success_content(action: Action, seen: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The 200 media types: the data as JSON, and the declared content types as themselves."""
+    data = _output_schema(action, seen)
+    content: dict[str, Any] = {"application/json": {"schema": data}}
+    if action.content_types:
+        content["application/json"] = {"schema": {"anyOf": [data, _ENVELOPE_SCHEMA]}}
+        for media_type in sorted(action.content_types):
+            content[media_type] = {"schema": {"type": "string", "format": "binary"}}
+    return content
 
 
 def _next_page(cursor: str | None, request: Request | None) -> dict[str, str] | None:
@@ -185,7 +219,7 @@ def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api
             "200": {
                 "description": "The data, exactly as the MCP data block carries it"
                 + ("; one page of it (see the Next-Cursor header)" if action.paginate else ""),
-                "content": {"application/json": {"schema": _output_schema(action, item_schemas)}},
+                "content": _success_content(action, item_schemas),
                 **({"headers": PAGE_HEADERS} if action.paginate else {}),
             },
             **errors,

@@ -108,6 +108,9 @@ class Action:
     paginate: int | bool | None = None  # page size, or True: the presenter's limit
     middleware: tuple[Any, ...] = ()
     confirm: bool | str = False
+    content_types: frozenset[str] | None = None  # MIME types of the content it may send (images, documents)
+    json_schema: dict[str, Any] | None = None  # a hand-written input schema (`input_schema=`)
+    json_validator: Any = None
 
     @property
     def label(self) -> str:
@@ -119,7 +122,10 @@ class Action:
 
     @property
     def input_schema(self) -> dict[str, Any]:
-        schema: dict[str, Any] = copy.deepcopy(_model_schema(self.args_model))
+        if self.json_schema is not None:
+            schema: dict[str, Any] = {**self.json_schema, "properties": dict(self.json_schema.get("properties", {}))}
+        else:
+            schema = copy.deepcopy(_model_schema(self.args_model))
         schema.setdefault("properties", {})
         if self.tool.select:
             schema["properties"][SELECT_PARAM] = select_schema(self.tool.select_keys())
@@ -129,6 +135,8 @@ class Action:
 
     @property
     def required(self) -> list[str]:
+        if self.json_schema is not None:
+            return list(self.json_schema.get("required", []))
         return [n for n, f in self.args_model.model_fields.items() if f.is_required()]
 
     @property
@@ -169,6 +177,8 @@ class Action:
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Strictly validated keyword arguments for the handler (flattened models rebuilt)."""
+        if self.json_validator is not None:
+            return self._validate_json(arguments)
         try:
             model = self.args_model.__pydantic_validator__.validate_python(arguments)
         except ValidationError as exc:
@@ -178,6 +188,15 @@ class Action:
             present = {f: getattr(model, f) for f in fields if f in model.model_fields_set}
             values[param] = flat_model.model_validate(present)
         return values
+
+    def _validate_json(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """`input_schema=`: the hand-written JSON Schema judges; the handler gets the parameters it names."""
+        errors = sorted(self.json_validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        if errors:
+            raise ValidationFailed(self.label, [
+                (field_path(tuple(e.absolute_path)) or "(arguments)",
+                 f"{e.message.rstrip('.')}. You sent: {sent_value(e.instance)}.") for e in errors])
+        return {name: arguments[name] for name in self.plain_args if name in arguments}
 
     def _explain(self, exc: ValidationError) -> list[tuple[str, str]]:
         valid = ", ".join(self.args_model.model_fields)
@@ -255,6 +274,8 @@ class Tool:
         paginate: int | bool | None = None,
         middleware: Sequence[Any] = (),
         confirm: bool | str = False,
+        content_types: Iterable[str] | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> Callable[[F], F]: ...
 
     def action(
@@ -273,6 +294,8 @@ class Tool:
         paginate: int | bool | None = None,
         middleware: Sequence[Any] = (),
         confirm: bool | str = False,
+        content_types: Iterable[str] | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> Any:
         """Register a handler as an action; its signature becomes the input schema. Works bare
         (`@tool.action`) and called (`@tool.action("name", readonly=True, returns=view)`).
@@ -285,6 +308,10 @@ class Tool:
         `cursor` (see `mcpfusion.pagination`). `middleware` wrap this action only (inside the app's and the
         tool's). `confirm=True` (or a message template such as "Void {id}?") asks the user to confirm these
         exact arguments before it runs.
+        `content_types` lists the MIME types of the images, audio or documents it sends (see
+        `mcpfusion.content`; anything else is refused before it leaves). `input_schema` replaces the signature's
+        schema by a hand-written JSON Schema, validated the same way (the handler's parameters must be among its
+        properties).
         """
         if callable(name) and not isinstance(name, str):
             fn = name
@@ -294,10 +321,12 @@ class Tool:
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             action = self._build(
                 fn, name or fn.__name__, description, readonly, destructive, idempotent, open_world,
-                returns, tuple(presenters), output_schema, title, paginate,
+                returns, tuple(presenters), output_schema, title, paginate, input_schema,
             )
             action.middleware = tuple(middleware)
             action.confirm = confirm
+            if content_types is not None:
+                action.content_types = frozenset(c.split(";", 1)[0].strip().lower() for c in content_types)
             self.actions_add(action)
             return fn
 
@@ -322,6 +351,7 @@ class Tool:
         output_schema: Any,
         title: str | None,
         paginate: int | bool | None = None,
+        input_schema: dict[str, Any] | None = None,
     ) -> Action:
         where = f"{fn.__module__}.{fn.__qualname__}"
         if not _NAME.match(name) or name == DISCRIMINATOR:
@@ -333,6 +363,10 @@ class Tool:
                           "add a docstring or description=...", UserWarning, stacklevel=4)
         arguments, dependencies = split_parameters(fn)
         declared = inspect.signature(fn).parameters
+        json_validator = None
+        if input_schema is not None:
+            json_validator = _json_validator(fn, input_schema, [p.name for p in arguments])
+            arguments = []  # the hand-written schema is the contract; the parameters are passed by name
         fields: dict[str, Any] = {}
         flattened: dict[str, tuple[type[BaseModel], tuple[str, ...]]] = {}
         plain: list[str] = []
@@ -390,13 +424,15 @@ class Tool:
             title=title,
             args_model=args_model,
             flattened=flattened,
-            plain_args=tuple(plain),
+            plain_args=tuple(plain) if input_schema is None else _named_properties(fn, input_schema),
             dependant=dependant,
             dependency_free=is_empty(dependant) and not paginate,
             guarded=frozenset(guarded),
             hidden=frozenset(hidden),
             is_async=inspect.iscoroutinefunction(fn),
             paginate=paginate,
+            json_schema=dict(input_schema) if input_schema is not None else None,
+            json_validator=json_validator,
         )
 
     def _output(
@@ -533,3 +569,23 @@ def unknown_action(tool: Tool, name: Any, recovery: str | None = None) -> ToolEr
         recovery=recovery or f"Call {tool.name} again with action set to one of: {', '.join(tool.actions)}.",
         available_actions=[a.qualified_name for a in tool.actions.values()],
     )
+
+
+def _named_properties(fn: Callable[..., Any], schema: dict[str, Any]) -> tuple[str, ...]:
+    """The properties the handler takes: those it names, or all of them with `**kwargs`."""
+    parameters = inspect.signature(fn).parameters
+    every = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    return tuple(name for name in (schema.get("properties") or {}) if every or name in parameters)
+
+
+def _json_validator(fn: Callable[..., Any], schema: dict[str, Any], parameters: list[str]) -> Any:
+    """A validator of a hand-written input schema (an object schema whose properties name the parameters)."""
+    from jsonschema import Draft202012Validator
+
+    Draft202012Validator.check_schema(schema)
+    if schema.get("type") != "object":
+        raise ValueError(f"{fn.__qualname__}: input_schema must be an object schema (\"type\": \"object\")")
+    unknown = [p for p in parameters if p not in (schema.get("properties") or {})]
+    if unknown:
+        raise ValueError(f"{fn.__qualname__}: parameter(s) {', '.join(unknown)} are not properties of input_schema")
+    return Draft202012Validator(schema)

@@ -15,8 +15,9 @@ from fastapi import Depends
 from pydantic import Field
 
 from app.deps import get_store, invoice_presenter, invoice_rows_presenter, payment_api_key
+from app.pdf import invoice_document
 from app.store import BillingStore, invoice_key
-from mcpfusion import Concurrency, Context, Page, Timeout, Tool, success_structured, toon_success
+from mcpfusion import Concurrency, Context, Page, Timeout, Tool, attach, success_structured, toon_success
 from models import INVOICE_STATUSES, ExportRow, InvoiceModel, PaymentModel, RevenueSummary
 from presenters import invoice_admin, invoice_rows_admin, invoice_rows_support, invoice_support
 
@@ -129,3 +130,10 @@ async def export_invoices(
          "total_cents": r["total_cents"], "due_date": r["due_date"].isoformat(), "overdue": r["overdue"]}
         for r in rows
     ])
+
+
+@billing.action(readonly=True, idempotent=True, open_world=False, content_types=["application/pdf"], **DETAIL)
+async def invoice_pdf(id: InvoiceId, store: BillingStore = Depends(get_store)):
+    """Get one invoice as a PDF document (also at invoice://{id})"""
+    # Drawn from the invoice as presented to this caller: the support role's PDF is redacted like its data.
+    return attach(await store.get_invoice(id), invoice_document, data_block=False)

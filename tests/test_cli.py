@@ -48,7 +48,7 @@ def test_inspect(env):
     assert out.returncode == 0, out.stderr
     assert "== billing [profiles, toon]" in out.stdout
     assert '-- billing_read {"readOnlyHint": true, "openWorldHint": false}' in out.stdout
-    assert "[4|]{action|desc|required}:" in out.stdout
+    assert "[5|]{action|desc|required}:" in out.stdout
     assert "billing.void_invoice(id, reason) [destructive]" in out.stdout
     assert "presenters=invoice,invoice_support" in out.stdout
     listing = json.loads(cli(env, "inspect", APP, "--json").stdout)
@@ -63,6 +63,16 @@ def test_call(env):
     assert "<domain_rules>" in out.stdout
     raw = json.loads(cli(env, "call", APP, "billing", "revenue_summary", "--token", "demo-admin", "--raw").stdout)
     assert raw["structuredContent"]["invoice_count"] == 24
+
+
+def test_call_names_content_blocks(env):
+    out = cli(env, "call", APP, "billing", "invoice_pdf", "--json", '{"id": "inv_0001"}', "--token", "demo-support")
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("[resource "))
+    assert line.startswith("[resource application/pdf, ") and line.endswith(" bytes] invoice://inv_0001")
+    raw = json.loads(cli(env, "call", APP, "billing", "invoice_pdf", "--json", '{"id": "inv_0001"}',
+                         "--token", "demo-support", "--raw").stdout)
+    assert raw["content"][0]["resource"]["blob"].startswith("JVBERi0")  # base64 of %PDF-
 
 
 def test_call_writes_persist_between_processes(env):

@@ -166,7 +166,7 @@ async def test_tool_listing(service_app):
         tables[name] = toon_format.decode(entry["description"].split("\n\n", 1)[1], strict=True)
         assert [r["action"] for r in tables[name]] == entry["inputSchema"]["properties"]["action"]["enum"]
     assert [r["action"] for r in tables["billing_read"]] == [
-        "list_invoices", "get_invoice", "revenue_summary", "export_invoices"]
+        "list_invoices", "get_invoice", "revenue_summary", "export_invoices", "invoice_pdf"]
     assert [r["action"] for r in tables["billing_write"]] == [
         "create_invoice", "update_invoice_status", "remind", "record_payment"]
     assert listing["billing_read"]["annotations"] == {"readOnlyHint": True, "openWorldHint": False}

@@ -52,6 +52,7 @@ def action_entry(action: Action, curl_base: str, memo: dict[int, dict[str, Any]]
         "parameters": rows(action.input_schema),
         "input_schema": action.input_schema,
         "output_schema": action.output_schema,
+        "content_types": sorted(action.content_types or ()),
         "presenters": [memo[id(p)] for p in action.presenters],
         "presenter_by_dependency": action.presenter_dependency is not None,
         "example_arguments": arguments,

@@ -216,7 +216,7 @@ def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str) -> st
         + (f'<h4>Guards</h4><div class="guards">{_ul([_e(g) for g in a["guards"]])}</div>'
            if a.get("guards") else "")
         + f"<h4>Parameters</h4>{parameters_table(a['parameters'])}{definitions(a['input_schema'])}"
-        f"<h4>Output</h4>{output}"
+        f"<h4>Output</h4>{output}{content_types(a.get('content_types') or [])}"
         f"{action_economy(a['tokens'])}"
         '<h4>Examples</h4><div class="examples">'
         f'<div><h5>MCP <code>tools/call</code> (JSON-RPC body)</h5>{_pre(_json(a["examples"]["mcp"]), "json")}</div>'
@@ -224,6 +224,14 @@ def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str) -> st
         f"<h4>Try it</h4>{form}"
         "</article>"
     )
+
+
+def content_types(types: list[str]) -> str:
+    """The media an action sends besides its text (images, audio, documents), as REST answers them too."""
+    if not types:
+        return ""
+    listed = ", ".join(f"<code>{_e(t)}</code>" for t in types)
+    return f'<p class="content-types">Content: {listed} (MCP content blocks; REST answers the bytes)</p>'
 
 
 def tool_economy(t: dict[str, Any] | None) -> str:
