@@ -61,6 +61,7 @@ async def test_every_reference_action_is_typed_and_validated_by_the_sdk_client(u
         rows = (await call("billing", "list_invoices"))["items"]
         await call("billing", "list_invoices", status="overdue")
         await call("billing", "get_invoice", id=rows[0]["id"])
+        await call("billing", "invoice_pdf", id=rows[0]["id"])  # the PDF as content, the invoice as structured data
         created = await call("billing", "create_invoice", customer_id="cus_0001", due_date="2031-01-31",
                              lines=LINES, internal_note="n" * 500)
         await call("billing", "update_invoice_status", id=created["id"], status="sent")
@@ -90,7 +91,7 @@ async def test_docs_page_shows_every_action_output_schema_and_its_token_cost(tmp
         manifest = (await http.get("/tools.json")).json()
         page = (await http.get("/tools")).text
     actions = [a for t in manifest["tools"] for a in t["actions"]]
-    assert len(actions) == 11 and all(a["output_schema"] for a in actions)
+    assert len(actions) == 12 and all(a["output_schema"] for a in actions)
     assert page.count("Output schema (<code>outputSchema</code>)") == len(actions)
     for tool in manifest["tools"]:
         assert 0 < tool["tokens"]["output_schemas"] < tool["tokens"]["advertised"]
