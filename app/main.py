@@ -24,6 +24,7 @@ from mcpfusion.discovery import discover_tools
 from .auth import authenticate, verifier_for
 from .db import Database
 from .deps import cursor_scope
+from .pdf import invoice_resource
 from .settings import ROOT, Settings
 from .telemetry import telemetry_for
 
@@ -54,6 +55,9 @@ def create_fusion(settings: Settings, routers: str | Path = ROUTERS) -> MCPFusio
         middleware=[Audit(), RateLimit(settings.rate_limit, per=60)],
         **transport,
     )
+    # billing.invoice_pdf's documents, read back with resources/read (the same view of the invoice).
+    fusion.resource_template("invoice://{id}", name="invoice_pdf", title="Invoice (PDF)", mime_type="application/pdf",
+                             description="An invoice as a PDF document, as the caller may see it")(invoice_resource)
     return fusion
 
 

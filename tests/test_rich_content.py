@@ -228,7 +228,9 @@ async def sdk_pdf(base: str, token: str, mode: str) -> tuple[bytes, bytes]:
         (block,) = result.content
         assert isinstance(block, EmbeddedResource) and block.resource.mime_type == "application/pdf"
         assert str(block.resource.uri) == "invoice://inv_0001"
-        return base64.b64decode(block.resource.blob), base64.b64decode(block.resource.blob)
+        read = await client.read_resource("invoice://inv_0001")
+        assert read.contents[0].mime_type == "application/pdf"
+        return base64.b64decode(block.resource.blob), base64.b64decode(read.contents[0].blob)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -268,3 +270,11 @@ async def test_docs_page_shows_the_content_types(tmp_path):
     pdf_action = next(a for a in billing["actions"] if a["name"] == "invoice_pdf")
     assert pdf_action["content_types"] == ["application/pdf"]
     assert 'Content: <code>application/pdf</code>' in page
+
+
+async def test_another_tenants_invoice_resource_is_refused(reference):
+    http = create_mcp_http_client(headers=auth("demo-globex-admin"))
+    async with Client(streamable_http_client(reference + "/mcp", http_client=http)) as client:
+        with pytest.raises(Exception) as refused:
+            await client.read_resource("invoice://inv_0001")
+    assert "inv_0001" in str(refused.value) and "%PDF" not in str(refused.value)
