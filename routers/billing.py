@@ -132,7 +132,7 @@ async def export_invoices(
     ])
 
 
-@billing.action(readonly=True, idempotent=True, open_world=False, content_types=["application/pdf"], **DETAIL)
+@billing.action(readonly=True, idempotent=True, content_types=["application/pdf"], **LOCAL, **DETAIL)
 async def invoice_pdf(id: InvoiceId, store: BillingStore = Depends(get_store)):
     """Get one invoice as a PDF document (also at invoice://{id})"""
     # Drawn from the invoice as presented to this caller: the support role's PDF is redacted like its data.

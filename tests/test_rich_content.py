@@ -223,7 +223,7 @@ async def sdk_pdf(base: str, token: str, mode: str) -> tuple[bytes, bytes]:
     """invoice_pdf of inv_0001 and the invoice://inv_0001 resource, through the official SDK client."""
     http = create_mcp_http_client(headers=auth(token))
     async with Client(streamable_http_client(base + "/mcp", http_client=http), mode=mode) as client:
-        result = await client.call_tool("billing", {"action": "invoice_pdf", "id": "inv_0001"})
+        result = await client.call_tool("billing_read", {"action": "invoice_pdf", "id": "inv_0001"})
         assert not result.is_error, result.content
         (block,) = result.content
         assert isinstance(block, EmbeddedResource) and block.resource.mime_type == "application/pdf"
