@@ -7,6 +7,7 @@ pages (FastAPI's `get_swagger_ui_html` / `get_redoc_html`) are served here with 
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 import fastapi_offline
@@ -14,7 +15,7 @@ from fastapi import FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.staticfiles import StaticFiles
 from starlette.requests import Request
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 ASSETS_PATH = "/static-offline-docs"
@@ -27,6 +28,8 @@ def serve_offline(app: FastAPI) -> None:
     if not pages or app.openapi_url is None:
         return
     app.router.routes[:] = [r for r in app.router.routes if not (isinstance(r, Route) and r.path in pages)]
+    # ReDoc's bundle draws its footer logo from its CDN: serve the bundle with that image inlined instead.
+    app.add_route(f"{ASSETS_PATH}/redoc.standalone.js", _redoc_bundle, include_in_schema=False)
     app.mount(ASSETS_PATH, StaticFiles(directory=ASSETS_DIR), name="offline-docs-assets")
     openapi_url = app.openapi_url
 
@@ -56,3 +59,18 @@ def serve_offline(app: FastAPI) -> None:
             )
 
         app.add_route(app.redoc_url, redoc, include_in_schema=False)
+
+
+_REDOC_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+_INLINE_LOGO = ("data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' width='12' height='12'%3E"
+                "%3Ccircle cx='6' cy='6' r='5' fill='%23888'/%3E%3C/svg%3E")
+
+
+@lru_cache(maxsize=1)
+def _redoc_js() -> bytes:
+    return (ASSETS_DIR / "redoc.standalone.js").read_text(encoding="utf-8").replace(_REDOC_LOGO, _INLINE_LOGO).encode()
+
+
+async def _redoc_bundle(request: Request) -> Response:
+    return Response(_redoc_js(), media_type="application/javascript",
+                    headers={"Cache-Control": "public, max-age=86400"})

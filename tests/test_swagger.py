@@ -47,3 +47,13 @@ def test_mount_keeps_the_apps_own_docs_urls():
 def test_no_docs_pages_no_assets():
     app = MCPFusion("notes", tools=[tool]).build_app(docs_url=None, redoc_url=None)
     assert TestClient(app).get("/static-offline-docs/swagger-ui.css").status_code == 404
+
+
+def test_redoc_bundle_names_no_outside_host():
+    app = MCPFusion("offline-redoc", tools=[Tool("t", description="d")]).build_app()
+    with TestClient(app) as client:
+        page = client.get("/redoc").text
+        src = re.search(r'<script src="([^"]*redoc[^"]*)"', page).group(1)
+        bundle = client.get(src)
+    assert bundle.status_code == 200 and bundle.headers["content-type"].startswith("application/javascript")
+    assert "cdn.redoc.ly" not in bundle.text and len(bundle.content) > 100_000
