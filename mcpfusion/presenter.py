@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create
 
 from . import censor as egress
 from . import ui as ui_helpers
+from .content import scrubbed
 from .model import Model
 from .redaction import DEFAULT_CENSOR, Redactor, parse_path, redact_schema, redactor
 from .response import ResponseBuilder, Suggestion, ToolResponse, to_jsonable
@@ -120,6 +121,7 @@ class Presenter:
         self._ui: Callable[[Any, Any], Any] | None = None
         self._collection_ui: Callable[[Any, Any], Any] | None = None
         self._suggest: Callable[[Any, Any], Any] | None = None
+        self._attach: Callable[[Any, Any], Any] | None = None
         self._directives: list[str] | Callable[[Any, Any], Any] = []
         self.max_items: int | None = None
         self.embeds: Mapping[str, Presenter] = {}
@@ -250,6 +252,13 @@ class Presenter:
     def suggest(self, fn: Callable[..., Any]) -> Presenter:
         """Next actions for one item: `fn(item[, ctx]) -> list[Suggestion | None]`."""
         self._suggest = _flexible(fn)
+        return self
+
+    def attach(self, fn: Callable[..., Any]) -> Presenter:
+        """Content after the text blocks (images, documents, links): `fn(data[, ctx])` returns content helpers
+        (or None). It sees the data *as presented* (after the schema firewall, redaction and `_select`), so a
+        document drawn from it never carries a redacted value; text it copies anyway is censored too."""
+        self._attach = _flexible(fn)
         return self
 
     def limit(self, n: int) -> Presenter:
@@ -509,6 +518,10 @@ class Presenter:
         if removed:
             egress.guard(response, removed, self.censor, pretty=self.pretty)
             response.view.scrub = egress.scrubber(removed, self.censor)  # for documents attached afterwards
+        if self._attach is not None:
+            items = [item for item in _as_list(self._attach(response.view.data, ctx)) if item is not None]
+            scrub = response.view.scrub
+            response.content = tuple(scrubbed(item, scrub) if scrub else item for item in items)
         return response
 
     def __repr__(self) -> str:

@@ -278,3 +278,33 @@ async def test_another_tenants_invoice_resource_is_refused(reference):
         with pytest.raises(Exception) as refused:
             await client.read_resource("invoice://inv_0001")
     assert "inv_0001" in str(refused.value) and "%PDF" not in str(refused.value)
+
+
+async def test_a_presenter_attaches_content_after_its_blocks_from_the_presented_data():
+    from tests.service_kit import META
+
+    secret = "grace@example.com"
+    view = (Presenter("person").schema({"name": str, "email": str}).redact_pii(["email"])
+            .rules(["Names are public."])
+            .attach(lambda shown: [document(f"{shown['name']} <{shown['email']}>", "text/plain", uri="card://1"),
+                                   link("card://1", f"card of {secret}"), None]))
+    people = Tool("people", description="People", exposition="flat")
+
+    @people.action(readonly=True, returns=view)
+    async def card():
+        """A person's card"""
+        return {"name": "Grace", "email": secret}
+
+    app = MCPFusion("people", tools=[people]).build_app()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        r = await http.post("/mcp", headers={"accept": "application/json, text/event-stream",
+                                             "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+                                             "mcp-name": "people_card"},
+                            json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                  "params": {"name": "people_card", "arguments": {}, "_meta": META}})
+        rest_body = (await http.post("/api/people/card", json={})).json()
+    blocks = r.json()["result"]["content"]
+    assert [b["type"] for b in blocks] == ["text", "text", "resource", "resource_link"]  # data, rules, then content
+    assert blocks[2]["resource"]["text"] == "Grace <[REDACTED]>"
+    assert secret not in r.text and secret not in str(rest_body)
+    assert rest_body["data"] == {"name": "Grace", "email": "[REDACTED]"} and len(rest_body["content"]) == 2
