@@ -13,6 +13,7 @@ import httpx
 from fastapi import FastAPI
 from starlette.requests import Request
 
+from mcpfusion.listing import discriminated, mcp_name
 from mcpfusion.mcp.stdio import StdioBridge
 from mcpfusion.testing import ToolTester
 from tests.service_kit import sse_messages
@@ -117,11 +118,11 @@ class Caller:
             if r.status_code >= 400:  # RFC 9457 problem details: the whole body is the text
                 return Outcome(r.json().get("code"), [r.text], r.status_code, dict(r.headers))
             return Outcome(None, [r.text], r.status_code, dict(r.headers), r.json())
+        # The MCP tool that serves this action (grouped, flat or one of the annotation profiles).
         target = self.app.state.mcpfusion.registry.tools.get(self.tool)
-        name = self.tool
-        if target is not None and target.exposition == "flat":
-            name = f"{self.tool}_{action}"
-        else:
+        declared = target.actions.get(action) if target is not None else None
+        name = mcp_name(declared) if declared is not None else self.tool
+        if declared is None or discriminated(declared):
             arguments["action"] = action
         if self.transport == "mcp-2026":
             body = {"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",

@@ -91,7 +91,7 @@ async def test_the_written_stdio_entry_serves_from_another_folder(tmp_path):
     params = StdioServerParameters(command=entry["command"], args=entry["args"], cwd=str(tmp_path),
                                    env={"PATH": os.environ["PATH"], **entry["env"]})
     async with Client(params) as client:
-        result = await client.call_tool("billing", {"action": "get_invoice", "id": "inv_0001"})
+        result = await client.call_tool("billing_read", {"action": "get_invoice", "id": "inv_0001"})
     text = result.content[0].text
     assert not result.is_error and json.loads(text)["id"] == "inv_0001"
     assert json.loads(text)["customer"]["email"] == "[REDACTED]"     # the support token's view

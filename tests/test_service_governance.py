@@ -19,7 +19,7 @@ from mcp.types import ElicitResult, TextContent
 from app.deps import get_store
 from routers.billing import billing
 from tests.governance_kit import TRANSPORTS, Caller
-from tests.service_kit import build, serve
+from tests.service_kit import build, mcp_target, serve
 
 
 def text_of(result) -> str:
@@ -38,7 +38,7 @@ async def test_the_sdk_client_confirms_void_invoice_and_only_then_it_is_voided(t
         return ElicitResult(action="decline")
 
     async def status(client: Client) -> str:
-        got = await client.call_tool("billing", {"action": "get_invoice", "id": "inv_0003"})
+        got = await client.call_tool(*mcp_target("billing", "get_invoice", {"id": "inv_0003"}))
         return json.loads(got.content[0].text)["status"]
 
     with serve(build(tmp_path)) as base:
@@ -46,11 +46,11 @@ async def test_the_sdk_client_confirms_void_invoice_and_only_then_it_is_voided(t
         async with Client(streamable_http_client(base + "/mcp", http_client=http), mode=mode,
                           elicitation_callback=elicit) as client:
             assert await status(client) == "draft"
-            args = {"action": "void_invoice", "id": "inv_0003", "reason": "duplicate"}
-            declined = await client.call_tool("billing", args)
+            args = {"id": "inv_0003", "reason": "duplicate"}
+            declined = await client.call_tool(*mcp_target("billing", "void_invoice", args))
             assert declined.is_error and 'code="NOT_CONFIRMED"' in text_of(declined)
             assert await status(client) == "draft"  # the user said no: nothing happened
-            voided = await client.call_tool("billing", args)
+            voided = await client.call_tool(*mcp_target("billing", "void_invoice", args))
             assert voided.is_error is False and json.loads(voided.content[0].text)["status"] == "void"
             assert await status(client) == "void"
     assert asked == ["Void invoice inv_0003 (reason: duplicate)? This cannot be undone."] * 2

@@ -50,6 +50,7 @@ class RedisBroker:
         self._ready = False  # connected and subscribed to `_channels` by the reader
         self.connections = 0  # connections the reader made so far (a cache trusts only the current one)
         self._reader: asyncio.Task[None] | None = None
+        self._closing = False  # set by aclose(): the reader stops even if a read swallowed its cancellation
         # One SUBSCRIBE in flight at a time, so a confirmation is never mistaken for another's.
         self._lock = asyncio.Lock()
         self._pending: tuple[set[str], asyncio.Future[None]] | None = None
@@ -150,7 +151,7 @@ class RedisBroker:
     async def _read(self) -> None:
         """Deliver messages to local subscriptions and confirmations to `_command`; (re)connect when needed."""
         healthy, pinged = True, False
-        while True:
+        while not self._closing:
             try:
                 conn = self._conn
                 if not self._ready or conn is None or not conn.is_connected:
@@ -197,10 +198,15 @@ class RedisBroker:
                 future.set_result(None)
 
     async def aclose(self) -> None:
+        self._closing = True
         if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, *UNAVAILABLE):
-                await self._reader
+            reader = self._reader
+            reader.cancel()
+            # A read in flight may swallow the cancellation: wait a bounded time, never forever.
+            await asyncio.wait({reader}, timeout=2.0)
+            if reader.done() and not reader.cancelled():
+                with contextlib.suppress(Exception):
+                    reader.result()
             self._reader = None
         if self._conn is not None:
             with contextlib.suppress(*UNAVAILABLE):
