@@ -250,31 +250,28 @@ def content_items(result: Any) -> tuple[Content, ...] | None:
     return None
 
 
-def _read(data: bytes | None, path: str | Path | None) -> tuple[bytes, str | None]:
+def _typed_bytes(data: bytes | None, path: str | Path | None, mime_type: str | None, hint: str) -> tuple[bytes, str]:
+    """The bytes (given, or read from `path`) and their MIME type: declared, else sniffed, else the file name's."""
     if (data is None) == (path is None):
         raise TypeError("give the bytes or a path=, not both")
-    if path is not None:
-        return Path(path).read_bytes(), mimetypes.guess_type(str(path))[0]
-    assert data is not None
-    return bytes(data), None
+    raw, guessed = (Path(path).read_bytes(), mimetypes.guess_type(str(path))[0]) if path is not None \
+        else (bytes(data or b""), None)
+    mime = mime_type or sniff(raw) or guessed
+    if mime is None:
+        raise ContentError(f"The {hint}")
+    return raw, _normal(mime)
 
 
 def image(data: bytes | None = None, mime_type: str | None = None, *, path: str | Path | None = None) -> Image:
     """An image from bytes or a file; the MIME type defaults to what the bytes (or the file name) say."""
-    raw, guessed = _read(data, path)
-    mime = mime_type or sniff(raw) or guessed
-    if mime is None:
-        raise ContentError("The image's type is unknown: pass mime_type='image/png' (or jpeg, gif, webp).")
-    return Image(raw, _normal(mime))
+    return Image(*_typed_bytes(data, path, mime_type,
+                               "image's type is unknown: pass mime_type='image/png' (or jpeg, gif, webp)."))
 
 
 def audio(data: bytes | None = None, mime_type: str | None = None, *, path: str | Path | None = None) -> Audio:
     """An audio clip from bytes or a file; the MIME type defaults to what the bytes (or the file name) say."""
-    raw, guessed = _read(data, path)
-    mime = mime_type or sniff(raw) or guessed
-    if mime is None:
-        raise ContentError("The audio clip's type is unknown: pass mime_type='audio/wav' (or mpeg, ogg).")
-    return Audio(raw, _normal(mime))
+    return Audio(*_typed_bytes(data, path, mime_type,
+                               "audio clip's type is unknown: pass mime_type='audio/wav' (or mpeg, ogg)."))
 
 
 def document(content: bytes | str, mime_type: str, *, uri: str) -> EmbeddedResource:
