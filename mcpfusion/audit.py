@@ -27,6 +27,7 @@ from typing import Any
 
 from fastapi import HTTPException
 
+from .mcp.jsonrpc import McpError, ProtocolSignal
 from .middleware import ActionCall, CallNext
 from .response import ToolResponse
 
@@ -58,9 +59,13 @@ class Audit:
         except HTTPException as exc:
             await self._emit(call, started, "error", f"HTTP_{exc.status_code}")
             raise
-        except Exception as exc:
-            if not getattr(exc, "protocol_signal", False):  # an input-required round: the call is not over
-                await self._emit(call, started, "error", "INTERNAL_ERROR")
+        except McpError as exc:  # a JSON-RPC error answers the call: it ended
+            await self._emit(call, started, "error", f"JSONRPC_{exc.code}")
+            raise
+        except ProtocolSignal:  # an input-required round (e.g. a confirmation): the call is not over
+            raise
+        except Exception:
+            await self._emit(call, started, "error", "INTERNAL_ERROR")
             raise
         await self._emit(call, started, "error" if response.is_error else "ok", response.error_code)
         return response

@@ -150,3 +150,42 @@ async def test_the_modern_wire_binds_the_answer_to_the_arguments():
         assert done["content"][0]["text"] == "voided inv_1" and voided == ["inv_1"]
     finally:
         await caller.aclose()
+
+
+async def test_an_input_required_round_is_not_audited_as_a_failure():
+    """The confirmation round of the 2026-07-28 wire is not the end of the call: the audit trail records
+    only the confirmed call, as one successful event."""
+    from mcpfusion import Audit
+
+    events: list[dict[str, Any]] = []
+    ledger = Tool("ledger", exposition="flat")
+
+    @ledger.action(destructive=True, confirm=True)
+    async def purge() -> str:
+        """Delete everything."""
+        return "purged"
+
+    app = MCPFusion("confirming", tools=[ledger], middleware=[Audit(sink=events.append)]).build_app()
+    app.add_middleware(RequireBearer, authenticate=authenticate, prefixes=("/mcp", "/api/"))
+    caller = Caller(app, "mcp-2026", "ledger")
+    meta = {**MODERN_META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    headers = {"accept": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+               "mcp-name": "ledger_purge", **caller.headers}
+
+    async def rpc(**extra: Any) -> dict[str, Any]:
+        params = {"name": "ledger_purge", "arguments": {}, "_meta": meta, **extra}
+        r = await caller.client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                                   "params": params}, headers=headers)
+        return r.json()["result"]
+
+    try:
+        first = await rpc()
+        assert first["resultType"] == "input_required"
+        assert events == []
+        (key, _), = first["inputRequests"].items()
+        done = await rpc(inputResponses={key: {"action": "accept", "content": {"confirm": True}}},
+                         requestState=first["requestState"])
+        assert done["content"][0]["text"] == "purged"
+    finally:
+        await caller.aclose()
+    assert [(e["action"], e["outcome"], e["error_code"]) for e in events] == [("ledger.purge", "ok", None)]
