@@ -1,7 +1,17 @@
-"""Who is calling: a bearer token resolved to a principal (subject, tenant, role).
+"""Who is calling: a bearer token resolved to a principal (subject, tenant, role, granted OAuth scopes).
 
 Demo mode accepts three documented tokens; otherwise the token must be a JWT verified with the settings'
 key or JWKS, carrying the tenant and role claims. No token or a bad one is an HTTP 401 on MCP and REST.
+
+Scopes decide which actions a caller sees and may call (`scopes=` on the tools in `routers/`):
+
+    billing:read     read invoices (list, get, PDF, export, revenue summary)
+    billing:write    create invoices, move their status, send reminders, void them
+    payments:write   record a payment (reaches the payment processor)
+    customers:read   read customers
+
+A JWT's `scope` (or `scp`) claim says what it was granted; a token without one gets its role's scopes
+(`ROLE_SCOPES`), as do the demo tokens: admin all four, support `billing:read customers:read`.
 """
 
 from __future__ import annotations
@@ -13,11 +23,23 @@ from fastapi import HTTPException
 from starlette.requests import Request
 
 from mcpfusion.auth import AUTH_SCOPE_KEY, JWTVerifier, bearer_token, unauthorized
+from mcpfusion.authorization import scopes_of
 
 from .settings import Settings
 
 Role = Literal["admin", "support"]
 ROLES: tuple[str, ...] = ("admin", "support")
+#: What each role may do when its token names no scopes (the demo tokens, JWTs without `scope`).
+ROLE_SCOPES: dict[str, frozenset[str]] = {
+    "admin": frozenset({"billing:read", "billing:write", "payments:write", "customers:read"}),
+    "support": frozenset({"billing:read", "customers:read"}),
+}
+SCOPE_DESCRIPTIONS = {
+    "billing:read": "Read invoices (list, get, PDF, export, revenue summary)",
+    "billing:write": "Create invoices, move their status, send reminders, void them",
+    "payments:write": "Record payments (reaches the payment processor)",
+    "customers:read": "Read customers",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +48,16 @@ class Principal:
     tenant: str
     role: Role
     issuer: str = ""  # with subject and tenant, the identity MCP sessions are bound to
+    granted: frozenset[str] | None = None  # the token's scopes (None: the role's)
 
     @property
     def is_admin(self) -> bool:
         return self.role == "admin"
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        """The OAuth scopes this caller was granted (what `mcpfusion.authorization.scopes_of` reads)."""
+        return ROLE_SCOPES[self.role] if self.granted is None else self.granted
 
 
 DEMO_TOKENS: dict[str, Principal] = {
@@ -44,14 +72,15 @@ def get_settings(request: Request) -> Settings:
 
 
 def verifier_for(settings: Settings) -> JWTVerifier | None:
-    """The JWT verifier the settings describe (None when no key or JWKS is configured)."""
+    """The JWT verifier the settings describe (None when no key or JWKS is configured). Tokens must name
+    this service as their audience: `jwt_audience`, else the resource URL (RFC 8707)."""
     if not settings.jwt_key and not settings.jwt_jwks_url:
         return None
     return JWTVerifier(
         key=settings.jwt_key,
         jwks_url=None if settings.jwt_key else settings.jwt_jwks_url,
         issuer=settings.jwt_issuer,
-        audience=settings.jwt_audience,
+        audience=settings.jwt_audience or settings.resource_url,
         algorithms=settings.jwt_algorithms,
     )
 
@@ -81,4 +110,6 @@ async def authenticate(request: Request, settings: Settings | None = None) -> Pr
         raise unauthorized(f'The token has no "{settings.tenant_claim}" claim.')
     if role not in ROLES:
         raise HTTPException(status_code=403, detail=f"Role {role!r} may not use this service.")
-    return Principal(str(claims.get("sub", "")), tenant, role, str(claims.get("iss") or ""))
+    named = "scope" in claims or "scp" in claims
+    return Principal(str(claims.get("sub", "")), tenant, role, str(claims.get("iss") or ""),
+                     scopes_of(claims) if named else None)

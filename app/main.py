@@ -18,10 +18,10 @@ from fastapi import FastAPI
 
 from mcpfusion import Audit, RateLimit, __version__
 from mcpfusion.app import MCPFusion
-from mcpfusion.auth import RequireBearer
+from mcpfusion.authorization import ProtectedResource
 from mcpfusion.discovery import discover_tools
 
-from .auth import authenticate, verifier_for
+from .auth import SCOPE_DESCRIPTIONS, authenticate, verifier_for
 from .db import Database
 from .deps import cursor_scope
 from .pdf import invoice_resource
@@ -53,12 +53,27 @@ def create_fusion(settings: Settings, routers: str | Path = ROUTERS) -> MCPFusio
         telemetry=telemetry_for(settings),
         cursor_scope=cursor_scope,
         middleware=[Audit(), RateLimit(settings.rate_limit, per=60)],
+        authorization=protected_resource(settings),
         **transport,
     )
     # billing.invoice_pdf's documents, read back with resources/read (the same view of the invoice).
     fusion.resource_template("invoice://{id}", name="invoice_pdf", title="Invoice (PDF)", mime_type="application/pdf",
                              description="An invoice as a PDF document, as the caller may see it")(invoice_resource)
     return fusion
+
+
+def protected_resource(settings: Settings) -> ProtectedResource:
+    """The service as an OAuth protected resource: every MCP and REST request needs a valid bearer token (a
+    real HTTP 401 naming the metadata before any tool runs); the metadata names the authorization servers."""
+    return ProtectedResource(
+        resource=settings.resource_url,
+        authorization_servers=settings.authorization_servers,
+        authenticate=authenticate,
+        scopes_supported=SCOPE_DESCRIPTIONS,
+        resource_name="mcpfusion billing reference service",
+        token_url=settings.oauth_token_url,
+        authorization_url=settings.oauth_authorization_url,
+    )
 
 
 def create_app(settings: Settings | None = None, *, routers: str | Path = ROUTERS) -> FastAPI:
@@ -88,9 +103,7 @@ def create_app(settings: Settings | None = None, *, routers: str | Path = ROUTER
     app.state.db = db
     app.state.credentials = settings.credentials
     app.state.jwt_verifier = verifier_for(settings)
-    fusion.mount(app)  # /mcp, /healthz, /api/{tool}/{action}, /tools
-    # Every MCP and REST request needs a valid token: a real HTTP 401 before any tool runs.
-    app.add_middleware(RequireBearer, authenticate=authenticate, prefixes=("/mcp", "/api/"))
+    fusion.mount(app)  # /mcp, /healthz, /api/{tool}/{action}, /tools, the OAuth metadata and the bearer check
     _document_bearer(app)
     return app
 
@@ -107,8 +120,8 @@ def _document_bearer(app: FastAPI) -> None:
                                  "description": "Demo tokens: demo-admin, demo-support, demo-globex-admin."}
             for path, operations in schema.get("paths", {}).items():
                 if path.startswith("/api/"):
-                    for operation in operations.values():
-                        operation["security"] = [{"bearer": []}]
+                    for operation in operations.values():  # next to the OAuth2 scheme, when configured
+                        operation["security"] = [*operation.get("security", []), {"bearer": []}]
             app.openapi_schema = schema
         return app.openapi_schema
 

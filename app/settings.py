@@ -50,6 +50,13 @@ class Settings(BaseModel):
     jwt_algorithms: list[str] = Field(default_factory=lambda: ["HS256", "RS256", "ES256"])
     tenant_claim: str = "tenant"
     role_claim: str = "role"
+    # OAuth (MCP authorization): the resource URL tokens are issued for (their audience; derived from the
+    # request when unset), the authorization servers clients get tokens from (RFC 9728 metadata), and their
+    # token / authorize endpoints for the OpenAPI OAuth2 flows.
+    resource_url: str | None = None
+    authorization_servers: list[str] = Field(default_factory=list)
+    oauth_token_url: str | None = None
+    oauth_authorization_url: str | None = None
     credentials: dict[str, str] = Field(default_factory=dict)
     allowed_hosts: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
@@ -73,6 +80,10 @@ class Settings(BaseModel):
             "jwt_jwks_url": env.get("MCPFUSION_JWT_JWKS_URL") or None,
             "jwt_issuer": env.get("MCPFUSION_JWT_ISSUER") or None,
             "jwt_audience": env.get("MCPFUSION_JWT_AUDIENCE") or None,
+            "resource_url": env.get("MCPFUSION_RESOURCE_URL") or None,
+            "authorization_servers": _list(env.get("MCPFUSION_AUTHORIZATION_SERVERS")),
+            "oauth_token_url": env.get("MCPFUSION_OAUTH_TOKEN_URL") or None,
+            "oauth_authorization_url": env.get("MCPFUSION_OAUTH_AUTHORIZATION_URL") or None,
             "credentials": credentials,
             "allowed_hosts": _list(env.get("MCPFUSION_ALLOWED_HOSTS")),
             "allowed_origins": _list(env.get("MCPFUSION_ALLOWED_ORIGINS")),

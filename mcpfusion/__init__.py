@@ -3,6 +3,7 @@
 from . import ui
 from .app import MCPFusion
 from .audit import Audit
+from .authorization import ProtectedResource
 from .content import Audio, EmbeddedResource, Image, ResourceLink, attach, audio, document, image, link
 from .context import Context
 from .dispatch import CallContext, ToolRegistry
@@ -59,6 +60,7 @@ __all__ = [
     "Paging",
     "Presenter",
     "PresenterError",
+    "ProtectedResource",
     "RateLimit",
     "RedactionError",
     "ResponseBuilder",

@@ -34,6 +34,7 @@ from .resources import Resource, ResourceRegistry, ResourceTemplate
 from .tool import Tool
 
 if TYPE_CHECKING:
+    from .authorization import ProtectedResource, ScopesOf
     from .redis import RedisStores
     from .telemetry import Telemetry
 
@@ -85,9 +86,13 @@ class FusionBackend:
     def __init__(self, fusion: MCPFusion) -> None:
         self.fusion = fusion
 
-    def list_tools(self) -> list[dict[str, Any]]:
+    def listing_key(self, request: Request) -> frozenset[str] | None:
+        """The caller's granted scopes: callers with the same scopes see the same tools."""
+        return self.fusion.registry.granted(request)
+
+    def list_tools(self, key: frozenset[str] | None = None) -> list[dict[str, Any]]:
         raw = [t.descriptor for t in self.fusion.raw_tools.values()]
-        return [*raw, *self.fusion.registry.mcp_tools()]
+        return [*raw, *self.fusion.registry.mcp_tools(key)]
 
     async def call_tool(self, name: str, arguments: dict[str, Any], request: Request, context: Any) -> dict[str, Any]:
         raw = self.fusion.raw_tools.get(name)
@@ -118,6 +123,11 @@ class MCPFusion:
 
     `output_schemas=False` keeps every `outputSchema` out of `tools/list` (a token budget choice); results
     are still validated and still carry `structuredContent`.
+
+    `authorization` (a `mcpfusion.authorization.ProtectedResource`) makes the server an OAuth protected
+    resource: metadata, 401/403 challenges, and the bearer check when it has `authenticate=`. Actions declaring
+    `scopes=` are shown to and callable by callers granted them; `scopes_of(auth)` reads the granted scopes
+    from what authenticated the request (default: its `scopes`, or the claims' `scope` / `scp`).
     """
 
     def __init__(
@@ -134,6 +144,8 @@ class MCPFusion:
         cursor_scope: Callable[..., Any] | None = None,
         cursor_ttl: float = 3600.0,
         output_schemas: bool = True,
+        authorization: ProtectedResource | None = None,
+        scopes_of: ScopesOf | None = None,
         **transport: Any,
     ) -> None:
         unknown = set(transport) - _SETTING_NAMES
@@ -151,6 +163,8 @@ class MCPFusion:
         self.completions: dict[tuple[str, str, str], Callable[..., Any]] = {}
         self.raw_tools: dict[str, RawTool] = {}
         self.output_schemas = output_schemas  # False: tools/list advertises no outputSchema (saves tokens)
+        self.authorization = authorization
+        self.scopes_of = scopes_of or (authorization.scopes_of if authorization is not None else None)
         self._registry: ToolRegistry | None = None
         # Registered on first use: a tool's actions may be declared after `MCPFusion(tools=[...])`.
         self._pending_tools: list[Tool] = list(tools)
@@ -174,6 +188,9 @@ class MCPFusion:
             self._registry = ToolRegistry(self._pending_tools, paging=paging, output_schemas=self.output_schemas,
                                           middleware=self.middleware, signing_key=self.settings.signing_key)
             self._registry.telemetry = self.telemetry
+            if self.scopes_of is not None:
+                self._registry.scopes_of = self.scopes_of
+            self._registry.authorization = self.authorization
             self._pending_tools = []
         return self._registry
 
@@ -342,6 +359,8 @@ class MCPFusion:
         transport = self.transport
         transport.install(app)
         serve_offline(app)
+        if self.authorization is not None:
+            self.authorization.install(app, self.registry, mcp_path=self.settings.path)
         if transport.shared is not None:
             self.readiness.add("redis", transport.shared.ping)
         redis_client = getattr(transport.shared, "client", None)

@@ -7,7 +7,7 @@ alike (the framework lets it propagate to FastAPI), with `WWW-Authenticate: Bear
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import HTTPException
 from starlette.concurrency import run_in_threadpool
@@ -16,6 +16,18 @@ from starlette.requests import Request
 from .extras import require
 from .identity import AUTH_SCOPE_KEY
 from .problem import http_problem_response
+
+
+class ResourceChallenges(Protocol):
+    """What `RequireBearer` asks of a protected resource (`mcpfusion.authorization.ProtectedResource`)."""
+
+    def unauthorized_challenge(self, request: Request, challenge: str | None) -> str:
+        """The `WWW-Authenticate` of a 401, from the authentication's own challenge."""
+        ...
+
+    def refusal(self, request: Request, auth: Any) -> HTTPException | None:
+        """The 403 for an authenticated caller lacking the resource's required scopes, else None."""
+        ...
 
 
 def quoted(value: str) -> str:
@@ -165,6 +177,10 @@ class RequireBearer:
     missing or bad one is a 401 with `WWW-Authenticate` before any JSON-RPC is read (so a client can start
     its auth flow). `authenticate(request)` raises `HTTPException` to refuse; what it returns is kept in
     `scope["mcpfusion.auth"]` for dependencies to reuse (no second verification).
+
+    With `resource` (a `mcpfusion.authorization.ProtectedResource`), every 401 names the resource metadata
+    (`resource_metadata="..."`) and a token without the resource's required scopes gets a 403
+    `insufficient_scope`.
     """
 
     def __init__(
@@ -173,18 +189,27 @@ class RequireBearer:
         *,
         authenticate: Any,
         prefixes: Sequence[str] = ("/mcp", "/api/"),
+        resource: ResourceChallenges | None = None,
     ) -> None:
         self.app = app
         self.authenticate = authenticate
         self.prefixes = tuple(prefixes)
+        self.resource = resource
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] == "OPTIONS" or not scope["path"].startswith(self.prefixes):
             await self.app(scope, receive, send)
             return
         try:
-            scope[AUTH_SCOPE_KEY] = await self.authenticate(Request(scope))
+            request = Request(scope)
+            auth = scope[AUTH_SCOPE_KEY] = await self.authenticate(request)
+            refusal = self.resource.refusal(request, auth) if self.resource is not None else None
+            if refusal is not None:
+                raise refusal
         except HTTPException as exc:
+            if exc.status_code == 401 and self.resource is not None:
+                header = self.resource.unauthorized_challenge(request, (exc.headers or {}).get("WWW-Authenticate"))
+                exc = HTTPException(401, exc.detail, headers={**(exc.headers or {}), "WWW-Authenticate": header})
             await http_problem_response(exc, scope["path"])(scope, receive, send)
             return
         await self.app(scope, receive, send)

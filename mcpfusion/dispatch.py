@@ -15,6 +15,7 @@ from fastapi import HTTPException
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from .authorization import ScopesOf, insufficient_scope, scopes_of
 from .confirm import CONFIRM_PARAM, require_confirmation
 from .content import DEFAULT_MAX_BYTES, Attached, Content, ContentError, content_items, scrubbed
 from .context import Context
@@ -31,7 +32,8 @@ from .errors import (
     field_path,
     sent_value,
 )
-from .listing import entries, exposed, how_to_call
+from .identity import AUTH_SCOPE_KEY
+from .listing import Exposed, entries, exposed, how_to_call, mcp_name, restricted
 from .mcp.jsonrpc import ProtocolSignal
 from .middleware import ActionCall, CallNext, GuardState, Middleware, chain, describe
 from .output import invalid_output
@@ -43,6 +45,7 @@ from .select import SELECT_PARAM, select_keys
 from .tool import DISCRIMINATOR, Action, Tool, missing_discriminator, unknown_action
 
 if TYPE_CHECKING:
+    from .authorization import ProtectedResource
     from .telemetry import Telemetry
 
 logger = logging.getLogger("mcpfusion")
@@ -83,6 +86,9 @@ class ToolRegistry:
         self.guards = GuardState(signing_key)
         self._pipelines: dict[Action, CallNext | None] = {}
         self._routes: dict[str, tuple[Tool, Action | None]] = {}
+        # The caller's granted OAuth scopes, from what authenticated the request (None: not enforced).
+        self.scopes_of: ScopesOf = scopes_of
+        self.authorization: ProtectedResource | None = None  # names the resource metadata in 403 challenges
         self.telemetry: Telemetry | None = None
         self.max_content_bytes = DEFAULT_MAX_BYTES  # largest image, audio clip or document an action may send
         for tool in tools:
@@ -98,23 +104,37 @@ class ToolRegistry:
         self.tools[tool.name] = tool
         self._routes.update(routes)
 
-    def mcp_tools(self) -> list[dict[str, Any]]:
-        """`tools/list` entries of every tool (built on each call; the engine caches the server's listing)."""
-        listed = entries(self.tools.values())
+    def mcp_tools(self, granted: frozenset[str] | None = None) -> list[dict[str, Any]]:
+        """`tools/list` entries of every tool (built on each call; the engine caches the server's listing), as
+        a caller with the `granted` scopes sees them (None: everything)."""
+        listed = entries(self.tools.values(), None if granted is None else _allows(granted))
         if not self.output_schemas:
             listed = [{k: v for k, v in e.items() if k != "outputSchema"} for e in listed]
         return listed
+
+    def granted(self, request: Request) -> frozenset[str] | None:
+        """The scopes granted to the caller of `request`, or None when nothing authenticated it (then no
+        scope is enforced: a server without authentication works as without scopes)."""
+        auth = request.scope.get(AUTH_SCOPE_KEY)
+        if auth is None:
+            return None
+        found = self.scopes_of(auth)
+        return None if found is None else frozenset(found)
 
     def actions(self) -> Iterable[Action]:
         for tool in self.tools.values():
             yield from tool.actions.values()
 
-    def route(self, name: str, arguments: dict[str, Any]) -> tuple[Action, dict[str, Any]]:
-        """The action an MCP tool name (+ discriminator) points at, and its remaining arguments."""
+    def route(self, name: str, arguments: dict[str, Any], granted: frozenset[str] | None = None
+              ) -> tuple[Action, dict[str, Any]]:
+        """The action an MCP tool name (+ discriminator) points at, and its remaining arguments. With `granted`
+        scopes, what the caller may not call is answered as if it did not exist."""
         try:
             tool, action = self._routes[name]
         except KeyError:
-            raise UnknownToolError(name, self._routes) from None
+            raise UnknownToolError(name, self.visible_names(granted)) from None
+        if granted is not None:
+            tool = self._visible(Exposed(name, tool, action), granted)
         if action is not None:
             return action, arguments
         if DISCRIMINATOR not in arguments:
@@ -122,14 +142,40 @@ class ToolRegistry:
         arguments = dict(arguments)
         chosen = arguments.pop(DISCRIMINATOR)
         if not isinstance(chosen, str) or chosen not in tool.actions:
-            raise unknown_action(tool, chosen, self._served_elsewhere(name, chosen))
+            raise unknown_action(tool, chosen, self._served_elsewhere(name, chosen, granted))
         return tool.actions[chosen], arguments
 
-    def _served_elsewhere(self, name: str, chosen: Any) -> str | None:
+    def visible_names(self, granted: frozenset[str] | None) -> list[str]:
+        """The MCP tool names a caller with `granted` scopes sees."""
+        if granted is None:
+            return list(self._routes)
+        allows = _allows(granted)
+        return [n for n, (t, a) in self._routes.items() if (allows(a) if a else any(map(allows, t.actions.values())))]
+
+    def _visible(self, entry: Exposed, granted: frozenset[str]) -> Tool:
+        """The tool behind `entry` with only the actions `granted` allows, or `UnknownToolError` when none."""
+        view = restricted(entry, _allows(granted))
+        if view is None:
+            raise UnknownToolError(entry.name, self.visible_names(granted))
+        return view
+
+    def hidden(self, action: Action, granted: frozenset[str]) -> ToolError:
+        """What MCP answers for an action the caller lacks scopes for: exactly what it answers for an
+        unknown tool or action (the caller cannot tell that it exists)."""
+        name = mcp_name(action)
+        try:
+            view = self._visible(Exposed(name, *self._routes[name]), granted)
+        except ToolError as exc:
+            return exc
+        return unknown_action(view, action.name, self._served_elsewhere(name, action.name, granted))
+
+    def _served_elsewhere(self, name: str, chosen: Any, granted: frozenset[str] | None = None) -> str | None:
         """Under the profiles exposition, the recovery for an action of the same tool in another group."""
         tool = self._routes[name][0]
         origin = self.tools.get(next(iter(tool.actions.values())).tool.name) if tool.actions else None
         if origin is None or origin is tool or not isinstance(chosen, str) or chosen not in origin.actions:
+            return None
+        if granted is not None and not origin.actions[chosen].scopes <= granted:
             return None
         serving = next(e for e in exposed(origin) if chosen in e.tool.actions)
         return f"{chosen} is served by the tool {serving.name}" + (" (with this action)." if serving.action is None
@@ -181,9 +227,10 @@ class ToolRegistry:
         self, name: str, arguments: dict[str, Any] | None, request: Request, *, raise_http: bool = True,
         transport: str = "mcp",
     ) -> ToolResponse:
-        """One MCP `tools/call`. Unknown tools raise `UnknownToolError` (a protocol error on MCP)."""
+        """One MCP `tools/call`. Unknown tools (and tools the caller's scopes hide) raise `UnknownToolError`
+        (a protocol error on MCP)."""
         try:
-            action, arguments = self.route(name, arguments or {})
+            action, arguments = self.route(name, arguments or {}, self.granted(request))
         except UnknownToolError:
             raise
         except ToolError as exc:
@@ -213,6 +260,8 @@ class ToolRegistry:
     ) -> ToolResponse:
         arguments = dict(arguments)
         try:
+            if action.scopes:
+                self.authorize(action, request, transport)
             select = _pop_select(action, arguments)
             cursor = _pop_cursor(action, arguments) if action.paginate else None
             try:
@@ -227,6 +276,16 @@ class ToolRegistry:
             return await pipeline(call)
         except Exception as exc:
             return _failure(action, exc, raise_http)
+
+    def authorize(self, action: Action, request: Request, transport: str) -> None:
+        """Refuse a call the caller's scopes do not allow: REST answers 403 `insufficient_scope` naming the
+        scopes needed; the other transports answer as for an unknown action (they never list it)."""
+        granted = self.granted(request)
+        if granted is None or action.scopes <= granted:
+            return
+        if transport == "rest":
+            raise insufficient_scope(action.scopes, request, self.authorization, what=action.label)
+        raise self.hidden(action, granted)
 
     async def _run(self, action: Action, kwargs: dict[str, Any], request: Request, select: list[str] | None,
                    cursor: str | None, phase: Callable[[str], AbstractContextManager[Any]]) -> ToolResponse:
@@ -267,6 +326,11 @@ class ToolRegistry:
         page = Page()
         request.scope[PAGE_SCOPE_KEY] = page
         return PageCall(self.paging, action.qualified_name, how_to_call(action), fingerprint(filters), page)
+
+
+def _allows(granted: frozenset[str]) -> Callable[[Action], bool]:
+    """Whether a caller with the `granted` scopes may see and call an action."""
+    return lambda action: action.scopes <= granted
 
 
 def _failure_of(call: ActionCall, exc: Exception) -> ToolResponse:

@@ -3,13 +3,16 @@ with an `action` discriminator), flat (one MCP tool per action) or by annotation
 group of actions sharing their key hints). The one place that builds them; the schemas inside come from the
 tool's declarations, compacted by `mcpfusion.exposition`.
 
-Nothing here is cached: the engine keeps the one cached listing of a server (`Engine.invalidate_tools`).
+A caller may see only some actions (`mcpfusion.authorization`: scopes): `restricted` keeps the others out of
+the MCP tools that serve them, under the same names (a caller's scopes never rename or regroup a tool).
+
+Nothing here is cached: the engine keeps the cached listings of a server (`Engine.invalidate_tools`).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,14 +139,26 @@ def grouped_entry(tool: Tool, description: str | None = None) -> dict[str, Any]:
     return entry
 
 
-def tool_entries(tool: Tool) -> list[dict[str, Any]]:
-    """The `tools/list` entries one tool contributes under its exposition (none without actions)."""
+def restricted(entry: Exposed, allows: Callable[[Action], bool]) -> Tool | None:
+    """The tool behind `entry` with only the actions `allows` lets a caller see (`entry.tool` itself when it
+    keeps them all), or None when it keeps none."""
+    actions = [a for a in entry.tool.actions.values() if allows(a)]
+    if len(actions) == len(entry.tool.actions):
+        return entry.tool
+    return _view(entry.tool, entry.name, actions) if actions else None
+
+
+def tool_entries(tool: Tool, allows: Callable[[Action], bool] | None = None) -> list[dict[str, Any]]:
+    """The `tools/list` entries one tool contributes under its exposition (none without actions), with only
+    the actions `allows` (None: all of them)."""
     out: list[dict[str, Any]] = []
     for entry in exposed(tool):
-        out += flat_entries(entry.tool) if entry.action is not None else [grouped_entry(entry.tool)]
+        view = entry.tool if allows is None else restricted(entry, allows)
+        if view is not None:
+            out += flat_entries(view) if entry.action is not None else [grouped_entry(view)]
     return out
 
 
-def entries(tools: Iterable[Tool]) -> list[dict[str, Any]]:
-    """The `tools/list` entries of several tools, in order."""
-    return [entry for tool in tools for entry in tool_entries(tool)]
+def entries(tools: Iterable[Tool], allows: Callable[[Action], bool] | None = None) -> list[dict[str, Any]]:
+    """The `tools/list` entries of several tools, in order (with only the actions `allows`)."""
+    return [entry for tool in tools for entry in tool_entries(tool, allows)]

@@ -4,6 +4,11 @@
     tester = ToolTester([billing], app=app)          # app: for app.dependency_overrides (optional)
     result = await tester.call("billing", "get_invoice", {"id": "inv_1"}, headers={"authorization": "Bearer x"})
     assert result.data["id"] == "inv_1" and not result.is_error
+    await tester.call("billing", "void_invoice", {...}, auth={"sub": "u1", "scope": "billing:read"})
+
+A call is authenticated as over HTTP: `auth=` is what the authentication would have kept (claims, or the
+app's principal), else the registry's `ProtectedResource(authenticate=...)` runs on the headers. Actions the
+caller's scopes do not allow are answered as on MCP: like unknown ones.
 
 Add `pytest_plugins = ["mcpfusion.testing"]` to a conftest to get the `tool_tester` fixture.
 """
@@ -14,13 +19,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException
 from starlette.requests import Request
 
 from .context import Context
 from .dependencies import CONTEXT_SCOPE_KEY
 from .dispatch import ToolRegistry
-from .response import Suggestion, ToolResponse
+from .errors import FORBIDDEN, UNAUTHORIZED
+from .identity import AUTH_SCOPE_KEY
+from .response import Suggestion, ToolResponse, tool_error
 from .tool import DISCRIMINATOR, Tool
 from .ui import UIBlock
 
@@ -108,10 +115,18 @@ class ToolTester:
         *,
         headers: Mapping[str, str] | None = None,
         context: Context | None = None,
+        auth: Any = None,
     ) -> ToolResult:
-        """Call `tool` (MCP name) with `action` as discriminator for grouped tools, or an action directly."""
+        """Call `tool` (MCP name) with `action` as discriminator for grouped tools, or an action directly;
+        as the caller `auth` (see the module's docstring)."""
         args = dict(arguments or {})
         request = make_request(self.app, headers, context)
+        try:
+            auth = auth if auth is not None else await self._authenticate(request)
+        except HTTPException as exc:
+            return ToolResult(tool_error(UNAUTHORIZED if exc.status_code == 401 else FORBIDDEN, str(exc.detail)))
+        if auth is not None:
+            request.scope[AUTH_SCOPE_KEY] = auth
         target = self.registry.tools.get(tool)
         if action is not None and target is not None and target.exposition != "grouped":
             # flat or profiles: the action is reached by its tool and name, whatever MCP tool serves it
@@ -123,6 +138,11 @@ class ToolTester:
                 args[DISCRIMINATOR] = action
             response = await self.registry.call(tool, args, request, raise_http=False, transport="tester")
         return ToolResult(response)
+
+    async def _authenticate(self, request: Request) -> Any:
+        """What the registry's protected resource authenticates the request as (None without one)."""
+        authenticate = getattr(self.registry.authorization, "authenticate", None)
+        return None if authenticate is None else await authenticate(request)
 
 
 try:

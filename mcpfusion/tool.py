@@ -111,6 +111,12 @@ class Action:
     content_types: frozenset[str] | None = None  # MIME types of the content it may send (images, documents)
     json_schema: dict[str, Any] | None = None  # a hand-written input schema (`input_schema=`)
     json_validator: Any = None
+    own_scopes: frozenset[str] = frozenset()  # `scopes=` of the action itself (its tool's are added)
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        """The OAuth scopes a caller needs for this action: its tool's and its own (see `mcpfusion.authorization`)."""
+        return self.tool.scopes | self.own_scopes
 
     @property
     def label(self) -> str:
@@ -234,6 +240,7 @@ class Tool:
         title: str | None = None,
         middleware: Sequence[Any] = (),
         profile_hints: Sequence[str] = expo.PROFILE_HINTS,
+        scopes: Iterable[str] = (),
     ) -> None:
         if not _NAME.match(name):
             raise ValueError(f"tool name {name!r} must match {_NAME.pattern}")
@@ -251,6 +258,7 @@ class Tool:
         self.profile_hints = tuple(profile_hints)
         self.title = title
         self.middleware = tuple(middleware)  # around every action of this tool (see mcpfusion.middleware)
+        self.scopes = _scopes(scopes, f"tool {name!r}")  # needed by every action of this tool
         self.actions: dict[str, Action] = {}
         self.source: str | None = None  # set by discovery: the file that defined it
 
@@ -276,6 +284,7 @@ class Tool:
         confirm: bool | str = False,
         content_types: Iterable[str] | None = None,
         input_schema: dict[str, Any] | None = None,
+        scopes: Iterable[str] = (),
     ) -> Callable[[F], F]: ...
 
     def action(
@@ -296,6 +305,7 @@ class Tool:
         confirm: bool | str = False,
         content_types: Iterable[str] | None = None,
         input_schema: dict[str, Any] | None = None,
+        scopes: Iterable[str] = (),
     ) -> Any:
         """Register a handler as an action; its signature becomes the input schema. Works bare
         (`@tool.action`) and called (`@tool.action("name", readonly=True, returns=view)`).
@@ -311,7 +321,9 @@ class Tool:
         `content_types` lists the MIME types of the images, audio or documents it sends (see
         `mcpfusion.content`; anything else is refused before it leaves). `input_schema` replaces the signature's
         schema by a hand-written JSON Schema, validated the same way (the handler's parameters must be among its
-        properties).
+        properties). `scopes` are the OAuth scopes a caller needs (with the tool's own), like FastAPI's
+        `Security(..., scopes=[...])`: a caller without them does not see the action on MCP and gets 403 on REST
+        (see `mcpfusion.authorization`).
         """
         if callable(name) and not isinstance(name, str):
             fn = name
@@ -325,6 +337,7 @@ class Tool:
             )
             action.middleware = tuple(middleware)
             action.confirm = confirm
+            action.own_scopes = _scopes(scopes, f"{self.name}.{action.name}")
             if content_types is not None:
                 action.content_types = frozenset(c.split(";", 1)[0].strip().lower() for c in content_types)
             self.actions_add(action)
@@ -536,6 +549,17 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r}, actions={list(self.actions)})"
+
+
+def _scopes(scopes: Iterable[str], where: str) -> frozenset[str]:
+    """Declared scopes, checked: RFC 6749 scope tokens (printable ASCII, no space, quote or backslash)."""
+    if isinstance(scopes, str):
+        raise TypeError(f"{where}: scopes= takes a list of scope names, e.g. [{scopes!r}]")
+    out = frozenset(scopes)
+    for scope in out:
+        if not isinstance(scope, str) or not scope or any(c in ' "\\' or not 32 < ord(c) < 127 for c in scope):
+            raise ValueError(f"{where}: {scope!r} is not a valid OAuth scope (printable ASCII, no spaces or quotes)")
+    return out
 
 
 def _check_paging(fn: Callable[..., Any], paginate: int | bool | None, takes_page: bool,

@@ -5,7 +5,9 @@
 - a Model's fillable profile (`InvoiceModel.input_model("create")`) becomes the action's parameters;
 - presenters decide what the agent sees; `success_structured` and `toon_success` answer other shapes;
 - guards: a timeout on `remind`, at most two `export_invoices` at once, and `void_invoice` asks the user first
-  (the app adds a rate limit and the audit trail to every action, in `app/main.py`).
+  (the app adds a rate limit and the audit trail to every action, in `app/main.py`);
+- OAuth scopes: every action needs `billing:read`, writes `billing:write` too, `record_payment`
+  `payments:write` (a caller without them neither sees nor calls the action; see `app/auth.py`).
 """
 
 import hashlib
@@ -27,6 +29,7 @@ billing = Tool(
     tags=["finance", "invoices"],
     toon_description=True,
     exposition="profiles",  # reads (billing_read) apart from writes: list_invoices is advertised read-only
+    scopes=["billing:read"],
 )
 
 InvoiceCreate = InvoiceModel.input_model("create")
@@ -41,6 +44,7 @@ DETAIL = {"returns": invoice_presenter, "presenters": [invoice_admin, invoice_su
 # MCP hints default to destructive and open world: say what each action really does. Only the tenant's own
 # database is touched (closed world), except where an action reaches a customer or a payment processor.
 LOCAL = {"open_world": False}
+WRITE = ["billing:write"]
 
 
 @billing.action(readonly=True, returns=invoice_rows_presenter, presenters=[invoice_rows_admin, invoice_rows_support],
@@ -62,19 +66,19 @@ async def get_invoice(id: InvoiceId, store: BillingStore = Depends(get_store)) -
     return await store.get_invoice(id)
 
 
-@billing.action(destructive=False, **LOCAL, **DETAIL)
+@billing.action(destructive=False, scopes=WRITE, **LOCAL, **DETAIL)
 async def create_invoice(invoice: InvoiceCreate, store: BillingStore = Depends(get_store)) -> dict:
     """Create a draft invoice for a customer"""
     return await store.create_invoice(invoice.customer_id, invoice.due_date, invoice.lines, invoice.internal_note)
 
 
-@billing.action(idempotent=True, destructive=False, **LOCAL, **DETAIL)
+@billing.action(idempotent=True, destructive=False, scopes=WRITE, **LOCAL, **DETAIL)
 async def update_invoice_status(id: InvoiceId, change: InvoiceUpdate, store: BillingStore = Depends(get_store)) -> dict:
     """Move an invoice to its next status (draft->sent->paid)"""
     return await store.set_status(id, change.status)
 
 
-@billing.action(open_world=True, destructive=False, middleware=[Timeout(10)], **DETAIL)
+@billing.action(open_world=True, destructive=False, middleware=[Timeout(10)], scopes=WRITE, **DETAIL)
 async def remind(
     id: InvoiceId,
     ctx: Context,
@@ -88,8 +92,8 @@ async def remind(
     return invoice
 
 
-@billing.action(destructive=True, confirm="Void invoice {id} (reason: {reason})? This cannot be undone.", **LOCAL,
-                **DETAIL)
+@billing.action(destructive=True, confirm="Void invoice {id} (reason: {reason})? This cannot be undone.", scopes=WRITE,
+                **LOCAL, **DETAIL)
 async def void_invoice(
     id: InvoiceId,
     reason: Annotated[str, Field(min_length=3, max_length=200, description="Why the invoice is voided.")],
@@ -99,7 +103,7 @@ async def void_invoice(
     return await store.void(id, reason)
 
 
-@billing.action(open_world=True, destructive=False, **DETAIL)
+@billing.action(open_world=True, destructive=False, scopes=["payments:write"], **DETAIL)
 async def record_payment(
     id: InvoiceId,
     payment: PaymentCreate,

@@ -11,7 +11,8 @@ from app.store import BillingStore, customer_key
 from mcpfusion import Page, Tool
 from presenters import customer_admin, customer_support
 
-customers = Tool("customers", description="Customers of your organisation", tags=["crm"], select=True)
+customers = Tool("customers", description="Customers of your organisation", tags=["crm"], select=True,
+                 scopes=["customers:read"])
 AUDIENCES = {"returns": customer_presenter, "presenters": [customer_admin, customer_support], "open_world": False}
 
 

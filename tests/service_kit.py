@@ -27,6 +27,10 @@ from routers.customers import customers
 
 REFERENCE_TOOLS = {t.name: t for t in (billing, customers)}
 TOKENS = ("demo-admin", "demo-support", "demo-globex-admin")
+# The billing actions the support role's scopes (billing:read, customers:read) do not allow: hidden on MCP
+# (answered like unknown ones), 403 insufficient_scope on REST.
+WRITES = frozenset({"create_invoice", "update_invoice_status", "remind", "record_payment", "void_invoice"})
+HIDDEN_CODES = frozenset({"UNKNOWN_TOOL", "UNKNOWN_ACTION", "FORBIDDEN"})
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 ACME_PII = [v for _, _, email, phone, _ in CUSTOMERS["acme"] for v in (email, phone) if v]
 ACME_INVOICES = {f"inv_{n:04d}" for n in range(1, 25)}
@@ -192,6 +196,9 @@ async def call(transport: str, app: FastAPI, tool: str, action: str, args: dict[
                 return Outcome(body["code"], None, r.text)
             return Outcome(None, body, r.text)
         r = await mcp(client, tool, action, args, token)
+        if "error" in r.json():  # a protocol error: an unknown tool (or one the caller's scopes hide)
+            assert "Unknown tool" in r.json()["error"]["message"], r.text
+            return Outcome("UNKNOWN_TOOL", None, r.text)
         assert r.status_code == 200, r.text
         result = r.json()["result"]
         if result["isError"]:

@@ -125,7 +125,7 @@ async def test_remind_times_out_and_export_invoices_runs_two_at_once(tmp_path, t
 
 async def test_mutations_leave_an_audit_event(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="mcpfusion.audit")
-    caller = Caller(build(tmp_path), "rest", "billing", "demo-support")
+    caller = Caller(build(tmp_path), "rest", "billing", "demo-admin")
     try:
         assert (await caller.call("get_invoice", {"id": "inv_0001"})).code is None  # a read: no event
         assert (await caller.call("remind", {"id": "inv_0001", "message": "Kind regards"})).code is None
@@ -133,7 +133,7 @@ async def test_mutations_leave_an_audit_event(tmp_path, caplog):
         await caller.aclose()
     events = [json.loads(r.getMessage()) for r in caplog.records if r.name == "mcpfusion.audit"]
     assert [(e["action"], e["principal"], e["tenant"], e["outcome"]) for e in events] == [
-        ("billing.remind", "demo-support", "acme", "ok")]
+        ("billing.remind", "demo-admin", "acme", "ok")]
     assert events[0]["arguments"]["fields"] == ["id", "message"] and "Kind regards" not in caplog.text
 
 

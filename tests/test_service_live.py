@@ -7,11 +7,11 @@ import json
 
 import httpx
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.types import ElicitResult
 
-from tests.service_kit import ACME_PII, TOKENS, build, confirm_token, mcp_target, rest, serve
+from tests.service_kit import ACME_PII, TOKENS, WRITES, build, confirm_token, mcp_target, rest, serve
 
 IDS = {  # (overdue invoice, paid invoice, customer) of each token's tenant
     "demo-admin": ("inv_0001", "inv_0002", "cus_0001"),
@@ -48,12 +48,16 @@ def plan(token):
     ]
 
 
-async def run_plan(token, invoke):
+async def run_plan(token, invoke, refused):
+    """Every action of the plan; support's scopes allow no write, so each is `refused` instead."""
     created: list[str] = []
     texts = []
     for tool, action, args in plan(token):
-        placeholders = {"{new}": created[:1], "{other}": created[1:2]}
+        placeholders = {"{new}": created[:1] or ["inv_0001"], "{other}": created[1:2] or ["inv_0003"]}
         args = {k: placeholders[v][0] if isinstance(v, str) and v in placeholders else v for k, v in args.items()}
+        if token == "demo-support" and action in WRITES:
+            await refused(tool, action, args)
+            continue
         is_error, data, text = await invoke(tool, action, args)
         if is_error and "CONFIRMATION_REQUIRED" in text:  # a client that cannot ask: the user agrees
             is_error, data, text = await invoke(tool, action, {**args, "_confirm": confirm_token(text)})
@@ -77,9 +81,12 @@ async def test_every_action_over_mcp_with_the_sdk_client(base, token, mode):
     async with Client(streamable_http_client(base + "/mcp", http_client=http), mode=mode,
                       elicitation_callback=confirm) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(listed) == {"billing_read", "billing_write", "billing_void_invoice", "customers"}
+        if token == "demo-support":  # its scopes allow reads only: no write is listed
+            assert set(listed) == {"billing_read", "customers"}
+        else:
+            assert set(listed) == {"billing_read", "billing_write", "billing_void_invoice", "customers"}
+            assert listed["billing_void_invoice"].annotations.destructive_hint is not False
         assert listed["billing_read"].annotations.read_only_hint is True
-        assert listed["billing_void_invoice"].annotations.destructive_hint is not False
 
         async def invoke(tool, action, args):
             result = await client.call_tool(*mcp_target(tool, action, args))
@@ -89,8 +96,13 @@ async def test_every_action_over_mcp_with_the_sdk_client(base, token, mode):
             data = None if result.is_error or action != "create_invoice" else json.loads(result.content[0].text)
             return result.is_error, data, text
 
-        seen = await run_plan(token, invoke)
-    assert len(asked) == 1 and asked[0].startswith("Void invoice ")  # void_invoice asked, once
+        async def refused(tool, action, args):  # answered like a tool that does not exist
+            with pytest.raises(MCPError, match="Unknown tool"):
+                await client.call_tool(*mcp_target(tool, action, args))
+
+        seen = await run_plan(token, invoke, refused)
+    assert len(asked) == (0 if token == "demo-support" else 1)  # void_invoice asked once (support cannot call it)
+    assert all(a.startswith("Void invoice ") for a in asked)
     if token == "demo-support":
         assert not [v for v in ACME_PII if v in seen]
     else:
@@ -105,7 +117,14 @@ async def test_every_action_over_rest(base, token):
             r = await rest(client, tool, action, args, token)
             return r.status_code != 200, r.json(), r.text
 
-        seen = await run_plan(token, invoke)
+        async def refused(tool, action, args):  # 403 naming the scope to ask for
+            r = await rest(client, tool, action, args, token)
+            assert r.status_code == 403, r.text
+            challenge = r.headers["www-authenticate"]
+            assert 'error="insufficient_scope"' in challenge and "resource_metadata=" in challenge
+            assert ("payments:write" if action == "record_payment" else "billing:write") in challenge
+
+        seen = await run_plan(token, invoke, refused)
     if token == "demo-support":
         assert not [v for v in ACME_PII if v in seen]
 

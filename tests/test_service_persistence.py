@@ -21,7 +21,7 @@ async def test_writes_survive_a_real_server_restart(tmp_path):
             paid = await rest(client, "billing", "record_payment", {"id": invoice_id, "amount_cents": 2500},
                               "demo-admin")
             assert paid.json()["paid_cents"] == 2500
-            assert (await rest(client, "billing", "remind", {"id": invoice_id}, "demo-support")).status_code == 200
+            assert (await rest(client, "billing", "remind", {"id": invoice_id}, "demo-admin")).status_code == 200
             void = {"id": "inv_0003", "reason": "duplicate"}
             asked = await rest(client, "billing", "void_invoice", void, "demo-admin")
             assert asked.status_code == 428  # confirmation required: nothing voided yet

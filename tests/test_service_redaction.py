@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.service_kit import ACME_PII, build, call, call_confirmed
+from tests.service_kit import ACME_PII, HIDDEN_CODES, WRITES, build, call, call_confirmed
 
 TRANSPORTS = ["inproc", "rest", "mcp"]
 INTERNAL = ["internal_note", "margin_cents", "Account manager"]
@@ -18,11 +18,16 @@ NEW_LINE = [{"description": "Audit", "quantity": 2, "unit_price_cents": 1500}]
 
 
 async def every_action(app, transport, token):
-    """Every billing and customers action, reads and writes, with valid arguments: (label, outcome)."""
+    """Every billing and customers action, reads and writes, with valid arguments: (label, outcome). Support's
+    scopes allow no write: those are refused (hidden on MCP, 403 on REST), and leak nothing either."""
     out = []
 
     async def run(tool, action, args=None):
         outcome = await call_confirmed(transport, app, tool, action, args or {}, token)
+        if token == "demo-support" and action in WRITES:
+            assert outcome.error_code in HIDDEN_CODES, (tool, action, outcome)
+            out.append((f"{tool}.{action}", outcome))
+            return {"id": "inv_0001"}
         assert outcome.error_code is None, (tool, action, outcome)
         out.append((f"{tool}.{action}", outcome))
         return outcome.data

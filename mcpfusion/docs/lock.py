@@ -52,6 +52,8 @@ def action_contract(action: Action) -> dict[str, Any]:
         "output_schema": action.output_schema,
         "presenters": {p.name: _presenter(presenters.describe(p, ctx)) for p in action.presenters},
     }
+    if action.scopes:  # who may call it is part of the contract (absent: anyone the server lets in)
+        body["scopes"] = sorted(action.scopes)
     return {"digest": digest(body), **body}
 
 
@@ -134,7 +136,7 @@ def _presenter_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> 
 
 def _action_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     out = []
-    for key in ("mcp_tool", "description"):
+    for key in ("mcp_tool", "description", "scopes"):
         if old.get(key) != new.get(key):
             out.append(f"{where}: {key} {_short(old.get(key))} -> {_short(new.get(key))}")
     for hint in sorted(set(old.get("annotations", {})) | set(new.get("annotations", {}))):

@@ -46,6 +46,7 @@ def action_entry(action: Action, curl_base: str, memo: dict[int, dict[str, Any]]
         "description": action.description,
         "annotations": action.annotations(),
         "guards": registry.guards_of(action) if registry is not None else [],
+        "scopes": sorted(action.scopes),
         "mcp_name": listing.mcp_name(action),
         "discriminated": listing.discriminated(action),
         "rest_path": examples.rest_path(action),

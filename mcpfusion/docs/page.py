@@ -213,6 +213,8 @@ def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str) -> st
         f'<h3><code>{_e(a["qualified_name"])}</code>{title}</h3>{_hints(a["annotations"])}'
         f'<p class="desc">{_e(a["description"]) or "<span class=muted>No description.</span>"}</p>'
         f'<p class="route">{route}</p>'
+        + (f'<p class="scopes">OAuth scopes: {" ".join(f"<code>{_e(s)}</code>" for s in a["scopes"])}</p>'
+           if a.get("scopes") else "")
         + (f'<h4>Guards</h4><div class="guards">{_ul([_e(g) for g in a["guards"]])}</div>'
            if a.get("guards") else "")
         + f"<h4>Parameters</h4>{parameters_table(a['parameters'])}{definitions(a['input_schema'])}"

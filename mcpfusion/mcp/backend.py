@@ -13,8 +13,12 @@ from starlette.requests import Request
 
 
 class ToolBackend(Protocol):
-    def list_tools(self) -> list[dict[str, Any]]:
-        """`tools/list` entries (name, description, inputSchema, optional outputSchema, annotations, title)."""
+    """A backend may also define `listing_key(request) -> Hashable | None`: when it returns a key (e.g. the
+    caller's OAuth scopes), the engine asks `list_tools(key)` for that caller's view and caches it per key."""
+
+    def list_tools(self, key: Any = None) -> list[dict[str, Any]]:
+        """`tools/list` entries (name, description, inputSchema, optional outputSchema, annotations, title),
+        as seen by callers of `listing_key` `key` (None: the whole listing)."""
         ...
 
     async def call_tool(self, name: str, arguments: dict[str, Any], request: Request, context: Any) -> dict[str, Any]:

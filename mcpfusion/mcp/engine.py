@@ -8,7 +8,8 @@ imports the layer that defines it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -36,6 +37,7 @@ MODERN_METHODS = frozenset({
     "server/discover", "tools/list", "tools/call", "resources/list", "resources/templates/list",
     "resources/read", "prompts/list", "prompts/get", "completion/complete", "subscriptions/listen",
 })
+LISTING_CACHE_SIZE = 64  # views of the tools kept (one per set of granted scopes seen recently)
 CACHEABLE = frozenset({"tools/list", "resources/list", "resources/templates/list", "resources/read",
                        "prompts/list", "server/discover"})
 
@@ -105,9 +107,11 @@ class Engine:
         self.cache_scope = cache_scope
         self.make_context = make_context
         self.observer = observer
-        # The one cached listing of the server: `tools/list` entries, and the input schemas of the tools
-        # that declare `x-mcp-header` (what 2026-07-28 checks `Mcp-Param-*` headers against).
-        self._tools_cache: tuple[list[dict[str, Any]], dict[str, Any]] | None = None
+        # The cached listings of the server, one per view of the tools (a caller's OAuth scopes may hide some:
+        # the backend's `listing_key(request)`), least recently used dropped first: `tools/list` entries, and
+        # the input schemas of the tools that declare `x-mcp-header` (what 2026-07-28 checks `Mcp-Param-*`
+        # headers against).
+        self._tools_cache: OrderedDict[Hashable, tuple[list[dict[str, Any]], dict[str, Any]]] = OrderedDict()
         self.max_subscriptions = max_subscriptions
         self.max_uri_length = max_uri_length
         self._handlers: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
@@ -141,7 +145,7 @@ class Engine:
 
     def invalidate_tools(self) -> None:
         """Forget the precomputed `tools/list` (call after adding or removing tools)."""
-        self._tools_cache = None
+        self._tools_cache.clear()
 
     def initialize_result(self, protocol_version: str) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -195,20 +199,28 @@ class Engine:
             result["instructions"] = self.instructions
         return result
 
-    def _listing(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        cached = self._tools_cache
+    def _listing(self, request: Request | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        keyed = getattr(self.tools, "listing_key", None)
+        key = keyed(request) if keyed is not None and request is not None else None
+        cache = self._tools_cache
+        cached = cache.get(key)
         if cached is None:
-            tools = list(self.tools.list_tools())
+            tools = list(self.tools.list_tools(key) if key is not None else self.tools.list_tools())
             headers = {t["name"]: t.get("inputSchema") for t in tools if "x-mcp-header" in repr(t.get("inputSchema"))}
-            cached = self._tools_cache = (tools, headers)
+            cached = cache[key] = (tools, headers)
+            if len(cache) > LISTING_CACHE_SIZE:
+                cache.popitem(last=False)
+        else:
+            cache.move_to_end(key)
         return cached
 
-    def header_schema(self, name: Any) -> Any:
-        """Input schema of tool `name` if it declares `x-mcp-header` anywhere (else None: nothing to check)."""
-        return self._listing()[1].get(name) if isinstance(name, str) else None
+    def header_schema(self, name: Any, request: Request | None = None) -> Any:
+        """Input schema of tool `name` (as the caller of `request` sees it) if it declares `x-mcp-header`
+        anywhere (else None: nothing to check)."""
+        return self._listing(request)[1].get(name) if isinstance(name, str) else None
 
     async def _tools_list(self, call: Call) -> dict[str, Any]:
-        return {"tools": self._listing()[0]}
+        return {"tools": self._listing(call.request)[0]}
 
     async def _tools_call(self, call: Call) -> dict[str, Any]:
         params = call.params

@@ -86,7 +86,7 @@ class ModernWire(WirePipeline):
             return error_response(msg_id, verdict.code, verdict.message, verdict.data)
         params = message.get("params") or {}
         if method == "tools/call" and not request.scope.get(TRUSTED_HEADERS_KEY):
-            schema = self.engine.header_schema(params.get("name"))
+            schema = self.engine.header_schema(params.get("name"), request)
             if schema is not None:
                 arguments = params.get("arguments")
                 all_headers = {k: v.strip(" \t") for k, v in request.headers.items()}

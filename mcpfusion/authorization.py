@@ -1,0 +1,267 @@
+"""OAuth authorization of an MCP server, as the MCP authorization specification asks of a resource server.
+
+- `ProtectedResource` publishes the protected resource metadata (RFC 9728) at
+  `/.well-known/oauth-protected-resource` and at its path-suffixed form (`.../oauth-protected-resource/mcp`),
+  so a client that got a 401 finds the authorization server; every 401 of `RequireBearer` carries
+  `WWW-Authenticate: Bearer resource_metadata="..."`, and a token without the resource's `required_scopes`
+  gets a 403 `insufficient_scope` before any JSON-RPC is read.
+- Scopes per action (`@tool.action(scopes=[...])`, `Tool(..., scopes=[...])`) are enforced in the core call
+  path (`mcpfusion.dispatch`): on MCP and stdio an action the caller lacks scopes for is not listed and is
+  answered like an unknown one; on REST it is a 403 `insufficient_scope` naming the scope needed.
+
+The caller's granted scopes come from what the authentication kept in `scope["mcpfusion.auth"]`
+(`scopes_of`): an object with a `scopes` attribute, or a claims mapping with `scope` (space-separated, RFC
+9068) or `scp` (a list). A request nothing authenticated has no granted scopes at all: nothing is enforced,
+so a server without authentication works as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from fastapi import FastAPI, HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from .auth import RequireBearer, quoted
+
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
+#: The OpenAPI security scheme name of the OAuth2 flows (`ProtectedResource.document_openapi`).
+OAUTH2_SCHEME = "oauth2"
+
+ScopesOf = Callable[[Any], Iterable[str] | None]
+
+
+class Registry(Protocol):
+    """What the metadata and OpenAPI need of the tools (`mcpfusion.dispatch.ToolRegistry`)."""
+
+    authorization: Any
+    scopes_of: ScopesOf
+
+    def actions(self) -> Iterable[Any]: ...
+
+
+def _as_scopes(value: Any) -> frozenset[str]:
+    """A `scope` string (space-separated) or a list of scopes, as a set; anything else grants nothing."""
+    if isinstance(value, str):
+        return frozenset(value.split())
+    if isinstance(value, list | tuple | set | frozenset):
+        return frozenset(s for s in value if isinstance(s, str) and s)
+    return frozenset()
+
+
+def scopes_of(auth: Any) -> frozenset[str] | None:
+    """The scopes granted to an authenticated caller: `auth.scopes`, or the claims' `scope` / `scp`.
+
+    None when nothing authenticated the request (`auth` is None): no scope is enforced then. An
+    authenticated caller whose result says nothing about scopes is granted none (fail closed)."""
+    if auth is None:
+        return None
+    if isinstance(auth, Mapping):
+        return _as_scopes(auth.get("scope", auth.get("scp")))
+    return _as_scopes(getattr(auth, "scopes", None))
+
+
+def scope_string(scopes: Iterable[str]) -> str:
+    """Scopes as one space-separated string, in a stable order (RFC 6749 section 3.3)."""
+    return " ".join(sorted(scopes))
+
+
+def challenge(*params: tuple[str, str | None]) -> str:
+    """A `Bearer` challenge with its auth-params quoted (RFC 6750 section 3); None values are left out."""
+    text = ", ".join(f"{name}={quoted(value)}" for name, value in params if value is not None)
+    return f"Bearer {text}" if text else "Bearer"
+
+
+def insufficient_scope(needed: Iterable[str], request: Request | None = None,
+                       resource: ProtectedResource | None = None, *, what: str = "This request") -> HTTPException:
+    """The 403 for a token lacking `needed` scopes: `error="insufficient_scope"`, the `scope` to ask the
+    authorization server for, and the resource metadata URL when a `ProtectedResource` is configured."""
+    scope = scope_string(needed)
+    description = f"{what} needs the scope(s): {scope}."
+    metadata = resource.metadata_url(request) if resource is not None and request is not None else None
+    header = challenge(("error", "insufficient_scope"), ("scope", scope), ("resource_metadata", metadata),
+                       ("error_description", description))
+    return HTTPException(status_code=403, detail=description, headers={"WWW-Authenticate": header})
+
+
+class ProtectedResource:
+    """An MCP server as an OAuth protected resource (RFC 9728): what a client needs to get a token for it.
+
+        resource = ProtectedResource(
+            resource="https://billing.example.com/mcp",          # the audience tokens must name (RFC 8707)
+            authorization_servers=["https://auth.example.com"],
+            authenticate=verify_bearer,                           # async (request) -> the caller, or HTTP 401
+        )
+        fusion = MCPFusion("billing", tools=[...], authorization=resource)
+
+    `resource` may be left out: it is then derived from each request (its origin + the MCP path), which is
+    only as stable as the Host header: set it in production, and bind the token verifier's audience to it.
+    `scopes_supported` (a list, or a mapping scope -> description for OpenAPI) defaults to every scope the
+    tools declare with `required_scopes`. `required_scopes` are needed for any request to `/mcp` and `/api`
+    (403 `insufficient_scope` otherwise) and are advertised in the 401 challenge. `token_url` and
+    `authorization_url` (the authorization server's endpoints) give OpenAPI its OAuth2 flows.
+    """
+
+    def __init__(
+        self,
+        *,
+        authorization_servers: Sequence[str] = (),
+        resource: str | None = None,
+        authenticate: Callable[[Request], Any] | None = None,
+        scopes_supported: Sequence[str] | Mapping[str, str] | None = None,
+        required_scopes: Iterable[str] = (),
+        bearer_methods: Sequence[str] = ("header",),
+        resource_name: str | None = None,
+        resource_documentation: str | None = None,
+        token_url: str | None = None,
+        authorization_url: str | None = None,
+        scopes_of: ScopesOf = scopes_of,
+    ) -> None:
+        if resource is not None and (urlsplit(resource).scheme not in ("http", "https") or urlsplit(resource).fragment):
+            raise ValueError(f"ProtectedResource: resource {resource!r} must be an http(s) URL without a fragment")
+        self.resource = resource.rstrip("/") if resource else None
+        self.authorization_servers = list(authorization_servers)
+        self.authenticate = authenticate
+        self.scope_descriptions = dict(scopes_supported) if isinstance(scopes_supported, Mapping) else {}
+        self.declared_scopes = list(scopes_supported) if scopes_supported is not None else None
+        self.required_scopes = frozenset(required_scopes)
+        self.bearer_methods = list(bearer_methods)
+        self.resource_name = resource_name
+        self.resource_documentation = resource_documentation
+        self.token_url = token_url
+        self.authorization_url = authorization_url
+        self.scopes_of = scopes_of
+        self.mcp_path = "/mcp"
+        self.registry: Registry | None = None
+
+    # -- the metadata document ------------------------------------------------------------------------
+
+    def resource_url(self, request: Request | None = None) -> str:
+        """The resource identifier: the configured one, else the request's origin + the MCP path."""
+        if self.resource is not None:
+            return self.resource
+        if request is None:
+            raise ValueError("ProtectedResource: no resource= configured, so it needs a request to derive it")
+        return str(request.base_url).rstrip("/") + self.mcp_path
+
+    def metadata_url(self, request: Request | None = None) -> str:
+        """Where the metadata is: the well-known path inserted between the resource's host and its path
+        (RFC 9728 section 3.1), e.g. `https://h/.well-known/oauth-protected-resource/mcp`."""
+        parts = urlsplit(self.resource_url(request))
+        return f"{parts.scheme}://{parts.netloc}{WELL_KNOWN}{parts.path.rstrip('/')}"
+
+    def scopes_supported(self) -> list[str]:
+        """The advertised scopes: as configured, else the required ones and every scope a tool declares."""
+        if self.declared_scopes is not None:
+            return self.declared_scopes
+        found = set(self.required_scopes)
+        if self.registry is not None:
+            for action in self.registry.actions():
+                found |= action.scopes
+        return sorted(found)
+
+    def metadata(self, request: Request | None = None) -> dict[str, Any]:
+        """The RFC 9728 document."""
+        document: dict[str, Any] = {"resource": self.resource_url(request)}
+        if self.authorization_servers:
+            document["authorization_servers"] = self.authorization_servers
+        document["scopes_supported"] = self.scopes_supported()
+        document["bearer_methods_supported"] = self.bearer_methods
+        if self.resource_name:
+            document["resource_name"] = self.resource_name
+        if self.resource_documentation:
+            document["resource_documentation"] = self.resource_documentation
+        return document
+
+    # -- challenges -------------------------------------------------------------------------------------
+
+    def unauthorized_challenge(self, request: Request, challenge_header: str | None) -> str:
+        """A 401's `WWW-Authenticate` with `resource_metadata` (and the required `scope`) added to the
+        authentication's own challenge (which may carry `error` and `error_description`)."""
+        header = (challenge_header or "Bearer").strip()
+        scheme, _, params = header.partition(" ")
+        if scheme.lower() != "bearer":
+            return header
+        added = [f"resource_metadata={quoted(self.metadata_url(request))}"]
+        if self.required_scopes and "scope=" not in params:
+            added.append(f"scope={quoted(scope_string(self.required_scopes))}")
+        return "Bearer " + ", ".join(p for p in (params.strip(), *added) if p)
+
+    def refusal(self, request: Request, auth: Any) -> HTTPException | None:
+        """The 403 `insufficient_scope` for a caller not granted every required scope, else None."""
+        if not self.required_scopes or self.required_scopes <= frozenset(self.scopes_of(auth) or ()):
+            return None
+        return insufficient_scope(self.required_scopes, request, self, what="This resource")
+
+    # -- installation -----------------------------------------------------------------------------------
+
+    def install(self, app: FastAPI, registry: Registry | None = None, *, mcp_path: str = "/mcp",
+                prefixes: Sequence[str] = ("/mcp", "/api/")) -> None:
+        """Serve the metadata (both well-known forms), document OAuth2 in OpenAPI, and, when `authenticate`
+        is set, require a valid bearer token under `prefixes` (`RequireBearer` with this resource's challenges)."""
+        self.mcp_path = mcp_path
+        self.registry = registry
+        paths = {WELL_KNOWN, WELL_KNOWN + mcp_path.rstrip("/")}
+        if self.resource is not None:
+            paths.add(WELL_KNOWN + urlsplit(self.resource).path.rstrip("/"))
+        for path in sorted(paths):
+            app.add_api_route(path, self._endpoint, methods=["GET"], tags=["authorization"],
+                              summary="OAuth protected resource metadata (RFC 9728)",
+                              include_in_schema=path == WELL_KNOWN)
+        if self.authenticate is not None:
+            app.add_middleware(RequireBearer, authenticate=self.authenticate, prefixes=prefixes, resource=self)
+        if registry is not None:
+            registry.authorization = self
+            if registry.scopes_of is scopes_of:  # MCPFusion(scopes_of=...) wins
+                registry.scopes_of = self.scopes_of
+            self.document_openapi(app, registry)
+
+    async def _endpoint(self, request: Request) -> JSONResponse:
+        # A public document: browser-based clients (the MCP Inspector) read it from another origin.
+        return JSONResponse(self.metadata(request), headers={"Access-Control-Allow-Origin": "*",
+                                                              "Cache-Control": "public, max-age=300"})
+
+    # -- OpenAPI ----------------------------------------------------------------------------------------
+
+    def openapi_scheme(self) -> dict[str, Any] | None:
+        """The OpenAPI OAuth2 security scheme: client credentials (with `token_url`) and authorization code
+        (with `authorization_url` too), listing the scopes; None when the endpoints are unknown."""
+        if self.token_url is None:
+            return None
+        scopes = {s: self.scope_descriptions.get(s, "") for s in self.scopes_supported()}
+        flows: dict[str, Any] = {"clientCredentials": {"tokenUrl": self.token_url, "scopes": scopes}}
+        if self.authorization_url is not None:
+            flows["authorizationCode"] = {"authorizationUrl": self.authorization_url, "tokenUrl": self.token_url,
+                                          "scopes": scopes}
+        issuers = ", ".join(self.authorization_servers)
+        return {"type": "oauth2", "description": "OAuth 2 access tokens" + (f" of {issuers}" if issuers else ""),
+                "flows": flows}
+
+    def document_openapi(self, app: FastAPI, registry: Registry, prefix: str = "/api") -> None:
+        """Declare the OAuth2 scheme and, on each REST operation, the scopes its action needs."""
+        generate = app.openapi
+
+        def openapi() -> dict[str, Any]:
+            if app.openapi_schema is None:
+                schema = generate()
+                scheme = self.openapi_scheme()
+                if scheme is not None:
+                    schema.setdefault("components", {}).setdefault("securitySchemes", {})[OAUTH2_SCHEME] = scheme
+                    paths = schema.get("paths", {})
+                    for action in registry.actions():
+                        for operation in paths.get(f"{prefix}/{action.tool.name}/{action.name}", {}).values():
+                            needed = sorted(action.scopes | self.required_scopes)
+                            operation["security"] = [{OAUTH2_SCHEME: needed}, *operation.get("security", [])]
+                            operation.setdefault("responses", {}).setdefault("403", {
+                                "description": "The token lacks a scope this action needs (insufficient_scope)"})
+                app.openapi_schema = schema
+            return app.openapi_schema
+
+        app.openapi = openapi  # type: ignore[method-assign]
+
+
+__all__ = ["OAUTH2_SCHEME", "WELL_KNOWN", "ProtectedResource", "challenge", "insufficient_scope", "scope_string",
+           "scopes_of"]
