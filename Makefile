@@ -20,7 +20,7 @@ MIN_TESTS := tests/test_fastapi_versions.py tests/test_tools.py tests/test_model
 	tests/test_mcp_hardening.py tests/test_mcp_sdk_client.py tests/test_mcp_stdio.py tests/test_rest.py \
 	tests/test_rest_problems.py tests/test_service_auth.py tests/test_service_tenancy.py
 
-.PHONY: install run test lint bench conformance system-deps fastapi-min docs docs-build
+.PHONY: install run test lint bench conformance system-deps oauth-provider fastapi-min docs docs-build
 
 # The library with every extra, plus the reference service's own dependencies (a dependency group: never
 # a dependency of the wheel). pip >= 25.1 reads dependency groups.
@@ -51,6 +51,10 @@ fastapi-min: install $(MIN_STAMP)
 system-deps:
 	@bash scripts/system_deps.sh
 
+# The OAuth authorization server of the integration tests (pinned oidc-provider and Node 22, from npm).
+oauth-provider:
+	@bash scripts/oauth_provider.sh >/dev/null
+
 run: $(RUN_STAMP)
 	$(PY) -m mcpfusion.cli serve app.main:app --host $(HOST) --port $(PORT)
 
@@ -58,7 +62,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: install system-deps $(MIN_STAMP)
+test: install system-deps oauth-provider $(MIN_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy  # strict, on mcpfusion/ (pyproject [tool.mypy])
 	$(PY) -m pytest -q -p no:cacheprovider

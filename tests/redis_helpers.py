@@ -36,6 +36,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def stop_process(process: subprocess.Popen[bytes] | None) -> None:
+    """Terminate `process` if it still runs (killed after 10 s) and reap it."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def redis_server_binary() -> str:
     """`redis-server`, installed with the project's system-deps script when absent (never skipped)."""
     found = shutil.which("redis-server")
@@ -81,13 +92,7 @@ class RedisServer:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.process = None
 
     def restart(self) -> None:

@@ -138,9 +138,9 @@ def free_socket() -> socket.socket:
 
 
 @contextmanager
-def serve(app: FastAPI) -> Iterator[str]:
-    """Run `app` (lifespan on) with uvicorn in a thread on a free port; stop it on exit."""
-    sock = free_socket()
+def serve(app: FastAPI, sock: socket.socket | None = None) -> Iterator[str]:
+    """Run `app` (lifespan on) with uvicorn in a thread on a free port (or the bound `sock`); stop it on exit."""
+    sock = sock or free_socket()
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)

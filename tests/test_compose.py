@@ -158,3 +158,24 @@ def test_observability_profile_wires_the_collector_to_the_trace_viewer():
     # The app sends to the collector's OTLP/HTTP port when the profile's endpoint is set.
     app_env = SERVICES["app"]["environment"]
     assert "OTEL_EXPORTER_OTLP_ENDPOINT" in app_env and app_env["OTEL_SERVICE_NAME"] == "mcpfusion-billing"
+
+
+def test_auth_profile_runs_the_tests_authorization_server_for_the_app():
+    oauth = SERVICES["oauth"]
+    assert oauth["profiles"] == ["auth"] and "profiles" not in SERVICES["app"]
+    assert oauth["image"].startswith("node:22")
+    # The same provider script and pinned oidc-provider as tests/oauth_server.py (scripts/oauth_provider.sh).
+    pinned = re.search(r'PROVIDER_PKG="([^"]+)"', (ROOT / "scripts" / "oauth_provider.sh").read_text()).group(1)
+    script = " ".join(command_of(oauth))
+    assert f"npm install --no-audit --no-fund --loglevel=error {pinned} && exec node provider.mjs" in script
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in oauth["volumes"]}
+    assert mounts[f"{oauth['working_dir']}/provider.mjs"] == "./deploy/oauth/provider.mjs"
+    assert mounts[f"{oauth['working_dir']}/clients.json"] == "./deploy/oauth/clients.json"
+    env, app_env = oauth["environment"], SERVICES["app"]["environment"]
+    port = env["OAUTH_PORT"]
+    assert f"{port}:{port}" in oauth["ports"] and env["OAUTH_HOST"] == "0.0.0.0"
+    # The app trusts its keys (fetched inside the network), its issuer and the MCP resource it issues for.
+    assert app_env["MCPFUSION_JWT_JWKS_URL"] == f"http://oauth:{port}/jwks"
+    assert app_env["MCPFUSION_JWT_ISSUER"] == env["OAUTH_ISSUER"] == f"http://localhost:{port}"
+    lb_port = SERVICES["lb"]["ports"][0].split(":")[0]
+    assert app_env["MCPFUSION_JWT_AUDIENCE"] == env["OAUTH_RESOURCES"] == f"http://localhost:{lb_port}/mcp"
