@@ -98,10 +98,11 @@ class AuthorizationServer:
         stop_process(self.process)
         self.process = None
 
-    def restart(self, keys: list[dict[str, Any]]) -> None:
-        """Stop, then start again with `keys` (the first one signs): a key rotation."""
+    def restart(self, keys: list[dict[str, Any]], resources: Sequence[str] | None = None) -> None:
+        """Stop, then start again with `keys` (the first one signs: a key rotation) and `resources`."""
         self.stop()
         self.keys = keys
+        self.resources = list(resources or self.resources)
         self.start()
 
     def token(self, client_id: str, scope: str | None = None, resource: str | None = None) -> str:

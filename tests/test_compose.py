@@ -174,8 +174,33 @@ def test_auth_profile_runs_the_tests_authorization_server_for_the_app():
     env, app_env = oauth["environment"], SERVICES["app"]["environment"]
     port = env["OAUTH_PORT"]
     assert f"{port}:{port}" in oauth["ports"] and env["OAUTH_HOST"] == "0.0.0.0"
-    # The app trusts its keys (fetched inside the network), its issuer and the MCP resource it issues for.
+    # The app trusts its keys (fetched inside the network) and its issuer; its metadata names it; the MCP
+    # resource (the tokens' audience) is the one the server issues tokens for.
     assert app_env["MCPFUSION_JWT_JWKS_URL"] == f"http://oauth:{port}/jwks"
     assert app_env["MCPFUSION_JWT_ISSUER"] == env["OAUTH_ISSUER"] == f"http://localhost:{port}"
+    assert app_env["MCPFUSION_AUTHORIZATION_SERVERS"] == env["OAUTH_ISSUER"]
+    assert app_env["MCPFUSION_OAUTH_TOKEN_URL"] == f"{env['OAUTH_ISSUER']}/token"
     lb_port = SERVICES["lb"]["ports"][0].split(":")[0]
-    assert app_env["MCPFUSION_JWT_AUDIENCE"] == env["OAUTH_RESOURCES"] == f"http://localhost:{lb_port}/mcp"
+    assert app_env["MCPFUSION_RESOURCE_URL"] == env["OAUTH_RESOURCES"] == f"http://localhost:{lb_port}/mcp"
+    assert "MCPFUSION_JWT_AUDIENCE" not in app_env  # the audience is the resource URL
+
+
+async def test_the_app_on_the_compose_environment_names_the_auth_profiles_server(tmp_path):
+    import httpx
+
+    from app.main import create_app
+    from app.settings import Settings, database_url
+
+    # As compose would set it, but for values interpolated from the caller's shell (unset here).
+    env = {k: str(v) for k, v in SERVICES["app"]["environment"].items() if "${" not in str(v)}
+    settings = Settings.from_env(env, database_url=database_url(None, tmp_path / "compose.sqlite3"))
+    app = create_app(settings)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost:8000") as client:
+        denied = await client.post("/mcp", json={})
+        metadata = (await client.get("/.well-known/oauth-protected-resource/mcp")).json()
+    assert denied.status_code == 401
+    assert 'resource_metadata="http://localhost:8000/.well-known/oauth-protected-resource/mcp"' in \
+        denied.headers["www-authenticate"]
+    assert metadata["resource"] == SERVICES["oauth"]["environment"]["OAUTH_RESOURCES"]
+    assert metadata["authorization_servers"] == [SERVICES["oauth"]["environment"]["OAUTH_ISSUER"]]
+    assert app.state.jwt_verifier.audience == metadata["resource"]
