@@ -22,7 +22,7 @@ from typing import Literal
 from fastapi import HTTPException
 from starlette.requests import Request
 
-from mcpfusion.auth import AUTH_SCOPE_KEY, JWTVerifier, bearer_token, unauthorized
+from mcpfusion.auth import AUTH_SCOPE_KEY, IntrospectionVerifier, JWTVerifier, bearer_token, unauthorized
 from mcpfusion.authorization import scopes_of
 
 from .settings import Settings
@@ -71,17 +71,27 @@ def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def verifier_for(settings: Settings) -> JWTVerifier | None:
-    """The JWT verifier the settings describe (None when no key or JWKS is configured). Tokens must name
-    this service as their audience: `jwt_audience`, else the resource URL (RFC 8707)."""
+def verifier_for(settings: Settings) -> JWTVerifier | IntrospectionVerifier | None:
+    """The token verifier the settings describe: introspection (opaque tokens) when its URL is set, else JWTs
+    (None when no key or JWKS is configured). Tokens must name this service as their audience: `jwt_audience`,
+    else the resource URL (RFC 8707)."""
+    audience = settings.jwt_audience or settings.resource_url
+    if settings.introspection_url:
+        if not settings.introspection_client_id or not settings.introspection_client_secret:
+            raise ValueError("MCPFUSION_INTROSPECTION_URL needs MCPFUSION_INTROSPECTION_CLIENT_ID and "
+                             "MCPFUSION_INTROSPECTION_CLIENT_SECRET (the service's own client credentials)")
+        return IntrospectionVerifier(settings.introspection_url, client_id=settings.introspection_client_id,
+                                     client_secret=settings.introspection_client_secret, audience=audience,
+                                     issuer=settings.jwt_issuer)
     if not settings.jwt_key and not settings.jwt_jwks_url:
         return None
     return JWTVerifier(
         key=settings.jwt_key,
         jwks_url=None if settings.jwt_key else settings.jwt_jwks_url,
         issuer=settings.jwt_issuer,
-        audience=settings.jwt_audience or settings.resource_url,
+        audience=audience,
         algorithms=settings.jwt_algorithms,
+        jwks_refetch_floor=settings.jwks_refetch_floor,
     )
 
 
@@ -99,7 +109,7 @@ async def authenticate(request: Request, settings: Settings | None = None) -> Pr
     token = bearer_token(request)
     if settings.demo_mode and token in DEMO_TOKENS:
         return DEMO_TOKENS[token]
-    verifier: JWTVerifier | None = getattr(request.app.state, "jwt_verifier", None)
+    verifier: JWTVerifier | IntrospectionVerifier | None = getattr(request.app.state, "jwt_verifier", None)
     if verifier is None:
         raise unauthorized("Unknown token." + (" Demo tokens: demo-admin, demo-support, demo-globex-admin."
                                                if settings.demo_mode else ""))

@@ -57,6 +57,11 @@ class Settings(BaseModel):
     authorization_servers: list[str] = Field(default_factory=list)
     oauth_token_url: str | None = None
     oauth_authorization_url: str | None = None
+    jwks_refetch_floor: float = 10.0  # seconds between JWKS refetches for unknown key ids (a rotated key)
+    # Opaque tokens: checked at the authorization server's introspection endpoint (RFC 7662) instead of as JWTs.
+    introspection_url: str | None = None
+    introspection_client_id: str | None = None
+    introspection_client_secret: str | None = None
     credentials: dict[str, str] = Field(default_factory=dict)
     allowed_hosts: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
@@ -84,6 +89,9 @@ class Settings(BaseModel):
             "authorization_servers": _list(env.get("MCPFUSION_AUTHORIZATION_SERVERS")),
             "oauth_token_url": env.get("MCPFUSION_OAUTH_TOKEN_URL") or None,
             "oauth_authorization_url": env.get("MCPFUSION_OAUTH_AUTHORIZATION_URL") or None,
+            "introspection_url": env.get("MCPFUSION_INTROSPECTION_URL") or None,
+            "introspection_client_id": env.get("MCPFUSION_INTROSPECTION_CLIENT_ID") or None,
+            "introspection_client_secret": env.get("MCPFUSION_INTROSPECTION_CLIENT_SECRET") or None,
             "credentials": credentials,
             "allowed_hosts": _list(env.get("MCPFUSION_ALLOWED_HOSTS")),
             "allowed_origins": _list(env.get("MCPFUSION_ALLOWED_ORIGINS")),
@@ -92,6 +100,8 @@ class Settings(BaseModel):
         }
         if env.get("MCPFUSION_RATE_LIMIT"):
             values["rate_limit"] = int(env["MCPFUSION_RATE_LIMIT"])
+        if env.get("MCPFUSION_JWKS_REFETCH_FLOOR"):
+            values["jwks_refetch_floor"] = float(env["MCPFUSION_JWKS_REFETCH_FLOOR"])
         if env.get("MCPFUSION_JWT_ALGORITHMS"):
             values["jwt_algorithms"] = _list(env["MCPFUSION_JWT_ALGORITHMS"])
         values.update(overrides)

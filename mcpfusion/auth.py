@@ -1,4 +1,5 @@
-"""Bearer-token helpers for dependencies: read the token, verify a JWT, answer a real HTTP 401.
+"""Bearer-token helpers for dependencies: read the token, verify it (a JWT, or an opaque token by
+introspection), answer a real HTTP 401.
 
 A dependency that raises `HTTPException(401)` makes the whole HTTP request fail with 401 on MCP and REST
 alike (the framework lets it propagate to FastAPI), with `WWW-Authenticate: Bearer` as RFC 6750 asks.
@@ -6,7 +7,12 @@ alike (the framework lets it propagate to FastAPI), with `WWW-Authenticate: Bear
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from fastapi import HTTPException
@@ -16,6 +22,109 @@ from starlette.requests import Request
 from .extras import require
 from .identity import AUTH_SCOPE_KEY
 from .problem import http_problem_response
+
+logger = logging.getLogger("mcpfusion.auth")
+
+
+class IntrospectionVerifier:
+    """Verifies opaque access tokens with the authorization server's introspection endpoint (RFC 7662).
+
+        verifier = IntrospectionVerifier("https://auth.example.com/token/introspection",
+                                         client_id="billing-api", client_secret="...",
+                                         audience="https://billing.example.com/mcp")
+        claims = await verifier.averify(token)      # or ProtectedResource(verifier=verifier)
+
+    The resource server authenticates itself with HTTP Basic (`client_secret_basic`). An inactive token,
+    one issued for another audience or by another issuer is a 401; an unreachable or failing endpoint is a
+    503 (the token may be fine). Answers are cached for `cache_ttl` seconds, never past the token's `exp`,
+    keyed by the token's SHA-256 (the token itself is never kept).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        client_id: str,
+        client_secret: str,
+        audience: str | None = None,
+        issuer: str | None = None,
+        cache_ttl: float = 60,
+        cache_size: int = 10_000,
+        timeout: float = 10,
+        http: Any = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._httpx = require("httpx", extra="auth", feature="IntrospectionVerifier")
+        self.url = url
+        self.auth = (client_id, client_secret)
+        self.audience = audience
+        self.issuer = issuer
+        self.cache_ttl = cache_ttl
+        self.cache_size = cache_size
+        self.timeout = timeout
+        self.http = http  # an httpx.AsyncClient to share (tests, connection pooling); one per call otherwise
+        self.clock = clock
+        self.requests = 0
+        self._cache: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+
+    async def averify(self, token: str) -> dict[str, Any]:
+        """The token's introspection claims (`scope`, `sub`, `aud`, `exp`...), or an HTTP 401 / 503."""
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        now = self.clock()
+        cached = self._cache.get(digest)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        self._cache.pop(digest, None)
+        claims = self._check(await self._introspect(token), now)
+        expires = now + self.cache_ttl
+        if isinstance(claims.get("exp"), int | float):
+            expires = min(expires, float(claims["exp"]))
+        if expires > now:
+            self._cache[digest] = (expires, claims)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return claims
+
+    async def _introspect(self, token: str) -> Any:
+        httpx = self._httpx
+        self.requests += 1
+        form = {"token": token, "token_type_hint": "access_token"}
+        try:
+            if self.http is not None:
+                response = await self.http.post(self.url, data=form, auth=self.auth, timeout=self.timeout)
+            else:
+                async with httpx.AsyncClient(timeout=self.timeout) as client:
+                    response = await client.post(self.url, data=form, auth=self.auth)
+            response.raise_for_status()
+            return response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            logger.warning("token introspection at %s failed: %s", self.url, type(exc).__name__)
+            raise HTTPException(status_code=503, detail="The authorization server could not check the token; "
+                                "retry later.", headers={"Retry-After": "5"}) from None
+
+    def _check(self, claims: Any, now: float) -> dict[str, Any]:
+        if not isinstance(claims, dict) or claims.get("active") is not True:
+            raise unauthorized("The token is not active.")
+        exp = claims.get("exp")
+        if isinstance(exp, int | float) and exp <= now:
+            raise unauthorized("The token has expired.")
+        if self.issuer is not None and claims.get("iss") != self.issuer:
+            raise unauthorized("The token was issued by another authorization server.")
+        if self.audience is not None:
+            audiences = claims.get("aud")
+            audiences = [audiences] if isinstance(audiences, str) else audiences if isinstance(audiences, list) else []
+            if self.audience not in audiences:
+                raise unauthorized("The token was not issued for this resource.")
+        return claims
+
+
+def bearer_authenticator(verifier: Any) -> Callable[[Request], Any]:
+    """`authenticate(request)` for `RequireBearer`: the bearer token's claims, as `verifier.averify` gives them."""
+
+    async def authenticate(request: Request) -> Any:
+        return await verifier.averify(bearer_token(request))
+
+    return authenticate
 
 
 class ResourceChallenges(Protocol):
@@ -100,8 +209,70 @@ def _load_key(key: str) -> tuple[Any, frozenset[str]]:
     return public, _family_of(public)
 
 
+class JWKSKeys:
+    """The signing keys a JWKS URL publishes, as `JWTVerifier` needs them through key rotations.
+
+    Fetched on first use and again after `lifespan` seconds. A token naming a key id the set does not have
+    (the authorization server rotated its key) refetches the set once; such refetches happen at most every
+    `refetch_floor` seconds, so a flood of tokens with made-up key ids cannot hammer the authorization
+    server. A key removed from the set stops being accepted at the next fetch. A failed fetch keeps the
+    keys already known."""
+
+    def __init__(self, url: str, *, lifespan: float = 300, refetch_floor: float = 10, timeout: float = 10,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        jwt = require("jwt", extra="auth", feature="JWTVerifier")
+        self._jwt = jwt
+        # PyJWT fetches and parses the set; the caching and its refetch policy are ours.
+        self.client = jwt.PyJWKClient(url, cache_keys=False, cache_jwk_set=False, timeout=timeout)
+        self.url = url
+        self.lifespan = lifespan
+        self.refetch_floor = refetch_floor
+        self.clock = clock
+        self.fetches = 0
+        self._keys: dict[str | None, Any] = {}
+        self._fetched_at: float | None = None
+        self._refetched_at: float | None = None
+        self._lock = threading.Lock()
+
+    def key(self, kid: str | None) -> Any:
+        """The `PyJWK` of `kid` (a set of one key also serves tokens without a kid), or `PyJWKClientError`."""
+        with self._lock:
+            now = self.clock()
+            if self._fetched_at is None or now - self._fetched_at >= self.lifespan:
+                self._load(now)
+            found = self._find(kid)
+            if found is None and (self._refetched_at is None or now - self._refetched_at >= self.refetch_floor):
+                self._refetched_at = now
+                self._load(now)
+                found = self._find(kid)
+        if found is None:
+            raise self._jwt.PyJWKClientError(f"no signing key {kid!r} in the JWKS")
+        return found
+
+    def _find(self, kid: str | None) -> Any:
+        if kid is None and len(self._keys) == 1:
+            return next(iter(self._keys.values()))
+        return self._keys.get(kid)
+
+    def _load(self, now: float) -> None:
+        self.fetches += 1
+        try:
+            jwk_set = self.client.get_jwk_set(refresh=True)
+        except self._jwt.PyJWKClientError:
+            if not self._keys:
+                raise
+            logger.warning("JWKS %s could not be fetched; the keys fetched before are kept", self.url)
+            self._fetched_at = now - self.lifespan + self.refetch_floor  # try again after the floor
+            return
+        self._keys = {k.key_id: k for k in jwk_set.keys if k.public_key_use in ("sig", None)}
+        self._fetched_at = now
+
+
 class JWTVerifier:
-    """Verifies JWTs with PyJWT: signature (shared key, PEM public key, or JWKS), expiry, issuer, audience."""
+    """Verifies JWTs with PyJWT: signature (shared key, PEM public key, or JWKS), expiry, issuer, audience.
+
+    With `jwks_url`, the keys follow the authorization server's rotations (see `JWKSKeys`: refetched for an
+    unknown key id, at most every `jwks_refetch_floor` seconds)."""
 
     def __init__(
         self,
@@ -113,12 +284,14 @@ class JWTVerifier:
         algorithms: Sequence[str] = ("RS256",),
         leeway: float = 30,
         required_claims: Sequence[str] = ("exp",),
+        jwks_lifespan: float = 300,
+        jwks_refetch_floor: float = 10,
     ) -> None:
         if (key is None) == (jwks_url is None):
             raise ValueError("JWTVerifier needs exactly one of key= or jwks_url=")
-        self._jwt = jwt = require("jwt", extra="auth", feature="JWTVerifier")
+        self._jwt = require("jwt", extra="auth", feature="JWTVerifier")
         self.key: Any = key
-        self.jwks = jwt.PyJWKClient(jwks_url, cache_keys=True) if jwks_url else None
+        self.jwks = JWKSKeys(jwks_url, lifespan=jwks_lifespan, refetch_floor=jwks_refetch_floor) if jwks_url else None
         self.issuer = issuer
         self.audience = audience
         self.algorithms = list(algorithms)
@@ -140,10 +313,12 @@ class JWTVerifier:
             key: Any = self.key
             algorithms = self.algorithms
             if self.jwks is not None:
-                signing = self.jwks.get_signing_key_from_jwt(token)
-                key = signing.key
+                kid = jwt.get_unverified_header(token).get("kid")
+                key = self.jwks.key(kid if isinstance(kid, str) else None).key
                 family = _family_of(key)
                 algorithms = [a for a in algorithms if a in family]
+                if not algorithms:  # pinned: a key of another family is never tried with another algorithm
+                    raise unauthorized("The token's signing algorithm is not accepted here.")
             claims: dict[str, Any] = jwt.decode(
                 token,
                 key,
@@ -155,6 +330,9 @@ class JWTVerifier:
             )
         except jwt.ExpiredSignatureError:
             raise unauthorized("The token has expired.") from None
+        except jwt.PyJWKClientConnectionError:  # no key known yet and the JWKS is unreachable: not the token's fault
+            raise HTTPException(status_code=503, detail="The authorization server's keys could not be fetched; "
+                                "retry later.", headers={"Retry-After": "5"}) from None
         except jwt.PyJWKClientError:
             raise unauthorized("The token's signing key is unknown.") from None
         except (jwt.InvalidTokenError, jwt.InvalidKeyError) as exc:

@@ -25,7 +25,7 @@ from fastapi import FastAPI, HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from .auth import RequireBearer, quoted
+from .auth import RequireBearer, bearer_authenticator, quoted
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 #: The OpenAPI security scheme name of the OAuth2 flows (`ProtectedResource.document_openapi`).
@@ -93,10 +93,13 @@ class ProtectedResource:
         resource = ProtectedResource(
             resource="https://billing.example.com/mcp",          # the audience tokens must name (RFC 8707)
             authorization_servers=["https://auth.example.com"],
-            authenticate=verify_bearer,                           # async (request) -> the caller, or HTTP 401
+            verifier=JWTVerifier(jwks_url=..., issuer=..., audience="https://billing.example.com/mcp"),
         )
         fusion = MCPFusion("billing", tools=[...], authorization=resource)
 
+    `verifier` (a `JWTVerifier` or an `IntrospectionVerifier` of `mcpfusion.auth`) checks the bearer token
+    and keeps its claims as the caller; `authenticate` (async, request -> the caller, or an HTTP 401) does it
+    any other way. Either one makes every request under `/mcp` and `/api` need a valid token.
     `resource` may be left out: it is then derived from each request (its origin + the MCP path), which is
     only as stable as the Host header: set it in production, and bind the token verifier's audience to it.
     `scopes_supported` (a list, or a mapping scope -> description for OpenAPI) defaults to every scope the
@@ -111,6 +114,7 @@ class ProtectedResource:
         authorization_servers: Sequence[str] = (),
         resource: str | None = None,
         authenticate: Callable[[Request], Any] | None = None,
+        verifier: Any = None,
         scopes_supported: Sequence[str] | Mapping[str, str] | None = None,
         required_scopes: Iterable[str] = (),
         bearer_methods: Sequence[str] = ("header",),
@@ -124,7 +128,9 @@ class ProtectedResource:
             raise ValueError(f"ProtectedResource: resource {resource!r} must be an http(s) URL without a fragment")
         self.resource = resource.rstrip("/") if resource else None
         self.authorization_servers = list(authorization_servers)
-        self.authenticate = authenticate
+        if authenticate is not None and verifier is not None:
+            raise ValueError("ProtectedResource takes authenticate= or verifier=, not both")
+        self.authenticate = authenticate if verifier is None else bearer_authenticator(verifier)
         self.scope_descriptions = dict(scopes_supported) if isinstance(scopes_supported, Mapping) else {}
         self.declared_scopes = list(scopes_supported) if scopes_supported is not None else None
         self.required_scopes = frozenset(required_scopes)

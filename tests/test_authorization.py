@@ -399,3 +399,30 @@ async def test_an_authentication_failure_other_than_401_keeps_its_status():
     async with client(app) as http:
         refused = await http.post("/mcp", json={}, headers=auth("reader"))
     assert refused.status_code == 403 and "guest" in refused.json()["detail"]
+
+
+async def test_the_sdk_clients_oauth_helpers_discover_the_metadata_from_a_401():
+    """What the official SDK client does on a 401: read resource_metadata, try the discovery URLs, validate."""
+    from mcp.client.auth.utils import (
+        build_protected_resource_metadata_discovery_urls,
+        extract_resource_metadata_from_www_auth,
+        extract_scope_from_www_auth,
+    )
+    from mcp.shared.auth import ProtectedResourceMetadata
+
+    app = fusion(required_scopes=["crm:read"]).build_app()
+    async with client(app) as http:
+        refused = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        url = extract_resource_metadata_from_www_auth(refused)
+        assert url == "http://127.0.0.1/.well-known/oauth-protected-resource/mcp"
+        assert extract_scope_from_www_auth(refused) == "crm:read"
+        urls = build_protected_resource_metadata_discovery_urls(None, "http://127.0.0.1/mcp")
+        assert urls == ["http://127.0.0.1/.well-known/oauth-protected-resource/mcp",
+                        "http://127.0.0.1/.well-known/oauth-protected-resource"]
+        for found in {url, *urls}:
+            document = ProtectedResourceMetadata.model_validate((await http.get(found)).json())
+            assert str(document.resource) == "http://127.0.0.1/mcp"
+            assert [str(a) for a in document.authorization_servers] == [AS]
+        forbidden = await http.post("/mcp", json={}, headers=auth("nobody"))
+        assert extract_scope_from_www_auth(forbidden) == "crm:read"
+        assert extract_resource_metadata_from_www_auth(forbidden) == url
