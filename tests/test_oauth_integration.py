@@ -56,7 +56,13 @@ class Stack:
 
 
 @pytest.fixture
-def stack(tmp_path: Path) -> Iterator[Stack]:
+def settings() -> dict[str, Any]:
+    """Settings of the reference service on top of the stack's (a test parametrizes it to change them)."""
+    return {}
+
+
+@pytest.fixture
+def stack(tmp_path: Path, settings: dict[str, Any]) -> Iterator[Stack]:
     """The reference service (demo tokens off) trusting a running oidc-provider, both on free ports: its
     metadata names the provider, and tokens must name its /mcp URL as their audience."""
     sock = free_socket()  # the service's port, known first: its /mcp URL is the resource tokens are bound to
@@ -64,7 +70,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
     with running_authorization_server(tmp_path, resources=[resource]) as server:
         app = build(tmp_path, demo_mode=False, jwt_jwks_url=server.jwks_url, jwt_issuer=server.issuer,
                     jwt_algorithms=["RS256"], resource_url=resource, authorization_servers=[server.issuer],
-                    oauth_token_url=server.token_endpoint)
+                    oauth_token_url=server.token_endpoint, **settings)
         with serve(app, sock) as base:
             yield Stack(server, app, base)
 
@@ -106,11 +112,20 @@ async def test_provider_token_verifies_with_jwtverifier_against_its_jwks(stack):
     assert refused.value.status_code == 401 and "InvalidAudienceError" in str(refused.value.detail)
 
 
-async def test_provider_refuses_a_scope_the_client_was_not_given(stack):
-    r = httpx.post(stack.server.token_endpoint, data={"grant_type": "client_credentials",
-                                                      "scope": "billing:read billing:write"},
-                   auth=("billing-support", "demo-support-secret"))
-    assert r.status_code == 400 and r.json()["error"] == "invalid_scope"
+@pytest.mark.parametrize(("client", "asked", "granted"), [
+    ("billing-support", "billing:read billing:write payments:write customers:read", "billing:read customers:read"),
+    ("billing-support", "billing:read billing:write", "billing:read"),
+    ("billing-admin", "billing:read billing:write nonsense", "billing:read billing:write"),
+])
+async def test_provider_grants_only_the_scopes_the_client_may_have(stack, client, asked, granted):
+    """Asked for more (an MCP client asks for every scope the resource supports), a client gets the subset
+    it was given (RFC 6749 section 3.3), never another scope."""
+    r = httpx.post(stack.server.token_endpoint, data={"grant_type": "client_credentials", "scope": asked},
+                   auth=(client, SECRETS[client]))
+    assert r.status_code == 200, r.text
+    assert r.json()["scope"] == granted
+    claims = jwt.decode(r.json()["access_token"], options={"verify_signature": False})
+    assert claims["scope"] == granted and claims["aud"] == stack.resource  # the default resource
 
 
 async def test_right_scopes_are_answered_on_mcp_both_wires_and_rest(stack):
@@ -189,6 +204,38 @@ async def test_foreign_tokens_are_401(stack):
         elsewhere = stack.server.token("billing-admin", scope="billing:read", resource="http://127.0.0.1:1/mcp")
         r = await rest(client, "billing", "list_invoices", {}, elsewhere)
         assert r.status_code == 401 and "InvalidAudienceError" in r.text
+
+
+async def test_a_rotated_signing_key_is_accepted_after_the_jwks_refresh(stack):
+    before = stack.token("billing-admin", "billing:read")
+    async with httpx.AsyncClient(base_url=stack.base, timeout=30) as client:
+        assert (await rest(client, "billing", "list_invoices", {}, before)).status_code == 200  # the JWKS is fetched
+        # Rotation: the provider restarts with a new key first (it signs), the old one still published.
+        stack.server.restart([signing_key("key-2"), *stack.server.keys])
+        after = stack.token("billing-admin", "billing:read")
+        assert jwt.get_unverified_header(after)["kid"] == "key-2"
+        for token in (after, before):
+            assert (await rest(client, "billing", "list_invoices", {}, token)).status_code == 200
+            r = await mcp(client, "billing", "list_invoices", {}, token)
+            assert r.status_code == 200 and r.json()["result"]["isError"] is False, r.text
+            session = McpSession(client, token)
+            assert (await session.start()).status_code == 200
+
+
+@pytest.mark.parametrize("settings", [{"jwks_refetch_floor": 0}])  # a second rotation at once, without waiting
+async def test_a_retired_signing_key_is_refused_after_the_next_rotation(stack):
+    first = stack.token("billing-admin", "billing:read")
+    async with httpx.AsyncClient(base_url=stack.base, timeout=30) as client:
+        assert (await rest(client, "billing", "list_invoices", {}, first)).status_code == 200
+        stack.server.restart([signing_key("key-2"), *stack.server.keys])
+        assert (await rest(client, "billing", "list_invoices", {}, stack.token("billing-admin", "billing:read"))
+                ).status_code == 200
+        stack.server.restart([signing_key("key-3"), stack.server.keys[0]])  # key-1 leaves the JWKS
+        newest = stack.token("billing-admin", "billing:read")
+        assert (await rest(client, "billing", "list_invoices", {}, newest)).status_code == 200  # refetched
+        for r in (await rest(client, "billing", "list_invoices", {}, first),
+                  await mcp(client, "billing", "list_invoices", {}, first)):
+            assert r.status_code == 401 and "resource_metadata=" in r.headers["www-authenticate"], r.text
 
 
 @pytest.mark.parametrize("wire", ["2026-07-28", "2025-11-25"])
@@ -279,3 +326,21 @@ async def test_sdk_client_credentials_provider_discovers_the_metadata_from_a_401
     assert token is not None
     claims = jwt.decode(token.access_token, options={"verify_signature": False})
     assert claims["aud"] == stack.resource and claims["iss"] == stack.server.issuer  # RFC 8707 resource sent
+
+
+async def test_sdk_client_of_the_support_role_sees_and_calls_no_write(stack):
+    """The same SDK flow for the support client: it asks for every scope the metadata lists, gets only its
+    own, and the service offers it no write (calling one is answered like an unknown tool)."""
+    storage = MemoryStorage()
+    auth = ClientCredentialsOAuthProvider(server_url=stack.resource, storage=storage, client_id="billing-support",
+                                          client_secret=SECRETS["billing-support"], issuer=stack.server.issuer)
+    async with (httpx2.AsyncClient(auth=auth, timeout=30) as http,
+                Client(streamable_http_client(stack.resource, http_client=http)) as client):
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) == {"billing_read", "customers"}
+        assert all(t.annotations.read_only_hint for t in tools.values())
+        name, arguments = mcp_target("billing", "void_invoice", {"id": "inv_0001", "reason": "duplicate"})
+        with pytest.raises(Exception, match=f"Unknown tool: {name}"):
+            await client.call_tool(name, arguments)
+    assert storage.tokens is not None and storage.tokens.scope == "billing:read customers:read"
+

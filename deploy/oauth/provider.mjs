@@ -38,14 +38,17 @@ function signingKeys() {
   return { keys: [{ ...jwk, kid: `generated-${Date.now()}`, alg: 'RS256', use: 'sig' }] };
 }
 
-// Every scope a client may hold; listing them makes the provider refuse one the client was not given.
+// Every scope a client may hold (the discovery document's scopes_supported).
 const scopes = [...new Set(clients.flatMap((c) => (c.scope || '').split(' ').filter(Boolean)))];
 
 const provider = new Provider(issuer, {
+  // A client's scopes are what it may be granted (allowed_scope), not a list to refuse requests against: a
+  // request for more gets the subset it may have (RFC 6749 section 3.3), as MCP clients ask for every scope the
+  // resource supports.
   clients: clients.map(({ client_id, client_secret, scope, tenant, role, token_endpoint_auth_method }) => ({
     client_id,
     client_secret,
-    scope,
+    allowed_scope: scope || '',
     tenant,
     role,
     grant_types: ['client_credentials'],
@@ -53,9 +56,10 @@ const provider = new Provider(issuer, {
     redirect_uris: [],
     token_endpoint_auth_method: token_endpoint_auth_method || 'client_secret_basic',
   })),
-  extraClientMetadata: { properties: ['tenant', 'role'] },
+  extraClientMetadata: { properties: ['tenant', 'role', 'allowed_scope'] },
   scopes: ['openid', ...scopes],
   jwks: signingKeys(),
+  ttl: { ClientCredentials: ttl },
   features: {
     devInteractions: { enabled: false },
     clientCredentials: { enabled: true },
@@ -64,11 +68,12 @@ const provider = new Provider(issuer, {
       enabled: true,
       defaultResource: () => resources[0],
       useGrantedResource: () => true,
-      getResourceServerInfo: (ctx, resource) => {
+      // The token's scope is the requested scopes this client may have, for this resource.
+      getResourceServerInfo: (ctx, resource, client) => {
         if (!resources.includes(resource)) {
           throw new Provider.errors.InvalidTarget(`unknown resource ${resource}`);
         }
-        return { scope: scopes.join(' '), audience: resource, accessTokenTTL: ttl, accessTokenFormat: 'jwt',
+        return { scope: client.allowed_scope, audience: resource, accessTokenTTL: ttl, accessTokenFormat: 'jwt',
           jwt: { sign: { alg: 'RS256' } } };
       },
     },
