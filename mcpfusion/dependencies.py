@@ -133,6 +133,15 @@ def build_dependant(
     return get_dependant(path="", call=collect)
 
 
+def security_scopes(dependant: Dependant) -> frozenset[str]:
+    """The OAuth scopes declared with FastAPI's `Security(dependency, scopes=[...])` anywhere among an action's
+    dependencies: the action needs them too (see `mcpfusion.authorization`)."""
+    found = set(dependant.own_oauth_scopes or ())
+    for sub in dependant.dependencies:
+        found |= security_scopes(sub)
+    return frozenset(found)
+
+
 class DependencyErrors(Exception):
     """FastAPI reported parameter errors (e.g. a missing header)."""
 

@@ -18,7 +18,7 @@ from pydantic.fields import FieldInfo
 
 from . import exposition as expo
 from . import toon
-from .dependencies import build_dependant, is_empty, split_parameters, takes_page
+from .dependencies import build_dependant, is_empty, security_scopes, split_parameters, takes_page
 from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
 from .model import READ_SCHEMA_OF
 from .output import Output, bare, cardinality, model_of, shape, share, union
@@ -321,9 +321,9 @@ class Tool:
         `content_types` lists the MIME types of the images, audio or documents it sends (see
         `mcpfusion.content`; anything else is refused before it leaves). `input_schema` replaces the signature's
         schema by a hand-written JSON Schema, validated the same way (the handler's parameters must be among its
-        properties). `scopes` are the OAuth scopes a caller needs (with the tool's own), like FastAPI's
-        `Security(..., scopes=[...])`: a caller without them does not see the action on MCP and gets 403 on REST
-        (see `mcpfusion.authorization`).
+        properties). `scopes` are the OAuth scopes a caller needs (with the tool's own, and those of any
+        `Security(dependency, scopes=[...])` among its dependencies): a caller without them does not see the
+        action on MCP and gets 403 on REST (see `mcpfusion.authorization`).
         """
         if callable(name) and not isinstance(name, str):
             fn = name
@@ -337,7 +337,7 @@ class Tool:
             )
             action.middleware = tuple(middleware)
             action.confirm = confirm
-            action.own_scopes = _scopes(scopes, f"{self.name}.{action.name}")
+            action.own_scopes |= _scopes(scopes, f"{self.name}.{action.name}")
             if content_types is not None:
                 action.content_types = frozenset(c.split(";", 1)[0].strip().lower() for c in content_types)
             self.actions_add(action)
@@ -446,6 +446,7 @@ class Tool:
             paginate=paginate,
             json_schema=dict(input_schema) if input_schema is not None else None,
             json_validator=json_validator,
+            own_scopes=_scopes(security_scopes(dependant), where),  # `Security(dep, scopes=[...])` counts too
         )
 
     def _output(

@@ -7,7 +7,8 @@ import json
 
 import httpx
 import pytest
-from fastapi import HTTPException
+from fastapi import HTTPException, Security
+from fastapi.security import SecurityScopes
 
 from mcpfusion import Tool
 from mcpfusion.app import MCPFusion
@@ -426,3 +427,35 @@ async def test_the_sdk_clients_oauth_helpers_discover_the_metadata_from_a_401():
         forbidden = await http.post("/mcp", json={}, headers=auth("nobody"))
         assert extract_scope_from_www_auth(forbidden) == "crm:read"
         assert extract_resource_metadata_from_www_auth(forbidden) == url
+
+
+async def test_fastapi_security_scopes_count_as_the_actions_own():
+    seen: list[list[str]] = []
+
+    async def caller(security_scopes: SecurityScopes) -> str:
+        seen.append(security_scopes.scopes)
+        return "someone"
+
+    audit = Tool("audit", description="Audit log")
+
+    @audit.action(readonly=True)
+    async def read_log(who: str = Security(caller, scopes=["audit:read"])) -> dict:
+        """Read the audit log"""
+        return {"who": who}
+
+    assert read_log and audit.actions["read_log"].scopes == {"audit:read"}
+    server = MCPFusion("audit", tools=[audit], json_response=True,
+                       authorization=ProtectedResource(authorization_servers=[AS], authenticate=authenticate))
+    app = server.build_app()
+    TOKENS["auditor"] = {"sub": "a", "scope": "audit:read"}
+    try:
+        async with client(app) as http:
+            assert names(await Session(http, "reader").rpc("tools/list")) == {}
+            assert set(names(await Session(http, "auditor").rpc("tools/list"))) == {"audit"}
+            assert (await http.post("/api/audit/read_log", json={}, headers=auth("reader"))).status_code == 403
+            allowed = await http.post("/api/audit/read_log", json={}, headers=auth("auditor"))
+            document = (await http.get("/.well-known/oauth-protected-resource")).json()
+    finally:
+        del TOKENS["auditor"]
+    assert allowed.status_code == 200 and seen == [["audit:read"]]  # FastAPI hands the dependency its scopes
+    assert document["scopes_supported"] == ["audit:read"]
