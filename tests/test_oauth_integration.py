@@ -21,7 +21,10 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
+from mcpfusion import Tool
+from mcpfusion.app import MCPFusion
 from mcpfusion.auth import JWTVerifier
+from mcpfusion.authorization import ProtectedResource
 from tests.oauth_server import SECRETS, AuthorizationServer, running_authorization_server, signing_key
 from tests.service_kit import (
     META,
@@ -344,3 +347,61 @@ async def test_sdk_client_of_the_support_role_sees_and_calls_no_write(stack):
             await client.call_tool(name, arguments)
     assert storage.tokens is not None and storage.tokens.scope == "billing:read customers:read"
 
+
+
+@pytest.fixture
+def guarded(tmp_path: Path) -> Iterator[Stack]:
+    """A small mcpfusion server whose whole resource needs `billing:read` (ProtectedResource(required_scopes=))
+    and whose tokens are verified through the real provider's JWKS."""
+    sock = free_socket()
+    resource = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    notes = Tool("notes", description="Notes")
+
+    @notes.action(readonly=True)
+    async def count() -> dict:
+        """How many notes there are"""
+        return {"count": 3}
+
+    with running_authorization_server(tmp_path, resources=[resource]) as server:
+        verifier = JWTVerifier(jwks_url=server.jwks_url, issuer=server.issuer, audience=resource)
+        protected = ProtectedResource(resource=resource, authorization_servers=[server.issuer], verifier=verifier,
+                                      required_scopes=["billing:read"])
+        app = MCPFusion("notes", tools=[notes], authorization=protected).build_app()
+        with serve(app, sock) as base:
+            yield Stack(server, app, base)
+
+
+async def test_a_token_without_the_resources_required_scope_is_403_on_mcp_both_wires(guarded):
+    weak = guarded.token("billing-admin", "customers:read")
+    async with httpx.AsyncClient(base_url=guarded.base, timeout=30) as client:
+        for r in (await McpSession(client, weak).start(), await modern(client, "tools/list", {}, weak)):
+            assert r.status_code == 403, r.text
+            params = challenge_params(r.headers["www-authenticate"])
+            assert params["error"] == "insufficient_scope" and params["scope"] == "billing:read"
+            assert params["resource_metadata"] == f"{guarded.base}/.well-known/oauth-protected-resource/mcp"
+        strong = guarded.token("billing-admin", "billing:read")
+        assert (await McpSession(client, strong).start()).status_code == 200
+        listed = await modern(client, "tools/list", {}, strong)
+        assert [t["name"] for t in listed.json()["result"]["tools"]] == ["notes"]
+
+
+async def test_sdk_client_steps_up_on_403_insufficient_scope(guarded):
+    """The SDK holding a token without the required scope gets the 403, asks the provider for the challenged
+    scope on top of what it had, and goes on with the new token."""
+    storage = MemoryStorage()
+    storage.tokens = OAuthToken(access_token=guarded.token("billing-admin", "customers:read"), token_type="Bearer",
+                                scope="customers:read")
+    exchanges: list[tuple[str, int]] = []
+
+    async def record(response: httpx2.Response) -> None:
+        exchanges.append((str(response.request.url), response.status_code))
+
+    auth = ClientCredentialsOAuthProvider(server_url=guarded.resource, storage=storage, client_id="billing-admin",
+                                          client_secret=SECRETS["billing-admin"], issuer=guarded.server.issuer)
+    async with (httpx2.AsyncClient(auth=auth, event_hooks={"response": [record]}, timeout=30) as http,
+                Client(streamable_http_client(guarded.resource, http_client=http)) as client):
+        result = await client.call_tool("notes", {"action": "count"})
+        assert result.is_error is False and "count" in result.content[0].text and "3" in result.content[0].text
+    assert exchanges[0] == (guarded.resource, 403)
+    assert (guarded.server.token_endpoint, 200) in exchanges
+    assert storage.tokens is not None and set(storage.tokens.scope.split()) == {"customers:read", "billing:read"}
