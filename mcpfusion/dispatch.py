@@ -219,7 +219,7 @@ class ToolRegistry:
             return await self._run(call.action, dict(call.arguments), call.request, call.select, call.cursor,
                                    call.phase)
         except Exception as exc:
-            return _failure(call.action, exc, call.raise_http)
+            return _failure(call.action, self._hints_for(exc, call.request), call.raise_http)
 
     # -- calls ----------------------------------------------------------------------------------------------
 
@@ -275,7 +275,17 @@ class ToolRegistry:
             call.select, call.cursor, call.confirmation, call.raise_http = select, cursor, confirmation, raise_http
             return await pipeline(call)
         except Exception as exc:
-            return _failure(action, exc, raise_http)
+            return _failure(action, self._hints_for(exc, request), raise_http)
+
+    def _hints_for(self, exc: Exception, request: Request) -> Exception:
+        """An error's `available_actions` without those the caller's scopes hide (their names never leak)."""
+        if not isinstance(exc, ToolError) or not exc.available_actions:
+            return exc
+        granted = self.granted(request)
+        if granted is not None:
+            hidden = {a.qualified_name for a in self.actions() if not a.scopes <= granted}
+            exc.available_actions = [a for a in exc.available_actions if a not in hidden]
+        return exc
 
     def authorize(self, action: Action, request: Request, transport: str) -> None:
         """Refuse a call the caller's scopes do not allow: REST answers 403 `insufficient_scope` naming the

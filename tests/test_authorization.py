@@ -10,7 +10,7 @@ import pytest
 from fastapi import HTTPException, Security
 from fastapi.security import SecurityScopes
 
-from mcpfusion import Tool
+from mcpfusion import Tool, ToolError
 from mcpfusion.app import MCPFusion
 from mcpfusion.auth import bearer_token, unauthorized
 from mcpfusion.authorization import ProtectedResource, scopes_of
@@ -459,3 +459,29 @@ async def test_fastapi_security_scopes_count_as_the_actions_own():
         del TOKENS["auditor"]
     assert allowed.status_code == 200 and seen == [["audit:read"]]  # FastAPI hands the dependency its scopes
     assert document["scopes_supported"] == ["audit:read"]
+
+
+async def test_an_errors_hints_never_name_a_hidden_action():
+    shop = Tool("shop", description="Shop")
+
+    @shop.action(readonly=True)
+    async def find(id: str) -> dict:
+        """Find an order"""
+        raise ToolError("NOT_FOUND", f"Order {id} was not found.", available_actions=["shop.browse", "shop.ledger"])
+
+    @shop.action(readonly=True)
+    async def browse() -> list:
+        """Browse orders"""
+        return []
+
+    @shop.action(readonly=True, scopes=["crm:admin"])
+    async def ledger() -> list:
+        """The internal ledger"""
+        return []
+
+    tester = ToolTester(MCPFusion("shop", tools=[shop]).registry)
+    reader = await tester.call("shop", "find", {"id": "1"}, auth={"sub": "r", "scope": "crm:read"})
+    admin = await tester.call("shop", "find", {"id": "1"}, auth={"sub": "a", "scope": "crm:admin"})
+    assert reader.error_code == admin.error_code == "NOT_FOUND"
+    assert "shop.browse" in reader.text and "ledger" not in reader.text
+    assert "shop.ledger" in admin.text
