@@ -102,9 +102,9 @@ class ProtectedResource:
     any other way. Either one makes every request under `/mcp` and `/api` need a valid token.
     `resource` may be left out: it is then derived from each request (its origin + the MCP path), which is
     only as stable as the Host header: set it in production, and bind the token verifier's audience to it.
-    `scopes_supported` (a list, or a mapping scope -> description for OpenAPI) defaults to every scope the
-    tools declare with `required_scopes`. `required_scopes` are needed for any request to `/mcp` and `/api`
-    (403 `insufficient_scope` otherwise) and are advertised in the 401 challenge. `token_url` and
+    `scopes_supported` (a list, or a mapping scope -> description for OpenAPI) defaults to the
+    `required_scopes` and every scope the tools declare. `required_scopes` are needed for any request to
+    `/mcp` and `/api` (403 `insufficient_scope` otherwise) and are advertised in the 401 challenge. `token_url` and
     `authorization_url` (the authorization server's endpoints) give OpenAPI its OAuth2 flows.
     """
 
