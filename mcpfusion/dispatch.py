@@ -260,7 +260,7 @@ class ToolRegistry:
     ) -> ToolResponse:
         arguments = dict(arguments)
         try:
-            if action.scopes:
+            if action.own_scopes or action.tool.scopes:  # (no set built on the hot path of unscoped actions)
                 self.authorize(action, request, transport)
             select = _pop_select(action, arguments)
             cursor = _pop_cursor(action, arguments) if action.paginate else None
