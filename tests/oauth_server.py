@@ -46,11 +46,12 @@ def signing_key(kid: str) -> dict[str, Any]:
 class AuthorizationServer:
     """One oidc-provider process; `restart(keys)` brings it back on the same port with another key set."""
 
-    def __init__(self, directory: Path, resources: Sequence[str]) -> None:
+    def __init__(self, directory: Path, resources: Sequence[str], opaque: Sequence[str] = ()) -> None:
         self.directory = directory
         self.port = free_port()
         self.issuer = f"http://127.0.0.1:{self.port}"
         self.resources = list(resources)
+        self.opaque = list(opaque)  # resources whose tokens are opaque (introspection) rather than JWTs
         self.keys: list[dict[str, Any]] = [signing_key("key-1")]
         self.cache = provider_cache()
         self.process: subprocess.Popen[bytes] | None = None
@@ -68,11 +69,16 @@ class AuthorizationServer:
     def jwks_url(self) -> str:
         return f"{self.issuer}/jwks"
 
+    @property
+    def introspection_endpoint(self) -> str:
+        return f"{self.issuer}/token/introspection"
+
     def start(self) -> None:
         keys_file = self.directory / "jwks.json"
         keys_file.write_text(json.dumps({"keys": self.keys}))
         env = {"PATH": "/usr/bin:/bin", "OAUTH_PORT": str(self.port), "OAUTH_ISSUER": self.issuer,
-               "OAUTH_RESOURCES": ",".join(self.resources), "OAUTH_JWKS_FILE": str(keys_file),
+               "OAUTH_RESOURCES": ",".join(self.resources), "OAUTH_OPAQUE_RESOURCES": ",".join(self.opaque),
+               "OAUTH_JWKS_FILE": str(keys_file),
                "OAUTH_MODULES": str(self.cache)}
         with self.log.open("ab") as log:
             self.process = subprocess.Popen([str(self.node), str(PROVIDER)], env=env, stdout=log, stderr=log)
@@ -117,8 +123,9 @@ class AuthorizationServer:
 
 
 @contextmanager
-def running_authorization_server(directory: Path, resources: Sequence[str]) -> Iterator[AuthorizationServer]:
-    server = AuthorizationServer(directory, resources)
+def running_authorization_server(directory: Path, resources: Sequence[str], opaque: Sequence[str] = ()
+                                 ) -> Iterator[AuthorizationServer]:
+    server = AuthorizationServer(directory, resources, opaque)
     server.start()
     try:
         yield server

@@ -405,3 +405,35 @@ async def test_sdk_client_steps_up_on_403_insufficient_scope(guarded):
     assert exchanges[0] == (guarded.resource, 403)
     assert (guarded.server.token_endpoint, 200) in exchanges
     assert storage.tokens is not None and set(storage.tokens.scope.split()) == {"customers:read", "billing:read"}
+
+
+@pytest.fixture
+def introspecting(tmp_path: Path) -> Iterator[Stack]:
+    """The reference service checking the provider's opaque tokens at its introspection endpoint (RFC 7662),
+    with its own client credentials."""
+    sock = free_socket()
+    resource = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    with running_authorization_server(tmp_path, resources=[resource], opaque=[resource]) as server:
+        app = build(tmp_path, demo_mode=False, jwt_issuer=server.issuer, resource_url=resource,
+                    authorization_servers=[server.issuer], introspection_url=server.introspection_endpoint,
+                    introspection_client_id="billing-api", introspection_client_secret=SECRETS["billing-api"])
+        with serve(app, sock) as base:
+            yield Stack(server, app, base)
+
+
+async def test_opaque_tokens_are_checked_by_introspection(introspecting):
+    support = introspecting.token("billing-support", "billing:read customers:read")
+    assert support.count(".") != 2  # opaque: not a JWT the service could read by itself
+    async with httpx.AsyncClient(base_url=introspecting.base, timeout=30) as client:
+        r = await rest(client, "billing", "get_invoice", {"id": "inv_0001"}, support)
+        assert r.status_code == 200 and r.json()["id"] == "inv_0001", r.text
+        r = await rest(client, "billing", "create_invoice", NEW_INVOICE, support)
+        assert r.status_code == 403 and "insufficient_scope" in r.headers["www-authenticate"], r.text
+        listed = await modern(client, "tools/list", {}, support)  # tenant, role and scope from introspection
+        assert {t["name"] for t in listed.json()["result"]["tools"]} == {"billing_read", "customers"}
+        session = McpSession(client, support)
+        assert (await session.start()).status_code == 200
+        assert (await session.call("billing", "get_invoice", {"id": "inv_0001"}))["result"]["isError"] is False
+        # A token the provider does not know (or no longer knows) is inactive: 401 naming the metadata.
+        r = await rest(client, "billing", "list_invoices", {}, support[:-4] + "AAAA")
+        assert r.status_code == 401 and "resource_metadata=" in r.headers["www-authenticate"], r.text

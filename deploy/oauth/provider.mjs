@@ -7,6 +7,7 @@
 //   OAUTH_PORT       port to listen on (default 9000); OAUTH_HOST address (default 127.0.0.1)
 //   OAUTH_ISSUER     issuer URL (default http://127.0.0.1:PORT); the service checks the tokens' iss against it
 //   OAUTH_RESOURCES  comma-separated resource indicators tokens may be issued for (the first is the default)
+//   OAUTH_OPAQUE_RESOURCES  those of them whose access tokens are opaque (checked by introspection, RFC 7662)
 //   OAUTH_CLIENTS_FILE  JSON array of clients: client_id, client_secret, scope, tenant, role (default
 //                    clients.json beside this file)
 //   OAUTH_JWKS_FILE  a private JWK set {"keys": [...]}; the first key signs. Unset: a new RS256 key per start.
@@ -27,7 +28,9 @@ const { default: Provider } = await import(
 const host = env.OAUTH_HOST || '127.0.0.1';
 const port = Number(env.OAUTH_PORT || 9000);
 const issuer = env.OAUTH_ISSUER || `http://127.0.0.1:${port}`;
-const resources = (env.OAUTH_RESOURCES || 'http://localhost:8000/mcp').split(',').map((r) => r.trim()).filter(Boolean);
+const list = (value) => (value || '').split(',').map((r) => r.trim()).filter(Boolean);
+const resources = list(env.OAUTH_RESOURCES || 'http://localhost:8000/mcp');
+const opaque = list(env.OAUTH_OPAQUE_RESOURCES);
 const ttl = Number(env.OAUTH_TOKEN_TTL || 600);
 const clients = JSON.parse(readFileSync(env.OAUTH_CLIENTS_FILE || join(here, 'clients.json'), 'utf8'));
 
@@ -73,8 +76,9 @@ const provider = new Provider(issuer, {
         if (!resources.includes(resource)) {
           throw new Provider.errors.InvalidTarget(`unknown resource ${resource}`);
         }
-        return { scope: client.allowed_scope, audience: resource, accessTokenTTL: ttl, accessTokenFormat: 'jwt',
-          jwt: { sign: { alg: 'RS256' } } };
+        const info = { scope: client.allowed_scope, audience: resource, accessTokenTTL: ttl };
+        return opaque.includes(resource) ? { ...info, accessTokenFormat: 'opaque' }
+          : { ...info, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'RS256' } } };
       },
     },
   },
