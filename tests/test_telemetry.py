@@ -14,7 +14,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import BaseModel
 
 from mcpfusion import MCPFusion, Presenter, Tool
@@ -97,7 +97,8 @@ def assert_action_metrics(reader: InMemoryMetricReader, transport: str) -> None:
     assert calls[0].attributes["mcpfusion.tool"] == "billing"
     assert calls[0].attributes["mcpfusion.action"] == "get_invoice"
     assert [p.count for p in points["mcpfusion.action.duration"]] == [1]
-    assert [p.count for p in points["mcpfusion.presenter.render.duration"]] == [1]
+    renders = [p for p in points["mcpfusion.presenter.render.time"] if p.attributes["mcpfusion.transport"] == transport]
+    assert len(renders) == 1 and 0 < renders[0].value < 5  # seconds spent presenting, summed per action
     body = json.dumps({"id": "inv_1", "amount_cents": 1250}, separators=(",", ":"))
     assert points["mcpfusion.response.size"][0].value >= len(body)
     assert points["mcpfusion.response.tokens"][0].value > 5
@@ -201,10 +202,75 @@ async def test_errors_are_recorded_by_type_and_code():
     found = by_name(spans)
     assert found["tools/call billing"].attributes["error.type"] == "tool_error"
     assert found["execute_tool billing.get_invoice"].attributes["error.type"] == "NOT_FOUND"
+    handler = found["mcpfusion.handler"]  # the phase the ToolError came from
+    assert handler.status.status_code is StatusCode.ERROR and handler.status.description == "ToolError"
+    assert "mcpfusion.present" not in found  # nothing to present after a failed handler
     assert found["nope/nope"].attributes["error.type"] == "-32601"
     points = metric_points(metrics)
     assert [(p.attributes["error.type"], p.value) for p in points["mcpfusion.action.errors"]] == [("NOT_FOUND", 1)]
     assert "mcpfusion.response.tokens" not in points  # counting is opt-in
+
+
+async def test_a_trace_that_is_not_sampled_keeps_the_metrics_and_records_no_span():
+    app, spans, metrics = build()
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28",
+               "mcp-method": "tools/call", "mcp-name": "billing", "traceparent": f"00-{TRACE_ID}-{PARENT_ID}-00"}
+    async with client(app) as http:
+        r = await http.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "billing", "arguments": {"action": "get_invoice", "id": "inv_1"}, "_meta": META_2026}})
+        assert r.json()["result"]["isError"] is False
+        rest = await http.post("/api/billing/get_invoice", json={"id": "inv_1"}, headers={"traceparent": headers["traceparent"]})
+        assert rest.status_code == 200
+    assert spans.get_finished_spans() == ()  # the parent-based sampler follows the caller's "not sampled"
+    points = metric_points(metrics)
+    assert sorted(p.attributes["mcpfusion.transport"] for p in points["mcpfusion.action.calls"]) == ["mcp", "rest"]
+    assert sum(p.count for p in points["mcpfusion.action.duration"]) == 2
+    assert [p.count for p in points["mcp.server.operation.duration"]] == [1]
+
+
+class _ForeignTracer:
+    """A tracer that is not the SDK's (a vendor wrapper, say): phase spans go through its `start_span`."""
+
+    def __init__(self, tracer: Any) -> None:
+        self._tracer = tracer
+
+    def start_span(self, *args: Any, **kwargs: Any) -> Any:
+        return self._tracer.start_span(*args, **kwargs)
+
+
+class _ForeignProvider:
+    def __init__(self, provider: TracerProvider) -> None:
+        self._provider = provider
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> _ForeignTracer:
+        return _ForeignTracer(self._provider.get_tracer(*args, **kwargs))
+
+
+async def test_phase_spans_with_a_tracer_that_is_not_the_sdks():
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    telemetry = Telemetry(tracer_provider=_ForeignProvider(provider), meter_provider=MeterProvider())
+    billing = Tool("billing", description="Invoices")
+
+    @billing.action(readonly=True, returns=invoice_view)
+    async def get_invoice(id: str, who: str = Depends(tenant)):
+        """Fetch one invoice."""
+        return {"id": id, "amount_cents": 1250}
+
+    app = MCPFusion("foreign", tools=[billing], telemetry=telemetry).build_app(telemetry=None)
+    async with client(app) as http:
+        r = await http.post("/mcp", headers={"accept": "application/json, text/event-stream",
+                                             "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+                                             "mcp-name": "billing", "traceparent": TRACEPARENT}, json={
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "billing", "arguments": {"action": "get_invoice", "id": "inv_1"}, "_meta": META_2026}})
+    assert r.json()["result"]["isError"] is False
+    found = by_name(spans)
+    assert format(found["tools/call billing"].parent.span_id, "016x") == PARENT_ID
+    assert_action_tree(found, found["tools/call billing"], "mcp")
+    handler = found["mcpfusion.handler"]
+    assert handler.start_time <= handler.end_time and handler.start_time >= found["execute_tool billing.get_invoice"].start_time
 
 
 async def test_an_untraced_app_has_no_telemetry_objects():
