@@ -24,13 +24,19 @@ from .tables import Base, CustomerRecord, InvoiceRecord, LineRecord, PaymentReco
 logger = logging.getLogger("app.db")
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+READER = "sqlite_reader"  # the key of a session's `info` holding its database's `sqlite.Reader` (or None)
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     """Per SQLite connection: foreign keys checked (like Postgres); WAL, so readers never block the writer
     (another replica's included); a busy timeout, so a writer waits and retries for the lock instead of failing
     with "database is locked". The store's writes start with their write (next invoice number by UPDATE ...
-    RETURNING), so a transaction never has to upgrade a stale read snapshot, which no timeout can wait out."""
+    RETURNING), so a transaction never has to upgrade a stale read snapshot, which no timeout can wait out.
+
+    `synchronous=NORMAL` is SQLite's recommended setting with WAL: a commit survives a crash of the process
+    and the database never corrupts; only a power loss or an OS crash may roll back the last commits (whose
+    WAL frames had not reached the disk yet). Use `synchronous=FULL` where that matters more than one fsync
+    per commit."""
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
@@ -58,9 +64,13 @@ class Database:
         if url.startswith("sqlite"):
             # One SQLite file is fine for one process; several replicas should share Postgres (see README).
             event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
+        self.reader: sqlite.Reader | None = None
         if url.startswith("sqlite+aiosqlite"):
             sqlite.install(self.engine)  # one trip to the SQLite thread per statement
-        self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+            if ":memory:" not in url:  # (each connection to :memory: is a database of its own)
+                self.reader = sqlite.Reader(self.engine.url)
+        # Sessions carry the reader (`session.info[READER]`): the store reads outside transactions with it.
+        self.sessions = async_sessionmaker(self.engine, expire_on_commit=False, info={READER: self.reader})
         self._ready = False
         self._lock: asyncio.Lock | None = None
 
@@ -112,6 +122,8 @@ class Database:
 
     async def dispose(self) -> None:
         await self.engine.dispose()
+        if self.reader is not None:
+            self.reader.dispose()
 
 
 async def _init() -> None:

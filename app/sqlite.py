@@ -9,16 +9,25 @@ session never opens one).
 
 `install(engine)` makes an aiosqlite engine connect this way (SQLAlchemy's `do_connect` event); everything
 else (SQL, pooling, transactions, errors) stays SQLAlchemy's and aiosqlite's.
+
+`Reader` goes further for the reads a call makes outside a transaction: it runs them on the calling thread
+(the event loop's) through SQLAlchemy's synchronous engine on the same file. A read of the store is tens of
+microseconds of SQLite; a trip to the aiosqlite thread, the async adapter and its greenlets cost several times
+that. In WAL mode a reader never waits for a writer, so such a read does not hold up the loop any more than the
+Python that builds its rows; when SQLite does answer busy or locked (a checkpoint or a recovery in progress),
+the read is handed back to the caller, which repeats it through the async engine, where waiting blocks no one.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import aiosqlite
-from sqlalchemy import event
+from sqlalchemy import URL, Executable, Row, create_engine, event
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 
@@ -109,3 +118,39 @@ def install(engine: AsyncEngine) -> None:
     @event.listens_for(engine.sync_engine, "do_connect")
     def one_trip(dialect: Any, _record: Any, cargs: list[Any], cparams: dict[str, Any]) -> Any:
         return dialect.loaded_dbapi.connect(*cargs, async_creator_fn=connect, **cparams)
+
+
+class Reader:
+    """Reads of one SQLite file on the calling thread (see the module docstring): `reader(query, params)` is
+    the query's rows, or None when SQLite was busy or locked (read through the async engine then). Its
+    connections are read-only (`PRAGMA query_only`) and never wait for a lock (`busy_timeout=0`); outside a
+    transaction each statement sees everything committed before it started."""
+
+    def __init__(self, url: URL) -> None:
+        # check_same_thread=False: a connection may be opened on one thread and used on another (a test
+        # client's portal), never by two at once: a read runs start to finish without yielding.
+        self.engine = create_engine(url.set(drivername="sqlite+pysqlite"),
+                                    connect_args={"check_same_thread": False})
+        event.listen(self.engine, "connect", _read_only)
+
+    def __call__(self, query: Executable, params: dict[str, Any]) -> Sequence[Row[Any]] | None:
+        try:
+            with self.engine.connect() as conn:
+                return conn.execute(query, params).all()
+        except OperationalError as exc:
+            if isinstance(exc.orig, sqlite3.OperationalError) and _BUSY.search(str(exc.orig)):
+                return None
+            raise
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+_BUSY = re.compile(r"locked|busy", re.IGNORECASE)
+
+
+def _read_only(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA query_only=ON")
+    cursor.execute("PRAGMA busy_timeout=0")
+    cursor.close()

@@ -5,23 +5,27 @@ handler cannot read or write another tenant's rows by mistake. Queries are SQLAl
 
 The reads every call makes (`get_invoice`, `list_invoices`, `summary`) are one Core query each, built once
 with the tenant as a bound parameter, and turned straight into dicts: no ORM objects to build and track
-for data that is only serialized. Writes use the ORM.
+for data that is only serialized. Outside a transaction they go to the session's SQLite reader when it has
+one (`app.sqlite.Reader`: on the calling thread, no trip to the database thread); inside one (a write reading
+back what it changed) and on Postgres, through the session. Writes use the ORM.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Select, and_, bindparam, case, func, or_, select, update
+from sqlalchemy import Executable, Row, Select, and_, bindparam, case, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mcpfusion import ToolError
 from models import InvoiceModel
 
 from .auth import Principal
+from .db import READER
 from .tables import CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, TenantRecord
 
 # Status changes update_invoice_status may make (void has its own destructive action).
@@ -121,6 +125,15 @@ class BillingStore:
     def today() -> dt.date:
         return dt.date.today()
 
+    async def _rows(self, query: Executable, params: dict[str, Any]) -> Sequence[Row[Any]]:
+        """The rows of a read: from the SQLite reader outside a transaction, else through the session."""
+        reader = self.session.info.get(READER)
+        if reader is not None and not self.session.in_transaction():
+            rows = reader(query, params)
+            if rows is not None:  # None: SQLite was busy, read (and wait) through the session
+                return rows
+        return (await self.session.execute(query, params)).all()
+
     # -- invoices: reads ---------------------------------------------------------------------------
     async def _invoice_row(self, invoice_id: str) -> InvoiceRecord:
         """The invoice to change, locked (`FOR UPDATE` where the database has it); writes read it back with
@@ -168,11 +181,11 @@ class BillingStore:
             query = query.where(_INV.c.status == status)
         if customer_id is not None:
             query = query.where(_INV.c.customer_id == customer_id)
-        rows = await self.session.execute(query, {"tenant": self.tenant})
+        rows = await self._rows(query, {"tenant": self.tenant})
         return [invoice_dict(row, today) for row in rows]
 
     async def get_invoice(self, invoice_id: str) -> dict[str, Any]:
-        rows = (await self.session.execute(_INVOICE_DETAIL, {"tenant": self.tenant, "invoice_id": invoice_id})).all()
+        rows = await self._rows(_INVOICE_DETAIL, {"tenant": self.tenant, "invoice_id": invoice_id})
         if not rows:
             raise not_found("Invoice", invoice_id, "billing.list_invoices")
         data = invoice_dict(rows[0], self.today())
@@ -189,7 +202,7 @@ class BillingStore:
         return data
 
     async def summary(self) -> dict[str, Any]:
-        rows = (await self.session.execute(_SUMMARY, {"tenant": self.tenant, "today": self.today()})).all()
+        rows = await self._rows(_SUMMARY, {"tenant": self.tenant, "today": self.today()})
         by_status = {status: 0 for status in TRANSITIONS}
         totals = [0, 0, 0, 0]
         currency = None

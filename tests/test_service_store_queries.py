@@ -1,16 +1,20 @@
-"""The reference store's reads: one SQL statement each, one trip to the SQLite thread, tenant-scoped.
+"""The reference store's reads: one SQL statement each, tenant-scoped; outside a transaction on the calling
+thread (the SQLite reader: no trip to the aiosqlite thread), inside one through the session.
 
 Speed figures live in bench/service.py and BENCHMARKS.md; these check the shape that makes them."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, make_url, text
+from sqlalchemy.exc import OperationalError
 
 from app.auth import DEMO_TOKENS
-from app.db import Database
+from app.db import READER, Database
 from app.settings import database_url
-from app.sqlite import OneTripConnection
+from app.sqlite import OneTripConnection, Reader
 from app.store import BillingStore
 
 
@@ -23,6 +27,7 @@ async def db(tmp_path):
 
 
 async def _run(db: Database, token: str, read):
+    """`read(store)`'s result, the statements it ran (on either engine) and its trips to the SQLite thread."""
     statements: list[str] = []
     trips = 0
     original = OneTripConnection._execute
@@ -35,14 +40,17 @@ async def _run(db: Database, token: str, read):
     def record(conn, cursor, statement, parameters, context, executemany):
         statements.append(statement)
 
-    event.listen(db.engine.sync_engine, "before_cursor_execute", record)
+    engines = [db.engine.sync_engine, db.reader.engine]
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", record)
     OneTripConnection._execute = counting  # type: ignore[method-assign]
     try:
         async for session in db.session():
             result = await read(BillingStore(session, DEMO_TOKENS[token]))
     finally:
         OneTripConnection._execute = original  # type: ignore[method-assign]
-        event.remove(db.engine.sync_engine, "before_cursor_execute", record)
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", record)
     return result, statements, trips
 
 
@@ -50,12 +58,38 @@ async def _run(db: Database, token: str, read):
     lambda s: s.get_invoice("inv_0002"), lambda s: s.list_invoices(), lambda s: s.summary(),
     lambda s: s.list_invoices(status="overdue"),
 ])
-async def test_each_read_is_one_statement_and_one_trip(db, read):
+async def test_each_read_is_one_statement_and_no_trip(db, read):
     await _run(db, "demo-admin", read)  # the pool's connection exists from here on
     _, statements, trips = await _run(db, "demo-admin", read)
     assert len(statements) == 1
     assert "tenant" in statements[0]
-    assert trips == 1  # no trip for the cursor, the fetch or the rollback of a read-only session
+    assert trips == 0  # read on the calling thread; no rollback for a session that never opened a transaction
+
+
+async def test_a_busy_reader_hands_the_read_to_the_session(db, tmp_path):
+    """SQLite answering busy to the reader (here: another connection holds a file exclusively) makes the
+    reader step aside at once; the store then reads through the session, which waits for the lock in its
+    thread instead of on the event loop."""
+    path = tmp_path / "locked.sqlite3"
+    holder = sqlite3.connect(path)
+    holder.execute("CREATE TABLE t (x INTEGER)")
+    holder.commit()
+    holder.execute("BEGIN EXCLUSIVE")
+    reader = Reader(make_url(f"sqlite+aiosqlite:///{path}"))
+    try:
+        assert reader(text("SELECT x FROM t"), {}) is None
+        holder.rollback()
+        assert reader(text("SELECT x FROM t"), {}) == []
+    finally:
+        holder.close()
+        reader.dispose()
+    busy = db.reader
+    db.sessions.kw["info"] = {READER: lambda query, params: None}  # busy, every time
+    try:
+        invoice, statements, trips = await _run(db, "demo-admin", lambda s: s.get_invoice("inv_0002"))
+    finally:
+        db.sessions.kw["info"] = {READER: busy}
+    assert invoice["id"] == "inv_0002" and len(statements) == 1 and trips == 1
 
 
 async def test_reads_are_tenant_scoped_and_complete(db):
@@ -73,6 +107,15 @@ async def test_reads_are_tenant_scoped_and_complete(db):
     assert {row["tenant"] for row in globex} == {"globex"}
     summary, _, _ = await _run(db, "demo-globex-admin", lambda s: s.summary())
     assert summary["invoice_count"] == len(globex)
+
+
+async def test_reader_never_writes(tmp_path):
+    reader = Reader(make_url(database_url(None, tmp_path / "empty.sqlite3")))
+    try:
+        with pytest.raises(OperationalError, match="readonly|read-only|query_only"):
+            reader(text("CREATE TABLE t (x INTEGER)"), {})
+    finally:
+        reader.dispose()
 
 
 async def test_writes_still_commit_through_the_one_trip_connection(db):
