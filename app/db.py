@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, inspect, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
 from . import sqlite
 from .seed import demo_rows
@@ -24,7 +23,6 @@ from .tables import Base, CustomerRecord, InvoiceRecord, LineRecord, PaymentReco
 logger = logging.getLogger("app.db")
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-READER = "sqlite_reader"  # the key of a session's `info` holding its database's `sqlite.Reader` (or None)
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -69,8 +67,7 @@ class Database:
             sqlite.install(self.engine)  # one trip to the SQLite thread per statement
             if ":memory:" not in url:  # (each connection to :memory: is a database of its own)
                 self.reader = sqlite.Reader(self.engine.url)
-        # Sessions carry the reader (`session.info[READER]`): the store reads outside transactions with it.
-        self.sessions = async_sessionmaker(self.engine, expire_on_commit=False, info={READER: self.reader})
+        self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         self._ready = False
         self._lock: asyncio.Lock | None = None
 
@@ -109,11 +106,6 @@ class Database:
                 logger.info("database seeded with demo data for tenants acme and globex")
             except IntegrityError:  # another replica seeded first
                 await session.rollback()
-
-    async def session(self) -> AsyncIterator[AsyncSession]:
-        await self.ready()
-        async with self.sessions() as session:
-            yield session
 
     async def ping(self) -> None:
         """Readiness: one round trip to the database (raises while it is unreachable)."""

@@ -1,16 +1,15 @@
-"""FastAPI dependencies of the reference service: database session, tenant-scoped store, presenter choice.
+"""FastAPI dependencies of the reference service: tenant-scoped store, presenter choice.
 
 They are plain FastAPI dependencies, resolved per call on MCP, REST, stdio and in tests alike, and
 overridable with `app.dependency_overrides`. All are `async def`: FastAPI runs a plain `def` dependency in
-its thread pool, a thread hand-over per dependency per call for functions that never block.
+its thread pool, a thread hand-over per dependency per call for functions that never block. None is a
+yield dependency: the store opens a session per write and closes it itself, and a read-only call needs none
+(FastAPI runs each yield dependency in a context manager on the call's exit stack).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 from fastapi import Depends
-from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 
 from mcpfusion import Presenter
@@ -30,17 +29,9 @@ from .store import BillingStore
 payment_api_key = Credential("PAYMENT_API_KEY", description="Key of the payment processor")
 
 
-async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
-    """One database session per call, closed after the response is built."""
-    async for session in request.app.state.db.session():
-        yield session
-
-
-async def get_store(
-    session: AsyncSession = Depends(get_session), principal: Principal = Depends(current_principal)
-) -> BillingStore:
+async def get_store(request: Request, principal: Principal = Depends(current_principal)) -> BillingStore:
     """The caller's tenant's data, and nothing else."""
-    return BillingStore(session, principal)
+    return BillingStore(request.app.state.db, principal)
 
 
 async def cursor_scope(principal: Principal = Depends(current_principal)) -> str:

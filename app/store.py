@@ -3,18 +3,22 @@
 A store is built per call for one principal; there is no method that takes a tenant argument, so a
 handler cannot read or write another tenant's rows by mistake. Queries are SQLAlchemy expressions.
 
+Each write is one transaction in a session of its own, opened by the write and closed when it returns or
+fails (a failed or cancelled write is rolled back); a read-only call opens no session at all.
+
 The reads every call makes (`get_invoice`, `list_invoices`, `summary`) are one Core query each, built once
 with the tenant as a bound parameter, and turned straight into dicts: no ORM objects to build and track
-for data that is only serialized. Outside a transaction they go to the session's SQLite reader when it has
-one (`app.sqlite.Reader`: on the calling thread, no trip to the database thread); inside one (a write reading
-back what it changed) and on Postgres, through the session. Writes use the ORM.
+for data that is only serialized. On SQLite they go to the database's reader (`app.sqlite.Reader`: on the
+calling thread, no trip to the database thread); a write reading back what it changed, and Postgres, read
+through a session. Writes use the ORM.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import secrets
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,7 +29,7 @@ from mcpfusion import ToolError
 from models import InvoiceModel
 
 from .auth import Principal
-from .db import READER
+from .db import Database
 from .tables import CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, TenantRecord
 
 # Status changes update_invoice_status may make (void has its own destructive action).
@@ -115,51 +119,63 @@ def customer_key(row: dict[str, Any]) -> list[str]:
 
 
 class BillingStore:
-    """Customers, invoices and payments of one tenant."""
+    """Customers, invoices and payments of one tenant, in `db`."""
 
-    def __init__(self, session: AsyncSession, principal: Principal) -> None:
-        self.session = session
+    def __init__(self, db: Database, principal: Principal) -> None:
+        self.db = db
         self.tenant = principal.tenant
 
     @staticmethod
     def today() -> dt.date:
         return dt.date.today()
 
-    async def _rows(self, query: Executable, params: dict[str, Any]) -> Sequence[Row[Any]]:
-        """The rows of a read: from the SQLite reader outside a transaction, else through the session."""
-        reader = self.session.info.get(READER)
-        if reader is not None and not self.session.in_transaction():
-            rows = reader(query, params)
-            if rows is not None:  # None: SQLite was busy, read (and wait) through the session
+    @asynccontextmanager
+    async def _writing(self) -> AsyncIterator[AsyncSession]:
+        """The session of one write: rolled back unless `_commit` committed it, closed when the write ends."""
+        await self.db.ready()
+        async with self.db.sessions() as session:
+            yield session
+
+    async def _rows(self, query: Executable, params: dict[str, Any], session: AsyncSession | None = None
+                    ) -> Sequence[Row[Any]]:
+        """The rows of a read: in `session` (a write's transaction) when given; else from the SQLite reader,
+        or through a session of its own (Postgres, or SQLite busy: waiting there blocks no one)."""
+        if session is not None:
+            return (await session.execute(query, params)).all()
+        await self.db.ready()
+        if self.db.reader is not None:
+            rows = self.db.reader(query, params)
+            if rows is not None:
                 return rows
-        return (await self.session.execute(query, params)).all()
+        async with self.db.sessions() as own:
+            return (await own.execute(query, params)).all()
 
     # -- invoices: reads ---------------------------------------------------------------------------
-    async def _invoice_row(self, invoice_id: str) -> InvoiceRecord:
+    async def _invoice_row(self, session: AsyncSession, invoice_id: str) -> InvoiceRecord:
         """The invoice to change, locked (`FOR UPDATE` where the database has it); writes read it back with
         `get_invoice` after committing."""
         query = (
             select(InvoiceRecord).where(InvoiceRecord.tenant == self.tenant, InvoiceRecord.id == invoice_id)
             .execution_options(populate_existing=True).with_for_update()
         )
-        row = (await self.session.scalars(query)).one_or_none()
+        row = (await session.scalars(query)).one_or_none()
         if row is None:
             raise not_found("Invoice", invoice_id, "billing.list_invoices")
         return row
 
-    async def _commit(self, invoice_id: str) -> dict[str, Any]:
+    async def _commit(self, session: AsyncSession, invoice_id: str) -> dict[str, Any]:
         """Commit a write only if the invoice still reads back through its model: the service never stores
         what its own schemas cannot read (a row that breaks them would break every later read)."""
-        await self.session.flush()
-        data = await self.get_invoice(invoice_id)
+        await session.flush()
+        data = await self._detail(invoice_id, session)
         try:
             InvoiceModel.read(data)
         except ValidationError as exc:
-            await self.session.rollback()
+            await session.rollback()
             fields = ", ".join(sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"]})) or "the invoice"
             raise conflict(f"This change would store an invoice that cannot be read back ({fields}); nothing was "
                            "saved.", "Send shorter or valid values and call again.", "billing.get_invoice") from None
-        await self.session.commit()
+        await session.commit()
         return data
 
     async def list_invoices(
@@ -185,7 +201,11 @@ class BillingStore:
         return [invoice_dict(row, today) for row in rows]
 
     async def get_invoice(self, invoice_id: str) -> dict[str, Any]:
-        rows = await self._rows(_INVOICE_DETAIL, {"tenant": self.tenant, "invoice_id": invoice_id})
+        return await self._detail(invoice_id)
+
+    async def _detail(self, invoice_id: str, session: AsyncSession | None = None) -> dict[str, Any]:
+        """One invoice with its customer, lines and payments (read in `session` when given)."""
+        rows = await self._rows(_INVOICE_DETAIL, {"tenant": self.tenant, "invoice_id": invoice_id}, session)
         if not rows:
             raise not_found("Invoice", invoice_id, "billing.list_invoices")
         data = invoice_dict(rows[0], self.today())
@@ -227,34 +247,44 @@ class BillingStore:
     async def create_invoice(
         self, customer_id: str, due_date: dt.date, lines: list[Any], internal_note: str | None
     ) -> dict[str, Any]:
-        customer = await self.session.scalar(
+        async with self._writing() as session:
+            return await self._create_invoice(session, customer_id, due_date, lines, internal_note)
+
+    async def _create_invoice(
+        self, session: AsyncSession, customer_id: str, due_date: dt.date, lines: list[Any], internal_note: str | None
+    ) -> dict[str, Any]:
+        customer = await session.scalar(
             select(CustomerRecord).where(CustomerRecord.tenant == self.tenant, CustomerRecord.id == customer_id)
         )
         if customer is None:
             raise not_found("Customer", customer_id, "customers.list")
-        number = await self.session.scalar(
+        number = await session.scalar(
             update(TenantRecord).where(TenantRecord.id == self.tenant)
             .values(next_invoice_number=TenantRecord.next_invoice_number + 1)
             .returning(TenantRecord.next_invoice_number - 1)
         )
-        currency = await self.session.scalar(select(TenantRecord.currency).where(TenantRecord.id == self.tenant))
+        currency = await session.scalar(select(TenantRecord.currency).where(TenantRecord.id == self.tenant))
         invoice_id = f"inv_{secrets.token_hex(6)}"
         total = sum(line.quantity * line.unit_price_cents for line in lines)
-        self.session.add(InvoiceRecord(
+        session.add(InvoiceRecord(
             id=invoice_id, tenant=self.tenant, number=f"{self.tenant.upper()}-{number:04d}",
             customer_id=customer.id, status="draft", currency=currency, total_cents=total, paid_cents=0,
             margin_cents=None, issued_on=self.today(), due_date=due_date, reminders_sent=0,
             internal_note=internal_note, processor_token=None,
         ))
-        self.session.add_all(
+        session.add_all(
             LineRecord(invoice_id=invoice_id, position=i, description=line.description, quantity=line.quantity,
                     unit_price_cents=line.unit_price_cents)
             for i, line in enumerate(lines)
         )
-        return await self._commit(invoice_id)
+        return await self._commit(session, invoice_id)
 
     async def set_status(self, invoice_id: str, status: str) -> dict[str, Any]:
-        row = await self._invoice_row(invoice_id)
+        async with self._writing() as session:
+            return await self._set_status(session, invoice_id, status)
+
+    async def _set_status(self, session: AsyncSession, invoice_id: str, status: str) -> dict[str, Any]:
+        row = await self._invoice_row(session, invoice_id)
         if row.status != status:
             if status == "void":
                 raise conflict("Use void_invoice to void an invoice.", "Call billing.void_invoice.",
@@ -268,29 +298,36 @@ class BillingStore:
             row.status = status
             if status == "paid":
                 row.paid_cents = row.total_cents
-            return await self._commit(invoice_id)
-        return await self.get_invoice(invoice_id)
+            return await self._commit(session, invoice_id)
+        return await self._detail(invoice_id, session)
 
     async def remind(self, invoice_id: str) -> dict[str, Any]:
-        row = await self._invoice_row(invoice_id)
-        if row.status != "sent":
-            raise conflict(f'Invoice "{invoice_id}" is {row.status}; only sent invoices can be reminded.',
-                           "Pick a sent invoice (list_invoices with status=sent).", "billing.list_invoices")
-        row.reminders_sent += 1
-        return await self._commit(invoice_id)
+        async with self._writing() as session:
+            row = await self._invoice_row(session, invoice_id)
+            if row.status != "sent":
+                raise conflict(f'Invoice "{invoice_id}" is {row.status}; only sent invoices can be reminded.',
+                               "Pick a sent invoice (list_invoices with status=sent).", "billing.list_invoices")
+            row.reminders_sent += 1
+            return await self._commit(session, invoice_id)
 
     async def void(self, invoice_id: str, reason: str) -> dict[str, Any]:
-        row = await self._invoice_row(invoice_id)
-        if row.status not in ("draft", "sent") or row.paid_cents:
-            raise conflict(f'Invoice "{invoice_id}" is {row.status} and cannot be voided.',
-                           "Only draft or sent invoices without payments can be voided.", "billing.get_invoice")
-        row.status = "void"
-        row.void_reason = reason  # its own field: the internal note stays as written (and within its limit)
-        return await self._commit(invoice_id)
+        async with self._writing() as session:
+            row = await self._invoice_row(session, invoice_id)
+            if row.status not in ("draft", "sent") or row.paid_cents:
+                raise conflict(f'Invoice "{invoice_id}" is {row.status} and cannot be voided.',
+                               "Only draft or sent invoices without payments can be voided.", "billing.get_invoice")
+            row.status = "void"
+            row.void_reason = reason  # its own field: the internal note stays as written (and within its limit)
+            return await self._commit(session, invoice_id)
 
     async def record_payment(self, invoice_id: str, amount_cents: int, method: str, processor_ref: str
                              ) -> dict[str, Any]:
-        row = await self._invoice_row(invoice_id)
+        async with self._writing() as session:
+            return await self._record_payment(session, invoice_id, amount_cents, method, processor_ref)
+
+    async def _record_payment(self, session: AsyncSession, invoice_id: str, amount_cents: int, method: str,
+                              processor_ref: str) -> dict[str, Any]:
+        row = await self._invoice_row(session, invoice_id)
         owed = row.total_cents - row.paid_cents
         if row.status != "sent":
             raise conflict(f'Invoice "{invoice_id}" is {row.status}; payments go to sent invoices.',
@@ -299,14 +336,14 @@ class BillingStore:
         if amount_cents > owed:
             raise conflict(f"The amount exceeds what is owed ({owed} cents).",
                            f"Send amount_cents of at most {owed}.", "billing.record_payment")
-        self.session.add(PaymentRecord(
+        session.add(PaymentRecord(
             id=f"pay_{secrets.token_hex(6)}", tenant=self.tenant, invoice_id=row.id, amount_cents=amount_cents,
             method=method, received_on=self.today(), processor_ref=processor_ref,
         ))
         row.paid_cents += amount_cents
         if row.paid_cents == row.total_cents:
             row.status = "paid"
-        return await self._commit(invoice_id)
+        return await self._commit(session, invoice_id)
 
     # -- customers ---------------------------------------------------------------------------------
     def _customers(self) -> Select[Any]:
@@ -318,18 +355,17 @@ class BillingStore:
             .subquery()
         )
         return (
-            select(CustomerRecord, func.coalesce(owed.c.owed, 0))
-            .outerjoin(owed, owed.c.customer_id == CustomerRecord.id)
-            .where(CustomerRecord.tenant == self.tenant)
-            .order_by(CustomerRecord.name, CustomerRecord.id)
+            select(*_CUST.c, func.coalesce(owed.c.owed, 0).label("open_balance_cents"))
+            .outerjoin_from(_CUST, owed, owed.c.customer_id == _CUST.c.id)
+            .where(_CUST.c.tenant == self.tenant)
+            .order_by(_CUST.c.name, _CUST.c.id)
         )
 
     @staticmethod
-    def _customer_dict(row: CustomerRecord, owed: Any) -> dict[str, Any]:
-        return {
-            "id": row.id, "tenant": row.tenant, "name": row.name, "email": row.email, "phone": row.phone,
-            "country": row.country, "created_on": row.created_on, "open_balance_cents": int(owed),
-        }
+    def _customer_dict(row: Row[Any]) -> dict[str, Any]:
+        customer = dict(row._mapping)
+        customer["open_balance_cents"] = int(customer["open_balance_cents"])
+        return customer
 
     async def list_customers(
         self, search: str | None = None, *, after: list[str] | None = None, limit: int | None = None
@@ -338,19 +374,18 @@ class BillingStore:
         query = self._customers()
         if after is not None:
             name, ident = after
-            query = query.where(or_(CustomerRecord.name > name,
-                                    and_(CustomerRecord.name == name, CustomerRecord.id > ident)))
+            query = query.where(or_(_CUST.c.name > name, and_(_CUST.c.name == name, _CUST.c.id > ident)))
         if limit is not None:
             query = query.limit(limit)
         if search:
             pattern = f"%{search.lower()}%"  # a bound parameter, not SQL text
             query = query.where(
-                or_(func.lower(CustomerRecord.name).like(pattern), CustomerRecord.country == search.upper())
+                or_(func.lower(_CUST.c.name).like(pattern), _CUST.c.country == search.upper())
             )
-        return [self._customer_dict(row, owed) for row, owed in (await self.session.execute(query)).all()]
+        return [self._customer_dict(row) for row in await self._rows(query, {})]
 
     async def get_customer(self, customer_id: str) -> dict[str, Any]:
-        found = (await self.session.execute(self._customers().where(CustomerRecord.id == customer_id))).one_or_none()
-        if found is None:
+        found = await self._rows(self._customers().where(_CUST.c.id == customer_id), {})
+        if not found:
             raise not_found("Customer", customer_id, "customers.list")
-        return self._customer_dict(*found)
+        return self._customer_dict(found[0])

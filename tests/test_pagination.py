@@ -200,18 +200,17 @@ async def test_the_store_walks_customers_by_keyset(tmp_path):
 
     app = build(tmp_path)
     async with app.router.lifespan_context(app):
-        async for session in app.state.db.session():
-            store = BillingStore(session, DEMO_TOKENS["demo-admin"])
-            seen: list[str] = []
-            after = None
-            while True:
-                rows = await store.list_customers(after=after, limit=3)
-                page = rows[:2]
-                seen += [r["id"] for r in page]
-                if len(rows) <= 2:
-                    break
-                after = customer_key(page[-1])
-            everything = await store.list_customers()
+        store = BillingStore(app.state.db, DEMO_TOKENS["demo-admin"])
+        seen: list[str] = []
+        after = None
+        while True:
+            rows = await store.list_customers(after=after, limit=3)
+            page = rows[:2]
+            seen += [r["id"] for r in page]
+            if len(rows) <= 2:
+                break
+            after = customer_key(page[-1])
+        everything = await store.list_customers()
     assert seen == [r["id"] for r in everything] and len(seen) == 5
 
 

@@ -62,9 +62,10 @@ async def test_writes_are_checked_against_the_read_schema_before_commit(tmp_path
     original = store.BillingStore.remind
 
     async def remind_too_long(self, invoice_id):  # a bug in a write path: it stores an unreadable note
-        row = await self._invoice_row(invoice_id)
-        row.internal_note = "y" * 600
-        return await self._commit(invoice_id)
+        async with self._writing() as session:
+            row = await self._invoice_row(session, invoice_id)
+            row.internal_note = "y" * 600
+            return await self._commit(session, invoice_id)
 
     monkeypatch.setattr(store.BillingStore, "remind", remind_too_long)
     result = await in_process(app).call("billing", "remind", {"id": "inv_0001"},

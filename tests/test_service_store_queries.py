@@ -12,7 +12,7 @@ from sqlalchemy import event, make_url, text
 from sqlalchemy.exc import OperationalError
 
 from app.auth import DEMO_TOKENS
-from app.db import READER, Database
+from app.db import Database
 from app.settings import database_url
 from app.sqlite import OneTripConnection, Reader
 from app.store import BillingStore
@@ -24,6 +24,16 @@ async def db(tmp_path):
     await database.ready()
     yield database
     await database.dispose()
+
+
+class BusyReader:
+    """A reader that always finds SQLite busy."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def __call__(self, query, params):
+        return None
 
 
 async def _run(db: Database, token: str, read):
@@ -45,8 +55,7 @@ async def _run(db: Database, token: str, read):
         event.listen(engine, "before_cursor_execute", record)
     OneTripConnection._execute = counting  # type: ignore[method-assign]
     try:
-        async for session in db.session():
-            result = await read(BillingStore(session, DEMO_TOKENS[token]))
+        result = await read(BillingStore(db, DEMO_TOKENS[token]))
     finally:
         OneTripConnection._execute = original  # type: ignore[method-assign]
         for engine in engines:
@@ -84,12 +93,12 @@ async def test_a_busy_reader_hands_the_read_to_the_session(db, tmp_path):
         holder.close()
         reader.dispose()
     busy = db.reader
-    db.sessions.kw["info"] = {READER: lambda query, params: None}  # busy, every time
+    db.reader = BusyReader(busy.engine)  # busy, every time
     try:
         invoice, statements, trips = await _run(db, "demo-admin", lambda s: s.get_invoice("inv_0002"))
     finally:
-        db.sessions.kw["info"] = {READER: busy}
-    assert invoice["id"] == "inv_0002" and len(statements) == 1 and trips == 1
+        db.reader = busy
+    assert invoice["id"] == "inv_0002" and len(statements) == 1 and trips == 1  # through a session
 
 
 async def test_reads_are_tenant_scoped_and_complete(db):
@@ -122,5 +131,6 @@ async def test_writes_still_commit_through_the_one_trip_connection(db):
     paid, _, _ = await _run(db, "demo-admin", lambda s: s.list_invoices(status="draft"))
     changed, _, _ = await _run(db, "demo-admin", lambda s: s.set_status(paid[0]["id"], "sent"))
     assert changed["status"] == "sent"
+    assert db.engine.pool.checkedout() == 0  # the write's session was closed
     again, _, _ = await _run(db, "demo-admin", lambda s: s.get_invoice(paid[0]["id"]))
     assert again["status"] == "sent"
