@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import aiosqlite
-from sqlalchemy import URL, Executable, Row, create_engine, event
+from sqlalchemy import URL, Connection, Executable, Row, create_engine, event
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import NullPool
 
 
 class OneTripCursor:
@@ -122,27 +124,45 @@ def install(engine: AsyncEngine) -> None:
 
 class Reader:
     """Reads of one SQLite file on the calling thread (see the module docstring): `reader(query, params)` is
-    the query's rows, or None when SQLite was busy or locked (read through the async engine then). Its
-    connections are read-only (`PRAGMA query_only`) and never wait for a lock (`busy_timeout=0`); outside a
-    transaction each statement sees everything committed before it started."""
+    the query's rows, or None when SQLite was busy or locked (read through the async engine then).
+
+    Each thread that reads gets one connection of its own, kept open (the event loop's thread is the only one
+    in a served app; a test client's portal thread gets its own). They are read-only (`PRAGMA query_only`),
+    never wait for a lock (`busy_timeout=0`) and autocommit: each statement sees everything committed before
+    it started, and no transaction is left open between reads."""
 
     def __init__(self, url: URL) -> None:
-        # check_same_thread=False: a connection may be opened on one thread and used on another (a test
-        # client's portal), never by two at once: a read runs start to finish without yielding.
-        self.engine = create_engine(url.set(drivername="sqlite+pysqlite"),
-                                    connect_args={"check_same_thread": False})
+        self.engine = create_engine(url.set(drivername="sqlite+pysqlite"), poolclass=NullPool,
+                                    connect_args={"check_same_thread": False})  # closed from another thread
         event.listen(self.engine, "connect", _read_only)
+        self._local = threading.local()
+        self._opened: list[Connection] = []
+
+    def _connection(self) -> Connection:
+        conn: Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            self._local.conn = conn
+            self._opened.append(conn)
+        return conn
 
     def __call__(self, query: Executable, params: dict[str, Any]) -> Sequence[Row[Any]] | None:
+        conn = self._connection()
         try:
-            with self.engine.connect() as conn:
-                return conn.execute(query, params).all()
-        except OperationalError as exc:
-            if isinstance(exc.orig, sqlite3.OperationalError) and _BUSY.search(str(exc.orig)):
+            return conn.execute(query, params).all()
+        except BaseException as exc:
+            self._local.conn = None  # whatever failed, the next read starts on a fresh connection
+            self._opened.remove(conn)
+            conn.close()
+            if isinstance(exc, OperationalError) and _BUSY.search(str(exc.orig)):
                 return None
             raise
 
     def dispose(self) -> None:
+        for conn in self._opened:
+            conn.close()
+        self._opened.clear()
+        self._local = threading.local()
         self.engine.dispose()
 
 

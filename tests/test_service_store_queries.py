@@ -5,6 +5,7 @@ Speed figures live in bench/service.py and BENCHMARKS.md; these check the shape 
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 import pytest
@@ -134,3 +135,13 @@ async def test_writes_still_commit_through_the_one_trip_connection(db):
     assert db.engine.pool.checkedout() == 0  # the write's session was closed
     again, _, _ = await _run(db, "demo-admin", lambda s: s.get_invoice(paid[0]["id"]))
     assert again["status"] == "sent"
+
+
+async def test_each_thread_reads_on_a_connection_of_its_own(db):
+    query, params = text("SELECT id FROM invoices WHERE tenant = :tenant ORDER BY id"), {"tenant": "acme"}
+    here = db.reader(query, params)
+    assert db.reader(query, params) == here and len(db.reader._opened) == 1  # kept open between reads
+    there = await asyncio.to_thread(db.reader, query, params)  # e.g. a test client's portal thread
+    assert there == here and len(db.reader._opened) == 2
+    db.reader.dispose()
+    assert db.reader._opened == [] and db.reader(query, params) == here  # reopened on the next read
