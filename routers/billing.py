@@ -3,7 +3,8 @@
 - handlers are typed `async def`s; their parameters are the tool's input schema;
 - `Depends(...)` brings the tenant-scoped store, the caller's presenter and credentials (never in the schema);
 - a Model's fillable profile (`InvoiceModel.input_model("create")`) becomes the action's parameters;
-- presenters decide what the agent sees; `success_structured` and `toon_success` answer other shapes;
+- presenters decide what the agent sees; an output model types a plain result (`revenue_summary`: validated
+  by the model once, so it is not checked again against its schema), `toon_success` answers another shape;
 - guards: a timeout on `remind`, at most two `export_invoices` at once, and `void_invoice` asks the user first
   (the app adds a rate limit and the audit trail to every action, in `app/main.py`);
 - OAuth scopes: every action needs `billing:read`, writes `billing:write` too, `record_payment`
@@ -19,7 +20,7 @@ from pydantic import Field
 from app.deps import get_store, invoice_presenter, invoice_rows_presenter, payment_api_key
 from app.pdf import invoice_document
 from app.store import BillingStore, invoice_key
-from mcpfusion import Concurrency, Context, Page, Timeout, Tool, attach, success_structured, toon_success
+from mcpfusion import Concurrency, Context, Page, Timeout, Tool, attach, toon_success
 from models import INVOICE_STATUSES, ExportRow, InvoiceModel, PaymentModel, RevenueSummary
 from presenters import invoice_admin, invoice_rows_admin, invoice_rows_support, invoice_support
 
@@ -117,9 +118,9 @@ async def record_payment(
 
 
 @billing.action(readonly=True, idempotent=True, output_schema=RevenueSummary, **LOCAL)
-async def revenue_summary(store: BillingStore = Depends(get_store)):
+async def revenue_summary(store: BillingStore = Depends(get_store)) -> dict:
     """Receivables at a glance (structured content)"""
-    return success_structured(RevenueSummary.model_validate(await store.summary()))
+    return await store.summary()
 
 
 @billing.action(readonly=True, idempotent=True, output_schema=list[ExportRow], middleware=[Concurrency(2)], **LOCAL)
