@@ -86,9 +86,13 @@ def context_parameter(fn: Callable[..., Any]) -> str | None:
     return None
 
 
-def split_parameters(fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], list[inspect.Parameter]]:
-    """(tool arguments, dependency parameters), annotations resolved (string annotations included)."""
-    hints = typing.get_type_hints(fn, include_extras=True)
+def split_parameters(
+    fn: Callable[..., Any], hints: dict[str, Any] | None = None
+) -> tuple[list[inspect.Parameter], list[inspect.Parameter]]:
+    """(tool arguments, dependency parameters), annotations resolved (string annotations included); `hints`
+    are `fn`'s type hints with extras when the caller has them already."""
+    if hints is None:
+        hints = typing.get_type_hints(fn, include_extras=True)
     arguments: list[inspect.Parameter] = []
     dependencies: list[inspect.Parameter] = []
     for param in inspect.signature(fn).parameters.values():

@@ -8,6 +8,7 @@ data, so the guard knows every value it removed) -> `_select` -> serialize -> eg
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -63,7 +64,10 @@ def _as_list(value: Any) -> list[Any]:
     return [value]
 
 
+@functools.cache
 def _ignore_extra(model: type[BaseModel]) -> type[BaseModel]:
+    """`model` reading attributes and ignoring extra keys: one subclass per model, whatever the number of
+    presenters built on it (a pydantic class costs milliseconds to make)."""
     if model.model_config.get("extra") == "ignore" and model.model_config.get("from_attributes"):
         return model
     config = {**model.model_config, "extra": "ignore", "from_attributes": True}

@@ -7,16 +7,24 @@ problem details (`mcpfusion.problem`) with the same code, message, recovery and 
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import functools
 import inspect
 import typing
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
+from starlette._utils import get_route_path
+from starlette.datastructures import URLPath
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
+from starlette.routing import BaseRoute, Match, NoMatchFound
+from starlette.types import Receive, Scope, Send
 
 from .body import DEFAULT_MAX_BODY_BYTES, BodyTooLarge, InvalidJSON, parse_json, read_body
 from .content import ResourceLink
@@ -211,46 +219,124 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
 def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api",
                     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
     """A documented POST route per action, and GET for read-only actions with scalar parameters; every
-    error under `prefix` answers problem details. Bodies above `max_body_bytes` are refused (413) unread."""
+    error under `prefix` answers problem details. Bodies above `max_body_bytes` are refused (413) unread.
+
+    The FastAPI routes of an action are made the first time its path is requested or the OpenAPI document
+    is generated (`ActionRoute`): a server of hundreds of actions starts without building them all."""
     errors = openapi_errors()
     item_schemas: dict[int, dict[str, Any]] = {}
     for action in registry.actions():
-        responses = {
-            "200": {
-                "description": "The data, exactly as the MCP data block carries it"
-                + ("; one page of it (see the Next-Cursor header)" if action.paginate else ""),
-                "content": _success_content(action, item_schemas),
-                **({"headers": PAGE_HEADERS} if action.paginate else {}),
-            },
-            **errors,
-        }
-        common: dict[str, Any] = {
-            "summary": action.description or action.name,
-            "description": action.fn.__doc__ or action.description,
-            "tags": [action.tool.name],
-        }
         path = f"{prefix}/{action.tool.name}/{action.name}"
-        app.add_api_route(
-            path, _endpoint(registry, action, "POST", max_body_bytes), methods=["POST"],
-            name=f"{action.tool.name}.{action.name}", operation_id=f"{action.tool.name}_{action.name}", **common,
-            openapi_extra={
-                "requestBody": {
-                    # An empty body is `{}`: only an action with required parameters needs one.
-                    "required": bool(action.required),
-                    "content": {"application/json": {"schema": inline_refs(action.input_schema)}},
-                },
-                "responses": responses,
-            },
-        )
-        parameters = query_parameters(action)
-        if parameters is not None:
-            app.add_api_route(
-                path, _endpoint(registry, action, "GET", max_body_bytes), methods=["GET"],
-                name=f"{action.tool.name}.{action.name}.get", operation_id=f"{action.tool.name}_{action.name}_get",
-                **common, openapi_extra={"parameters": parameters, "responses": responses},
-            )
+        declare = functools.partial(_declare_routes, registry, action, path, errors, item_schemas, max_body_bytes)
+        app.router.routes.append(ActionRoute(app.router, path, f"{action.tool.name}.{action.name}", declare))
     install_problem_handlers(app, registry, prefix)
     _document_problem(app)
+
+
+def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: dict[str, Any],
+                    item_schemas: dict[int, dict[str, Any]], max_body_bytes: int, router: APIRouter) -> None:
+    """Add the FastAPI routes of one action to `router`: POST, and GET when its parameters fit a query."""
+    responses = {
+        "200": {
+            "description": "The data, exactly as the MCP data block carries it"
+            + ("; one page of it (see the Next-Cursor header)" if action.paginate else ""),
+            "content": _success_content(action, item_schemas),
+            **({"headers": PAGE_HEADERS} if action.paginate else {}),
+        },
+        **errors,
+    }
+    common: dict[str, Any] = {
+        "summary": action.description or action.name,
+        "description": action.fn.__doc__ or action.description,
+        "tags": [action.tool.name],
+    }
+    router.add_api_route(
+        path, _endpoint(registry, action, "POST", max_body_bytes), methods=["POST"],
+        name=f"{action.tool.name}.{action.name}", operation_id=f"{action.tool.name}_{action.name}", **common,
+        openapi_extra={
+            "requestBody": {
+                # An empty body is `{}`: only an action with required parameters needs one.
+                "required": bool(action.required),
+                "content": {"application/json": {"schema": inline_refs(action.input_schema)}},
+            },
+            "responses": responses,
+        },
+    )
+    parameters = query_parameters(action)
+    if parameters is not None:
+        router.add_api_route(
+            path, _endpoint(registry, action, "GET", max_body_bytes), methods=["GET"],
+            name=f"{action.tool.name}.{action.name}.get", operation_id=f"{action.tool.name}_{action.name}_get",
+            **common, openapi_extra={"parameters": parameters, "responses": responses},
+        )
+
+
+class ActionRoute(BaseRoute):
+    """The REST path of one action in the app's route list. Its FastAPI routes (what `router.add_api_route`
+    makes: the app's dependencies, response class and OpenAPI operation) are built on first use and then
+    match and answer the requests; `path`, `name` and `methods` read like theirs."""
+
+    def __init__(self, router: APIRouter, path: str, name: str, declare: Callable[[APIRouter], None]) -> None:
+        self.path = self.path_format = path
+        self.name = name
+        self._router = router
+        self._declare: Callable[[APIRouter], None] | None = declare
+        self._routes: list[BaseRoute] = []
+
+    def routes(self) -> list[BaseRoute]:
+        """The action's FastAPI routes, made by the app's router settings the first time (kept out of its
+        list: this route stands for them there)."""
+        declare = self._declare
+        if declare is not None:
+            scratch = copy.copy(self._router)
+            scratch.routes = []
+            declare(scratch)
+            self._routes, self._declare = scratch.routes, None
+        return self._routes
+
+    @property
+    def methods(self) -> set[str]:
+        return {m for r in self.routes() for m in getattr(r, "methods", None) or ()}
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] != "http" or get_route_path(scope) != self.path:
+            return Match.NONE, {}
+        partial: tuple[Match, Scope] | None = None
+        for route in self.routes():
+            match, child_scope = route.matches(scope)
+            if match is Match.FULL:
+                return match, child_scope
+            if match is Match.PARTIAL and partial is None:
+                partial = match, child_scope
+        return partial or (Match.NONE, {})
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = scope.get("route")  # the FastAPI route that matched (a PARTIAL one answers 405)
+        if route not in self._routes:
+            route = self.routes()[0]
+        await route.handle(scope, receive, send)
+
+    def url_path_for(self, name: str, /, **path_params: Any) -> URLPath:
+        if name in (self.name, f"{self.name}.get"):
+            for route in self.routes():
+                try:
+                    return route.url_path_for(name, **path_params)
+                except NoMatchFound:
+                    pass
+        raise NoMatchFound(name, path_params)
+
+
+@contextlib.contextmanager
+def _materialised(app: FastAPI) -> Iterator[None]:
+    """The app's routes with every `ActionRoute` replaced by its FastAPI routes, while FastAPI writes the
+    OpenAPI document (a new list: requests being routed meanwhile see equivalent routes either way)."""
+    routes = app.router.routes
+    app.router.routes = [r for route in routes
+                         for r in (route.routes() if isinstance(route, ActionRoute) else (route,))]
+    try:
+        yield
+    finally:
+        app.router.routes = routes
 
 
 async def _answer(handler: Any, request: Request, exc: Exception) -> Response:
@@ -320,7 +406,8 @@ def _document_problem(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            schema = generate()
+            with _materialised(app):
+                schema = generate()
             schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
             app.openapi_schema = schema
         return app.openapi_schema

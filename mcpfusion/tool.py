@@ -61,11 +61,17 @@ def _read_schema_in(annotation: Any) -> str | None:
     return None
 
 
-def _return_annotation(fn: Callable[..., Any]) -> Any:
-    try:
+def _has_extras(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is typing.Annotated or any(_has_extras(a) for a in typing.get_args(annotation))
+
+
+def _return_annotation(fn: Callable[..., Any], hints: dict[str, Any]) -> Any:
+    """The return annotation without `Annotated` extras, from `fn`'s hints with extras (evaluated once: the
+    string annotations' evaluation is most of declaring an action)."""
+    annotation = hints.get("return")
+    if _has_extras(annotation):
         return typing.get_type_hints(fn).get("return")
-    except Exception:  # an unresolvable forward reference: the return type is unknown
-        return None
+    return annotation
 
 
 @functools.cache
@@ -97,7 +103,7 @@ class Action:
     presenter_candidates: tuple[Presenter, ...]
     output: Output
     title: str | None
-    args_model: type[BaseModel]
+    argument_fields: dict[str, Any]  # name -> (annotation, default or FieldInfo): the argument model's fields
     flattened: dict[str, tuple[type[BaseModel], tuple[str, ...]]]
     plain_args: tuple[str, ...]
     dependant: Dependant
@@ -121,6 +127,13 @@ class Action:
     @property
     def label(self) -> str:
         return f"{self.tool.name}/{self.name}"
+
+    @functools.cached_property
+    def args_model(self) -> type[BaseModel]:
+        """The pydantic model of the arguments (strict: unknown fields refused), made on first use (a call,
+        tools/list, REST): declaring hundreds of actions stays cheap, and an action never used costs nothing."""
+        return create_model(f"{self.tool.name}_{self.name}_arguments", __config__=ConfigDict(extra="forbid"),
+                            **self.argument_fields)
 
     @property
     def qualified_name(self) -> str:
@@ -374,7 +387,8 @@ class Tool:
         if description is None and not (fn.__doc__ or "").strip():
             warnings.warn(f"{where}: no docstring, so the action {self.name}.{name} has an empty description; "
                           "add a docstring or description=...", UserWarning, stacklevel=4)
-        arguments, dependencies = split_parameters(fn)
+        hints = typing.get_type_hints(fn, include_extras=True)
+        arguments, dependencies = split_parameters(fn, hints)
         declared = inspect.signature(fn).parameters
         json_validator = None
         if input_schema is not None:
@@ -411,11 +425,8 @@ class Tool:
             else:
                 fields[param.name] = (param.annotation, default)
             plain.append(param.name)
-        args_model = create_model(
-            f"{self.name}_{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
-        )
         presenter, presenter_dependency, candidates, output = self._output(
-            fn, where, f"{self.name}/{name}", returns, candidates, output_schema
+            fn, where, f"{self.name}/{name}", returns, candidates, output_schema, _return_annotation(fn, hints)
         )
         output.paginated = bool(paginate)
         dependant = build_dependant(dependencies, presenter_dependency)
@@ -435,7 +446,7 @@ class Tool:
             presenter_candidates=candidates,
             output=output,
             title=title,
-            args_model=args_model,
+            argument_fields=fields,
             flattened=flattened,
             plain_args=tuple(plain) if input_schema is None else _named_properties(fn, input_schema),
             dependant=dependant,
@@ -451,10 +462,10 @@ class Tool:
 
     def _output(
         self, fn: Callable[..., Any], where: str, label: str, returns: Any, candidates: tuple[Presenter, ...],
-        output_schema: Any,
+        output_schema: Any, annotation: Any,
     ) -> tuple[Presenter | None, Callable[..., Any] | None, tuple[Presenter, ...], Output]:
-        """(static presenter, presenter dependency, its declared choices, the output contract)."""
-        annotation = _return_annotation(fn)
+        """(static presenter, presenter dependency, its declared choices, the output contract); `annotation`
+        is the handler's return annotation."""
         explicit: dict[str, Any] | None = None
         model, many = None, None
         if isinstance(output_schema, dict):

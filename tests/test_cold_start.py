@@ -1,0 +1,118 @@
+"""Cold start: what a server builds on first use instead of at start-up (argument models, REST routes), and
+that what it builds then is what it built eagerly before (same routes, same OpenAPI, same answers)."""
+
+from typing import Annotated, Any
+
+import httpx
+from fastapi import Depends, FastAPI, Header, HTTPException
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, Field
+
+from mcpfusion import MCPFusion, Tool
+from mcpfusion.rest import ActionRoute
+from mcpfusion.tool import _return_annotation
+
+
+class Item(BaseModel):
+    id: str
+    name: str
+
+
+def build() -> tuple[Tool, MCPFusion]:
+    tool = Tool("items", description="Items")
+
+    @tool.action(readonly=True)
+    async def get_item(id: Annotated[str, Field(max_length=10)]) -> Item:
+        """Get one item"""
+        return Item(id=id, name="first")
+
+    @tool.action(idempotent=True)
+    async def rename(id: str, name: Annotated[str, Field(min_length=1)]) -> Item:
+        """Rename an item"""
+        return Item(id=id, name=name)
+
+    return tool, MCPFusion(name="cold", version="1.0.0", tools=[tool], json_response=True)
+
+
+def client(app: FastAPI) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
+
+
+def action_routes(app: FastAPI) -> dict[str, ActionRoute]:
+    return {r.path: r for r in app.routes if isinstance(r, ActionRoute)}
+
+
+async def test_argument_model_is_made_on_first_use_and_validates_as_declared():
+    tool, _ = build()
+    action = tool.actions["get_item"]
+    assert "args_model" not in vars(action)  # declaring made no pydantic model
+    assert action.input_schema["properties"]["id"] == {"type": "string", "maxLength": 10}
+    assert action.args_model is action.args_model  # made once
+    assert action.args_model.__name__ == "items_get_item_arguments"
+    assert action.validate({"id": "i1"}) == {"id": "i1"}
+
+
+async def test_rest_routes_are_built_per_action_on_first_request():
+    _, fusion = build()
+    app = fusion.build_app()
+    routes = action_routes(app)
+    assert set(routes) == {"/api/items/get_item", "/api/items/rename"}
+    assert not any(isinstance(r, APIRoute) and r.path.startswith("/api/") for r in app.routes)
+    assert all(route._declare is not None for route in routes.values())  # nothing built yet
+    async with client(app) as http:
+        got = await http.get("/api/items/get_item", params={"id": "i1"})
+        assert (got.status_code, got.json()) == (200, {"id": "i1", "name": "first"})
+        assert routes["/api/items/rename"]._declare is not None  # the other action is still unbuilt
+        posted = await http.post("/api/items/get_item", json={"id": "i2"})
+        assert (posted.status_code, posted.json()["id"]) == (200, "i2")
+        too_long = await http.post("/api/items/get_item", json={"id": "x" * 11})
+        assert too_long.status_code == 422 and too_long.headers["content-type"] == "application/problem+json"
+        # rename has no GET (not read-only): 405 with the methods the path has
+        wrong = await http.get("/api/items/rename", params={"id": "i1", "name": "n"})
+        assert (wrong.status_code, wrong.headers["allow"]) == (405, "POST")
+        both = await http.delete("/api/items/get_item")
+        assert (both.status_code, both.headers["allow"]) == (405, "GET, POST")
+    assert app.url_path_for("items.get_item") == "/api/items/get_item"
+    assert app.url_path_for("items.get_item.get") == "/api/items/get_item"
+
+
+async def test_openapi_documents_every_action_before_any_request():
+    _, fusion = build()
+    app = fusion.build_app()
+    paths = app.openapi()["paths"]
+    assert set(paths["/api/items/get_item"]) == {"get", "post"}
+    assert set(paths["/api/items/rename"]) == {"post"}
+    rename = paths["/api/items/rename"]["post"]
+    assert rename["operationId"] == "items_rename" and rename["requestBody"]["required"] is True
+    body = rename["requestBody"]["content"]["application/json"]["schema"]
+    assert body["required"] == ["id", "name"] and body["additionalProperties"] is False
+    assert [p["name"] for p in paths["/api/items/get_item"]["get"]["parameters"]] == ["id"]
+    assert all(isinstance(r, ActionRoute) for r in app.routes if getattr(r, "path", "").startswith("/api/"))
+
+
+async def test_app_dependencies_guard_lazily_built_rest_routes():
+    async def require_key(x_key: str | None = Header(None)) -> None:
+        if x_key != "secret":
+            raise HTTPException(401, "missing key")
+
+    app = FastAPI(dependencies=[Depends(require_key)])
+    build()[1].mount(app)
+    async with client(app) as http:
+        assert (await http.post("/api/items/get_item", json={"id": "i1"})).status_code == 401
+        ok = await http.post("/api/items/get_item", json={"id": "i1"}, headers={"x-key": "secret"})
+        assert ok.status_code == 200
+    operation = app.openapi()["paths"]["/api/items/get_item"]["post"]
+    assert any(p["name"] == "x-key" for p in operation["parameters"])  # the app's dependency is documented
+
+
+def test_return_annotation_read_once_with_or_without_extras():
+    async def plain() -> list[Item]: ...
+
+    async def annotated() -> Annotated[list[Item], "doc"]: ...
+
+    async def nested() -> dict[str, Annotated[int, Field(ge=0)]]: ...
+
+    hints: dict[str, Any] = {"return": list[Item]}
+    assert _return_annotation(plain, hints) == list[Item]
+    assert _return_annotation(annotated, {"return": Annotated[list[Item], "doc"]}) == list[Item]
+    assert _return_annotation(nested, {"return": dict[str, Annotated[int, Field(ge=0)]]}) == dict[str, int]
