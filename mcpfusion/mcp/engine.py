@@ -8,12 +8,12 @@ imports the layer that defines it.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from mcp_types.methods import validate_client_request
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -386,12 +386,22 @@ class Engine:
         return {}
 
 
+@functools.cache
+def _client_request_validator() -> Callable[[str, str, dict[str, Any] | None], Any]:
+    """`mcp_types.methods.validate_client_request`, imported on the first request: its typed models of
+    every revision take longer to import than the rest of `mcp_types`, and a process serving no MCP
+    request (REST only, the CLI) never needs them."""
+    from mcp_types.methods import validate_client_request
+
+    return validate_client_request
+
+
 def check_params(method: str, version: str, params: dict[str, Any] | None) -> None:
     """Validate `params` against the SDK's typed request model of `method` in `version` (`mcp.types`), so a
     wrong type is -32602 naming the field, never an exception deeper down. Methods and versions the SDK does
     not know are left to their handler."""
     try:
-        validate_client_request(method, version, params)
+        _client_request_validator()(method, version, params)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'][1:]) or 'params'}: {err['msg']}"

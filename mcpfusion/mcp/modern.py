@@ -9,17 +9,12 @@ pure `mcp.shared.inbound` module, so both ends read the rules from one place.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
+from types import ModuleType
 from typing import Any
 
-from mcp.shared.inbound import (
-    InboundLadderRejection,
-    classify_inbound_request,
-    unsupported_protocol_version_rejection,
-    validate_mcp_param_headers,
-)
 from mcp_types import LOG_LEVEL_META_KEY, SERVER_INFO_META_KEY
-from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -30,7 +25,7 @@ from .jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, McpError,
 from .pipeline import WirePipeline, check_request_shape, invalid_request
 from .settings import TransportSettings
 from .streams import sse_event
-from .wire import SSE_HEADERS, accepts, error_response, header, http_error
+from .wire import SSE_HEADERS, accepts, error_response, event_source, header, http_error
 
 # Set in the ASGI scope by in-process transports (stdio) whose routing headers are derived from the body.
 TRUSTED_HEADERS_KEY = "mcpfusion.trusted_headers"
@@ -43,6 +38,16 @@ _FILTER_OF = {
     "notifications/prompts/list_changed": "promptsListChanged",
     "notifications/resources/list_changed": "resourcesListChanged",
 }
+
+
+@functools.cache
+def _ladder() -> ModuleType:
+    """The SDK's `mcp.shared.inbound`, imported on the first request of this wire: importing it runs the
+    SDK package's `__init__` (its client and server, a quarter of a second), which a server that never
+    sees a 2026-07-28 request does not need."""
+    import mcp.shared.inbound
+
+    return mcp.shared.inbound
 
 
 class ModernWire(WirePipeline):
@@ -81,8 +86,9 @@ class ModernWire(WirePipeline):
                 if name in headers:
                     return error_response(msg_id, HEADER_MISMATCH, f"{name} header appears more than once")
                 headers[name] = raw_value.decode("latin-1").strip(" \t")
-        verdict = classify_inbound_request(message, headers=headers)
-        if isinstance(verdict, InboundLadderRejection):
+        ladder = _ladder()
+        verdict = ladder.classify_inbound_request(message, headers=headers)
+        if isinstance(verdict, ladder.InboundLadderRejection):
             return error_response(msg_id, verdict.code, verdict.message, verdict.data)
         params = message.get("params") or {}
         if method == "tools/call" and not request.scope.get(TRUSTED_HEADERS_KEY):
@@ -90,7 +96,7 @@ class ModernWire(WirePipeline):
             if schema is not None:
                 arguments = params.get("arguments")
                 all_headers = {k: v.strip(" \t") for k, v in request.headers.items()}
-                rejection = validate_mcp_param_headers(schema, arguments if isinstance(arguments, dict) else {},
+                rejection = ladder.validate_mcp_param_headers(schema, arguments if isinstance(arguments, dict) else {},
                                                        all_headers)
                 if rejection is not None:
                     return error_response(msg_id, rejection.code, rejection.message, rejection.data)
@@ -122,7 +128,7 @@ class ModernWire(WirePipeline):
         if check_request_shape(message) is not None:
             return error_response(None, INVALID_REQUEST, "Body must be a single JSON-RPC request or notification")
         version = (header(request, b"mcp-protocol-version") or "").strip()
-        rejection = unsupported_protocol_version_rejection(version)
+        rejection = _ladder().unsupported_protocol_version_rejection(version)
         if rejection is not None:
             return error_response(None, rejection.code, rejection.message, rejection.data)
         # Nothing to act on: cancellation on this wire is closing the response stream.
@@ -171,7 +177,7 @@ class ModernWire(WirePipeline):
                     channel.cancel("response stream closed")
                     task.cancel()
 
-        return EventSourceResponse(events(), headers=SSE_HEADERS, ping=self.settings.sse_ping_seconds)
+        return event_source(events(), SSE_HEADERS, self.settings.sse_ping_seconds)
 
     def _listen(self, call: Call) -> Response:
         requested = call.params.get("notifications")
@@ -210,4 +216,4 @@ class ModernWire(WirePipeline):
                     params["_meta"] = {**(params.get("_meta") or {}), **tag}
                     yield sse_event(None, notification(method, params))
 
-        return EventSourceResponse(events(), headers=SSE_HEADERS, ping=self.settings.sse_ping_seconds)
+        return event_source(events(), SSE_HEADERS, self.settings.sse_ping_seconds)

@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, is_version_at_least
-from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -35,7 +34,7 @@ from .streams import (
     new_stream_id,
     sse_event,
 )
-from .wire import SSE_HEADERS, accepts, error_response, header, http_error, json_response, retry_later
+from .wire import SSE_HEADERS, accepts, error_response, event_source, header, http_error, json_response, retry_later
 
 logger = logging.getLogger("mcpfusion.mcp")
 DEFAULT_LOG_LEVEL = "info"
@@ -255,8 +254,8 @@ class SessionWire(WirePipeline):
         if isinstance(first, tuple) and is_response(first[1]):
             events = encode_message(*first)
             return SSEBody(events if priming is None else encode_priming(priming) + events, session.id)
-        return EventSourceResponse(live_events(channel, priming, first), headers={**SSE_HEADERS, **headers},
-                                   ping=self.settings.sse_ping_seconds)
+        return event_source(live_events(channel, priming, first), {**SSE_HEADERS, **headers},
+                            self.settings.sse_ping_seconds)
 
     async def run(self, call: Call, inline: bool = True) -> dict[str, Any] | None:
         """The shared pipeline, with the call registered for `notifications/cancelled` while it runs."""
@@ -295,10 +294,8 @@ class SessionWire(WirePipeline):
             stream_id = parsed[0] if parsed is not None else ""
             if not stream_id.startswith(session.id + "~"):
                 return http_error(404, "Unknown Last-Event-ID for this session")
-            return EventSourceResponse(self._resume(session, stream_id, last), headers=headers,
-                                       ping=self.settings.sse_ping_seconds)
-        return EventSourceResponse(self._standalone(session, None), headers=headers,
-                                   ping=self.settings.sse_ping_seconds)
+            return event_source(self._resume(session, stream_id, last), headers, self.settings.sse_ping_seconds)
+        return event_source(self._standalone(session, None), headers, self.settings.sse_ping_seconds)
 
     @staticmethod
     def _priming_wanted(session: Session) -> bool:

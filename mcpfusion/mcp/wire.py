@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable
 from typing import Any
 
 from pydantic_core import to_json
@@ -13,6 +14,14 @@ from .jsonrpc import HTTP_STATUS, INVALID_REQUEST, error
 SSE_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
 TRANSPORT_SCOPE_KEY = "mcpfusion.transport"
 """`request.scope` key naming a transport that is not plain HTTP (`"stdio"`); telemetry reads it."""
+
+
+def event_source(events: AsyncIterable[Any], headers: dict[str, str], ping: float) -> Response:
+    """sse-starlette's `EventSourceResponse` of `events`, imported when the server first streams: it loads
+    uvicorn with it, which a server answering JSON (or run under another server) never needs."""
+    from sse_starlette import EventSourceResponse
+
+    return EventSourceResponse(events, headers=headers, ping=ping)
 
 
 def header(request: Request, name: bytes) -> str | None:
