@@ -8,6 +8,7 @@ never appear in the schema and are solved with `fastapi.dependencies.utils.solve
 
 from __future__ import annotations
 
+import functools
 import inspect
 import typing
 from collections.abc import Callable
@@ -122,6 +123,8 @@ def build_dependant(
     dependencies: list[inspect.Parameter], presenter_dependency: Callable[..., Any] | None
 ) -> Dependant:
     """One FastAPI `Dependant` holding every dependency of an action (and its presenter choice)."""
+    if not dependencies and presenter_dependency is None:
+        return _no_dependencies()  # most actions: nothing for FastAPI to analyse
     parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in dependencies]
     if presenter_dependency is not None:
         parameters.append(
@@ -144,6 +147,16 @@ def security_scopes(dependant: Dependant) -> frozenset[str]:
     for sub in dependant.dependencies:
         found |= security_scopes(sub)
     return frozenset(found)
+
+
+@functools.cache
+def _no_dependencies() -> Dependant:
+    """The `Dependant` of every action without dependencies (empty: `resolve` never solves it), made once."""
+
+    async def collect() -> dict[str, Any]:
+        return {}
+
+    return get_dependant(path="", call=collect)
 
 
 class DependencyErrors(Exception):

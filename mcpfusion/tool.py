@@ -389,7 +389,6 @@ class Tool:
                           "add a docstring or description=...", UserWarning, stacklevel=4)
         hints = typing.get_type_hints(fn, include_extras=True)
         arguments, dependencies = split_parameters(fn, hints)
-        declared = inspect.signature(fn).parameters
         json_validator = None
         if input_schema is not None:
             json_validator = _json_validator(fn, input_schema, [p.name for p in arguments])
@@ -402,7 +401,7 @@ class Tool:
         for param in arguments:
             if param.name in (DISCRIMINATOR, SELECT_PARAM) or (paginate and param.name == CURSOR_PARAM):
                 raise ValueError(f"{fn.__qualname__}: parameter name {param.name!r} is reserved")
-            if declared[param.name].annotation is inspect.Parameter.empty:
+            if param.name not in hints:  # not annotated
                 raise TypeError(f"{where}: parameter {param.name!r} has no type annotation, so the agent would get "
                                 f"a schema without a type; annotate it (e.g. {param.name}: str)")
             owner = _read_schema_in(param.annotation)
