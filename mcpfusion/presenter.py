@@ -74,6 +74,13 @@ def _ignore_extra(model: type[BaseModel]) -> type[BaseModel]:
     return type(model.__name__, (model,), {"model_config": config, "__module__": model.__module__})
 
 
+@functools.cache
+def _serialization_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's serialization JSON schema, generated once per model (the presenters of a model share its
+    class): read only, `lean` and `inline_refs` build new dicts from it."""
+    return model.model_json_schema(mode="serialization")
+
+
 @dataclass(slots=True)
 class _Rendered:
     data: Any
@@ -315,7 +322,7 @@ class Presenter:
         if self.item_model is None:
             schema: dict[str, Any] = {"type": "object"}
         else:
-            schema = lean(inline_refs(self.item_model.model_json_schema(mode="serialization")))
+            schema = lean(inline_refs(_serialization_schema(self.item_model)))
         for key, child in self.embeds.items():
             one = child.wire_schema()
             schema.setdefault("properties", {})[key] = {
