@@ -5,7 +5,8 @@ Each figure is taken in fresh processes (`--runs` of them, median and range repo
 another on CPU 0, interleaved:
 
 - `python -c pass`: the interpreter alone (the floor under every figure);
-- `import mcpfusion.app`: the framework's imports (FastAPI, pydantic, the MCP types...);
+- `import mcpfusion.app`: the framework's imports (FastAPI, pydantic, the MCP types...), and the CPU of importing
+  FastAPI and `mcp_types` alone (the floor under mcpfusion's own imports);
 - import + build: the framework imported, then the server module (`bench/many_tools_server.py`: 500 actions
   declared, 100 presenters, `build_app()` with the MCP endpoint and 500 REST paths; the peers: 500 tools and
   their streamable HTTP app), timed inside the process (wall and CPU);
@@ -89,6 +90,9 @@ asyncio.run(main())
 """
 
 
+# CPU of the two imports under mcpfusion's own (FastAPI; mcp_types, whose package imports all its models).
+FLOOR = "import time; c = time.process_time(); import fastapi, mcp_types; print(time.process_time() - c)"
+
 # (label, framework module imported first, server module building the 500 actions, environment)
 SERVERS = [
     ("mcpfusion", "mcpfusion.app", "many_tools_server", {}),
@@ -115,13 +119,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-peers", action="store_true", help="mcpfusion only")
     args = parser.parse_args(argv)
     servers = SERVERS[:1] if args.no_peers else SERVERS
-    bare, imports = [], []
+    bare, imports, floor = [], [], []
     probes: dict[str, list[dict[str, float]]] = {label: [] for label, *_ in servers}
     walls: dict[str, list[float]] = {label: [] for label, *_ in servers}
     run("pass")  # warm the file cache
     for _ in range(args.runs):  # interleaved, so a burst of load elsewhere hits one run of each
         bare.append(run("pass")[0])
         imports.append(run("import mcpfusion.app")[0])
+        floor.append(float(run(FLOOR)[1]))
         for label, framework, server, env in servers:
             wall, out = run(PROBE.format(bench=str(BENCH_DIR), framework=framework, server=server), env)
             walls[label].append(wall)
@@ -130,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cold start of 100 tools x 5 actions (MCP tools listed: {counts}; mcpfusion groups a tool's actions, "
           f"the peers have one tool per action), median (min-max) of {args.runs} fresh processes on CPU 0")
     print(f"interpreter alone (`python -c pass`), whole process: {spread(bare)}; "
-          f"`import mcpfusion.app`, whole process: {spread(imports)}")
+          f"`import mcpfusion.app`, whole process: {spread(imports)}; CPU of importing FastAPI and mcp_types "
+          f"alone (what mcpfusion.app imports besides itself): {spread(floor)}")
     rows = [
         ("import + build, in process (wall)", lambda p: p["import_build_s"], 1.0, "s", 3),
         ("  of which importing the framework", lambda p: p["import_s"], 1.0, "s", 3),
