@@ -485,7 +485,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="last line from req/CPU-s (default: robust when other jobs share the cores) "
                              "or from wrk's req/s")
     parser.add_argument("--telemetry", action="store_true",
-                        help="also serve mcpfusion with OpenTelemetry on (no-op export) and print on/off")
+                        help="also serve mcpfusion with OpenTelemetry on (no-op export), every trace recorded and "
+                             "10%% sampled, and print on/off")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         print("wrk not found: apt-get install -y wrk (scripts/system_deps.sh does it)", file=sys.stderr)
