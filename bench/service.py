@@ -2,8 +2,9 @@
 
 One uvicorn worker (uvloop, httptools, no access log) pinned to CPU 0 serves `bench/service_server.py`: the
 reference service (`app.main.create_app`, SQLite file seeded with the demo data, demo bearer tokens) and
-`POST /plain/{action}` routes that call the same `BillingStore` method through the same dependencies
-(`app.deps.get_store`: database session, caller, tenant) and return its result as FastAPI serializes it.
+`POST /plain/{action}` routes that make the same `BillingStore` call through the same dependencies
+(`app.deps.get_store`: caller, tenant, database) and return its result through the models the presenters
+use (FastAPI `response_model`: validated, hidden fields removed), matched before the service's routes.
 `wrk -t1` pinned to CPU 1 drives each cell in interleaved rounds; the best round counts.
 
 - MCP: a 2026-07-28 `tools/call` of the `billing` tool with action `get_invoice`, `list_invoices` or
