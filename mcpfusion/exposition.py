@@ -18,8 +18,12 @@ A call the projection lets through and the action refuses gets the usual self-he
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from .output import share
+from .schema import inline_refs, without
 
 #: MCP's values for an annotation that is absent (ToolAnnotations in the specification).
 MCP_DEFAULT_HINTS = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": True}
@@ -38,11 +42,13 @@ def compact_annotations(hints: dict[str, Any]) -> dict[str, Any]:
 
 
 def optional_form(schema: dict[str, Any]) -> dict[str, Any]:
-    """An optional parameter whose default is `None`: without `"default": null` nor its `null` branch."""
+    """An optional parameter whose default is `None`: without `"default": null` nor its `null` branch (or
+    the `null` of a `type` list)."""
     if "default" not in schema or schema["default"] is not None:
         return schema
     out = {k: v for k, v in schema.items() if k != "default"}
     branches = out.get("anyOf")
+    kinds = out.get("type")
     if isinstance(branches, list) and {"type": "null"} in branches:
         rest = [b for b in branches if b != {"type": "null"}]
         del out["anyOf"]
@@ -50,8 +56,41 @@ def optional_form(schema: dict[str, Any]) -> dict[str, Any]:
             out = {**rest[0], **out}
         elif rest:
             out["anyOf"] = rest
-    elif out.get("type") == "null":
+    elif isinstance(kinds, list) and "null" in kinds:
+        rest = [k for k in kinds if k != "null"]
+        out["type"] = rest[0] if len(rest) == 1 else rest
+    elif kinds == "null":
         out.pop("type")
+    return out
+
+
+_FILLER = {"one", "of", "or", "and", "either"}
+
+
+def short_enums(node: Any, *, types: bool = True) -> Any:
+    """Enums without what they already say: a description that only lists the enum's values ("One of
+    draft, sent, paid.") and, with `types`, the `"type": "string"` of an enum of strings."""
+    if isinstance(node, list):
+        return [short_enums(n, types=types) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: short_enums(v, types=types) for k, v in node.items()}
+    values = out.get("enum")
+    if isinstance(values, list) and values and all(isinstance(v, str) for v in values):
+        if types and out.get("type") == "string":
+            del out["type"]
+        text = out.get("description")
+        if isinstance(text, str):
+            words = {w for w in re.split(r"[^\w-]+", text.lower()) if w} - _FILLER
+            if words and words <= {str(v).lower() for v in values}:
+                del out["description"]
+    return out
+
+
+def advertised_parameter(schema: dict[str, Any], *, required: bool, types: bool = True) -> dict[str, Any]:
+    """One parameter as advertised: optional ones in their short form, enums short (their types too unless
+    `types` is false: before merging with another action's variant, which needs them)."""
+    out: dict[str, Any] = short_enums(schema if required else optional_form(schema), types=types)
     return out
 
 
@@ -62,7 +101,7 @@ def _key(schema: Any) -> str:
 def _branches(schema: dict[str, Any]) -> list[dict[str, Any]]:
     """A schema as a flat list of alternatives (nested `anyOf`s opened, descriptions moved out)."""
     core = {k: v for k, v in schema.items() if k != "description"}
-    if set(core) == {"anyOf"}:
+    if set(core) == {"anyOf"} or (set(core) == {"type", "anyOf"} and core["type"] == "object"):
         return [b for branch in core["anyOf"] for b in _branches(branch)]
     return [core]
 
@@ -145,24 +184,18 @@ def inline_single_refs(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parameter_notes(required_by: Iterable[str], optional_for: Iterable[str], *, required: bool) -> str:
-    """"Required for: a. Optional for: b." (the first part only when no TOON table says it)."""
-    notes = []
-    req, opt = list(required_by), list(optional_for)
-    if req and required:
-        notes.append(f"Required for: {', '.join(req)}.")
-    if opt:
-        notes.append(f"Optional for: {', '.join(opt)}.")
-    return " ".join(notes)
-
-
-def action_input_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """One action's advertised input schema (the flat exposition's): optional parameters in their short form."""
+def action_input_schema(schema: dict[str, Any], *, advertised: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One action's advertised input schema (the flat exposition's): each parameter as `advertised_parameter`
+    gives it (or as `advertised` overrides it), without the root's `additionalProperties: false` (the
+    parameters are all named; another one still gets the self-healing error)."""
     required = set(schema.get("required", ()))
+    overrides = advertised or {}
     properties = {
-        name: p if name in required else optional_form(p) for name, p in schema.get("properties", {}).items()
+        name: overrides.get(name) or advertised_parameter(p, required=name in required)
+        for name, p in schema.get("properties", {}).items()
     }
-    return inline_single_refs({**schema, "properties": properties})
+    out = {k: v for k, v in schema.items() if k != "additionalProperties"}
+    return inline_single_refs({**out, "properties": properties})
 
 
 def grouped_input_schema(
@@ -170,36 +203,147 @@ def grouped_input_schema(
     actions: Sequence[tuple[str, dict[str, Any]]],
     *,
     reserved: Iterable[str] = (),
-    table_says_required: bool = False,
+    advertised: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The discriminator's enum + one merged schema per parameter of any action, noted with the actions that use
-    it. `reserved` parameters (e.g. `_select`) are the same for every action and kept as they are."""
+    """The discriminator's enum + one merged schema per parameter of any action. Which action takes which
+    parameter, and whether it must, is the description's (see `Tool.grouped_description`), said once per
+    action rather than once per parameter. `reserved` parameters (e.g. `_select`) are the same for every
+    action and kept as they are; `advertised` gives a parameter's advertised schema outright (`cursor`)."""
     keep = set(reserved)
-    properties: dict[str, Any] = {discriminator: {"type": "string", "enum": [name for name, _ in actions]}}
+    overrides = advertised or {}
+    properties: dict[str, Any] = {discriminator: {"enum": [name for name, _ in actions]}}
     variants: dict[str, list[dict[str, Any]]] = {}
-    users: dict[str, tuple[list[str], list[str]]] = {}
     defs: dict[str, Any] = {}
-    for name, schema in actions:
+    for _, schema in actions:
         defs.update(schema.get("$defs", {}))
         required = set(schema.get("required", ()))
         for pname, pschema in schema.get("properties", {}).items():
             if pname in keep:
-                properties[pname] = pschema
+                properties[pname] = short_enums(pschema)
                 continue
             properties.setdefault(pname, None)
-            variants.setdefault(pname, []).append(pschema if pname in required else optional_form(pschema))
-            req, opt = users.setdefault(pname, ([], []))
-            (req if pname in required else opt).append(name)
+            variants.setdefault(pname, []).append(
+                advertised_parameter(pschema, required=pname in required, types=False))
     for pname, found in variants.items():
-        merged = merge_parameter(found)
-        notes = parameter_notes(*users[pname], required=not table_says_required)
-        text = " ".join(t for t in (merged.pop("description", ""), notes) if t)
-        properties[pname] = {**merged, "description": text} if text else merged
+        properties[pname] = overrides.get(pname) or short_enums(merge_parameter(found))
     out: dict[str, Any] = {"type": "object", "properties": properties, "required": [discriminator]}
     if defs:
-        out["$defs"] = defs
+        out["$defs"] = short_enums(defs)
     return inline_single_refs(out)
 
+
+# -- output schemas ----------------------------------------------------------------------------------------
+#: Bounds of a value the server sends: the agent reads it, never builds it, so they tell it nothing.
+_OUTPUT_BOUNDS = frozenset({"minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                            "minItems", "maxItems", "pattern", "uniqueItems"})
+_REF = re.compile(r'"\$ref": "#/\$defs/([^"]+)"')
+
+
+def _recursive(defs: dict[str, Any]) -> bool:
+    """Whether some definition reaches itself through `$ref`s (then refs are kept, not inlined)."""
+    edges = {name: set(_REF.findall(_key(d))) for name, d in defs.items()}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(n == goal or (n not in seen and reaches(n, goal, seen | {n})) for n in edges.get(start, ()))
+
+    return any(reaches(name, name, set()) for name in defs)
+
+
+def _alike(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two object schemas that are views of one thing (one's fields among the other's: an admin's and a
+    support agent's view of an invoice), not alternatives of a union."""
+    pa, pb = a.get("properties"), b.get("properties")
+    if not isinstance(pa, dict) or not isinstance(pb, dict) or not pa or not pb:
+        return False
+    return set(pa) <= set(pb) or set(pb) <= set(pa)
+
+
+def _merge_objects(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """One object schema accepting both: every field of either (merged where both have it), required only
+    where both require it."""
+    props: dict[str, Any] = dict(a["properties"])
+    for name, schema in b["properties"].items():
+        props[name] = merge_values([props[name], schema]) if name in props else schema
+    out = {k: v for k, v in a.items() if k not in ("properties", "required") and b.get(k) == v}
+    out["properties"] = props
+    required = [r for r in a.get("required", ()) if r in set(b.get("required", ()))]
+    if required:
+        out["required"] = required
+    return out
+
+
+def merge_values(variants: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One schema accepting each variant of a value the server sends: views of one object merged field by
+    field, lists merged by their items, scalars of one type merged (a redacted `const` with the plain value
+    is that value's type), other shapes side by side in one flat `anyOf`."""
+    merged: list[dict[str, Any]] = []
+    for variant in variants:
+        for branch in _branches(variant):
+            for i, done in enumerate(merged):
+                if done == branch:
+                    break
+                if _alike(done, branch):
+                    merged[i] = _merge_objects(done, branch)
+                    break
+                if done.get("type") == branch.get("type") == "array" and "items" in done and "items" in branch:
+                    merged[i] = {**done, "items": merge_values([done["items"], branch["items"]])}
+                    break
+                if done.get("type") in _SCALARS and done.get("type") == branch.get("type") and "$ref" not in done:
+                    merged[i] = _merge_scalars([done, branch])
+                    break
+            else:
+                merged.append(branch)
+    return merged[0] if len(merged) == 1 else {"anyOf": merged}
+
+
+def nullable_types(node: Any) -> Any:
+    """`{"anyOf": [{"type": "string", ...}, {"type": "null"}]}` as `{"type": ["string", "null"], ...}`
+    (the same values: the other keywords only constrain strings; never with an enum or a const)."""
+    if isinstance(node, list):
+        return [nullable_types(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: nullable_types(v) for k, v in node.items()}
+    branches = out.get("anyOf")
+    if isinstance(branches, list) and {"type": "null"} in branches and len(branches) == 2:
+        [other] = [b for b in branches if b != {"type": "null"}]
+        if other.get("type") in _SCALARS and not {"enum", "const"} & set(other) and not set(other) & set(out):
+            rest = {k: v for k, v in out.items() if k != "anyOf"}
+            return {**other, **rest, "type": [other["type"], "null"]}
+    return out
+
+
+def output_schema(schemas: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The advertised `outputSchema` of an MCP tool whose actions answer `schemas` (each possibly an `anyOf`
+    of presenter views): the views of one object merged into one schema with the union of their fields,
+    different shapes side by side, value bounds and what enums already say left out, `null`able scalars as
+    type lists, repeated objects written once in `$defs`. It accepts every result each action may send; the
+    server still checks each result against the action's own schema.
+
+    Each schema's references are resolved with its own `$defs`, so two actions' definitions of one name never
+    collide; a recursive model keeps its references, its definitions renamed `{name}_{n}` (n: the schema's
+    position) where another schema defines the name otherwise."""
+    roots: list[dict[str, Any]] = []
+    kept: dict[str, Any] = {}
+    for n, schema in enumerate(schemas):
+        own = schema.get("$defs", {})
+        body = {k: v for k, v in schema.items() if k != "$defs"}
+        if not _recursive(own):
+            roots.append(inline_refs(body, own))
+            continue
+        renamed = {name: name if kept.get(name, d) == d else f"{name}_{n}" for name, d in own.items()}
+        text = _key(body), {name: _key(d) for name, d in own.items()}
+        for old, new in renamed.items():
+            if old != new:
+                ref, to = _key(_DEF_PREFIX + old), _key(_DEF_PREFIX + new)
+                text = text[0].replace(ref, to), {k: v.replace(ref, to) for k, v in text[1].items()}
+        roots.append(json.loads(text[0]))
+        kept.update({renamed[name]: json.loads(d) for name, d in text[1].items()})
+    merged = merge_values([without(r, _OUTPUT_BOUNDS) for r in roots])
+    if "anyOf" in merged:
+        merged = {"type": "object", **merged}
+    compact = nullable_types(short_enums(merged))
+    return share({**compact, "$defs": without(kept, _OUTPUT_BOUNDS)} if kept else compact)
 
 
 #: The hints that split a tool into groups under the profiles exposition, unless the tool says otherwise: a

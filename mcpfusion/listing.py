@@ -108,15 +108,16 @@ def flat_entries(tool: Tool) -> list[dict[str, Any]]:
         entry: dict[str, Any] = {
             "name": flat_name(tool.name, action.name),
             "description": action.description or tool.description,
-            "inputSchema": exposition.action_input_schema(action.input_schema),
+            "inputSchema": action.advertised_input_schema(),
         }
         hints = exposition.compact_annotations(action.annotations())
         if hints:
             entry["annotations"] = hints
         if action.title:
             entry["title"] = action.title
-        if action.output_schema:
-            entry["outputSchema"] = action.output_schema
+        output = action.advertised_output_schema()
+        if output:
+            entry["outputSchema"] = output
         out.append(entry)
     return out
 

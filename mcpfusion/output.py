@@ -35,6 +35,7 @@ from .errors import INVALID_OUTPUT, ToolError
 from .model import Model
 from .presenter import Presenter
 from .response import ToolResponse
+from .schema import without
 
 logger = logging.getLogger("mcpfusion")
 ITEMS = "items"
@@ -77,16 +78,7 @@ _NAME_MAPS = ("properties", "$defs", "patternProperties")
 def bare(schema: Any) -> Any:
     """A derived output schema without annotations (descriptions, defaults): the shape is the contract,
     and the meaning already reaches the agent as domain rules. Roughly halves what outputSchema costs."""
-    if isinstance(schema, list):
-        return [bare(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    return {
-        key: {name: bare(sub) for name, sub in value.items()} if key in _NAME_MAPS and isinstance(value, dict)
-        else bare(value)
-        for key, value in schema.items()
-        if key not in _ANNOTATIONS
-    }
+    return without(schema, _ANNOTATIONS)
 
 
 def _optional(schema: dict[str, Any]) -> dict[str, Any]:

@@ -48,8 +48,11 @@ CURSOR_SCHEMA: dict[str, Any] = {
     "type": ["string", "null"],  # null (what agents send for "no value") is the first page, as when omitted
     "minLength": 1,
     "maxLength": MAX_CURSOR_LENGTH,
-    "description": "Opaque cursor of the next page (next_cursor of the previous answer); omit it for the first page.",
+    "description": "The previous page's next_cursor; omit it for the first page.",
 }
+#: What `tools/list` advertises of it: a string the agent copies, never builds (its bounds are the server's
+#: to check: a cursor that was not issued is a self-healing error whatever its length).
+CURSOR_ADVERTISED: dict[str, Any] = {"type": "string", "description": CURSOR_SCHEMA["description"]}
 
 
 class Paged(list[T], Generic[T]):

@@ -24,6 +24,20 @@ def lean(schema: Any) -> Any:
     return out
 
 
+def without(schema: Any, keywords: frozenset[str] | set[str]) -> Any:
+    """`schema` without these keywords anywhere (property and definition names are names, never keywords)."""
+    if isinstance(schema, list):
+        return [without(s, keywords) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {
+        key: {name: without(sub, keywords) for name, sub in value.items()}
+        if key in _NAME_MAPS and isinstance(value, dict) else without(value, keywords)
+        for key, value in schema.items()
+        if key not in keywords
+    }
+
+
 def root_keys(schema: dict[str, Any] | None) -> list[str]:
     """Root property names of an object schema (through `$ref` to a local definition)."""
     if not schema:

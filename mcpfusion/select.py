@@ -22,5 +22,5 @@ def select_schema(keys: list[str]) -> dict[str, Any]:
     return {
         "type": "array",
         "items": {"type": "string", "enum": keys},
-        "description": "Return only these root fields in the data (saves tokens).",
+        "description": "Return only these root fields (saves tokens).",
     }

@@ -21,8 +21,8 @@ from . import toon
 from .dependencies import build_dependant, is_empty, security_scopes, split_parameters, takes_page
 from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
 from .model import READ_SCHEMA_OF
-from .output import Output, bare, cardinality, model_of, shape, share, union
-from .pagination import CURSOR_PARAM, CURSOR_SCHEMA
+from .output import Output, bare, cardinality, model_of, shape
+from .pagination import CURSOR_ADVERTISED, CURSOR_PARAM, CURSOR_SCHEMA
 from .presenter import Presenter
 from .schema import lean, root_keys
 from .select import SELECT_PARAM, select_schema
@@ -31,6 +31,8 @@ Exposition = Literal["grouped", "flat", "profiles"]
 F = TypeVar("F", bound=Callable[..., Any])
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 DISCRIMINATOR = "action"
+#: Framework parameters advertised in a form of their own (their full schema stays the one that validates).
+ADVERTISED_PARAMS: dict[str, Any] = {CURSOR_PARAM: CURSOR_ADVERTISED}
 
 
 def _first_line(text: str | None) -> str:
@@ -152,11 +154,21 @@ class Action:
             schema["properties"][CURSOR_PARAM] = dict(CURSOR_SCHEMA)
         return schema
 
+    def advertised_input_schema(self) -> dict[str, Any]:
+        """Its input schema as `tools/list` shows it on its own (flat): compact, see `mcpfusion.exposition`."""
+        return expo.action_input_schema(self.input_schema, advertised=ADVERTISED_PARAMS)
+
     @property
     def required(self) -> list[str]:
         if self.json_schema is not None:
             return list(self.json_schema.get("required", []))
         return [n for n, f in self.args_model.model_fields.items() if f.is_required()]
+
+    def signature(self) -> str:
+        """Its parameters as the grouped description lists them: `id,message?` (`_select` left out: the
+        same for every action, its schema says it)."""
+        names = [n for n in self.input_schema.get("properties", {}) if n != SELECT_PARAM]
+        return toon.params_cell(names, self.required)
 
     @property
     def presenters(self) -> tuple[Presenter, ...]:
@@ -166,6 +178,17 @@ class Action:
     def output_schema(self) -> dict[str, Any] | None:
         """The advertised `outputSchema` (None: an untyped action)."""
         return self.output.schema
+
+    def declared_output(self) -> dict[str, Any] | None:
+        """Its output schema before repeated parts are shared in `$defs` (what `exposition.output_schema`
+        merges), None for an untyped action."""
+        schema = self.output_schema
+        return self.output.inlined if schema is not None and self.output.explicit is None else schema
+
+    def advertised_output_schema(self) -> dict[str, Any] | None:
+        """Its `outputSchema` as `tools/list` shows it on its own (flat): compact, see `mcpfusion.exposition`."""
+        schema = self.declared_output()
+        return expo.output_schema([schema]) if schema is not None else None
 
     def output_keys(self) -> list[str]:
         keys: list[str] = []
@@ -533,7 +556,7 @@ class Tool:
             return self.toon_text()
         lines = [self.description.strip()] if self.description.strip() else []
         lines.append("Select operation via the `action` parameter:")
-        lines.extend(f"- {a.name}: {a.description}" for a in self.actions.values())
+        lines.extend(f"- {a.name}({a.signature()}): {a.description}" for a in self.actions.values())
         return "\n".join(lines)
 
     def grouped_input_schema(self) -> dict[str, Any]:
@@ -542,21 +565,20 @@ class Tool:
             DISCRIMINATOR,
             [(a.name, a.input_schema) for a in self.actions.values()],
             reserved=(SELECT_PARAM,),
-            table_says_required=self.toon_description,
+            advertised=ADVERTISED_PARAMS,
         )
 
     def grouped_output_schema(self) -> dict[str, Any] | None:
-        """One schema for the grouped tool: any of its actions' output schemas, when every action has one
-        (their common parts written once, in `$defs`)."""
-        actions = list(self.actions.values())
-        if not actions or any(a.output_schema is None for a in actions):
+        """One schema for the grouped tool, when every action has one: what any of them answers, compact
+        (see `mcpfusion.exposition.output_schema`)."""
+        schemas = [a.declared_output() for a in self.actions.values()]
+        if not schemas or any(s is None for s in schemas):
             return None
-        schemas = [a.output.inlined if a.output.explicit is None else a.output_schema for a in actions]
-        return share(union([s for s in schemas if s is not None]))
+        return expo.output_schema([s for s in schemas if s is not None])
 
     def toon_text(self) -> str:
         """The TOON description (what `toon_description=True` advertises), whatever the tool's setting."""
-        return toon.describe(self.description, [(a.name, a.description, a.required) for a in self.actions.values()])
+        return toon.describe(self.description, [(a.name, a.description, a.signature()) for a in self.actions.values()])
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r}, actions={list(self.actions)})"

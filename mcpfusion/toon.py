@@ -19,16 +19,22 @@ def encode(data: Any) -> str:
     return toons.dumps(data, delimiter=DELIMITER)
 
 
-def action_table(rows: Sequence[tuple[str, str, Sequence[str]]]) -> str:
-    """The root TOON table `[N|]{action|desc|required}:` of a grouped tool description.
+def params_cell(params: Sequence[str], required: Sequence[str]) -> str:
+    """An action's parameters in one cell: `id,note?` (a `?` marks an optional one), empty for none."""
+    needed = set(required)
+    return ",".join(p if p in needed else f"{p}?" for p in params)
 
-    Every row carries all three keys (empty strings included) so the table stays uniform and tabular.
+
+def action_table(rows: Sequence[tuple[str, str, str]]) -> str:
+    """The root TOON table `[N|]{action|params|desc}:` of a grouped tool description (`params` as
+    `params_cell` writes it): what each action takes, so the input schema need not repeat it per parameter.
+
+    Every row carries all three keys so the table stays uniform and tabular.
     """
-    return encode([{"action": a, "desc": d, "required": ",".join(r)} for a, d, r in rows])
+    return encode([{"action": a, "params": p, "desc": d} for a, d, p in rows])
 
 
-def describe(description: str, rows: Sequence[tuple[str, str, Sequence[str]]]) -> str:
-    """`{description}. Select operation via the `action` parameter.` + blank line + the action table."""
+def describe(description: str, rows: Sequence[tuple[str, str, str]]) -> str:
+    """`{description}.` + blank line + the action table (its `action` column names the discriminator)."""
     head = description.strip().rstrip(".")
-    lead = f"{head}. " if head else ""
-    return f"{lead}Select operation via the `action` parameter.\n\n{action_table(rows)}"
+    return f"{head}.\n\n{action_table(rows)}" if head else action_table(rows)

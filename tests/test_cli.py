@@ -48,7 +48,7 @@ def test_inspect(env):
     assert out.returncode == 0, out.stderr
     assert "== billing [profiles, toon]" in out.stdout
     assert '-- billing_read {"readOnlyHint": true, "openWorldHint": false}' in out.stdout
-    assert "[5|]{action|desc|required}:" in out.stdout
+    assert "[5|]{action|params|desc}:" in out.stdout
     assert "billing.void_invoice(id, reason) [destructive]" in out.stdout
     assert "presenters=invoice,invoice_support" in out.stdout
     listing = json.loads(cli(env, "inspect", APP, "--json").stdout)

@@ -9,15 +9,17 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
 import pytest
+import toon_format
 from jsonschema import Draft202012Validator, FormatChecker
 
 from mcpfusion import Tool
 from mcpfusion.dispatch import _pop_select
-from mcpfusion.exposition import MCP_DEFAULT_HINTS, compact_annotations, merge_parameter, optional_form
+from mcpfusion.exposition import MCP_DEFAULT_HINTS, compact_annotations, merge_parameter, optional_form, output_schema
 from mcpfusion.listing import tool_entries
 from mcpfusion.testing import ToolTester
 from tests import validation_corpus as vc
@@ -128,30 +130,37 @@ def test_compact_shape(registry):
 def test_shared_parameters_merge_into_one_schema_that_accepts_each():
     [entry] = tool_entries(shapes)
     props = entry["inputSchema"]["properties"]
-    # b requires status (the TOON table says so); the others may send it; one enum unites them
-    assert props["status"] == {"type": "string", "enum": ["x", "y", "z", "w"], "description": "Optional for: a, f."}
+    # b requires status, the others may send it (the description's table says which): one enum unites them,
+    # without the "type" the enum already says
+    assert props["status"] == {"enum": ["x", "y", "z", "w"]}
     # int for a and e (differing bounds and defaults dropped), str for b: a flat anyOf, no nesting
-    assert props["n"] == {"anyOf": [{"type": "integer"}, {"type": "string"}], "description": "Optional for: a, e."}
-    assert props["text"] == {"type": "string", "description": "Short text. Longer text. Optional for: a."}
+    assert props["n"] == {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+    assert props["text"] == {"type": "string", "description": "Short text. Longer text."}
     # a null limit means something else than the default 10: the null branch stays
-    assert props["limit"] == {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": 10,
-                              "description": "Optional for: a."}
-    assert props["day"] == {"format": "date", "type": "string", "description": "Optional for: a."}
+    assert props["limit"] == {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": 10}
+    assert props["day"] == {"format": "date", "type": "string"}
     # b requires note and accepts null: null stays
-    assert props["note"] == {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "Optional for: e, f."}
+    assert props["note"] == {"anyOf": [{"type": "string"}, {"type": "null"}]}
     assert props["customer"] == {"type": "string"}
     assert props["shape"]["anyOf"][0]["properties"]["kind"] == {"const": "circle", "type": "string"}
     assert "$defs" in entry["inputSchema"] and set(entry["inputSchema"]["$defs"]) == {"Item", "Tree"}
     for guarded_or_hidden in ("id", "total_cents", "secret"):
         assert guarded_or_hidden not in props
     assert "annotations" not in entry  # every hint at the MCP default (destructive d, open-world e)
+    # which action takes which parameter, and whether it must: once per action, in the description
+    table = toon_format.decode(entry["description"].split("\n\n", 1)[1], strict=True)
+    assert {r["action"]: r["params"] for r in table} == {
+        "a": "status?,n?,text?,limit?,day?", "b": "status,n,text,note,flag?", "c": "item,items?,ratio?",
+        "d": "tree,shape,mapping?,only?", "e": "customer,note?,n?", "f": "note?,status?"}
+    assert "Optional for" not in json.dumps(entry) and "Required for" not in json.dumps(entry)
 
 
-def test_plain_grouped_tool_keeps_required_notes_and_select():
+def test_plain_grouped_tool_lists_each_actions_parameters_and_keeps_select():
     entry = REGISTRIES["tricky"].mcp_tools()[1]
     props = entry["inputSchema"]["properties"]
-    assert props["q"] == {"type": "string", "description": "Required for: second. Optional for: first."}
-    assert props["page"] == {"type": "integer", "description": "Optional for: first, second."}
+    assert props["q"] == {"type": "string"}
+    assert props["page"] == {"type": "integer"}
+    assert entry["description"].endswith("- first(q?,page?): First.\n- second(q,page?): Second.")
     assert props["_select"]["type"] == "array"
     assert entry["annotations"] == {"readOnlyHint": True}  # open world is the MCP default
 
@@ -194,3 +203,105 @@ def test_flat_exposition_is_compact_too():
     assert entry["inputSchema"]["properties"]["verbose"] == {"type": "boolean"}
     assert entry["inputSchema"]["required"] == ["id"]
     assert entry["annotations"] == {"readOnlyHint": True}  # open world is the MCP default
+
+
+# -- output schemas ----------------------------------------------------------------------------------------
+def _value(schema: Any, root: dict[str, Any], pick: int, depth: int = 0) -> Any:
+    """A value of `schema`; `pick` chooses the branch of each union, the type of each type list, the value of
+    each enum and whether optional fields are sent, so that a few picks reach every view of a result."""
+    from mcpfusion.docs.samples import resolve
+
+    schema = resolve(schema, root)
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if options:
+        return _value(options[pick % len(options)], root, pick, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][pick % len(schema["enum"])]
+    kind = schema.get("type", "object" if "properties" in schema else "string")
+    if isinstance(kind, list):
+        kind = kind[pick % len(kind)]
+    if kind == "object":
+        required = set(schema.get("required", ()))
+        return {k: _value(s, root, pick, depth + 1) for k, s in schema.get("properties", {}).items()
+                if k in required or pick % 2 == 0} if depth < 8 else {}
+    if kind == "array":
+        return [_value(schema.get("items", {}), root, pick, depth + 1)] if depth < 8 else []
+    return {"string": "2026-01-15" if schema.get("format") == "date" else "text", "integer": 1, "number": 1.5,
+            "boolean": True, "null": None}.get(kind)
+
+
+def _serving(action, exposition: str) -> dict[str, Any]:
+    variant = copy.copy(action.tool)
+    variant.exposition = exposition
+    for entry in tool_entries(variant):
+        enum = entry["inputSchema"]["properties"].get("action", {}).get("enum")
+        if (enum and action.name in enum) or (not enum and entry["name"] == f"{action.tool.name}_{action.name}"):
+            return entry
+    raise AssertionError(f"{action.label} is not advertised under {exposition}")
+
+
+OUTPUT_ACTIONS = [p for p in ACTIONS if p.values[1].output_schema is not None]
+
+
+@pytest.mark.parametrize(("label", "action"), OUTPUT_ACTIONS)
+def test_advertised_output_schemas_accept_every_result_the_action_may_send(label, action):
+    full = action.output_schema
+    results = [v for pick in range(12) if _valid(full, v := _value(full, full, pick))]
+    assert len(results) >= 2, action.label
+    for exposition in ("grouped", "profiles", "flat"):
+        advertised = _serving(action, exposition).get("outputSchema")
+        if advertised is None:
+            continue  # a grouped tool whose other actions are untyped advertises none
+        Draft202012Validator.check_schema(advertised)
+        refused = [r for r in results if not _valid(advertised, r)]
+        assert not refused, (exposition, action.label, refused[0], advertised)
+
+
+def test_views_of_one_object_merge_into_the_union_of_their_fields():
+    admin = {"type": "object", "properties": {
+        "id": {"type": "string"}, "email": {"type": "string", "maxLength": 80},
+        "note": {"anyOf": [{"type": "string", "maxLength": 500}, {"type": "null"}]},
+        "kind": {"type": "string", "enum": ["a", "b"]}}, "required": ["id", "email", "note"]}
+    support = {"type": "object", "properties": {
+        "id": {"type": "string"}, "email": {"type": "string", "const": "[REDACTED]"},
+        "kind": {"type": "string", "enum": ["a", "b"]}}, "required": ["id", "email"]}
+    page = {"type": "object", "properties": {"items": {"type": "array", "items": admin}}, "required": ["items"]}
+    support_page = {**page, "properties": {"items": {"type": "array", "items": support}}}
+    merged = output_schema([{"anyOf": [admin, support]}, {"type": "object", "anyOf": [page, support_page]}])
+    # a page and an object are alternatives; the two views of each are one schema
+    assert merged["type"] == "object" and len(merged["anyOf"]) == 2
+    one = {"$ref": "#/$defs/s1"}
+    assert merged["anyOf"][1] == {"type": "object", "properties": {"items": {"type": "array", "items": one}},
+                                  "required": ["items"]}
+    assert merged["$defs"]["s1"] == {"type": "object", "properties": {
+        "id": {"type": "string"}, "email": {"type": "string"}, "note": {"type": ["string", "null"]},
+        "kind": {"enum": ["a", "b"]}}, "required": ["id", "email"]}
+    for value in ({"id": "1", "email": "[REDACTED]"}, {"id": "1", "email": "x@y", "note": None, "kind": "a"},
+                  {"items": [{"id": "1", "email": "[REDACTED]"}]}):
+        assert _valid(merged, value)
+    assert not _valid(merged, {"id": "1"}) and not _valid(merged, {"id": "1", "email": "e", "kind": "c"})
+
+
+def test_alternatives_stay_apart_and_colliding_or_recursive_definitions_stay_as_declared():
+    circle = {"type": "object", "properties": {"kind": {"const": "circle"}, "r": {"type": "number"}}}
+    square = {"type": "object", "properties": {"kind": {"const": "square"}, "side": {"type": "number"}}}
+    assert output_schema([{"anyOf": [circle, square]}])["anyOf"] == [circle, square]  # neither's fields in the other
+    # two actions' models of one name: each resolved with its own definitions
+    a = {"$ref": "#/$defs/Item", "$defs": {"Item": {"type": "object", "properties": {"x": {"type": "integer"}},
+                                                    "required": ["x"]}}}
+    b = {"$ref": "#/$defs/Item", "$defs": {"Item": {"type": "object", "properties": {"y": {"type": "string"}},
+                                                    "required": ["y"]}}}
+    both = output_schema([a, b])
+    assert _valid(both, {"x": 1}) and _valid(both, {"y": "t"}) and not _valid(both, {"x": "t"})
+    # a recursive model keeps its references; a recursive definition of a taken name is renamed
+    tree = {"$ref": "#/$defs/Item", "$defs": {"Item": {"type": "object", "properties": {
+        "children": {"type": "array", "items": {"$ref": "#/$defs/Item"}}}, "required": ["children"]}}}
+    other = {"$ref": "#/$defs/Item", "$defs": {"Item": {"type": "object", "properties": {
+        "next": {"anyOf": [{"$ref": "#/$defs/Item"}, {"type": "null"}]}}, "required": ["next"]}}}
+    merged = output_schema([tree, other])
+    assert set(merged["$defs"]) == {"Item", "Item_1"}
+    assert merged["$defs"]["Item"] == tree["$defs"]["Item"]
+    assert _valid(merged, {"children": [{"children": []}]}) and _valid(merged, {"next": {"next": None}})
+    assert not _valid(merged, {"children": [{"next": None}]}) and not _valid(merged, {"next": {"children": []}})

@@ -11,6 +11,7 @@ from fastapi import Header
 
 from mcpfusion import MCPFusion, Page, Presenter, Tool, listing
 from mcpfusion.mcp.settings import TransportSettings
+from mcpfusion.pagination import CURSOR_ADVERTISED
 from mcpfusion.testing import ToolTester
 
 ROWS = [{"id": n, "name": f"row {n:02d}"} for n in range(1, 12)]
@@ -60,9 +61,13 @@ async def test_flat_exposition_names_its_tool_and_schemas_carry_cursor():
     first = await tester.call("rows", "seek", {})
     assert 'Next page: call rows_seek with the same arguments and cursor="' in first.text
     entry = next(e for e in listing.tool_entries(tool) if e["name"] == "rows_seek")
-    assert entry["inputSchema"]["properties"]["cursor"]["type"] == ["string", "null"]  # null: the first page
-    grouped = make_tool().grouped_input_schema()["properties"]["cursor"]
-    assert "whole" in grouped["description"] and "seek" in grouped["description"]
+    # advertised: a string to copy (null, the first page, is still accepted: same as leaving it out)
+    assert entry["inputSchema"]["properties"]["cursor"] == CURSOR_ADVERTISED
+    assert tool.actions["seek"].input_schema["properties"]["cursor"]["type"] == ["string", "null"]
+    grouped = make_tool()
+    assert grouped.grouped_input_schema()["properties"]["cursor"] == CURSOR_ADVERTISED
+    rows = [line for line in grouped.grouped_description().splitlines() if line.startswith("- ")]
+    assert [r.split(":")[0] for r in rows] == ["- whole(prefix?,cursor?)", "- seek(minimum?,cursor?)"]
 
 
 def test_declarations_that_cannot_work_are_refused():

@@ -161,8 +161,7 @@ async def test_tool_listing(service_app):
     tables = {}
     for name in ("billing_read", "billing_write"):
         entry = listing[name]
-        assert entry["description"].startswith("Invoices and payments of your organisation (amounts in cents). "
-                                               "Select operation via the `action` parameter.\n\n[")
+        assert entry["description"].startswith("Invoices and payments of your organisation (amounts in cents).\n\n[")
         tables[name] = toon_format.decode(entry["description"].split("\n\n", 1)[1], strict=True)
         assert [r["action"] for r in tables[name]] == entry["inputSchema"]["properties"]["action"]["enum"]
     assert [r["action"] for r in tables["billing_read"]] == [

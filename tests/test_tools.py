@@ -103,11 +103,12 @@ def test_grouped_schema_union_with_required_annotations_and_aggregated_annotatio
     props = schema["properties"]
     assert props["action"]["enum"] == ["get_invoice", "create_invoice", "void_invoice", "total", "crash", "nothing"]
     assert schema["required"] == ["action"]
-    assert props["id"]["description"] == "Invoice id. Required for: get_invoice, void_invoice."
+    assert props["id"]["description"] == "Invoice id."
+    assert "- get_invoice(id" in entry["description"] and "- void_invoice(id" in entry["description"]
     assert "description" not in props["action"]  # the tool's description says how to pick one
     assert props["amount_cents"]["minimum"] == 0
     assert props["reason"]["enum"] == ["duplicate", "error"]
-    assert props["currency"]["description"] == "Optional for: total."
+    assert "description" not in props["currency"] and "- total(currency?): " in entry["description"]
     for hidden_or_guarded in ("internal_notes", "db", "x_role"):
         assert hidden_or_guarded not in props
     # Undeclared hints take the MCP defaults (destructive, open world): nothing looks safer than declared;
@@ -169,16 +170,16 @@ def test_toon_description_exact_and_strictly_decodable():
 
     description = tool_entries(tool)[0]["description"]
     assert description == (
-        "Task management. Select operation via the `action` parameter.\n\n[4|]{action|desc|required}:\n"
-        '  list|List tasks|project_id\n  create|Create a task|project_id,title\n  close|Close a task|task_id\n'
+        "Task management.\n\n[4|]{action|params|desc}:\n"
+        '  list|project_id|List tasks\n  create|project_id,title,due?|Create a task\n  close|task_id|Close a task\n'
         '  ping|""|""'
     )
     table = description.split("\n\n", 1)[1]
     assert toon_format.decode(table, strict=True) == [
-        {"action": "list", "desc": "List tasks", "required": "project_id"},
-        {"action": "create", "desc": "Create a task", "required": "project_id,title"},
-        {"action": "close", "desc": "Close a task", "required": "task_id"},
-        {"action": "ping", "desc": "", "required": ""},
+        {"action": "list", "params": "project_id", "desc": "List tasks"},
+        {"action": "create", "params": "project_id,title,due?", "desc": "Create a task"},
+        {"action": "close", "params": "task_id", "desc": "Close a task"},
+        {"action": "ping", "params": "", "desc": ""},
     ]
 
 
@@ -399,9 +400,6 @@ def test_grouped_schema_merges_optional_and_differing_parameters_without_nesting
 
     props = tool_entries(tool)[0]["inputSchema"]["properties"]
     # optional with a None default: no null branch, no `"default": null` (leaving it out is the same call)
-    assert props["status"] == {"enum": ["x", "y"], "type": "string", "description": "Optional for: a, b."}
-    assert props["n"] == {
-        "anyOf": [{"default": 0, "type": "integer"}, {"default": "", "type": "string"}],
-        "description": "Optional for: a, b.",
-    }
+    assert props["status"] == {"enum": ["x", "y"]}
+    assert props["n"] == {"anyOf": [{"default": 0, "type": "integer"}, {"default": "", "type": "string"}]}
     assert list(props) == ["action", "status", "n"]

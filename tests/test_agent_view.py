@@ -1,0 +1,207 @@
+"""What an agent reads in `tools/list` is as complete as FastMCP's listing of the same declarations.
+
+The 8 actions of `bench/tokens.py` (the reference service's billing and customers actions, declared alike in
+FastMCP in bench/peers/fastmcp_tools.py). For every exposition (grouped, profiles, flat), each action's
+advertised view must name every parameter FastMCP names, with its type(s), enum values, format, nested
+fields and whether the action requires it; every parameter description FastMCP sends must reach the agent
+(or say nothing an enum does not); the action's own hints must be what FastMCP advertises wherever they can
+be (profiles, flat); every output field FastMCP advertises must be advertised. The compact projection may
+say more than one action accepts (a merged enum), never less: the server still validates per action.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import toon_format
+
+from mcpfusion.exposition import MCP_DEFAULT_HINTS, PROFILE_HINTS, short_enums
+
+_SPEC = importlib.util.spec_from_file_location("bench_tokens", Path(__file__).resolve().parents[1] / "bench" / "tokens.py")
+assert _SPEC and _SPEC.loader
+bench = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(bench)  # the bench's 8 actions, its FastMCP peer and its views of our listing
+
+ACTIONS: dict[str, list[str]] = bench.ACTIONS
+EXPOSITIONS = ("grouped", "profiles", "flat")
+_PLAIN_ROW = re.compile(r"^- (\w+)\(([^)]*)\): ", re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def peer() -> dict[str, dict[str, Any]]:
+    listing = asyncio.run(bench.fastmcp_listing(True))
+    return {t.name: t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listing}
+
+
+def _ours(exposition: str) -> list[dict[str, Any]]:
+    return list(bench.ours(exposition))
+
+
+def _resolve(schema: Any, root: dict[str, Any]) -> Any:
+    while isinstance(schema, dict) and "$ref" in schema:
+        target = root.get("$defs", {})[schema["$ref"].rsplit("/", 1)[-1]]
+        schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+    return schema
+
+
+def _branches(schema: dict[str, Any], root: dict[str, Any]) -> list[dict[str, Any]]:
+    schema = _resolve(schema, root)
+    out = []
+    for branch in schema.get("anyOf", []) + schema.get("oneOf", []):
+        out += _branches(branch, root)
+    rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
+    if not schema.get("anyOf") and not schema.get("oneOf") or set(rest) - {"description", "default", "type"}:
+        out.append(rest)
+    return out
+
+
+def _types(schema: dict[str, Any], root: dict[str, Any]) -> set[str]:
+    """The JSON types a value may have (an enum's or const's values say theirs), `null` left out."""
+    names = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+    found: set[str] = set()
+    for branch in _branches(schema, root):
+        kind = branch.get("type")
+        if isinstance(kind, list):
+            found |= set(kind)
+        elif kind:
+            found.add(kind)
+        elif "enum" in branch or "const" in branch:
+            values = branch.get("enum", [branch.get("const")])
+            found |= {names.get(type(v).__name__, "null") for v in values}
+        elif "properties" in branch:
+            found.add("object")
+    return found - {"null"}
+
+
+def _enum(schema: dict[str, Any], root: dict[str, Any]) -> set[Any] | None:
+    values: set[Any] = set()
+    for branch in _branches(schema, root):
+        if "enum" in branch:
+            values |= {v for v in branch["enum"] if v is not None}
+        elif "const" in branch:
+            values.add(branch["const"])
+        elif branch.get("type") not in (None, "null"):
+            return None  # a branch that takes any value of its type
+    return values or None
+
+
+def _field(branches: list[dict[str, Any]], key: str) -> set[Any]:
+    return {b[key] for b in branches if key in b}
+
+
+def assert_covers(ours: dict[str, Any], ours_root: dict[str, Any], theirs: dict[str, Any],
+                  theirs_root: dict[str, Any], where: str) -> None:
+    """`ours` tells an agent at least what `theirs` does about the value at `where`."""
+    assert _types(theirs, theirs_root) <= _types(ours, ours_root), where
+    enum = _enum(theirs, theirs_root)
+    if enum is not None:
+        assert enum <= (_enum(ours, ours_root) or set()), where
+    mine, other = _branches(ours, ours_root), _branches(theirs, theirs_root)
+    assert _field(other, "format") <= _field(mine, "format"), where
+    for branch in other:
+        props = branch.get("properties") or {}
+        if props:
+            match = [b for b in mine if set(props) <= set(b.get("properties") or {})]
+            assert match, f"{where}: fields {sorted(props)} not advertised"
+            assert set(branch.get("required", ())) <= set(match[0].get("required", ())), where
+            for name, sub in props.items():
+                assert_covers(match[0]["properties"][name], ours_root, sub, theirs_root, f"{where}.{name}")
+        if branch.get("type") == "array" and "items" in branch:
+            items = [b["items"] for b in mine if b.get("type") == "array" and "items" in b]
+            assert items, f"{where}: not advertised as a list"
+            assert_covers(items[0], ours_root, branch["items"], theirs_root, f"{where}[]")
+
+
+def _signatures(entry: dict[str, Any]) -> dict[str, dict[str, bool]]:
+    """Each action of a grouped entry: its parameters and whether each is required, as the description says."""
+    text = entry["description"]
+    if "]{action|params|desc}:" in text:
+        rows = [(r["action"], r["params"]) for r in toon_format.decode(text.rsplit("\n\n", 1)[-1], strict=True)]
+    else:
+        rows = _PLAIN_ROW.findall(text)
+    return {action: {p.rstrip("?"): not p.endswith("?") for p in params.split(",") if p} for action, params in rows}
+
+
+def _view(entries: list[dict[str, Any]], tool: str, action: str) -> tuple[dict[str, Any], dict[str, bool]]:
+    """The advertised entry serving `tool.action` and the action's parameters (name: required)."""
+    for entry in entries:
+        schema = entry["inputSchema"]
+        enum = schema["properties"].get("action", {}).get("enum")
+        if enum and action in enum:
+            signature = _signatures(entry)
+            assert list(signature) == enum, entry["name"]  # the description lists every action it serves
+            return entry, signature[action]
+        if entry["name"] == f"{tool}_{action}" and not enum:
+            required = set(schema.get("required", ()))
+            return entry, {p: p in required for p in schema["properties"] if p != "_select"}
+    raise AssertionError(f"{tool}.{action} is not advertised")
+
+
+def _output_paths(schema: dict[str, Any], root: dict[str, Any], prefix: str = "") -> set[str]:
+    paths: set[str] = set()
+    for branch in _branches(schema, root):
+        for name, sub in (branch.get("properties") or {}).items():
+            paths.add(prefix + name)
+            paths |= _output_paths(sub, root, f"{prefix}{name}.")
+        if "items" in branch:
+            paths |= _output_paths(branch["items"], root, f"{prefix}[].")
+    return paths
+
+
+@pytest.mark.parametrize("exposition", EXPOSITIONS)
+def test_every_action_tells_an_agent_what_fastmcp_tells_it(exposition, peer):
+    entries = _ours(exposition)
+    for tool, names in ACTIONS.items():
+        for action in names:
+            theirs = peer[f"{tool}_{action}"]
+            entry, params = _view(entries, tool, action)
+            where = f"{exposition}:{tool}.{action}"
+            their_schema, our_schema = theirs["inputSchema"], entry["inputSchema"]
+            their_required = set(their_schema.get("required", ()))
+            # every parameter, and whether this action requires it
+            assert params == {p: p in their_required for p in their_schema["properties"]}, where
+            for name, sub in their_schema["properties"].items():
+                ours = our_schema["properties"][name]
+                assert_covers(ours, our_schema, sub, their_schema, f"{where}({name})")
+                said = sub.get("description")
+                if said and short_enums(sub).get("description"):  # not merely the enum's values
+                    assert said in ours.get("description", ""), f"{where}({name}): {said!r} not advertised"
+            # the action's own description, and its own hints where the exposition keeps them true (all under
+            # flat, the profile's keys under profiles; the others aggregated, never less cautious)
+            assert theirs["description"] in entry["description"], where
+            if exposition != "grouped":
+                hints = {**MCP_DEFAULT_HINTS, **entry.get("annotations", {})}
+                exact = PROFILE_HINTS if exposition == "profiles" else tuple(MCP_DEFAULT_HINTS)
+                for key, value in theirs["annotations"].items():
+                    if key in ("destructiveHint", "idempotentHint") and hints["readOnlyHint"]:
+                        continue  # meaningless for a read (MCP)
+                    if key in exact:
+                        assert hints[key] == value, (where, key)
+                    else:
+                        assert hints[key] == value or hints[key] == MCP_DEFAULT_HINTS[key], (where, key)
+            # every output field FastMCP advertises, with its type
+            their_out, our_out = theirs["outputSchema"], entry["outputSchema"]
+            missing = _output_paths(their_out, their_out) - _output_paths(our_out, our_out)
+            assert not missing, (where, sorted(missing))
+
+
+@pytest.mark.parametrize("exposition", EXPOSITIONS)
+def test_advertised_output_fields_keep_their_types(exposition, peer):
+    """An output field FastMCP types is typed alike (or wider: a redacted value is a string either way)."""
+    entries = _ours(exposition)
+    for tool, names in ACTIONS.items():
+        for action in names:
+            theirs = peer[f"{tool}_{action}"]["outputSchema"]
+            entry, _ = _view(entries, tool, action)
+            ours = entry["outputSchema"]
+            for their_branch in _branches(theirs, theirs):
+                props = their_branch.get("properties") or {}
+                match = [b for b in _branches(ours, ours) if set(props) <= set(b.get("properties") or {})]
+                assert match, (exposition, tool, action, sorted(props))
+                for name, sub in props.items():
+                    assert _types(sub, theirs) <= _types(match[0]["properties"][name], ours), (action, name)
