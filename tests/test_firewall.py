@@ -5,6 +5,7 @@ wildcards, typed returns and presenter output schemas (issue #9)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import warnings
 from decimal import Decimal
@@ -529,7 +530,7 @@ def test_annotations_follow_the_mcp_defaults():
         tool.action(readonly=True, destructive=True)(write)
 
 
-def test_grouped_output_schema_shares_repeated_parts_and_keeps_hand_written_defs():
+def test_grouped_output_schema_shares_repeated_parts_and_resolves_hand_written_defs():
     tool = presenter_tool()
 
     @tool.action(readonly=True, output_schema={
@@ -540,9 +541,12 @@ def test_grouped_output_schema_shares_repeated_parts_and_keeps_hand_written_defs
         return {"node": {"name": "root"}}
 
     schema = tool.grouped_output_schema()
-    assert "Node" in schema["$defs"] and any(k.startswith("s") for k in schema["$defs"])
+    # the hand-written reference resolved with its own $defs (no name of another action's can collide)
+    assert "Node" not in json.dumps(schema) and any(k.startswith("s") for k in schema["$defs"])
     validator = jsonschema.Draft202012Validator(schema)
     validator.validate({"node": {"name": "root"}})
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate({"node": {"name": 1}})
     validator.validate({"items": [{"id": "c1", "name": "Ada", "email": "[REDACTED]", "tier": "gold"}]})
     with pytest.raises(jsonschema.ValidationError):
         validator.validate({"items": [{"id": "c1", "name": "Ada", "email": EMAIL, "tier": "gold"}]})
