@@ -8,11 +8,16 @@ only has to tell an agent how to build a valid call, in as few tokens as possibl
 - merges a parameter shared by several actions into one schema that accepts what each of them accepts
   (enum values united, constraints kept only where every action agrees, a flat `anyOf` otherwise), never
   an `anyOf` of `anyOf`s;
-- leaves out per-parameter "Required for: ..." notes when the TOON description's table already says it;
+- says which action takes which parameter once per action, in the grouped description (`get(id,note?)`
+  or the TOON table's `params` column), never per parameter;
+- leaves out what an enum of strings already says (its `"type"`, a description listing its values);
 - inlines a `$defs` entry referenced once;
-- advertises only the annotations that differ from the MCP defaults.
+- advertises only the annotations that differ from the MCP defaults;
+- merges output schemas (`output_schema`): the views of one object as one schema with the union of
+  their fields, value bounds left out, nullable scalars as type lists, repeated objects in `$defs`.
 
-A call the projection lets through and the action refuses gets the usual self-healing validation error.
+A call the projection lets through and the action refuses gets the usual self-healing validation error;
+every result is still checked against the action's own output schema.
 """
 
 from __future__ import annotations
