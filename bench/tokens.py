@@ -7,7 +7,8 @@ annotations and return types. Both listings go through the same `mcp.types.Tool`
 compact JSON, once without output schemas on either side and once with them (FastMCP derives them from the
 return types; mcpfusion advertises the ones its actions declare), so each ratio compares like with like.
 
-    python bench/tokens.py    # tables, then `ratio_no_output=.. ratio_output=.. grouped_no_output=.. grouped_output=..`
+    python bench/tokens.py    # tables, then `ratio_no_output=.. ratio_output=.. grouped_no_output=.. grouped_output=..
+                              #  profiles_no_output=.. profiles_output=..` (ratio_*: the reference service's own)
     python bench/tokens.py --json     # the figures as JSON
 """
 
@@ -113,9 +114,10 @@ def table(figures: dict[str, Any]) -> str:
                          "so this table is not like with like; the one above is.")
         lines.append("")
     ratio = {(r["server"], r["output_schemas"]): r["ratio"] for r in figures["rows"]}
-    served, grouped = "mcpfusion (reference service)", "mcpfusion grouped"
+    served, grouped, profiles = "mcpfusion (reference service)", "mcpfusion grouped", "mcpfusion profiles"
     lines.append(f"ratio_no_output={ratio[served, False]:.2f} ratio_output={ratio[served, True]:.2f} "
-                 f"grouped_no_output={ratio[grouped, False]:.2f} grouped_output={ratio[grouped, True]:.2f}")
+                 f"grouped_no_output={ratio[grouped, False]:.2f} grouped_output={ratio[grouped, True]:.2f} "
+                 f"profiles_no_output={ratio[profiles, False]:.2f} profiles_output={ratio[profiles, True]:.2f}")
     return "\n".join(lines)
 
 

@@ -318,12 +318,29 @@ def nullable_types(node: Any) -> Any:
     return out
 
 
+def implied_objects(node: Any, *, root: bool = True) -> Any:
+    """Below the root, an object schema with `properties` without its `"type": "object"` (its fields say it)."""
+    if isinstance(node, list):
+        return [implied_objects(n, root=False) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {
+        key: {name: implied_objects(sub, root=False) for name, sub in value.items()}
+        if key in ("properties", "$defs") and isinstance(value, dict) else implied_objects(value, root=False)
+        for key, value in node.items()
+    }
+    if not root and out.get("type") == "object" and out.get("properties"):
+        del out["type"]
+    return out
+
+
 def output_schema(schemas: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The advertised `outputSchema` of an MCP tool whose actions answer `schemas` (each possibly an `anyOf`
     of presenter views): the views of one object merged into one schema with the union of their fields,
     different shapes side by side, value bounds and what enums already say left out, `null`able scalars as
-    type lists, repeated objects written once in `$defs`. It accepts every result each action may send; the
-    server still checks each result against the action's own schema.
+    type lists, the `"type": "object"` that fields already imply, repeated objects written once in `$defs`.
+    It accepts every result each action may send; the server still checks each result against the action's
+    own schema.
 
     Each schema's references are resolved with its own `$defs`, so two actions' definitions of one name never
     collide; a recursive model keeps its references, its definitions renamed `{name}_{n}` (n: the schema's
@@ -347,8 +364,8 @@ def output_schema(schemas: Sequence[dict[str, Any]]) -> dict[str, Any]:
     merged = merge_values([without(r, _OUTPUT_BOUNDS) for r in roots])
     if "anyOf" in merged:
         merged = {"type": "object", **merged}
-    compact = nullable_types(short_enums(merged))
-    return share({**compact, "$defs": without(kept, _OUTPUT_BOUNDS)} if kept else compact)
+    compact = implied_objects(nullable_types(short_enums(merged)))
+    return share({**compact, "$defs": implied_objects(without(kept, _OUTPUT_BOUNDS))} if kept else compact)
 
 
 #: The hints that split a tool into groups under the profiles exposition, unless the tool says otherwise: a

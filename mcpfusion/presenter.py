@@ -324,10 +324,8 @@ class Presenter:
         else:
             schema = lean(inline_refs(_serialization_schema(self.item_model)))
         for key, child in self.embeds.items():
-            one = child.wire_schema()
-            schema.setdefault("properties", {})[key] = {
-                "anyOf": [one, {"type": "array", "items": one}, {"type": "null"}]
-            }
+            properties = schema.setdefault("properties", {})
+            properties[key] = _embedded(child.wire_schema(), properties.get(key))
         if self.redact_paths:
             schema = redact_schema(schema, self.redact_paths, self.censor)
         return schema
@@ -537,3 +535,21 @@ class Presenter:
 
     def __repr__(self) -> str:
         return f"Presenter({self.name!r})"
+
+
+def _embedded(one: dict[str, Any], declared: dict[str, Any] | None) -> dict[str, Any]:
+    """An embed's wire schema: a list of the child's items or one item, as the item model declares the field
+    (its values passed that validation before the child renders them), `null` where it allows it; any of
+    the three when the model does not say."""
+    branches = declared.get("anyOf", [declared]) if isinstance(declared, dict) else []
+    kinds = {b.get("type") for b in branches if isinstance(b, dict)}
+    if kinds and kinds <= {"array", "null"} and "array" in kinds:
+        shapes = [{"type": "array", "items": one}]
+    elif kinds and kinds <= {"object", "null"} and "object" in kinds:
+        shapes = [one]
+    else:
+        return {"anyOf": [one, {"type": "array", "items": one}, {"type": "null"}]}
+    if "null" in kinds:
+        shapes.append({"type": "null"})
+    return shapes[0] if len(shapes) == 1 else {"anyOf": shapes}
+

@@ -23,7 +23,13 @@ def test_token_bench_compares_the_same_actions_like_with_like():
     assert without[1] < without[0]  # the reference service's compact listing is cheaper than FastMCP's
     last = out.strip().splitlines()[-1]
     match = re.fullmatch(r"ratio_no_output=(\d\.\d\d) ratio_output=(\d\.\d\d) "
-                         r"grouped_no_output=(\d\.\d\d) grouped_output=(\d\.\d\d)", last)
-    assert match and all(float(match[i]) > 0 for i in range(1, 5))
+                         r"grouped_no_output=(\d\.\d\d) grouped_output=(\d\.\d\d) "
+                         r"profiles_no_output=(\d\.\d\d) profiles_output=(\d\.\d\d)", last)
+    assert match and all(float(match[i]) > 0 for i in range(1, 7))
     assert float(match[3]) < 1  # the grouped compact listing costs less than FastMCP's for the same actions
     assert float(match[3]) <= float(match[1])  # grouped is the cheapest exposition
+    assert (match[1], match[2]) == (match[5], match[6])  # the reference service uses the profiles exposition
+    # Deterministic token counts: with output schemas on both sides, both expositions cost at most half
+    # of FastMCP's listing (issue #15); without them, less than FastMCP's.
+    assert float(match[4]) <= 0.5 and float(match[6]) <= 0.5
+    assert float(match[5]) < 1

@@ -3,12 +3,16 @@ own, routed strictly per group, documented with what each exposition costs."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
-from mcpfusion import Tool
+from mcpfusion import Tool, tokens
 from mcpfusion.dispatch import ToolRegistry
-from mcpfusion.docs.economy import exposition_costs
+from mcpfusion.docs import economy
+from mcpfusion.docs.economy import exposition_costs, exposition_figures, flat_entries
 from mcpfusion.docs.examples import mcp_call
+from mcpfusion.docs.page import tool_economy
 from mcpfusion.listing import tool_entries
 from mcpfusion.testing import ToolTester
 
@@ -141,3 +145,25 @@ def test_docs_show_the_cost_of_each_exposition():
     costs = exposition_costs(build())
     assert set(costs) == {"grouped", "profiles", "flat"}
     assert costs["grouped"] < costs["profiles"] < costs["flat"]
+
+
+def test_docs_show_each_exposition_with_and_without_output_schemas():
+    from app.main import create_app
+    from app.settings import Settings
+
+    billing = create_app(Settings(database_url="sqlite+aiosqlite:///:memory:")).state.mcpfusion.registry.tools["billing"]
+    figures = exposition_figures(billing)
+    plain, plain_output = (tokens.count_json(flat_entries(billing, output=o)) for o in (False, True))
+    for name, f in figures.items():
+        variant = copy.copy(billing)
+        variant.exposition = name
+        entries = tool_entries(variant)
+        assert f["mcp_tools"] == len(entries) and f["tokens"] == tokens.count_json(entries)
+        assert f["no_output"] == tokens.count_json([{k: v for k, v in e.items() if k != "outputSchema"}
+                                                    for e in entries]) < f["tokens"]
+        assert f["vs_plain"] == round(f["tokens"] / plain_output, 2) < 1
+        assert f["no_output_vs_plain"] == round(f["no_output"] / plain, 2) < 1
+    html = tool_economy({**economy.advertised_economy(billing, tool_entries(billing))})
+    assert "Cost of each exposition" in html
+    for name, f in figures.items():
+        assert f"<td><code>{name}</code></td><td>{f['mcp_tools']}</td><td>{f['no_output']}</td>" in html

@@ -37,23 +37,48 @@ def grouped_entry(tool: Tool) -> dict[str, Any]:
     return listing.grouped_entry(tool, tool.toon_text())
 
 
-def flat_entries(tool: Tool) -> list[dict[str, Any]]:
-    """The tool the conventional way: one MCP tool per action, its full JSON schema and every hint."""
-    return [{"name": listing.flat_name(tool.name, a.name), "description": a.description, "inputSchema": a.input_schema,
-             "annotations": a.annotations()} for a in tool.actions.values()]
+def flat_entries(tool: Tool, *, output: bool = False) -> list[dict[str, Any]]:
+    """The tool the conventional way: one MCP tool per action, its full JSON schema and every hint (and, with
+    `output`, the output schema each action declares)."""
+    out = []
+    for a in tool.actions.values():
+        entry = {"name": listing.flat_name(tool.name, a.name), "description": a.description,
+                 "inputSchema": a.input_schema, "annotations": a.annotations()}
+        if output and a.output_schema:
+            entry["outputSchema"] = a.output_schema
+        out.append(entry)
+    return out
 
 
 EXPOSITIONS: tuple[Exposition, ...] = ("grouped", "profiles", "flat")
 
 
-def exposition_costs(tool: Tool) -> dict[str, int]:
-    """Tokens of the tool's `tools/list` entries under each exposition (its other settings unchanged)."""
-    costs: dict[str, int] = {}
+def _ratio(part: int, whole: int) -> float | None:
+    return round(part / whole, 2) if whole else None
+
+
+def exposition_figures(tool: Tool) -> dict[str, dict[str, Any]]:
+    """Per exposition (the tool's other settings unchanged): its MCP tools, the tokens of its `tools/list`
+    entries with and without `outputSchema`, and each against the conventional listing (`flat_entries`, with
+    and without the output schemas)."""
+    plain = tokens.count_json(flat_entries(tool))
+    plain_output = tokens.count_json(flat_entries(tool, output=True))
+    figures: dict[str, dict[str, Any]] = {}
     for name in EXPOSITIONS:
         variant = copy.copy(tool)
         variant.exposition = name
-        costs[name] = tokens.count_json(listing.tool_entries(variant))
-    return costs
+        entries = listing.tool_entries(variant)
+        with_output = tokens.count_json(entries)
+        without = tokens.count_json([{k: v for k, v in e.items() if k != "outputSchema"} for e in entries])
+        figures[name] = {"mcp_tools": len(entries), "tokens": with_output,
+                         "vs_plain": _ratio(with_output, plain_output),
+                         "no_output": without, "no_output_vs_plain": _ratio(without, plain)}
+    return figures
+
+
+def exposition_costs(tool: Tool) -> dict[str, int]:
+    """Tokens of the tool's `tools/list` entries under each exposition (its other settings unchanged)."""
+    return {name: f["tokens"] for name, f in exposition_figures(tool).items()}
 
 
 def _saving(before: int, after: int) -> dict[str, Any]:
@@ -73,7 +98,7 @@ def description_economy(tool: Tool) -> dict[str, Any]:
         "flat_json_entries": flat_tokens,
         "flat_tool_count": len(flat),
         "saving": _saving(flat_tokens, grouped_tokens),
-        "expositions": exposition_costs(tool),
+        "expositions": exposition_figures(tool),
     }
 
 
@@ -84,7 +109,7 @@ def advertised_economy(tool: Tool, advertised: list[dict[str, Any]]) -> dict[str
     # What typed outputs cost in tools/list: the outputSchema entries (MCPFusion(output_schemas=False) drops them).
     figures["output_schemas"] = sum(tokens.count_json(e["outputSchema"]) for e in advertised if "outputSchema" in e)
     plain = figures["flat_json_entries"]
-    figures["ratio_vs_plain"] = round(figures["advertised"] / plain, 2) if plain else None
+    figures["ratio_vs_plain"] = _ratio(figures["advertised"], plain)
     return figures
 
 

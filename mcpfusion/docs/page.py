@@ -250,12 +250,27 @@ def tool_economy(t: dict[str, Any] | None) -> str:
          str(t.get("output_schemas", 0))],
         ["Advertised vs one plain JSON-schema tool per action (FastMCP-style)",
          f'<strong>{t["ratio_vs_plain"]}x</strong>' if t.get("ratio_vs_plain") is not None else "-"],
-        *([f"Exposition <code>{_e(name)}</code>", str(cost)] for name, cost in t.get("expositions", {}).items()),
         ["Saved by grouping with TOON vs flat JSON",
          f'<strong>{s["saved"]}</strong> ({s["percent"]}%) '
          f'<meter min="0" max="100" value="{max(s["percent"], 0)}">{s["percent"]}%</meter>'],
     ]
-    return _table(["", "tokens (o200k)"], rows, "economy")
+    return _table(["", "tokens (o200k)"], rows, "economy") + exposition_table(t.get("expositions", {}))
+
+
+def exposition_table(figures: dict[str, dict[str, Any]]) -> str:
+    """What the tool costs under each exposition, with and without output schemas, against the plain listing
+    (one JSON-schema MCP tool per action, every hint; with each action's declared output schema)."""
+    if not figures:
+        return ""
+
+    def ratio(value: float | None) -> str:
+        return f"{value}x" if value is not None else "-"
+
+    rows = [[f"<code>{_e(name)}</code>", str(f["mcp_tools"]), str(f["no_output"]), ratio(f["no_output_vs_plain"]),
+             str(f["tokens"]), ratio(f["vs_plain"])] for name, f in figures.items()]
+    return ('<p class="label">Cost of each exposition</p>'
+            + _table(["exposition", "MCP tools", "tokens, no <code>outputSchema</code>", "vs plain",
+                      "tokens with <code>outputSchema</code>", "vs plain"], rows, "economy expositions"))
 
 
 def _summary_tokens(t: dict[str, Any] | None) -> list[str]:
