@@ -205,3 +205,37 @@ def test_advertised_output_fields_keep_their_types(exposition, peer):
                 assert match, (exposition, tool, action, sorted(props))
                 for name, sub in props.items():
                     assert _types(sub, theirs) <= _types(match[0]["properties"][name], ours), (action, name)
+
+
+SAMPLE_CALLS = [
+    ("billing", "list_invoices", {}), ("billing", "list_invoices", {"status": "overdue"}),
+    ("billing", "get_invoice", {"id": "inv_0001"}), ("billing", "get_invoice", {"id": "inv_0002"}),
+    ("billing", "remind", {"id": "inv_0001", "message": "Friendly"}),
+    ("billing", "create_invoice", {"customer_id": "cus_0001", "due_date": "2027-01-31",
+                                   "lines": [{"description": "Audit", "quantity": 2, "unit_price_cents": 1500}]}),
+    ("customers", "list", {}), ("customers", "get", {"id": "cus_0001"}),
+]
+
+
+@pytest.mark.parametrize("token", ["demo-admin", "demo-support"])
+async def test_real_results_fit_every_advertised_output_schema(service_app, token):
+    """Each caller's real results (the admin's views and the support agent's redacted ones) are accepted by
+    the outputSchema each exposition advertises (what an MCP client validates structuredContent against)."""
+    from jsonschema import Draft202012Validator
+
+    from tests.service_kit import in_process
+
+    tester = in_process(service_app)
+    listings = {e: _ours(e) for e in EXPOSITIONS}
+    checked = 0
+    for tool, action, args in SAMPLE_CALLS:
+        result = await tester.call(tool, action, args, headers={"authorization": f"Bearer {token}"})
+        if result.is_error:
+            assert token == "demo-support" and action in ("remind", "create_invoice"), result.text  # no write
+            continue
+        for exposition, entries in listings.items():
+            schema = _view(entries, tool, action)[0]["outputSchema"]
+            errors = [e.message for e in Draft202012Validator(schema).iter_errors(result.structured_content)]
+            assert not errors, (exposition, tool, action, errors[:3])
+            checked += 1
+    assert checked >= 5 * len(EXPOSITIONS)
