@@ -16,17 +16,25 @@ result that is not `isError`); during the runs a wrk Lua hook counts any other r
 Figures are req/s and req/CPU-s (requests per CPU-second of the server process; see mcp_throughput.py).
 `overhead` is how much more CPU an MCP call takes than the plain route: plain req/CPU-s / MCP req/CPU-s - 1.
 
-Run: `python bench/service.py [--duration 5] [--rounds 3] [--connections 16]`. The last line is
-`overhead_get_invoice=X overhead_list_invoices=Y overhead_revenue_summary=Z get_invoice_rps_per_cpu=N`.
+`--in-process N` measures without HTTP: the same requests sent straight to the ASGI app of
+`service_server.py` in this process, N per cell and round with `--connections` of them at once, and
+req/CPU-s from this process's CPU time (req/s is then wall time). On a busy machine this is the steadier
+comparison: no scheduler share of a pinned worker, no wrk; the HTTP server's own cost is left out.
+
+Run: `python bench/service.py [--duration 5] [--rounds 3] [--connections 16] [--in-process N]`. The last line
+is `overhead_get_invoice=X overhead_list_invoices=Y overhead_revenue_summary=Z get_invoice_rps_per_cpu=N`.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,9 +161,68 @@ def run(args: argparse.Namespace) -> list[Cell]:
     return todo
 
 
+def run_in_process(args: argparse.Namespace) -> list[Cell]:
+    """Each cell's request sent `args.in_process` times straight to the ASGI app, in this process."""
+    todo = [c for c in cells() if c.action in args.actions]
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ.update({"DATABASE_URL": f"sqlite:///{Path(tmp) / 'billing.sqlite3'}", "MCPFUSION_DEMO": "1",
+                           "MCPFUSION_RATE_LIMIT": "1000000000"})
+        import uvloop
+        from service_server import app
+
+        async def call(cell: Cell) -> tuple[int, bytes]:
+            headers = [(k.lower().encode(), v.encode()) for k, v in cell.headers.items()]
+            scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                     "scheme": "http", "path": cell.path, "raw_path": cell.path.encode(), "query_string": b"",
+                     "root_path": "", "headers": [*headers, (b"host", b"127.0.0.1")],
+                     "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80)}
+            body, sent = json.dumps(cell.body).encode(), []
+
+            async def receive() -> dict[str, Any]:
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            async def send(message: dict[str, Any]) -> None:
+                sent.append(message)
+
+            await app(scope, receive, send)
+            return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+        async def measure_cell(cell: Cell) -> WrkResult:
+            gate = asyncio.Semaphore(args.connections)
+            bad: list[str] = []
+
+            async def one() -> None:
+                async with gate:
+                    status, text = await call(cell)
+                    if status != 200 or EXPECT[cell.action].encode() not in text or b'"isError":true' in text:
+                        bad.append(f"{status} {text[:300]!r}")
+
+            cpu, wall = time.process_time(), time.perf_counter()
+            await asyncio.gather(*(one() for _ in range(args.in_process)))
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            if bad:
+                raise BenchError(f"{cell.kind} {cell.action}: {len(bad)} bad responses; first: {bad[0]}")
+            return WrkResult(args.in_process / wall, args.in_process, 0, 0, 0, "", cpu)
+
+        async def main() -> None:
+            async with app.router.lifespan_context(app):
+                for cell in todo:
+                    await measure_cell(cell)  # warm-up and the reply check
+                for _ in range(args.rounds):
+                    for cell in todo:
+                        cell.rounds.append(await measure_cell(cell))
+
+        uvloop.run(main())
+    return todo
+
+
 def report(done: list[Cell], args: argparse.Namespace) -> None:
-    print(f"reference service on SQLite, best of {args.rounds} interleaved rounds of wrk -t1 -c{args.connections} "
-          f"-d{args.duration:g}s; one uvicorn worker (uvloop, httptools) on CPU 0")
+    if args.in_process:
+        print(f"reference service on SQLite, in process (ASGI app called directly, no HTTP server), best of "
+              f"{args.rounds} interleaved rounds of {args.in_process} calls, {args.connections} at once")
+    else:
+        print(f"reference service on SQLite, best of {args.rounds} interleaved rounds of wrk -t1 "
+              f"-c{args.connections} -d{args.duration:g}s; one uvicorn worker (uvloop, httptools) on CPU 0")
     print("| call | MCP req/s | MCP req/CPU-s | plain route req/s | plain route req/CPU-s | overhead |")
     print("|---|---:|---:|---:|---:|---:|")
     by = {(c.action, c.kind): c for c in done}
@@ -167,7 +234,8 @@ def report(done: list[Cell], args: argparse.Namespace) -> None:
               f"{plain.best_per_cpu:,.0f} | {100 * overhead:+.1f}% |")
         last.append(f"overhead_{action}={overhead:.3f}")
     for c in done:
-        rounds = ", ".join(f"{r.rps:.0f} req/s at {100 * r.server_cpu / args.duration:.0f}% cpu" for r in c.rounds)
+        rounds = ", ".join(f"{r.rps:.0f} req/s, {r.per_cpu:.0f} req/CPU-s" for r in c.rounds) if args.in_process \
+            else ", ".join(f"{r.rps:.0f} req/s at {100 * r.server_cpu / args.duration:.0f}% cpu" for r in c.rounds)
         print(f"# {c.kind} {c.action}: {rounds}")
     if ("get_invoice", "mcp") in by:
         last.append(f"get_invoice_rps_per_cpu={by['get_invoice', 'mcp'].best_per_cpu:.0f}")
@@ -182,7 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=16, help="wrk connections (default 16)")
     parser.add_argument("--actions", type=lambda v: v.split(","), default=list(CALLS),
                         help="comma-separated subset of " + ",".join(CALLS))
+    parser.add_argument("--in-process", type=int, default=0, metavar="N",
+                        help="no HTTP: N calls per cell and round straight to the ASGI app, CPU time of this process")
     args = parser.parse_args(argv)
+    if args.in_process:
+        report(run_in_process(args), args)
+        return 0
     if shutil.which("wrk") is None:
         print("wrk not found: apt-get install -y wrk (scripts/system_deps.sh does it)", file=sys.stderr)
         return 2

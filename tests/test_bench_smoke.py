@@ -74,6 +74,20 @@ def test_service_harness_compares_mcp_with_the_plain_route():
 
 
 @pytest.mark.timeout(300)
+def test_service_harness_in_process_reports_cpu_time():
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "service.py"), "--in-process", "20", "--rounds", "1",
+         "--connections", "4"],
+        capture_output=True, text=True, timeout=280, cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.strip().splitlines()
+    assert lines[0].startswith("reference service on SQLite, in process")
+    assert re.fullmatch(r"overhead_get_invoice=-?\d+\.\d{3} overhead_list_invoices=-?\d+\.\d{3} "
+                        r"overhead_revenue_summary=-?\d+\.\d{3} get_invoice_rps_per_cpu=[1-9]\d*", lines[-1]), lines[-1]
+
+
+@pytest.mark.timeout(300)
 def test_cold_start_harness_builds_the_500_action_server_and_lists_it():
     run = subprocess.run([sys.executable, str(ROOT / "bench" / "cold_start.py"), "--runs", "1"],
                          capture_output=True, text=True, timeout=280, cwd=ROOT)
