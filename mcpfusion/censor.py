@@ -126,12 +126,28 @@ def _scrub_view(view: ResponseView, found: list[str], mask: str) -> None:
     ]
 
 
+class Scrubber:
+    """Censors the removed values out of a text sent later (an attached document). What to look for is
+    worked out on first use: most responses attach nothing, and they pay nothing for it."""
+
+    __slots__ = ("_removed", "_mask", "_needles")
+
+    def __init__(self, removed: list[Any], censor: Any = DEFAULT_CENSOR) -> None:
+        self._removed = list(removed)
+        self._mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
+        self._needles: list[str] | None = None
+
+    def __call__(self, text: str) -> str:
+        needles = self._needles
+        if needles is None:
+            _, _, every = _values(self._removed)
+            needles = self._needles = [form for value in every for form in _variants(value)]
+        return _scrub_text(text, needles, self._mask)
+
+
 def scrubber(removed: list[Any], censor: Any = DEFAULT_CENSOR) -> Callable[[str], str]:
     """A function censoring the removed values out of a text sent later (an attached document)."""
-    _, _, every = _values(removed)
-    needles = [form for value in every for form in _variants(value)]
-    mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
-    return lambda text: _scrub_text(text, needles, mask)
+    return Scrubber(removed, censor)
 
 
 def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENSOR, *, pretty: bool = False) -> None:

@@ -12,7 +12,6 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -23,7 +22,7 @@ from . import ui as ui_helpers
 from .content import scrubbed
 from .model import Model
 from .redaction import DEFAULT_CENSOR, Redactor, parse_path, redact_schema, redactor
-from .response import ResponseBuilder, Suggestion, ToolResponse, to_jsonable
+from .response import Suggestion, ToolResponse, assemble, to_jsonable
 from .schema import inline_refs, lean
 from .select import select_keys
 from .ui import UIBlock
@@ -81,14 +80,18 @@ def _serialization_schema(model: type[BaseModel]) -> dict[str, Any]:
     return model.model_json_schema(mode="serialization")
 
 
-@dataclass(slots=True)
 class _Rendered:
-    data: Any
-    ui_blocks: list[UIBlock] = field(default_factory=list)
-    embeds: list[str] = field(default_factory=list)
-    rules: list[str] = field(default_factory=list)
-    suggestions: list[Suggestion] = field(default_factory=list)
-    directives: list[str] = field(default_factory=list)
+    """What `render` made of the data (a plain class: two are made per call of a presenter with embeds)."""
+
+    __slots__ = ("data", "ui_blocks", "embeds", "rules", "suggestions", "directives")
+
+    def __init__(self, embeds: list[str] | None = None) -> None:
+        self.data: Any = None
+        self.ui_blocks: list[UIBlock] = []
+        self.embeds: list[str] = [] if embeds is None else embeds
+        self.rules: list[str] = []
+        self.suggestions: list[Suggestion] = []
+        self.directives: list[str] = []
 
 
 def _merge_unique(target: list[Any], items: Iterable[Any]) -> None:
@@ -438,9 +441,9 @@ class Presenter:
 
     def render(self, data: Any, ctx: Any = None) -> _Rendered:
         """Everything but `_select`, redaction and serialization (used for embeds, too)."""
-        out = _Rendered(data=None)
+        out = _Rendered()
         # Embedded children's rules, suggestions and directives come after this presenter's own.
-        children = _Rendered(data=None, embeds=out.embeds) if self.embeds else None
+        children = _Rendered(out.embeds) if self.embeds else None
         if isinstance(data, list | tuple):
             items = list(data)
             if self.max_items is not None and len(items) > self.max_items:
@@ -498,7 +501,15 @@ class Presenter:
         if self.embeds and isinstance(data, dict):
             for key, child in self.embeds.items():
                 value = data.get(key)
-                if value is not None:
+                if value.__class__ is list and child._redactor is not None and not child.embeds:
+                    # A list of leaf children (invoice lines): their redactor straight, no call per item.
+                    child_redactor, into = child._redactor, removed if child.guard_blocks else None
+                    for item in value:
+                        if item.__class__ is list:
+                            child.redact(item, removed)
+                        else:
+                            child_redactor(item, into)
+                elif value is not None:
                     child.redact(value, removed)
 
     def present(self, data: Any, ctx: Any = None, *, select: Collection[str] | None = None) -> ToolResponse:
@@ -515,15 +526,10 @@ class Presenter:
         removed: list[Any] = []
         self.redact(rendered.data, removed)
         wire = select_keys(rendered.data, select) if select else rendered.data
-        response = (
-            ResponseBuilder(wire, pretty=self.pretty)
-            .ui(*rendered.ui_blocks)
-            .embed(*rendered.embeds)
-            .directive(*rendered.directives)
-            .rules(rendered.rules)
-            .suggest(rendered.suggestions)
-            .build()
-        )  # its view is the data as on the wire, plus rules, UI blocks, suggestions
+        # Its view is the data as on the wire, plus rules, UI blocks, suggestions (render's lists, which hold
+        # no None: the response takes them over).
+        response = assemble(wire, self.pretty, rendered.ui_blocks, rendered.embeds, rendered.directives,
+                            rendered.rules, rendered.suggestions)
         if removed:
             egress.guard(response, removed, self.censor, pretty=self.pretty)
             response.view.scrub = egress.scrubber(removed, self.censor)  # for documents attached afterwards

@@ -22,7 +22,7 @@ DEFAULT_CENSOR = "[REDACTED]"
 _SEGMENT = re.compile(r"^(\*|[A-Za-z_][\w-]*)((?:\[\*\])*)$")
 
 Steps = tuple[tuple[str, str | None], ...]
-Redactor = Callable[..., None]  # redact(data, removed: list | None = None)
+Redactor = Callable[..., None]  # redact(data, removed: list | None): the real values censored go to `removed`
 
 
 class RedactionError(Exception):
@@ -149,7 +149,10 @@ def compile_paths(paths: tuple[str, ...], censor: Any = DEFAULT_CENSOR) -> Redac
         else:
             appliers.append(_steps_path(path, steps, censor))
 
-    def redact(data: Any, removed: list[Any] | None = None) -> None:
+    if len(appliers) == 1:
+        return appliers[0]  # one path: no loop around it
+
+    def redact(data: Any, removed: list[Any] | None) -> None:
         for apply in appliers:
             apply(data, removed)
 

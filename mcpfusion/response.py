@@ -201,19 +201,35 @@ class ResponseBuilder:
         return self
 
     def build(self) -> ToolResponse:
-        data = to_jsonable(self._data)
-        texts = ["OK" if data is None else data if isinstance(data, str) else dumps(data, pretty=self._pretty)]
-        texts.extend(block.render() for block in self._ui)
-        texts.extend(self._embeds)
-        if self._directives:
-            texts.append(markup.bullet_block("llm_directives", self._directives))
-        if self._rules:
-            texts.append(markup.bullet_block("domain_rules", self._rules))
-        if self._suggestions:
-            texts.append(markup.bullet_block("action_suggestions", [s.render() for s in self._suggestions]))
-        view = ResponseView(data=data, system_rules=self._rules, ui_blocks=self._ui, suggestions=self._suggestions,
-                            encoding="text" if data is None or isinstance(data, str) else _json(self._pretty))
-        return ToolResponse(texts, view=view)
+        return assemble(self._data, self._pretty, self._ui, self._embeds, self._directives, self._rules,
+                        self._suggestions)
+
+
+def assemble(
+    data: Any, pretty: bool, ui: list[UIBlock], embeds: list[str], directives: list[str], rules: list[str],
+    suggestions: list[Suggestion],
+) -> ToolResponse:
+    """The six blocks in their fixed order, from lists the response then owns (rules and suggestions
+    without None). `ResponseBuilder.build` and presenters (whose render made the lists) both end here."""
+    data = to_jsonable(data)
+    if data is None or isinstance(data, str):
+        texts = ["OK" if data is None else data]
+        encoding = "text"
+    else:
+        texts = [dumps(data, pretty=pretty)]
+        encoding = "pretty" if pretty else "json"
+    for block in ui:
+        texts.append(block.render())
+    if embeds:
+        texts += embeds
+    if directives:
+        texts.append(markup.bullet_block("llm_directives", directives))
+    if rules:
+        texts.append(markup.bullet_block("domain_rules", rules))
+    if suggestions:
+        texts.append(markup.bullet_block("action_suggestions", [s.render() for s in suggestions]))
+    view = ResponseView(data=data, system_rules=rules, ui_blocks=ui, suggestions=suggestions, encoding=encoding)
+    return ToolResponse(texts, view=view)
 
 
 def response(data: Any = None, *, pretty: bool = False) -> ResponseBuilder:

@@ -8,13 +8,17 @@ imports the layer that defines it.
 
 from __future__ import annotations
 
-import functools
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    KNOWN_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
 from pydantic import ValidationError
 from starlette.requests import Request
 
@@ -386,30 +390,48 @@ class Engine:
         return {}
 
 
-@functools.cache
-def _client_request_validator() -> Callable[[str, str, dict[str, Any] | None], Any]:
-    """`mcp_types.methods.validate_client_request`, imported on the first request: its typed models of
-    every revision take longer to import than the rest of `mcp_types`, and a process serving no MCP
-    request (REST only, the CLI) never needs them."""
-    from mcp_types.methods import validate_client_request
+_VALIDATORS: dict[tuple[str, str], Any] = {}
 
-    return validate_client_request
+
+def _request_validator(method: str, version: str) -> Any:
+    """The pydantic-core validator of the SDK's request model of `method` in `version` (None: the SDK does not
+    know the pair), looked up once per pair: the engine only asks for methods it serves. `mcp_types.methods`
+    is imported on the first request: its typed models of every revision take longer to import than the rest
+    of `mcp_types`, and a process serving no MCP request (REST only, the CLI) never needs them."""
+    key = (method, version)
+    try:
+        return _VALIDATORS[key]
+    except KeyError:
+        pass
+    from mcp_types.methods import CLIENT_REQUESTS
+
+    model = CLIENT_REQUESTS.get(key) if version in KNOWN_PROTOCOL_VERSIONS else None
+    found = _VALIDATORS[key] = None if model is None else model.__pydantic_validator__
+    return found
 
 
 def check_params(method: str, version: str, params: dict[str, Any] | None) -> None:
     """Validate `params` against the SDK's typed request model of `method` in `version` (`mcp.types`), so a
     wrong type is -32602 naming the field, never an exception deeper down. Methods and versions the SDK does
-    not know are left to their handler."""
+    not know are left to their handler.
+
+    The same check as `mcp_types.methods.validate_client_request`, calling the model's validator directly:
+    its wrappers (version lookup, `model_validate`, two dict merges) cost as much as the validation on
+    every request."""
+    validator = _request_validator(method, version)
+    if validator is None:
+        return
+    frame: dict[str, Any] = {"jsonrpc": "2.0", "id": 0, "method": method}
+    if params is not None:
+        frame["params"] = params
     try:
-        _client_request_validator()(method, version, params)
+        validator.validate_python(frame, by_name=False)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'][1:]) or 'params'}: {err['msg']}"
             for err in exc.errors(include_url=False, include_input=False)[:5]
         )
         raise McpError(INVALID_PARAMS, f"Invalid params for {method}: {problems}") from None
-    except (KeyError, ValueError):
-        return
 
 
 __all__ = ["Call", "Engine", "check_params"]

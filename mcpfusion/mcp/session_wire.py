@@ -16,9 +16,9 @@ from starlette.responses import Response
 
 from mcpfusion.identity import AUTH_SCOPE_KEY, identity_of
 
-from .broker import Broker
+from .broker import Broker, InMemoryBroker
 from .engine import Call, Engine, check_params
-from .events import EventStore, parse_event_id
+from .events import EventStore, InMemoryEventStore, parse_event_id
 from .jsonrpc import INVALID_PARAMS, INVALID_REQUEST, McpError, result
 from .pipeline import WirePipeline, invalid_request
 from .sessions import Session, SessionLimitError, SessionQuotaError, SessionStore, new_session_id
@@ -64,6 +64,8 @@ class SessionWire(WirePipeline):
         self.sessions = sessions
         self.events = events
         self.broker = broker
+        # Exactly the in-process store and broker (a subclass may do I/O): replies skip the store timeout.
+        self.local_stores = type(events) is InMemoryEventStore and type(broker) is InMemoryBroker
         self.inflight: dict[tuple[str, str], SessionChannel] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
         self._cancel_listener: asyncio.Task[Any] | None = None
