@@ -4,6 +4,7 @@ list-changed / resource-updated notifications, 2026 `subscriptions/listen`, sess
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -136,10 +137,12 @@ async def test_progress_and_logging_still_stream(client):
     assert methods == ["notifications/progress", "notifications/message"] * 2 + ["result"]
 
 
-async def test_a_call_still_running_after_the_hold_streams_its_priming_event_first():
-    """The priming event goes out while the call runs (the tool waits for the test to have read it)."""
+@contextlib.asynccontextmanager
+async def gated_call(**settings: object):
+    """A server whose `gated_wait` runs until the test sets the gate (returns "released"), and the open
+    response stream of one call of it: yields (gate, lines of the stream)."""
     gate = threading.Event()
-    fusion = build_fusion(sse_hold_seconds=0.05)
+    fusion = build_fusion(**settings)
     gated = Tool("gated", exposition="flat")
 
     @gated.action()
@@ -155,14 +158,35 @@ async def test_a_call_still_running_after_the_hold_streams_its_priming_event_fir
             headers = await initialize(c)
             body = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "gated_wait"}}
             async with c.stream("POST", "/mcp", json=body, headers=headers) as r:
-                assert "content-length" not in r.headers
-                lines = r.aiter_lines()
-                priming = [await anext(lines) for _ in range(3)]
-                gate.set()
-                rest = [line async for line in lines]
+                assert "content-length" not in r.headers  # a live stream
+                yield gate, r.aiter_lines()
+
+
+def replies(lines: list[str]) -> list[str]:
+    return [json.loads(line[6:])["result"]["content"][0]["text"] for line in lines if line.startswith("data: {")]
+
+
+async def test_a_call_still_running_after_the_hold_streams_its_priming_event_first():
+    """The priming event goes out while the call runs (the tool waits for the test to have read it)."""
+    async with gated_call(sse_hold_seconds=0.05) as (gate, lines):
+        priming = [await anext(lines) for _ in range(3)]
+        gate.set()
+        rest = [line async for line in lines]
     assert priming[0].startswith("id: ") and priming[1] == "data: " and priming[2] == "retry: 1000"
-    data = [line for line in rest if line.startswith("data: {")]
-    assert json.loads(data[-1][6:])["result"]["content"][0]["text"] == "released"
+    assert replies(rest) == ["released"]
+
+
+async def test_a_quiet_live_stream_gets_keep_alive_comments_until_its_reply():
+    """A call that runs on without sending anything keeps its opened stream alive with SSE comments, and the
+    stream still ends with the reply."""
+    async with gated_call(sse_hold_seconds=0.02, sse_ping_seconds=0.05) as (gate, lines):
+        seen: list[str] = []
+        while sum(line.startswith(":") for line in seen) < 2:
+            seen.append(await anext(lines))
+        gate.set()
+        seen += [line async for line in lines]
+    assert seen[0].startswith("id: ")  # the priming event first
+    assert replies(seen) == ["released"]
 
 
 async def test_get_stream_receives_list_changed_and_subscribed_resource_updates(client, fusion_and_base):

@@ -11,6 +11,8 @@ import time
 from collections import OrderedDict, deque
 from typing import Any, Protocol
 
+from pydantic_core import from_json, to_json
+
 
 class EventStore(Protocol):
     async def store_event(self, stream_id: str, message: dict[str, Any] | None) -> str:
@@ -47,7 +49,9 @@ class InMemoryEventStore:
         self.retention = retention
         # Ordered dicts, oldest stream first: dropping the oldest is O(1) (a plain dict used as a queue
         # slows down as deleted slots pile up at its front: ~20 us per new stream at the cap).
-        self._streams: OrderedDict[str, deque[tuple[int, dict[str, Any] | None]]] = OrderedDict()
+        # Messages are kept as their JSON bytes: thousands of kept reply dicts would be objects for the garbage
+        # collector to walk again and again (its full collections then cost more than the replies themselves).
+        self._streams: OrderedDict[str, deque[tuple[int, bytes | None]]] = OrderedDict()
         self._started: OrderedDict[str, float] = OrderedDict()
         # One counter for every stream: ids stay unique even for a stream that was forgotten and restarted.
         self._counter = 0
@@ -69,7 +73,7 @@ class InMemoryEventStore:
             self._started[stream_id] = time.monotonic()
         self._counter += 1
         seq = self._counter
-        events.append((seq, message))
+        events.append((seq, None if message is None else to_json(message, fallback=str)))
         return event_id(stream_id, seq)
 
     async def replay_after(self, last_event_id: str) -> tuple[str, list[tuple[str, dict[str, Any]]]] | None:
@@ -78,6 +82,7 @@ class InMemoryEventStore:
             return None
         stream_id, after = parsed
         events = [
-            (event_id(stream_id, seq), msg) for seq, msg in self._streams[stream_id] if seq > after and msg is not None
+            (event_id(stream_id, seq), from_json(data))
+            for seq, data in self._streams[stream_id] if seq > after and data is not None
         ]
         return stream_id, events

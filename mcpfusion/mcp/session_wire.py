@@ -24,13 +24,12 @@ from .pipeline import WirePipeline, invalid_request
 from .sessions import Session, SessionLimitError, SessionQuotaError, SessionStore, new_session_id
 from .settings import TransportSettings
 from .streams import (
+    PostStream,
     SessionChannel,
     SSEBody,
     encode_message,
     encode_priming,
-    first_event,
     is_response,
-    live_events,
     new_stream_id,
     sse_event,
 )
@@ -67,7 +66,6 @@ class SessionWire(WirePipeline):
         # Exactly the in-process store and broker (a subclass may do I/O): replies skip the store timeout.
         self.local_stores = type(events) is InMemoryEventStore and type(broker) is InMemoryBroker
         self.inflight: dict[tuple[str, str], SessionChannel] = {}
-        self.tasks: set[asyncio.Task[Any]] = set()
         self._cancel_listener: asyncio.Task[Any] | None = None
 
     async def principal_of(self, request: Request) -> tuple[str | None, str | None]:
@@ -231,10 +229,10 @@ class SessionWire(WirePipeline):
                 return Response(status_code=204, headers=headers)
             return self.respond(reply, headers)
         assert stream_id is not None
-        priming: dict[str, Any] | None = None
+        priming = b""
         if self._priming_wanted(session):
             try:
-                priming = await self._priming(stream_id)
+                priming = encode_priming(await self._priming(stream_id))
             except Exception as exc:  # noqa: BLE001 - an unreachable store costs resumability, not the call
                 logger.warning("no priming event for %s (event store: %r)", stream_id, exc)
 
@@ -245,19 +243,12 @@ class SessionWire(WirePipeline):
             else:
                 channel.close_stream()
 
-        task = asyncio.create_task(run())
-        channel.task = task
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        # Most calls send nothing before their reply: wait (a moment) for the first event and, if it is the
-        # reply, send the whole stream (priming event + reply, both stored for Last-Event-ID) as one body.
-        # Anything else (progress, logging, a server request, a slow call) opens the live stream.
-        first = await first_event(channel, self.settings.sse_hold_seconds)
-        if isinstance(first, tuple) and is_response(first[1]):
-            events = encode_message(*first)
-            return SSEBody(events if priming is None else encode_priming(priming) + events, session.id)
-        return event_source(live_events(channel, priming, first), {**SSE_HEADERS, **headers},
-                            self.settings.sse_ping_seconds)
+        # The call runs while the response is sent: most send nothing before their reply and get one body
+        # (priming event + reply, both stored for Last-Event-ID); progress, logging, a server request or a
+        # slow call open the live stream (see `PostStream`).
+        stream = channel.stream = PostStream(run, priming, session.id, self.settings.sse_hold_seconds,
+                                             self.settings.sse_ping_seconds)
+        return stream
 
     async def run(self, call: Call, inline: bool = True) -> dict[str, Any] | None:
         """The shared pipeline, with the call registered for `notifications/cancelled` while it runs."""

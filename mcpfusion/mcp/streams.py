@@ -11,11 +11,12 @@ import asyncio
 import itertools
 import logging
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic_core import to_json
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from .channel import Channel, NoBackChannel
 from .jsonrpc import INTERNAL_ERROR, REQUEST_TIMEOUT, McpError, dumps, notification, request
@@ -35,10 +36,8 @@ class StreamHost(Protocol):
     settings: TransportSettings
     local_stores: bool  # the in-process event store and broker: they neither block nor fail
 
-CLOSE = object()
 _STREAM_PREFIX = secrets.token_hex(6)  # this process's; with a counter, stream ids unique across replicas
 _stream_numbers = itertools.count(1)
-HELD = object()  # `first_event` waited long enough
 
 
 def new_stream_id(session_id: str) -> str:
@@ -74,22 +73,12 @@ class SessionChannel(Channel):
         self.wire = wire
         self.session = session
         self.stream_id = stream_id
-        self.queue: asyncio.Queue[Any] | None = None  # the live stream's, made when first needed
-        self.first: asyncio.Future[Any] | None = None  # set by `first_event` while it waits
+        self.stream: PostStream | None = None  # the POST's SSE answer (SSE mode), set before the call runs
         self.closed = False
 
-    def _deliver(self, item: Any) -> None:
-        """Hand an item to the POST's response: to `first_event` while it waits, else to the live stream."""
-        first = self.first
-        if first is not None and not first.done():
-            first.set_result(item)
-        else:
-            self.live_queue().put_nowait(item)
-
-    def live_queue(self) -> asyncio.Queue[Any]:
-        if self.queue is None:
-            self.queue = asyncio.Queue()
-        return self.queue
+    async def _deliver(self, event_id: str | None, message: dict[str, Any]) -> None:
+        if self.stream is not None:
+            await self.stream.put(event_id, message)
 
     async def emit(self, message: dict[str, Any]) -> None:
         wire = self.wire
@@ -113,7 +102,7 @@ class SessionChannel(Channel):
             return
         event_id, _ = await wire.broker.publish_event(wire.events, self.stream_id, f"stream:{self.stream_id}", message)
         if not self.closed:
-            self._deliver((event_id, message))
+            await self._deliver(event_id, message)
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         await self.emit(notification(method, params))
@@ -161,12 +150,13 @@ class SessionChannel(Channel):
         logger.warning("could not store the reply to %s (%r); sent unstored on the open stream",
                        reply.get("id"), failure)
         if self.stream_id is not None and not self.closed:
-            self._deliver((None, reply))
+            await self._deliver(None, reply)
 
     def close_stream(self) -> None:
         if self.stream_id is not None and not self.closed:
             self.closed = True
-            self._deliver(CLOSE)
+            if self.stream is not None:
+                self.stream.close()
 
 
 def encode_message(event_id: str | None, message: dict[str, Any]) -> bytes:
@@ -187,57 +177,126 @@ def encode_priming(priming: dict[str, Any]) -> bytes:
     return b"id: " + event_id.encode() + b"\r\ndata: \r\n" + tail
 
 
-class SSEBody(Response):
-    """A complete SSE stream sent as one HTTP body: for a POST whose reply came before any other message.
+SSE_RAW_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+]
+_PING = b": ping\r\n\r\n"  # an SSE comment: keeps proxies from closing a quiet stream
 
-    The bytes `EventSourceResponse` would write event by event, without its streaming machinery (a send
-    task, a disconnect watcher and a ping task per response). Headers are set directly (hot path)."""
+
+class SSEBody(Response):
+    """A complete SSE stream sent as one HTTP body (the bytes `EventSourceResponse` would write event by
+    event, without its streaming machinery). Headers are set directly (hot path)."""
 
     def __init__(self, body: bytes, session_id: str | None = None) -> None:
         self.status_code = 200
         self.background = None
         self.body = body
-        self.raw_headers = [
-            (b"content-length", str(len(body)).encode()), (b"content-type", b"text/event-stream; charset=utf-8"),
-            (b"cache-control", b"no-cache, no-transform"), (b"x-accel-buffering", b"no"),
-        ]
+        self.raw_headers = [(b"content-length", str(len(body)).encode()), *SSE_RAW_HEADERS]
         if session_id is not None:
             self.raw_headers.append((b"mcp-session-id", session_id.encode()))
 
 
-async def first_event(channel: SessionChannel, hold: float) -> Any:
-    """The first thing the call puts on its stream (`(event_id, message)` or `CLOSE`) or, after `hold`
-    seconds without one, `HELD`. A future and a timer: no queue round trip or extra task on the hot path."""
-    loop = asyncio.get_running_loop()
-    first = channel.first = loop.create_future()
+class PostStream(Response):
+    """The SSE answer of a POST on the session wire, which runs its call while it answers (in the request's
+    own task: no extra task, queue or future per call).
 
-    def held() -> None:
-        if not first.done():
-            first.set_result(HELD)
+    A call that sends nothing before its reply gets one body: the priming event and the reply (both stored
+    for `Last-Event-ID`), like a JSON answer. The stream opens instead (headers and priming event at once,
+    then every event as the call emits it, keep-alive comments every `ping` seconds) on the first other
+    event (progress, logging, a server request), when the call is still running after `hold` seconds (so its
+    client has the priming event id early), or on `close_stream()` (the call goes on; its client resumes)."""
 
-    timer = loop.call_later(hold, held)
-    try:
-        return await first
-    finally:
-        timer.cancel()
-        channel.first = None
+    def __init__(
+        self, run: Callable[[], Awaitable[None]], priming: bytes, session_id: str, hold: float, ping: float,
+    ) -> None:
+        self.status_code = 200
+        self.background = None
+        self.body = b""
+        self.raw_headers = [*SSE_RAW_HEADERS, (b"mcp-session-id", session_id.encode())]
+        self._run = run
+        self._priming = priming
+        self._hold = hold
+        self._ping = ping
+        self._send: Send | None = None
+        self._head: asyncio.Future[None] | None = None  # headers and priming event on their way: streaming
+        self._pinger: asyncio.Task[None] | None = None
+        self._closer: asyncio.Task[None] | None = None
+        self._reply = b""  # the reply, when it came before the stream opened
+        self._ended = False
 
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._send = send
+        timer = asyncio.get_running_loop().call_later(self._hold, self._open)
+        try:
+            await self._run()
+        finally:
+            timer.cancel()
+        if self._head is None:
+            body = self._priming + self._reply
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-length", str(len(body)).encode()), *self.raw_headers]})
+            await send({"type": "http.response.body", "body": body})
+        else:
+            await self._end()
 
-async def live_events(
-    channel: SessionChannel, priming: dict[str, Any] | None, first: Any = None,
-) -> AsyncIterator[dict[str, Any]]:
-    """SSE events of a POST stream: priming event, then messages until the response (or close).
+    def _open(self) -> asyncio.Future[None]:
+        if self._head is None:
+            self._head = asyncio.ensure_future(self._send_head())
+        return self._head
 
-    `first` is an item already taken off the channel's queue (see `first_event`)."""
-    if priming is not None:
-        yield priming
-    queue = channel.live_queue()
-    item = first if first is not None and first is not HELD else await queue.get()
-    while True:
-        if item is CLOSE:
+    async def _send_head(self) -> None:
+        assert self._send is not None
+        await self._send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        if self._reply:  # the reply came before the hold timer fired: it ends the stream
+            self._ended = True
+            await self._send({"type": "http.response.body", "body": self._priming + self._reply})
             return
-        event_id, message = item
-        yield sse_event(event_id, message)
-        if is_response(message):
+        await self._send({"type": "http.response.body", "body": self._priming, "more_body": True})
+        if self._ping > 0 and not self._ended:
+            self._pinger = asyncio.ensure_future(self._keep_alive())
+
+    async def _keep_alive(self) -> None:
+        assert self._send is not None
+        while not self._ended:
+            await asyncio.sleep(self._ping)
+            if not self._ended:
+                await self._send({"type": "http.response.body", "body": _PING, "more_body": True})
+
+    async def put(self, event_id: str | None, message: dict[str, Any]) -> None:
+        """An event of the call (stored already): kept for the one body if it is the reply, else streamed."""
+        if self._ended:
             return
-        item = await queue.get()
+        data = encode_message(event_id, message)
+        last = is_response(message)
+        if last and self._head is None:
+            self._reply = data
+            return
+        await self._open()
+        if self._ended:
+            return
+        self._ended = last
+        if last:
+            self._stop_pinger()
+        assert self._send is not None
+        await self._send({"type": "http.response.body", "body": data, "more_body": not last})
+
+    def close(self) -> None:
+        """End the stream now (from the call, which goes on: later events are only stored)."""
+        if not self._ended and self._closer is None:
+            self._open()
+            self._closer = asyncio.ensure_future(self._end())
+
+    async def _end(self) -> None:
+        await self._open()
+        if self._ended:
+            return
+        self._ended = True
+        self._stop_pinger()
+        assert self._send is not None
+        await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _stop_pinger(self) -> None:
+        if self._pinger is not None:
+            self._pinger.cancel()
+            self._pinger = None
