@@ -197,6 +197,10 @@ class SSEBody(Response):
             self.raw_headers.append((b"mcp-session-id", session_id.encode()))
 
 
+async def _done() -> None:
+    """What a `PostStream` runs once its call has run."""
+
+
 class PostStream(Response):
     """The SSE answer of a POST on the session wire, which runs its call while it answers (in the request's
     own task: no extra task, queue or future per call).
@@ -232,6 +236,9 @@ class PostStream(Response):
             await self._run()
         finally:
             timer.cancel()
+            # The call's closure holds its channel, which holds this response: leaving the cycle to the
+            # garbage collector would make it walk every call's objects again (a cost per SSE reply).
+            self._run = _done
         if self._head is None:
             body = self._priming + self._reply
             await send({"type": "http.response.start", "status": 200,
