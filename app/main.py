@@ -104,12 +104,14 @@ def create_app(settings: Settings | None = None, *, routers: str | Path = ROUTER
     app.state.credentials = settings.credentials
     app.state.jwt_verifier = verifier_for(settings)
     fusion.mount(app)  # /mcp, /healthz, /api/{tool}/{action}, /tools, the OAuth metadata and the bearer check
-    _document_bearer(app)
+    _document_bearer(app, fusion)
     return app
 
 
-def _document_bearer(app: FastAPI) -> None:
-    """Declare the bearer scheme in OpenAPI, so `/docs` has an Authorize button for the REST actions."""
+def _document_bearer(app: FastAPI, fusion: MCPFusion) -> None:
+    """Declare the bearer scheme in OpenAPI, so `/docs` has an Authorize button for the REST actions; each
+    operation names the scopes its action needs on the bearer entry too (OpenAPI 3.1 lets a non-OAuth scheme
+    list them), so they show without an OAuth token URL configured (demo mode)."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -118,10 +120,11 @@ def _document_bearer(app: FastAPI) -> None:
             schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
             schemes["bearer"] = {"type": "http", "scheme": "bearer",
                                  "description": "Demo tokens: demo-admin, demo-support, demo-globex-admin."}
-            for path, operations in schema.get("paths", {}).items():
-                if path.startswith("/api/"):
-                    for operation in operations.values():  # next to the OAuth2 scheme, when configured
-                        operation["security"] = [*operation.get("security", []), {"bearer": []}]
+            paths = schema.get("paths", {})
+            for action in fusion.registry.actions():
+                for operation in paths.get(f"/api/{action.tool.name}/{action.name}", {}).values():
+                    # next to the OAuth2 scheme, when configured
+                    operation["security"] = [*operation.get("security", []), {"bearer": sorted(action.scopes)}]
             app.openapi_schema = schema
         return app.openapi_schema
 

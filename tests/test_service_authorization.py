@@ -105,9 +105,21 @@ async def test_openapi_and_docs_page_name_each_actions_scopes(tmp_path):
     assert scheme["oauth2"]["flows"]["clientCredentials"]["scopes"]["payments:write"].startswith("Record payments")
     assert scheme["bearer"]["scheme"] == "bearer"  # the demo tokens still have their Authorize button
     assert schema["paths"]["/api/billing/record_payment"]["post"]["security"] == [
-        {"oauth2": ["billing:read", "payments:write"]}, {"bearer": []}]
+        {"oauth2": ["billing:read", "payments:write"]}, {"bearer": ["billing:read", "payments:write"]}]
     assert schema["paths"]["/api/customers/get"]["get"]["security"][0] == {"oauth2": ["customers:read"]}
     assert "OAuth scopes: <code>billing:read</code> <code>billing:write</code>" in page
+
+
+async def test_demo_openapi_names_each_operations_scopes_without_an_oauth_token_url(tmp_path):
+    """Demo mode knows no token endpoint, so no OAuth2 scheme: the bearer entry still lists the scopes."""
+    async with asgi_client(build(tmp_path)) as client:
+        schema = (await client.get("/openapi.json")).json()
+    assert "oauth2" not in schema["components"]["securitySchemes"]
+    paths = schema["paths"]
+    assert paths["/api/billing/void_invoice"]["post"]["security"] == [{"bearer": ["billing:read", "billing:write"]}]
+    assert paths["/api/billing/get_invoice"]["get"]["security"] == [{"bearer": ["billing:read"]}]
+    api = [op for path, ops in paths.items() if path.startswith("/api/") for op in ops.values()]
+    assert api and all(op["security"][-1]["bearer"] for op in api)  # every action needs some scope
 
 
 def test_settings_read_the_oauth_environment():

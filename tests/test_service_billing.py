@@ -215,7 +215,7 @@ async def test_rest_openapi_documents_actions(service_app):
         spec = (await client.get("/openapi.json")).json()
         assert "/api/billing/void_invoice" in spec["paths"] and "/api/customers/get" in spec["paths"]
         assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
-        assert spec["paths"]["/api/billing/get_invoice"]["post"]["security"] == [{"bearer": []}]
+        assert spec["paths"]["/api/billing/get_invoice"]["post"]["security"] == [{"bearer": ["billing:read"]}]
         assert "security" not in spec["paths"]["/healthz"]["get"]
         r = await rest(client, "billing", "create_invoice", {"customer_id": "cus_0001"}, "demo-admin")
         assert r.status_code == 422 and r.json()["code"] == "VALIDATION_ERROR"
