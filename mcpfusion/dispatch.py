@@ -133,17 +133,25 @@ class ToolRegistry:
             tool, action = self._routes[name]
         except KeyError:
             raise UnknownToolError(name, self.visible_names(granted)) from None
-        if granted is not None:
-            tool = self._visible(Exposed(name, tool, action), granted)
+        # The caller's restricted view of the tool is built only for an error's wording, never on a good call.
+        if granted is not None and not (action.scopes <= granted if action is not None
+                                        else any(a.scopes <= granted for a in tool.actions.values())):
+            raise UnknownToolError(name, self.visible_names(granted))
         if action is not None:
             return action, arguments
         if DISCRIMINATOR not in arguments:
-            raise missing_discriminator(tool)
+            raise missing_discriminator(self._seen(name, tool, granted))
         arguments = dict(arguments)
         chosen = arguments.pop(DISCRIMINATOR)
-        if not isinstance(chosen, str) or chosen not in tool.actions:
-            raise unknown_action(tool, chosen, self._served_elsewhere(name, chosen, granted))
-        return tool.actions[chosen], arguments
+        found = tool.actions.get(chosen) if isinstance(chosen, str) else None
+        if found is None or (granted is not None and not found.scopes <= granted):
+            raise unknown_action(self._seen(name, tool, granted), chosen,
+                                 self._served_elsewhere(name, chosen, granted))
+        return found, arguments
+
+    def _seen(self, name: str, tool: Tool, granted: frozenset[str] | None) -> Tool:
+        """A grouped tool as a caller with `granted` scopes sees it (the whole tool when nothing is enforced)."""
+        return tool if granted is None else self._visible(Exposed(name, tool, None), granted)
 
     def visible_names(self, granted: frozenset[str] | None) -> list[str]:
         """The MCP tool names a caller with `granted` scopes sees."""
