@@ -76,9 +76,5 @@ docs-build: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr $(HOST):$(DOCS_PORT)
 
-bench: install
-	$(PY) bench/presenter.py
-	$(PY) bench/mcp_throughput.py
-	$(PY) bench/scale_out.py
-	$(PY) bench/service.py
-	$(PY) bench/cold_start.py
+bench: install  # the performance benchmarks one after the other, then one table of figures against targets
+	$(PY) bench/summary.py
