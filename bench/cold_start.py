@@ -15,7 +15,15 @@ another on CPU 0, interleaved:
   request ladder and typed request models) and the median of the next 200 (the peers: as many as fit in
   about 3 s). `import + build + first tools/list` is the CPU a process spends before its first answer.
 
-Run: `python bench/cold_start.py [--runs 7] [--no-peers]`. The last line is
+Bytecode of mcpfusion and of the bench modules is compiled before the runs, as an installed package has it
+(the peers' is, from their install): with `PYTHONDONTWRITEBYTECODE` set or a tree just edited, every run would
+otherwise compile mcpfusion's sources again (about 0.1 s).
+
+`--before DIR`: also measure the mcpfusion package of another checkout (e.g. `git worktree add /tmp/old
+main`), importing it from DIR with the same bench server, interleaved with the others: a before/after in
+one run.
+
+Run: `python bench/cold_start.py [--runs 7] [--no-peers] [--before DIR]`. The last line is
 `import_build_s=X import_build_cpu_s=C tools_list_first_ms=Y tools_list_ms=Z` (mcpfusion medians; targets
 X <= 0.5, Z <= 2).
 """
@@ -23,6 +31,7 @@ X <= 0.5, Z <= 2).
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import statistics
@@ -93,6 +102,8 @@ asyncio.run(main())
 # CPU of the two imports under mcpfusion's own (FastAPI; mcp_types, whose package imports all its models).
 FLOOR = "import time; c = time.process_time(); import fastapi, mcp_types; print(time.process_time() - c)"
 
+FASTAPI = "import time; c = time.process_time(); import fastapi; print(time.process_time() - c)"
+
 # (label, framework module imported first, server module building the 500 actions, environment)
 SERVERS = [
     ("mcpfusion", "mcpfusion.app", "many_tools_server", {}),
@@ -117,16 +128,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="fresh processes per figure (default 7)")
     parser.add_argument("--no-peers", action="store_true", help="mcpfusion only")
+    parser.add_argument("--before", metavar="DIR", help="also measure the mcpfusion package of this checkout")
     args = parser.parse_args(argv)
     servers = SERVERS[:1] if args.no_peers else SERVERS
-    bare, imports, floor = [], [], []
+    trees = {"mcpfusion": str(BENCH_DIR.parent)}
+    if args.before:
+        before = str(Path(args.before).resolve())
+        trees["mcpfusion before"] = before
+        servers = [servers[0], ("mcpfusion before", "mcpfusion.app", "many_tools_server", {"PYTHONPATH": before}),
+                   *servers[1:]]
+    for tree in trees.values():
+        compileall.compile_dir(str(Path(tree) / "mcpfusion"), quiet=1)
+    compileall.compile_dir(str(BENCH_DIR), quiet=1, maxlevels=1)
+    bare, floor, fastapi = [], [], []
+    imports: dict[str, list[float]] = {label: [] for label in trees}
     probes: dict[str, list[dict[str, float]]] = {label: [] for label, *_ in servers}
     walls: dict[str, list[float]] = {label: [] for label, *_ in servers}
     run("pass")  # warm the file cache
     for _ in range(args.runs):  # interleaved, so a burst of load elsewhere hits one run of each
         bare.append(run("pass")[0])
-        imports.append(run("import mcpfusion.app")[0])
+        for label, tree in trees.items():
+            imports[label].append(run("import mcpfusion.app", {"PYTHONPATH": tree})[0])
         floor.append(float(run(FLOOR)[1]))
+        fastapi.append(float(run(FASTAPI)[1]))
         for label, framework, server, env in servers:
             wall, out = run(PROBE.format(bench=str(BENCH_DIR), framework=framework, server=server), env)
             walls[label].append(wall)
@@ -134,9 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     counts = ", ".join(f"{label} {runs[0]['tools']}" for label, runs in probes.items())
     print(f"cold start of 100 tools x 5 actions (MCP tools listed: {counts}; mcpfusion groups a tool's actions, "
           f"the peers have one tool per action), median (min-max) of {args.runs} fresh processes on CPU 0")
+    whole = "; ".join(f"{label} {spread(values)}" for label, values in imports.items())
     print(f"interpreter alone (`python -c pass`), whole process: {spread(bare)}; "
-          f"`import mcpfusion.app`, whole process: {spread(imports)}; CPU of importing FastAPI and mcp_types "
-          f"alone (what mcpfusion.app imports besides itself): {spread(floor)}")
+          f"`import mcpfusion.app`, whole process: {whole}; CPU of importing FastAPI and mcp_types "
+          f"alone: {spread(floor)}; CPU of importing FastAPI alone (the floor under mcpfusion): "
+          f"{spread(fastapi)}")
     rows = [
         ("import + build, in process (wall)", lambda p: p["import_build_s"], 1.0, "s", 3),
         ("  of which importing the framework", lambda p: p["import_s"], 1.0, "s", 3),
@@ -162,9 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     cpu = {label: med(label, lambda p: p["import_build_cpu_s"]) for label in probes}
     to_first = {label: med(label, lambda p: p["import_build_cpu_s"] + p["first_cpu_ms"] / 1e3) for label in probes}
     for label in probes:
-        if label != "mcpfusion":
+        if label not in trees:
             print(f"{label} / mcpfusion: import + build CPU {cpu[label] / cpu['mcpfusion']:.2f}x, "
                   f"to the first tools/list {to_first[label] / to_first['mcpfusion']:.2f}x")
+    if "mcpfusion before" in probes:
+        print(f"mcpfusion before / after: import + build CPU {cpu['mcpfusion before'] / cpu['mcpfusion']:.2f}x, "
+              f"to the first tools/list {to_first['mcpfusion before'] / to_first['mcpfusion']:.2f}x")
     print(f"import_build_s={med('mcpfusion', lambda p: p['import_build_s']):.3f} "
           f"import_build_cpu_s={cpu['mcpfusion']:.3f} "
           f"tools_list_first_ms={med('mcpfusion', lambda p: p['first_ms']):.2f} "

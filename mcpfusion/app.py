@@ -21,10 +21,11 @@ from .dependencies import CONTEXT_SCOPE_KEY, context_parameter
 from .dispatch import ToolRegistry
 from .errors import INTERNAL_ERROR, ToolError, UnknownToolError
 from .health import READYZ_RESPONSES, Check, Readiness, healthz, readyz_endpoint
+from .mcp import jsonrpc
 from .mcp.callables import accepted_kwargs, invoke
 from .mcp.engine import Call, Engine
 from .mcp.http import McpHttpTransport
-from .mcp.jsonrpc import INVALID_PARAMS, McpError, ProtocolSignal, notification
+from .mcp.jsonrpc import McpError, ProtocolSignal, notification
 from .mcp.settings import TransportSettings
 from .mcp.state import RequestStateSigner
 from .middleware import Middleware
@@ -104,7 +105,7 @@ class FusionBackend:
         except UnknownToolError as exc:
             available = sorted({*exc.available, *self.fusion.raw_tools})
             message = f"Unknown tool: {name}. Available tools: {', '.join(available) or 'none'}."
-            raise McpError(INVALID_PARAMS, message, {"name": name, "available": available}) from None
+            raise McpError(jsonrpc.INVALID_PARAMS, message, {"name": name, "available": available}) from None
         return response.to_mcp()
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from .mcp import jsonrpc
 from .mcp.channel import Channel, NoBackChannel
-from .mcp.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY, McpError
+from .mcp.jsonrpc import McpError
 
 __all__ = ["Context", "NoBackChannel"]
 
@@ -182,7 +183,7 @@ class Context:
         if self.is_detached or name in self.client_capabilities:
             return
         raise self._channel.fail(McpError(
-            MISSING_REQUIRED_CLIENT_CAPABILITY, f"This request needs the client capability {name!r}",
+            jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY, f"This request needs the client capability {name!r}",
             {"requiredCapabilities": {name: {}}},
         ))
 

@@ -16,7 +16,8 @@ from starlette.requests import Request
 
 from .dependencies import CONTEXT_SCOPE_KEY, DependencyErrors, as_dependency, build_dependant, resolve
 from .errors import NOT_FOUND, VALIDATION_ERROR, ToolError, field_path
-from .mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, McpError
+from .mcp import jsonrpc
+from .mcp.jsonrpc import McpError
 
 
 class Injected:
@@ -70,8 +71,8 @@ async def call_injected(
         return await injected.call(values, request, finish)
     except DependencyErrors as exc:
         fields = "; ".join(f"{field_path(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in exc.errors)
-        raise McpError(INVALID_PARAMS, f"Invalid request: {fields}") from None
+        raise McpError(jsonrpc.INVALID_PARAMS, f"Invalid request: {fields}") from None
     except ToolError as exc:
-        code = INVALID_PARAMS if exc.code in (NOT_FOUND, VALIDATION_ERROR) else INTERNAL_ERROR
+        code = jsonrpc.INVALID_PARAMS if exc.code in (NOT_FOUND, VALIDATION_ERROR) else jsonrpc.INTERNAL_ERROR
         message = exc.message + (f" {exc.recovery}" if exc.recovery else "")
         raise McpError(code, message, {"code": exc.code}) from None

@@ -17,7 +17,8 @@ from typing import Annotated, Any, get_args, get_origin
 from starlette.requests import Request
 
 from mcpfusion.injection import Injected, call_injected
-from mcpfusion.mcp.jsonrpc import INVALID_PARAMS, McpError
+from mcpfusion.mcp import jsonrpc
+from mcpfusion.mcp.jsonrpc import McpError
 
 
 @dataclass
@@ -62,7 +63,7 @@ class Prompt:
         """The `GetPromptResult`; dependencies are solved against `request` exactly as an action's."""
         missing = [a["name"] for a in self.arguments if a["required"] and a["name"] not in arguments]
         if missing:
-            raise McpError(INVALID_PARAMS, f"Prompt {self.name!r} is missing required argument(s): "
+            raise McpError(jsonrpc.INVALID_PARAMS, f"Prompt {self.name!r} is missing required argument(s): "
                            + ", ".join(missing))
         known = {a["name"] for a in self.arguments}
         values = {k: v for k, v in arguments.items() if k in known}
@@ -119,13 +120,13 @@ class PromptRegistry:
     async def get(self, name: Any, arguments: Any, context: Any = None, request: Request | None = None
                   ) -> dict[str, Any]:
         if not isinstance(name, str):
-            raise McpError(INVALID_PARAMS, "prompts/get needs a string 'name'")
+            raise McpError(jsonrpc.INVALID_PARAMS, "prompts/get needs a string 'name'")
         prompt = self.prompts.get(name)
         if prompt is None:
-            raise McpError(INVALID_PARAMS, f"Unknown prompt {name!r}. Available prompts: "
+            raise McpError(jsonrpc.INVALID_PARAMS, f"Unknown prompt {name!r}. Available prompts: "
                            + (", ".join(self.prompts) or "none"))
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):
-            raise McpError(INVALID_PARAMS, "prompts/get 'arguments' must be an object")
+            raise McpError(jsonrpc.INVALID_PARAMS, "prompts/get 'arguments' must be an object")
         return await prompt.render(arguments, context, request)

@@ -20,7 +20,8 @@ from typing import Any
 from starlette.requests import Request
 
 from mcpfusion.injection import Injected, call_injected
-from mcpfusion.mcp.jsonrpc import INVALID_PARAMS, McpError
+from mcpfusion.mcp import jsonrpc
+from mcpfusion.mcp.jsonrpc import McpError
 
 _VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -135,7 +136,7 @@ class ResourceRegistry:
     async def read(self, uri: Any, context: Any = None, request: Request | None = None) -> dict[str, Any]:
         """The contents at `uri`; the function's dependencies are solved against `request` like an action's."""
         if not isinstance(uri, str) or not uri:
-            raise McpError(INVALID_PARAMS, "resources/read needs a non-empty string 'uri'")
+            raise McpError(jsonrpc.INVALID_PARAMS, "resources/read needs a non-empty string 'uri'")
         resource = self.resources.get(uri)
         if resource is not None:
             return await self._read(resource.injected, {"uri": uri}, uri, resource.mime_type, context, request)
@@ -145,7 +146,7 @@ class ResourceRegistry:
                 values = {**variables, "uri": uri}
                 return await self._read(template.injected, values, uri, template.mime_type, context, request)
         # -32602 with data.uri: what 2026-07-28 requires (SEP-2164); harmless on older wires.
-        raise McpError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+        raise McpError(jsonrpc.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
 
     @staticmethod
     async def _read(injected: Injected, values: dict[str, Any], uri: str, mime_type: str | None, context: Any,

@@ -1,14 +1,22 @@
 """Cold start: what a server builds on first use instead of at start-up (argument models, REST routes), and
 that what it builds then is what it built eagerly before (same routes, same OpenAPI, same answers)."""
 
+import json
+import subprocess
+import sys
 from typing import Annotated, Any
 
 import httpx
+import mcp_types
+import mcp_types.jsonrpc
+import mcp_types.version
+import pytest
 from fastapi import Depends, FastAPI, Header, HTTPException
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 
 from mcpfusion import MCPFusion, Tool
+from mcpfusion.mcp import jsonrpc, protocol
 from mcpfusion.rest import ActionRoute
 from mcpfusion.tool import _return_annotation
 
@@ -116,3 +124,52 @@ def test_return_annotation_read_once_with_or_without_extras():
     assert _return_annotation(plain, hints) == list[Item]
     assert _return_annotation(annotated, {"return": Annotated[list[Item], "doc"]}) == list[Item]
     assert _return_annotation(nested, {"return": dict[str, Annotated[int, Field(ge=0)]]}) == dict[str, int]
+
+
+# Imports and builds a server, reports which protocol modules that loaded, then answers one MCP request.
+PROTOCOL_PROBE = r"""
+import asyncio, json, sys
+import httpx
+from mcpfusion import MCPFusion, Tool
+
+tool = Tool("items", description="Items")
+
+@tool.action(readonly=True)
+async def get_item(id: str) -> dict:
+    "Get one item"
+    return {"id": id}
+
+app = MCPFusion(name="cold", version="1.0.0", tools=[tool], json_response=True).build_app()
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp_types", "mcp"))
+
+async def main():
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    headers = {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list", "accept": "application/json"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        reply = await http.post("/mcp", headers=headers,
+                                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}})
+        bad = await http.post("/mcp", headers={**headers, "content-type": "application/json"}, content=b"{not json")
+    return [t["name"] for t in reply.json()["result"]["tools"]], bad.status_code, bad.json()["error"]["code"]
+
+print(json.dumps({"loaded": loaded, "answer": asyncio.run(main())}))
+"""
+
+
+def test_import_and_build_leave_the_protocol_types_for_the_first_mcp_request():
+    """`mcp_types` (every protocol model: a third of importing mcpfusion) is loaded by the first MCP request,
+    not by importing the framework and building a server; its constants are still what the engine uses."""
+    out = subprocess.run([sys.executable, "-c", PROTOCOL_PROBE], capture_output=True, text=True, check=True,
+                         timeout=120).stdout
+    probe = json.loads(out.strip().splitlines()[-1])
+    assert probe["loaded"] == []
+    assert probe["answer"] == [["items"], 400, mcp_types.jsonrpc.PARSE_ERROR]
+
+
+def test_protocol_constants_are_read_from_mcp_types():
+    assert jsonrpc.INVALID_PARAMS == mcp_types.jsonrpc.INVALID_PARAMS
+    assert jsonrpc.http_status(mcp_types.jsonrpc.METHOD_NOT_FOUND) == 404
+    assert jsonrpc.http_status(jsonrpc.REQUEST_TIMEOUT) == 200
+    assert protocol.HANDSHAKE_PROTOCOL_VERSIONS is mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS
+    assert protocol.PROTOCOL_VERSION_META_KEY == mcp_types.PROTOCOL_VERSION_META_KEY
+    with pytest.raises(AttributeError, match="NOT_A_CODE"):
+        _ = jsonrpc.NOT_A_CODE

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .jsonrpc import INVALID_PARAMS, McpError, ProtocolSignal, notification
+from . import jsonrpc
+from .jsonrpc import McpError, ProtocolSignal, notification
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 LOG_RANK = {level: i for i, level in enumerate(LOG_LEVELS)}
@@ -121,7 +122,7 @@ class InputResponsesChannel(Channel):
             if answer is None:
                 missing[key] = req
             elif not isinstance(answer, dict):
-                raise self.fail(McpError(INVALID_PARAMS, f"inputResponses[{key!r}] must be a result object"))
+                raise self.fail(McpError(jsonrpc.INVALID_PARAMS, f"inputResponses[{key!r}] must be a result object"))
             else:
                 answers[key] = answer
         if missing:

@@ -13,23 +13,16 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from mcp_types.version import (
-    HANDSHAKE_PROTOCOL_VERSIONS,
-    KNOWN_PROTOCOL_VERSIONS,
-    LATEST_HANDSHAKE_VERSION,
-    MODERN_PROTOCOL_VERSIONS,
-)
 from pydantic import ValidationError
 from starlette.requests import Request
 
+from . import jsonrpc, protocol
 from .backend import PromptBackend, ResourceBackend, ToolBackend
 from .callables import invoke
 from .channel import LOG_RANK, Channel, InputRequired, InputResponsesChannel
-from .jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, McpError
+from .jsonrpc import RESOURCE_NOT_FOUND, McpError
 from .sessions import Session
 from .state import RequestStateSigner
-
-SUPPORTED_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 
 # Methods each wire serves; anything else is -32601 there.
 SESSION_METHODS = frozenset({
@@ -55,7 +48,7 @@ class Call:
     id: Any
     request: Request
     channel: Channel
-    protocol_version: str = LATEST_HANDSHAKE_VERSION
+    protocol_version: str = field(default_factory=lambda: protocol.LATEST_HANDSHAKE_VERSION)
     session: Session | None = None
     modern: bool = False
     client_capabilities: dict[str, Any] = field(default_factory=dict)
@@ -164,7 +157,7 @@ class Engine:
     @staticmethod
     def negotiate(requested: Any) -> str:
         """The handshake version to answer an `initialize` with: the client's if supported, else latest."""
-        return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+        return requested if requested in protocol.HANDSHAKE_PROTOCOL_VERSIONS else protocol.LATEST_HANDSHAKE_VERSION
 
     # -- dispatch -------------------------------------------------------------------------------------
 
@@ -178,7 +171,7 @@ class Engine:
         allowed = MODERN_METHODS if call.modern else SESSION_METHODS
         handler = self._handlers.get(call.method) if call.method in allowed else None
         if handler is None:
-            raise McpError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
+            raise McpError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {call.method}")
         check_params(call.method, call.protocol_version, call.params)
         result = await handler(call)
         if call.modern:
@@ -196,7 +189,7 @@ class Engine:
 
     async def _discover(self, call: Call) -> dict[str, Any]:
         result: dict[str, Any] = {
-            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "supportedVersions": [*protocol.HANDSHAKE_PROTOCOL_VERSIONS, *protocol.MODERN_PROTOCOL_VERSIONS],
             "capabilities": self.capabilities(modern=True),
         }
         if self.instructions:
@@ -230,12 +223,12 @@ class Engine:
         params = call.params
         name = params.get("name")
         if not isinstance(name, str) or not name:
-            raise McpError(INVALID_PARAMS, "tools/call needs a string 'name'")
+            raise McpError(jsonrpc.INVALID_PARAMS, "tools/call needs a string 'name'")
         arguments = params.get("arguments")
         if arguments is None:
             arguments = {}
         elif not isinstance(arguments, dict):
-            raise McpError(INVALID_PARAMS, "tools/call 'arguments' must be an object")
+            raise McpError(jsonrpc.INVALID_PARAMS, "tools/call 'arguments' must be an object")
         return await self._with_input(call, name, lambda: self._run_tool(call, name, arguments))
 
     async def _run_tool(self, call: Call, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -256,7 +249,7 @@ class Engine:
         previous, state = self.signer.verify(params.get("requestState"), call.method, name)
         responses = params.get("inputResponses")
         if responses is not None and not isinstance(responses, dict):
-            raise McpError(INVALID_PARAMS, "'inputResponses' must be an object")
+            raise McpError(jsonrpc.INVALID_PARAMS, "'inputResponses' must be an object")
         channel.responses = {**previous, **(responses or {})}
         channel.previous_state = state
         result = await self._guarded(channel, run)
@@ -288,7 +281,7 @@ class Engine:
     async def _resources_read(self, call: Call) -> dict[str, Any]:
         resources = self.resources
         if resources is None:
-            raise McpError(INVALID_PARAMS, "This server has no resources")
+            raise McpError(jsonrpc.INVALID_PARAMS, "This server has no resources")
         uri = call.params.get("uri")
         return await self._with_input(
             call, uri if isinstance(uri, str) else "",
@@ -303,7 +296,7 @@ class Engine:
         session = call.session
         if session is not None and uri not in session.subscriptions:
             if len(session.subscriptions) >= self.max_subscriptions:
-                raise McpError(INVALID_PARAMS, f"A session may hold at most {self.max_subscriptions} "
+                raise McpError(jsonrpc.INVALID_PARAMS, f"A session may hold at most {self.max_subscriptions} "
                                "subscriptions; unsubscribe from one first")
             session.subscriptions.append(uri)
         return {}
@@ -327,9 +320,9 @@ class Engine:
     def _subscription_uri(self, call: Call) -> str:
         uri = call.params.get("uri")
         if not isinstance(uri, str) or not uri:
-            raise McpError(INVALID_PARAMS, f"{call.method} needs a non-empty string 'uri'")
+            raise McpError(jsonrpc.INVALID_PARAMS, f"{call.method} needs a non-empty string 'uri'")
         if len(uri) > self.max_uri_length:
-            raise McpError(INVALID_PARAMS, f"'uri' is longer than {self.max_uri_length} characters")
+            raise McpError(jsonrpc.INVALID_PARAMS, f"'uri' is longer than {self.max_uri_length} characters")
         return uri
 
     async def _prompts_list(self, call: Call) -> dict[str, Any]:
@@ -338,7 +331,7 @@ class Engine:
     async def _prompts_get(self, call: Call) -> dict[str, Any]:
         prompts = self.prompts
         if prompts is None:
-            raise McpError(INVALID_PARAMS, "This server has no prompts")
+            raise McpError(jsonrpc.INVALID_PARAMS, "This server has no prompts")
         name = call.params.get("name")
         return await self._with_input(
             call, name if isinstance(name, str) else "",
@@ -349,13 +342,13 @@ class Engine:
         ref = call.params.get("ref")
         argument = call.params.get("argument")
         if not isinstance(ref, dict) or not isinstance(argument, dict):
-            raise McpError(INVALID_PARAMS, "completion/complete needs 'ref' and 'argument' objects")
+            raise McpError(jsonrpc.INVALID_PARAMS, "completion/complete needs 'ref' and 'argument' objects")
         kind = ref.get("type")
         target = ref.get("name") if kind == "ref/prompt" else ref.get("uri") if kind == "ref/resource" else None
         arg_name, value = argument.get("name"), argument.get("value", "")
         if (not isinstance(kind, str) or not isinstance(target, str) or not isinstance(arg_name, str)
                 or not isinstance(value, str)):
-            raise McpError(INVALID_PARAMS, "completion/complete: ref needs a type ref/prompt (name) or "
+            raise McpError(jsonrpc.INVALID_PARAMS, "completion/complete: ref needs a type ref/prompt (name) or "
                            "ref/resource (uri), and argument needs string 'name' and 'value'")
         self._check_completion_target(kind, target)
         context = call.params.get("context")
@@ -375,16 +368,16 @@ class Engine:
     def _check_completion_target(self, kind: str, target: str) -> None:
         if kind == "ref/prompt":
             if self.prompts is None or target not in self.prompts.prompts:
-                raise McpError(INVALID_PARAMS, f"Unknown prompt {target!r}")
+                raise McpError(jsonrpc.INVALID_PARAMS, f"Unknown prompt {target!r}")
         elif self.resources is None or (
             self.resources.template(target) is None and target not in self.resources.resources
         ):
-            raise McpError(INVALID_PARAMS, f"Unknown resource template {target!r}")
+            raise McpError(jsonrpc.INVALID_PARAMS, f"Unknown resource template {target!r}")
 
     async def _set_level(self, call: Call) -> dict[str, Any]:
         level = call.params.get("level")
         if level not in LOG_RANK:
-            raise McpError(INVALID_PARAMS, f"Unknown log level {level!r}; use one of " + ", ".join(LOG_RANK))
+            raise McpError(jsonrpc.INVALID_PARAMS, f"Unknown log level {level!r}; use one of " + ", ".join(LOG_RANK))
         if call.session is not None:
             call.session.log_level = level
         return {}
@@ -404,6 +397,7 @@ def _request_validator(method: str, version: str) -> Any:
     except KeyError:
         pass
     from mcp_types.methods import CLIENT_REQUESTS
+    from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 
     model = CLIENT_REQUESTS.get(key) if version in KNOWN_PROTOCOL_VERSIONS else None
     found = _VALIDATORS[key] = None if model is None else model.__pydantic_validator__
@@ -431,7 +425,7 @@ def check_params(method: str, version: str, params: dict[str, Any] | None) -> No
             f"{'.'.join(str(p) for p in err['loc'][1:]) or 'params'}: {err['msg']}"
             for err in exc.errors(include_url=False, include_input=False)[:5]
         )
-        raise McpError(INVALID_PARAMS, f"Invalid params for {method}: {problems}") from None
+        raise McpError(jsonrpc.INVALID_PARAMS, f"Invalid params for {method}: {problems}") from None
 
 
 __all__ = ["Call", "Engine", "check_params"]

@@ -15,17 +15,15 @@ from typing import Any, Protocol
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from mcp_types import PROTOCOL_VERSION_META_KEY
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.responses import Response
 
 from mcpfusion.body import BodyTooLarge, InvalidJSON, is_json_media_type, parse_json, read_body
 
+from . import jsonrpc, protocol
 from .broker import Broker, InMemoryBroker
 from .engine import Engine
 from .events import EventStore, InMemoryEventStore
-from .jsonrpc import PARSE_ERROR
 from .modern import ModernWire
 from .security import HostOriginGuard
 from .session_wire import SessionWire
@@ -53,7 +51,7 @@ def _is_modern_body(message: Any) -> bool:
         return False
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+    return isinstance(meta, dict) and protocol.PROTOCOL_VERSION_META_KEY in meta
 
 
 class SharedStores(Protocol):
@@ -151,11 +149,11 @@ class McpHttpTransport:
         try:
             message = parse_json(body)  # pydantic-core: about 3x json.loads on request-sized bodies
         except InvalidJSON:
-            return error_response(None, PARSE_ERROR, "Parse error: the body is not valid JSON", status=400)
+            return error_response(None, jsonrpc.PARSE_ERROR, "Parse error: the body is not valid JSON", status=400)
         version = header(request, b"mcp-protocol-version")
         if version is not None:
             version = version.strip()
-            if version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            if version not in protocol.HANDSHAKE_PROTOCOL_VERSIONS:
                 return await self.modern_wire.post(request, message)
         elif _is_modern_body(message) and header(request, b"mcp-session-id") is None:
             return await self.modern_wire.post(request, message)
@@ -174,6 +172,6 @@ class McpHttpTransport:
         if refusal is not None:
             return refusal
         version = header(request, b"mcp-protocol-version")
-        if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
+        if version is not None and version.strip() not in protocol.HANDSHAKE_PROTOCOL_VERSIONS:
             return Response(status_code=405, headers={"Allow": "POST"})
         return None

@@ -7,20 +7,22 @@ whole tool call for small results. `mcp.types` is used where a shape is validate
 from __future__ import annotations
 
 import logging
-from typing import Any
-
-from mcp_types.jsonrpc import (
-    HEADER_MISMATCH,
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
-    PARSE_ERROR,
-    UNSUPPORTED_PROTOCOL_VERSION,
-)
+from typing import TYPE_CHECKING, Any
 
 from .. import serializer
+from .protocol import lazy_names
+
+if TYPE_CHECKING:
+    from mcp_types.jsonrpc import (
+        HEADER_MISMATCH,
+        INTERNAL_ERROR,
+        INVALID_PARAMS,
+        INVALID_REQUEST,
+        METHOD_NOT_FOUND,
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        PARSE_ERROR,
+        UNSUPPORTED_PROTOCOL_VERSION,
+    )
 
 __all__ = [
     "HEADER_MISMATCH",
@@ -38,6 +40,7 @@ __all__ = [
     "ProtocolSignal",
     "dumps",
     "error",
+    "http_status",
     "notification",
     "request",
     "result",
@@ -54,16 +57,29 @@ REQUEST_TIMEOUT = -32001
 RESOURCE_NOT_FOUND = -32002
 """Spec-recommended code for `resources/read` of an unknown URI (handshake-era servers use it)."""
 
-# One table decides the HTTP status of a JSON-RPC error on every wire; unmapped codes are 200.
-HTTP_STATUS = {
-    PARSE_ERROR: 400,
-    INVALID_REQUEST: 400,
-    INVALID_PARAMS: 400,
-    HEADER_MISMATCH: 400,
-    MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
-    UNSUPPORTED_PROTOCOL_VERSION: 400,
-    METHOD_NOT_FOUND: 404,
-}
+# The error codes of `mcp_types.jsonrpc`, read on first use (see `mcpfusion.mcp.protocol`): use them as
+# `jsonrpc.NAME`; `from .jsonrpc import NAME` at module level would load `mcp_types` at import.
+CODES = ("HEADER_MISMATCH", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "METHOD_NOT_FOUND",
+         "MISSING_REQUIRED_CLIENT_CAPABILITY", "PARSE_ERROR", "UNSUPPORTED_PROTOCOL_VERSION")
+__getattr__ = lazy_names(globals(), dict.fromkeys(CODES, "mcp_types.jsonrpc"))
+_HTTP_STATUS: dict[int, int] = {}
+
+
+def http_status(code: int) -> int:
+    """The HTTP status of a JSON-RPC error on every wire (one table decides; unmapped codes are 200)."""
+    if not _HTTP_STATUS:
+        from mcp_types import jsonrpc as codes
+
+        _HTTP_STATUS.update({
+            codes.PARSE_ERROR: 400,
+            codes.INVALID_REQUEST: 400,
+            codes.INVALID_PARAMS: 400,
+            codes.HEADER_MISMATCH: 400,
+            codes.MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
+            codes.UNSUPPORTED_PROTOCOL_VERSION: 400,
+            codes.METHOD_NOT_FOUND: 404,
+        })
+    return _HTTP_STATUS.get(code, 200)
 
 
 class ProtocolSignal(Exception):  # noqa: N818 - a control-flow signal, not always an error
@@ -130,6 +146,8 @@ def failure(request_id: Any, method: str, exc: Exception, *, inline: bool) -> di
             raise exc
         return error(request_id, HTTP_ERROR, f"HTTP {exc.status_code}: {exc.detail}",
                      {"status": exc.status_code, "detail": exc.detail})
+    from mcp_types.jsonrpc import INTERNAL_ERROR
+
     logging.getLogger("mcpfusion.mcp").error("MCP %s failed", method, exc_info=exc)
     return error(request_id, INTERNAL_ERROR, f"Internal error while handling {method}")
 

@@ -14,14 +14,14 @@ from collections.abc import AsyncIterator
 from types import ModuleType
 from typing import Any
 
-from mcp_types import LOG_LEVEL_META_KEY, SERVER_INFO_META_KEY
 from starlette.requests import Request
 from starlette.responses import Response
 
+from . import jsonrpc, protocol
 from .broker import Broker
 from .channel import InputResponsesChannel
 from .engine import Call, Engine, check_params
-from .jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, McpError, notification
+from .jsonrpc import McpError, notification
 from .pipeline import WirePipeline, check_request_shape, invalid_request
 from .settings import TransportSettings
 from .streams import sse_event
@@ -64,7 +64,8 @@ class ModernWire(WirePipeline):
 
     async def post(self, request: Request, message: Any) -> Response:
         if not isinstance(message, dict):
-            return error_response(None, INVALID_REQUEST, "Body must be a single JSON-RPC request or notification")
+            return error_response(None, jsonrpc.INVALID_REQUEST,
+                                  "Body must be a single JSON-RPC request or notification")
         if "id" not in message:
             return self._notification(request, message)
         refusal = invalid_request(message)
@@ -84,7 +85,7 @@ class ModernWire(WirePipeline):
             if raw_name in _ROUTING:
                 name = raw_name.decode("latin-1")
                 if name in headers:
-                    return error_response(msg_id, HEADER_MISMATCH, f"{name} header appears more than once")
+                    return error_response(msg_id, jsonrpc.HEADER_MISMATCH, f"{name} header appears more than once")
                 headers[name] = raw_value.decode("latin-1").strip(" \t")
         ladder = _ladder()
         verdict = ladder.classify_inbound_request(message, headers=headers)
@@ -104,7 +105,7 @@ class ModernWire(WirePipeline):
         caps = verdict.client_capabilities
         info = verdict.client_info
         channel = InputResponsesChannel(progress_token=meta.get("progressToken"),
-                                        log_level=meta.get(LOG_LEVEL_META_KEY))
+                                        log_level=meta.get(protocol.LOG_LEVEL_META_KEY))
         call = Call(method=method, params=params, id=msg_id, request=request, channel=channel,
                     protocol_version=verdict.protocol_version, modern=True,
                     client_capabilities=caps if isinstance(caps, dict) else {},
@@ -126,7 +127,8 @@ class ModernWire(WirePipeline):
 
     def _notification(self, request: Request, message: dict[str, Any]) -> Response:
         if check_request_shape(message) is not None:
-            return error_response(None, INVALID_REQUEST, "Body must be a single JSON-RPC request or notification")
+            return error_response(None, jsonrpc.INVALID_REQUEST,
+                                  "Body must be a single JSON-RPC request or notification")
         version = (header(request, b"mcp-protocol-version") or "").strip()
         rejection = _ladder().unsupported_protocol_version_rejection(version)
         if rejection is not None:
@@ -137,8 +139,8 @@ class ModernWire(WirePipeline):
     async def finish(self, call: Call, value: dict[str, Any]) -> dict[str, Any]:
         """Every result names the server in its `_meta` (there is no initialize to learn it from)."""
         meta = value.get("_meta")
-        value["_meta"] = {**meta, SERVER_INFO_META_KEY: self.engine.server_info} if isinstance(meta, dict) \
-            else {SERVER_INFO_META_KEY: self.engine.server_info}
+        value["_meta"] = {**meta, protocol.SERVER_INFO_META_KEY: self.engine.server_info} if isinstance(meta, dict) \
+            else {protocol.SERVER_INFO_META_KEY: self.engine.server_info}
         return value
 
     async def _stream(self, call: Call, channel: InputResponsesChannel) -> Response:
@@ -182,7 +184,8 @@ class ModernWire(WirePipeline):
     def _listen(self, call: Call) -> Response:
         requested = call.params.get("notifications")
         if not isinstance(requested, dict):
-            return error_response(call.id, INVALID_PARAMS, "subscriptions/listen needs a 'notifications' object")
+            return error_response(call.id, jsonrpc.INVALID_PARAMS,
+                                  "subscriptions/listen needs a 'notifications' object")
         caps = self.engine.capabilities(modern=True)
         honored: dict[str, Any] = {}
         if requested.get("toolsListChanged") is True:

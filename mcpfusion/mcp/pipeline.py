@@ -13,8 +13,9 @@ from typing import Any
 
 from starlette.responses import Response
 
+from . import jsonrpc
 from .engine import Call, Engine
-from .jsonrpc import HTTP_STATUS, INVALID_REQUEST, McpError, failure, is_valid_id, result
+from .jsonrpc import McpError, failure, is_valid_id, result
 from .settings import TransportSettings
 from .wire import error_response, json_response
 
@@ -41,7 +42,7 @@ def invalid_request(message: dict[str, Any]) -> Response | None:
     if problem is None:
         return None
     msg_id = message.get("id")
-    return error_response(msg_id if is_valid_id(msg_id) else None, INVALID_REQUEST, problem)
+    return error_response(msg_id if is_valid_id(msg_id) else None, jsonrpc.INVALID_REQUEST, problem)
 
 
 class WirePipeline:
@@ -78,5 +79,5 @@ class WirePipeline:
     def respond(self, reply: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
         """A reply as one JSON response."""
         err = reply.get("error")
-        status = HTTP_STATUS.get(err["code"], 200) if err is not None and self.status_for_errors else 200
+        status = jsonrpc.http_status(err["code"]) if err is not None and self.status_for_errors else 200
         return json_response(reply, status, headers)

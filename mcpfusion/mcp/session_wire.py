@@ -10,16 +10,16 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, is_version_at_least
 from starlette.requests import Request
 from starlette.responses import Response
 
 from mcpfusion.identity import AUTH_SCOPE_KEY, identity_of
 
+from . import jsonrpc, protocol
 from .broker import Broker, InMemoryBroker
 from .engine import Call, Engine, check_params
 from .events import EventStore, InMemoryEventStore, parse_event_id
-from .jsonrpc import INVALID_PARAMS, INVALID_REQUEST, McpError, result
+from .jsonrpc import McpError, result
 from .pipeline import WirePipeline, invalid_request
 from .sessions import Session, SessionLimitError, SessionQuotaError, SessionStore, new_session_id
 from .settings import TransportSettings
@@ -83,9 +83,9 @@ class SessionWire(WirePipeline):
 
     async def post(self, request: Request, message: Any, version: str | None) -> Response:
         if isinstance(message, list):
-            return error_response(None, INVALID_REQUEST, "Batch requests are not supported; send one message")
+            return error_response(None, jsonrpc.INVALID_REQUEST, "Batch requests are not supported; send one message")
         if not isinstance(message, dict):
-            return error_response(None, INVALID_REQUEST, "The body must be one JSON-RPC message object")
+            return error_response(None, jsonrpc.INVALID_REQUEST, "The body must be one JSON-RPC message object")
         if is_response(message):
             return await self._client_response(request, message)
         refusal = invalid_request(message)
@@ -95,14 +95,14 @@ class SessionWire(WirePipeline):
         has_id = "id" in message
         if message["method"] == "initialize":
             if not has_id:
-                return error_response(None, INVALID_REQUEST, "initialize must be a request (with an id)")
+                return error_response(None, jsonrpc.INVALID_REQUEST, "initialize must be a request (with an id)")
             return await self._initialize(request, message)
         session, refusal = await self._session(request, msg_id)
         if refusal is not None:
             return refusal
         assert session is not None
-        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            return error_response(msg_id, INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}",
+        if version is not None and version not in protocol.HANDSHAKE_PROTOCOL_VERSIONS:
+            return error_response(msg_id, jsonrpc.INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}",
                                   status=400)
         if not has_id:
             await self._client_notification(session, message)
@@ -114,7 +114,7 @@ class SessionWire(WirePipeline):
         msg_id = message["id"]
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
-            return error_response(msg_id, INVALID_PARAMS, "initialize needs params.protocolVersion (a string)")
+            return error_response(msg_id, jsonrpc.INVALID_PARAMS, "initialize needs params.protocolVersion (a string)")
         try:
             check_params("initialize", self.engine.negotiate(requested), params)
         except McpError as exc:
@@ -146,7 +146,7 @@ class SessionWire(WirePipeline):
     async def _session(self, request: Request, msg_id: Any) -> tuple[Session | None, Response | None]:
         sid = header(request, b"mcp-session-id")
         if not sid:
-            return None, error_response(msg_id, INVALID_REQUEST, "Bad Request: Missing Mcp-Session-Id header; "
+            return None, error_response(msg_id, jsonrpc.INVALID_REQUEST, "Bad Request: Missing Mcp-Session-Id header; "
                                         "send initialize first", status=400)
         try:
             session = await self.sessions.get(sid)
@@ -154,7 +154,7 @@ class SessionWire(WirePipeline):
             return None, retry_later(503, "Service Unavailable: the session store is unreachable; retry later")
         if session is None or (session.principal is not None
                                and session.principal != (await self.principal_of(request))[0]):
-            return None, error_response(msg_id, INVALID_REQUEST, "Session not found", status=404)
+            return None, error_response(msg_id, jsonrpc.INVALID_REQUEST, "Session not found", status=404)
         return session, None
 
     async def _client_response(self, request: Request, message: dict[str, Any]) -> Response:
@@ -389,7 +389,7 @@ class SessionWire(WirePipeline):
 @functools.lru_cache(maxsize=16)
 def _primes(version: str) -> bool:
     """Streams of this protocol version start with a priming event (2025-11-25 on)."""
-    return is_version_at_least(version, "2025-11-25")
+    return protocol.is_version_at_least(version, "2025-11-25")
 
 
 def _number(event_id: str) -> int:

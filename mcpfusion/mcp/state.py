@@ -16,7 +16,8 @@ import os
 import time
 from typing import Any
 
-from .jsonrpc import INVALID_PARAMS, McpError
+from . import jsonrpc
+from .jsonrpc import McpError
 
 
 def _b64(data: bytes) -> str:
@@ -47,7 +48,7 @@ class RequestStateSigner:
         is forged, stale or minted for another request."""
         if token is None:
             return {}, None
-        invalid = McpError(INVALID_PARAMS, "Invalid requestState: it was not issued by this server for this "
+        invalid = McpError(jsonrpc.INVALID_PARAMS, "Invalid requestState: it was not issued by this server for this "
                            "request or it has expired; retry the request without requestState")
         if not isinstance(token, str) or token.count(".") != 1:
             raise invalid

@@ -24,9 +24,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from mcp_types import PROTOCOL_VERSION_META_KEY
-
-from .jsonrpc import HTTP_ERROR, PARSE_ERROR, error
+from . import jsonrpc, protocol
+from .jsonrpc import HTTP_ERROR, error
 from .wire import TRANSPORT_SCOPE_KEY
 
 logger = logging.getLogger("mcpfusion.stdio")
@@ -139,7 +138,7 @@ class StdioBridge:
         try:
             message = json.loads(line)
         except ValueError:
-            self._emit(error(None, PARSE_ERROR, "Parse error: the line is not valid JSON"))
+            self._emit(error(None, jsonrpc.PARSE_ERROR, "Parse error: the line is not valid JSON"))
             return
         headers = self._headers_for(message)
         status, response_headers, messages = await self._request("POST", headers, line.encode())
@@ -172,7 +171,7 @@ class StdioBridge:
                    "accept": "application/json, text/event-stream"}
         params = message.get("params") if isinstance(message, dict) else None
         meta = params.get("_meta") if isinstance(params, dict) else None
-        version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+        version = meta.get(protocol.PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
         if isinstance(version, str):
             # 2026-07-28: the routing headers mirror the body; over stdio the body is their only source.
             headers["mcp-protocol-version"] = version

@@ -18,8 +18,9 @@ from pydantic_core import to_json
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from . import jsonrpc
 from .channel import Channel, NoBackChannel
-from .jsonrpc import INTERNAL_ERROR, REQUEST_TIMEOUT, McpError, dumps, notification, request
+from .jsonrpc import REQUEST_TIMEOUT, McpError, dumps, notification, request
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -118,7 +119,7 @@ class SessionChannel(Channel):
                 raise McpError(REQUEST_TIMEOUT, f"The client did not answer {method} within {timeout:g} s") from None
         if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
             err = reply["error"]
-            code, message = int(err.get("code", INTERNAL_ERROR)), str(err.get("message", "client error"))
+            code, message = int(err.get("code", jsonrpc.INTERNAL_ERROR)), str(err.get("message", "client error"))
             raise McpError(code, message, err.get("data"))
         result = reply.get("result") if isinstance(reply, dict) else None
         return result if isinstance(result, dict) else {}

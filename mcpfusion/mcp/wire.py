@@ -9,7 +9,8 @@ from pydantic_core import to_json
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .jsonrpc import HTTP_STATUS, INVALID_REQUEST, error
+from . import jsonrpc
+from .jsonrpc import error
 
 SSE_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
 TRANSPORT_SCOPE_KEY = "mcpfusion.transport"
@@ -60,13 +61,14 @@ def error_response(
 ) -> Response:
     """A JSON-RPC error with the HTTP status the spec's table gives its code (unless `status` is set)."""
     if status is None:
-        status = HTTP_STATUS.get(code, 200)
+        status = jsonrpc.http_status(code)
     return json_response(error(request_id, code, message, data), status, headers)
 
 
-def http_error(status: int, message: str, code: int = INVALID_REQUEST) -> Response:
-    """An HTTP-level refusal, still with a JSON-RPC error body so clients can show the reason."""
-    return json_response(error(None, code, message), status)
+def http_error(status: int, message: str, code: int | None = None) -> Response:
+    """An HTTP-level refusal, still with a JSON-RPC error body so clients can show the reason (`code`:
+    invalid request unless given)."""
+    return json_response(error(None, jsonrpc.INVALID_REQUEST if code is None else code, message), status)
 
 
 def retry_later(status: int, message: str, seconds: int = 5) -> Response:

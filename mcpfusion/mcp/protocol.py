@@ -1,0 +1,56 @@
+"""The protocol constants the engine reads from `mcp_types` (versions, `_meta` keys), loaded on first use.
+
+Importing any part of `mcp_types` runs its package `__init__`, which builds every model of the protocol:
+about a third of importing mcpfusion. A process pays it on its first MCP request (which validates against
+those models anyway); one serving no MCP request (REST only, the CLI, `mcpfusion lock`) never does.
+`mcp_types` stays the source of every value: read them as `protocol.NAME` at use, never `from ... import`
+at module level (that would load `mcp_types` at import again).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcp_types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
+    from mcp_types.version import (
+        HANDSHAKE_PROTOCOL_VERSIONS,
+        LATEST_HANDSHAKE_VERSION,
+        MODERN_PROTOCOL_VERSIONS,
+        is_version_at_least,
+    )
+
+__all__ = [
+    "HANDSHAKE_PROTOCOL_VERSIONS",
+    "LATEST_HANDSHAKE_VERSION",
+    "LOG_LEVEL_META_KEY",
+    "MODERN_PROTOCOL_VERSIONS",
+    "PROTOCOL_VERSION_META_KEY",
+    "SERVER_INFO_META_KEY",
+    "is_version_at_least",
+    "lazy_names",
+]
+
+
+def lazy_names(namespace: dict[str, Any], sources: dict[str, str]) -> Callable[[str], Any]:
+    """A module `__getattr__` (PEP 562) reading each name of `sources` (name -> module) from its module on
+    first access and keeping it in `namespace`, so later reads are plain module attributes."""
+
+    def __getattr__(name: str) -> Any:  # noqa: N807 - the module hook's own name
+        source = sources.get(name)
+        if source is None:
+            raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(source), name)
+        namespace[name] = value
+        return value
+
+    return __getattr__
+
+
+__getattr__ = lazy_names(globals(), {
+    **dict.fromkeys(("LOG_LEVEL_META_KEY", "PROTOCOL_VERSION_META_KEY", "SERVER_INFO_META_KEY"), "mcp_types"),
+    **dict.fromkeys(("HANDSHAKE_PROTOCOL_VERSIONS", "LATEST_HANDSHAKE_VERSION", "MODERN_PROTOCOL_VERSIONS",
+                     "is_version_at_least"), "mcp_types.version"),
+})
