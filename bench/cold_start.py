@@ -10,10 +10,14 @@ another on CPU 0, interleaved:
 - import + build: the framework imported, then the server module (`bench/many_tools_server.py`: 500 actions
   declared, 100 presenters, `build_app()` with the MCP endpoint and 500 REST paths; the peers: 500 tools and
   their streamable HTTP app), timed inside the process (wall and CPU);
+- the protocol modules the first MCP request needs, imported in the built process and timed on their own:
+  `mcp_types` (its package builds every protocol model), its typed requests (`mcp_types.methods`) and the
+  SDK's inbound ladder (`mcp.shared.inbound`, whose package `__init__` loads the SDK's client and server).
+  mcpfusion loads them on the first MCP request; the peers import them with the framework (about 0 here);
 - tools/list in the built process through its ASGI app (no network, 2026-07-28 wire, app lifespan running):
-  the first call (what was left for first use is built then: argument models, input schemas, the SDK's
-  request ladder and typed request models) and the median of the next 200 (the peers: as many as fit in
-  about 3 s). `import + build + first tools/list` is the CPU a process spends before its first answer.
+  the first call (what was left for first use is built then: argument models and input schemas) and the
+  median of the next 200 (the peers: as many as fit in about 3 s). `import + build + protocol modules +
+  first tools/list` is the CPU a process spends before its first answer.
 
 Bytecode of mcpfusion and of the bench modules is compiled before the runs, as an installed package has it
 (the peers' is, from their install): with `PYTHONDONTWRITEBYTECODE` set or a tree just edited, every run would
@@ -24,8 +28,8 @@ main`), importing it from DIR with the same bench server, interleaved with the o
 one run.
 
 Run: `python bench/cold_start.py [--runs 7] [--no-peers] [--before DIR]`. The last line is
-`import_build_s=X import_build_cpu_s=C tools_list_first_ms=Y tools_list_ms=Z` (mcpfusion medians; targets
-X <= 0.5, Z <= 2).
+`import_build_s=X import_build_cpu_s=C first_answer_cpu_s=A tools_list_first_ms=Y tools_list_ms=Z` (mcpfusion
+medians; targets X <= 0.5, Z <= 2).
 """
 
 from __future__ import annotations
@@ -81,6 +85,11 @@ async def main():
         await listings()
 
 async def listings():
+    # What the first MCP request of any framework needs from the protocol packages (the peers import them with
+    # the framework): the models of `mcp_types`, its typed requests, the SDK's inbound ladder (2026-07-28).
+    p0 = time.process_time()
+    import mcp_types.methods, mcp.shared.inbound
+    protocol_cpu = time.process_time() - p0
     s = time.perf_counter(); f0 = time.process_time(); sent = await tools_list()
     first = time.perf_counter() - s; first_cpu = time.process_time() - f0
     reply = json.loads(b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body"))
@@ -93,6 +102,7 @@ async def listings():
     times.sort()
     print(json.dumps({{"import_s": t1 - t0, "build_s": t2 - t1, "import_build_s": t2 - t0,
                       "import_build_cpu_s": c2 - c0, "tools": len(tools), "first_cpu_ms": first_cpu * 1e3,
+                      "protocol_cpu_ms": protocol_cpu * 1e3,
                       "first_ms": first * 1e3, "steady_ms": times[len(times) // 2] * 1e3, "listings": len(times)}}))
 
 asyncio.run(main())
@@ -122,6 +132,11 @@ def run(code: str, env: dict[str, str] | None = None) -> tuple[float, str]:
 def spread(values: list[float], scale: float = 1.0, unit: str = "s", digits: int = 3) -> str:
     v = sorted(x * scale for x in values)
     return f"{statistics.median(v):.{digits}f} {unit} ({v[0]:.{digits}f}-{v[-1]:.{digits}f})"
+
+
+def first_answer(p: dict[str, float]) -> float:
+    """CPU seconds a process spends before its first tools/list answer."""
+    return p["import_build_cpu_s"] + (p["protocol_cpu_ms"] + p["first_cpu_ms"]) / 1e3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,9 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         ("  of which importing the framework", lambda p: p["import_s"], 1.0, "s", 3),
         ("  of which declaring 500 actions + building the app", lambda p: p["build_s"], 1.0, "s", 3),
         ("import + build, CPU", lambda p: p["import_build_cpu_s"], 1.0, "s", 3),
-        ("first tools/list, CPU", lambda p: p["first_cpu_ms"], 1.0, "ms", 1),
-        ("import + build + first tools/list, CPU", lambda p: p["import_build_cpu_s"] + p["first_cpu_ms"] / 1e3,
-         1.0, "s", 3),
+        ("protocol modules of the first MCP request (`mcp_types`, its typed requests, the SDK's ladder), CPU",
+         lambda p: p["protocol_cpu_ms"], 1.0, "ms", 1),
+        ("first tools/list (after them), CPU", lambda p: p["first_cpu_ms"], 1.0, "ms", 1),
+        ("import + build + protocol modules + first tools/list, CPU", first_answer, 1.0, "s", 3),
         ("tools/list, median of the next 200 (peers: of those that fit in 3 s)", lambda p: p["steady_ms"], 1.0,
          "ms", 2),
     ]
@@ -186,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         return statistics.median(get(p) for p in probes[label])
 
     cpu = {label: med(label, lambda p: p["import_build_cpu_s"]) for label in probes}
-    to_first = {label: med(label, lambda p: p["import_build_cpu_s"] + p["first_cpu_ms"] / 1e3) for label in probes}
+    to_first = {label: med(label, first_answer) for label in probes}
     for label in probes:
         if label not in trees:
             print(f"{label} / mcpfusion: import + build CPU {cpu[label] / cpu['mcpfusion']:.2f}x, "
@@ -196,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
               f"to the first tools/list {to_first['mcpfusion before'] / to_first['mcpfusion']:.2f}x")
     print(f"import_build_s={med('mcpfusion', lambda p: p['import_build_s']):.3f} "
           f"import_build_cpu_s={cpu['mcpfusion']:.3f} "
+          f"first_answer_cpu_s={to_first['mcpfusion']:.3f} "
           f"tools_list_first_ms={med('mcpfusion', lambda p: p['first_ms']):.2f} "
           f"tools_list_ms={med('mcpfusion', lambda p: p['steady_ms']):.2f}")
     return 0

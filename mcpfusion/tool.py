@@ -166,9 +166,13 @@ class Action:
 
     def signature(self) -> str:
         """Its parameters as the grouped description lists them: `id,message?` (`_select` left out: the
-        same for every action, its schema says it)."""
-        names = [n for n in self.input_schema.get("properties", {}) if n != SELECT_PARAM]
-        return toon.params_cell(names, self.required)
+        same for every action, its schema says it). The names of `input_schema`'s properties, read without
+        copying it."""
+        base = self.json_schema if self.json_schema is not None else _model_schema(self.args_model)
+        names = list(base.get("properties", {}))
+        if self.paginate and CURSOR_PARAM not in names:
+            names.append(CURSOR_PARAM)
+        return toon.params_cell([n for n in names if n != SELECT_PARAM], self.required)
 
     @property
     def presenters(self) -> tuple[Presenter, ...]:
