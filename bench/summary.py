@@ -58,6 +58,7 @@ TARGETS = (
     Target("Redis stores / in-memory stores, JSON mode", "ratio_redis_vs_memory_json", 0.8, False, "x"),
     Target("cold start: import + build_app of 100x5, CPU", "import_build_cpu_s", 0.5, True, " s"),
     Target("first tools/list of 100x5 (lazy schemas built)", "tools_list_first_ms", None, True, " ms"),
+    Target("import + build + first tools/list of 100x5, CPU", "first_answer_cpu_s", None, True, " s"),
     Target("steady tools/list of 100x5", "tools_list_ms", 2.0, True, " ms"),
     Target("presenter render of the benchmark invoice, CPU", "presenter_render_cpu_us", 15.0, True, " µs"),
 )
