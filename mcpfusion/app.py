@@ -20,7 +20,7 @@ from .context import Context
 from .dependencies import CONTEXT_SCOPE_KEY, context_parameter
 from .dispatch import ToolRegistry
 from .errors import INTERNAL_ERROR, ToolError, UnknownToolError
-from .health import READYZ_RESPONSES, Check, Readiness, healthz, readyz_endpoint
+from .health import HEALTHZ_RESPONSES, READYZ_RESPONSES, Check, Readiness, healthz, readyz_endpoint
 from .mcp import jsonrpc
 from .mcp.callables import accepted_kwargs, invoke
 from .mcp.engine import Call, Engine
@@ -369,7 +369,8 @@ class MCPFusion:
             from .redis.buckets import RedisBuckets
 
             self.registry.guards.buckets = RedisBuckets(redis_client)
-        app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"], summary="Liveness")
+        app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"], summary="Liveness",
+                          response_model=None, responses=HEALTHZ_RESPONSES)
         app.add_api_route("/readyz", readyz_endpoint(self.readiness), methods=["GET"], tags=["health"],
                           summary="Readiness: database, Redis and the app's own checks",
                           responses=READYZ_RESPONSES)

@@ -140,7 +140,7 @@ async def get_item(id: str) -> dict:
     return {"id": id}
 
 app = MCPFusion(name="cold", version="1.0.0", tools=[tool], json_response=True).build_app()
-loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp_types", "mcp"))
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp_types", "mcp") or m == "pydantic.v1")
 
 async def main():
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
@@ -157,7 +157,8 @@ print(json.dumps({"loaded": loaded, "answer": asyncio.run(main())}))
 
 def test_import_and_build_leave_the_protocol_types_for_the_first_mcp_request():
     """`mcp_types` (every protocol model: a third of importing mcpfusion) is loaded by the first MCP request,
-    not by importing the framework and building a server; its constants are still what the engine uses."""
+    not by importing the framework and building a server; its constants are still what the engine uses.
+    Nor do the built-in routes make FastAPI import `pydantic.v1` (a typed parameter or response model does)."""
     out = subprocess.run([sys.executable, "-c", PROTOCOL_PROBE], capture_output=True, text=True, check=True,
                          timeout=120).stdout
     probe = json.loads(out.strip().splitlines()[-1])
@@ -173,3 +174,14 @@ def test_protocol_constants_are_read_from_mcp_types():
     assert protocol.PROTOCOL_VERSION_META_KEY == mcp_types.PROTOCOL_VERSION_META_KEY
     with pytest.raises(AttributeError, match="NOT_A_CODE"):
         _ = jsonrpc.NOT_A_CODE
+
+
+def test_healthz_is_documented_as_fastapi_documents_its_return_type():
+    """`/healthz` has no response model (FastAPI would import `pydantic.v1` for it at start-up): its written-out
+    OpenAPI answer is the one FastAPI generates from `-> dict[str, str]`."""
+    from mcpfusion.health import healthz
+
+    inferred = FastAPI()
+    inferred.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"], summary="Liveness")
+    served = MCPFusion(name="cold", version="1.0.0").build_app()
+    assert served.openapi()["paths"]["/healthz"] == inferred.openapi()["paths"]["/healthz"]

@@ -50,8 +50,11 @@ def add_docs_routes(app: FastAPI, registry: ToolRegistry, *, path: str = "/tools
     leaf = path.rsplit("/", 1)[-1]
     cache = _ManifestCache(registry, title or app.title)
 
-    # sync endpoints: FastAPI runs them in its thread pool, so a first (token-counting) build never blocks the loop
-    def page(request: Request, q: str = "") -> HTMLResponse:
+    # sync endpoints: FastAPI runs them in its thread pool, so a first (token-counting) build never blocks the loop.
+    # They read `q` and `name` from the request rather than as typed parameters: a parameter makes FastAPI import
+    # `pydantic.v1` when the route is added (~35 ms of a server's start-up), for two plain strings.
+    def page(request: Request) -> HTMLResponse:
+        q = request.query_params.get("q", "")
         root = request.scope.get("root_path", "").rstrip("/")
         links = {"OpenAPI": root + app.docs_url} if app.docs_url else {}
         html = render_page(cache.get(_server_url(request)), asset_prefix=f"{leaf}/static/", manifest_href=leaf,
@@ -65,7 +68,8 @@ def add_docs_routes(app: FastAPI, registry: ToolRegistry, *, path: str = "/tools
     def manifest_in_toon(request: Request) -> Response:
         return Response(manifest_toon(cache.get(_server_url(request))), media_type="text/plain; charset=utf-8")
 
-    def static(name: str) -> Response:
+    def static(request: Request) -> Response:
+        name = request.path_params["name"]
         try:
             content = assets.read(name)
         except KeyError:
