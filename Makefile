@@ -18,7 +18,7 @@ MIN_STAMP := $(MIN_VENV)/.installed
 MIN_TESTS := tests/test_fastapi_versions.py tests/test_tools.py tests/test_model.py tests/test_presenter.py \
 	tests/test_wire_format.py tests/test_mcp_units.py tests/test_mcp_fastapi.py tests/test_mcp_streams.py \
 	tests/test_mcp_hardening.py tests/test_mcp_sdk_client.py tests/test_mcp_stdio.py tests/test_rest.py \
-	tests/test_rest_problems.py tests/test_service_auth.py tests/test_service_tenancy.py
+	tests/test_rest_problems.py tests/test_service_auth.py tests/test_service_tenancy.py tests/test_dependency_plan.py
 
 .PHONY: install run test lint bench conformance system-deps oauth-provider fastapi-min docs docs-build
 

@@ -4,10 +4,19 @@ A handler's parameters split in two: tool arguments (in the input schema, valida
 FastAPI dependencies (`Depends`, `Security`, `Header`, `Request`, yield dependencies, `Context`), which
 never appear in the schema and are solved with `fastapi.dependencies.utils.solve_dependencies`, so
 `app.dependency_overrides` applies to MCP calls exactly as to REST.
+
+FastAPI's solver re-derives, on every call and for every node of the tree, what never changes between calls
+(each node's cache key, scope flags and kind of callable, four empty parameter lists, a `Response`). Most
+actions' dependencies are plain `async def` functions of the request and of each other (the store, the
+caller, the presenter choice): for those, `resolve` runs a `Plan` worked out once from FastAPI's own
+`Dependant` (the same calls in the same order, each cached value shared as FastAPI shares it). Anything
+else (yield dependencies, sync functions, parameters read from the request, security scopes, per-dependency
+concurrency) and any call while `app.dependency_overrides` is set goes through `solve_dependencies`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import typing
@@ -39,6 +48,17 @@ def current_context(request: Request) -> Context:
     return ctx if ctx is not None else Context.detached()
 
 
+async def provide_context(request: Request) -> Context:
+    """`current_context` as the dependency of a `Context` parameter: `async def`, because FastAPI runs a plain
+    `def` dependency in its thread pool (a thread hand-over per call for a dictionary lookup)."""
+    return current_context(request)
+
+
+async def provide_page(request: Request) -> Page:
+    """`current_page` as the dependency of a `Page` parameter (`async def`, like `provide_context`)."""
+    return current_page(request)
+
+
 def _is_special(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, _SPECIAL)
 
@@ -60,9 +80,9 @@ def is_context(annotation: Any) -> bool:
 def _injected(annotation: Any) -> Callable[..., Any] | None:
     """The provider of a parameter the framework injects by its type alone (`Context`, `Page`)."""
     if is_context(annotation):
-        return current_context
+        return provide_context
     if isinstance(annotation, type) and issubclass(annotation, Page):
-        return current_page
+        return provide_page
     return None
 
 
@@ -70,7 +90,7 @@ def takes_page(dependencies: list[inspect.Parameter]) -> bool:
     """True when one of these dependency parameters is annotated `Page`."""
     bases = (typing.get_args(p.annotation)[0] if typing.get_origin(p.annotation) is Annotated else p.annotation
              for p in dependencies)
-    return any(_injected(base) is current_page for base in bases)
+    return any(_injected(base) is provide_page for base in bases)
 
 
 def context_parameter(fn: Callable[..., Any]) -> str | None:
@@ -159,6 +179,96 @@ def _no_dependencies() -> Dependant:
     return get_dependant(path="", call=collect)
 
 
+class Plan:
+    """The calls of a dependency tree made only of plain `async def` dependencies of the request and of each
+    other, flattened once: each distinct cached dependency is called once per call, in the order FastAPI's
+    solver calls them (depth first), and is handed the values it needs by name."""
+
+    __slots__ = ("steps", "names")
+
+    def __init__(self, steps: list[tuple[Callable[..., Any], tuple[tuple[str, int], ...]]],
+                 names: tuple[tuple[str, int], ...]) -> None:
+        self.steps = steps  # (dependency, ((parameter, step it comes from, or -1 for the request), ...))
+        self.names = names  # the top level's values: (name, step or -1)
+
+    async def run(self, request: Request) -> dict[str, Any]:
+        done: list[Any] = []
+        for call, needs in self.steps:
+            done.append(await call(**{name: request if at < 0 else done[at] for name, at in needs}))
+        return {name: request if at < 0 else done[at] for name, at in self.names}
+
+
+def _plain_node(node: Dependant) -> bool:
+    """True when FastAPI would just `await node.call(**sub_values)`, caching its value by its call alone."""
+    call = node.call
+    coroutine = inspect.iscoroutinefunction(call) or (
+        callable(call) and not isinstance(call, type) and inspect.iscoroutinefunction(type(call).__call__)
+    )
+    return coroutine and node.scope is None and node.concurrency is None and _plain_params(node)
+
+
+def _plain_params(node: Dependant) -> bool:
+    """No value of this node comes from anything but its sub-dependencies and the request itself."""
+    return not (
+        node.path_params or node.query_params or node.header_params or node.cookie_params or node.body_params
+        or node.websocket_param_name or node.http_connection_param_name or node.response_param_name
+        or node.background_tasks_param_name or node.security_scopes_param_name
+        or node.own_oauth_scopes or node.parent_oauth_scopes
+    )
+
+
+# The `Dependant` fields `_plain_node` and `_plain_params` know the meaning of. A FastAPI that adds one (a new
+# kind of parameter or dependency option) gets no plans until they are reviewed: its solver answers instead.
+KNOWN_FIELDS = frozenset({
+    "path_params", "query_params", "header_params", "cookie_params", "body_params", "dependencies", "name", "call",
+    "request_param_name", "websocket_param_name", "http_connection_param_name", "response_param_name",
+    "background_tasks_param_name", "security_scopes_param_name", "own_oauth_scopes", "parent_oauth_scopes",
+    "use_cache", "path", "scope", "concurrency",
+})
+_PLANNABLE = {f.name for f in dataclasses.fields(Dependant)} <= KNOWN_FIELDS
+
+
+def make_plan(dependant: Dependant) -> Plan | None:
+    """The `Plan` of `dependant`, or None when some node needs FastAPI's solver."""
+    if not _PLANNABLE or not _plain_params(dependant):
+        return None
+    steps: list[tuple[Callable[..., Any], tuple[tuple[str, int], ...]]] = []
+    cached: dict[Any, int] = {}
+
+    def needs(node: Dependant) -> tuple[tuple[str, int], ...] | None:
+        found: list[tuple[str, int]] = []
+        for sub in node.dependencies:
+            if sub.name is None or not _plain_node(sub):
+                return None
+            sub_needs = needs(sub)  # FastAPI solves the sub-tree even when the value is cached: same order
+            if sub_needs is None:
+                return None
+            if sub.use_cache and sub.call in cached:
+                at = cached[sub.call]
+            else:
+                at = len(steps)
+                steps.append((typing.cast(Callable[..., Any], sub.call), sub_needs))
+                cached.setdefault(sub.call, at)
+            found.append((sub.name, at))
+        if node.request_param_name:
+            found.append((node.request_param_name, -1))
+        return tuple(found)
+
+    names = needs(dependant)
+    return None if names is None else Plan(steps, names)
+
+
+_plans: dict[int, tuple[Dependant, Plan | None]] = {}
+
+
+def plan_of(dependant: Dependant) -> Plan | None:
+    """`make_plan(dependant)`, worked out on its first call (dependants live as long as their actions)."""
+    known = _plans.get(id(dependant))
+    if known is None or known[0] is not dependant:
+        known = _plans[id(dependant)] = (dependant, make_plan(dependant))
+    return known[1]
+
+
 class DependencyErrors(Exception):
     """FastAPI reported parameter errors (e.g. a missing header)."""
 
@@ -190,6 +300,9 @@ async def resolve(dependant: Dependant, request: Request, stack: AsyncExitStack)
     if is_empty(dependant):
         return {}
     scope = request.scope
+    plan = plan_of(dependant)
+    if plan is not None and not getattr(scope.get("app"), "dependency_overrides", None):
+        return await plan.run(request)
     saved = scope.get("fastapi_inner_astack"), scope.get("fastapi_function_astack")
     scope["fastapi_inner_astack"] = scope["fastapi_function_astack"] = stack
     try:
