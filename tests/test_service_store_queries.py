@@ -119,6 +119,38 @@ async def test_reads_are_tenant_scoped_and_complete(db):
     assert summary["invoice_count"] == len(globex)
 
 
+@pytest.mark.parametrize("args", [
+    {"status": "paid", "customer_id": "cus_0003", "after": ["2027-01-01", "ACME-0001"], "limit": 5},
+    {"status": "overdue", "limit": 3}, {"after": ["2026-11-01", "ACME-0002"], "limit": 4}, {"customer_id": "cus_0002"},
+])
+async def test_list_filters_are_bound_parameters_of_one_statement_per_shape(db, args):
+    """The list query of each shape (filters, keyset position, page size) is built once: no value is written
+    into its SQL, and it finds what filtering every row of the tenant finds."""
+    executed = []
+
+    def record(conn, clauseelement, multiparams, params, execution_options):
+        executed.append(clauseelement)
+
+    event.listen(db.reader.engine, "before_execute", record)
+    try:
+        rows, statements, _ = await _run(db, "demo-admin", lambda s: s.list_invoices(**args))
+        _, again, _ = await _run(db, "demo-admin", lambda s: s.list_invoices(**{**args, "customer_id": args.get(
+            "customer_id") and "cus_0001"}))
+    finally:
+        event.remove(db.reader.engine, "before_execute", record)
+    assert len(executed) == 2 and executed[0] is executed[1]  # other values, the same statement object
+    assert statements == again and "'" not in statements[0]
+    everything = await BillingStore(db, DEMO_TOKENS["demo-admin"]).list_invoices()
+    expected = [
+        r for r in everything
+        if (args.get("status") is None or r["status"] == args["status"] or (args["status"] == "overdue" and r["overdue"]))
+        and (args.get("customer_id") is None or r["customer_id"] == args["customer_id"])
+        and (args.get("after") is None or r["due_date"].isoformat() < args["after"][0]
+             or (r["due_date"].isoformat() == args["after"][0] and r["number"] > args["after"][1]))
+    ][:args.get("limit")]
+    assert [r["id"] for r in rows] == [r["id"] for r in expected] and rows
+
+
 async def test_reader_never_writes(tmp_path):
     reader = Reader(make_url(database_url(None, tmp_path / "empty.sqlite3")))
     try:
