@@ -86,6 +86,7 @@ class ToolRegistry:
         self.guards = GuardState(signing_key)
         self._pipelines: dict[Action, CallNext | None] = {}
         self._routes: dict[str, tuple[Tool, Action | None]] = {}
+        self._how_to_call: dict[Action, str] = {}  # for page notices, worked out on an action's first page
         # The caller's granted OAuth scopes, from what authenticated the request (None: not enforced).
         self.scopes_of: ScopesOf = scopes_of
         self.authorization: ProtectedResource | None = None  # names the resource metadata in 403 challenges
@@ -343,7 +344,10 @@ class ToolRegistry:
         """The page of this call (its handler's `Page` dependency reads it from the request scope)."""
         page = Page()
         request.scope[PAGE_SCOPE_KEY] = page
-        return PageCall(self.paging, action.qualified_name, how_to_call(action), fingerprint(filters), page)
+        how = self._how_to_call.get(action)
+        if how is None:  # the tool's exposition, built once per action rather than twice per page
+            how = self._how_to_call[action] = how_to_call(action)
+        return PageCall(self.paging, action.qualified_name, how, fingerprint(filters), page)
 
 
 def _allows(granted: frozenset[str]) -> Callable[[Action], bool]:
