@@ -99,14 +99,16 @@ def _list_ui(rows: list[dict[str, Any]]) -> list[ui.UIBlock]:
     return [table, ui.echarts(chart, title="Totals by status", width="half", priority=2)]
 
 
+# Suggestions are immutable: made once, not per invoice and call.
+REMIND = suggest("billing.remind", "An invoice is overdue: send a payment reminder")
+SEND = suggest("billing.update_invoice_status", "A draft is ready: send it (status=sent)")
+RECORD_PAYMENT = suggest("billing.record_payment", "Record a payment when the customer pays")
+
+
 def _suggest(invoice: dict[str, Any]) -> list[Any]:
-    return [
-        suggest("billing.remind", "An invoice is overdue: send a payment reminder") if invoice["overdue"] else None,
-        suggest("billing.update_invoice_status", "A draft is ready: send it (status=sent)")
-        if invoice["status"] == "draft" else None,
-        suggest("billing.record_payment", "Record a payment when the customer pays")
-        if invoice["status"] == "sent" else None,
-    ]
+    status = invoice["status"]
+    return [REMIND if invoice["overdue"] else None, SEND if status == "draft" else None,
+            RECORD_PAYMENT if status == "sent" else None]
 
 
 def _build(name: str, model: Any, *, detail: bool, support: bool) -> Presenter:
