@@ -10,6 +10,9 @@ use (FastAPI `response_model`: validated, hidden fields removed), matched before
 - MCP: a 2026-07-28 `tools/call` of the `billing` tool with action `get_invoice`, `list_invoices` or
   `revenue_summary` (JSON reply; the service's presenters, redaction, rules and UI blocks included).
 - plain: `POST /plain/get_invoice` etc. with the same arguments and the same token.
+- MCP data only (`get_invoice`): a `tools/call` of `bench_data`, the same store call answered through the
+  plain route's model without the service's presentation (see `service_server.py`): it splits the
+  overhead into the MCP call's own path and what the presentation (UI blocks, rules, suggestions) costs.
 
 Before measuring, each cell's reply is checked (HTTP 200, the invoice id or the summary in it, and for MCP a
 result that is not `isError`); during the runs a wrk Lua hook counts any other reply and fails the run.
@@ -22,7 +25,8 @@ req/CPU-s from this process's CPU time (req/s is then wall time). On a busy mach
 comparison: no scheduler share of a pinned worker, no wrk; the HTTP server's own cost is left out.
 
 Run: `python bench/service.py [--duration 5] [--rounds 3] [--connections 16] [--in-process N]`. The last line
-is `overhead_get_invoice=X overhead_list_invoices=Y overhead_revenue_summary=Z get_invoice_rps_per_cpu=N`.
+is `overhead_get_invoice=X overhead_list_invoices=Y overhead_revenue_summary=Z overhead_get_invoice_data_only=W
+get_invoice_rps_per_cpu=N`.
 """
 
 from __future__ import annotations
@@ -87,7 +91,7 @@ end
 @dataclass
 class Cell:
     action: str
-    kind: str  # "mcp" or "plain"
+    kind: str  # "mcp", "plain" or "data" (MCP, the data only)
     path: str
     body: dict[str, Any]
     headers: dict[str, str]
@@ -119,6 +123,9 @@ def cells() -> list[Cell]:
         out.append(Cell(action, "mcp", "/mcp", mcp_body, mcp_headers, []))
         plain_headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
         out.append(Cell(action, "plain", f"/plain/{action}", args, plain_headers, []))
+        if action == "get_invoice":
+            data_body = {**mcp_body, "params": {**mcp_body["params"], "name": "bench_data"}}
+            out.append(Cell(action, "data", "/mcp", data_body, {**mcp_headers, "Mcp-Name": "bench_data"}, []))
     return out
 
 
@@ -126,7 +133,7 @@ def check(server: Uvicorn, cell: Cell) -> None:
     r = httpx.post(server.base + cell.path, json=cell.body, headers=cell.headers, timeout=30)
     if r.status_code != 200 or EXPECT[cell.action] not in r.text:
         raise BenchError(f"{cell.kind} {cell.action}: HTTP {r.status_code} {r.text[:300]}")
-    if cell.kind == "mcp":
+    if cell.kind != "plain":
         result = r.json().get("result")
         if not isinstance(result, dict) or result.get("isError"):
             raise BenchError(f"mcp {cell.action} is not a successful result: {r.text[:300]}")
@@ -237,6 +244,15 @@ def report(done: list[Cell], args: argparse.Namespace) -> None:
         rounds = ", ".join(f"{r.rps:.0f} req/s, {r.per_cpu:.0f} req/CPU-s" for r in c.rounds) if args.in_process \
             else ", ".join(f"{r.rps:.0f} req/s at {100 * r.server_cpu / args.duration:.0f}% cpu" for r in c.rounds)
         print(f"# {c.kind} {c.action}: {rounds}")
+    if ("get_invoice", "data") in by:
+        data, mcp, plain = by["get_invoice", "data"], by["get_invoice", "mcp"], by["get_invoice", "plain"]
+        per_call = {k: 1e6 / c.best_per_cpu for k, c in (("data", data), ("mcp", mcp), ("plain", plain))}
+        print(f"get_invoice split: plain route {per_call['plain']:.0f} us of CPU per call; MCP with the data only "
+              f"(bench_data) {per_call['data']:.0f} us ({100 * (plain.best_per_cpu / data.best_per_cpu - 1):+.1f}%); "
+              f"MCP with the service's presentation {per_call['mcp']:.0f} us: the presentation (UI blocks, rules, "
+              f"suggestions) {per_call['mcp'] - per_call['data']:.0f} us, the MCP call's own path "
+              f"{per_call['data'] - per_call['plain']:.0f} us")
+        last.append(f"overhead_get_invoice_data_only={plain.best_per_cpu / data.best_per_cpu - 1:.3f}")
     if ("get_invoice", "mcp") in by:
         last.append(f"get_invoice_rps_per_cpu={by['get_invoice', 'mcp'].best_per_cpu:.0f}")
     print(" ".join(last))

@@ -16,6 +16,13 @@ compared with.
 
 The routes are matched before the service's own (FastAPI tries routes in order), so they do not pay for
 the thirty-odd routes of the service being tried first.
+
+One more MCP tool, `bench_data`, splits what an MCP call costs beyond the plain route: its `get_invoice`
+makes the same store call through the same dependency (`get_store`) and answers the data through the
+schema firewall of the plain route's model (`Presenter.firewall(InvoiceView)`: the same fields, validated,
+hidden ones removed), without the service presenters' UI blocks, rules and suggestions. The MCP call of
+`billing_read` minus this one is what the service's presentation costs; this one minus the plain route is
+the MCP protocol and the framework's per-call path.
 """
 
 from __future__ import annotations
@@ -32,8 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 from app.deps import get_store  # noqa: E402
 from app.main import create_app  # noqa: E402
 from app.store import BillingStore  # noqa: E402
+from mcpfusion import Presenter, Tool  # noqa: E402
 from models import InvoiceModel, InvoiceRowModel, PaymentModel, RevenueSummary  # noqa: E402
 from presenters.invoice import LIST_LIMIT  # noqa: E402
+from routers.billing import InvoiceId  # noqa: E402
 
 app = create_app()
 before = len(app.router.routes)
@@ -58,3 +67,15 @@ async def plain_revenue_summary(store: BillingStore = Depends(get_store)) -> Any
 
 
 app.router.routes[:] = app.router.routes[before:] + app.router.routes[:before]  # the plain routes first
+
+bench_data = Tool("bench_data", description="The reference service's data without its presentation (benchmark)",
+                  scopes=["billing:read"])
+
+
+@bench_data.action(readonly=True, returns=Presenter.firewall(InvoiceView))
+async def get_invoice(id: InvoiceId, store: BillingStore = Depends(get_store)) -> dict[str, Any]:
+    """Get one invoice with its lines and payments, as the plain route returns it"""
+    return await store.get_invoice(id)
+
+
+app.state.mcpfusion.add_tool(bench_data)
