@@ -10,7 +10,10 @@ only has to tell an agent how to build a valid call, in as few tokens as possibl
   an `anyOf` of `anyOf`s;
 - says which action takes which parameter once per action, in the grouped description (`get(id,note?)`
   or the TOON table's `params` column), never per parameter;
-- leaves out what an enum of strings already says (its `"type"`, a description listing its values);
+- leaves out what an enum of strings already says (its `"type"`, a description listing its values), and
+  below the root what `properties` and `items` say (`"type": "object"`, `"type": "array"`) and
+  `"additionalProperties": false` (like the root's: every parameter is named, another one gets the
+  self-healing error);
 - inlines a `$defs` entry referenced once;
 - advertises only the annotations that differ from the MCP defaults;
 - merges output schemas (`output_schema`): the views of one object as one schema with the union of
@@ -28,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .output import share
-from .schema import inline_refs, without
+from .schema import inline_refs, rewrite, without
 
 #: MCP's values for an annotation that is absent (ToolAnnotations in the specification).
 MCP_DEFAULT_HINTS = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": True}
@@ -192,7 +195,7 @@ def inline_single_refs(schema: dict[str, Any]) -> dict[str, Any]:
 def action_input_schema(schema: dict[str, Any], *, advertised: dict[str, Any] | None = None) -> dict[str, Any]:
     """One action's advertised input schema (the flat exposition's): each parameter as `advertised_parameter`
     gives it (or as `advertised` overrides it), without the root's `additionalProperties: false` (the
-    parameters are all named; another one still gets the self-healing error)."""
+    parameters are all named; another one still gets the self-healing error), typed as `implied_types` says."""
     required = set(schema.get("required", ()))
     overrides = advertised or {}
     properties = {
@@ -200,7 +203,9 @@ def action_input_schema(schema: dict[str, Any], *, advertised: dict[str, Any] | 
         for name, p in schema.get("properties", {}).items()
     }
     out = {k: v for k, v in schema.items() if k != "additionalProperties"}
-    return inline_single_refs({**out, "properties": properties})
+    compact: dict[str, Any] = reading_order(implied_types(inline_single_refs({**out, "properties": properties}),
+                                                           closed=False))
+    return compact
 
 
 def grouped_input_schema(
@@ -234,7 +239,8 @@ def grouped_input_schema(
     out: dict[str, Any] = {"type": "object", "properties": properties, "required": [discriminator]}
     if defs:
         out["$defs"] = short_enums(defs)
-    return inline_single_refs(out)
+    compact: dict[str, Any] = reading_order(implied_types(inline_single_refs(out), closed=False))
+    return compact
 
 
 # -- output schemas ----------------------------------------------------------------------------------------
@@ -318,20 +324,37 @@ def nullable_types(node: Any) -> Any:
     return out
 
 
-def implied_objects(node: Any, *, root: bool = True) -> Any:
-    """Below the root, an object schema with `properties` without its `"type": "object"` (its fields say it)."""
-    if isinstance(node, list):
-        return [implied_objects(n, root=False) for n in node]
-    if not isinstance(node, dict):
-        return node
-    out = {
-        key: {name: implied_objects(sub, root=False) for name, sub in value.items()}
-        if key in ("properties", "$defs") and isinstance(value, dict) else implied_objects(value, root=False)
-        for key, value in node.items()
-    }
-    if not root and out.get("type") == "object" and out.get("properties"):
-        del out["type"]
-    return out
+def implied_types(node: Any, *, closed: bool = True) -> Any:
+    """Below the root, a schema with `properties` without its `"type": "object"` and one with `items` without
+    its `"type": "array"` (those keywords say it); unless `closed`, without `"additionalProperties": false`
+    either (an advertised input: the server refuses an unknown field with the self-healing error naming the
+    accepted ones)."""
+
+    def implied(schema: dict[str, Any], root: bool) -> dict[str, Any]:
+        if not closed and schema.get("additionalProperties") is False:
+            del schema["additionalProperties"]
+        if not root and (schema.get("type") == "object" and schema.get("properties")
+                         or schema.get("type") == "array" and isinstance(schema.get("items"), dict)):
+            del schema["type"]
+        return schema
+
+    return rewrite(node, implied)
+
+
+#: Keywords written first in an advertised input schema: o200k spends fewer tokens on the same schema when a
+#: property reads `{"type":"string","description":"...","maxLength":40}` than with its bounds first
+#: (bench/tokens.py: 676 -> 666 tokens for the 8 actions grouped, the same for every exposition).
+_FIRST_KEYWORDS = ("type", "description")
+
+
+def reading_order(node: Any) -> Any:
+    """The same schema with each (sub)schema's `type` and `description` first, its other keywords after."""
+
+    def ordered(schema: dict[str, Any], root: bool) -> dict[str, Any]:
+        first = [k for k in _FIRST_KEYWORDS if k in schema]
+        return {**{k: schema[k] for k in first}, **schema} if first else schema
+
+    return rewrite(node, ordered)
 
 
 def output_schema(schemas: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -364,8 +387,8 @@ def output_schema(schemas: Sequence[dict[str, Any]]) -> dict[str, Any]:
     merged = merge_values([without(r, _OUTPUT_BOUNDS) for r in roots])
     if "anyOf" in merged:
         merged = {"type": "object", **merged}
-    compact = implied_objects(nullable_types(short_enums(merged)))
-    return share({**compact, "$defs": implied_objects(without(kept, _OUTPUT_BOUNDS))} if kept else compact)
+    compact = implied_types(nullable_types(short_enums(merged)))
+    return share({**compact, "$defs": implied_types(without(kept, _OUTPUT_BOUNDS))} if kept else compact)
 
 
 #: The hints that split a tool into groups under the profiles exposition, unless the tool says otherwise: a

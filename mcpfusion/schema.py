@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 _NAME_MAPS = ("properties", "$defs", "definitions", "patternProperties")
@@ -36,6 +37,21 @@ def without(schema: Any, keywords: frozenset[str] | set[str]) -> Any:
         for key, value in schema.items()
         if key not in keywords
     }
+
+
+def rewrite(schema: Any, fn: Callable[[dict[str, Any], bool], dict[str, Any]], *, root: bool = True) -> Any:
+    """`schema` rebuilt bottom up: `fn(node, is_root)` gets each (sub)schema once its parts are rewritten
+    (property and definition names are names, never schemas) and returns what replaces it."""
+    if isinstance(schema, list):
+        return [rewrite(s, fn, root=False) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {
+        key: {name: rewrite(sub, fn, root=False) for name, sub in value.items()}
+        if key in _NAME_MAPS and isinstance(value, dict) else rewrite(value, fn, root=False)
+        for key, value in schema.items()
+    }
+    return fn(out, root)
 
 
 def root_keys(schema: dict[str, Any] | None) -> list[str]:

@@ -556,11 +556,13 @@ class Tool:
         }
 
     def grouped_description(self) -> str:
+        """The description, then one line per action: `get(id,note?): Get one.` (the action's name, the value
+        of the `action` discriminator, called with its parameters; `?` marks an optional one). Cheaper than
+        the TOON table (`toon_description=True`), which adds its header and quotes a description with a colon."""
         if self.toon_description:
             return self.toon_text()
         lines = [self.description.strip()] if self.description.strip() else []
-        lines.append("Select operation via the `action` parameter:")
-        lines.extend(f"- {a.name}({a.signature()}): {a.description}" for a in self.actions.values())
+        lines.extend(f"{a.name}({a.signature()}): {a.description}" for a in self.actions.values())
         return "\n".join(lines)
 
     def grouped_input_schema(self) -> dict[str, Any]:

@@ -28,7 +28,6 @@ billing = Tool(
     "billing",
     description="Invoices and payments of your organisation (amounts in cents)",
     tags=["finance", "invoices"],
-    toon_description=True,
     exposition="profiles",  # reads (billing_read) apart from writes: list_invoices is advertised read-only
     scopes=["billing:read"],
 )

@@ -2,8 +2,8 @@
 
 The 8 actions of `bench/tokens.py` (the reference service's billing and customers actions, declared alike in
 FastMCP in bench/peers/fastmcp_tools.py). For every exposition (grouped, profiles, flat), each action's
-advertised view must name every parameter FastMCP names, with its type(s), enum values, format, nested
-fields and whether the action requires it; every parameter description FastMCP sends must reach the agent
+advertised view must name every parameter FastMCP names, with its type(s), enum values, format, bounds
+(but the opaque cursor's), default, nested fields and whether the action requires it; every parameter description FastMCP sends must reach the agent
 (or say nothing an enum does not); the action's own hints must be what FastMCP advertises wherever they can
 be (profiles, flat); every output field FastMCP advertises must be advertised. The compact projection may
 say more than one action accepts (a merged enum), never less: the server still validates per action.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,9 @@ _SPEC.loader.exec_module(bench)  # the bench's 8 actions, its FastMCP peer and i
 
 ACTIONS: dict[str, list[str]] = bench.ACTIONS
 EXPOSITIONS = ("grouped", "profiles", "flat")
-_PLAIN_ROW = re.compile(r"^- (\w+)\(([^)]*)\): ", re.MULTILINE)
+_BOUNDS = ("minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems",
+           "maxItems", "pattern")
+_PLAIN_ROW = re.compile(r"^(\w+)\(([^)]*)\): ", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +77,9 @@ def _types(schema: dict[str, Any], root: dict[str, Any]) -> set[str]:
             values = branch.get("enum", [branch.get("const")])
             found |= {names.get(type(v).__name__, "null") for v in values}
         elif "properties" in branch:
-            found.add("object")
+            found.add("object")  # below the root, fields say it (exposition.implied_types)
+        elif "items" in branch:
+            found.add("array")
     return found - {"null"}
 
 
@@ -94,15 +99,26 @@ def _field(branches: list[dict[str, Any]], key: str) -> set[Any]:
     return {b[key] for b in branches if key in b}
 
 
+def _default(schema: dict[str, Any], root: dict[str, Any]) -> str | None:
+    """The default a value takes when left out (None: none, or null), as JSON."""
+    found = [b["default"] for b in [_resolve(schema, root), *_branches(schema, root)] if "default" in b]
+    return json.dumps(found[0], sort_keys=True) if found and found[0] is not None else None
+
+
 def assert_covers(ours: dict[str, Any], ours_root: dict[str, Any], theirs: dict[str, Any],
-                  theirs_root: dict[str, Any], where: str) -> None:
-    """`ours` tells an agent at least what `theirs` does about the value at `where`."""
+                  theirs_root: dict[str, Any], where: str, *, bounds: bool = True) -> None:
+    """`ours` tells an agent at least what `theirs` does about the value at `where`: its types, enum values,
+    format, fields (and which are required), items, bounds (unless `bounds` is false) and default."""
     assert _types(theirs, theirs_root) <= _types(ours, ours_root), where
     enum = _enum(theirs, theirs_root)
     if enum is not None:
         assert enum <= (_enum(ours, ours_root) or set()), where
     mine, other = _branches(ours, ours_root), _branches(theirs, theirs_root)
     assert _field(other, "format") <= _field(mine, "format"), where
+    for key in _BOUNDS if bounds else ():
+        assert _field(other, key) <= _field(mine, key), f"{where}: {key} {_field(other, key)} not advertised"
+    default = _default(theirs, theirs_root)
+    assert default is None or default == _default(ours, ours_root), f"{where}: default {default} not advertised"
     for branch in other:
         props = branch.get("properties") or {}
         if props:
@@ -112,7 +128,7 @@ def assert_covers(ours: dict[str, Any], ours_root: dict[str, Any], theirs: dict[
             for name, sub in props.items():
                 assert_covers(match[0]["properties"][name], ours_root, sub, theirs_root, f"{where}.{name}")
         if branch.get("type") == "array" and "items" in branch:
-            items = [b["items"] for b in mine if b.get("type") == "array" and "items" in b]
+            items = [b["items"] for b in mine if b.get("type", "array") == "array" and "items" in b]
             assert items, f"{where}: not advertised as a list"
             assert_covers(items[0], ours_root, branch["items"], theirs_root, f"{where}[]")
 
@@ -167,7 +183,8 @@ def test_every_action_tells_an_agent_what_fastmcp_tells_it(exposition, peer):
             assert params == {p: p in their_required for p in their_schema["properties"]}, where
             for name, sub in their_schema["properties"].items():
                 ours = our_schema["properties"][name]
-                assert_covers(ours, our_schema, sub, their_schema, f"{where}({name})")
+                # the cursor is an opaque string the agent copies from next_cursor: its bounds are the server's
+                assert_covers(ours, our_schema, sub, their_schema, f"{where}({name})", bounds=name != "cursor")
                 said = sub.get("description")
                 if said and short_enums(sub).get("description"):  # not merely the enum's values
                     assert said in ours.get("description", ""), f"{where}({name}): {said!r} not advertised"

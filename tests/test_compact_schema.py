@@ -160,8 +160,8 @@ def test_plain_grouped_tool_lists_each_actions_parameters_and_keeps_select():
     props = entry["inputSchema"]["properties"]
     assert props["q"] == {"type": "string"}
     assert props["page"] == {"type": "integer"}
-    assert entry["description"].endswith("- first(q?,page?): First.\n- second(q,page?): Second.")
-    assert props["_select"]["type"] == "array"
+    assert entry["description"].endswith("\nfirst(q?,page?): First.\nsecond(q,page?): Second.")
+    assert "items" in props["_select"] and "type" not in props["_select"]  # its items say it is a list
     assert entry["annotations"] == {"readOnlyHint": True}  # open world is the MCP default
 
 
@@ -273,8 +273,8 @@ def test_views_of_one_object_merge_into_the_union_of_their_fields():
     # a page and an object are alternatives; the two views of each are one schema
     assert merged["type"] == "object" and len(merged["anyOf"]) == 2
     one = {"$ref": "#/$defs/s1"}
-    # below the root, fields imply "type": "object"
-    assert merged["anyOf"][1] == {"properties": {"items": {"type": "array", "items": one}}, "required": ["items"]}
+    # below the root, fields imply "type": "object" and items "type": "array"
+    assert merged["anyOf"][1] == {"properties": {"items": {"items": one}}, "required": ["items"]}
     assert merged["$defs"]["s1"] == {"properties": {
         "id": {"type": "string"}, "email": {"type": "string"}, "note": {"type": ["string", "null"]},
         "kind": {"enum": ["a", "b"]}}, "required": ["id", "email"]}
@@ -303,6 +303,7 @@ def test_alternatives_stay_apart_and_colliding_or_recursive_definitions_stay_as_
         "next": {"anyOf": [{"$ref": "#/$defs/Item"}, {"type": "null"}]}}, "required": ["next"]}}}
     merged = output_schema([tree, other])
     assert set(merged["$defs"]) == {"Item", "Item_1"}
-    assert merged["$defs"]["Item"] == {k: v for k, v in tree["$defs"]["Item"].items() if k != "type"}
+    assert merged["$defs"]["Item"] == {"properties": {"children": {"items": {"$ref": "#/$defs/Item"}}},
+                                       "required": ["children"]}  # types implied by fields and items
     assert _valid(merged, {"children": [{"children": []}]}) and _valid(merged, {"next": {"next": None}})
     assert not _valid(merged, {"children": [{"next": None}]}) and not _valid(merged, {"next": {"children": []}})

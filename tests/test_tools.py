@@ -104,11 +104,11 @@ def test_grouped_schema_union_with_required_annotations_and_aggregated_annotatio
     assert props["action"]["enum"] == ["get_invoice", "create_invoice", "void_invoice", "total", "crash", "nothing"]
     assert schema["required"] == ["action"]
     assert props["id"]["description"] == "Invoice id."
-    assert "- get_invoice(id" in entry["description"] and "- void_invoice(id" in entry["description"]
+    assert "\nget_invoice(id" in entry["description"] and "\nvoid_invoice(id" in entry["description"]
     assert "description" not in props["action"]  # the tool's description says how to pick one
     assert props["amount_cents"]["minimum"] == 0
     assert props["reason"]["enum"] == ["duplicate", "error"]
-    assert "description" not in props["currency"] and "- total(currency?): " in entry["description"]
+    assert "description" not in props["currency"] and "\ntotal(currency?): " in entry["description"]
     for hidden_or_guarded in ("internal_notes", "db", "x_role"):
         assert hidden_or_guarded not in props
     # Undeclared hints take the MCP defaults (destructive, open world): nothing looks safer than declared;
