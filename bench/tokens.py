@@ -6,6 +6,8 @@ update_invoice_status, remind, void_invoice and `customers` list, get. FastMCP's
 annotations and return types. Both listings go through the same `mcp.types.Tool` model and are counted as
 compact JSON, once without output schemas on either side and once with them (FastMCP derives them from the
 return types; mcpfusion advertises the ones its actions declare), so each ratio compares like with like.
+One declaration differs: `customers` offers `_select` (`Tool(select=True)`: the agent may ask for some
+fields only), which the peer does not; the rows "without `_select`" leave that parameter out of ours.
 
     python bench/tokens.py    # tables, then `ratio_no_output=.. ratio_output=.. grouped_no_output=.. grouped_output=..
                               #  profiles_no_output=.. profiles_output=..` (ratio_*: the reference service's own)
@@ -61,6 +63,14 @@ def reference_tools() -> dict[str, Tool]:
     return app.state.mcpfusion.registry.tools
 
 
+def without_select(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries without the `_select` parameter (`Tool(select=True)`), which FastMCP's peer does not declare."""
+    out = copy.deepcopy(entries)
+    for entry in out:
+        entry["inputSchema"]["properties"].pop("_select", None)
+    return out
+
+
 def ours(exposition: str | None = None) -> list[dict[str, Any]]:
     """The 8 actions' entries, under the reference service's expositions or the one given."""
     entries: list[dict[str, Any]] = []
@@ -89,9 +99,12 @@ def measure() -> dict[str, Any]:
         base = tokens.count_json(peer)
         rows.append({"server": f"FastMCP {fastmcp.__version__}", "output_schemas": output, "tools": len(peer),
                      "with_output_schema": sum("outputSchema" in t for t in peer), "tokens": base, "ratio": 1.0})
-        for label, exposition in [("mcpfusion (reference service)", None),
-                                  *((f"mcpfusion {e}", e) for e in EXPOSITIONS)]:
-            listing = wire(ours(exposition), output=output)
+        variants = [("mcpfusion (reference service)", None, False),
+                    *((f"mcpfusion {e}", e, False) for e in EXPOSITIONS),
+                    *((f"mcpfusion {e}, without `_select`", e, True) for e in ("grouped", "profiles"))]
+        for label, exposition, like in variants:
+            entries = ours(exposition)
+            listing = wire(without_select(entries) if like else entries, output=output)
             count = tokens.count_json(listing)
             rows.append({"server": label, "output_schemas": output, "tools": len(listing),
                          "with_output_schema": sum("outputSchema" in t for t in listing), "tokens": count,
