@@ -158,16 +158,17 @@ async def test_tool_listing(service_app):
     listing = {entry["name"]: entry for entry in service_app.state.mcpfusion.registry.mcp_tools()}
     # billing is exposed by annotation profile: reads, non-destructive writes, the one destructive action
     assert list(listing) == ["billing_read", "billing_write", "billing_void_invoice", "customers"]
-    tables = {}
+    rows = {}
     for name in ("billing_read", "billing_write"):
         entry = listing[name]
-        assert entry["description"].startswith("Invoices and payments of your organisation (amounts in cents).\n\n[")
-        tables[name] = toon_format.decode(entry["description"].split("\n\n", 1)[1], strict=True)
-        assert [r["action"] for r in tables[name]] == entry["inputSchema"]["properties"]["action"]["enum"]
-    assert [r["action"] for r in tables["billing_read"]] == [
-        "list_invoices", "get_invoice", "revenue_summary", "export_invoices", "invoice_pdf"]
-    assert [r["action"] for r in tables["billing_write"]] == [
-        "create_invoice", "update_invoice_status", "remind", "record_payment"]
+        head, *lines = entry["description"].split("\n")
+        assert head == "Invoices and payments of your organisation (amounts in cents)"
+        rows[name] = [line.split("(", 1)[0] for line in lines]  # one line per action: name(params): desc
+        assert rows[name] == entry["inputSchema"]["properties"]["action"]["enum"]
+    assert rows["billing_read"] == ["list_invoices", "get_invoice", "revenue_summary", "export_invoices", "invoice_pdf"]
+    assert rows["billing_write"] == ["create_invoice", "update_invoice_status", "remind", "record_payment"]
+    assert "\ncreate_invoice(customer_id,due_date,lines,internal_note?): Create a draft invoice" in (
+        listing["billing_write"]["description"])
     assert listing["billing_read"]["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
     assert listing["billing_write"]["annotations"] == {"destructiveHint": False}  # open-world: remind, payments
     assert listing["billing_void_invoice"]["annotations"] == {"openWorldHint": False}  # destructive (MCP default)
