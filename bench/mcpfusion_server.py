@@ -74,7 +74,8 @@ def _telemetry() -> Any:
     """`BENCH_TELEMETRY=1`: OpenTelemetry on, as in production (SDK providers, batch span processor, periodic
     metric reader), with exporters that discard, so the figure is the framework's cost, not a network's.
     A fraction (`BENCH_TELEMETRY=0.1`) samples that share of traces (parent-based trace-id ratio sampler);
-    `1` records every trace."""
+    `1` records every trace. `BENCH_METRICS=0` switches the metrics off (tracing alone), `BENCH_TRACING=0`
+    the tracing (metrics alone)."""
     setting = os.environ.get("BENCH_TELEMETRY")
     if not setting:
         return None
@@ -109,7 +110,8 @@ def _telemetry() -> Any:
     tracer_provider = TracerProvider(sampler=ALWAYS_ON if ratio >= 1 else ParentBased(TraceIdRatioBased(ratio)))
     tracer_provider.add_span_processor(BatchSpanProcessor(Discard()))
     meter_provider = MeterProvider(metric_readers=[PeriodicExportingMetricReader(DiscardMetrics())])
-    return Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    return Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider,
+                     tracing=os.environ.get("BENCH_TRACING") != "0", metrics=os.environ.get("BENCH_METRICS") != "0")
 
 
 async def no_op(call: ActionCall, call_next: CallNext) -> ToolResponse:

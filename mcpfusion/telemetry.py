@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from .mcp.engine import Call
     from .response import ToolResponse
     from .tool import Action
+    from .tracing import Tracing
 
 _TARGETS = {"tools/call": "name", "prompts/get": "name"}
 _META_TRACE_KEYS = ("traceparent", "tracestate")
@@ -60,59 +61,86 @@ ActionKey = tuple[str, str, str]  # tool, action, transport
 class Telemetry:
     """Traces and metrics of one server.
 
-    `tracer_provider` / `meter_provider` default to OpenTelemetry's global ones (what `opentelemetry-instrument`
-    or your own set-up configured). `count_tokens` counts the o200k tokens of every answer (exact, and about
-    as costly as encoding the answer again; off by default). `prometheus` serves `/metrics`: with no
-    `meter_provider` one is made with a Prometheus reader; with your own, add a `PrometheusMetricReader` to it.
+    `tracing` and `metrics` switch each on (both are by default): a server that wants only one pays only for
+    it. `tracer_provider` / `meter_provider` default to OpenTelemetry's global ones (what
+    `opentelemetry-instrument` or your own set-up configured). `count_tokens` counts the o200k tokens of every
+    answer (exact, and about as costly as encoding the answer again; off by default). `prometheus` serves
+    `/metrics`: with no `meter_provider` one is made with a Prometheus reader (and no exemplars, which the
+    Prometheus exposition does not carry, unless `OTEL_METRICS_EXEMPLAR_FILTER` says otherwise); with your own,
+    add a `PrometheusMetricReader` to it.
     """
 
     def __init__(
         self,
         *,
+        tracing: bool = True,
+        metrics: bool = True,
         tracer_provider: Any = None,
         meter_provider: Any = None,
         count_tokens: bool = False,
         prometheus: bool = False,
     ) -> None:
         try:
-            from opentelemetry import context, metrics, propagate, trace
+            from opentelemetry import context, propagate, trace
+            from opentelemetry import metrics as metrics_api
         except ImportError as exc:  # pragma: no cover - the extra is installed in the test environment
             raise ImportError("Telemetry needs OpenTelemetry: pip install 'mcpfusion[telemetry]'") from exc
         from .version import __version__
 
+        if prometheus and not metrics:
+            raise ValueError("Telemetry(prometheus=True) serves the metrics: it needs metrics=True")
+        self.tracing = tracing
+        self.metrics = metrics
         self._extract = propagate.extract
         self._textmap = propagate.get_global_textmap
         self._propagator: Any = None
-        self._fields: tuple[str, ...] = ()
+        self._fields: frozenset[bytes] = frozenset()
         self._attach = context.attach
         self._detach = context.detach
         self._in_context = trace.set_span_in_context
-        self._current_span = trace.get_current_span
         self._server = trace.SpanKind.SERVER
         self._error = trace.Status(trace.StatusCode.ERROR)
+        # Histograms are recorded in the context of no span: with the SDK's default (trace-based) exemplar
+        # filter, a record under a sampled span also keeps an exemplar, half again the record's price.
+        self._no_span = trace.set_span_in_context(trace.INVALID_SPAN)
         self._method_metric: dict[str, dict[str, str]] = {}
         self._labels: dict[tuple[Action, str], _Labels] = {}
         self.prometheus = prometheus
         if prometheus and meter_provider is None:
-            from opentelemetry.exporter.prometheus import PrometheusMetricReader
-            from opentelemetry.sdk.metrics import MeterProvider
+            import os
 
-            meter_provider = MeterProvider(metric_readers=[PrometheusMetricReader()])
+            from opentelemetry.exporter.prometheus import PrometheusMetricReader
+            from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
+
+            exemplars = None if os.environ.get("OTEL_METRICS_EXEMPLAR_FILTER") else AlwaysOffExemplarFilter()
+            meter_provider = MeterProvider(metric_readers=[PrometheusMetricReader()], exemplar_filter=exemplars)
         self.tracer_provider = tracer_provider or trace.get_tracer_provider()
-        self.meter_provider = meter_provider or metrics.get_meter_provider()
-        self.tracer = self.tracer_provider.get_tracer("mcpfusion", __version__)
-        self._emit_phase = _phase_emitter(self.tracer, __version__)
-        meter = self.meter_provider.get_meter("mcpfusion", __version__)
-        self.operation_duration = meter.create_histogram(
-            "mcp.server.operation.duration", unit="s", description="MCP request duration on the server")
-        self.duration = meter.create_histogram(
-            "mcpfusion.action.duration", unit="s", description="Action call duration, presenter included")
+        self.meter_provider = meter_provider or metrics_api.get_meter_provider()
+        self.tracer: Any = None
+        self._tracing: Tracing | None = None
+        if tracing:
+            from .tracing import Tracing
+
+            self.tracer = self.tracer_provider.get_tracer("mcpfusion", __version__)
+            self._tracing = Tracing(self.tracer)
         self.calls: defaultdict[ActionKey, int] = defaultdict(int)
         self.errors: defaultdict[tuple[ActionKey, str], int] = defaultdict(int)
         self.bytes_out: defaultdict[ActionKey, int] = defaultdict(int)
         self.tokens_out: defaultdict[ActionKey, int] = defaultdict(int)
         self.render_time: defaultdict[ActionKey, float] = defaultdict(float)
-        metric = metrics.Observation
+        self._count: Callable[[str], int] | None = None
+        self.operation_duration: Any = None
+        self.duration: Any = None
+        if metrics:
+            self._meter(self.meter_provider.get_meter("mcpfusion", __version__), metrics_api.Observation,
+                        count_tokens)
+
+    def _meter(self, meter: Any, metric: Any, count_tokens: bool) -> None:
+        """The instruments: two histograms, and observable counters read from the plain dicts when collected."""
+        self.operation_duration = meter.create_histogram(
+            "mcp.server.operation.duration", unit="s", description="MCP request duration on the server")
+        self.duration = meter.create_histogram(
+            "mcpfusion.action.duration", unit="s", description="Action call duration, presenter included")
         meter.create_observable_counter(
             "mcpfusion.action.calls", [_observe(self.calls, metric)], unit="{call}", description="Action calls")
         meter.create_observable_counter(
@@ -124,7 +152,6 @@ class Telemetry:
         meter.create_observable_counter(
             "mcpfusion.response.size", [_observe(self.bytes_out, metric)], unit="By",
             description="Bytes of text content sent to the agent")
-        self._count: Callable[[str], int] | None = None
         if count_tokens:
             from .tokens import count
 
@@ -142,7 +169,7 @@ class Telemetry:
             return bool(scope.get("path") == mcp_path)
 
         return {"tracer_provider": self.tracer_provider, "meter_provider": self.meter_provider,
-                "operation_spans": False, "exclude": is_mcp}
+                "tracing": self.tracing, "metrics": self.metrics, "operation_spans": False, "exclude": is_mcp}
 
     def install(self, app: FastAPI) -> None:
         """Serve `/metrics` when `prometheus=True`."""
@@ -163,12 +190,6 @@ class Telemetry:
             if stop is not None:
                 stop()
 
-    def _emit_phases(self, parent: Any, phases: list[tuple[str, int, int, str | None]]) -> None:
-        """The child spans of a recorded action's phases, from their timings."""
-        emit = self._emit_phase
-        for name, start, end, error in phases:
-            emit(parent, f"mcpfusion.{name}", start, end, error)
-
     # -- MCP requests (the engine's observer) -----------------------------------------------------------
 
     def _parent(self, call: Call) -> Any:
@@ -179,15 +200,16 @@ class Telemetry:
             return self._extract({k: meta[k] for k in _META_TRACE_KEYS if isinstance(meta.get(k), str)})
         textmap = self._textmap()
         if textmap is not self._propagator:  # the global propagator changed (or first call): its header names
-            self._propagator, self._fields = textmap, tuple(textmap.fields)
-        headers = call.request.headers
-        for field in self._fields:
-            if field in headers:
-                return self._extract(headers)
+            self._propagator = textmap
+            self._fields = frozenset(field.lower().encode("latin-1") for field in textmap.fields)
+        fields = self._fields
+        for name, _ in call.request.scope["headers"]:  # (ASGI header names are lower case)
+            if name in fields:
+                return self._extract(call.request.headers)
         return None
 
-    async def observe_request(self, call: Call, run: Callable[[Call], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
-        """Run one MCP request inside its SERVER span and record `mcp.server.operation.duration`."""
+    def _request_span(self, call: Call) -> tuple[str, dict[str, Any]]:
+        """The name and attributes of a request's SERVER span."""
         method = call.method
         params = call.params
         attributes: dict[str, Any] = {
@@ -211,17 +233,27 @@ class Telemetry:
                 attributes["gen_ai.prompt.name"] = target
         elif method == "resources/read" and isinstance(params.get("uri"), str):
             attributes["mcp.resource.uri"] = params["uri"]
-        parent = self._parent(call)
+        return name, attributes
+
+    async def observe_request(self, call: Call, run: Callable[[Call], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """Run one MCP request inside its SERVER span and record `mcp.server.operation.duration`."""
+        tracing = self._tracing
+        span: Any = None
+        if tracing is not None:
+            name, attributes = self._request_span(call)
+            parent = self._parent(call)
+            span = tracing.start(name, attributes, parent, self._server)
+            token = self._attach(self._in_context(span, parent))
+        elif not self.metrics:
+            return await run(call)
         start = time.perf_counter()
-        span = self.tracer.start_span(name, context=parent, kind=self._server, attributes=attributes,
-                                      record_exception=False, set_status_on_exception=False)
-        token = self._attach(self._in_context(span, parent))
         error_type: str | None = None
         try:
             result = await run(call)
         except McpError as exc:
             error_type = str(exc.code)
-            span.set_attribute("rpc.response.status_code", error_type)
+            if span is not None and span.is_recording():
+                _put(span, "rpc.response.status_code", error_type)
             raise
         except BaseException as exc:
             error_type = type(exc).__qualname__
@@ -231,17 +263,22 @@ class Telemetry:
                 error_type = "tool_error"
             return result
         finally:
-            self._detach(token)
-            if error_type is None:
-                metric = self._method_metric.get(method)
-                if metric is None:
-                    metric = self._method_metric.setdefault(method, {"mcp.method.name": method})
-            else:
-                metric = {"mcp.method.name": method, "error.type": error_type}
-                span.set_attribute("error.type", error_type)
-                span.set_status(self._error)
-            self.operation_duration.record(time.perf_counter() - start, metric)
-            span.end()
+            duration = time.perf_counter() - start
+            if span is not None:
+                self._detach(token)
+                if error_type is not None and span.is_recording():
+                    _put(span, "error.type", error_type)
+                    span.set_status(self._error)
+                span.end()
+            if self.metrics:
+                method = call.method
+                if error_type is None:
+                    metric = self._method_metric.get(method)
+                    if metric is None:
+                        metric = self._method_metric.setdefault(method, {"mcp.method.name": method})
+                else:
+                    metric = {"mcp.method.name": method, "error.type": error_type}
+                self.operation_duration.record(duration, metric, self._no_span)
 
     # -- actions (the core call path) -------------------------------------------------------------------
 
@@ -252,6 +289,11 @@ class Telemetry:
         if labels is None:
             labels = self._labels.setdefault((action, transport), _Labels(action.tool.name, action.name, transport))
         return ActionTrace(self, labels)
+
+
+def _put(span: Any, key: str, value: str) -> None:
+    """Set one of mcpfusion's own attributes (a `LightSpan` takes it without the SDK's validation)."""
+    getattr(span, "put", span.set_attribute)(key, value)
 
 
 class _Labels:
@@ -300,26 +342,23 @@ class ActionTrace:
 
     def start(self) -> ActionTrace:
         telemetry = self._telemetry
-        parent = telemetry._current_span().get_span_context()
-        if parent.is_valid and not parent.trace_flags.sampled:
-            # Under a trace that is not sampled the action span would not be recorded either (what the
-            # SDK's parent-based samplers decide): skip it, the metrics are still kept.
-            self._span = None
-            self._recording = False
-        else:
+        tracing = telemetry._tracing
+        span: Any = None
+        if tracing is not None:
             labels = self._labels
-            span = telemetry.tracer.start_span(labels.span_name, attributes=labels.span_attributes,
-                                               record_exception=False, set_status_on_exception=False)
-            self._span = span
-            self._token = telemetry._attach(telemetry._in_context(span))
-            self._recording = span.is_recording()
+            # None under a request the sampler dropped: nothing to make, the metrics are still kept.
+            span = tracing.child(labels.span_name, labels.span_attributes)
+            if span is not None:
+                self._token = telemetry._attach(telemetry._in_context(span))
+        self._span = span
+        self._recording = span is not None and span.is_recording()
         self._start = time.perf_counter()
         return self
 
     def phase(self, name: str) -> AbstractContextManager[Any]:
         """A step of the action (`dependencies`, `handler`, `present`), timed when the call is recorded; the
-        present step is always timed (the render metric)."""
-        if self._recording or name == "present":
+        present step is also timed for the render metric."""
+        if self._recording or (name == "present" and self._telemetry.metrics):
             return _Phase(self._phases, name)
         return _SKIP
 
@@ -327,80 +366,44 @@ class ActionTrace:
         """Record the outcome (`None` when the call raised) and end the span."""
         duration = time.perf_counter() - self._start
         telemetry = self._telemetry
-        labels = self._labels
-        key = labels.key
         span = self._span
         if span is not None:
             telemetry._detach(self._token)
-        telemetry.calls[key] += 1
+        error_type = "exception" if response is None else (response.error_code or "ERROR") if response.is_error \
+            else None
         phases = self._phases
+        if telemetry.metrics:
+            self._measure(response, error_type, duration)
+        if span is not None:
+            if error_type is not None and self._recording:
+                _put(span, "error.type", error_type)
+                span.set_status(telemetry._error)
+            if self._recording and phases:
+                emit = telemetry._tracing.emit  # type: ignore[union-attr]  # a span means tracing is on
+                for name, start, end, error in phases:
+                    emit(span, f"mcpfusion.{name}", start, end, error)
+            span.end()
+
+    def _measure(self, response: ToolResponse | None, error_type: str | None, duration: float) -> None:
+        telemetry = self._telemetry
+        labels = self._labels
+        key = labels.key
+        telemetry.calls[key] += 1
         if response is not None:
             texts = response.texts
             telemetry.bytes_out[key] += sum(len(t.encode()) for t in texts)
             count = telemetry._count
             if count is not None:
                 telemetry.tokens_out[key] += sum(count(t) for t in texts)
-            for name, start, end, _ in phases:
+            for name, start, end, _ in self._phases:
                 if name == "present":
                     telemetry.render_time[key] += (end - start) / 1e9
-        error_type = "exception" if response is None else (response.error_code or "ERROR") if response.is_error \
-            else None
         if error_type is None:
             attributes = labels.metric_attributes
         else:
             telemetry.errors[key, error_type] += 1
             attributes = {**labels.metric_attributes, "error.type": error_type}
-        telemetry.duration.record(duration, attributes)
-        if span is not None:
-            if error_type is not None:
-                span.set_attribute("error.type", error_type)
-                span.set_status(telemetry._error)
-            if self._recording and phases:
-                telemetry._emit_phases(span, phases)
-            span.end()
-
-
-def _phase_emitter(tracer: Any, version: str) -> Callable[[Any, str, int, int, str | None], None]:
-    """How a finished phase becomes a span under its action's span.
-
-    With the OpenTelemetry SDK's tracer the span is handed, finished, straight to the tracer's span
-    processors (what `Span.end()` does; about a sixth of the cost of starting and ending a span: no sampler,
-    as it shares its recorded parent's decision, and processors see no `on_start`). Any other tracer gets
-    `start_span(start_time=...)` and `end(end_time=...)`."""
-    from opentelemetry import trace
-
-    try:
-        from opentelemetry.sdk.trace import ReadableSpan
-        from opentelemetry.sdk.trace import Tracer as SdkTracer
-        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-
-        sdk = isinstance(tracer, SdkTracer)
-    except ImportError:  # pragma: no cover - the SDK comes with the extra
-        sdk = False
-
-    if not sdk:
-        def start_and_end(parent: Any, name: str, start: int, end: int, error: str | None) -> None:
-            span = tracer.start_span(name, context=trace.set_span_in_context(parent), start_time=start)
-            if error is not None:
-                span.set_status(trace.Status(trace.StatusCode.ERROR, error))
-            span.end(end_time=end)
-
-        return start_and_end
-
-    span_context = trace.SpanContext
-    unset = trace.Status(trace.StatusCode.UNSET)
-    scope = InstrumentationScope("mcpfusion", version)
-
-    def finished(parent: Any, name: str, start: int, end: int, error: str | None) -> None:
-        up = parent.get_span_context()
-        context = span_context(up.trace_id, tracer.id_generator.generate_span_id(), False, up.trace_flags,
-                               up.trace_state)
-        status = unset if error is None else trace.Status(trace.StatusCode.ERROR, error)
-        tracer.span_processor.on_end(ReadableSpan(
-            name, context, up, tracer.resource, {}, status=status, start_time=start, end_time=end,
-            instrumentation_scope=scope))
-
-    return finished
+        telemetry.duration.record(duration, attributes, telemetry._no_span)
 
 
 def _key_attributes(key: ActionKey) -> dict[str, str]:
