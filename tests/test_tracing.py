@@ -1,0 +1,306 @@
+"""mcpfusion's own span path (mcpfusion/tracing.py) against the OpenTelemetry SDK's: the same spans, the
+user's spans nested under the action span, a sampler that drops, a processor that wants `on_start`, a tracer
+that is not the SDK's, and the tracing/metrics switches. A change of the SDK internals the path relies on
+fails here."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRatioBased
+from opentelemetry.trace import SpanKind, StatusCode
+from pydantic import BaseModel
+
+from mcpfusion import MCPFusion, Presenter, Tool
+from mcpfusion.telemetry import Telemetry
+from mcpfusion.tracing import DroppedSpan, LightSpan, Tracing
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_ID = "00f067aa0ba902b7"
+HEADERS = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28",
+           "mcp-method": "tools/call", "mcp-name": "billing"}
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+class Invoice(BaseModel):
+    id: str
+    amount_cents: int
+
+
+class Starts(SpanProcessor):
+    """A processor that acts when spans start: the SDK's own `start_span` must run for it."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.started.append(span.name)
+
+
+def app_with(provider: Any, *, metrics: Any = None, user_provider: Any = None, **telemetry: Any) -> Any:
+    """An app whose handler makes a span of its own (on `user_provider`, default `provider`) and annotates
+    the current (action) span."""
+    billing = Tool("billing", description="Invoices")
+    user_tracer = trace.get_tracer("user-code", tracer_provider=user_provider or provider)
+
+    @billing.action(readonly=True, returns=Presenter("invoice").schema(Invoice))
+    async def get_invoice(id: str):
+        """Fetch one invoice."""
+        current = trace.get_current_span()
+        current.set_attribute("invoice.id", id)
+        current.add_event("looked up", {"cache": "miss"})
+        with user_tracer.start_as_current_span("db.query") as query:
+            query.set_attribute("db.system", "sqlite")
+        return {"id": id, "amount_cents": 1250}
+
+    meter_provider = MeterProvider(metric_readers=[metrics]) if metrics is not None else MeterProvider()
+    return MCPFusion("traced", tools=[billing], telemetry=Telemetry(
+        tracer_provider=provider, meter_provider=meter_provider, **telemetry)).build_app()
+
+
+async def call(app: Any, traceparent: str | None = None) -> None:
+    headers = dict(HEADERS)
+    if traceparent is not None:
+        headers["traceparent"] = traceparent
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        r = await http.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "billing", "arguments": {"action": "get_invoice", "id": "inv_1"}, "_meta": META}})
+    assert r.json()["result"]["isError"] is False
+
+
+def traced(*processors: Any, sampler: Any = None) -> tuple[TracerProvider, InMemorySpanExporter]:
+    spans = InMemorySpanExporter()
+    provider = TracerProvider(sampler=sampler) if sampler is not None else TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    for processor in processors:
+        provider.add_span_processor(processor)
+    return provider, spans
+
+
+def shape(spans: InMemorySpanExporter) -> list[tuple[Any, ...]]:
+    """Everything of the finished spans but their ids and times: name, kind, parent's name, attributes,
+    status, events, scope, resource, sampled flag, and that each span lies within its parent."""
+    finished = spans.get_finished_spans()
+    by_id = {span.context.span_id: span for span in finished}
+    out = []
+    for span in finished:
+        parent = by_id.get(span.parent.span_id) if span.parent is not None else None
+        if parent is not None:
+            assert parent.start_time <= span.start_time <= span.end_time <= parent.end_time, span.name
+            assert span.context.trace_id == parent.context.trace_id
+        out.append((span.name, span.kind, parent.name if parent is not None else None,
+                    format(span.context.trace_id, "032x"), dict(span.attributes), span.status.status_code,
+                    [(e.name, dict(e.attributes or {})) for e in span.events], span.instrumentation_scope,
+                    span.resource, span.context.trace_flags, span.dropped_attributes, type(span)))
+    return sorted(out, key=lambda row: row[0])
+
+
+async def test_light_spans_are_the_sdks_spans():
+    """The same request on the light path and on the SDK's own `start_span` (forced by a processor that
+    wants `on_start`) exports the same spans, the user's span nested under the action span."""
+    light_provider, light = traced()
+    starts = Starts()
+    sdk_provider, sdk = traced(starts)
+    parent = f"00-{TRACE_ID}-{PARENT_ID}-01"
+    light_app, sdk_app = app_with(light_provider), app_with(sdk_provider)
+    await call(light_app, parent)
+    await call(sdk_app, parent)
+    assert light_app.state.mcpfusion.telemetry._tracing.light() is True
+    assert sdk_app.state.mcpfusion.telemetry._tracing.light() is False
+    assert shape(light) == shape(sdk)
+    found = {span.name: span for span in light.get_finished_spans()}
+    server, action = found["tools/call billing"], found["execute_tool billing.get_invoice"]
+    assert format(server.parent.span_id, "016x") == PARENT_ID and server.parent.is_remote
+    assert action.parent.span_id == server.context.span_id
+    assert found["db.query"].parent.span_id == action.context.span_id  # the user's span, under the action
+    assert found["mcpfusion.handler"].parent.span_id == action.context.span_id
+    assert action.attributes["invoice.id"] == "inv_1"  # set by the handler on get_current_span()
+    assert [e.name for e in action.events] == ["looked up"]
+    # The processor that wants on_start saw every span start, through the SDK's start_span.
+    assert {"tools/call billing", "execute_tool billing.get_invoice", "db.query"} <= set(starts.started)
+
+
+async def test_a_root_request_gets_a_new_trace_and_the_same_tree():
+    provider, spans = traced()
+    await call(app_with(provider))
+    found = {span.name: span for span in spans.get_finished_spans()}
+    server = found["tools/call billing"]
+    assert server.parent is None and server.kind is SpanKind.SERVER and server.context.trace_flags.sampled
+    assert len({span.context.trace_id for span in found.values()}) == 1
+    assert found["db.query"].parent.span_id == found["execute_tool billing.get_invoice"].context.span_id
+
+
+@pytest.mark.parametrize("sampler", [ALWAYS_OFF, ParentBased(TraceIdRatioBased(0.0))])
+async def test_a_sampler_that_drops_makes_no_span_and_keeps_the_metrics(sampler):
+    provider, spans = traced(sampler=sampler)
+    metrics = InMemoryMetricReader()
+    app = app_with(provider, metrics=metrics)
+    seen: list[Any] = []
+    telemetry = app.state.mcpfusion.telemetry
+    action = telemetry.action
+    telemetry.action = lambda *args: seen.append(trace.get_current_span()) or action(*args)
+    await call(app)
+    assert spans.get_finished_spans() == ()  # the user's span under the dropped request is dropped too
+    assert type(seen[0]) is DroppedSpan and not seen[0].get_span_context().trace_flags.sampled
+    assert seen[0].get_span_context().is_valid  # a trace id to propagate, marked not sampled
+    names = {m.name for rm in metrics.get_metrics_data().resource_metrics for sm in rm.scope_metrics
+             for m in sm.metrics}
+    assert {"mcpfusion.action.calls", "mcpfusion.action.duration", "mcp.server.operation.duration"} <= names
+
+
+async def test_a_caller_that_does_not_sample_is_followed():
+    provider, spans = traced(sampler=ParentBased(TraceIdRatioBased(1.0)))
+    await call(app_with(provider), f"00-{TRACE_ID}-{PARENT_ID}-00")
+    assert spans.get_finished_spans() == ()
+
+
+class _ForeignTracer:
+    """A tracer that is not the SDK's (a vendor wrapper, say): every span goes through its `start_span`."""
+
+    def __init__(self, tracer: Any) -> None:
+        self._tracer = tracer
+        self.started: list[str] = []
+
+    def start_span(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        self.started.append(name)
+        return self._tracer.start_span(name, *args, **kwargs)
+
+
+class _ForeignProvider:
+    def __init__(self, provider: TracerProvider) -> None:
+        self._provider = provider
+        self.tracers: list[_ForeignTracer] = []
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> _ForeignTracer:
+        self.tracers.append(_ForeignTracer(self._provider.get_tracer(*args, **kwargs)))
+        return self.tracers[-1]
+
+
+async def test_a_tracer_that_is_not_the_sdks_makes_every_span():
+    provider, spans = traced()
+    foreign = _ForeignProvider(provider)
+    await call(app_with(foreign, user_provider=provider))
+    mcpfusion_tracer = foreign.tracers[0]
+    assert mcpfusion_tracer.started == ["tools/call billing", "execute_tool billing.get_invoice",
+                                        "mcpfusion.handler", "mcpfusion.present"]
+    found = {span.name: span for span in spans.get_finished_spans()}
+    assert all(type(span) is ReadableSpan for span in found.values())
+    assert found["db.query"].parent.span_id == found["execute_tool billing.get_invoice"].context.span_id
+
+
+async def test_tracing_and_metrics_switch_separately():
+    provider, spans = traced()
+    metrics = InMemoryMetricReader()
+    await call(app_with(provider, metrics=metrics, tracing=False))
+    assert [span.name for span in spans.get_finished_spans()] == ["db.query"]  # the handler's own span only
+    assert metrics.get_metrics_data().resource_metrics  # the metrics alone
+
+    untraced = Telemetry(tracer_provider=provider, meter_provider=MeterProvider(), tracing=False)
+    assert untraced.tracer is None and untraced.fastapi_config()["tracing"] is False
+    unmetered = Telemetry(tracer_provider=provider, meter_provider=MeterProvider(), metrics=False)
+    assert unmetered.duration is None and unmetered.fastapi_config()["metrics"] is False
+    with pytest.raises(ValueError, match="metrics=True"):
+        Telemetry(prometheus=True, metrics=False)
+
+
+async def test_tracing_alone_records_no_metric():
+    provider, spans = traced()
+    metrics = InMemoryMetricReader()
+    billing = Tool("billing", description="Invoices")
+
+    @billing.action(readonly=True)
+    async def get_invoice(id: str) -> str:
+        """Fetch one invoice."""
+        return id
+
+    app = MCPFusion("t", tools=[billing], telemetry=Telemetry(
+        tracer_provider=provider, meter_provider=MeterProvider(metric_readers=[metrics]), metrics=False)).build_app()
+    await call(app)
+    assert {span.name for span in spans.get_finished_spans()} >= {"tools/call billing",
+                                                                "execute_tool billing.get_invoice"}
+    assert metrics.get_metrics_data() is None or not metrics.get_metrics_data().resource_metrics
+
+
+async def test_histograms_keep_no_exemplar_of_mcpfusions_spans():
+    """Recorded outside the spans: the SDK's default trace-based exemplar filter keeps nothing (and the
+    record costs a third less)."""
+    provider, _ = traced()
+    metrics = InMemoryMetricReader()
+    await call(app_with(provider, metrics=metrics))
+    points = [p for rm in metrics.get_metrics_data().resource_metrics for sm in rm.scope_metrics
+              for m in sm.metrics if m.name.endswith("duration") for p in m.data.data_points]
+    assert points and all(not p.exemplars for p in points)
+
+
+def test_light_span_has_the_sdk_spans_fields():
+    """`LightSpan` sets the SDK `Span`'s fields itself, and its snapshot is the SDK's: a new field of the SDK
+    fails here instead of breaking its methods on a light span."""
+    provider, _ = traced()
+    tracer = provider.get_tracer("t")
+    sdk_span = tracer.start_span("s", attributes={"a": "b"})
+    tracing = Tracing(tracer)
+    assert tracing.light()
+    light = tracing.start("s", {"a": "b"})
+    assert type(light) is LightSpan
+    assert set(vars(light)) == set(vars(sdk_span))
+    sdk_span.end()
+    light.end()
+    assert set(vars(light._readable_span())) == set(vars(sdk_span._readable_span()))
+    light.set_attribute("late", 1)  # ignored after end, as by the SDK
+    assert "late" not in light.attributes
+
+
+def test_light_span_takes_the_users_attributes_under_the_sdks_limits():
+    """What a user's code sets on a light span is cleaned and bounded as the SDK's own span does it."""
+    from opentelemetry.sdk.trace import SpanLimits
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attribute_length=4, max_span_attributes=70))
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracer = provider.get_tracer("t")
+    tracing = Tracing(tracer)
+    for span in (tracing.start("light", {"gen_ai.tool.name": "billing"}),
+                 tracer.start_span("sdk", attributes={"gen_ai.tool.name": "billing"})):
+        span.set_attributes({f"k{i}": i for i in range(80)})  # past the count limit
+        span.set_attribute("note", "truncated")
+        span.set_attribute("bad", object())  # dropped by the SDK's validation
+        span.add_event("e", {"x": "long value"})
+        span.set_status(trace.Status(StatusCode.ERROR, "why"))
+        span.end()
+    light, sdk = spans.get_finished_spans()
+    assert type(tracing.start("x", {})) is LightSpan
+    assert dict(light.attributes) == dict(sdk.attributes) and light.attributes["note"] == "trun"
+    assert light.dropped_attributes == sdk.dropped_attributes > 0
+    assert [(e.name, dict(e.attributes)) for e in light.events] == [(e.name, dict(e.attributes)) for e in sdk.events]
+    assert light.status.description == sdk.status.description == "why"
+
+
+def test_sdk_processors_do_nothing_on_start():
+    """The light path skips `on_start` and `_on_ending` for the SDK's batch and simple processors: their
+    bodies must stay empty."""
+    for kind in (BatchSpanProcessor, SimpleSpanProcessor):
+        for method in (kind.on_start, kind._on_ending):
+            (node,) = ast.parse(textwrap.dedent(inspect.getsource(method))).body
+            assert isinstance(node, ast.FunctionDef)
+            body = [stmt for stmt in node.body if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))]
+            assert all(isinstance(stmt, ast.Pass) for stmt in body), f"{kind.__name__}.{method.__name__}"
+
+
+def test_a_processor_added_later_switches_the_path():
+    provider, _ = traced()
+    tracing = Tracing(provider.get_tracer("t"))
+    assert tracing.light()
+    provider.add_span_processor(Starts())
+    assert not tracing.light()
+    assert type(tracing.start("s", {})) is not LightSpan
