@@ -81,16 +81,21 @@ WITH_MIDDLEWARE = Server("mcpfusion_mw", "mcpfusion + 3 no-op middleware", "mcpf
 
 
 # `--telemetry`: the same mcpfusion server with OpenTelemetry on (SDK providers, batch span processor, a
-# span exporter and a metric exporter that discard), to price tracing against the untraced server.
-# Twice: every trace recorded, and a parent-based 10% trace-id ratio sampler (a common production setting).
-TRACED = Server("mcpfusion-traced", "mcpfusion, tracing on (no-op export)", "mcpfusion_server:app",
-                env=(("BENCH_TELEMETRY", "1"),), wires=(MODERN,))
-SAMPLED = Server("mcpfusion-sampled", "mcpfusion, tracing on, 10% sampled", "mcpfusion_server:app",
+# span exporter and a metric exporter that discard), to price telemetry against the untraced server:
+# tracing alone (`Telemetry(metrics=False)`; the untraced server has no metrics either) with every trace
+# recorded, and full telemetry (tracing and metrics) with every trace recorded and with a parent-based 10%
+# trace-id ratio sampler (a common production setting).
+TRACED = Server("mcpfusion-traced", "mcpfusion, tracing alone, all recorded", "mcpfusion_server:app",
+                env=(("BENCH_TELEMETRY", "1"), ("BENCH_METRICS", "0")), wires=(MODERN,))
+FULL = Server("mcpfusion-full", "mcpfusion, tracing+metrics, all recorded", "mcpfusion_server:app",
+              env=(("BENCH_TELEMETRY", "1"),), wires=(MODERN,))
+SAMPLED = Server("mcpfusion-sampled", "mcpfusion, tracing+metrics, 10% sampled", "mcpfusion_server:app",
                  env=(("BENCH_TELEMETRY", "0.1"),), wires=(MODERN,))
+TELEMETRY = (TRACED, FULL, SAMPLED)
 
 
 def servers(args: argparse.Namespace) -> list[Server]:
-    return (SERVERS + ([TRACED, SAMPLED] if getattr(args, "telemetry", False) else [])
+    return (SERVERS + (list(TELEMETRY) if getattr(args, "telemetry", False) else [])
             + ([WITH_MIDDLEWARE] if getattr(args, "middleware", False) else []))
 
 
@@ -390,7 +395,7 @@ def run_all(args: argparse.Namespace) -> dict[tuple[str, str], Target]:
     targets: list[Target] = []
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         body_file = Path(tmp) / "mcpfusion_response.json"
-        chosen = [s for s in servers(args) if s.key in args.servers or s in (TRACED, SAMPLED, WITH_MIDDLEWARE)]
+        chosen = [s for s in servers(args) if s.key in args.servers or s in (*TELEMETRY, WITH_MIDDLEWARE)]
         for server in chosen:  # mcpfusion first: the bare route replays its captured bytes
             env = {"BENCH_BODY_FILE": str(body_file), **dict(server.env)}
             proc = stack.enter_context(Uvicorn(server.module, env))
@@ -443,12 +448,12 @@ def report(cells: dict[tuple[str, str], Target], args: argparse.Namespace) -> No
     def per_cpu(key: str, column: str) -> float:
         return cells[key, column].best_per_cpu
 
-    for traced in (TRACED, SAMPLED):
+    for traced, what in ((TRACED, "tracing"), (FULL, "telemetry"), (SAMPLED, "telemetry")):
         if (traced.key, MODERN) in cells and ("mcpfusion", MODERN) in cells:
             on, off = cells[traced.key, MODERN], cells["mcpfusion", MODERN]
-            print(f"tracing on/off at {MODERN} ({traced.label}): req/CPU-s {on.best_per_cpu:,.0f} / "
+            print(f"{what} on/off at {MODERN} ({traced.label}): req/CPU-s {on.best_per_cpu:,.0f} / "
                   f"{off.best_per_cpu:,.0f} = {on.best_per_cpu / off.best_per_cpu:.2f}, req/s {on.best:,.0f} / "
-                  f"{off.best:,.0f} = {on.best / off.best:.2f} (target >= 0.90)")
+                  f"{off.best:,.0f} = {on.best / off.best:.2f}" + (" (target >= 0.90)" if traced is TRACED else ""))
     measured = [s.key for s in SERVERS if s.mcp and (s.key, SSE) in cells]
     sse_cost = [f"sse_cpu_vs_json_{key}={per_cpu(key, LEGACY) / per_cpu(key, SSE):.2f}" for key in measured]
     if "mcpfusion" in measured:

@@ -1,16 +1,21 @@
-"""What tracing costs a tools/call, in process: CPU per call through the ASGI app, and the SDK's own floors.
+"""What telemetry costs a tools/call, in process: CPU per call through the ASGI app, and the SDK's own floors.
 
 The same invoice server as `bench/mcp_throughput.py` (`mcpfusion_server.py`) is built several times in one
-process: without telemetry, and with `Telemetry` on (SDK providers, batch span processor and periodic metric
-reader, exporters that discard) at each sampling ratio asked for. One 2026-07-28 tools/call is driven straight
-through each app (no HTTP server, no sockets) in interleaved rounds; the figure is process CPU time per call,
-best round (a shared machine only ever makes a round slower).
+process: without telemetry; with tracing alone (`Telemetry(metrics=False)`) at each sampling ratio asked for;
+with full telemetry (tracing and metrics) at each ratio; and with metrics alone. Providers as in production
+(SDK `TracerProvider` with a batch span processor, `MeterProvider` with a periodic reader and the SDK's
+default exemplar filter), exporters that discard. One 2026-07-28 tools/call is driven straight through each
+app (no HTTP server, no sockets), the apps interleaved call by call; the figure is the CPU time of one call
+(the lower quartile of each app's calls: a shared machine only ever adds) plus the CPU its batch span
+processor's export thread spent per call.
 
-The second table prices what the OpenTelemetry Python SDK alone does per span and per histogram record
-(tight loop, no mcpfusion code): the floor under any tracing of a call.
+The second table prices single operations in a tight loop (no app around them): the OpenTelemetry SDK's
+own span and histogram record, and mcpfusion's light span (mcpfusion/tracing.py), the floor under tracing
+a call.
 
 Run: `python bench/telemetry_cost.py [--ratios 1,0.1,0] [--calls 300] [--rounds 20]`. The last line is
-`telemetry_ratio_1=X ...`: untraced CPU over traced CPU, per sampling ratio.
+`telemetry_ratio_1=X ... tracing_ratio_1=Y ...`: untraced CPU over telemetry CPU (full, then tracing alone),
+per sampling ratio.
 """
 
 from __future__ import annotations
@@ -35,13 +40,17 @@ from mcp_throughput import MODERN, call_body, call_headers  # noqa: E402
 from mcpfusion.app import MCPFusion  # noqa: E402
 
 
-def build(ratio: str) -> Any:
-    """The bench app, untraced (`""`) or with telemetry sampling `ratio` of the traces."""
-    os.environ["BENCH_TELEMETRY"] = ratio
+def build(ratio: str, tracing: bool = True, metrics: bool = True) -> Any:
+    """The bench app, untraced (`""`) or with telemetry sampling `ratio` of the traces (tracing and metrics
+    each switched as asked)."""
+    settings = {"BENCH_TELEMETRY": ratio, "BENCH_TRACING": "1" if tracing else "0",
+                "BENCH_METRICS": "1" if metrics else "0"}
+    os.environ.update(settings)
     try:
         telemetry = server._telemetry()
     finally:
-        os.environ.pop("BENCH_TELEMETRY", None)
+        for key in settings:
+            os.environ.pop(key, None)
     fusion = MCPFusion(name="bench-mcpfusion", version="1.0.0", tools=[server.billing], json_response=True,
                        telemetry=telemetry)
     return fusion.build_app()
@@ -75,33 +84,59 @@ async def call(app: Any) -> list[dict[str, Any]]:
     return out
 
 
-async def per_call(apps: dict[str, Any], calls: int, rounds: int) -> dict[str, float]:
-    """µs of process CPU per call of each app, best of `rounds` interleaved rounds."""
+def _export_threads(app: Any) -> list[Any]:
+    """The batch span processor threads of an app's tracer provider (their CPU is part of the app's cost)."""
+    telemetry = app.state.mcpfusion.telemetry
+    provider = getattr(telemetry, "tracer_provider", None)
+    processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", ())
+    return [p._batch_processor._worker_thread for p in processors if hasattr(p, "_batch_processor")]
+
+
+def _thread_cpu_ns(threads: list[Any]) -> int:
+    return sum(time.clock_gettime_ns(time.pthread_getcpuclockid(t.ident)) for t in threads if t.is_alive())
+
+
+async def per_call(apps: dict[Any, Any], calls: int, rounds: int, quantile: float = 0.25) -> dict[Any, float]:
+    """µs of CPU per call of each app: the calling thread's CPU per call, taken call by call with the apps
+    interleaved (the `quantile` of each app's calls: other load on a shared machine only ever adds), plus the
+    CPU of the app's span export thread over all its calls."""
     for name, app in apps.items():
         for _ in range(min(calls, 200)):
             out = await call(app)
         if out[0]["status"] != 200 or b'"isError":false' not in out[1]["body"]:
             raise SystemExit(f"{name}: not a successful tools/call: {out}")
-    best = dict.fromkeys(apps, float("inf"))
+    threads = {name: _export_threads(app) for name, app in apps.items()}
+    exported = {name: _thread_cpu_ns(found) for name, found in threads.items()}
+    samples: dict[Any, list[int]] = {name: [] for name in apps}
+    clock = time.thread_time_ns
     for _ in range(rounds):
-        for name, app in apps.items():
-            gc.collect()
-            start = time.process_time()
-            for _ in range(calls):
+        gc.collect()
+        for _ in range(calls):
+            for name, app in apps.items():
+                start = clock()
                 await call(app)
-            best[name] = min(best[name], (time.process_time() - start) / calls * 1e6)
-    return best
+                samples[name].append(clock() - start)
+    made = rounds * calls
+    out = {}
+    for name, values in samples.items():
+        values.sort()
+        export = (_thread_cpu_ns(threads[name]) - exported[name]) / made
+        out[name] = (values[int(len(values) * quantile)] + export) / 1e3
+    return out
 
 
 def sdk_floors(loops: int = 5000) -> dict[str, float]:
-    """µs per operation of the OpenTelemetry SDK alone (tight loop of `loops`, best of 15)."""
+    """µs per operation in a tight loop of `loops` (best of 15): the OpenTelemetry SDK's own, and mcpfusion's
+    light span."""
     from opentelemetry import context, trace
-    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
     from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    from mcpfusion.tracing import Tracing
 
     class Discard(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:
@@ -113,12 +148,19 @@ def sdk_floors(loops: int = 5000) -> dict[str, float]:
         return provider.get_tracer("floor")
 
     recorded, dropped = tracer(ALWAYS_ON), tracer(ParentBased(TraceIdRatioBased(0.0)))
-    histogram = MeterProvider(metric_readers=[InMemoryMetricReader()]).get_meter("floor").create_histogram("h")
+    light = Tracing(recorded)
+
+    def histogram(**options: Any) -> Any:
+        provider = MeterProvider(metric_readers=[InMemoryMetricReader()], **options)
+        return provider.get_meter("floor").create_histogram("h")
+
+    default, no_exemplars = histogram(), histogram(exemplar_filter=AlwaysOffExemplarFilter())
     server_attributes = {"mcp.method.name": "tools/call", "mcp.protocol.version": MODERN,
                          "network.transport": "tcp", "jsonrpc.request.id": "1", "gen_ai.tool.name": "billing",
                          "gen_ai.operation.name": "execute_tool"}
     action_attributes = {"mcpfusion.tool": "billing", "mcpfusion.action": "get_invoice", "mcpfusion.transport": "mcp"}
     scope = InstrumentationScope("floor")
+    server_kind = trace.SpanKind.SERVER
 
     def finished(parent: Any) -> None:
         up = parent.get_span_context()
@@ -130,18 +172,23 @@ def sdk_floors(loops: int = 5000) -> dict[str, float]:
         return min(timeit.repeat(fn, number=loops, repeat=15, timer=time.process_time)) / loops * 1e6
 
     floors = {
-        "recorded span (start_span with 6 attributes, end)": best(
-            lambda: recorded.start_span("s", attributes=server_attributes).end()),
-        "unsampled span (parent-based ratio 0)": best(
+        "SDK recorded span (start_span with 6 attributes, end)": best(
+            lambda: recorded.start_span("s", kind=server_kind, attributes=server_attributes).end()),
+        "mcpfusion light span (the same, mcpfusion/tracing.py)": best(
+            lambda: light.start("s", server_attributes, None, server_kind).end()),
+        "SDK unsampled span (parent-based ratio 0)": best(
             lambda: dropped.start_span("s", attributes=server_attributes).end()),
-        "histogram record (3 attributes)": best(lambda: histogram.record(0.001, action_attributes)),
+        "histogram record (3 attributes, no current span)": best(lambda: default.record(0.001, action_attributes)),
+        "histogram record, exemplar filter always_off": best(lambda: no_exemplars.record(0.001, action_attributes)),
     }
     parent = recorded.start_span("parent")
     token = context.attach(trace.set_span_in_context(parent))
     try:
-        floors["histogram record under a sampled span (exemplar)"] = best(
-            lambda: histogram.record(0.001, action_attributes))
+        floors["histogram record under a sampled span (keeps an exemplar)"] = best(
+            lambda: default.record(0.001, action_attributes))
         floors["finished span handed to the processors (a phase span)"] = best(lambda: finished(parent))
+        floors["context attach and detach of a span"] = best(
+            lambda: context.detach(context.attach(trace.set_span_in_context(parent))))
     finally:
         context.detach(token)
     return floors
@@ -150,24 +197,31 @@ def sdk_floors(loops: int = 5000) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ratios", default="1,0.1,0", help="sampling ratios to price (default 1,0.1,0)")
-    parser.add_argument("--calls", type=int, default=300, help="calls per round (default 300)")
-    parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds, the best counts (default 20)")
+    parser.add_argument("--calls", type=int, default=300, help="calls of each app per round (default 300)")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds (a collection between; default 10)")
     parser.add_argument("--floor-loops", type=int, default=5000, help="operations per SDK floor timing (default 5000)")
     args = parser.parse_args(argv)
     ratios = [r.strip() for r in args.ratios.split(",") if r.strip()]
-    apps = {"off": build("")} | {ratio: build(ratio) for ratio in ratios}
+    apps = {("off", ""): build("")}
+    for ratio in ratios:
+        apps["tracing", ratio] = build(ratio, metrics=False)
+    for ratio in ratios:
+        apps["full", ratio] = build(ratio)
+    apps["metrics", ""] = build("1", tracing=False)
     cpu = asyncio.run(per_call(apps, args.calls, args.rounds))
-    print(f"tools/call CPU in process, best of {args.rounds} interleaved rounds of {args.calls} calls")
+    print(f"tools/call CPU in process, lower quartile of {args.rounds * args.calls} calls of each app, interleaved")
     print("| telemetry | µs/call | extra µs | untraced/traced |")
     print("|---|---:|---:|---:|")
-    off = cpu["off"]
-    for name, value in cpu.items():
-        label = "off" if name == "off" else f"on, {float(name):.0%} of traces recorded"
+    off = cpu["off", ""]
+    labels = {"off": "off", "tracing": "tracing alone", "full": "on (tracing and metrics)", "metrics": "metrics alone"}
+    for (kind, ratio), value in cpu.items():
+        label = labels[kind] + (f", {float(ratio):.0%} of traces recorded" if ratio else "")
         print(f"| {label} | {value:.1f} | {value - off:.1f} | {off / value:.2f} |")
-    print("OpenTelemetry SDK alone, µs per operation (tight loop):")
+    print("Single operations, µs each (tight loop):")
     for label, value in sdk_floors(args.floor_loops).items():
         print(f"  {label}: {value:.2f}")
-    print(" ".join(f"telemetry_ratio_{ratio}={off / cpu[ratio]:.2f}" for ratio in ratios))
+    print(" ".join([f"telemetry_ratio_{ratio}={off / cpu['full', ratio]:.2f}" for ratio in ratios]
+                   + [f"tracing_ratio_{ratio}={off / cpu['tracing', ratio]:.2f}" for ratio in ratios]))
     return 0
 
 
