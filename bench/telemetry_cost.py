@@ -40,9 +40,10 @@ from mcp_throughput import MODERN, call_body, call_headers  # noqa: E402
 from mcpfusion.app import MCPFusion  # noqa: E402
 
 
-def build(ratio: str, tracing: bool = True, metrics: bool = True) -> Any:
+def build(ratio: str, tracing: bool = True, metrics: bool = True, fastapi_only: bool = False) -> Any:
     """The bench app, untraced (`""`) or with telemetry sampling `ratio` of the traces (tracing and metrics
-    each switched as asked)."""
+    each switched as asked). `fastapi_only`: no `Telemetry`, only FastAPI's own telemetry configured as
+    `build_app()` configures it (SDK providers, `/mcp` excluded): what FastAPI's wrapper costs an MCP request."""
     settings = {"BENCH_TELEMETRY": ratio, "BENCH_TRACING": "1" if tracing else "0",
                 "BENCH_METRICS": "1" if metrics else "0"}
     os.environ.update(settings)
@@ -51,6 +52,9 @@ def build(ratio: str, tracing: bool = True, metrics: bool = True) -> Any:
     finally:
         for key in settings:
             os.environ.pop(key, None)
+    if fastapi_only:
+        fusion = MCPFusion(name="bench-mcpfusion", version="1.0.0", tools=[server.billing], json_response=True)
+        return fusion.build_app(telemetry=telemetry.fastapi_config())
     fusion = MCPFusion(name="bench-mcpfusion", version="1.0.0", tools=[server.billing], json_response=True,
                        telemetry=telemetry)
     return fusion.build_app()
@@ -191,6 +195,13 @@ def sdk_floors(loops: int = 5000) -> dict[str, float]:
             lambda: context.detach(context.attach(trace.set_span_in_context(parent))))
     finally:
         context.detach(token)
+    floors["sampler decision (always on)"] = best(
+        lambda: ALWAYS_ON.should_sample(None, 1, "s", server_kind, server_attributes, ()))
+    # What tracing a recorded tools/call cannot do without, whoever makes the spans: one sampler decision,
+    # five spans through the processors (request, action, three phases), two spans made current.
+    floors["floor of a recorded tools/call (sampler x1, finished span x5, attach+detach x2)"] = (
+        floors["sampler decision (always on)"] + 5 * floors["finished span handed to the processors (a phase span)"]
+        + 2 * floors["context attach and detach of a span"])
     return floors
 
 
@@ -208,12 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     for ratio in ratios:
         apps["full", ratio] = build(ratio)
     apps["metrics", ""] = build("1", tracing=False)
+    apps["fastapi", ""] = build("1", fastapi_only=True)
     cpu = asyncio.run(per_call(apps, args.calls, args.rounds))
     print(f"tools/call CPU in process, lower quartile of {args.rounds * args.calls} calls of each app, interleaved")
     print("| telemetry | µs/call | extra µs | untraced/traced |")
     print("|---|---:|---:|---:|")
     off = cpu["off", ""]
-    labels = {"off": "off", "tracing": "tracing alone", "full": "on (tracing and metrics)", "metrics": "metrics alone"}
+    labels = {"off": "off", "tracing": "tracing alone", "full": "on (tracing and metrics)", "metrics": "metrics alone",
+              "fastapi": "FastAPI's telemetry alone, /mcp excluded"}
     for (kind, ratio), value in cpu.items():
         label = labels[kind] + (f", {float(ratio):.0%} of traces recorded" if ratio else "")
         print(f"| {label} | {value:.1f} | {value - off:.1f} | {off / value:.2f} |")

@@ -1,7 +1,8 @@
 """OpenTelemetry traces and metrics (the optional extra `mcpfusion[telemetry]`).
 
 Nothing here runs unless a server is given a `Telemetry` (`MCPFusion(..., telemetry=Telemetry())`): the
-engine and the core call path only check for `None`, so an app without it pays nothing.
+engine and the core call path only check for `None`, so an app without it pays nothing. `Telemetry(tracing=...,
+metrics=...)` switches each half (both on by default); a server pays only for the half it keeps.
 
 Spans, after the OpenTelemetry conventions for MCP and GenAI tool execution:
 
@@ -10,14 +11,17 @@ Spans, after the OpenTelemetry conventions for MCP and GenAI tool execution:
 - `{METHOD} /api/{tool}/{action}` (SERVER): one per REST call, made by FastAPI's own telemetry
   (`build_app()` configures it with the same providers; see `fastapi_config()` for `mount()`).
 - `execute_tool {tool}.{action}` (INTERNAL): one per action call, a child of either server span (current
-  while the action runs), with children `mcpfusion.dependencies` (when the action has dependencies),
+  while the action runs: the handler's own spans nest under it, and what it sets on `get_current_span()`
+  lands on it), with children `mcpfusion.dependencies` (when the action has dependencies),
   `mcpfusion.handler` and `mcpfusion.present`. The phases are only timed while the call runs; their spans
-  are made when the action ends (handed finished to the SDK's span processors: they share the action
-  span's sampling decision). Under a parent that is not sampled, no action span is made at all.
+  are made when the action ends, finished.
 
+How the spans are made (mcpfusion/tracing.py): with the SDK's tracer, the way the SDK makes them (its
+sampler, id generator, limits and span processors) without its per-span overhead; the sampler decides once
+per request and the action and phase spans share its decision (under a dropped request nothing is made).
+With a processor that wants `on_start`, or a tracer that is not the SDK's, through the tracer's `start_span`.
 The W3C context is only extracted when the request carries a field of the global propagator, and each
-action's attribute dicts are built once: what a call pays is OpenTelemetry's own price of its spans and
-histogram records (BENCHMARKS.md, Observability).
+action's attribute dicts are built once.
 
 Metrics: `mcp.server.operation.duration` (histogram, by method and error type); per action (attributes
 `mcpfusion.tool`, `mcpfusion.action`, `mcpfusion.transport`) `mcpfusion.action.duration` (histogram),
@@ -25,8 +29,9 @@ Metrics: `mcp.server.operation.duration` (histogram, by method and error type); 
 `mcpfusion.presenter.render.time` (seconds spent presenting; over the calls, the mean),
 `mcpfusion.response.size` (bytes of text sent) and, with `count_tokens=True`, `mcpfusion.response.tokens`
 (o200k). The counters are kept in plain per-process dicts and read by OpenTelemetry when it collects
-(observable counters), so a tools/call pays for two histogram records (the SDK's record costs about as much
-as an unsampled span).
+(observable counters), so a tools/call pays for two histogram records. They are recorded in the context of
+no span: the SDK's default trace-based exemplar filter keeps no exemplar of mcpfusion's spans (keeping one
+costs a fifth more per record), so the histograms carry no exemplars.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ if TYPE_CHECKING:
 _TARGETS = {"tools/call": "name", "prompts/get": "name"}
 _META_TRACE_KEYS = ("traceparent", "tracestate")
 _SKIP = nullcontext()
+_PHASE_SPANS = {name: f"mcpfusion.{name}" for name in ("dependencies", "handler", "present")}
 ActionKey = tuple[str, str, str]  # tool, action, transport
 
 
@@ -311,29 +317,15 @@ class _Labels:
                                 **self.metric_attributes}
 
 
-class _Phase:
-    """Times one step of an action (epoch nanoseconds, as spans want them); the span, if any, is made
-    when the action ends."""
-
-    __slots__ = ("_phases", "_name", "_start")
-
-    def __init__(self, phases: list[tuple[str, int, int, str | None]], name: str) -> None:
-        self._phases = phases
-        self._name = name
-
-    def __enter__(self) -> None:
-        self._start = time.time_ns()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: object, tb: object) -> None:
-        self._phases.append((self._name, self._start, time.time_ns(),
-                             None if exc_type is None else exc_type.__qualname__))
-
-
 class ActionTrace:
     """One action call: its `execute_tool` span (current while the action runs), the timings of the phases
-    inside it (their child spans are emitted when it ends, if it is recorded), and its metrics."""
+    inside it (their child spans are emitted when it ends, if it is recorded), and its metrics.
 
-    __slots__ = ("_telemetry", "_labels", "_span", "_token", "_start", "_phases", "_recording")
+    It is also the timer of its phases (`with trace.phase("handler"): ...`; they follow one another): epoch
+    nanoseconds, as spans want them."""
+
+    __slots__ = ("_telemetry", "_labels", "_span", "_token", "_start", "_phases", "_recording", "_phase",
+                 "_phase_start")
 
     def __init__(self, telemetry: Telemetry, labels: _Labels) -> None:
         self._telemetry = telemetry
@@ -359,8 +351,16 @@ class ActionTrace:
         """A step of the action (`dependencies`, `handler`, `present`), timed when the call is recorded; the
         present step is also timed for the render metric."""
         if self._recording or (name == "present" and self._telemetry.metrics):
-            return _Phase(self._phases, name)
+            self._phase = name
+            return self
         return _SKIP
+
+    def __enter__(self) -> None:
+        self._phase_start = time.time_ns()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: object, tb: object) -> None:
+        self._phases.append((self._phase, self._phase_start, time.time_ns(),
+                             None if exc_type is None else exc_type.__qualname__))
 
     def finish(self, response: ToolResponse | None) -> None:
         """Record the outcome (`None` when the call raised) and end the span."""
@@ -381,7 +381,7 @@ class ActionTrace:
             if self._recording and phases:
                 emit = telemetry._tracing.emit  # type: ignore[union-attr]  # a span means tracing is on
                 for name, start, end, error in phases:
-                    emit(span, f"mcpfusion.{name}", start, end, error)
+                    emit(span, _PHASE_SPANS.get(name) or f"mcpfusion.{name}", start, end, error)
             span.end()
 
     def _measure(self, response: ToolResponse | None, error_type: str | None, duration: float) -> None:
@@ -391,7 +391,7 @@ class ActionTrace:
         telemetry.calls[key] += 1
         if response is not None:
             texts = response.texts
-            telemetry.bytes_out[key] += sum(len(t.encode()) for t in texts)
+            telemetry.bytes_out[key] += sum(len(t) if t.isascii() else len(t.encode()) for t in texts)
             count = telemetry._count
             if count is not None:
                 telemetry.tokens_out[key] += sum(count(t) for t in texts)
