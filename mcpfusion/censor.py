@@ -156,11 +156,13 @@ def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENS
     The first text block is the serialized data: it is rebuilt from the guarded data, never edited as text
     (editing could break its JSON). Fails closed when a value survives (e.g. as an object key).
     """
+    texts = response.texts
+    if _clean(texts, removed):
+        return
     exact, long, every = _values(removed)
     if not exact and not every:
         return
     mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
-    texts = response.texts
     if every and len(texts) > 1:
         blocks = texts[1] if len(texts) == 2 else "\n".join(texts[1:])  # one scan per form; most find nothing
         found = [form for value in every for form in _variants(value) if form in blocks]
@@ -181,6 +183,33 @@ def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENS
         raise RedactionError("a redacted value is still in the data block (an object key?)")
     response.view.data = data
     response.view.rewritten = True
+
+
+def _clean(texts: list[str], removed: list[Any]) -> bool:
+    """True when the guard would find nothing to censor: no removed string in any form in any block (one
+    scan of all the blocks per form) and no short one as a whole string of the data block. The common
+    case, decided without building the guard's sets; anything else (numbers, nested values, a form found
+    somewhere) takes the full path, which decides for itself."""
+    whole: str | None = None
+    for value in removed:
+        if value.__class__ is not str:
+            if value is None or value is True or value is False:
+                continue  # never guarded
+            return False
+        if not value:
+            continue
+        if len(value) < MIN_LENGTH:
+            if texts and _quoted(value) in texts[0]:
+                return False
+            continue
+        if whole is None:
+            # A form found only across a join (a value holding the separator) is a false alarm: the full
+            # path looks block by block. A form in a block is always in the join.
+            whole = "\n".join(texts)
+        for form in _variants(value):
+            if form in whole:
+                return False
+    return True
 
 
 def _contains(text: str, needles: list[str], exact: Any) -> bool:

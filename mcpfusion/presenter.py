@@ -404,11 +404,13 @@ class Presenter:
                 # Schema, static rules and redaction only: no render bookkeeping (hot path of list embeds).
                 if isinstance(value, list | tuple):
                     notices: list[str] = []
-                    item[key] = child._validate(list(value), notices)[0]
-                    out.embeds.extend(ui_helpers.summary(n).render() for n in notices)
+                    item[key] = child._validate(value if value.__class__ is list else list(value), notices)[0]
+                    if notices:
+                        out.embeds.extend([ui_helpers.summary(n).render() for n in notices])
                 else:
                     item[key] = child._validate([value])[0][0]
-                _merge_unique(out.rules, child._static_rules or ())
+                if child._static_rules:
+                    _merge_unique(out.rules, child._static_rules)
                 continue
             rendered = child.render(value, ctx)
             item[key] = rendered.data
@@ -484,9 +486,12 @@ class Presenter:
             directives = self._directives(full, ctx) if callable(self._directives) else self._directives
             _merge_unique(out.directives, [d for d in _as_list(directives) if d])
         if children is not None:
-            _merge_unique(out.rules, children.rules)
-            _merge_unique(out.suggestions, children.suggestions)
-            _merge_unique(out.directives, children.directives)
+            if children.rules:
+                _merge_unique(out.rules, children.rules)
+            if children.suggestions:
+                _merge_unique(out.suggestions, children.suggestions)
+            if children.directives:
+                _merge_unique(out.directives, children.directives)
         return out
 
     def redact(self, data: Any, removed: list[Any] | None = None) -> None:

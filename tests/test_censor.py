@@ -1,0 +1,88 @@
+"""The egress guard's quick test (`censor._clean`) never lets through what the full guard would censor: on
+every case below, the guard with the quick test and the guard forced down its full path leave the same
+response (blocks, data and structured view)."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+
+import pytest
+
+from mcpfusion import censor, ui
+from mcpfusion.censor import guard
+from mcpfusion.response import Suggestion, assemble
+
+# Removed values of every kind the guard handles: plain strings, strings with characters some block
+# escapes, short strings, numbers, booleans, None, nested values, empty strings, a value holding the
+# join separator.
+REMOVED = [
+    "ada@example.com", "+44 20 7946 0000", "Zoë <ceo> & \"co\"", "a|b\ncd", "EU", "x", "", None, True,
+    123456, 4.5, {"k": "secret-token"}, ["list-secret", 99999], "line1\nline2",
+]
+
+# Where a removed value may be copied by a callback: nowhere, into the data (another field), a UI block,
+# a rule, a suggestion, across two blocks.
+PLACES = ["nowhere", "data", "ui", "rule", "suggestion", "split"]
+
+
+def _response(value: object, place: str):
+    text = value if isinstance(value, str) else str(value)
+    data = {"id": "inv_1", "email": "[REDACTED]", "note": text if place == "data" else "ok", "n": 3}
+    blocks = [ui.table(["Field", "Value"], [["Id", "inv_1"], ["Note", text if place == "ui" else "-"]])]
+    rules = ["Amounts are in CENTS.", f"Contact {text}" if place == "rule" else "Be brief."]
+    suggestions = [Suggestion("billing.remind", f"Remind {text}" if place == "suggestion" else "Remind")]
+    embeds = [text[: len(text) // 2], text[len(text) // 2:]] if place == "split" else []
+    return assemble(data, False, blocks, embeds, [], rules, suggestions)
+
+
+def _state(response):
+    view = response.view
+    return (response.texts, view.data, view.rewritten, view.system_rules, view.suggestions,
+            [(b.content, b.title) for b in view.ui_blocks])
+
+
+def _full_path(monkeypatch: pytest.MonkeyPatch, response, removed):
+    with monkeypatch.context() as m:
+        m.setattr(censor, "_clean", lambda texts, removed: False)
+        guard(response, removed)
+
+
+@pytest.mark.parametrize("value,place", list(itertools.product(REMOVED, PLACES)))
+def test_quick_test_agrees_with_the_full_guard(monkeypatch: pytest.MonkeyPatch, value, place):
+    removed = [copy.deepcopy(value), "ada@example.com", None]
+    quick, full = _response(value, place), _response(value, place)
+    quick_error = full_error = None
+    try:
+        guard(quick, list(removed))
+    except Exception as exc:  # noqa: BLE001 - both sides must fail alike
+        quick_error = type(exc)
+    try:
+        _full_path(monkeypatch, full, list(removed))
+    except Exception as exc:  # noqa: BLE001
+        full_error = type(exc)
+    assert quick_error == full_error
+    assert _state(quick) == _state(full)
+
+
+def test_quick_test_skips_only_responses_without_a_removed_value():
+    clean = _response("nothing", "nowhere")
+    assert censor._clean(clean.texts, ["ada@example.com", "EU", None, True, ""])
+    # A copied value, a short value as a whole string of the data, a number or a nested value: full path.
+    assert not censor._clean(_response("ada@example.com", "ui").texts, ["ada@example.com"])
+    assert not censor._clean(_response("EU", "data").texts, ["EU"])
+    assert not censor._clean(clean.texts, [123456])
+    assert not censor._clean(clean.texts, [{"k": "v"}])
+    # A value with characters the blocks escape is looked for in its escaped forms too.
+    escaped = _response("Zoë <ceo> & \"co\"", "rule")
+    assert "Zoë &lt;ceo> &amp; &quot;co&quot;" in escaped.texts[-2]
+    assert not censor._clean(escaped.texts, ["Zoë <ceo> & \"co\""])
+
+
+def test_a_copied_value_is_still_censored_everywhere():
+    response = _response("ada@example.com", "ui")
+    guard(response, ["ada@example.com"])
+    assert not any("ada@example.com" in text for text in response.texts)
+    response = _response("ada@example.com", "data")
+    guard(response, ["ada@example.com"])
+    assert "ada@example.com" not in response.texts[0] and response.view.data["note"] == "[REDACTED]"
