@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import ValidationError
 from starlette.requests import Request
 
 from . import jsonrpc, protocol
@@ -21,6 +20,7 @@ from .backend import PromptBackend, ResourceBackend, ToolBackend
 from .callables import invoke
 from .channel import LOG_RANK, Channel, InputRequired, InputResponsesChannel
 from .jsonrpc import RESOURCE_NOT_FOUND, McpError
+from .params import check_params
 from .sessions import Session
 from .state import RequestStateSigner
 
@@ -381,51 +381,6 @@ class Engine:
         if call.session is not None:
             call.session.log_level = level
         return {}
-
-
-_VALIDATORS: dict[tuple[str, str], Any] = {}
-
-
-def _request_validator(method: str, version: str) -> Any:
-    """The pydantic-core validator of the SDK's request model of `method` in `version` (None: the SDK does not
-    know the pair), looked up once per pair: the engine only asks for methods it serves. `mcp_types.methods`
-    is imported on the first request: its typed models of every revision take longer to import than the rest
-    of `mcp_types`, and a process serving no MCP request (REST only, the CLI) never needs them."""
-    key = (method, version)
-    try:
-        return _VALIDATORS[key]
-    except KeyError:
-        pass
-    from mcp_types.methods import CLIENT_REQUESTS
-    from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
-
-    model = CLIENT_REQUESTS.get(key) if version in KNOWN_PROTOCOL_VERSIONS else None
-    found = _VALIDATORS[key] = None if model is None else model.__pydantic_validator__
-    return found
-
-
-def check_params(method: str, version: str, params: dict[str, Any] | None) -> None:
-    """Validate `params` against the SDK's typed request model of `method` in `version` (`mcp.types`), so a
-    wrong type is -32602 naming the field, never an exception deeper down. Methods and versions the SDK does
-    not know are left to their handler.
-
-    The same check as `mcp_types.methods.validate_client_request`, calling the model's validator directly:
-    its wrappers (version lookup, `model_validate`, two dict merges) cost as much as the validation on
-    every request."""
-    validator = _request_validator(method, version)
-    if validator is None:
-        return
-    frame: dict[str, Any] = {"jsonrpc": "2.0", "id": 0, "method": method}
-    if params is not None:
-        frame["params"] = params
-    try:
-        validator.validate_python(frame, by_name=False)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'][1:]) or 'params'}: {err['msg']}"
-            for err in exc.errors(include_url=False, include_input=False)[:5]
-        )
-        raise McpError(jsonrpc.INVALID_PARAMS, f"Invalid params for {method}: {problems}") from None
 
 
 __all__ = ["Call", "Engine", "check_params"]
