@@ -103,11 +103,13 @@ def _merge_unique(target: list[Any], items: Iterable[Any]) -> None:
 class _Cache:
     """What the hot path computes once per presenter, kept apart from its configuration."""
 
-    __slots__ = ("items_adapter", "plain")
+    __slots__ = ("items_adapter", "plain", "flat")
 
     def __init__(self) -> None:
         self.items_adapter: TypeAdapter[list[Any]] | None = None
         self.plain: bool | None = None
+        # Frozen, static own rules, every embedded child plain: one object renders without child bookkeeping.
+        self.flat = False
 
 
 class Presenter:
@@ -169,6 +171,7 @@ class Presenter:
         if not callable(self._directives):
             self._directives = tuple(self._directives)  # type: ignore[assignment]
         self._cache.plain = self._compute_plain()
+        self._cache.flat = self._static_rules is not None and all(c._plain for c in self.embeds.values())
         object.__setattr__(self, "_frozen", True)
         return self
 
@@ -443,6 +446,8 @@ class Presenter:
 
     def render(self, data: Any, ctx: Any = None) -> _Rendered:
         """Everything but `_select`, redaction and serialization (used for embeds, too)."""
+        if self._cache.flat and not isinstance(data, list | tuple):
+            return self._render_flat(data, ctx)
         out = _Rendered()
         # Embedded children's rules, suggestions and directives come after this presenter's own.
         children = _Rendered(out.embeds) if self.embeds else None
@@ -492,6 +497,28 @@ class Presenter:
                 _merge_unique(out.suggestions, children.suggestions)
             if children.directives:
                 _merge_unique(out.directives, children.directives)
+        return out
+
+    def _render_flat(self, data: Any, ctx: Any) -> _Rendered:
+        """`render` of one object by a frozen presenter whose own rules are static and whose children are
+        all plain (see `_Cache.flat`): the same result without the bookkeeping of callbacks in children.
+        Children's static rules come after this presenter's own, as `render` orders them; plain children
+        add no suggestions or directives."""
+        out = _Rendered()
+        out.rules = list(self._static_rules or ())
+        full = self._validate((data,))[0][0]
+        if self.embeds:
+            self._embed(data, full, ctx, out)
+        out.data = full
+        if self._ui is not None:
+            blocks = self._ui(full, ctx)
+            if blocks is not None:
+                out.ui_blocks = _as_list(blocks)
+        if self._suggest is not None:
+            _merge_unique(out.suggestions, _as_list(self._suggest(full, ctx)))
+        if self._directives:
+            directives = self._directives(full, ctx) if callable(self._directives) else self._directives
+            _merge_unique(out.directives, [d for d in _as_list(directives) if d])
         return out
 
     def redact(self, data: Any, removed: list[Any] | None = None) -> None:

@@ -1,11 +1,11 @@
 """Presenter pipeline: schema stripping, limit, UI before redaction, select on data only, embeds, rules."""
 
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, Field
 
-from mcpfusion import Model, Presenter, suggest, ui
+from mcpfusion import Model, Presenter, Tool, suggest, ui
 from mcpfusion.presenter import PresenterError
 from mcpfusion.redaction import RedactionError
 
@@ -281,3 +281,56 @@ def test_presenting_freezes_a_presenter_chosen_at_run_time():
     assert not presenter.frozen
     presenter.present(INVOICE)
     assert presenter.frozen
+
+
+def test_flat_render_of_one_object_is_the_general_render_and_fits_the_output_schema():
+    """A frozen presenter with static rules and plain children renders one object without the children's
+    bookkeeping: the same response, byte for byte, as the general path, and a result valid against the
+    schema the action advertises (why the output check trusts it)."""
+    import asyncio
+
+    import jsonschema
+
+    from mcpfusion.app import MCPFusion
+    from tests.firewall_kit import PATHS, every_path
+
+    class Customer(BaseModel):
+        name: str
+        email: str
+
+    class Bill(BaseModel):
+        id: str
+        customer: Customer
+        amount_cents: int = Field(description="CENTS")
+        lines: list[dict[str, Any]] = []
+        notes: str = ""
+
+    lines = Presenter("Line").schema({"sku": str, "card": str | None}).redact_pii(["card"]).rules(["Line rule."])
+    bill = (Presenter("Bill").schema(Model(Bill, hidden=["notes"])).rules(["Own rule.", "Line rule."])
+            .redact_pii(["customer.email"]).ui(lambda b: ui.table(["Id"], [[b["id"]]]))
+            .suggest(lambda b: [suggest("bill.pay", f"Pay {b['customer']['email']}")]).embed("lines", lines))
+    raw = {"id": "b1", "customer": {"name": "Ada", "email": "ada@example.com"}, "amount_cents": 5,
+           "lines": [{"sku": "A", "card": "4111 1111"}, {"sku": "B", "card": None}], "notes": "secret"}
+    tool = Tool("bill")
+
+    @tool.action(readonly=True, returns=bill)
+    async def get(id: str) -> dict[str, Any]:
+        """One bill."""
+        return raw
+
+    app = MCPFusion("flat", tools=[tool]).build_app()
+    flat = bill.present(raw)
+    assert bill._cache.flat
+    general = bill.copy()
+    general.freeze()
+    general._cache.flat = False
+    assert general.present(raw).texts == flat.texts
+    assert "ada@example.com" not in "".join(flat.texts) and "4111 1111" not in "".join(flat.texts)
+    assert flat.texts[-2].count("Line rule.") == 1  # a child's rule already among the parent's: once
+    schema = tool.actions["get"].output.schema
+    jsonschema.validate(flat.view.data, schema)
+    answers = asyncio.run(every_path(app, "bill", "get", {"id": "b1"}))
+    for path in PATHS:
+        assert answers[path].error is None and "ada@example.com" not in answers[path].raw
+        jsonschema.validate(answers[path].data, schema)
+    assert answers["mcp-2026"].texts == flat.texts
