@@ -63,4 +63,6 @@ def is_json_media_type(content_type: str | None) -> bool:
     """True for `application/json`, parameters (`; charset=utf-8`) allowed; case-insensitive."""
     if content_type is None:
         return False
+    if content_type == "application/json":  # what nearly every client sends, decided without parsing
+        return True
     return content_type.partition(";")[0].strip().lower() == "application/json"

@@ -322,3 +322,25 @@ def test_one_body_events_are_the_bytes_sse_starlette_writes():
         assert encode_message(event_id, message) == ServerSentEvent(**sse_event(event_id, message)).encode()
     for priming in ({"id": "sid~abc#1", "data": "", "retry": 1000}, {"id": "sid~abc#1", "data": ""}):
         assert encode_priming(priming) == ServerSentEvent(**priming).encode()
+
+
+def test_a_live_reply_sends_the_bytes_the_event_store_kept():
+    import asyncio
+
+    from pydantic_core import to_json
+
+    from mcpfusion.mcp.events import InMemoryEventStore
+    from mcpfusion.mcp.streams import encode_message
+
+    store = InMemoryEventStore()
+    reply = {"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": "a\nb é"}]}}
+    twin = {**reply}
+    event_id = asyncio.run(store.store_event("sid~1", reply))
+    kept = store.encoded(reply)
+    assert kept == to_json(reply)
+    assert store.encoded(twin) is None  # an equal dict is not the message stored: encoded again
+    assert encode_message(event_id, reply, kept) == encode_message(event_id, reply)
+    replayed = asyncio.run(store.replay_after("sid~1#0"))
+    assert replayed == ("sid~1", [(event_id, reply)])
+    asyncio.run(store.store_event("sid~1", {"jsonrpc": "2.0", "method": "notifications/progress"}))
+    assert store.encoded(reply) is None  # only the last one

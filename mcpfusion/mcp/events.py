@@ -55,26 +55,39 @@ class InMemoryEventStore:
         self._started: OrderedDict[str, float] = OrderedDict()
         # One counter for every stream: ids stay unique even for a stream that was forgotten and restarted.
         self._counter = 0
+        self._last: tuple[dict[str, Any], bytes] | None = None  # the message stored last, and its bytes
 
-    def _forget_old(self) -> None:
-        horizon = time.monotonic() - self.retention
-        while self._streams:
-            oldest = next(iter(self._streams))
-            if len(self._streams) < self.max_streams and self._started[oldest] >= horizon:
+    def _forget_old(self, now: float) -> None:
+        horizon = now - self.retention
+        streams, started = self._streams, self._started
+        while streams:
+            if len(streams) < self.max_streams and next(iter(started.values())) >= horizon:
                 break
-            self._streams.popitem(last=False)
-            self._started.popitem(last=False)
+            streams.popitem(last=False)
+            started.popitem(last=False)
 
     async def store_event(self, stream_id: str, message: dict[str, Any] | None) -> str:
         events = self._streams.get(stream_id)
         if events is None:
-            self._forget_old()
+            now = time.monotonic()
+            self._forget_old(now)
             events = self._streams[stream_id] = deque(maxlen=self.max_events)
-            self._started[stream_id] = time.monotonic()
+            self._started[stream_id] = now
         self._counter += 1
         seq = self._counter
-        events.append((seq, None if message is None else to_json(message, fallback=str)))
+        if message is None:
+            events.append((seq, None))
+        else:
+            data = to_json(message, fallback=str)
+            events.append((seq, data))
+            self._last = (message, data)
         return event_id(stream_id, seq)
+
+    def encoded(self, message: dict[str, Any]) -> bytes | None:
+        """The JSON bytes of `message` when it is the message stored last (None otherwise): the live SSE
+        response sends the bytes just stored instead of encoding the reply a second time."""
+        last = self._last
+        return last[1] if last is not None and last[0] is message else None
 
     async def replay_after(self, last_event_id: str) -> tuple[str, list[tuple[str, dict[str, Any]]]] | None:
         parsed = parse_event_id(last_event_id)

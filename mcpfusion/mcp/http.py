@@ -129,7 +129,8 @@ class McpHttpTransport:
     def _refuse(self, request: Request) -> Response | None:
         reason = self.guard.check(header(request, b"host"), header(request, b"origin"))
         if reason is None:
-            if sum(1 for name, _ in request.scope["headers"] if name == b"authorization") > 1:
+            if header(request, b"authorization") is not None and \
+                    sum(1 for name, _ in request.scope["headers"] if name == b"authorization") > 1:
                 # Login and session check could otherwise read different credentials.
                 return http_error(400, "Bad Request: send exactly one Authorization header")
             return None

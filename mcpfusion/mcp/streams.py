@@ -20,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from . import jsonrpc
 from .channel import Channel, NoBackChannel
+from .events import InMemoryEventStore
 from .jsonrpc import REQUEST_TIMEOUT, McpError, dumps, notification, request
 
 if TYPE_CHECKING:
@@ -79,7 +80,9 @@ class SessionChannel(Channel):
 
     async def _deliver(self, event_id: str | None, message: dict[str, Any]) -> None:
         if self.stream is not None:
-            await self.stream.put(event_id, message)
+            events = self.wire.events
+            data = events.encoded(message) if isinstance(events, InMemoryEventStore) else None
+            await self.stream.put(event_id, message, data)
 
     async def emit(self, message: dict[str, Any]) -> None:
         wire = self.wire
@@ -160,13 +163,15 @@ class SessionChannel(Channel):
                 self.stream.close()
 
 
-def encode_message(event_id: str | None, message: dict[str, Any]) -> bytes:
-    """`sse_event(event_id, message)` as the bytes sse-starlette's encoder writes for it. Written directly:
-    neither field can hold a line break (event ids are `{session}~{hex}#{n}`; compact JSON escapes them), so
-    the encoder's line splitting has nothing to do."""
+def encode_message(event_id: str | None, message: dict[str, Any], data: bytes | None = None) -> bytes:
+    """`sse_event(event_id, message)` as the bytes sse-starlette's encoder writes for it (`data`: the
+    message's JSON bytes when already encoded). Written directly: neither field can hold a line break (event
+    ids are `{session}~{hex}#{n}`; compact JSON escapes them), so the encoder's line splitting has nothing
+    to do."""
     head = b"event: message\r\ndata: " if event_id is None else \
         b"id: " + event_id.encode() + b"\r\nevent: message\r\ndata: "
-    data: bytes = to_json(message, fallback=str)
+    if data is None:
+        data = to_json(message, fallback=str)
     return head + data + b"\r\n\r\n"
 
 
@@ -271,11 +276,12 @@ class PostStream(Response):
             if not self._ended:
                 await self._send({"type": "http.response.body", "body": _PING, "more_body": True})
 
-    async def put(self, event_id: str | None, message: dict[str, Any]) -> None:
-        """An event of the call (stored already): kept for the one body if it is the reply, else streamed."""
+    async def put(self, event_id: str | None, message: dict[str, Any], encoded: bytes | None = None) -> None:
+        """An event of the call (stored already; `encoded`: its JSON bytes, when known): kept for the one body
+        if it is the reply, else streamed."""
         if self._ended:
             return
-        data = encode_message(event_id, message)
+        data = encode_message(event_id, message, encoded)
         last = is_response(message)
         if last and self._head is None:
             self._reply = data
