@@ -102,3 +102,18 @@ def test_cold_start_harness_builds_the_500_action_server_and_lists_it():
     assert re.fullmatch(r"import_build_s=\d+\.\d{3} import_build_cpu_s=\d+\.\d{3} first_answer_cpu_s=\d+\.\d{3} "
                         r"tools_list_first_ms=\d+\.\d\d "
                         r"tools_list_ms=\d+\.\d\d", lines[-1])
+
+
+def test_core_ab_harness_compares_two_trees_in_process():
+    """This tree twice (two workers) side by side: a table of every cell asked and the ratio line per tree
+    (each worker checks its calls succeed before measuring)."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "core_ab.py"), str(ROOT), f"{ROOT}/.", "--rounds", "1", "--calls", "5"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    for cell in ("2026json", "2025json", "2025sse", "bare", "present"):
+        row = next(line for line in lines if line.startswith(cell))
+        assert len(re.findall(r"\d+\.\d", row)) == 2, row
+    ratios = [line for line in lines if "sse_vs_json=" in line]
+    assert len(ratios) == 2 and all(re.search(r"sse_vs_json=\d+\.\d\d bare_vs_ours=0\.\d\d", r) for r in ratios)
