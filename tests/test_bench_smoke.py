@@ -91,6 +91,25 @@ def test_service_harness_in_process_reports_cpu_time():
 
 
 @pytest.mark.timeout(300)
+def test_service_ab_harness_runs_two_trees_side_by_side(tmp_path):
+    """Two trees (here the working tree twice: a directory, as a git revision would be exported) each in a
+    worker of its own; every cell of both measured and reported."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "service_ab.py"), str(ROOT), str(ROOT), "--rounds", "1", "--calls", "3",
+         "--actions", "get_invoice"],
+        capture_output=True, text=True, timeout=280, cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.strip().splitlines()
+    for kind in ("mcp", "plain", "data"):
+        assert re.fullmatch(rf"\| get_invoice, {kind} \| \d+ µs \([\d,]+\) \| \d+ µs \([\d,]+\) \|",
+                            next(line for line in lines if line.startswith(f"| get_invoice, {kind} |")))
+    label = re.escape(str(ROOT))
+    assert re.fullmatch(rf"({label}_overhead_get_invoice=-?\d+\.\d{{3}} {label}_get_invoice_rps_per_cpu=\d+ ?){{2}}",
+                        lines[-1]), lines[-1]
+
+
+@pytest.mark.timeout(300)
 def test_cold_start_harness_builds_the_500_action_server_and_lists_it():
     run = subprocess.run([sys.executable, str(ROOT / "bench" / "cold_start.py"), "--runs", "1"],
                          capture_output=True, text=True, timeout=280, cwd=ROOT)
