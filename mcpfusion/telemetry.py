@@ -209,7 +209,7 @@ class Telemetry:
             self._propagator = textmap
             self._fields = frozenset(field.lower().encode("latin-1") for field in textmap.fields)
         fields = self._fields
-        for name, _ in call.request.scope["headers"]:  # (ASGI header names are lower case)
+        for name, _ in call.request.scope.get("headers", ()):  # (ASGI header names are lower case)
             if name in fields:
                 return self._extract(call.request.headers)
         return None

@@ -163,6 +163,7 @@ class Tracing:
         self._light = False
         self._plain = False
         self._shared: dict[str, Any] = {}
+        self._enabled: Any = None
 
     def light(self) -> bool:
         """Whether spans are made here (SDK tracer, processors acting only on end) rather than by the
@@ -173,20 +174,28 @@ class Tracing:
         processors = getattr(tracer.span_processor, "_span_processors", None)
         if processors is not self._checked:
             self._checked = processors
-            limits = tracer._span_limits
-            self._light = (processors is not None and all(_acts_only_on_end(p) for p in processors)
-                           and isinstance(tracer._tracer_metrics, NoOpTracerMetrics))
-            # mcpfusion's attributes are valid strings: a plain dict keeps them as the SDK would unless its
-            # limits could cut them.
-            self._plain = limits.max_span_attribute_length is None and (
-                limits.max_span_attributes is None or limits.max_span_attributes >= 64)
-            self._shared = {
-                "_instrumentation_info": tracer.instrumentation_info,
-                "_instrumentation_scope": tracer._instrumentation_scope, "_end_time": None, "_events": (),
-                "_links": (), "_status": _UNSET, "_sampler": tracer.sampler, "_trace_config": None,
-                "_record_exception": False, "_set_status_on_exception": False,
-                "_span_processor": tracer.span_processor, "_limits": limits, "_record_end_metrics": None}
-        return self._light and tracer._is_enabled()
+            try:
+                self._decide(tracer, processors)
+            except AttributeError:  # an SDK whose internals moved: its own start_span, never a broken span
+                logger.warning("OpenTelemetry SDK internals changed: mcpfusion's spans go through start_span")
+                self._light = False
+        return self._light and self._enabled()
+
+    def _decide(self, tracer: Any, processors: Any) -> None:
+        limits = tracer._span_limits
+        self._light = (processors is not None and all(_acts_only_on_end(p) for p in processors)
+                       and isinstance(tracer._tracer_metrics, NoOpTracerMetrics))
+        self._enabled = tracer._is_enabled
+        # mcpfusion's attributes are valid strings: a plain dict keeps them as the SDK would unless its
+        # limits could cut them.
+        self._plain = limits.max_span_attribute_length is None and (
+            limits.max_span_attributes is None or limits.max_span_attributes >= 64)
+        self._shared = {
+            "_instrumentation_info": tracer.instrumentation_info,
+            "_instrumentation_scope": tracer._instrumentation_scope, "_end_time": None, "_events": (),
+            "_links": (), "_status": _UNSET, "_sampler": tracer.sampler, "_trace_config": None,
+            "_record_exception": False, "_set_status_on_exception": False,
+            "_span_processor": tracer.span_processor, "_limits": limits, "_record_end_metrics": None}
 
     def start(self, name: str, attributes: Mapping[str, Any], context: Any = None, kind: Any = _INTERNAL) -> Any:
         """A started span under `context` (None: the current one), not made current: a `LightSpan`, a

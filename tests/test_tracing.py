@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import textwrap
 from typing import Any
 
@@ -304,3 +305,45 @@ def test_a_processor_added_later_switches_the_path():
     provider.add_span_processor(Starts())
     assert not tracing.light()
     assert type(tracing.start("s", {})) is not LightSpan
+
+
+def test_an_sdk_whose_internals_moved_gets_its_own_start_span(caplog):
+    """Should a future SDK (inside the pinned range) rename what the light path reads, spans go through
+    `start_span` with a warning instead of breaking."""
+    provider, spans = traced()
+    tracer = provider.get_tracer("t")
+    tracing = Tracing(tracer)
+    del tracer._span_limits
+    assert tracing.light() is False
+    assert "internals changed" in caplog.text
+    tracer._span_limits = provider._span_limits
+    span = tracing.start("s", {"a": "b"})
+    assert type(span) is not LightSpan
+    span.end()
+    assert [s.name for s in spans.get_finished_spans()] == ["s"]
+
+
+async def test_rest_and_stdio_calls_nest_the_users_span_under_the_action():
+    from mcpfusion.mcp.stdio import StdioBridge
+
+    provider, spans = traced()
+    app = app_with(provider)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        r = await http.post("/api/billing/get_invoice", json={"id": "inv_1"})
+    assert r.status_code == 200
+    lines: list[str] = []
+    bridge = StdioBridge(app, lines.append, headers={})
+    await bridge.startup()
+    await bridge.handle_line(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "billing", "arguments": {"action": "get_invoice", "id": "inv_1"}, "_meta": META}}))
+    await bridge.close()
+    assert '"isError":false' in lines[-1].replace(" ", "")
+    finished = spans.get_finished_spans()
+    by_id = {span.context.span_id: span for span in finished}
+    actions = [span for span in finished if span.name == "execute_tool billing.get_invoice"]
+    assert sorted(by_id[a.parent.span_id].name for a in actions) == ["POST /api/billing/get_invoice",
+                                                                     "tools/call billing"]
+    queries = [span for span in finished if span.name == "db.query"]
+    assert len(queries) == 2 and all(by_id[q.parent.span_id].name == "execute_tool billing.get_invoice"
+                                     for q in queries)
+    assert all(type(a) is ReadableSpan for a in actions)  # the processors got the SDK's snapshot
