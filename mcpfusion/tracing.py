@@ -114,8 +114,10 @@ class LightSpan(SdkSpan):
             self._bounded()._set_items(attributes)
 
     def put(self, key: str, value: str) -> None:
-        """mcpfusion's own attribute (a valid string: no cleaning needed)."""
-        self._attributes[key] = value
+        """mcpfusion's own attribute (a valid string: no cleaning needed); none once the span has ended (the
+        handler may end the current span itself: its snapshot shares this dict)."""
+        if self._end_time is None:
+            self._attributes[key] = value
 
     def _add_event(self, event: Any) -> None:
         with self._lock:

@@ -347,3 +347,25 @@ async def test_rest_and_stdio_calls_nest_the_users_span_under_the_action():
     assert len(queries) == 2 and all(by_id[q.parent.span_id].name == "execute_tool billing.get_invoice"
                                      for q in queries)
     assert all(type(a) is ReadableSpan for a in actions)  # the processors got the SDK's snapshot
+
+
+async def test_a_handler_that_ends_the_action_span_itself():
+    """As with the SDK's spans: it ends there (exported once, unchanged after), and the call still answers."""
+    provider, spans = traced()
+    billing = Tool("billing", description="Invoices")
+
+    @billing.action(readonly=True)
+    async def get_invoice(id: str) -> str:
+        """Fetch one invoice."""
+        trace.get_current_span().end()
+        raise ValueError("after the end")
+
+    app = MCPFusion("t", tools=[billing], telemetry=Telemetry(tracer_provider=provider,
+                                                              meter_provider=MeterProvider())).build_app()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        r = await http.post("/mcp", headers=HEADERS, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                                            "params": {"name": "billing", "arguments": {
+                                                                "action": "get_invoice", "id": "x"}, "_meta": META}})
+    assert r.json()["result"]["isError"] is True
+    actions = [s for s in spans.get_finished_spans() if s.name == "execute_tool billing.get_invoice"]
+    assert len(actions) == 1 and "error.type" not in actions[0].attributes
