@@ -7,18 +7,21 @@ processors only act when a span ends (the SDK's `BatchSpanProcessor` and `Simple
 processor that overrides neither `on_start` nor `_on_ending`), a span is made here the way the SDK would make
 it, decision for decision: the parent's span context, a new trace id from the tracer's id generator when there
 is none, the tracer's sampler (honouring the parent's flags exactly as the SDK's samplers do), the flags and
-trace state it returns, a new span id. A dropped span is a `NonRecordingSpan` carrying that span context (what
-the SDK returns). A recorded one is a `LightSpan`: an SDK `Span` started without the SDK's per-span set-up
-(its attribute dict is plain until the user's code sets an attribute, its event and link lists are made on
-first use), which ends the SDK's way (a `ReadableSpan` snapshot handed to the tracer's span processors).
+trace state it returns, a new span id. The sampler decides once per request: the action span under a
+request span made here shares its decision (as the SDK's parent-based samplers decide), and so do the phase
+spans under the action span. A dropped span is a `DroppedSpan`, the SDK's `NonRecordingSpan` carrying that
+span context (what the SDK returns); nothing is made under it. A recorded one is a `LightSpan`: an SDK
+`Span` started without the SDK's per-span set-up (its attribute dict is plain until the user's code sets an
+attribute, its event and link lists are made on first use), which ends the SDK's way (a `ReadableSpan`
+snapshot handed to the tracer's span processors).
 Everything else a user's code can call on it (`set_status`, `add_event`, `record_exception`, `update_name`,
 ...) is the SDK's own code.
 
 With any other processor (one that wants `on_start`), with the SDK's own tracer metrics switched on, with a
 tracer disabled by its configurator, or with a tracer that is not the SDK's, spans go through the tracer's
-`start_span`. `opentelemetry-sdk` is pinned below 2 for the internals used here, and
-tests/test_tracing.py compares both paths span for span, so a change of the SDK fails a test instead of
-changing the spans.
+`start_span`. `opentelemetry-sdk>=1.45,<2` is pinned for the internals used here (should one move, spans go
+through `start_span` with a warning), and tests/test_tracing.py compares both paths span for span, so a
+change of the SDK fails a test instead of changing the spans.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ class LightSpan(SdkSpan):
     SDK's methods work on it unchanged. Three differ: the attributes stay a plain dict until the user's
     code sets one (then they become the SDK's `BoundedAttributes`, with the tracer's limits), the event
     and link lists are made on first use, and `end()` hands the snapshot to the processors without the
-    `_on_ending` round (made only when no processor has one)."""
+    `_on_ending` round (light spans are only made when no processor has one)."""
 
     def __init__(self, name: str, context: Any, parent: Any, kind: Any, attributes: Mapping[str, Any],
                  tracer: Any, shared: dict[str, Any], plain: bool) -> None:
