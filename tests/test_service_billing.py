@@ -55,7 +55,12 @@ async def test_overdue_invoice_suggests_remind_and_embeds_lines(t):
     assert [s.action for s in result.suggestions] == ["billing.remind", "billing.record_payment"]
     texts = result.raw.texts
     assert texts[-1].startswith("<action_suggestions>\n- billing.remind: ")
-    assert any(t.startswith('<ui_passthrough type="markdown" title="Line items">') for t in texts)  # embed
+    # the data, the summary, the chart, then the line items' table (drawn by the invoice's UI), before the rules
+    assert [t.split(">", 1)[0] for t in texts[1:4]] == ['<ui_passthrough type="markdown"',
+                                                        '<ui_passthrough type="echarts" title="Paid vs outstanding" '
+                                                        'width="half"', '<ui_passthrough type="markdown" title="Line '
+                                                        'items"']
+    assert texts[3].splitlines()[1:3] == ["| Description | Qty | Unit price | Amount |", "|---|---|---|---|"]
     assert "- A line's amount_cents is quantity x unit_price_cents, in CENTS." in texts[-2]  # child rules merged
     assert result.data["lines"][0]["amount_cents"] == result.data["lines"][0]["quantity"] * \
         result.data["lines"][0]["unit_price_cents"]
