@@ -1,12 +1,13 @@
 """The reference service's cells (`bench/service.py`) for two or more trees side by side, in process.
 
 Each tree (a git revision of this repository, exported to a temporary directory, or a directory) runs in a
-worker process of its own with its own `mcpfusion`, service and `bench/service_server.py`, on a SQLite file
-of its own seeded with the demo data. The workers take turns, cell after cell, round after round, so a busy
-machine slows every tree alike; each figure is the best round (a shared machine only ever makes a round
-slower), in µs of process CPU per call, the calls sent one at a time straight into the ASGI app (uvloop, no
-HTTP server). Every reply is checked (HTTP 200, the invoice id or the summary in it, no `isError`); a cell a
-tree does not serve (`data`, the `bench_data` tool, before it existed) is left out for that tree.
+worker process of its own with its own `mcpfusion`, service and `bench/service_server.py`, on a SQLite file of
+its own seeded with the demo data, all pinned to one CPU (`--cpu`, the last by default). The workers take turns,
+cell after cell, round after round, so a busy machine slows every tree alike; each figure is the best round (a
+shared machine only ever makes a round slower), in µs of process CPU per call, the calls sent one at a time
+straight into the ASGI app (uvloop, no HTTP server). Every reply is checked (HTTP 200, the invoice id or the
+summary in it, no `isError`); a cell a tree does not serve (`data`, the `bench_data` tool, before it existed) is
+left out for that tree.
 
 Cells: `mcp` (the service's `tools/call`), `plain` (the plain FastAPI route making the same store call) and,
 for `get_invoice`, `data` (MCP, the data only: see `service_server.py`). `overhead` is plain / mcp - 1 in
@@ -43,6 +44,9 @@ KINDS = ("mcp", "data", "plain")
 def worker(tree: Path) -> None:
     """Serve `check INDEX` / `run INDEX N` commands on stdin for the cells given on the first line."""
     specs = json.loads(sys.stdin.readline())
+    cpu = os.environ.get("SERVICE_AB_CPU")
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(cpu)})  # every tree's worker on the same core: the same neighbours
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.update({"DATABASE_URL": f"sqlite:///{Path(tmp) / 'billing.sqlite3'}", "MCPFUSION_DEMO": "1",
                            "MCPFUSION_RATE_LIMIT": "1000000000"})
@@ -96,9 +100,11 @@ def worker(tree: Path) -> None:
 
 
 class Tree:
-    def __init__(self, label: str, path: Path, specs: list[dict[str, Any]]) -> None:
+    def __init__(self, label: str, path: Path, specs: list[dict[str, Any]], cpu: int | None) -> None:
         self.label = label
         env = {**os.environ, "PYTHONPATH": ""}
+        if cpu is not None:
+            env["SERVICE_AB_CPU"] = str(cpu)
         self.process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", str(path)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
                                         cwd=path)
@@ -141,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=300, help="calls per cell and round (default 300)")
     parser.add_argument("--actions", type=lambda v: v.split(","), default=list(CALLS),
                         help="comma-separated subset of " + ",".join(CALLS))
+    parser.add_argument("--cpu", type=int, default=(os.cpu_count() or 1) - 1,
+                        help="the CPU every worker is pinned to (default: the last; -1: not pinned)")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
@@ -150,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     specs = [{"path": c.path, "headers": [*c.headers.items(), ("host", "127.0.0.1")],
               "body": json.dumps(c.body), "expect": EXPECT[c.action]} for c in todo]
     with tempfile.TemporaryDirectory() as tmp:
-        trees = [Tree(label, export(label, Path(tmp)), specs) for label in (args.trees or ["HEAD"])]
+        cpu = args.cpu if args.cpu >= 0 else None
+        trees = [Tree(label, export(label, Path(tmp)), specs, cpu) for label in (args.trees or ["HEAD"])]
         try:
             for tree in trees:
                 for index, cell in enumerate(todo):
