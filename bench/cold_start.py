@@ -208,8 +208,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label} / mcpfusion: import + build CPU {cpu[label] / cpu['mcpfusion']:.2f}x, "
                   f"to the first tools/list {to_first[label] / to_first['mcpfusion']:.2f}x")
     if "mcpfusion before" in probes:
+        # Each run measured both trees back to back: the median of those paired differences shrugs off the load
+        # bursts of a shared machine better than the difference of the two medians.
+        def paired(get: Any) -> float:
+            return statistics.median(get(new) - get(old)
+                                     for new, old in zip(probes["mcpfusion"], probes["mcpfusion before"], strict=True))
+
         print(f"mcpfusion before / after: import + build CPU {cpu['mcpfusion before'] / cpu['mcpfusion']:.2f}x, "
-              f"to the first tools/list {to_first['mcpfusion before'] / to_first['mcpfusion']:.2f}x")
+              f"to the first tools/list {to_first['mcpfusion before'] / to_first['mcpfusion']:.2f}x; paired "
+              f"(after - before, median of the runs): import + build CPU "
+              f"{paired(lambda p: p['import_build_cpu_s']) * 1e3:+.0f} ms, protocol modules "
+              f"{paired(lambda p: p['protocol_cpu_ms']):+.0f} ms, first tools/list "
+              f"{paired(lambda p: p['first_cpu_ms']):+.0f} ms, "
+              f"to the first answer {paired(first_answer) * 1e3:+.0f} ms")
     print(f"import_build_s={med('mcpfusion', lambda p: p['import_build_s']):.3f} "
           f"import_build_cpu_s={cpu['mcpfusion']:.3f} "
           f"first_answer_cpu_s={to_first['mcpfusion']:.3f} "
