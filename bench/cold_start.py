@@ -124,8 +124,10 @@ SERVERS = [
 
 def run(code: str, env: dict[str, str] | None = None) -> tuple[float, str]:
     start = time.perf_counter()
+    # cwd: the bench directory, not the caller's (`python -c` puts the working directory first on sys.path, so
+    # from the repository root every tree's `import mcpfusion` would find the repository's own package).
     out = subprocess.run([*pin(0), sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, **(env or {})}).stdout
+                         env={**os.environ, **(env or {})}, cwd=BENCH_DIR).stdout
     return time.perf_counter() - start, out
 
 
