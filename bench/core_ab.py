@@ -21,7 +21,6 @@ Run: `python bench/core_ab.py 0fa9772 HEAD [--rounds 8] [--calls 300] [--cells 2
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import json
 import os
@@ -32,7 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from harness import export_tree, post, status_and_body
+
 CELLS = ("2026json", "2025json", "2025sse", "bare", "present")
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
 ACCEPT = "application/json, text/event-stream"
@@ -60,42 +60,14 @@ def _headers(wire: str, tool: str, session_id: str | None = None) -> list[tuple[
     return [(k.encode(), v.encode()) for k, v in headers.items()]
 
 
-async def _call(app: Any, headers: list[tuple[bytes, bytes]], body: bytes) -> list[dict[str, Any]]:
-    """One POST /mcp straight through the ASGI app; the messages it sent."""
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-             "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "root_path": "",
-             "headers": headers, "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
-    sent = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.Event().wait()  # never disconnects
-        raise AssertionError  # pragma: no cover
-
-    out: list[dict[str, Any]] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        out.append(message)
-
-    await app(scope, receive, send)
-    return out
-
-
-def _body_of(out: list[dict[str, Any]]) -> bytes:
-    return b"".join(m.get("body", b"") for m in out if m["type"] == "http.response.body")
-
-
 async def _session(app: Any) -> str:
     init = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1.0.0"}}})
     headers = [(b"content-type", b"application/json"), (b"accept", ACCEPT.encode()), (b"host", b"127.0.0.1")]
-    out = await _call(app, headers, init.encode())
+    out = await post(app, headers, init.encode())
     session_id = dict(out[0]["headers"])[b"mcp-session-id"].decode()
     headers += [(b"mcp-session-id", session_id.encode()), (b"mcp-protocol-version", LEGACY.encode())]
-    await _call(app, headers, json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
+    await post(app, headers, json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
     return session_id
 
 
@@ -120,16 +92,16 @@ async def _worker(cells: list[str]) -> None:
     }
     if "bare" in cells:  # the bare route answers the bytes of our 2026 reply, as in mcp_throughput.py
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-            f.write(_body_of(await _call(*targets["2026json"])))
+            f.write(status_and_body(await post(*targets["2026json"]))[1])
         os.environ["BENCH_BODY_FILE"] = f.name
         from peers import bare_fastapi  # noqa: PLC0415
 
         targets["bare"] = (bare_fastapi.app, _headers(MODERN, tool), _body(MODERN, tool, INVOICE_ID))
     for name, target in targets.items():
         for _ in range(100):
-            out = await _call(*target)
+            out = await post(*target)
         sse = dict(out[0]["headers"]).get(b"content-type", b"").startswith(b"text/event-stream")
-        if out[0]["status"] != 200 or b'"isError":false' not in _body_of(out) or sse != (name == "2025sse"):
+        if out[0]["status"] != 200 or b'"isError":false' not in status_and_body(out)[1] or sse != (name == "2025sse"):
             raise SystemExit(f"{tree}: {name} is not a successful tools/call: {out[:2]}")
     present = server.invoice_presenter.present
     for _ in range(500):
@@ -149,23 +121,12 @@ async def _worker(cells: list[str]) -> None:
             target = targets[name]
             start = time.process_time()
             for _ in range(calls):
-                await _call(*target)
+                await post(*target)
             result[name] = (time.process_time() - start) / calls * 1e6
         print(json.dumps(result), flush=True)
 
 
 # -- driver ---------------------------------------------------------------------------------------------
-
-
-def _checkout(rev: str, into: Path) -> Path:
-    """A directory holding `rev`: a directory as given, else the git revision exported into `into`."""
-    if Path(rev).is_dir():
-        return Path(rev).resolve()
-    target = into / rev.replace("/", "_")
-    target.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    return target
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         uvloop.run(_worker(cells))
         return 0
     with tempfile.TemporaryDirectory() as tmp:
-        dirs = {rev: _checkout(rev, Path(tmp)) for rev in args.trees}
+        dirs = {rev: export_tree(rev, Path(tmp)) for rev in args.trees}
         workers = {}
         for rev, path in dirs.items():
             proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", "--cells",

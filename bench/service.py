@@ -48,6 +48,7 @@ import httpx
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
+from harness import post, status_and_body  # noqa: E402
 from mcp_throughput import BenchError, Uvicorn, WrkResult, run_wrk  # noqa: E402
 
 TOKEN = "demo-admin"
@@ -178,21 +179,8 @@ def run_in_process(args: argparse.Namespace) -> list[Cell]:
         from service_server import app
 
         async def call(cell: Cell) -> tuple[int, bytes]:
-            headers = [(k.lower().encode(), v.encode()) for k, v in cell.headers.items()]
-            scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-                     "scheme": "http", "path": cell.path, "raw_path": cell.path.encode(), "query_string": b"",
-                     "root_path": "", "headers": [*headers, (b"host", b"127.0.0.1")],
-                     "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80)}
-            body, sent = json.dumps(cell.body).encode(), []
-
-            async def receive() -> dict[str, Any]:
-                return {"type": "http.request", "body": body, "more_body": False}
-
-            async def send(message: dict[str, Any]) -> None:
-                sent.append(message)
-
-            await app(scope, receive, send)
-            return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+            headers = [*((k.lower().encode(), v.encode()) for k, v in cell.headers.items()), (b"host", b"127.0.0.1")]
+            return status_and_body(await post(app, headers, json.dumps(cell.body).encode(), cell.path))
 
         async def measure_cell(cell: Cell) -> WrkResult:
             gate = asyncio.Semaphore(args.connections)

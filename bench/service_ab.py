@@ -33,6 +33,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 sys.path.insert(0, str(BENCH_DIR))
 
+from harness import export_tree, post, status_and_body  # noqa: E402
 from service import CALLS, EXPECT, Cell, cells  # noqa: E402
 
 KINDS = ("mcp", "data", "plain")
@@ -55,20 +56,8 @@ def worker(tree: Path) -> None:
         from service_server import app
 
         async def call(spec: dict[str, Any]) -> tuple[int, bytes]:
-            scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-                     "scheme": "http", "path": spec["path"], "raw_path": spec["path"].encode(), "query_string": b"",
-                     "root_path": "", "headers": [(k.lower().encode(), v.encode()) for k, v in spec["headers"]],
-                     "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80)}
-            body, sent = spec["body"].encode(), []
-
-            async def receive() -> dict[str, Any]:
-                return {"type": "http.request", "body": body, "more_body": False}
-
-            async def send(message: dict[str, Any]) -> None:
-                sent.append(message)
-
-            await app(scope, receive, send)
-            return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+            headers = [(k.lower().encode(), v.encode()) for k, v in spec["headers"]]
+            return status_and_body(await post(app, headers, spec["body"].encode(), spec["path"]))
 
         def bad(spec: dict[str, Any], status: int, text: bytes) -> str | None:
             if status != 200 or spec["expect"].encode() not in text or b'"isError":true' in text:
@@ -129,17 +118,6 @@ class Tree:
         self.process.wait(timeout=60)
 
 
-def export(tree: str, into: Path) -> Path:
-    """`tree` as a directory: itself when it is one, else the git revision exported under `into`."""
-    if Path(tree).is_dir():
-        return Path(tree).resolve()
-    target = into / tree.replace("/", "_")
-    target.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", tree], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    return target
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trees", nargs="*", help="git revisions or directories (default: HEAD)")
@@ -159,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
               "body": json.dumps(c.body), "expect": EXPECT[c.action]} for c in todo]
     with tempfile.TemporaryDirectory() as tmp:
         cpu = args.cpu if args.cpu >= 0 else None
-        trees = [Tree(label, export(label, Path(tmp)), specs, cpu) for label in (args.trees or ["HEAD"])]
+        trees = [Tree(label, export_tree(label, Path(tmp)), specs, cpu) for label in (args.trees or ["HEAD"])]
         try:
             for tree in trees:
                 for index, cell in enumerate(todo):

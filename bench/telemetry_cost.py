@@ -35,6 +35,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import mcpfusion_server as server  # noqa: E402
+from harness import post  # noqa: E402
 from mcp_throughput import MODERN, call_body, call_headers  # noqa: E402
 
 from mcpfusion.app import MCPFusion  # noqa: E402
@@ -66,26 +67,7 @@ HEADERS = [(k.lower().encode(), v.encode()) for k, v in call_headers(MODERN).ite
 
 async def call(app: Any) -> list[dict[str, Any]]:
     """One tools/call straight through the ASGI app; the messages it sent."""
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-             "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "root_path": "",
-             "headers": HEADERS, "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
-    sent = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": BODY, "more_body": False}
-        await asyncio.Event().wait()  # never disconnects
-        raise AssertionError  # pragma: no cover
-
-    out: list[dict[str, Any]] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        out.append(message)
-
-    await app(scope, receive, send)
-    return out
+    return await post(app, HEADERS, BODY)
 
 
 def _export_threads(app: Any) -> list[Any]:

@@ -1,0 +1,53 @@
+"""What the in-process benchmarks share: a request sent straight into an ASGI app, and a git revision as a
+directory (for the benchmarks that compare trees side by side)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+async def post(app: Any, headers: list[tuple[bytes, bytes]], body: bytes, path: str = "/mcp") -> list[dict[str, Any]]:
+    """One POST through `app` (no server, no socket); the ASGI messages it sent. The client never
+    disconnects, so a streaming answer runs to its end."""
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+             "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "headers": headers, "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80)}
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()
+        raise AssertionError  # pragma: no cover - the wait never ends
+
+    out: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        out.append(message)
+
+    await app(scope, receive, send)
+    return out
+
+
+def status_and_body(messages: list[dict[str, Any]]) -> tuple[int, bytes]:
+    """The status and the whole body of the answer `post` collected."""
+    status = next(m["status"] for m in messages if m["type"] == "http.response.start")
+    return status, b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
+
+
+def export_tree(rev: str, into: Path) -> Path:
+    """A directory holding `rev`: itself when it is a directory, else the git revision exported under `into`."""
+    if Path(rev).is_dir():
+        return Path(rev).resolve()
+    target = into / rev.replace("/", "_")
+    target.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
