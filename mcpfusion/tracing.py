@@ -123,24 +123,22 @@ class LightSpan(SdkSpan):
             self._attributes[key] = value
 
     def _add_event(self, event: Any) -> None:
-        with self._lock:
-            if self._end_time is None:
-                events: Any = self._events
-                if not events:
-                    events = self._events = BoundedList(self._limits.max_events)
-                events.append(event)
-                return
-        logger.warning("Tried calling _add_event on an ended span.")
+        self._append("_events", self._limits.max_events, event, "_add_event")
 
     def _add_link(self, link: Any) -> None:
+        self._append("_links", self._limits.max_links, link, "_add_link")
+
+    def _append(self, field: str, limit: int | None, item: Any, method: str) -> None:
+        """Add an event or a link, making its bounded list on first use (the SDK's rules otherwise)."""
         with self._lock:
             if self._end_time is None:
-                links: Any = self._links
-                if not links:
-                    links = self._links = BoundedList(self._limits.max_links)
-                links.append(link)
+                items: Any = getattr(self, field)
+                if not items:
+                    items = BoundedList(limit)
+                    setattr(self, field, items)
+                items.append(item)
                 return
-        logger.warning("Tried calling _add_link on an ended span.")
+        logger.warning("Tried calling %s on an ended span.", method)
 
     def end(self, end_time: int | None = None) -> None:
         with self._lock:

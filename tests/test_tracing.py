@@ -287,6 +287,28 @@ def test_light_span_takes_the_users_attributes_under_the_sdks_limits():
     assert light.status.description == sdk.status.description == "why"
 
 
+def test_light_span_takes_links_and_ignores_events_after_end_as_the_sdk_does(caplog):
+    """Links and events land on a light span exactly as on the SDK's; after `end()` both are refused with
+    the SDK's warning."""
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracer = provider.get_tracer("t")
+    tracing = Tracing(tracer)
+    other = tracer.start_span("other").get_span_context()
+    for span in (tracing.start("light", {}), tracer.start_span("sdk")):
+        span.add_link(other, {"why": "follows"})
+        span.end()
+        span.add_event("late")
+        span.add_link(other)
+    light, sdk = spans.get_finished_spans()
+    assert [(li.context.span_id, dict(li.attributes)) for li in light.links] == \
+        [(li.context.span_id, dict(li.attributes)) for li in sdk.links] == [(other.span_id, {"why": "follows"})]
+    assert light.events == sdk.events == ()
+    refused = [r.getMessage() for r in caplog.records if "ended span" in r.getMessage()]
+    assert refused.count("Tried calling _add_event on an ended span.") == 2
+    assert refused.count("Tried calling _add_link on an ended span.") == 2
+
 def test_sdk_processors_do_nothing_on_start():
     """The light path skips `on_start` and `_on_ending` for the SDK's batch and simple processors: their
     bodies must stay empty."""
