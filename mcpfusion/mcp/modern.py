@@ -22,6 +22,7 @@ from .broker import Broker
 from .channel import InputResponsesChannel
 from .engine import Call, Engine, check_params
 from .jsonrpc import McpError, notification
+from .params import ACCEPTED_SIZE, envelope_key
 from .pipeline import WirePipeline, check_request_shape, invalid_request
 from .settings import TransportSettings
 from .streams import sse_event
@@ -48,6 +49,37 @@ def _ladder() -> ModuleType:
     import mcp.shared.inbound
 
     return mcp.shared.inbound
+
+
+# Envelopes that passed the ladder: (method, routing headers, params without arguments as JSON).
+_PASSED: dict[tuple[Any, ...], None] = {}
+
+
+def _classify(message: dict[str, Any], headers: dict[str, str]) -> Any:
+    """The SDK ladder's verdict on `message` and its routing `headers`: a rejection, or (protocol version,
+    client info, client capabilities). A client sends the same envelope and headers with every request, and
+    the ladder reads nothing else (never `arguments`), so what passed is remembered by its JSON (a bounded
+    set) and a request seen passing costs one encode and one lookup; the values are then read from this
+    request's own `_meta`, exactly where the ladder reads them."""
+    params = message.get("params")
+    key = None
+    if params.__class__ is dict:
+        encoded = envelope_key(params)
+        if encoded is not None:
+            key = (message.get("method"), tuple(headers.items()), encoded)
+            if key in _PASSED:
+                meta = params["_meta"]
+                return (meta[protocol.PROTOCOL_VERSION_META_KEY], meta.get(protocol.CLIENT_INFO_META_KEY),
+                        meta[protocol.CLIENT_CAPABILITIES_META_KEY])
+    ladder = _ladder()
+    verdict = ladder.classify_inbound_request(message, headers=headers)
+    if isinstance(verdict, ladder.InboundLadderRejection):
+        return verdict
+    if key is not None:
+        if len(_PASSED) >= ACCEPTED_SIZE:
+            _PASSED.clear()  # a burst of new envelopes: start again rather than track ages
+        _PASSED[key] = None
+    return verdict.protocol_version, verdict.client_info, verdict.client_capabilities
 
 
 class ModernWire(WirePipeline):
@@ -87,27 +119,25 @@ class ModernWire(WirePipeline):
                 if name in headers:
                     return error_response(msg_id, jsonrpc.HEADER_MISMATCH, f"{name} header appears more than once")
                 headers[name] = raw_value.decode("latin-1").strip(" \t")
-        ladder = _ladder()
-        verdict = ladder.classify_inbound_request(message, headers=headers)
-        if isinstance(verdict, ladder.InboundLadderRejection):
+        verdict = _classify(message, headers)
+        if not isinstance(verdict, tuple):
             return error_response(msg_id, verdict.code, verdict.message, verdict.data)
+        version, info, caps = verdict
         params = message.get("params") or {}
         if method == "tools/call" and not request.scope.get(TRUSTED_HEADERS_KEY):
             schema = self.engine.header_schema(params.get("name"), request)
             if schema is not None:
                 arguments = params.get("arguments")
                 all_headers = {k: v.strip(" \t") for k, v in request.headers.items()}
-                rejection = ladder.validate_mcp_param_headers(schema, arguments if isinstance(arguments, dict) else {},
-                                                       all_headers)
+                rejection = _ladder().validate_mcp_param_headers(
+                    schema, arguments if isinstance(arguments, dict) else {}, all_headers)
                 if rejection is not None:
                     return error_response(msg_id, rejection.code, rejection.message, rejection.data)
         meta = params["_meta"]
-        caps = verdict.client_capabilities
-        info = verdict.client_info
         channel = InputResponsesChannel(progress_token=meta.get("progressToken"),
                                         log_level=meta.get(protocol.LOG_LEVEL_META_KEY))
         call = Call(method=method, params=params, id=msg_id, request=request, channel=channel,
-                    protocol_version=verdict.protocol_version, modern=True,
+                    protocol_version=version, modern=True,
                     client_capabilities=caps if isinstance(caps, dict) else {},
                     client_info=info if isinstance(info, dict) else {})
         if method == "subscriptions/listen":

@@ -61,9 +61,10 @@ def _request_validator(method: str, version: str) -> tuple[Any, bool]:
     return found
 
 
-def _key(method: str, version: str, params: dict[str, Any]) -> tuple[str, str, bytes] | None:
-    """What the verdict on `params` depends on: the params without an `arguments` object (None: remember
-    nothing). NaN and infinities are written as such, so that they never share a key with `null`."""
+def envelope_key(params: dict[str, Any]) -> bytes | None:
+    """`params` without its `arguments` object, as JSON: what a request's verdicts depend on when any
+    arguments object passes (None: nothing to remember by). NaN and infinities are written as such, so
+    that they never share a key with `null`."""
     arguments = params.get("arguments")
     if arguments is not None:
         if arguments.__class__ is not dict:
@@ -76,7 +77,12 @@ def _key(method: str, version: str, params: dict[str, Any]) -> tuple[str, str, b
         encoded = to_json(rest, inf_nan_mode="constants")
     except (PydanticSerializationError, ValueError, RecursionError):
         return None
-    return (method, version, encoded) if len(encoded) <= MAX_KEY_BYTES else None
+    return encoded if len(encoded) <= MAX_KEY_BYTES else None
+
+
+def _key(method: str, version: str, params: dict[str, Any]) -> tuple[str, str, bytes] | None:
+    encoded = envelope_key(params)
+    return None if encoded is None else (method, version, encoded)
 
 
 def check_params(method: str, version: str, params: dict[str, Any] | None) -> None:

@@ -14,7 +14,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mcp_types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
+    from mcp_types import (
+        CLIENT_CAPABILITIES_META_KEY,
+        CLIENT_INFO_META_KEY,
+        LOG_LEVEL_META_KEY,
+        PROTOCOL_VERSION_META_KEY,
+        SERVER_INFO_META_KEY,
+    )
     from mcp_types.version import (
         HANDSHAKE_PROTOCOL_VERSIONS,
         LATEST_HANDSHAKE_VERSION,
@@ -23,6 +29,8 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "CLIENT_CAPABILITIES_META_KEY",
+    "CLIENT_INFO_META_KEY",
     "HANDSHAKE_PROTOCOL_VERSIONS",
     "LATEST_HANDSHAKE_VERSION",
     "LOG_LEVEL_META_KEY",
@@ -50,7 +58,8 @@ def lazy_names(namespace: dict[str, Any], sources: dict[str, str]) -> Callable[[
 
 
 __getattr__ = lazy_names(globals(), {
-    **dict.fromkeys(("LOG_LEVEL_META_KEY", "PROTOCOL_VERSION_META_KEY", "SERVER_INFO_META_KEY"), "mcp_types"),
+    **dict.fromkeys(("CLIENT_CAPABILITIES_META_KEY", "CLIENT_INFO_META_KEY", "LOG_LEVEL_META_KEY",
+                     "PROTOCOL_VERSION_META_KEY", "SERVER_INFO_META_KEY"), "mcp_types"),
     **dict.fromkeys(("HANDSHAKE_PROTOCOL_VERSIONS", "LATEST_HANDSHAKE_VERSION", "MODERN_PROTOCOL_VERSIONS",
                      "is_version_at_least"), "mcp_types.version"),
 })
