@@ -13,6 +13,7 @@ import pytest
 from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
 
 from mcpfusion.mcp import modern
+from mcpfusion.mcp.params import envelope_key
 
 MODERN = "2026-07-28"
 ENVELOPE = {
@@ -71,7 +72,8 @@ def _sdk(message: dict[str, Any], headers: dict[str, str]) -> Any:
 
 
 def _ours(message: dict[str, Any], headers: dict[str, str]) -> Any:
-    verdict = modern._classify(message, headers)
+    params = message.get("params")
+    verdict = modern._classify(message, headers, envelope_key(params) if isinstance(params, dict) else None)
     if isinstance(verdict, tuple):
         return verdict
     return ("refused", verdict.code, verdict.message, verdict.data)

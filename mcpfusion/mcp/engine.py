@@ -53,6 +53,8 @@ class Call:
     modern: bool = False
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     client_info: dict[str, Any] = field(default_factory=dict)
+    envelope: bytes | None = None
+    """`params.envelope_key(params)` when the wire already worked it out (the params check reuses it)."""
 
 
 Completion = Callable[..., Any]
@@ -172,7 +174,7 @@ class Engine:
         handler = self._handlers.get(call.method) if call.method in allowed else None
         if handler is None:
             raise McpError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {call.method}")
-        check_params(call.method, call.protocol_version, call.params)
+        check_params(call.method, call.protocol_version, call.params, call.envelope)
         result = await handler(call)
         if call.modern:
             if "resultType" not in result:

@@ -55,22 +55,17 @@ def _ladder() -> ModuleType:
 _PASSED: dict[tuple[Any, ...], None] = {}
 
 
-def _classify(message: dict[str, Any], headers: dict[str, str]) -> Any:
+def _classify(message: dict[str, Any], headers: dict[str, str], envelope: bytes | None) -> Any:
     """The SDK ladder's verdict on `message` and its routing `headers`: a rejection, or (protocol version,
     client info, client capabilities). A client sends the same envelope and headers with every request, and
-    the ladder reads nothing else (never `arguments`), so what passed is remembered by its JSON (a bounded
-    set) and a request seen passing costs one encode and one lookup; the values are then read from this
-    request's own `_meta`, exactly where the ladder reads them."""
-    params = message.get("params")
-    key = None
-    if params.__class__ is dict:
-        encoded = envelope_key(params)
-        if encoded is not None:
-            key = (message.get("method"), tuple(headers.items()), encoded)
-            if key in _PASSED:
-                meta = params["_meta"]
-                return (meta[protocol.PROTOCOL_VERSION_META_KEY], meta.get(protocol.CLIENT_INFO_META_KEY),
-                        meta[protocol.CLIENT_CAPABILITIES_META_KEY])
+    the ladder reads nothing else (never `arguments`), so what passed is remembered by the `envelope`
+    (`params.envelope_key` of its params) and the headers (a bounded set); a request seen passing costs one
+    lookup, its values read from its own `_meta`, exactly where the ladder reads them."""
+    key = None if envelope is None else (message.get("method"), tuple(headers.items()), envelope)
+    if key is not None and key in _PASSED:
+        meta = message["params"]["_meta"]
+        return (meta[protocol.PROTOCOL_VERSION_META_KEY], meta.get(protocol.CLIENT_INFO_META_KEY),
+                meta[protocol.CLIENT_CAPABILITIES_META_KEY])
     ladder = _ladder()
     verdict = ladder.classify_inbound_request(message, headers=headers)
     if isinstance(verdict, ladder.InboundLadderRejection):
@@ -119,11 +114,13 @@ class ModernWire(WirePipeline):
                 if name in headers:
                     return error_response(msg_id, jsonrpc.HEADER_MISMATCH, f"{name} header appears more than once")
                 headers[name] = raw_value.decode("latin-1").strip(" \t")
-        verdict = _classify(message, headers)
+        raw_params = message.get("params")
+        envelope = envelope_key(raw_params) if raw_params.__class__ is dict else None
+        params = raw_params or {}
+        verdict = _classify(message, headers, envelope)
         if not isinstance(verdict, tuple):
             return error_response(msg_id, verdict.code, verdict.message, verdict.data)
         version, info, caps = verdict
-        params = message.get("params") or {}
         if method == "tools/call" and not request.scope.get(TRUSTED_HEADERS_KEY):
             schema = self.engine.header_schema(params.get("name"), request)
             if schema is not None:
@@ -139,7 +136,7 @@ class ModernWire(WirePipeline):
         call = Call(method=method, params=params, id=msg_id, request=request, channel=channel,
                     protocol_version=version, modern=True,
                     client_capabilities=caps if isinstance(caps, dict) else {},
-                    client_info=info if isinstance(info, dict) else {})
+                    client_info=info if isinstance(info, dict) else {}, envelope=envelope)
         if method == "subscriptions/listen":
             try:
                 check_params(method, call.protocol_version, params)

@@ -80,20 +80,17 @@ def envelope_key(params: dict[str, Any]) -> bytes | None:
     return encoded if len(encoded) <= MAX_KEY_BYTES else None
 
 
-def _key(method: str, version: str, params: dict[str, Any]) -> tuple[str, str, bytes] | None:
-    encoded = envelope_key(params)
-    return None if encoded is None else (method, version, encoded)
-
-
-def check_params(method: str, version: str, params: dict[str, Any] | None) -> None:
+def check_params(method: str, version: str, params: dict[str, Any] | None, envelope: bytes | None = None) -> None:
     """Validate `params` (parsed JSON) against the SDK's typed request model of `method` in `version`;
     methods and versions the SDK does not know are left to their handler. The same check as
     `mcp_types.methods.validate_client_request`, calling the model's validator directly (its wrappers cost
-    as much as the validation)."""
+    as much as the validation). `envelope`: `envelope_key(params)`, when the caller already has it."""
     validator, remembered = _request_validator(method, version)
     if validator is None:
         return
-    key = _key(method, version, params) if remembered and params is not None else None
+    if remembered and params is not None and envelope is None:
+        envelope = envelope_key(params)
+    key = (method, version, envelope) if remembered and envelope is not None else None
     if key is not None and key in _ACCEPTED:
         return
     frame: dict[str, Any] = {"jsonrpc": "2.0", "id": 0, "method": method}
