@@ -34,6 +34,7 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from .context import Context
+from .hints import type_hints
 from .pagination import Page, current_page
 
 CONTEXT_SCOPE_KEY = "mcpfusion.context"
@@ -96,7 +97,7 @@ def takes_page(dependencies: list[inspect.Parameter]) -> bool:
 def context_parameter(fn: Callable[..., Any]) -> str | None:
     """Name of `fn`'s parameter annotated with `Context` (or a subclass), found by type."""
     try:
-        hints = typing.get_type_hints(fn, include_extras=True)
+        hints = type_hints(fn)
     except Exception:  # unresolvable annotations: no context parameter we could inject
         return None
     for name, annotation in hints.items():
@@ -113,7 +114,7 @@ def split_parameters(
     """(tool arguments, dependency parameters), annotations resolved (string annotations included); `hints`
     are `fn`'s type hints with extras when the caller has them already."""
     if hints is None:
-        hints = typing.get_type_hints(fn, include_extras=True)
+        hints = type_hints(fn)
     arguments: list[inspect.Parameter] = []
     dependencies: list[inspect.Parameter] = []
     for param in inspect.signature(fn).parameters.values():

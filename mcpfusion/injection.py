@@ -7,7 +7,6 @@ differs is only how a failure reaches the client: a JSON-RPC error instead of a 
 from __future__ import annotations
 
 import inspect
-import typing
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -16,6 +15,7 @@ from starlette.requests import Request
 
 from .dependencies import CONTEXT_SCOPE_KEY, DependencyErrors, as_dependency, build_dependant, resolve
 from .errors import NOT_FOUND, VALIDATION_ERROR, ToolError, field_path
+from .hints import type_hints
 from .mcp import jsonrpc
 from .mcp.jsonrpc import McpError
 
@@ -26,7 +26,7 @@ class Injected:
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         self.fn = fn
-        hints = typing.get_type_hints(fn, include_extras=True)
+        hints = type_hints(fn)
         self.arguments: list[inspect.Parameter] = []
         dependencies: list[inspect.Parameter] = []
         self.takes_any = False  # **kwargs: every value is passed

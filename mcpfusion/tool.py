@@ -20,6 +20,7 @@ from . import exposition as expo
 from . import toon
 from .dependencies import build_dependant, is_empty, security_scopes, split_parameters, takes_page
 from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
+from .hints import type_hints
 from .model import READ_SCHEMA_OF
 from .output import Output, bare, cardinality, model_of, shape
 from .pagination import CURSOR_ADVERTISED, CURSOR_PARAM, CURSOR_SCHEMA
@@ -414,7 +415,11 @@ class Tool:
         if description is None and not (fn.__doc__ or "").strip():
             warnings.warn(f"{where}: no docstring, so the action {self.name}.{name} has an empty description; "
                           "add a docstring or description=...", UserWarning, stacklevel=4)
-        hints = typing.get_type_hints(fn, include_extras=True)
+        try:
+            hints = type_hints(fn)
+        except Exception as exc:
+            raise TypeError(f"{where}: its annotations cannot be evaluated ({type(exc).__name__}: {exc}); every name "
+                            "they use must be importable from the function's module at declaration") from exc
         arguments, dependencies = split_parameters(fn, hints)
         json_validator = None
         if input_schema is not None:

@@ -185,3 +185,54 @@ def test_healthz_is_documented_as_fastapi_documents_its_return_type():
     inferred.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"], summary="Liveness")
     served = MCPFusion(name="cold", version="1.0.0").build_app()
     assert served.openapi()["paths"]["/healthz"] == inferred.openapi()["paths"]["/healthz"]
+
+
+# Handlers declared as a module with `from __future__ import annotations` declares them: every annotation a string.
+STRING_ANNOTATED = '''
+from __future__ import annotations
+from typing import Annotated, Any, Callable, ClassVar, List, Literal, Optional, Union
+from pydantic import BaseModel, Field
+
+class Row(BaseModel):
+    id: str
+
+def plain(a: int, b: str | None = None, c: Annotated[Literal["x", "y"] | None, Field(description="d")] = None,
+          d: dict[str, Any] = {}, e: Any = 1, f: None = None, g: Callable[[int], str] = None) -> list[Row]: ...
+def forward(a: list["Row"], b: List["Row"], c: Optional["Row"], d: Union[int, "Row"]) -> "Row": ...
+def extras(a: Annotated[int, "meta"], b: type[Row], c: tuple[int, ...], d: "Annotated[str, Field(max_length=3)]"): ...
+def refused(a: ClassVar[int]): ...
+def unknown(a: Nowhere): ...
+'''
+
+
+def test_type_hints_are_typings_own():
+    """`mcpfusion.hints.type_hints` compiles each annotation string once; what it returns, and what it raises,
+    is what `typing.get_type_hints(fn, include_extras=True)` gives (forward references and failures are left
+    to typing itself)."""
+    import typing
+
+    from mcpfusion.hints import type_hints
+
+    namespace: dict[str, Any] = {}
+    exec(compile(STRING_ANNOTATED, "<handlers>", "exec"), namespace)  # noqa: S102 - the handlers under test
+    for name in ("plain", "forward", "extras"):
+        fn = namespace[name]
+        expected = typing.get_type_hints(fn, include_extras=True)
+        got = type_hints(fn)
+        assert repr(got) == repr(expected) and list(got) == list(expected)  # FieldInfo compares by identity
+        assert all(type(got[k]) is type(expected[k]) for k in got)
+    assert type_hints(namespace["plain"])["f"] is type(None)
+    with pytest.raises(TypeError, match="not valid as type argument"):
+        type_hints(namespace["refused"])
+    with pytest.raises(NameError, match="Nowhere"):
+        type_hints(namespace["unknown"])
+
+
+def test_an_annotation_that_cannot_be_evaluated_fails_at_declaration():
+    namespace: dict[str, Any] = {"__name__": "handlers"}
+    exec(compile(STRING_ANNOTATED, "<handlers>", "exec"), namespace)  # noqa: S102 - the handler under test
+    tool = Tool("items", description="Items")
+    with pytest.raises(TypeError, match=r"^handlers\.unknown: its annotations cannot be evaluated \(NameError: name 'Nowhere' "
+                                        r"is not defined\)"):
+        tool.action(readonly=True, description="Unknown")(namespace["unknown"])
+    assert not tool.actions
