@@ -86,3 +86,11 @@ def test_a_copied_value_is_still_censored_everywhere():
     response = _response("ada@example.com", "data")
     guard(response, ["ada@example.com"])
     assert "ada@example.com" not in response.texts[0] and response.view.data["note"] == "[REDACTED]"
+
+
+def test_a_value_ending_in_a_newline_is_looked_for_in_its_escaped_forms():
+    value = "internal-note-7731\n"
+    response = _response(value, "data")
+    assert "internal-note-7731\\n" in response.texts[0]  # the data block writes the newline as JSON does
+    guard(response, [value])
+    assert not any("internal-note-7731" in text for text in response.texts)
