@@ -239,19 +239,25 @@ class PostStream(Response):
         self._send = send
         timer = asyncio.get_running_loop().call_later(self._hold, self._open)
         try:
-            await self._run()
+            try:
+                await self._run()
+            finally:
+                timer.cancel()
+                # The call's closure holds its channel, which holds this response: leaving the cycle to the
+                # garbage collector would make it walk every call's objects again (a cost per SSE reply).
+                self._run = _done
+            if self._head is None:
+                self._ended = True
+                body = self._priming + self._reply
+                await send({"type": "http.response.start", "status": 200,
+                            "headers": [(b"content-length", str(len(body)).encode()), *self.raw_headers]})
+                await send({"type": "http.response.body", "body": body})
+            else:
+                await self._end()
         finally:
-            timer.cancel()
-            # The call's closure holds its channel, which holds this response: leaving the cycle to the
-            # garbage collector would make it walk every call's objects again (a cost per SSE reply).
-            self._run = _done
-        if self._head is None:
-            body = self._priming + self._reply
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-length", str(len(body)).encode()), *self.raw_headers]})
-            await send({"type": "http.response.body", "body": body})
-        else:
-            await self._end()
+            # The same for the server's `send`: it holds the request's scope, whose call context holds the
+            # channel, which holds this response (a cycle of ~35 objects per SSE reply under uvicorn).
+            self._send = None
 
     def _open(self) -> asyncio.Future[None]:
         if self._head is None:
