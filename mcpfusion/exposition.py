@@ -9,7 +9,8 @@ only has to tell an agent how to build a valid call, in as few tokens as possibl
   (enum values united, constraints kept only where every action agrees, a flat `anyOf` otherwise), never
   an `anyOf` of `anyOf`s;
 - says which action takes which parameter once per action, in the grouped description (`get(id,note?)`
-  or the TOON table's `params` column), never per parameter;
+  or the TOON table's `params` column), never per parameter, with the values an action takes of a shared
+  parameter whose merged enum allows more (`update(id,status:not overdue)`);
 - leaves out what an enum of strings already says (its `"type"`, a description listing its values), and
   below the root what `properties` and `items` say (`"type": "object"`, `"type": "array"`) and
   `"additionalProperties": false` (like the root's: every parameter is named, another one gets the
@@ -157,6 +158,51 @@ def merge_parameter(variants: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if descriptions:
         merged["description"] = " ".join(d if d[-1] in ".!?" else d + "." for d in descriptions)
     return merged
+
+
+_BARE = re.compile(r"[\w.-]+")
+
+
+def _values(schema: dict[str, Any]) -> list[Any] | None:
+    """The values a parameter schema allows when it lists them all (an enum, a const, `null`, or an `anyOf`
+    of those), else None."""
+    values: dict[str, Any] = {}
+    for branch in _branches(schema):
+        found = [None] if branch == {"type": "null"} else _enum(branch)
+        if found is None:
+            return None
+        values.update((_key(v), v) for v in found)
+    return list(values.values())
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) and _BARE.fullmatch(value) else json.dumps(value, ensure_ascii=False)
+
+
+def narrowed(schema: dict[str, Any], advertised: dict[str, Any]) -> dict[str, str]:
+    """The values one action of a grouped tool takes (its input `schema`) of each parameter whose merged
+    schema in `advertised` (the grouped input schema) allows more: `a|b`, or `not c` when the values left out
+    are fewer. The grouped description writes them in the action's line (`update(id,status:not overdue)`),
+    so a shared parameter's united enum never hides which values go with which action."""
+    required = set(schema.get("required", ()))
+    shared = advertised.get("properties", {})
+    notes: dict[str, str] = {}
+    for name, pschema in schema.get("properties", {}).items():
+        if name not in shared:
+            continue
+        own = _values(inline_refs(advertised_parameter(pschema, required=name in required), schema.get("$defs", {})))
+        if own is None:
+            continue
+        union = _values(inline_refs(shared[name], advertised.get("$defs", {})))
+        taken = {_key(v) for v in own}
+        left_out = [v for v in union or () if _key(v) not in taken]
+        if union is not None and not left_out:
+            continue
+        if union is not None and len(left_out) < len(own):
+            notes[name] = "not " + "|".join(_shown(v) for v in left_out)
+        else:
+            notes[name] = "|".join(_shown(v) for v in own)
+    return notes
 
 
 def inline_single_refs(schema: dict[str, Any]) -> dict[str, Any]:

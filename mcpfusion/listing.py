@@ -124,10 +124,11 @@ def flat_entries(tool: Tool) -> list[dict[str, Any]]:
 
 def grouped_entry(tool: Tool, description: str | None = None) -> dict[str, Any]:
     """The `tools/list` entry of the grouped exposition: one MCP tool with an `action` discriminator."""
+    schema = tool.grouped_input_schema()
     entry: dict[str, Any] = {
         "name": tool.name,
-        "description": description if description is not None else tool.grouped_description(),
-        "inputSchema": tool.grouped_input_schema(),
+        "description": description if description is not None else tool.grouped_description(schema),
+        "inputSchema": schema,
     }
     hints = exposition.compact_annotations(tool.annotations())
     if hints:

@@ -165,15 +165,15 @@ class Action:
             return list(self.json_schema.get("required", []))
         return [n for n, f in self.args_model.model_fields.items() if f.is_required()]
 
-    def signature(self) -> str:
+    def signature(self, values: dict[str, str] | None = None) -> str:
         """Its parameters as the grouped description lists them: `id,message?` (`_select` left out: the
-        same for every action, its schema says it). The names of `input_schema`'s properties, read without
-        copying it."""
+        same for every action, its schema says it), with the `values` it takes of some (`status:not overdue`,
+        see `exposition.narrowed`). The names of `input_schema`'s properties, read without copying it."""
         base = self.json_schema if self.json_schema is not None else _model_schema(self.args_model)
         names = list(base.get("properties", {}))
         if self.paginate and CURSOR_PARAM not in names:
             names.append(CURSOR_PARAM)
-        return toon.params_cell([n for n in names if n != SELECT_PARAM], self.required)
+        return toon.params_cell([n for n in names if n != SELECT_PARAM], self.required, values)
 
     @property
     def presenters(self) -> tuple[Presenter, ...]:
@@ -560,15 +560,21 @@ class Tool:
             "openWorldHint": any(a.open_world for a in actions),
         }
 
-    def grouped_description(self) -> str:
+    def grouped_description(self, schema: dict[str, Any] | None = None) -> str:
         """The description, then one line per action: `get(id,note?): Get one.` (the action's name, the value
-        of the `action` discriminator, called with its parameters; `?` marks an optional one). Cheaper than
-        the TOON table (`toon_description=True`), which adds its header and quotes a description with a colon."""
+        of the `action` discriminator, called with its parameters; `?` marks an optional one, `:` the values
+        it takes of a parameter `schema`, the grouped input schema, merges with wider ones). Cheaper than the
+        TOON table (`toon_description=True`), which adds its header and quotes a description with a colon."""
         if self.toon_description:
-            return self.toon_text()
+            return self.toon_text(schema)
         lines = [self.description.strip()] if self.description.strip() else []
-        lines.extend(f"{a.name}({a.signature()}): {a.description}" for a in self.actions.values())
+        lines.extend(f"{a.name}({params}): {a.description}" for a, params in self._signatures(schema))
         return "\n".join(lines)
+
+    def _signatures(self, schema: dict[str, Any] | None) -> list[tuple[Action, str]]:
+        """Each action with its signature in the grouped description (see `Action.signature`)."""
+        merged = schema if schema is not None else self.grouped_input_schema()
+        return [(a, a.signature(expo.narrowed(a.input_schema, merged))) for a in self.actions.values()]
 
     def grouped_input_schema(self) -> dict[str, Any]:
         """`action` enum + the union of the actions' parameters, compact (see `mcpfusion.exposition`)."""
@@ -587,9 +593,10 @@ class Tool:
             return None
         return expo.output_schema([s for s in schemas if s is not None])
 
-    def toon_text(self) -> str:
+    def toon_text(self, schema: dict[str, Any] | None = None) -> str:
         """The TOON description (what `toon_description=True` advertises), whatever the tool's setting."""
-        return toon.describe(self.description, [(a.name, a.description, a.signature()) for a in self.actions.values()])
+        rows = [(a.name, a.description, params) for a, params in self._signatures(schema)]
+        return toon.describe(self.description, rows)
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r}, actions={list(self.actions)})"

@@ -6,7 +6,7 @@ bench/presenter.py); the official `toon-format` package is the strict decoder th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import toons
@@ -19,10 +19,11 @@ def encode(data: Any) -> str:
     return toons.dumps(data, delimiter=DELIMITER)
 
 
-def params_cell(params: Sequence[str], required: Sequence[str]) -> str:
-    """An action's parameters in one cell: `id,note?` (a `?` marks an optional one), empty for none."""
-    needed = set(required)
-    return ",".join(p if p in needed else f"{p}?" for p in params)
+def params_cell(params: Sequence[str], required: Sequence[str], values: Mapping[str, str] | None = None) -> str:
+    """An action's parameters in one cell: `id,note?` (a `?` marks an optional one), empty for none; `values`
+    adds what some of them take after a colon (`status:draft|sent`)."""
+    needed, notes = set(required), values or {}
+    return ",".join((p if p in needed else f"{p}?") + (f":{notes[p]}" if p in notes else "") for p in params)
 
 
 def action_table(rows: Sequence[tuple[str, str, str]]) -> str:

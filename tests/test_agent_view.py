@@ -5,8 +5,9 @@ FastMCP in bench/peers/fastmcp_tools.py). For every exposition (grouped, profile
 advertised view must name every parameter FastMCP names, with its type(s), enum values, format, bounds
 (but the opaque cursor's), default, nested fields and whether the action requires it; every parameter description FastMCP sends must reach the agent
 (or say nothing an enum does not); the action's own hints must be what FastMCP advertises wherever they can
-be (profiles, flat); every output field FastMCP advertises must be advertised. The compact projection may
-say more than one action accepts (a merged enum), never less: the server still validates per action.
+be (profiles, flat); every output field FastMCP advertises must be advertised. A parameter several actions
+share is advertised once, its enum united, and the line of an action that takes fewer of its values says
+which (`status:not overdue`): an agent learns each action's values exactly; the server validates per action.
 """
 
 from __future__ import annotations
@@ -133,18 +134,27 @@ def assert_covers(ours: dict[str, Any], ours_root: dict[str, Any], theirs: dict[
             assert_covers(items[0], ours_root, branch["items"], theirs_root, f"{where}[]")
 
 
-def _signatures(entry: dict[str, Any]) -> dict[str, dict[str, bool]]:
-    """Each action of a grouped entry: its parameters and whether each is required, as the description says."""
+def _signatures(entry: dict[str, Any]) -> dict[str, dict[str, tuple[bool, str | None]]]:
+    """Each action of a grouped entry: its parameters, whether each is required and the values it takes of
+    it when the description says them (`status:a|b`, `status:not c`)."""
     text = entry["description"]
     if "]{action|params|desc}:" in text:
         rows = [(r["action"], r["params"]) for r in toon_format.decode(text.rsplit("\n\n", 1)[-1], strict=True)]
     else:
         rows = _PLAIN_ROW.findall(text)
-    return {action: {p.rstrip("?"): not p.endswith("?") for p in params.split(",") if p} for action, params in rows}
+    out: dict[str, dict[str, tuple[bool, str | None]]] = {}
+    for action, params in rows:
+        out[action] = {}
+        for param in filter(None, params.split(",")):
+            name, _, values = param.partition(":")
+            out[action][name.rstrip("?")] = (not name.endswith("?"), values or None)
+    return out
 
 
-def _view(entries: list[dict[str, Any]], tool: str, action: str) -> tuple[dict[str, Any], dict[str, bool]]:
-    """The advertised entry serving `tool.action` and the action's parameters (name: required)."""
+def _view(entries: list[dict[str, Any]], tool: str, action: str
+          ) -> tuple[dict[str, Any], dict[str, tuple[bool, str | None]]]:
+    """The advertised entry serving `tool.action` and the action's parameters (name: required, the values
+    the description says it takes)."""
     for entry in entries:
         schema = entry["inputSchema"]
         enum = schema["properties"].get("action", {}).get("enum")
@@ -154,8 +164,20 @@ def _view(entries: list[dict[str, Any]], tool: str, action: str) -> tuple[dict[s
             return entry, signature[action]
         if entry["name"] == f"{tool}_{action}" and not enum:
             required = set(schema.get("required", ()))
-            return entry, {p: p in required for p in schema["properties"] if p != "_select"}
+            return entry, {p: (p in required, None) for p in schema["properties"] if p != "_select"}
     raise AssertionError(f"{tool}.{action} is not advertised")
+
+
+def _told_values(schema: dict[str, Any], root: dict[str, Any], note: str | None) -> set[Any] | None:
+    """The values an agent learns an action takes of a parameter: the advertised enum, narrowed by what the
+    action's line says (`a|b`: those; `not c`: the enum without them)."""
+    values = _enum(schema, root)
+    if note is None:
+        return values
+    if note.startswith("not "):
+        assert values is not None, note
+        return values - {json.loads(v) if v[0] == '"' else v for v in note[4:].split("|")}
+    return {json.loads(v) if v[0] == '"' else v for v in note.split("|")}
 
 
 def _output_paths(schema: dict[str, Any], root: dict[str, Any], prefix: str = "") -> set[str]:
@@ -180,11 +202,14 @@ def test_every_action_tells_an_agent_what_fastmcp_tells_it(exposition, peer):
             their_schema, our_schema = theirs["inputSchema"], entry["inputSchema"]
             their_required = set(their_schema.get("required", ()))
             # every parameter, and whether this action requires it
-            assert params == {p: p in their_required for p in their_schema["properties"]}, where
+            assert {p: r for p, (r, _) in params.items()} == {
+                p: p in their_required for p in their_schema["properties"]}, where
             for name, sub in their_schema["properties"].items():
                 ours = our_schema["properties"][name]
                 # the cursor is an opaque string the agent copies from next_cursor: its bounds are the server's
                 assert_covers(ours, our_schema, sub, their_schema, f"{where}({name})", bounds=name != "cursor")
+                # an enum's values for this action exactly, even where a merged enum unites several actions'
+                assert _told_values(ours, our_schema, params[name][1]) == _enum(sub, their_schema), where
                 said = sub.get("description")
                 if said and short_enums(sub).get("description"):  # not merely the enum's values
                     assert said in ours.get("description", ""), f"{where}({name}): {said!r} not advertised"

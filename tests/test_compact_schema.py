@@ -147,12 +147,58 @@ def test_shared_parameters_merge_into_one_schema_that_accepts_each():
     for guarded_or_hidden in ("id", "total_cents", "secret"):
         assert guarded_or_hidden not in props
     assert "annotations" not in entry  # every hint at the MCP default (destructive d, open-world e)
-    # which action takes which parameter, and whether it must: once per action, in the description
+    # which action takes which parameter, and whether it must: once per action, in the description, with the
+    # values of the united `status` each action takes (listed, or the fewer it does not take)
     table = toon_format.decode(entry["description"].split("\n\n", 1)[1], strict=True)
     assert {r["action"]: r["params"] for r in table} == {
-        "a": "status?,n?,text?,limit?,day?", "b": "status,n,text,note,flag?", "c": "item,items?,ratio?",
-        "d": "tree,shape,mapping?,only?", "e": "customer,note?,n?", "f": "note?,status?"}
+        "a": "status?:x|y,n?,text?,limit?,day?", "b": "status:y|z,n,text,note,flag?", "c": "item,items?,ratio?",
+        "d": "tree,shape,mapping?,only?", "e": "customer,note?,n?", "f": "note?,status?:not y"}
     assert "Optional for" not in json.dumps(entry) and "Required for" not in json.dumps(entry)
+
+
+def _told(line_values: str | None, advertised: list[Any]) -> list[Any]:
+    """The values an action's line says it takes of a parameter whose advertised enum is `advertised`."""
+    if line_values is None:
+        return advertised
+    shown = {json.dumps(v) if not isinstance(v, str) else v: v for v in advertised}
+    if line_values.startswith("not "):
+        return [v for k, v in shown.items() if k not in line_values[4:].split("|")]
+    return [shown[k] for k in line_values.split("|")]
+
+
+def _lines(entry: dict[str, Any]) -> dict[str, dict[str, str | None]]:
+    """Each action of a grouped entry: its parameters and the values its line says it takes of each."""
+    text = entry["description"]
+    if "]{action|params|desc}:" in text:
+        rows = [(r["action"], r["params"]) for r in toon_format.decode(text.split("\n\n", 1)[1], strict=True)]
+    else:
+        rows = [(line.split("(", 1)[0], line.split("(", 1)[1].split("): ", 1)[0]) for line in text.splitlines()
+                if "(" in line and "): " in line]
+    return {a: {p.partition(":")[0].rstrip("?"): p.partition(":")[2] or None for p in filter(None, params.split(","))}
+            for a, params in rows}
+
+
+@pytest.mark.parametrize(("label", "action"), ACTIONS)
+def test_each_action_line_says_exactly_the_enum_values_the_server_accepts(label, action):
+    """Under a united enum, every value the agent reads as taken by this action is accepted by it, every other
+    refused (tried on each of its accepted corpus calls)."""
+    entry, grouped = _found(action)
+    if not grouped:
+        return
+    props = entry["inputSchema"]["properties"]
+    told = _lines(entry)[action.name]
+    accepted = [args for args in vc.corpus(action) if vc.verdict(action, args)["ok"]]
+    checked = 0
+    for name, line_values in told.items():
+        values = props[name].get("enum")
+        if values is None or name not in action.input_schema["properties"]:
+            continue
+        takes = _told(line_values, values)
+        for args in accepted[:3]:
+            for value in values:
+                assert vc.verdict(action, {**args, name: value})["ok"] == (value in takes), (name, value, takes)
+                checked += 1
+    assert checked or not any("enum" in props.get(n, {}) for n in told)
 
 
 def test_plain_grouped_tool_lists_each_actions_parameters_and_keeps_select():
