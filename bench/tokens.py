@@ -8,6 +8,9 @@ compact JSON, once without output schemas on either side and once with them (Fas
 return types; mcpfusion advertises the ones its actions declare), so each ratio compares like with like.
 One declaration differs: `customers` offers `_select` (`Tool(select=True)`: the agent may ask for some
 fields only), which the peer does not; the rows "without `_select`" leave that parameter out of ours.
+The peer declares all four hints on every tool and FastMCP sends a title and `_meta` on each: two more lines
+compare against the peer declaring only the hints that differ from MCP's defaults, and on what a host
+usually gives the model (name, description, input schema).
 
     python bench/tokens.py    # tables, then `ratio_no_output=.. ratio_output=.. grouped_no_output=.. grouped_output=..
                               #  profiles_no_output=.. profiles_output=..` (ratio_*: the reference service's own)
@@ -84,11 +87,32 @@ def ours(exposition: str | None = None) -> list[dict[str, Any]]:
     return entries
 
 
-async def fastmcp_listing(output_schemas: bool) -> list[types.Tool]:
+async def fastmcp_listing(output_schemas: bool, *, every_hint: bool = True) -> list[types.Tool]:
     from peers.fastmcp_tools import build
 
-    async with fastmcp.Client(build(output_schemas=output_schemas)) as client:
+    async with fastmcp.Client(build(output_schemas=output_schemas, every_hint=every_hint)) as client:
         return list((await client.session.list_tools()).tools)
+
+
+#: What a host usually gives the model of each tool (as a function definition): neither `title`, hints nor
+#: `_meta` reach it; FastMCP sends a title and `_meta` on every tool, mcpfusion only the hints that differ.
+MODEL_VIEW = ("name", "description", "inputSchema")
+
+
+def fairness(peer: list[dict[str, Any]]) -> dict[str, Any]:
+    """Without output schemas, the same comparison against the cheapest FastMCP declaration of the same hints
+    (only those that differ from MCP's defaults, as the reference service declares them) and on what a host
+    usually gives the model (`MODEL_VIEW`): the headline figures count FastMCP's hints in full, its titles
+    and its `_meta`."""
+    lean = wire(asyncio.run(fastmcp_listing(False, every_hint=False)), output=False)
+    view = tokens.count_json([{k: t[k] for k in MODEL_VIEW if k in t} for t in peer])
+    out: dict[str, Any] = {"fastmcp_declared_hints": tokens.count_json(lean), "fastmcp_model_view": view}
+    for exposition in EXPOSITIONS:
+        listing = wire(ours(exposition), output=False)
+        mine = tokens.count_json([{k: t[k] for k in MODEL_VIEW if k in t} for t in listing])
+        out[exposition] = {"declared_hints_ratio": round(tokens.count_json(listing) / out["fastmcp_declared_hints"], 2),
+                           "model_view": mine, "model_view_ratio": round(mine / view, 2)}
+    return out
 
 
 def measure() -> dict[str, Any]:
@@ -109,7 +133,8 @@ def measure() -> dict[str, Any]:
             rows.append({"server": label, "output_schemas": output, "tools": len(listing),
                          "with_output_schema": sum("outputSchema" in t for t in listing), "tokens": count,
                          "ratio": round(count / base, 2)})
-    return {"actions": ACTIONS, "encoding": tokens.ENCODING, "rows": rows}
+    return {"actions": ACTIONS, "encoding": tokens.ENCODING, "rows": rows,
+            "fairness": fairness(wire(peers[False], output=False))}
 
 
 def table(figures: dict[str, Any]) -> str:
@@ -126,6 +151,15 @@ def table(figures: dict[str, Any]) -> str:
             lines.append("note: some MCP tools above advertise no outputSchema while others do, "
                          "so this table is not like with like; the one above is.")
         lines.append("")
+    fair = figures["fairness"]
+    lines += [
+        "the same, without output schemas, against FastMCP with only the hints that differ from MCP's defaults "
+        f"declared ({fair['fastmcp_declared_hints']} tokens): "
+        + ", ".join(f"{e} {fair[e]['declared_hints_ratio']:.2f}" for e in EXPOSITIONS),
+        f"what a host usually gives the model ({', '.join(MODEL_VIEW)}): FastMCP {fair['fastmcp_model_view']}, "
+        + ", ".join(f"{e} {fair[e]['model_view']} ({fair[e]['model_view_ratio']:.2f})" for e in EXPOSITIONS),
+        "",
+    ]
     ratio = {(r["server"], r["output_schemas"]): r["ratio"] for r in figures["rows"]}
     served, grouped, profiles = "mcpfusion (reference service)", "mcpfusion grouped", "mcpfusion profiles"
     lines.append(f"ratio_no_output={ratio[served, False]:.2f} ratio_output={ratio[served, True]:.2f} "

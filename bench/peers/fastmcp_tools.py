@@ -15,6 +15,7 @@ from fastmcp import FastMCP
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from mcpfusion.exposition import compact_annotations
 from mcpfusion.pagination import CURSOR_SCHEMA
 from models import INVOICE_STATUSES, CustomerModel, InvoiceLine, InvoiceModel, InvoiceRowModel
 from routers.billing import InvoiceCreate, InvoiceId, InvoiceUpdate, StatusFilter, billing
@@ -49,16 +50,18 @@ def _desc(tool: Any, action: str) -> str:
     return str(tool.actions[action].description)
 
 
-def _hints(readonly: bool = False, destructive: bool = False, idempotent: bool = False,
-           open_world: bool = False) -> ToolAnnotations:
-    return ToolAnnotations(readOnlyHint=readonly, destructiveHint=destructive, idempotentHint=idempotent,
-                           openWorldHint=open_world)
-
-
-def build(*, output_schemas: bool = True) -> FastMCP:
-    """The FastMCP server, with or without the output schemas FastMCP derives from return types."""
+def build(*, output_schemas: bool = True, every_hint: bool = True) -> FastMCP:
+    """The FastMCP server, with or without the output schemas FastMCP derives from return types; with all
+    four hints declared on every tool, or (`every_hint=False`) only those that differ from MCP's defaults, as
+    the reference service declares them (FastMCP sends what is declared)."""
     server = FastMCP("billing")
     off: dict[str, Any] = {} if output_schemas else {"output_schema": None}
+
+    def _hints(readonly: bool = False, destructive: bool = False, idempotent: bool = False,
+               open_world: bool = False) -> ToolAnnotations:
+        hints = {"readOnlyHint": readonly, "destructiveHint": destructive, "idempotentHint": idempotent,
+                 "openWorldHint": open_world}
+        return ToolAnnotations(**(hints if every_hint else compact_annotations(hints)))
 
     @server.tool(description=_desc(billing, "list_invoices"), annotations=_hints(readonly=True), **off)
     async def billing_list_invoices(
