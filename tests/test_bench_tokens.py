@@ -38,3 +38,10 @@ def test_token_bench_compares_the_same_actions_like_with_like():
     assert float(match[3]) <= 0.51 and float(match[5]) <= 0.64
     like = {r.split("|")[1].strip(): float(r.split("|")[5]) for r in rows[: len(rows) // 2] if "_select" in r}
     assert like["mcpfusion grouped, without `_select`"] <= 0.5, like
+    # The fairness lines: FastMCP's peer declaring only the hints that differ from MCP's defaults costs less
+    # than the headline peer (so each ratio against it is higher), and so does what a host gives the model.
+    lean = re.search(r"declared \((\d+) tokens\): grouped (\d\.\d\d), profiles (\d\.\d\d), flat (\d\.\d\d)", out)
+    view = re.search(r"FastMCP (\d+), grouped (\d+) \((\d\.\d\d)\), profiles (\d+) \((\d\.\d\d)\)", out)
+    assert lean and view, out[-800:]
+    assert int(lean[1]) < without[0] and float(lean[2]) > float(match[3]) and float(lean[3]) > float(match[5])
+    assert int(view[1]) < int(lean[1]) and int(view[2]) < int(view[1]) and float(view[3]) < float(view[5]) < 1
