@@ -175,25 +175,43 @@ def _values(schema: dict[str, Any]) -> list[Any] | None:
     return list(values.values())
 
 
+def _mentions_values(schema: Any) -> bool:
+    """Whether a schema may list its values (an `enum`, a `const` or a reference to a definition): a cheap
+    test before `_values` (most parameters are plain strings and numbers)."""
+    text = _key(schema)
+    return '"enum"' in text or '"const"' in text or '"$ref"' in text
+
+
 def _shown(value: Any) -> str:
     return value if isinstance(value, str) and _BARE.fullmatch(value) else json.dumps(value, ensure_ascii=False)
 
 
-def narrowed(schema: dict[str, Any], advertised: dict[str, Any]) -> dict[str, str]:
-    """The values one action of a grouped tool takes (its input `schema`) of each parameter whose merged
-    schema in `advertised` (the grouped input schema) allows more: `a|b`, or `not c` when the values left out
-    are fewer. The grouped description writes them in the action's line (`update(id,status:not overdue)`),
-    so a shared parameter's united enum never hides which values go with which action."""
+def narrowed(schemas: Sequence[dict[str, Any]], advertised: dict[str, Any]) -> list[dict[str, str]]:
+    """For each action of a grouped tool (its input schema in `schemas`), the values it takes of each
+    parameter it shares with another action whose merged schema in `advertised` (the grouped input schema)
+    allows more: `a|b`, or `not c` when the values left out are fewer. The grouped description writes them in
+    the action's line (`update(id,status:not overdue)`), so a shared parameter's united enum never hides
+    which values go with which action."""
+    seen: dict[str, int] = {}
+    for schema in schemas:
+        for name in schema.get("properties", {}):
+            seen[name] = seen.get(name, 0) + 1
+    merged = advertised.get("properties", {})
+    return [_narrowed(schema, {n: merged[n] for n in schema.get("properties", {}) if seen[n] > 1 and n in merged},
+                      advertised.get("$defs", {})) for schema in schemas]
+
+
+def _narrowed(schema: dict[str, Any], merged: dict[str, Any], defs: dict[str, Any]) -> dict[str, str]:
     required = set(schema.get("required", ()))
-    shared = advertised.get("properties", {})
     notes: dict[str, str] = {}
-    for name, pschema in schema.get("properties", {}).items():
-        if name not in shared:
+    for name, shown in merged.items():
+        pschema = schema["properties"][name]
+        if not _mentions_values(pschema):
             continue
         own = _values(inline_refs(advertised_parameter(pschema, required=name in required), schema.get("$defs", {})))
         if own is None:
             continue
-        union = _values(inline_refs(shared[name], advertised.get("$defs", {})))
+        union = _values(inline_refs(shown, defs))
         taken = {_key(v) for v in own}
         left_out = [v for v in union or () if _key(v) not in taken]
         if union is not None and not left_out:

@@ -165,12 +165,16 @@ class Action:
             return list(self.json_schema.get("required", []))
         return [n for n, f in self.args_model.model_fields.items() if f.is_required()]
 
+    def declared_schema(self) -> dict[str, Any]:
+        """`input_schema` without the framework's parameters (`_select`, the cursor), not copied: read it,
+        never change it."""
+        return self.json_schema if self.json_schema is not None else _model_schema(self.args_model)
+
     def signature(self, values: dict[str, str] | None = None) -> str:
         """Its parameters as the grouped description lists them: `id,message?` (`_select` left out: the
         same for every action, its schema says it), with the `values` it takes of some (`status:not overdue`,
         see `exposition.narrowed`). The names of `input_schema`'s properties, read without copying it."""
-        base = self.json_schema if self.json_schema is not None else _model_schema(self.args_model)
-        names = list(base.get("properties", {}))
+        names = list(self.declared_schema().get("properties", {}))
         if self.paginate and CURSOR_PARAM not in names:
             names.append(CURSOR_PARAM)
         return toon.params_cell([n for n in names if n != SELECT_PARAM], self.required, values)
@@ -573,8 +577,10 @@ class Tool:
 
     def _signatures(self, schema: dict[str, Any] | None) -> list[tuple[Action, str]]:
         """Each action with its signature in the grouped description (see `Action.signature`)."""
+        actions = list(self.actions.values())
         merged = schema if schema is not None else self.grouped_input_schema()
-        return [(a, a.signature(expo.narrowed(a.input_schema, merged))) for a in self.actions.values()]
+        values = expo.narrowed([a.declared_schema() for a in actions], merged)
+        return [(a, a.signature(v)) for a, v in zip(actions, values, strict=True)]
 
     def grouped_input_schema(self) -> dict[str, Any]:
         """`action` enum + the union of the actions' parameters, compact (see `mcpfusion.exposition`)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Any
 
 import pytest
@@ -19,7 +20,14 @@ from jsonschema import Draft202012Validator, FormatChecker
 
 from mcpfusion import Tool
 from mcpfusion.dispatch import _pop_select
-from mcpfusion.exposition import MCP_DEFAULT_HINTS, compact_annotations, merge_parameter, optional_form, output_schema
+from mcpfusion.exposition import (
+    MCP_DEFAULT_HINTS,
+    compact_annotations,
+    merge_parameter,
+    narrowed,
+    optional_form,
+    output_schema,
+)
 from mcpfusion.listing import tool_entries
 from mcpfusion.testing import ToolTester
 from tests import validation_corpus as vc
@@ -160,7 +168,7 @@ def _told(line_values: str | None, advertised: list[Any]) -> list[Any]:
     """The values an action's line says it takes of a parameter whose advertised enum is `advertised`."""
     if line_values is None:
         return advertised
-    shown = {json.dumps(v) if not isinstance(v, str) else v: v for v in advertised}
+    shown = {v if isinstance(v, str) and re.fullmatch(r"[\w.-]+", v) else json.dumps(v): v for v in advertised}
     if line_values.startswith("not "):
         return [v for k, v in shown.items() if k not in line_values[4:].split("|")]
     return [shown[k] for k in line_values.split("|")]
@@ -199,6 +207,25 @@ def test_each_action_line_says_exactly_the_enum_values_the_server_accepts(label,
                 assert vc.verdict(action, {**args, name: value})["ok"] == (value in takes), (name, value, takes)
                 checked += 1
     assert checked or not any("enum" in props.get(n, {}) for n in told)
+
+
+def test_narrowed_values_units():
+    wide = {"enum": ["in progress", "done", "new"]}
+    # the fewer values left out, quoted where they are not one word; nothing for the action taking them all
+    assert narrowed([{"properties": {"s": {"enum": ["in progress", "done"]}}, "required": ["s"]},
+                     {"properties": {"s": wide}}], {"properties": {"s": wide}}) == [{"s": "not new"}, {}]
+    assert narrowed([{"properties": {"s": {"enum": ["in progress"]}}}, {"properties": {"s": wide}}],
+                    {"properties": {"s": wide}}) == [{"s": '"in progress"'}, {}]
+    # an enum next to any integer (the merged schema lists no values): the enum's values; a parameter of one
+    # action, or without listed values, says nothing
+    assert narrowed([{"properties": {"n": {"enum": [1, 2]}, "only": {"enum": ["a"]}}},
+                     {"properties": {"n": {"type": "integer"}}}],
+                    {"properties": {"n": {"type": "integer"}, "only": {"enum": ["a"]}}}) == [{"n": "1|2"}, {}]
+    # through a definition, and an optional parameter's null (its default) is no value of its own
+    defs = {"S": {"enum": ["x", "y"], "type": "string"}}
+    assert narrowed([{"properties": {"s": {"anyOf": [{"$ref": "#/$defs/S"}, {"type": "null"}], "default": None}},
+                      "$defs": defs}, {"properties": {"s": {"enum": ["x", "y", "z"]}}, "required": ["s"]}],
+                    {"properties": {"s": {"enum": ["x", "y", "z"]}}}) == [{"s": "not z"}, {}]
 
 
 def test_plain_grouped_tool_lists_each_actions_parameters_and_keeps_select():
