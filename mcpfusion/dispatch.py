@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcpfusion")
 _UNTRACED = nullcontext()
 
+_GRANTED_KEY = "mcpfusion.granted"  # the request's (auth, granted scopes), worked out once per request
+
 
 def no_phase(name: str) -> AbstractContextManager[None]:
     """A phase of an untraced call (`Telemetry` gives traced ones): nothing to do."""
@@ -116,11 +118,18 @@ class ToolRegistry:
     def granted(self, request: Request) -> frozenset[str] | None:
         """The scopes granted to the caller of `request`, or None when nothing authenticated it (then no
         scope is enforced: a server without authentication works as without scopes)."""
-        auth = request.scope.get(AUTH_SCOPE_KEY)
+        scope = request.scope
+        auth = scope.get(AUTH_SCOPE_KEY)
         if auth is None:
             return None
+        # Once per request: a tools/call asks for them to check its headers, to route and to authorize.
+        known = scope.get(_GRANTED_KEY)
+        if known is not None and known[0] is auth:
+            return known[1]  # type: ignore[no-any-return]
         found = self.scopes_of(auth)
-        return None if found is None else frozenset(found)
+        granted = None if found is None else frozenset(found)
+        scope[_GRANTED_KEY] = (auth, granted)
+        return granted
 
     def actions(self) -> Iterable[Action]:
         for tool in self.tools.values():

@@ -252,6 +252,30 @@ async def test_a_hidden_action_is_answered_exactly_like_an_unknown_one():
     assert allowed["result"]["isError"] is False
 
 
+async def test_a_call_reads_the_callers_scopes_once_and_each_request_its_own():
+    """Routing, authorizing and the header check of one tools/call share the scopes read for its request;
+    the next request (another caller) reads its own."""
+    seen: list[object] = []
+
+    def counting(auth):
+        seen.append(auth)
+        return scopes_of(auth)
+
+    app = MCPFusion("crm", tools=tools(), authorization=ProtectedResource(
+        authorization_servers=[AS], authenticate=authenticate, scopes_of=counting), json_response=True).build_app()
+    async with client(app) as http:
+        await modern(http, "reader", "tools/list")
+        seen.clear()
+        allowed = await modern(http, "writer", "tools/call", {"name": "crm", "arguments": {
+            "action": "rename", "id": "1", "name": "x"}})
+        assert seen == [TOKENS["writer"]]
+        refused = await modern(http, "reader", "tools/call", {"name": "crm", "arguments": {
+            "action": "rename", "id": "1", "name": "x"}})
+    assert allowed["result"]["isError"] is False
+    assert seen == [TOKENS["writer"], TOKENS["reader"]]
+    assert refused["result"]["isError"] and 'has no action "rename"' in refused["result"]["content"][0]["text"]
+
+
 async def test_rest_refuses_a_missing_scope_with_insufficient_scope():
     app = fusion().build_app()
     async with client(app) as http:
