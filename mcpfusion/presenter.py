@@ -12,12 +12,13 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from types import MappingProxyType
-from typing import Any
+from types import MappingProxyType, UnionType
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
 from . import censor as egress
+from . import dictschema, markup
 from . import ui as ui_helpers
 from .content import scrubbed
 from .model import Model
@@ -52,7 +53,18 @@ def _flexible(fn: Callable[..., Any]) -> Callable[[Any, Any], Any]:
         params = []
     if len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params):
         return fn
-    return lambda data, ctx: fn(data)
+    adapter = lambda data, ctx: fn(data)  # noqa: E731 - marked below as taking one argument
+    adapter.__mcpfusion_data_only__ = fn  # type: ignore[attr-defined]
+    return adapter
+
+
+def _direct(fn: Callable[[Any, Any], Any] | None) -> tuple[Callable[..., Any], bool] | None:
+    """A `_flexible` callback as the user wrote it, and whether it takes `ctx`: the flat path calls it
+    straight, without the adapter's extra call."""
+    if fn is None:
+        return None
+    inner = getattr(fn, "__mcpfusion_data_only__", None)
+    return (fn, True) if inner is None else (inner, False)
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -83,7 +95,7 @@ def _serialization_schema(model: type[BaseModel]) -> dict[str, Any]:
 class _Rendered:
     """What `render` made of the data (a plain class: two are made per call of a presenter with embeds)."""
 
-    __slots__ = ("data", "ui_blocks", "embeds", "rules", "suggestions", "directives")
+    __slots__ = ("data", "ui_blocks", "embeds", "rules", "suggestions", "directives", "rules_block")
 
     def __init__(self, embeds: list[str] | None = None) -> None:
         self.data: Any = None
@@ -92,6 +104,7 @@ class _Rendered:
         self.rules: list[str] = []
         self.suggestions: list[Suggestion] = []
         self.directives: list[str] = []
+        self.rules_block: str | None = None  # `rules` as their block, when a flat render knew it beforehand
 
 
 def _merge_unique(target: list[Any], items: Iterable[Any]) -> None:
@@ -103,13 +116,33 @@ def _merge_unique(target: list[Any], items: Iterable[Any]) -> None:
 class _Cache:
     """What the hot path computes once per presenter, kept apart from its configuration."""
 
-    __slots__ = ("items_adapter", "plain", "flat")
+    __slots__ = ("items_adapter", "lean_one", "lean_many", "plain", "trusted", "plan")
 
     def __init__(self) -> None:
         self.items_adapter: TypeAdapter[list[Any]] | None = None
+        # The schema as a dict schema (`dictschema.codec`), of one item and of a list; False: not made yet.
+        self.lean_one: dictschema.Codec | None | bool = False
+        self.lean_many: dictschema.Codec | None | bool = False
         self.plain: bool | None = None
-        # Frozen, static own rules, every embedded child plain: one object renders without child bookkeeping.
-        self.flat = False
+        # Embed keys whose value this presenter's own validation already gave the child's shape (see `_trusted`).
+        self.trusted: frozenset[str] = frozenset()
+        # Frozen with a schema, static own rules, every embedded child plain with a schema: one object renders
+        # from this plan, without child bookkeeping (`_render_flat`).
+        self.plan: _FlatPlan | None = None
+
+
+class _FlatPlan:
+    """What `_render_flat` needs, worked out once at freeze."""
+
+    __slots__ = ("embeds", "rule_sets", "ui", "suggest")
+
+    def __init__(self, presenter: Presenter) -> None:
+        trusted = presenter._cache.trusted
+        self.embeds: list[tuple[str, int, bool, Presenter]] = [
+            (key, 1 << index, key in trusted, child) for index, (key, child) in enumerate(presenter.embeds.items())
+        ]
+        self.rule_sets: dict[int, tuple[tuple[str, ...], str | None]] = {}
+        self.ui, self.suggest = _direct(presenter._ui), _direct(presenter._suggest)
 
 
 class Presenter:
@@ -170,8 +203,12 @@ class Presenter:
             self._static_rules = tuple(self._static_rules)  # type: ignore[assignment]
         if not callable(self._directives):
             self._directives = tuple(self._directives)  # type: ignore[assignment]
-        self._cache.plain = self._compute_plain()
-        self._cache.flat = self._static_rules is not None and all(c._plain for c in self.embeds.values())
+        cache = self._cache
+        cache.plain = self._compute_plain()
+        cache.trusted = frozenset(k for k, c in self.embeds.items() if _trusted(self.item_model, k, c))
+        if (self._static_rules is not None and self.item_model is not None
+                and all(c._plain and c.item_model is not None for c in self.embeds.values())):
+            cache.plan = _FlatPlan(self)
         object.__setattr__(self, "_frozen", True)
         return self
 
@@ -358,15 +395,8 @@ class Presenter:
             return [copy.deepcopy(to_jsonable(raw)) for raw in raws], raws
         try:
             if notices is None:
-                model = self.item_model
-                one = model.__pydantic_validator__.validate_python(raws[0], from_attributes=True)
-                return [model.__pydantic_serializer__.to_python(one, mode="json")], raws
-            cache = self._cache
-            if cache.items_adapter is None:
-                cache.items_adapter = TypeAdapter(list[self.item_model])  # type: ignore[name-defined]
-            adapter = cache.items_adapter
-            validated = adapter.validator.validate_python(raws, from_attributes=True)
-            return adapter.serializer.to_python(validated, mode="json"), raws
+                return [self._dump_one(raws[0])], raws
+            return self._dump_many(raws), raws
         except ValidationError as exc:
             if notices is None:
                 raise PresenterError(
@@ -374,17 +404,64 @@ class Presenter:
                 ) from None
         return self._validate_each(raws, notices)
 
+    def _dump_one(self, raw: Any) -> Any:
+        """One item validated, stripped and dumped as JSON values; `ValidationError` when it does not fit.
+        A dict goes through the schema as a dict schema when it converts (see `dictschema`): no model
+        instance is built. Anything else, or a dict it refuses, is the model's (the same values, or the
+        model's own error)."""
+        if raw.__class__ is dict:
+            lean = self._lean()
+            if lean is not None:
+                try:
+                    return lean[1].to_python(lean[0].validate_python(raw), mode="json")
+                except ValidationError:
+                    pass
+        model: Any = self.item_model
+        one = model.__pydantic_validator__.validate_python(raw, from_attributes=True)
+        return model.__pydantic_serializer__.to_python(one, mode="json")
+
+    def _dump_many(self, raws: Sequence[Any]) -> list[Any]:
+        """`_dump_one` of a list, in one call."""
+        if raws.__class__ is list:
+            lean = self._lean(many=True)
+            if lean is not None:
+                try:
+                    return lean[1].to_python(lean[0].validate_python(raws), mode="json")  # type: ignore[no-any-return]
+                except ValidationError:
+                    pass
+        adapter = self._items_adapter()
+        return adapter.serializer.to_python(  # type: ignore[no-any-return]
+            adapter.validator.validate_python(raws, from_attributes=True), mode="json")
+
+    def _lean(self, many: bool = False) -> dictschema.Codec | None:
+        """The schema (as a list with `many`) as a dict schema, made on first use; None when it does not
+        convert."""
+        cache = self._cache
+        lean = cache.lean_many if many else cache.lean_one
+        if lean is False:
+            assert self.item_model is not None
+            lean = dictschema.codec(self.item_model, many=many)
+            if many:
+                cache.lean_many = lean
+            else:
+                cache.lean_one = lean
+        return lean  # type: ignore[return-value]
+
+    def _items_adapter(self) -> TypeAdapter[list[Any]]:
+        """The schema as a list, made on first use (a TypeAdapter costs milliseconds, most never need one)."""
+        adapter = self._cache.items_adapter
+        if adapter is None:
+            adapter = self._cache.items_adapter = TypeAdapter(list[self.item_model])  # type: ignore[name-defined]
+        return adapter
+
     def _validate_each(self, raws: Sequence[Any], notices: list[str]) -> tuple[list[Any], Sequence[Any]]:
-        model = self.item_model
-        assert model is not None
         items, kept, bad = [], [], []
         for index, raw in enumerate(raws):
             try:
-                one = model.__pydantic_validator__.validate_python(raw, from_attributes=True)
+                items.append(self._dump_one(raw))
             except ValidationError as exc:
                 bad.append(f"#{index} ({_fields_of(exc, 0)})")
                 continue
-            items.append(model.__pydantic_serializer__.to_python(one, mode="json"))
             kept.append(raw)
         self._announce(len(raws), bad, notices)
         return items, kept
@@ -405,7 +482,9 @@ class Presenter:
                 continue
             if child._plain:
                 # Schema, static rules and redaction only: no render bookkeeping (hot path of list embeds).
-                if isinstance(value, list | tuple):
+                if key in self._cache.trusted:
+                    pass  # this presenter's own validation made item[key] what the child would make of it
+                elif isinstance(value, list | tuple):
                     notices: list[str] = []
                     item[key] = child._validate(value if value.__class__ is list else list(value), notices)[0]
                     if notices:
@@ -446,8 +525,10 @@ class Presenter:
 
     def render(self, data: Any, ctx: Any = None) -> _Rendered:
         """Everything but `_select`, redaction and serialization (used for embeds, too)."""
-        if self._cache.flat and not isinstance(data, list | tuple):
-            return self._render_flat(data, ctx)
+        if self._cache.plan is not None and not isinstance(data, list | tuple):
+            flat = self._render_flat(data, ctx)
+            if flat is not None:
+                return flat
         out = _Rendered()
         # Embedded children's rules, suggestions and directives come after this presenter's own.
         children = _Rendered(out.embeds) if self.embeds else None
@@ -499,27 +580,57 @@ class Presenter:
                 _merge_unique(out.directives, children.directives)
         return out
 
-    def _render_flat(self, data: Any, ctx: Any) -> _Rendered:
-        """`render` of one object by a frozen presenter whose own rules are static and whose children are
-        all plain (see `_Cache.flat`): the same result without the bookkeeping of callbacks in children.
-        Children's static rules come after this presenter's own, as `render` orders them; plain children
-        add no suggestions or directives."""
+    def _render_flat(self, data: Any, ctx: Any) -> _Rendered | None:
+        """`render` of one object by a frozen flat presenter (see `_Cache.flat`), from what `_compile_flat`
+        worked out at freeze: one validation per child value (none for a trusted key), the rules and their
+        block per set of children present. None when a value does not validate: `render`'s general path
+        then decides (it degrades a list, or raises the same `PresenterError`); no callback has run yet."""
+        plan = self._cache.plan
+        assert plan is not None
+        try:
+            full = self._dump_one(data)
+            present = 0
+            if plan.embeds:
+                raw_get = data.get if data.__class__ is dict or isinstance(data, Mapping) else None
+                for key, bit, trusted, child in plan.embeds:
+                    value = raw_get(key) if raw_get is not None else getattr(data, key, None)
+                    if value is None:
+                        continue
+                    present |= bit
+                    if trusted:
+                        continue
+                    cls = value.__class__
+                    # A list's items in one call, as the child's own list path validates them.
+                    full[key] = child._dump_many(value) if cls is list or cls is tuple else child._dump_one(value)
+        except ValidationError:
+            return None
         out = _Rendered()
-        out.rules = list(self._static_rules or ())
-        full = self._validate((data,))[0][0]
-        if self.embeds:
-            self._embed(data, full, ctx, out)
         out.data = full
-        if self._ui is not None:
-            blocks = self._ui(full, ctx)
+        rule_set = plan.rule_sets.get(present)
+        if rule_set is None:
+            rule_set = plan.rule_sets[present] = self._rule_set(present)
+        out.rules, out.rules_block = list(rule_set[0]), rule_set[1]
+        if plan.ui is not None:
+            fn, with_ctx = plan.ui
+            blocks = fn(full, ctx) if with_ctx else fn(full)
             if blocks is not None:
                 out.ui_blocks = _as_list(blocks)
-        if self._suggest is not None:
-            _merge_unique(out.suggestions, _as_list(self._suggest(full, ctx)))
+        if plan.suggest is not None:
+            fn, with_ctx = plan.suggest
+            _merge_unique(out.suggestions, _as_list(fn(full, ctx) if with_ctx else fn(full)))
         if self._directives:
             directives = self._directives(full, ctx) if callable(self._directives) else self._directives
             _merge_unique(out.directives, [d for d in _as_list(directives) if d])
         return out
+
+    def _rule_set(self, present: int) -> tuple[tuple[str, ...], str | None]:
+        """The rules of a flat render whose embedded values present are the bits of `present` (own rules,
+        then each present child's, in embed order, as `render` merges them), and their block."""
+        rules = list(self._static_rules or ())
+        for index, child in enumerate(self.embeds.values()):
+            if present & (1 << index):
+                _merge_unique(rules, child._static_rules or ())
+        return tuple(rules), markup.bullet_block("domain_rules", rules) if rules else None
 
     def redact(self, data: Any, removed: list[Any] | None = None) -> None:
         """Apply this presenter's (and its embeds') redaction in place; fails closed. The real values it
@@ -561,7 +672,7 @@ class Presenter:
         # Its view is the data as on the wire, plus rules, UI blocks, suggestions (render's lists, which hold
         # no None: the response takes them over).
         response = assemble(wire, self.pretty, rendered.ui_blocks, rendered.embeds, rendered.directives,
-                            rendered.rules, rendered.suggestions)
+                            rendered.rules, rendered.suggestions, rendered.rules_block)
         if removed:
             egress.guard(response, removed, self.censor, pretty=self.pretty)
             response.view.scrub = egress.scrubber(removed, self.censor)  # for documents attached afterwards
@@ -573,6 +684,42 @@ class Presenter:
 
     def __repr__(self) -> str:
         return f"Presenter({self.name!r})"
+
+
+def _trusted(model: type[BaseModel] | None, key: str, child: Presenter) -> bool:
+    """Whether `model` declares `key` as the model a plain `child` presents with (or a list of it, optionally
+    None) and nothing of `model` rewrites it: then validating the item already made `item[key]` exactly what
+    the child would make of the same raw value, and the child skips a second validation (invoice lines
+    declared on the invoice). The child's model ignores extra keys; the declared one ignores or forbids them,
+    so whatever passes the item's validation passes the child's, to the same fields."""
+    target = child.item_model
+    if model is None or target is None or not child._plain:
+        return False
+    field = model.model_fields.get(key)
+    if field is None:
+        return False
+    if any(type(m).__module__ != "annotated_types" for m in field.metadata):
+        return False  # a cast (BeforeValidator) or anything else that may rewrite the value
+    decorators = model.__pydantic_decorators__
+    if decorators.model_validators or decorators.model_serializers or decorators.root_validators:
+        return False
+    decorated: list[Any] = [*decorators.field_validators.values(), *decorators.field_serializers.values(),
+                            *decorators.validators.values()]
+    if any(key in d.info.fields or "*" in d.info.fields for d in decorated):
+        return False
+    annotation = field.annotation
+    if isinstance(annotation, UnionType) or get_origin(annotation) is Union:
+        rest = [a for a in get_args(annotation) if a is not type(None)]
+        if len(rest) != 1:
+            return False
+        annotation = rest[0]
+    if get_origin(annotation) is list:
+        annotation = get_args(annotation)[0] if get_args(annotation) else None
+    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        return False
+    if annotation.model_config.get("extra") not in (None, "ignore", "forbid"):
+        return False
+    return target is annotation or (target.__bases__ == (annotation,) and target is _ignore_extra(annotation))
 
 
 def _embedded(one: dict[str, Any], declared: dict[str, Any] | None) -> dict[str, Any]:

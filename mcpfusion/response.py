@@ -103,6 +103,8 @@ class ToolResponse:
 
 def to_jsonable(data: Any) -> Any:
     """Pydantic models (and lists of them) as plain JSON-ready data."""
+    if data.__class__ is dict:  # what presenters hand over: no model to dump (and no metaclass check)
+        return data
     if isinstance(data, BaseModel):
         return data.model_dump(mode="json")
     if isinstance(data, list | tuple) and data and isinstance(data[0], BaseModel):
@@ -207,10 +209,11 @@ class ResponseBuilder:
 
 def assemble(
     data: Any, pretty: bool, ui: list[UIBlock], embeds: list[str], directives: list[str], rules: list[str],
-    suggestions: list[Suggestion],
+    suggestions: list[Suggestion], rules_block: str | None = None,
 ) -> ToolResponse:
     """The six blocks in their fixed order, from lists the response then owns (rules and suggestions
-    without None). `ResponseBuilder.build` and presenters (whose render made the lists) both end here."""
+    without None). `ResponseBuilder.build` and presenters (whose render made the lists) both end here;
+    `rules_block` is the rules' block when the caller rendered it beforehand (a presenter's static rules)."""
     data = to_jsonable(data)
     if data is None or isinstance(data, str):
         texts = ["OK" if data is None else data]
@@ -225,7 +228,7 @@ def assemble(
     if directives:
         texts.append(markup.bullet_block("llm_directives", directives))
     if rules:
-        texts.append(markup.bullet_block("domain_rules", rules))
+        texts.append(rules_block or markup.bullet_block("domain_rules", rules))
     if suggestions:
         texts.append(markup.bullet_block("action_suggestions", [s.render() for s in suggestions]))
     view = ResponseView(data=data, system_rules=rules, ui_blocks=ui, suggestions=suggestions, encoding=encoding)

@@ -41,18 +41,28 @@ def fence(language: str, body: str) -> str:
     return f"{ticks}{language}\n{body}\n{ticks}"
 
 
-def _cell(value: Any) -> str:
-    text = value if isinstance(value, str) else str(value)
-    if "|" in text or "\n" in text:  # escaping only when needed: tables sit on the hot path
+def _cell(text: str) -> str:
+    if "|" in text or "\n" in text:
         text = text.replace("|", "\\|").replace("\n", " ")
     return text
 
 
 def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], **options: Any) -> UIBlock:
     """A markdown table."""
-    lines = ["| " + " | ".join([_cell(h) for h in headers]) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join([_cell(c) for c in row]) + " |" for row in rows]
-    return UIBlock("markdown", "\n".join(lines), **options)
+    cells = [[c if isinstance(c, str) else str(c) for c in row] for row in rows]
+    head = [h if isinstance(h, str) else str(h) for h in headers]
+    text = _table(head, cells)
+    # Tables sit on the hot path: cells are escaped only when the table holds a `|` or a newline of theirs.
+    pipes = 2 * len(head) + 2 + sum([len(row) + 1 for row in cells])
+    if text.count("|") != pipes or text.count("\n") != len(cells) + 1:
+        text = _table([_cell(h) for h in head], [[_cell(c) for c in row] for row in cells])
+    return UIBlock("markdown", text, **options)
+
+
+def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
 
 
 def list(items: Iterable[Any], **options: Any) -> UIBlock:  # noqa: A001 - mirrors ui.list of the spec

@@ -320,10 +320,10 @@ def test_flat_render_of_one_object_is_the_general_render_and_fits_the_output_sch
 
     app = MCPFusion("flat", tools=[tool]).build_app()
     flat = bill.present(raw)
-    assert bill._cache.flat
+    assert bill._cache.plan is not None
     general = bill.copy()
     general.freeze()
-    general._cache.flat = False
+    general._cache.plan = None
     assert general.present(raw).texts == flat.texts
     assert "ada@example.com" not in "".join(flat.texts) and "4111 1111" not in "".join(flat.texts)
     assert flat.texts[-2].count("Line rule.") == 1  # a child's rule already among the parent's: once

@@ -1,0 +1,250 @@
+"""The presenter's compiled paths give what the general path gives: the dict schema (`mcpfusion.dictschema`),
+embeds the parent's own validation already made (trusted keys), the flat plan, and its fallbacks."""
+
+import datetime as dt
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+import pytest
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, computed_field, field_validator, model_validator
+
+from mcpfusion import Model, Presenter, suggest, ui
+from mcpfusion.dictschema import codec
+from mcpfusion.presenter import PresenterError
+
+
+class Ref(BaseModel):
+    id: str
+    name: str
+    phone: str | None = None
+
+
+class Row(BaseModel):
+    model_config = ConfigDict(str_strip_whitespace=True)
+
+    id: str
+    ref: Ref | None = None
+    total: int = 0
+    price: Decimal = Decimal("0")
+    when: dt.date
+    tags: list[str] = Field(default_factory=list)
+    status: Literal["a", "b"] = "a"
+    note: str | None = Field(None, max_length=5)
+
+
+ROW = {"id": " r1 ", "ref": {"id": "c1", "name": "Ada", "extra": 1}, "total": "12", "price": "1.50",
+       "when": "2026-01-02", "tags": ["x"], "undeclared": "strip me"}
+
+
+def _model_dump(model: type[BaseModel], raw: Any) -> Any:
+    return model.__pydantic_serializer__.to_python(
+        model.__pydantic_validator__.validate_python(raw, from_attributes=True), mode="json")
+
+
+@pytest.mark.parametrize("raw", [ROW, {**ROW, "ref": None}, {"id": "r2", "when": dt.date(2026, 3, 4)},
+                                 {**ROW, "note": "abc", "status": "b", "total": 3}])
+def test_dict_schema_validates_strips_and_dumps_as_the_model(raw):
+    model = Model(Row, casts={"total": "int"}, hidden=["tags"]).schema
+    lean = codec(model)
+    assert lean is not None
+    validator, serializer = lean
+    out = serializer.to_python(validator.validate_python(raw), mode="json")
+    expected = _model_dump(model, raw)
+    assert out == expected and list(out) == list(expected)
+    many = codec(model, many=True)
+    assert many is not None
+    assert many[1].to_python(many[0].validate_python([raw, raw]), mode="json") == [expected, expected]
+
+
+class WithComputed(BaseModel):
+    a: int
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def b(self) -> int:
+        return self.a * 2
+
+
+class WithAlias(BaseModel):
+    a: int = Field(alias="A")
+
+
+class WithModelValidator(BaseModel):
+    a: int
+
+    @model_validator(mode="before")
+    @classmethod
+    def fill(cls, data: Any) -> Any:
+        return data
+
+
+class WithInfoValidator(BaseModel):
+    a: int
+
+    @field_validator("a")
+    @classmethod
+    def check(cls, value: int, info: Any) -> int:
+        return value
+
+
+class KeepsExtra(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    a: int
+
+
+class Other(BaseModel):
+    x: int
+
+
+class UnionOfModels(BaseModel):
+    a: Ref | Other
+
+
+class Excluded(BaseModel):
+    a: int
+    b: int = Field(0, exclude=True)
+
+
+@pytest.mark.parametrize("model", [WithComputed, WithAlias, WithModelValidator, WithInfoValidator, KeepsExtra,
+                                   UnionOfModels, Excluded])
+def test_models_a_dict_schema_could_tell_apart_keep_the_model(model):
+    assert codec(model) is None
+
+
+def test_presenter_output_is_the_models_on_every_input_kind():
+    """Dicts take the dict schema; attribute objects, model instances and refused dicts take the model: the
+    same result, and the model's own error."""
+    presenter = Presenter("Row").schema(Model(Row, casts={"total": "int"}))
+    general = _model_dump(presenter.item_model, ROW)
+    assert presenter.present(ROW).view.data == general
+
+    class Obj:
+        def __init__(self, **values: Any) -> None:
+            self.__dict__.update(values)
+
+    assert presenter.present(Obj(**ROW)).view.data == general
+    assert presenter.present({**ROW, "ref": Ref(id="c1", name="Ada")}).view.data == general
+    with pytest.raises(PresenterError, match=r"\(when\)"):
+        presenter.present({**ROW, "when": "not a date"})
+    rows = presenter.present([ROW, {**ROW, "when": "nope"}, Obj(**ROW)])
+    assert rows.view.data == [general, general]
+    assert "1 of 3 item(s) could not be shown" in rows.text
+
+
+class Line(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sku: str
+    qty: int = 1
+    card: str | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def twice(self) -> int:
+        return self.qty * 2
+
+
+class Bill(BaseModel):
+    id: str
+    email: str
+    lines: list[Line] = Field(min_length=1)
+
+
+def _line_presenter() -> Presenter:
+    return Presenter("Line").schema(Line).redact_pii(["card"]).rules(["Line rule."])
+
+
+def _bill_presenter(model: Any = Bill) -> Presenter:
+    return (Presenter("Bill").schema(model).rules(["Bill rule."]).redact_pii(["email"])
+            .ui(lambda b: ui.table(["Id", "Lines"], [[b["id"], len(b["lines"])]]))
+            .suggest(lambda b: [suggest("bill.pay", "Pay it"), None]).embed("lines", _line_presenter()))
+
+
+BILL = {"id": "b1", "email": "ada@example.com",
+        "lines": [{"sku": "A", "qty": 2, "card": "4111 1111"}, {"sku": "B"}]}
+
+
+def _general(presenter: Presenter) -> Presenter:
+    """The same presenter on the general path: no plan, no trusted key."""
+    general = presenter.copy()
+    general.freeze()
+    general._cache.plan = None
+    general._cache.trusted = frozenset()
+    return general
+
+
+def test_an_embed_the_parent_declares_with_the_childs_model_is_validated_once():
+    bill = _bill_presenter().freeze()
+    general = _general(bill).present(BILL)
+    assert bill._cache.trusted == {"lines"} and bill._cache.plan is not None
+
+    def second_validation(*args: Any) -> Any:
+        raise AssertionError("the lines were validated twice")
+
+    child = bill.embeds["lines"]
+    object.__setattr__(child, "_dump_many", second_validation)
+    object.__setattr__(child, "_dump_one", second_validation)
+    flat = bill.present(BILL)
+    assert flat.texts == general.texts and flat.view.data == general.view.data
+    assert flat.view.data["lines"][0] == {"sku": "A", "qty": 2, "card": "[REDACTED]", "twice": 4}
+    assert "4111 1111" not in flat.text and "ada@example.com" not in flat.text
+    assert flat.texts[-2].count("Line rule.") == 1
+    # What the parent refuses (an extra key its line model forbids) is refused as before.
+    with pytest.raises(PresenterError):
+        bill.present({**BILL, "lines": [{"sku": "A", "extra": 1}]})
+
+
+def _cast_sku(value: Any) -> Any:
+    return str(value).upper()
+
+
+class CastBill(BaseModel):
+    id: str
+    email: str
+    lines: Annotated[list[Line], BeforeValidator(lambda v: [{**li, "sku": _cast_sku(li["sku"])} for li in v])]
+
+
+class LooseLine(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    sku: str
+
+
+class LooseBill(BaseModel):
+    id: str
+    email: str
+    lines: list[LooseLine]
+
+
+def test_an_embed_the_parent_may_rewrite_or_shape_otherwise_is_validated_by_the_child():
+    cast = _bill_presenter(CastBill).freeze()
+    assert cast._cache.trusted == frozenset()
+    lowered = {**BILL, "lines": [{"sku": "a"}]}
+    assert cast.present(lowered).view.data["lines"] == [{"sku": "a", "qty": 1, "card": "[REDACTED]", "twice": 2}]
+    loose = (Presenter("Bill").schema(LooseBill).embed("lines", Presenter("L").schema(LooseLine))).freeze()
+    assert loose._cache.trusted == frozenset()
+    other = Presenter("Bill").schema(Bill).embed("lines", Presenter("L").schema({"sku": str})).freeze()
+    assert other._cache.trusted == frozenset()
+
+
+def test_the_flat_plan_falls_back_to_the_general_path_on_data_it_does_not_take():
+    """A list embed with a bad item degrades item by item, a bad single embed raises, a tuple embed and an
+    absent one render: all exactly as the general path does."""
+    lines = Presenter("Line").schema({"sku": str, "card": str | None}).redact_pii(["card"]).rules(["Line rule."])
+    bill = (Presenter("Bill").schema({"id": str, "email": str}).rules(["Bill rule."]).redact_pii(["email"])
+            .ui(lambda b: ui.summary(b["id"])).embed("lines", lines))
+    general = _general(bill)
+    cases = [
+        {**BILL, "lines": [{"sku": "A", "card": "4111 1111"}, {"card": "x"}]},
+        {**BILL, "lines": ({"sku": "A", "card": "4111 1111"},)},
+        {"id": "b1", "email": "ada@example.com"},
+        {**BILL, "lines": {"sku": "A", "card": None}},
+    ]
+    for raw in cases:
+        ours, theirs = bill.present(raw), general.present(raw)
+        assert ours.texts == theirs.texts and ours.view.data == theirs.view.data
+    assert "could not be shown" in bill.present(cases[0]).text
+    assert "Line rule." not in bill.present(cases[2]).text  # no child, no child rules
+    with pytest.raises(PresenterError) as ours_error:
+        bill.present({**BILL, "lines": {"card": "x"}})
+    with pytest.raises(PresenterError) as their_error:
+        general.present({**BILL, "lines": {"card": "x"}})
+    assert str(ours_error.value) == str(their_error.value)
