@@ -11,29 +11,37 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 
 
+class _Exchange:
+    """One request as a server keeps it (uvicorn's `RequestResponseCycle`): the scope, and `send` as a bound
+    method, so an app that keeps `send` reaches the scope, and any cycle through it shows here as it does
+    under a real server (a closure over a list would hide it)."""
+
+    def __init__(self, scope: dict[str, Any], body: bytes) -> None:
+        self.scope = scope
+        self.body = body
+        self.sent = False
+        self.out: list[dict[str, Any]] = []
+
+    async def receive(self) -> dict[str, Any]:
+        if not self.sent:
+            self.sent = True
+            return {"type": "http.request", "body": self.body, "more_body": False}
+        await asyncio.Event().wait()
+        raise AssertionError  # pragma: no cover - the wait never ends
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.out.append(message)
+
+
 async def post(app: Any, headers: list[tuple[bytes, bytes]], body: bytes, path: str = "/mcp") -> list[dict[str, Any]]:
     """One POST through `app` (no server, no socket); the ASGI messages it sent. The client never
     disconnects, so a streaming answer runs to its end."""
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
              "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
              "headers": headers, "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80)}
-    sent = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.Event().wait()
-        raise AssertionError  # pragma: no cover - the wait never ends
-
-    out: list[dict[str, Any]] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        out.append(message)
-
-    await app(scope, receive, send)
-    return out
+    exchange = _Exchange(scope, body)
+    await app(scope, exchange.receive, exchange.send)
+    return exchange.out
 
 
 def status_and_body(messages: list[dict[str, Any]]) -> tuple[int, bytes]:
