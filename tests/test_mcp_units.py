@@ -115,6 +115,18 @@ async def test_event_store_forgets_old_streams_but_never_reuses_an_id():
     assert again != first
 
 
+async def test_event_store_keeps_the_newest_streams_and_events_within_its_caps():
+    store = InMemoryEventStore(max_events=3, max_streams=3)
+    primings = [await store.store_event(f"s{i}", None) for i in range(5)]  # s0 and s1 are dropped, oldest first
+    assert [await store.replay_after(p) is not None for p in primings] == [False, False, True, True, True]
+    ids = [await store.store_event("s4", {"n": n}) for n in range(5)]  # the priming event and n=0, 1 drop out
+    assert await store.replay_after(primings[4]) == ("s4", [(ids[2], {"n": 2}), (ids[3], {"n": 3}),
+                                                            (ids[4], {"n": 4})])
+    assert await store.replay_after(ids[3]) == ("s4", [(ids[4], {"n": 4})])
+    await store.store_event("s5", {"n": 5})  # a new stream drops the oldest one left (s2), never a newer one
+    assert [await store.replay_after(p) is not None for p in primings[2:]] == [False, True, True]
+
+
 async def test_a_session_answers_only_to_the_principal_that_created_it():
     app = build_fusion().build_app()
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -181,3 +193,4 @@ async def test_raw_tool_failure_never_leaks_the_exception_message():
     text = result["content"][0]["text"]
     assert "hunter2" not in text and "RuntimeError" not in text
     assert text.startswith('<tool_error code="INTERNAL_ERROR" severity="error">')
+

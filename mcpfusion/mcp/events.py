@@ -8,7 +8,7 @@ Event ids embed their stream id (`{stream}#{seq}`), so any replica can find the 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from typing import Any, Protocol
 
 from pydantic_core import from_json, to_json
@@ -47,32 +47,31 @@ class InMemoryEventStore:
         self.max_events = max_events
         self.max_streams = max_streams
         self.retention = retention
-        # Ordered dicts, oldest stream first: dropping the oldest is O(1) (a plain dict used as a queue
-        # slows down as deleted slots pile up at its front: ~20 us per new stream at the cap).
+        # Each stream's events as a list of (number, data) (data None: a priming event): an SSE reply stores
+        # two events on a new stream, and under load every such call also drops the oldest stream, so both
+        # are kept to a few allocations. Streams are dropped oldest first, found through `_order` (a plain
+        # dict used as a queue slows down as deleted slots pile up at its front).
         # Messages are kept as their JSON bytes: thousands of kept reply dicts would be objects for the garbage
         # collector to walk again and again (its full collections then cost more than the replies themselves).
-        self._streams: OrderedDict[str, deque[tuple[int, bytes | None]]] = OrderedDict()
-        self._started: OrderedDict[str, float] = OrderedDict()
+        self._streams: dict[str, list[tuple[int, bytes | None]]] = {}
+        self._order: deque[tuple[float, str]] = deque()  # (start time, stream id), oldest first
         # One counter for every stream: ids stay unique even for a stream that was forgotten and restarted.
         self._counter = 0
         self._last: tuple[dict[str, Any], bytes] | None = None  # the message stored last, and its bytes
 
     def _forget_old(self, now: float) -> None:
         horizon = now - self.retention
-        streams, started = self._streams, self._started
-        while streams:
-            if len(streams) < self.max_streams and next(iter(started.values())) >= horizon:
-                break
-            streams.popitem(last=False)
-            started.popitem(last=False)
+        order, streams = self._order, self._streams
+        while order and (len(order) >= self.max_streams or order[0][0] < horizon):
+            del streams[order.popleft()[1]]
 
     async def store_event(self, stream_id: str, message: dict[str, Any] | None) -> str:
         events = self._streams.get(stream_id)
         if events is None:
             now = time.monotonic()
             self._forget_old(now)
-            events = self._streams[stream_id] = deque(maxlen=self.max_events)
-            self._started[stream_id] = now
+            events = self._streams[stream_id] = []
+            self._order.append((now, stream_id))
         self._counter += 1
         seq = self._counter
         if message is None:
@@ -81,6 +80,8 @@ class InMemoryEventStore:
             data = to_json(message, fallback=str)
             events.append((seq, data))
             self._last = (message, data)
+        if len(events) > self.max_events:
+            del events[0]  # a list: most streams hold two events (a deque costs more for them)
         return event_id(stream_id, seq)
 
     def encoded(self, message: dict[str, Any]) -> bytes | None:
