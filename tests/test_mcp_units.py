@@ -194,3 +194,42 @@ async def test_raw_tool_failure_never_leaks_the_exception_message():
     assert "hunter2" not in text and "RuntimeError" not in text
     assert text.startswith('<tool_error code="INTERNAL_ERROR" severity="error">')
 
+
+async def test_held_sse_replies_open_at_their_own_deadline_on_one_timer():
+    import asyncio
+
+    from mcpfusion.mcp.settings import TransportSettings
+    from mcpfusion.mcp.streams import Holds
+
+    class Held:
+        def __init__(self) -> None:
+            self.opened_at: float | None = None
+
+        def open(self) -> None:
+            assert self.opened_at is None, "opened twice"
+            self.opened_at = loop.time()
+
+    loop = asyncio.get_running_loop()
+    settings = TransportSettings(sse_hold_seconds=0.1)
+    holds = Holds(settings)
+    start = loop.time()
+    first, answered, later = Held(), Held(), Held()
+    holds.add(first)  # type: ignore[arg-type]
+    holds.add(answered)  # type: ignore[arg-type]
+    await asyncio.sleep(0.05)
+    holds.add(later)  # type: ignore[arg-type]
+    holds.discard(answered)  # answered within its hold: never opened
+    await asyncio.sleep(0.06)
+    assert first.opened_at is not None and first.opened_at - start >= 0.1
+    assert later.opened_at is None  # its own deadline, not the first one's
+    await asyncio.sleep(0.1)
+    assert later.opened_at is not None and later.opened_at - start >= 0.15
+    assert answered.opened_at is None
+    slow, quick = Held(), Held()  # a shorter hold set later opens before the longer one held already
+    settings.sse_hold_seconds = 5
+    holds.add(slow)  # type: ignore[arg-type]
+    settings.sse_hold_seconds = 0.02
+    holds.add(quick)  # type: ignore[arg-type]
+    await asyncio.sleep(0.2)
+    assert quick.opened_at is not None and slow.opened_at is None
+    holds.discard(slow)

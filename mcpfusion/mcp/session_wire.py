@@ -24,6 +24,7 @@ from .pipeline import WirePipeline, invalid_request
 from .sessions import Session, SessionLimitError, SessionQuotaError, SessionStore, new_session_id
 from .settings import TransportSettings
 from .streams import (
+    Holds,
     PostStream,
     SessionChannel,
     SSEBody,
@@ -66,6 +67,7 @@ class SessionWire(WirePipeline):
         # Exactly the in-process store and broker (a subclass may do I/O): replies skip the store timeout.
         self.local_stores = type(events) is InMemoryEventStore and type(broker) is InMemoryBroker
         self.inflight: dict[tuple[str, str], SessionChannel] = {}
+        self.holds = Holds(settings)  # when a held SSE reply opens its live stream
         self._cancel_listener: asyncio.Task[Any] | None = None
 
     async def principal_of(self, request: Request) -> tuple[str | None, str | None]:
@@ -246,8 +248,7 @@ class SessionWire(WirePipeline):
         # The call runs while the response is sent: most send nothing before their reply and get one body
         # (priming event + reply, both stored for Last-Event-ID); progress, logging, a server request or a
         # slow call open the live stream (see `PostStream`).
-        stream = channel.stream = PostStream(run, priming, session.id, self.settings.sse_hold_seconds,
-                                             self.settings.sse_ping_seconds)
+        stream = channel.stream = PostStream(run, priming, session.id, self.holds, self.settings.sse_ping_seconds)
         return stream
 
     async def run(self, call: Call, inline: bool = True) -> dict[str, Any] | None:

@@ -133,28 +133,38 @@ class SessionChannel(Channel):
         A store that fails (Redis restarting) is retried for `settings.reply_store_timeout` seconds, so the
         reply is stored and resumable once it is back; after that (or if it hangs, frozen) the reply goes to
         the open response unstored: the stream always ends with its result, only resuming it is lost."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.wire.settings.reply_store_timeout
-        delay = 0.05
-        local = self.wire.local_stores
-        while True:
+        failure: Exception | None
+        if self.wire.local_stores:  # the in-process stores: nothing to wait for, no timer, no retry
             try:
-                if local:  # nothing can hang: no asyncio timer per reply
-                    await self.emit(reply)
-                else:
-                    async with asyncio.timeout(max(0.0, deadline - loop.time())):
-                        await self.emit(reply)
+                await self.emit(reply)
                 return
-            except Exception as exc:  # noqa: BLE001 - any store failure; the reply must still be delivered
+            except Exception as exc:  # noqa: BLE001 - the reply must still be delivered
                 failure = exc
-            if loop.time() + delay >= deadline:
-                break
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+        else:
+            failure = await self._emit_retrying(reply)
+            if failure is None:
+                return
         logger.warning("could not store the reply to %s (%r); sent unstored on the open stream",
                        reply.get("id"), failure)
         if self.stream_id is not None and not self.closed:
             await self._deliver(None, reply)
+
+    async def _emit_retrying(self, reply: dict[str, Any]) -> Exception | None:
+        """Emit `reply` within `reply_store_timeout`, retrying a failing store; the last failure, or None."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wire.settings.reply_store_timeout
+        delay = 0.05
+        while True:
+            try:
+                async with asyncio.timeout(max(0.0, deadline - loop.time())):
+                    await self.emit(reply)
+                return None
+            except Exception as exc:  # noqa: BLE001 - any store failure; the reply must still be delivered
+                failure = exc
+            if loop.time() + delay >= deadline:
+                return failure
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
     def close_stream(self) -> None:
         if self.stream_id is not None and not self.closed:
@@ -203,6 +213,43 @@ class SSEBody(Response):
             self.raw_headers.append((b"mcp-session-id", session_id.encode()))
 
 
+class Holds:
+    """When the calls of one wire's SSE replies have run `settings.sse_hold_seconds` without answering: one
+    asyncio timer for all of them (a timer made and cancelled per reply cost ~4% of an SSE reply)."""
+
+    def __init__(self, settings: TransportSettings) -> None:
+        self.settings = settings
+        self._due: dict[PostStream, float] = {}  # each held response and the loop time it opens at
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def add(self, stream: PostStream) -> None:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a new event loop (tests): what was held on the old one is gone with it
+            self._due.clear()
+            self._timer = None
+            self._loop = loop
+        at = self._due[stream] = loop.time() + self.settings.sse_hold_seconds
+        timer = self._timer
+        if timer is None or at < timer.when():  # the one hold of every call, unless the setting changed
+            if timer is not None:
+                timer.cancel()
+            self._timer = loop.call_at(at, self._fire)
+
+    def discard(self, stream: PostStream) -> None:
+        self._due.pop(stream, None)
+
+    def _fire(self) -> None:
+        assert self._loop is not None
+        self._timer = None
+        now = self._loop.time()
+        for stream in [stream for stream, at in self._due.items() if at <= now]:
+            del self._due[stream]
+            stream.open()
+        if self._due:
+            self._timer = self._loop.call_at(min(self._due.values()), self._fire)
+
+
 async def _done() -> None:
     """What a `PostStream` runs once its call has run."""
 
@@ -218,7 +265,7 @@ class PostStream(Response):
     client has the priming event id early), or on `close_stream()` (the call goes on; its client resumes)."""
 
     def __init__(
-        self, run: Callable[[], Awaitable[None]], priming: bytes, session_id: str, hold: float, ping: float,
+        self, run: Callable[[], Awaitable[None]], priming: bytes, session_id: str, holds: Holds, ping: float,
     ) -> None:
         self.status_code = 200
         self.background = None
@@ -226,7 +273,7 @@ class PostStream(Response):
         self.raw_headers = [*SSE_RAW_HEADERS, (b"mcp-session-id", session_id.encode())]
         self._run = run
         self._priming = priming
-        self._hold = hold
+        self._holds = holds
         self._ping = ping
         self._send: Send | None = None
         self._head: asyncio.Future[None] | None = None  # headers and priming event on their way: streaming
@@ -237,12 +284,12 @@ class PostStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._send = send
-        timer = asyncio.get_running_loop().call_later(self._hold, self._open)
+        self._holds.add(self)
         try:
             try:
                 await self._run()
             finally:
-                timer.cancel()
+                self._holds.discard(self)
                 # The call's closure holds its channel, which holds this response: leaving the cycle to the
                 # garbage collector would make it walk every call's objects again (a cost per SSE reply).
                 self._run = _done
@@ -259,7 +306,8 @@ class PostStream(Response):
             # channel, which holds this response (a cycle of ~35 objects per SSE reply under uvicorn).
             self._send = None
 
-    def _open(self) -> asyncio.Future[None]:
+    def open(self) -> asyncio.Future[None]:
+        """Start the live stream (headers and priming event; once): the call runs on, or has to send first."""
         if self._head is None:
             self._head = asyncio.ensure_future(self._send_head())
         return self._head
@@ -292,7 +340,7 @@ class PostStream(Response):
         if last and self._head is None:
             self._reply = data
             return
-        await self._open()
+        await self.open()
         if self._ended:
             return
         self._ended = last
@@ -304,11 +352,11 @@ class PostStream(Response):
     def close(self) -> None:
         """End the stream now (from the call, which goes on: later events are only stored)."""
         if not self._ended and self._closer is None:
-            self._open()
+            self.open()
             self._closer = asyncio.ensure_future(self._end())
 
     async def _end(self) -> None:
-        await self._open()
+        await self.open()
         if self._ended:
             return
         self._ended = True
