@@ -57,9 +57,9 @@ def _plain(value: Any) -> bool:
 
 def _settled(value: Any) -> bool:
     """No forward reference inside (typing resolves the strings of `list["X"]`, not the values of a Literal)."""
-    if isinstance(value, typing.ForwardRef):
-        return False
     args = typing.get_args(value)
+    if not args:
+        return not isinstance(value, typing.ForwardRef)
     if isinstance(value, types.GenericAlias) and any(isinstance(a, str) for a in args):
         return False
     return all(_settled(a) for a in args)

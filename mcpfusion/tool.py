@@ -37,7 +37,11 @@ ADVERTISED_PARAMS: dict[str, Any] = {CURSOR_PARAM: CURSOR_ADVERTISED}
 
 
 def _first_line(text: str | None) -> str:
-    return inspect.cleandoc(text).split("\n\n")[0].replace("\n", " ").strip() if text else ""
+    if not text:
+        return ""
+    if "\n" not in text:  # a one-line docstring: what cleandoc would make of it, without its line bookkeeping
+        return text.expandtabs().strip()
+    return inspect.cleandoc(text).split("\n\n")[0].replace("\n", " ").strip()
 
 
 def _flatten_model(annotation: Any) -> type[BaseModel] | None:
@@ -54,7 +58,8 @@ def _flatten_model(annotation: Any) -> type[BaseModel] | None:
 
 def _read_schema_in(annotation: Any) -> str | None:
     """The name of a `Model` whose read schema appears in a parameter's annotation (guarded fields inside)."""
-    owner = getattr(annotation, READ_SCHEMA_OF, None)
+    # Only classes carry the mark: asking a typing form for it costs an AttributeError raised and caught.
+    owner = getattr(annotation, READ_SCHEMA_OF, None) if isinstance(annotation, type) else None
     if isinstance(owner, str):
         return owner
     for arg in typing.get_args(annotation):

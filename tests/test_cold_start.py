@@ -236,3 +236,14 @@ def test_an_annotation_that_cannot_be_evaluated_fails_at_declaration():
                                         r"is not defined\)"):
         tool.action(readonly=True, description="Unknown")(namespace["unknown"])
     assert not tool.actions
+
+
+@pytest.mark.parametrize("doc", ["Get one item", "  Get\tone item  ", "Get one.\n\n    More.", "\n    Get one\n    item.\n",
+                                 "", None])
+def test_one_line_docstrings_describe_as_cleandoc_would(doc):
+    import inspect
+
+    from mcpfusion.tool import _first_line
+
+    expected = inspect.cleandoc(doc).split("\n\n")[0].replace("\n", " ").strip() if doc else ""
+    assert _first_line(doc) == expected
