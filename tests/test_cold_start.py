@@ -1,9 +1,11 @@
 """Cold start: what a server builds on first use instead of at start-up (argument models, REST routes), and
 that what it builds then is what it built eagerly before (same routes, same OpenAPI, same answers)."""
 
+import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import httpx
@@ -151,7 +153,10 @@ async def main():
         bad = await http.post("/mcp", headers={**headers, "content-type": "application/json"}, content=b"{not json")
     return [t["name"] for t in reply.json()["result"]["tools"]], bad.status_code, bad.json()["error"]["code"]
 
-print(json.dumps({"loaded": loaded, "answer": asyncio.run(main())}))
+answer = asyncio.run(main())
+from mcpfusion.mcp.modern import _ladder
+print(json.dumps({"loaded": loaded, "answer": answer, "sdk_after": sorted(m for m in sys.modules if m.split(".")[0] == "mcp"),
+                  "ladder": _ladder().__file__}))
 """
 
 
@@ -164,6 +169,23 @@ def test_import_and_build_leave_the_protocol_types_for_the_first_mcp_request():
     probe = json.loads(out.strip().splitlines()[-1])
     assert probe["loaded"] == []
     assert probe["answer"] == [["items"], 400, mcp_types.jsonrpc.PARSE_ERROR]
+    # The 2026-07-28 request ran the SDK's own ladder module, without the SDK package's `__init__` (its client
+    # and server): no module of the `mcp` package was imported.
+    assert probe["sdk_after"] == []
+    sdk = importlib.util.find_spec("mcp")
+    assert probe["ladder"] == str(Path(sdk.submodule_search_locations[0], "shared", "inbound.py"))
+
+
+def test_the_ladder_is_the_sdks_module_once_the_sdk_is_loaded():
+    import mcp.shared.inbound
+
+    from mcpfusion.mcp.modern import _ladder
+
+    _ladder.cache_clear()
+    try:
+        assert _ladder() is mcp.shared.inbound
+    finally:
+        _ladder.cache_clear()
 
 
 def test_protocol_constants_are_read_from_mcp_types():

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
+import importlib.util
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -41,14 +45,42 @@ _FILTER_OF = {
 }
 
 
+LADDER_MODULE = "mcp.shared.inbound"
+
+
 @functools.cache
 def _ladder() -> ModuleType:
-    """The SDK's `mcp.shared.inbound`, imported on the first request of this wire: importing it runs the
-    SDK package's `__init__` (its client and server, a quarter of a second), which a server that never
-    sees a 2026-07-28 request does not need."""
-    import mcp.shared.inbound
+    """The SDK's `mcp.shared.inbound`, loaded on the first request of this wire.
 
-    return mcp.shared.inbound
+    It is a pure module (the standard library and `mcp_types`), but importing it by name first runs the SDK
+    package's `__init__`, which imports the SDK's client and server: about 0.16 s of CPU on the first request,
+    even under uvicorn, for code an mcpfusion server never runs. So its own file is executed as the import
+    system would, without the package's `__init__`. Once the SDK package is loaded (the app uses it), or
+    when anything is unexpected (the file moved, it imports the package itself), it is the ordinary import.
+    """
+    if "mcp" in sys.modules:  # the SDK package is loaded already: nothing to save
+        return importlib.import_module(LADDER_MODULE)
+    try:
+        package = importlib.util.find_spec(LADDER_MODULE.partition(".")[0])  # finds `mcp`, does not run it
+        if package is None or not package.submodule_search_locations:
+            raise ImportError(LADDER_MODULE)
+        path = Path(package.submodule_search_locations[0], *LADDER_MODULE.split(".")[1:]).with_suffix(".py")
+        spec = importlib.util.spec_from_file_location(LADDER_MODULE, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(LADDER_MODULE)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[LADDER_MODULE] = module  # while it runs, as the import system does (dataclasses look)
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            # Not left in place: the SDK's own import of it, if any, makes its own (its package then set).
+            if sys.modules.get(LADDER_MODULE) is module:
+                del sys.modules[LADDER_MODULE]
+        if "mcp" in sys.modules:  # it imported the package after all: the SDK's own copy, then
+            return importlib.import_module(LADDER_MODULE)
+        return module
+    except Exception:  # noqa: BLE001 - whatever failed, the ordinary import decides (and raises its own error)
+        return importlib.import_module(LADDER_MODULE)
 
 
 # Envelopes that passed the ladder: (method, routing headers, params without arguments as JSON).
