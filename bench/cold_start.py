@@ -10,10 +10,11 @@ another on CPU 0, interleaved:
 - import + build: the framework imported, then the server module (`bench/many_tools_server.py`: 500 actions
   declared, 100 presenters, `build_app()` with the MCP endpoint and 500 REST paths; the peers: 500 tools and
   their streamable HTTP app), timed inside the process (wall and CPU);
-- the protocol modules the first MCP request needs, imported in the built process and timed on their own:
-  `mcp_types` (its package builds every protocol model), its typed requests (`mcp_types.methods`) and the
-  SDK's inbound ladder (`mcp.shared.inbound`, whose package `__init__` loads the SDK's client and server).
-  mcpfusion loads them on the first MCP request; the peers import them with the framework (about 0 here);
+- the protocol modules the first MCP request needs, loaded in the built process as that request loads them
+  and timed on their own: `mcp_types` (its package builds every protocol model), its typed requests
+  (`mcp_types.methods`) and the SDK's inbound ladder (`mcp.shared.inbound`; mcpfusion runs that module's file
+  without the SDK package's `__init__`, which loads the SDK's client and server). mcpfusion loads them on the
+  first MCP request; the peers import them with the framework (about 0 here);
 - tools/list in the built process through its ASGI app (no network, 2026-07-28 wire, app lifespan running):
   the first call (what was left for first use is built then: argument models and input schemas) and the
   median of the next 200 (the peers: as many as fit in about 3 s). `import + build + protocol modules +
@@ -88,7 +89,7 @@ async def listings():
     # What the first MCP request of any framework needs from the protocol packages (the peers import them with
     # the framework): the models of `mcp_types`, its typed requests, the SDK's inbound ladder (2026-07-28).
     p0 = time.process_time()
-    import mcp_types.methods, mcp.shared.inbound
+    {protocol}
     protocol_cpu = time.process_time() - p0
     s = time.perf_counter(); f0 = time.process_time(); sent = await tools_list()
     first = time.perf_counter() - s; first_cpu = time.process_time() - f0
@@ -114,11 +115,17 @@ FLOOR = "import time; c = time.process_time(); import fastapi, mcp_types; print(
 
 FASTAPI = "import time; c = time.process_time(); import fastapi; print(time.process_time() - c)"
 
-# (label, framework module imported first, server module building the 500 actions, environment)
+# The protocol modules, loaded as the framework's first MCP request loads them: mcpfusion's 2026-07-28 wire
+# loads the SDK's ladder module without the SDK package (`mcpfusion.mcp.modern._ladder`); the peers have it all
+# imported already.
+OURS = "import mcp_types.methods; from mcpfusion.mcp.modern import _ladder; _ladder()"
+SDK = "import mcp_types.methods, mcp.shared.inbound"
+
+# (label, framework module imported first, server module building the 500 actions, environment, protocol modules)
 SERVERS = [
-    ("mcpfusion", "mcpfusion.app", "many_tools_server", {}),
-    ("FastMCP", "fastmcp", "peers.many_tools", {"BENCH_PEER": "fastmcp"}),
-    ("SDK MCPServer", "mcp.server.mcpserver", "peers.many_tools", {"BENCH_PEER": "sdk"}),
+    ("mcpfusion", "mcpfusion.app", "many_tools_server", {}, OURS),
+    ("FastMCP", "fastmcp", "peers.many_tools", {"BENCH_PEER": "fastmcp"}, SDK),
+    ("SDK MCPServer", "mcp.server.mcpserver", "peers.many_tools", {"BENCH_PEER": "sdk"}, SDK),
 ]
 
 
@@ -152,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.before:
         before = str(Path(args.before).resolve())
         trees["mcpfusion before"] = before
-        servers = [servers[0], ("mcpfusion before", "mcpfusion.app", "many_tools_server", {"PYTHONPATH": before}),
+        servers = [servers[0],
+                   ("mcpfusion before", "mcpfusion.app", "many_tools_server", {"PYTHONPATH": before}, OURS),
                    *servers[1:]]
     for tree in trees.values():
         compileall.compile_dir(str(Path(tree) / "mcpfusion"), quiet=1)
@@ -168,8 +176,9 @@ def main(argv: list[str] | None = None) -> int:
             imports[label].append(run("import mcpfusion.app", {"PYTHONPATH": tree})[0])
         floor.append(float(run(FLOOR)[1]))
         fastapi.append(float(run(FASTAPI)[1]))
-        for label, framework, server, env in servers:
-            wall, out = run(PROBE.format(bench=str(BENCH_DIR), framework=framework, server=server), env)
+        for label, framework, server, env, protocol in servers:
+            wall, out = run(PROBE.format(bench=str(BENCH_DIR), framework=framework, server=server,
+                                         protocol=protocol), env)
             walls[label].append(wall)
             probes[label].append(json.loads(out.strip().splitlines()[-1]))
     counts = ", ".join(f"{label} {runs[0]['tools']}" for label, runs in probes.items())
