@@ -9,8 +9,9 @@ only has to tell an agent how to build a valid call, in as few tokens as possibl
   (enum values united, constraints kept only where every action agrees, a flat `anyOf` otherwise), never
   an `anyOf` of `anyOf`s;
 - says which action takes which parameter once per action, in the grouped description (`get(id,note?)`
-  or the TOON table's `params` column), never per parameter, with the values an action takes of a shared
-  parameter whose merged enum allows more (`update(id,status:not overdue)`);
+  or the TOON table's `params` column), never per parameter, with what an action alone says of a shared
+  parameter where the merged schema says less: the values it takes (`update(id,status:not overdue)`), its
+  type, bounds, format and default (`rename(id,name:maxLength=80)`);
 - leaves out what an enum of strings already says (its `"type"`, a description listing its values), and
   below the root what `properties` and `items` say (`"type": "object"`, `"type": "array"`) and
   `"additionalProperties": false` (like the root's: every parameter is named, another one gets the
@@ -175,29 +176,31 @@ def _values(schema: dict[str, Any]) -> list[Any] | None:
     return list(values.values())
 
 
-def _mentions_values(schema: Any) -> bool:
-    """Whether a schema may list its values (an `enum`, a `const` or a reference to a definition): a cheap
-    test before `_values` (most parameters are plain strings and numbers)."""
-    text = _key(schema)
-    return '"enum"' in text or '"const"' in text or '"$ref"' in text
-
-
 def _shown(value: Any) -> str:
     return value if isinstance(value, str) and _BARE.fullmatch(value) else json.dumps(value, ensure_ascii=False)
 
 
+#: Keywords of a shared scalar parameter that an action's line repeats where the merged schema leaves them out
+#: (the actions disagree): `text:maxLength=10`.
+_NOTED = ("format", "pattern", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+          "multipleOf")
+_KINDS = {str: "string", bool: "boolean", int: "integer", float: "number"}
+
+
 def narrowed(schemas: Sequence[dict[str, Any]], advertised: dict[str, Any]) -> list[dict[str, str]]:
-    """For each action of a grouped tool (its input schema in `schemas`), the values it takes of each
-    parameter it shares with another action whose merged schema in `advertised` (the grouped input schema)
-    allows more: `a|b`, or `not c` when the values left out are fewer. The grouped description writes them in
-    the action's line (`update(id,status:not overdue)`), so a shared parameter's united enum never hides
-    which values go with which action."""
-    seen: dict[str, int] = {}
+    """For each action of a grouped tool (its input schema in `schemas`), what it alone says of each parameter
+    it shares with another action where the merged schema in `advertised` (the grouped input schema) says
+    less: the values it takes (`a|b`, or `not c` when the values left out are fewer), its type among the
+    merged ones (`type=integer`), the bounds, format and default the actions disagree on (`maxLength=10`,
+    `default=0`), `null` aside. The grouped description writes them in the action's line
+    (`update(id,status:not overdue)`), so merging never hides what goes with which action."""
+    names: dict[str, list[Any]] = {}
     for schema in schemas:
-        for name in schema.get("properties", {}):
-            seen[name] = seen.get(name, 0) + 1
+        for name, pschema in schema.get("properties", {}).items():
+            names.setdefault(name, []).append({k: v for k, v in pschema.items() if k != "description"})
     merged = advertised.get("properties", {})
-    return [_narrowed(schema, {n: merged[n] for n in schema.get("properties", {}) if seen[n] > 1 and n in merged},
+    differ = {n for n, variants in names.items() if n in merged and any(v != variants[0] for v in variants[1:])}
+    return [_narrowed(schema, {n: merged[n] for n in schema.get("properties", {}) if n in differ},
                       advertised.get("$defs", {})) for schema in schemas]
 
 
@@ -205,22 +208,56 @@ def _narrowed(schema: dict[str, Any], merged: dict[str, Any], defs: dict[str, An
     required = set(schema.get("required", ()))
     notes: dict[str, str] = {}
     for name, shown in merged.items():
-        pschema = schema["properties"][name]
-        if not _mentions_values(pschema):
-            continue
-        own = _values(inline_refs(advertised_parameter(pschema, required=name in required), schema.get("$defs", {})))
-        if own is None:
-            continue
-        union = _values(inline_refs(shown, defs))
-        taken = {_key(v) for v in own}
-        left_out = [v for v in union or () if _key(v) not in taken]
-        if union is not None and not left_out:
-            continue
-        if union is not None and len(left_out) < len(own):
-            notes[name] = "not " + "|".join(_shown(v) for v in left_out)
-        else:
-            notes[name] = "|".join(_shown(v) for v in own)
+        own = inline_refs(advertised_parameter(schema["properties"][name], required=name in required, types=False),
+                          schema.get("$defs", {}))
+        wide = inline_refs(shown, defs)
+        parts = [_values_note(own, wide) or _type_note(own, wide), *_keyword_notes(own, wide)]
+        if "default" in own and ("default" not in wide or _key(own["default"]) != _key(wide["default"])):
+            parts.append(f"default={_shown(own['default'])}")
+        if any(parts):
+            notes[name] = " ".join(p for p in parts if p)
     return notes
+
+
+def _values_note(own: dict[str, Any], wide: dict[str, Any]) -> str | None:
+    values = _values(own)
+    if values is None or values == [None]:
+        return None
+    union = _values(wide)
+    taken = {_key(v) for v in values}
+    left_out = [v for v in union or () if _key(v) not in taken]
+    if union is not None and not left_out:
+        return None
+    if union is not None and len(left_out) < len(values):
+        return "not " + "|".join(_shown(v) for v in left_out)
+    return "|".join(_shown(v) for v in values)
+
+
+def _kinds(schema: dict[str, Any]) -> list[str]:
+    """The JSON types a schema's branches take (an enum's values say theirs), `null` left out."""
+    kinds: list[str] = []
+    for branch in _branches(schema):
+        kind = branch.get("type")
+        found = kind if isinstance(kind, list) else [kind] if kind else [
+            _KINDS.get(type(v), "null") for v in _enum(branch) or ()]
+        kinds += [k for k in found if k != "null" and k not in kinds]
+    return kinds
+
+
+def _type_note(own: dict[str, Any], wide: dict[str, Any]) -> str | None:
+    mine, theirs = _kinds(own), _kinds(wide)
+    return "type=" + "|".join(mine) if mine and set(mine) < set(theirs) else None
+
+
+def _keyword_notes(own: dict[str, Any], wide: dict[str, Any]) -> list[str]:
+    """`key=value` for each bound or format of the action's one non-null branch that the merged branch of the
+    same type does not say."""
+    mine = [b for b in _branches(own) if b != {"type": "null"}]
+    if len(mine) != 1:
+        return []
+    one = mine[0]
+    same = next((b for b in _branches(wide) if b.get("type") == one.get("type")), {})
+    return [f"{k}={_shown(one[k])}" for k in _NOTED if k in one and (k not in same or _key(same[k]) != _key(one[k]))]
 
 
 def inline_single_refs(schema: dict[str, Any]) -> dict[str, Any]:

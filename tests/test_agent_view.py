@@ -15,14 +15,13 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-import toon_format
 
 from mcpfusion.exposition import MCP_DEFAULT_HINTS, PROFILE_HINTS, short_enums
+from tests import signatures
 
 _SPEC = importlib.util.spec_from_file_location("bench_tokens", Path(__file__).resolve().parents[1] / "bench" / "tokens.py")
 assert _SPEC and _SPEC.loader
@@ -33,7 +32,6 @@ ACTIONS: dict[str, list[str]] = bench.ACTIONS
 EXPOSITIONS = ("grouped", "profiles", "flat")
 _BOUNDS = ("minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems",
            "maxItems", "pattern")
-_PLAIN_ROW = re.compile(r"^(\w+)\(([^)]*)\): ", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
@@ -134,50 +132,29 @@ def assert_covers(ours: dict[str, Any], ours_root: dict[str, Any], theirs: dict[
             assert_covers(items[0], ours_root, branch["items"], theirs_root, f"{where}[]")
 
 
-def _signatures(entry: dict[str, Any]) -> dict[str, dict[str, tuple[bool, str | None]]]:
-    """Each action of a grouped entry: its parameters, whether each is required and the values it takes of
-    it when the description says them (`status:a|b`, `status:not c`)."""
-    text = entry["description"]
-    if "]{action|params|desc}:" in text:
-        rows = [(r["action"], r["params"]) for r in toon_format.decode(text.rsplit("\n\n", 1)[-1], strict=True)]
-    else:
-        rows = _PLAIN_ROW.findall(text)
-    out: dict[str, dict[str, tuple[bool, str | None]]] = {}
-    for action, params in rows:
-        out[action] = {}
-        for param in filter(None, params.split(",")):
-            name, _, values = param.partition(":")
-            out[action][name.rstrip("?")] = (not name.endswith("?"), values or None)
-    return out
-
-
-def _view(entries: list[dict[str, Any]], tool: str, action: str
-          ) -> tuple[dict[str, Any], dict[str, tuple[bool, str | None]]]:
-    """The advertised entry serving `tool.action` and the action's parameters (name: required, the values
-    the description says it takes)."""
+def _view(entries: list[dict[str, Any]], tool: str, action: str) -> tuple[dict[str, Any], dict[str, signatures.Param]]:
+    """The advertised entry serving `tool.action` and the action's parameters (required, and what its line
+    adds to the merged schema)."""
     for entry in entries:
         schema = entry["inputSchema"]
         enum = schema["properties"].get("action", {}).get("enum")
         if enum and action in enum:
-            signature = _signatures(entry)
-            assert list(signature) == enum, entry["name"]  # the description lists every action it serves
-            return entry, signature[action]
+            lines = signatures.lines(entry)
+            assert list(lines) == enum, entry["name"]  # the description lists every action it serves
+            return entry, lines[action]
         if entry["name"] == f"{tool}_{action}" and not enum:
             required = set(schema.get("required", ()))
-            return entry, {p: (p in required, None) for p in schema["properties"] if p != "_select"}
+            return entry, {p: signatures.Param(p in required) for p in schema["properties"] if p != "_select"}
     raise AssertionError(f"{tool}.{action} is not advertised")
 
 
-def _told_values(schema: dict[str, Any], root: dict[str, Any], note: str | None) -> set[Any] | None:
+def _told_values(schema: dict[str, Any], root: dict[str, Any], found: signatures.Param) -> set[Any] | None:
     """The values an agent learns an action takes of a parameter: the advertised enum, narrowed by what the
     action's line says (`a|b`: those; `not c`: the enum without them)."""
+    if found.values is not None:
+        return set(found.values)
     values = _enum(schema, root)
-    if note is None:
-        return values
-    if note.startswith("not "):
-        assert values is not None, note
-        return values - {json.loads(v) if v[0] == '"' else v for v in note[4:].split("|")}
-    return {json.loads(v) if v[0] == '"' else v for v in note.split("|")}
+    return values - set(found.not_values) if values is not None and found.not_values else values
 
 
 def _output_paths(schema: dict[str, Any], root: dict[str, Any], prefix: str = "") -> set[str]:
@@ -202,14 +179,14 @@ def test_every_action_tells_an_agent_what_fastmcp_tells_it(exposition, peer):
             their_schema, our_schema = theirs["inputSchema"], entry["inputSchema"]
             their_required = set(their_schema.get("required", ()))
             # every parameter, and whether this action requires it
-            assert {p: r for p, (r, _) in params.items()} == {
+            assert {p: found.required for p, found in params.items()} == {
                 p: p in their_required for p in their_schema["properties"]}, where
             for name, sub in their_schema["properties"].items():
                 ours = our_schema["properties"][name]
                 # the cursor is an opaque string the agent copies from next_cursor: its bounds are the server's
                 assert_covers(ours, our_schema, sub, their_schema, f"{where}({name})", bounds=name != "cursor")
                 # an enum's values for this action exactly, even where a merged enum unites several actions'
-                assert _told_values(ours, our_schema, params[name][1]) == _enum(sub, their_schema), where
+                assert _told_values(ours, our_schema, params[name]) == _enum(sub, their_schema), where
                 said = sub.get("description")
                 if said and short_enums(sub).get("description"):  # not merely the enum's values
                     assert said in ours.get("description", ""), f"{where}({name}): {said!r} not advertised"

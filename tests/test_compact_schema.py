@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from typing import Any
 
 import pytest
@@ -29,7 +28,9 @@ from mcpfusion.exposition import (
     output_schema,
 )
 from mcpfusion.listing import tool_entries
+from mcpfusion.pagination import CURSOR_PARAM
 from mcpfusion.testing import ToolTester
+from tests import signatures
 from tests import validation_corpus as vc
 from tests.tricky_tools import TOOLS, shapes
 
@@ -155,58 +156,57 @@ def test_shared_parameters_merge_into_one_schema_that_accepts_each():
     for guarded_or_hidden in ("id", "total_cents", "secret"):
         assert guarded_or_hidden not in props
     assert "annotations" not in entry  # every hint at the MCP default (destructive d, open-world e)
-    # which action takes which parameter, and whether it must: once per action, in the description, with the
-    # values of the united `status` each action takes (listed, or the fewer it does not take)
+    # which action takes which parameter, and whether it must: once per action, in the description, with what
+    # the merged schema leaves out of its own: the values of the united `status` it takes (listed, or the fewer
+    # it does not take), its type of `n`, its bounds of `text` and `n`, its defaults
     table = toon_format.decode(entry["description"].split("\n\n", 1)[1], strict=True)
     assert {r["action"]: r["params"] for r in table} == {
-        "a": "status?:x|y,n?,text?,limit?,day?", "b": "status:y|z,n,text,note,flag?", "c": "item,items?,ratio?",
-        "d": "tree,shape,mapping?,only?", "e": "customer,note?,n?", "f": "note?,status?:not y"}
+        "a": 'status?:x|y,n?:type=integer default=0,text?:maxLength=10 default="",limit?,day?',
+        "b": "status:y|z,n:type=string,text:minLength=2 maxLength=20,note,flag?", "c": "item,items?,ratio?",
+        "d": "tree,shape,mapping?,only?", "e": "customer,note?,n?:type=integer minimum=0 maximum=5 default=1",
+        "f": "note?,status?:not y default=x"}
     assert "Optional for" not in json.dumps(entry) and "Required for" not in json.dumps(entry)
 
 
-def _told(line_values: str | None, advertised: list[Any]) -> list[Any]:
-    """The values an action's line says it takes of a parameter whose advertised enum is `advertised`."""
-    if line_values is None:
-        return advertised
-    shown = {v if isinstance(v, str) and re.fullmatch(r"[\w.-]+", v) else json.dumps(v): v for v in advertised}
-    if line_values.startswith("not "):
-        return [v for k, v in shown.items() if k not in line_values[4:].split("|")]
-    return [shown[k] for k in line_values.split("|")]
+def _scalar(schema: dict[str, Any]) -> bool:
+    """A parameter of scalar values (no object nor list in any branch)."""
+    text = json.dumps(schema)
+    return not any(k in text for k in ('"properties"', '"items"', '"$ref"', '"object"', '"array"', '"additionalProp'))
 
 
-def _lines(entry: dict[str, Any]) -> dict[str, dict[str, str | None]]:
-    """Each action of a grouped entry: its parameters and the values its line says it takes of each."""
-    text = entry["description"]
-    if "]{action|params|desc}:" in text:
-        rows = [(r["action"], r["params"]) for r in toon_format.decode(text.split("\n\n", 1)[1], strict=True)]
-    else:
-        rows = [(line.split("(", 1)[0], line.split("(", 1)[1].split("): ", 1)[0]) for line in text.splitlines()
-                if "(" in line and "): " in line]
-    return {a: {p.partition(":")[0].rstrip("?"): p.partition(":")[2] or None for p in filter(None, params.split(","))}
-            for a, params in rows}
+def _candidates(action, name: str, merged: dict[str, Any]) -> list[Any]:
+    full = action.input_schema
+    values = [*vc.WRONG, *vc._edges(full["properties"][name], full), *merged.get("enum", ())]
+    return [v for i, v in enumerate(values) if v is not None and v not in values[:i]]
 
 
 @pytest.mark.parametrize(("label", "action"), ACTIONS)
-def test_each_action_line_says_exactly_the_enum_values_the_server_accepts(label, action):
-    """Under a united enum, every value the agent reads as taken by this action is accepted by it, every other
-    refused (tried on each of its accepted corpus calls)."""
+def test_each_action_line_says_what_the_server_accepts_of_a_shared_parameter(label, action):
+    """The schema an agent reads for this action (the merged parameter, narrowed by the action's line: values,
+    type, bounds, format) accepts exactly the scalar values the server accepts, `null` aside: tried on its
+    accepted corpus calls with the corpus's wrong values, edges and the merged enum's values."""
     entry, grouped = _found(action)
     if not grouped:
         return
     props = entry["inputSchema"]["properties"]
-    told = _lines(entry)[action.name]
-    accepted = [args for args in vc.corpus(action) if vc.verdict(action, args)["ok"]]
-    checked = 0
-    for name, line_values in told.items():
-        values = props[name].get("enum")
-        if values is None or name not in action.input_schema["properties"]:
-            continue
-        takes = _told(line_values, values)
-        for args in accepted[:3]:
-            for value in values:
-                assert vc.verdict(action, {**args, name: value})["ok"] == (value in takes), (name, value, takes)
+    strict = action.input_schema
+    accepted = [args for args in vc.corpus(action) if vc.verdict(action, args)["ok"]][:3]
+    eligible = checked = 0
+    for name, found in signatures.lines(entry)[action.name].items():
+        if name == CURSOR_PARAM or not _scalar(props[name]) or not _scalar(strict["properties"][name]):
+            continue  # the cursor is opaque: the server checks its signature
+        eligible += 1
+        reads = signatures.told(props[name], found)
+        for args in accepted:
+            for value in _candidates(action, name, props[name]):
+                call = {**args, name: value}
+                ok = vc.verdict(action, call)["ok"]
+                if _valid(reads, value):
+                    assert ok, (action.label, name, value, reads)
+                elif ok:
+                    assert not _valid(strict, call), (action.label, name, value, reads)  # only lax coercion
                 checked += 1
-    assert checked or not any("enum" in props.get(n, {}) for n in told)
+    assert checked or not accepted or not eligible
 
 
 def test_narrowed_values_units():
@@ -233,7 +233,9 @@ def test_plain_grouped_tool_lists_each_actions_parameters_and_keeps_select():
     props = entry["inputSchema"]["properties"]
     assert props["q"] == {"type": "string"}
     assert props["page"] == {"type": "integer"}
-    assert entry["description"].endswith("\nfirst(q?,page?): First.\nsecond(q,page?): Second.")
+    # their bounds and defaults of `q` and `page`, which the merged schemas leave out (they disagree)
+    assert entry["description"].endswith(
+        "\nfirst(q?:maxLength=5,page?:minimum=1 default=1): First.\nsecond(q:maxLength=8,page?): Second.")
     assert "items" in props["_select"] and "type" not in props["_select"]  # its items say it is a list
     assert entry["annotations"] == {"readOnlyHint": True}  # open world is the MCP default
 
