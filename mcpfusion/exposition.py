@@ -191,8 +191,8 @@ def narrowed(schemas: Sequence[dict[str, Any]], advertised: dict[str, Any]) -> l
     """For each action of a grouped tool (its input schema in `schemas`), what it alone says of each parameter
     it shares with another action where the merged schema in `advertised` (the grouped input schema) says
     less: the values it takes (`a|b`, or `not c` when the values left out are fewer), its type among the
-    merged ones (`type=integer`), the bounds, format and default the actions disagree on (`maxLength=10`,
-    `default=0`), `null` aside. The grouped description writes them in the action's line
+    merged ones (`type=integer`), the bounds, format and scalar default the actions disagree on
+    (`maxLength=10`, `default=0`), `null` aside. The grouped description writes them in the action's line
     (`update(id,status:not overdue)`), so merging never hides what goes with which action."""
     names: dict[str, list[Any]] = {}
     for schema in schemas:
@@ -212,7 +212,8 @@ def _narrowed(schema: dict[str, Any], merged: dict[str, Any], defs: dict[str, An
                           schema.get("$defs", {}))
         wide = inline_refs(shown, defs)
         parts = [_values_note(own, wide) or _type_note(own, wide), *_keyword_notes(own, wide)]
-        if "default" in own and ("default" not in wide or _key(own["default"]) != _key(wide["default"])):
+        if isinstance(own.get("default"), str | int | float) and (
+                "default" not in wide or _key(own["default"]) != _key(wide["default"])):
             parts.append(f"default={_shown(own['default'])}")
         if any(parts):
             notes[name] = " ".join(p for p in parts if p)
