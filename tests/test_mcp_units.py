@@ -195,41 +195,76 @@ async def test_raw_tool_failure_never_leaks_the_exception_message():
     assert text.startswith('<tool_error code="INTERNAL_ERROR" severity="error">')
 
 
+class _Held:
+    """Stands for a held `PostStream`: when it opened, on which loop."""
+
+    def __init__(self) -> None:
+        self.opened_at: float | None = None
+
+    def open(self) -> None:
+        import asyncio
+
+        assert self.opened_at is None, "opened twice"
+        self.opened_at = asyncio.get_running_loop().time()
+
+
 async def test_held_sse_replies_open_at_their_own_deadline_on_one_timer():
     import asyncio
 
     from mcpfusion.mcp.settings import TransportSettings
     from mcpfusion.mcp.streams import Holds
 
-    class Held:
-        def __init__(self) -> None:
-            self.opened_at: float | None = None
-
-        def open(self) -> None:
-            assert self.opened_at is None, "opened twice"
-            self.opened_at = loop.time()
-
     loop = asyncio.get_running_loop()
     settings = TransportSettings(sse_hold_seconds=0.1)
     holds = Holds(settings)
     start = loop.time()
-    first, answered, later = Held(), Held(), Held()
+    first, answered, later = _Held(), _Held(), _Held()
     holds.add(first)  # type: ignore[arg-type]
-    holds.add(answered)  # type: ignore[arg-type]
+    holds.add(answered).discard(answered)  # type: ignore[arg-type]  # answered within its hold: never opened
     await asyncio.sleep(0.05)
     holds.add(later)  # type: ignore[arg-type]
-    holds.discard(answered)  # answered within its hold: never opened
     await asyncio.sleep(0.06)
     assert first.opened_at is not None and first.opened_at - start >= 0.1
     assert later.opened_at is None  # its own deadline, not the first one's
     await asyncio.sleep(0.1)
     assert later.opened_at is not None and later.opened_at - start >= 0.15
     assert answered.opened_at is None
-    slow, quick = Held(), Held()  # a shorter hold set later opens before the longer one held already
+    slow, quick = _Held(), _Held()  # a shorter hold set later opens before the longer one held already
     settings.sse_hold_seconds = 5
-    holds.add(slow)  # type: ignore[arg-type]
+    held = holds.add(slow)  # type: ignore[arg-type]
     settings.sse_hold_seconds = 0.02
     holds.add(quick)  # type: ignore[arg-type]
     await asyncio.sleep(0.2)
     assert quick.opened_at is not None and slow.opened_at is None
-    holds.discard(slow)
+    held.discard(slow)  # type: ignore[arg-type]
+
+
+async def test_held_sse_replies_of_two_event_loops_each_open_on_their_own():
+    """One wire served by two event loops at once (two servers in two threads): each loop keeps its own
+    held responses and timer."""
+    import asyncio
+    import threading
+
+    from mcpfusion.mcp.settings import TransportSettings
+    from mcpfusion.mcp.streams import Holds
+
+    holds = Holds(TransportSettings(sse_hold_seconds=0.05))
+    here, there = _Held(), _Held()
+    holds.add(here)  # type: ignore[arg-type]
+
+    async def other_loop() -> None:
+        holds.add(there)  # type: ignore[arg-type]
+        await asyncio.sleep(0.15)
+
+    thread = threading.Thread(target=asyncio.run, args=(other_loop(),))
+    thread.start()
+    await asyncio.sleep(0.15)
+    await asyncio.to_thread(thread.join)
+    assert here.opened_at is not None and there.opened_at is not None
+
+    async def hold_one() -> None:
+        holds.add(_Held()).discard(_Held())  # type: ignore[arg-type]
+
+    for _ in range(5):  # loops that came and went (one per test, say) are forgotten once closed
+        await asyncio.to_thread(asyncio.run, hold_one())
+    assert len(holds._loops) <= 2  # this one and the last

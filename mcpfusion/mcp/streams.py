@@ -215,39 +215,57 @@ class SSEBody(Response):
 
 class Holds:
     """When the calls of one wire's SSE replies have run `settings.sse_hold_seconds` without answering: one
-    asyncio timer for all of them (a timer made and cancelled per reply cost ~4% of an SSE reply)."""
+    asyncio timer per event loop for all of them (a timer made and cancelled per reply cost ~4% of an SSE
+    reply). Each event loop (one per thread) has its own `LoopHolds`."""
 
     def __init__(self, settings: TransportSettings) -> None:
         self.settings = settings
+        self._loops: dict[asyncio.AbstractEventLoop, LoopHolds] = {}
+        self._last: LoopHolds | None = None  # the loop that held last: almost always the only one
+
+    def add(self, stream: PostStream) -> LoopHolds:
+        """Hold `stream` on the running loop; the holds to `discard` it from once its call has answered."""
+        loop = asyncio.get_running_loop()
+        holds = self._last
+        if holds is None or holds.loop is not loop:
+            holds = self._last = self._loops.get(loop) or self._new(loop)
+        holds.add(stream, self.settings.sse_hold_seconds)
+        return holds
+
+    def _new(self, loop: asyncio.AbstractEventLoop) -> LoopHolds:
+        for old in [old for old in list(self._loops) if old.is_closed()]:  # a snapshot: other threads add
+            self._loops.pop(old, None)
+        holds = self._loops[loop] = LoopHolds(loop)
+        return holds
+
+
+class LoopHolds:
+    """The held responses of one event loop, and the timer of the first to open."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
         self._due: dict[PostStream, float] = {}  # each held response and the loop time it opens at
         self._timer: asyncio.TimerHandle | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def add(self, stream: PostStream) -> None:
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:  # a new event loop (tests): what was held on the old one is gone with it
-            self._due.clear()
-            self._timer = None
-            self._loop = loop
-        at = self._due[stream] = loop.time() + self.settings.sse_hold_seconds
+    def add(self, stream: PostStream, seconds: float) -> None:
+        at = self._due[stream] = self.loop.time() + seconds
         timer = self._timer
-        if timer is None or at < timer.when():  # the one hold of every call, unless the setting changed
+        if timer is None or at < timer.when():  # the same hold for every call, unless the setting changed
             if timer is not None:
                 timer.cancel()
-            self._timer = loop.call_at(at, self._fire)
+            self._timer = self.loop.call_at(at, self._fire)
 
     def discard(self, stream: PostStream) -> None:
         self._due.pop(stream, None)
 
     def _fire(self) -> None:
-        assert self._loop is not None
         self._timer = None
-        now = self._loop.time()
+        now = self.loop.time()
         for stream in [stream for stream, at in self._due.items() if at <= now]:
             del self._due[stream]
             stream.open()
         if self._due:
-            self._timer = self._loop.call_at(min(self._due.values()), self._fire)
+            self._timer = self.loop.call_at(min(self._due.values()), self._fire)
 
 
 async def _done() -> None:
@@ -284,12 +302,12 @@ class PostStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._send = send
-        self._holds.add(self)
+        held = self._holds.add(self)
         try:
             try:
                 await self._run()
             finally:
-                self._holds.discard(self)
+                held.discard(self)
                 # The call's closure holds its channel, which holds this response: leaving the cycle to the
                 # garbage collector would make it walk every call's objects again (a cost per SSE reply).
                 self._run = _done
