@@ -18,6 +18,7 @@ from pydantic.fields import FieldInfo
 
 from . import exposition as expo
 from . import toon
+from .argschema import Arguments, arguments
 from .dependencies import build_dependant, is_empty, security_scopes, split_parameters, takes_page
 from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
 from .hints import type_hints
@@ -25,7 +26,7 @@ from .model import READ_SCHEMA_OF
 from .output import Output, bare, cardinality, model_of, shape
 from .pagination import CURSOR_ADVERTISED, CURSOR_PARAM, CURSOR_SCHEMA
 from .presenter import Presenter
-from .schema import lean, root_keys
+from .schema import root_keys
 from .select import SELECT_PARAM, select_schema
 
 Exposition = Literal["grouped", "flat", "profiles"]
@@ -82,14 +83,6 @@ def _return_annotation(fn: Callable[..., Any], hints: dict[str, Any]) -> Any:
     return annotation
 
 
-@functools.cache
-def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """An argument model's lean JSON schema, generated once: declaration, REST routes and tools/list all
-    ask for it, and pydantic builds it anew on every call (most of a big server's start-up)."""
-    schema: dict[str, Any] = lean(model.model_json_schema())
-    return schema
-
-
 class Flatten:
     """`Annotated[MyModel, Flatten]`: the model's fields become top-level parameters of the action."""
 
@@ -143,6 +136,13 @@ class Action:
         return create_model(f"{self.tool.name}_{self.name}_arguments", __config__=ConfigDict(extra="forbid"),
                             **self.argument_fields)
 
+    @functools.cached_property
+    def arguments(self) -> Arguments:
+        """The argument model's lean schema and required fields, worked out once: tools/list, REST routes and
+        the lockfile all read it; put together from fields other actions already had when it can, so that
+        listing does not make the model (see `mcpfusion.argschema`)."""
+        return arguments(self.argument_fields, lambda: self.args_model)
+
     @property
     def qualified_name(self) -> str:
         return f"{self.tool.name}.{self.name}"
@@ -152,7 +152,7 @@ class Action:
         if self.json_schema is not None:
             schema: dict[str, Any] = {**self.json_schema, "properties": dict(self.json_schema.get("properties", {}))}
         else:
-            schema = copy.deepcopy(_model_schema(self.args_model))
+            schema = copy.deepcopy(self.arguments.schema)
         schema.setdefault("properties", {})
         if self.tool.select:
             schema["properties"][SELECT_PARAM] = select_schema(self.tool.select_keys())
@@ -168,12 +168,12 @@ class Action:
     def required(self) -> list[str]:
         if self.json_schema is not None:
             return list(self.json_schema.get("required", []))
-        return [n for n, f in self.args_model.model_fields.items() if f.is_required()]
+        return list(self.arguments.required)
 
     def declared_schema(self) -> dict[str, Any]:
         """`input_schema` without the framework's parameters (`_select`, the cursor), not copied: read it,
         never change it."""
-        return self.json_schema if self.json_schema is not None else _model_schema(self.args_model)
+        return self.json_schema if self.json_schema is not None else self.arguments.schema
 
     def signature(self, values: dict[str, str] | None = None) -> str:
         """Its parameters as the grouped description lists them: `id,message?` (`_select` left out: the

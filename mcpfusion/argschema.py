@@ -1,0 +1,198 @@
+"""An action's input schema (pydantic's JSON schema of its argument model, lean) without building the model
+when every one of its fields was seen before, in a model of another action.
+
+Pydantic builds a model class, its validator and its serializer, then walks it for the JSON schema: about
+2 ms per action, so a server of hundreds of actions paid most of its first tools/list there, although
+actions repeat the same parameters (`id`, `limit`, one body model...). The schema of a model whose config
+is the argument models' is its fields' schemas side by side, so each field's part is kept under a key of
+its name, annotation and default (their content: constraints, descriptions, defaults; classes and
+functions by identity), and an action whose fields are all known gets its schema put together from
+them. The model itself is made on the action's first call, which validates with it.
+
+Exactness is the contract (tests/test_argschema.py compares both ways): a field takes part only when its
+key can be read (no forward reference), definitions are shared only when pydantic named every one of them
+by its short name, and an action whose fields would bring two different definitions of one name gets
+pydantic's own schema.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import threading
+import typing
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from annotated_types import BaseMetadata
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from .schema import lean
+
+_DEFS = "#/$defs/"
+
+
+class _Field(NamedTuple):
+    """One field's part of its model's JSON schema: the property (lean), its definitions (lean and as
+    pydantic made them, which is what decides whether two of one name are the same), required or not."""
+
+    key: str
+    schema: dict[str, Any]
+    defs: dict[str, Any]
+    raw_defs: dict[str, Any]
+    required: bool
+
+
+class Arguments(NamedTuple):
+    schema: dict[str, Any]  # lean JSON schema of the argument model
+    required: tuple[str, ...]  # names of the required fields
+
+
+_known: dict[Any, _Field] = {}
+_lock = threading.Lock()
+
+
+class _Unkeyable(Exception):
+    """A field whose schema could depend on where its model is made (a forward reference)."""
+
+
+class _Same:
+    """Compares by identity: a class, a function, an object without a content we can read."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj  # kept alive: its id is never reused while it is a key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+_PLAIN = frozenset({str, int, bool, bytes, type(None)})
+_FIELD_SLOTS = operator.attrgetter(*FieldInfo.__slots__)
+
+
+def _key(obj: Any) -> Any:
+    """A hashable key equal for two values exactly when pydantic sees the same thing in them."""
+    kind = type(obj)
+    if kind in _PLAIN:  # with the exact type: True is not 1, a str enum member is not its value
+        return kind, obj
+    if kind is float:
+        return kind, repr(obj)  # -0.0 is not 0.0, nan is nan
+    if kind in (list, tuple, set, frozenset):
+        return kind, tuple(_key(o) for o in obj)
+    if kind is dict:
+        return kind, tuple((_key(k), _key(v)) for k, v in obj.items())
+    if isinstance(obj, typing.ForwardRef):
+        raise _Unkeyable
+    if isinstance(obj, FieldInfo):
+        # Every attribute (constraints, description, default, aliases...), most of them None: keyed inline.
+        return kind, tuple([(type(v), v) if type(v) in _PLAIN else _key(v) for v in _FIELD_SLOTS(obj)])
+    origin = typing.get_origin(obj)  # first: `list[int]` passes for a type too
+    if origin is not None:  # list[int], int | None, Literal["a"], Annotated[str, Field(...)]
+        return _Same(origin), tuple(_key(a) for a in typing.get_args(obj))
+    if isinstance(obj, type):
+        return _Same(obj)
+    if dataclasses.is_dataclass(obj) and obj.__dataclass_params__.frozen:  # type: ignore[union-attr]
+        return kind, tuple(_key(getattr(obj, f.name)) for f in dataclasses.fields(obj))
+    if isinstance(obj, BaseMetadata):  # annotated_types' and pydantic's constraint records (`pattern=`)
+        return kind, _key(vars(obj))
+    return _Same(obj)
+
+
+def field_key(name: str, annotation: Any, default: Any) -> Any:
+    """The key of one field (`name: annotation = default`), None when it cannot be shared."""
+    if isinstance(annotation, str):
+        return None
+    try:
+        return name, _key(annotation), _key(default)
+    except (_Unkeyable, RecursionError, AttributeError):
+        return None
+
+
+def _refs(schema: Any, into: set[str]) -> set[str]:
+    """The local definitions `schema` refers to (directly)."""
+    if isinstance(schema, dict):
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_DEFS):
+            into.add(ref[len(_DEFS):])
+        for value in schema.values():
+            _refs(value, into)
+    elif isinstance(schema, list):
+        for value in schema:
+            _refs(value, into)
+    return into
+
+
+def _closure(schema: Any, defs: dict[str, Any]) -> list[str]:
+    """Names of the definitions `schema` needs, directly or through other definitions."""
+    todo, seen = _refs(schema, set()), set()
+    while todo:
+        name = todo.pop()
+        if name not in seen and name in defs:
+            seen.add(name)
+            _refs(defs[name], todo)
+    return sorted(seen)
+
+
+def _short(names: typing.Iterable[str]) -> bool:
+    """Pydantic named every definition by its class's short name: it lengthens a name (`module__Name`,
+    `Name-Input`) only to tell apart two definitions it would give one name, and one field seen alone
+    would then be named differently."""
+    return not any("__" in n or "-" in n for n in names)
+
+
+def _learn(keys: list[Any], model: type[BaseModel]) -> dict[str, Any]:
+    """`model`'s lean schema; each of its keyed fields' parts is kept for other actions."""
+    raw = model.model_json_schema()
+    raw_defs = raw.get("$defs", {})
+    properties = raw.get("properties", {})
+    fields = model.model_fields
+    required = set(raw.get("required", ()))
+    if len(properties) == len(fields) == len(keys) and _short(raw_defs):  # one property per field, in order
+        with _lock:
+            for key, prop in zip(keys, properties, strict=True):
+                if key is None or key in _known:
+                    continue
+                names = _closure(properties[prop], raw_defs)
+                own = {n: raw_defs[n] for n in names}
+                _known[key] = _Field(prop, lean(properties[prop]), lean(own), own, prop in required)
+    return typing.cast(dict[str, Any], lean(raw))
+
+
+def _compose(parts: list[_Field]) -> dict[str, Any] | None:
+    """The schema of a model of these fields, as pydantic writes it (keys sorted, properties in field order),
+    None if two fields bring different definitions of one name (pydantic would rename them)."""
+    raw_defs: dict[str, Any] = {}
+    defs: dict[str, Any] = {}
+    for part in parts:
+        for name, definition in part.raw_defs.items():
+            if raw_defs.setdefault(name, definition) != definition:
+                return None
+            defs[name] = part.defs[name]
+    schema: dict[str, Any] = {"$defs": dict(sorted(defs.items()))} if defs else {}
+    schema["additionalProperties"] = False
+    schema["properties"] = {p.key: p.schema for p in parts}
+    required = [p.key for p in parts if p.required]
+    if required:
+        schema["required"] = required
+    schema["type"] = "object"
+    return schema
+
+
+def arguments(fields: dict[str, tuple[Any, Any]], model: Callable[[], type[BaseModel]]) -> Arguments:
+    """The lean schema and required names of the argument model of `fields` (name -> (annotation, default or
+    FieldInfo), with `extra="forbid"`); `model()` makes that model when a field is new."""
+    keys = [field_key(name, annotation, default) for name, (annotation, default) in fields.items()]
+    known = [part for part in map(_known.get, keys) if part is not None]
+    if len(known) == len(keys):
+        schema = _compose(known)
+        if schema is not None:
+            return Arguments(schema, tuple(n for n, p in zip(fields, known, strict=True) if p.required))
+    built = model()
+    schema = _learn(keys, built)
+    return Arguments(schema, tuple(n for n, f in built.model_fields.items() if f.is_required()))
