@@ -416,7 +416,8 @@ def _pop_cursor(action: Action, arguments: dict[str, Any]) -> str | None:
     cursor = arguments.pop(CURSOR_PARAM, None)
     if cursor is not None and (not isinstance(cursor, str) or not 0 < len(cursor) <= MAX_CURSOR_LENGTH):
         raise ValidationFailed(action.label, [(CURSOR_PARAM, "Send the next_cursor string of the previous page "
-                                                             f"unchanged. You sent: {sent_value(cursor)}.")])
+                                                             "unchanged, or no cursor for the first page. You "
+                                                             f"sent: {sent_value(cursor)}.")])
     return cursor
 
 

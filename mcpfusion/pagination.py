@@ -50,9 +50,12 @@ CURSOR_SCHEMA: dict[str, Any] = {
     "maxLength": MAX_CURSOR_LENGTH,
     "description": "The previous page's next_cursor; omit it for the first page.",
 }
-#: What `tools/list` advertises of it: a string the agent copies, never builds (its bounds are the server's
-#: to check: a cursor that was not issued is a self-healing error whatever its length).
-CURSOR_ADVERTISED: dict[str, Any] = {"type": "string", "description": CURSOR_SCHEMA["description"]}
+#: What `tools/list` advertises of it: its type alone. The agent copies a cursor, never builds one, and is told
+#: how when it can use it: a page with a next one ends with `Next page: call ... cursor="..."`, and a cursor
+#: the server did not issue (whatever its length) gets the self-healing error saying to call without one for
+#: the first page. The declared description and bounds (REST, the lockfile) would tell the agent before its
+#: first page what that page tells it again (17 o200k tokens per paginated tool).
+CURSOR_ADVERTISED: dict[str, Any] = {"type": "string"}
 
 
 class Paged(list[T], Generic[T]):

@@ -3,9 +3,10 @@
 The 8 actions of `bench/tokens.py` (the reference service's billing and customers actions, declared alike in
 FastMCP in bench/peers/fastmcp_tools.py). For every exposition (grouped, profiles, flat), each action's
 advertised view must name every parameter FastMCP names, with its type(s), enum values, format, bounds
-(but the opaque cursor's), default, nested fields and whether the action requires it; every parameter description FastMCP sends must reach the agent
-(or say nothing an enum does not); the action's own hints must be what FastMCP advertises wherever they can
-be (profiles, flat); every output field FastMCP advertises must be advertised. A parameter several actions
+(but the opaque cursor's), default, nested fields and whether the action requires it; every parameter
+description FastMCP sends must reach the agent (or say nothing an enum does not; the cursor's is said by each
+page that has a next one); the action's own hints must be what FastMCP advertises wherever they can be
+(profiles, flat); every output field FastMCP advertises must be advertised. A parameter several actions
 share is advertised once, its enum united, and the line of an action that takes fewer of its values says
 which (`status:not overdue`): an agent learns each action's values exactly; the server validates per action.
 """
@@ -188,7 +189,11 @@ def test_every_action_tells_an_agent_what_fastmcp_tells_it(exposition, peer):
                 # an enum's values for this action exactly, even where a merged enum unites several actions'
                 assert _told_values(ours, our_schema, params[name]) == _enum(sub, their_schema), where
                 said = sub.get("description")
-                if said and short_enums(sub).get("description"):  # not merely the enum's values
+                if name == "cursor":
+                    # its use is told when the agent can use it, by each page that has a next one and by the
+                    # error on a cursor the server did not issue (tests/test_pagination.py): a type alone here
+                    assert ours == {"type": "string"}, where
+                elif said and short_enums(sub).get("description"):  # not merely the enum's values
                     assert said in ours.get("description", ""), f"{where}({name}): {said!r} not advertised"
             # the action's own description, and its own hints where the exposition keeps them true (all under
             # flat, the profile's keys under profiles; the others aggregated, never less cautious)

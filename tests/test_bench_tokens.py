@@ -33,9 +33,11 @@ def test_token_bench_compares_the_same_actions_like_with_like():
     # of FastMCP's listing (issue #15); without them, less than FastMCP's.
     assert float(match[4]) <= 0.5 and float(match[6]) <= 0.5
     assert float(match[5]) < 1
-    # Without output schemas, no more than measured for issue #15 (BENCHMARKS.md "Token cost"): 0.51 grouped,
-    # 0.64 profiles; and like with like (no `_select`, which FastMCP's peer does not declare) under half.
-    assert float(match[3]) <= 0.51 and float(match[5]) <= 0.64
+    # Without output schemas, no more than measured for issue #15 (BENCHMARKS.md "Token cost"): grouped at most
+    # half of FastMCP's tokens (counted, not the rounded ratio), profiles 0.62; and like with like (no
+    # `_select`, which FastMCP's peer does not declare) under half.
+    assert rows[2].startswith("| mcpfusion grouped |") and 2 * without[2] <= without[0]
+    assert float(match[5]) <= 0.62
     like = {r.split("|")[1].strip(): float(r.split("|")[5]) for r in rows[: len(rows) // 2] if "_select" in r}
     assert like["mcpfusion grouped, without `_select`"] <= 0.5, like
     # The fairness lines: FastMCP's peer declaring only the hints that differ from MCP's defaults costs less

@@ -176,6 +176,10 @@ async def test_forged_foreign_and_expired_cursors_are_refused(client, monkeypatc
     assert r.status_code == 404 and "ACME" not in r.text
     bad_type = await rest(client, "billing", "list_invoices", {"cursor": 5}, "demo-admin")
     assert bad_type.status_code == 422 and bad_type.json()["errors"][0]["field"] == "cursor"
+    # the listing advertises the cursor's type alone: an agent that sends one on its first call is told
+    for wrong in ("", 5):
+        result = (await mcp(client, "billing", "list_invoices", {"cursor": wrong}, "demo-admin")).json()["result"]
+        assert result["isError"] is True and "or no cursor for the first page" in result["content"][0]["text"], wrong
 
     later = pagination.time.time() + 3601  # the cursor's lifetime is an hour
     monkeypatch.setattr(pagination.time, "time", lambda: later)
