@@ -19,7 +19,6 @@ the wire: it is an `INVALID_OUTPUT` tool error, with the failing path (never the
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import types
@@ -35,7 +34,7 @@ from .errors import INVALID_OUTPUT, ToolError
 from .model import Model
 from .presenter import Presenter
 from .response import ToolResponse
-from .schema import without
+from .schema import copied, without
 
 logger = logging.getLogger("mcpfusion")
 ITEMS = "items"
@@ -197,7 +196,7 @@ def _wire_schema(presenter: Presenter) -> dict[str, Any]:
     schema = _WIRE_SCHEMAS.get(presenter)
     if schema is None:
         schema = _WIRE_SCHEMAS[presenter] = presenter.wire_schema()
-    return copy.deepcopy(schema)
+    return copied(schema)
 
 
 @dataclass(eq=False)

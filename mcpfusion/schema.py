@@ -25,6 +25,16 @@ def lean(schema: Any) -> Any:
     return out
 
 
+def copied(schema: Any) -> Any:
+    """A copy of a JSON schema (dicts and lists copied, values shared): what `copy.deepcopy` makes of one, in a
+    fraction of its time (no memo: a schema is a tree)."""
+    if isinstance(schema, dict):
+        return {key: copied(value) for key, value in schema.items()}
+    if isinstance(schema, list):
+        return [copied(value) for value in schema]
+    return schema
+
+
 def without(schema: Any, keywords: frozenset[str] | set[str]) -> Any:
     """`schema` without these keywords anywhere (property and definition names are names, never keywords)."""
     if isinstance(schema, list):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import re
@@ -26,7 +25,7 @@ from .model import READ_SCHEMA_OF
 from .output import Output, bare, cardinality, model_of, shape
 from .pagination import CURSOR_ADVERTISED, CURSOR_PARAM, CURSOR_SCHEMA
 from .presenter import Presenter
-from .schema import root_keys
+from .schema import copied, root_keys
 from .select import SELECT_PARAM, select_schema
 
 Exposition = Literal["grouped", "flat", "profiles"]
@@ -152,7 +151,7 @@ class Action:
         if self.json_schema is not None:
             schema: dict[str, Any] = {**self.json_schema, "properties": dict(self.json_schema.get("properties", {}))}
         else:
-            schema = copy.deepcopy(self.arguments.schema)
+            schema = copied(self.arguments.schema)
         schema.setdefault("properties", {})
         if self.tool.select:
             schema["properties"][SELECT_PARAM] = select_schema(self.tool.select_keys())
