@@ -196,7 +196,8 @@ def _wire_schema(presenter: Presenter) -> dict[str, Any]:
     schema = _WIRE_SCHEMAS.get(presenter)
     if schema is None:
         schema = _WIRE_SCHEMAS[presenter] = presenter.wire_schema()
-    return copied(schema)
+    out: dict[str, Any] = copied(schema)
+    return out
 
 
 @dataclass(eq=False)
