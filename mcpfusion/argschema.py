@@ -149,19 +149,19 @@ def _short(names: typing.Iterable[str]) -> bool:
 def _learn(keys: list[Any], model: type[BaseModel]) -> dict[str, Any]:
     """`model`'s lean schema; each of its keyed fields' parts is kept for other actions."""
     raw = model.model_json_schema()
+    schema: dict[str, Any] = lean(raw)  # lean works node by node: its parts are the parts' lean schemas
     raw_defs = raw.get("$defs", {})
     properties = raw.get("properties", {})
-    fields = model.model_fields
     required = set(raw.get("required", ()))
-    if len(properties) == len(fields) == len(keys) and _short(raw_defs):  # one property per field, in order
+    if len(properties) == len(model.model_fields) == len(keys) and _short(raw_defs):  # a property per field
         with _lock:
             for key, prop in zip(keys, properties, strict=True):
                 if key is None or key in _known:
                     continue
                 names = _closure(properties[prop], raw_defs)
-                own = {n: raw_defs[n] for n in names}
-                _known[key] = _Field(prop, lean(properties[prop]), lean(own), own, prop in required)
-    return typing.cast(dict[str, Any], lean(raw))
+                _known[key] = _Field(prop, schema["properties"][prop], {n: schema["$defs"][n] for n in names},
+                                     {n: raw_defs[n] for n in names}, prop in required)
+    return schema
 
 
 def _compose(parts: list[_Field]) -> dict[str, Any] | None:
