@@ -22,7 +22,8 @@ core); when other jobs share the cores, req/s swings with their load while req/C
 time-sliced core still costs some cache misses), so the ratios of the last line come from req/CPU-s by default
 (`--ratio-basis wall` uses req/s). A `# busy machine` line names the cells that never had a full core.
 
-Run: `python bench/mcp_throughput.py [--duration 5] [--rounds 3] [--connections 32]`. The last line is
+Run: `python bench/mcp_throughput.py [--duration 5] [--rounds 3] [--connections 32]` (`--servers mcpfusion
+--sse-only`: our 2025-11-25 JSON and SSE modes alone, i.e. `sse_cpu_vs_json_mcpfusion`). The last line is
 `ratio_vs_sdk_2026=X ratio_vs_fastmcp_2026=Y ratio_vs_bare_fastapi=Z` (ours at 2026-07-28 over each peer);
 the line before it gives, per server, the CPU of an SSE reply over a JSON reply (`sse_cpu_vs_json`) and ours
 in SSE mode over each peer in SSE mode.
@@ -42,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +60,8 @@ MODERN, LEGACY = "2026-07-28", "2025-11-25"
 SSE = "2025-11-25 SSE"  # the column of SSE-mode servers (2025-11-25 wire)
 COLUMNS = (MODERN, LEGACY, SSE)
 ACCEPT = "application/json, text/event-stream"
+# The checks before measuring: a server's first call loads its protocol modules, slow on a busy machine.
+CHECK_TIMEOUT = 60
 
 
 @dataclass(frozen=True)
@@ -131,13 +135,13 @@ def open_session(base: str) -> str:
     init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1.0.0"}}}
     headers = {"Content-Type": "application/json", "Accept": ACCEPT}
-    r = httpx.post(base + "/mcp", json=init, headers=headers, timeout=10)
+    r = httpx.post(base + "/mcp", json=init, headers=headers, timeout=CHECK_TIMEOUT)
     session_id = r.headers.get("mcp-session-id")
     if r.status_code != 200 or not session_id:
         raise BenchError(f"initialize failed: HTTP {r.status_code} {r.text[:200]}")
     headers.update({"Mcp-Session-Id": session_id, "MCP-Protocol-Version": LEGACY})
     r = httpx.post(base + "/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"},
-                   headers=headers, timeout=10)
+                   headers=headers, timeout=CHECK_TIMEOUT)
     if r.status_code not in (200, 202):
         raise BenchError(f"notifications/initialized failed: HTTP {r.status_code} {r.text[:200]}")
     return session_id
@@ -155,7 +159,7 @@ def sse_reply(text: str) -> dict[str, Any]:
 
 def check_call(base: str, wire: str, session_id: str | None, sse: bool = False) -> bytes:
     """One tools/call, checked to be a successful result carrying the public invoice; returns the raw body."""
-    r = httpx.post(base + "/mcp", json=call_body(wire), headers=call_headers(wire, session_id), timeout=10)
+    r = httpx.post(base + "/mcp", json=call_body(wire), headers=call_headers(wire, session_id), timeout=CHECK_TIMEOUT)
     if r.status_code != 200:
         raise BenchError(f"tools/call at {wire}: HTTP {r.status_code} {r.text[:300]}")
     content_type = r.headers.get("content-type", "")
@@ -366,18 +370,20 @@ def measure(target: Target, seconds: float, args: argparse.Namespace, phase: str
     return result
 
 
-def prepare(server: Server, proc: Uvicorn, body_file: Path, sse: bool = False) -> list[Target]:
-    """Check that `server` answers a successful tools/call at each wire; the cells to measure.
+def prepare(server: Server, proc: Uvicorn, body_file: Path, sse: bool = False,
+            wires: tuple[str, ...] | None = None) -> list[Target]:
+    """Check that `server` answers a successful tools/call at each wire (`wires`, default the server's);
+    the cells to measure.
 
     An SSE-mode server is measured at 2025-11-25 only (on 2026-07-28 a reply without intermediate messages
     is JSON in every server)."""
     if not server.mcp:
-        r = httpx.post(proc.base + "/mcp", json=call_body(MODERN), headers=call_headers(MODERN), timeout=10)
+        r = httpx.post(proc.base + "/mcp", json=call_body(MODERN), headers=call_headers(MODERN), timeout=CHECK_TIMEOUT)
         if r.status_code != 200 or r.content != body_file.read_bytes():
             raise BenchError("the bare route did not return mcpfusion's bytes")
         return [Target(server, MODERN, proc, lua_script(call_body(MODERN), call_headers(MODERN)), [])]
     targets = []
-    for wire in (LEGACY,) if sse else server.wires:
+    for wire in (LEGACY,) if sse else wires or server.wires:
         session_id = open_session(proc.base) if wire == LEGACY else None
         raw = check_call(proc.base, wire, session_id, sse)
         if server.key == "mcpfusion" and wire == MODERN:
@@ -396,10 +402,13 @@ def run_all(args: argparse.Namespace) -> dict[tuple[str, str], Target]:
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         body_file = Path(tmp) / "mcpfusion_response.json"
         chosen = [s for s in servers(args) if s.key in args.servers or s in (*TELEMETRY, WITH_MIDDLEWARE)]
+        sse_only = getattr(args, "sse_only", False)
+        if sse_only:  # the two cells of `sse_cpu_vs_json`: no bare route, no 2026 wire, no variants
+            chosen = [s for s in chosen if s in SERVERS and s.mcp]
         for server in chosen:  # mcpfusion first: the bare route replays its captured bytes
             env = {"BENCH_BODY_FILE": str(body_file), **dict(server.env)}
             proc = stack.enter_context(Uvicorn(server.module, env))
-            targets.extend(prepare(server, proc, body_file))
+            targets.extend(prepare(server, proc, body_file, wires=(LEGACY,) if sse_only else None))
             if server in SERVERS and server.mcp:  # SSE mode of each peer (not of the tracing variant)
                 proc = stack.enter_context(Uvicorn(server.module, {"BENCH_MODE": "sse"}))
                 targets.extend(prepare(server, proc, body_file, sse=True))
@@ -484,6 +493,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
     parser.add_argument("--servers", type=lambda v: v.split(","), default=[s.key for s in SERVERS],
                         help="comma-separated subset of mcpfusion,sdk,fastmcp,bare (default all; ratios need all)")
+    parser.add_argument("--sse-only", action="store_true",
+                        help="only each MCP server's 2025-11-25 cells, JSON and SSE mode (the sse_cpu_vs_json line); "
+                             "with --servers mcpfusion: our SSE/JSON ratio alone")
     parser.add_argument("--middleware", action="store_true",
                         help="also serve mcpfusion with three no-op middleware and report their cost")
     parser.add_argument("--ratio-basis", choices=["cpu", "wall"], default="cpu",
@@ -500,9 +512,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def run_cli(entry: Callable[[], int]) -> None:
+    """A benchmark's `__main__`: its exit code, or 1 with the reason on stderr when it fails (`BenchError`)."""
     try:
-        sys.exit(main())
+        sys.exit(entry())
     except BenchError as exc:
         print(f"benchmark failed: {exc}", file=sys.stderr)
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    run_cli(main)

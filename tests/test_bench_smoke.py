@@ -136,3 +136,39 @@ def test_core_ab_harness_compares_two_trees_in_process():
         assert len(re.findall(r"\d+\.\d", row)) == 2, row
     ratios = [line for line in lines if "sse_vs_json=" in line]
     assert len(ratios) == 2 and all(re.search(r"sse_vs_json=\d+\.\d\d bare_vs_ours=0\.\d\d", r) for r in ratios)
+
+
+@pytest.mark.timeout(300)
+def test_sse_only_measures_our_two_2025_cells():
+    """`--servers mcpfusion --sse-only`: only mcpfusion's 2025-11-25 JSON and SSE cells, and their ratio."""
+    run = subprocess.run(
+        [sys.executable, str(BENCH), "--servers", "mcpfusion", "--sse-only", "--duration", "1", "--rounds", "1",
+         "--warmup", "0", "--connections", "4"],
+        capture_output=True, text=True, timeout=280, cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.strip().splitlines()
+    assert re.fullmatch(r"SSE mode \(req/CPU-s\): sse_cpu_vs_json_mcpfusion=\d+\.\d\d", lines[-1]), lines[-1]
+    row = next(line for line in lines if line.startswith("| mcpfusion"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:3] == ["n/a", "n/a"], row  # no 2026-07-28 cell
+    assert all(re.fullmatch(r"[\d,]+", c) for c in cells[3:]), row
+    assert sorted(line.split(":")[0] for line in lines if line.startswith("# mcpfusion")) == [
+        "# mcpfusion 2025-11-25", "# mcpfusion 2025-11-25 SSE"]
+
+
+def test_server_icount_sends_exactly_the_calls_asked(tmp_path):
+    """bench/server_icount.py's load: exactly N successful one-body replies (JSON and SSE mode), and a refused
+    call fails the run instead of being counted."""
+    sys.path.insert(0, str(BENCH.parent))
+    import asyncio
+
+    import mcp_throughput as bench
+    import server_icount
+
+    for mode in ("json", "sse"):
+        with bench.Uvicorn("mcpfusion_server:app", {"BENCH_MODE": mode}) as server:
+            session_id = bench.open_session(server.base)
+            assert asyncio.run(server_icount.drive(server.port, session_id, 25, 4, 1)) == 25
+            with pytest.raises(bench.BenchError, match="unexpected answer"):
+                asyncio.run(server_icount.drive(server.port, "no-such-session", 3, 1, 1))

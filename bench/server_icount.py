@@ -1,0 +1,149 @@
+"""Instructions per tools/call of a real server (uvicorn, uvloop, httptools) under callgrind: mcpfusion's
+2025-11-25 JSON and SSE modes, one or more trees side by side.
+
+`mcp_throughput.py` measures CPU time under wrk, which this shared 2-core machine makes noisy; callgrind's
+instruction count is deterministic to a fraction of a percent and, unlike the in-process `core_ab.py`,
+includes what only a real server does (uvicorn's protocol and transport, the socket calls; not the kernel's
+own work). Each cell is one uvicorn worker serving its tree's `bench/mcpfusion_server.py` (SSE mode with
+`BENCH_MODE=sse`) under `valgrind --tool=callgrind --instr-atstart=no`: after the usual checks
+(`mcp_throughput.check_call`) and `--warmup` calls (2,100 by default: the SSE server's event store then holds
+its 2,000 streams, as under wrk), instrumentation is switched on, exactly `--calls` tools/call are sent over
+`--connections` keep-alive connections (each request with its own JSON-RPC id, one session, as wrk does),
+and the count is dumped once every reply has arrived. Figures: instructions (Ir) per call, and per tree
+`sse_vs_json` (the instruction counterpart of `sse_cpu_vs_json_mcpfusion`).
+
+Run: `python bench/server_icount.py [HEAD 5036de5 ...] [--calls 600] [--jobs 2]` (a few minutes per cell).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+
+import mcp_throughput  # noqa: E402
+from harness import export_tree  # noqa: E402
+from mcp_throughput import (  # noqa: E402
+    LEGACY,
+    BenchError,
+    call_body,
+    call_headers,
+    check_call,
+    free_port,
+    open_session,
+    run_cli,
+)
+
+
+async def drive(port: int, session_id: str, calls: int, connections: int, first_id: int) -> int:
+    """Send exactly `calls` 2025-11-25 tools/call over `connections` keep-alive connections; each reply must be
+    a successful result with a Content-Length (a one-body answer). Returns the number of replies."""
+    head = b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n" + b"".join(
+        f"{k}: {v}\r\n".encode() for k, v in call_headers(LEGACY, session_id).items())
+    template = json.dumps({**call_body(LEGACY), "id": "__ID__"}, separators=(",", ":")).encode()
+    ids = iter(range(first_id, first_id + calls))
+    answered = 0
+
+    async def connection() -> None:
+        nonlocal answered
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for request_id in ids:
+            body = template.replace(b'"__ID__"', str(request_id).encode())
+            writer.write(head + b"content-length: %d\r\n\r\n" % len(body) + body)
+            headers = (await reader.readuntil(b"\r\n\r\n")).lower()
+            if not headers.startswith(b"http/1.1 200") or b"content-length:" not in headers:
+                raise BenchError(f"unexpected answer: {headers[:300]!r}")
+            data = await reader.readexactly(int(headers.split(b"content-length:")[1].split(b"\r\n")[0]))
+            if b'"result"' not in data or b'"isError":true' in data:
+                raise BenchError(f"not a successful result: {data[:300]!r}")
+            answered += 1
+        writer.close()
+
+    await asyncio.gather(*(connection() for _ in range(connections)))
+    return answered
+
+
+def control(pid: int, *flags: str) -> None:
+    subprocess.run(["callgrind_control", *flags, str(pid)], check=True, capture_output=True)
+
+
+def measure(tree: Path, mode: str, args: argparse.Namespace, out_dir: Path) -> float:
+    """Instructions per tools/call of `tree`'s server in `mode` ("json" or "sse")."""
+    port = free_port()
+    out = out_dir / f"{tree.name}.{mode}.callgrind"
+    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+           sys.executable, "-m", "uvicorn", "mcpfusion_server:app", "--app-dir", str(tree / "bench"),
+           "--host", "127.0.0.1", "--port", str(port), "--workers", "1", "--loop", "uvloop",
+           "--http", "httptools", "--no-access-log", "--log-level", "warning"]
+    env = {**os.environ, "PYTHONPATH": str(tree), "BENCH_MODE": mode}
+    proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            if proc.poll() is not None:
+                raise BenchError(f"server exited: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise BenchError("server did not start within 600 s") from None
+                time.sleep(1)
+        base = f"http://127.0.0.1:{port}"
+        session_id = open_session(base)
+        check_call(base, LEGACY, session_id, sse=mode == "sse")
+        asyncio.run(drive(port, session_id, args.warmup, args.connections, 10))
+        control(proc.pid, "-i", "on")
+        control(proc.pid, "-z")
+        answered = asyncio.run(drive(port, session_id, args.calls, args.connections, 10_000_000))
+        control(proc.pid, "-d")
+    finally:
+        proc.terminate()
+        proc.wait(120)
+    dumps = sorted(p for p in out_dir.glob(out.name + ".*"))
+    if not dumps:
+        raise BenchError(f"no callgrind dump for {tree.name} {mode}")
+    totals = [int(line.split()[1]) for line in dumps[-1].read_text().splitlines() if line.startswith("totals:")]
+    return totals[0] / answered
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("trees", nargs="*", default=["HEAD"], help="git revisions or directories (default HEAD)")
+    parser.add_argument("--calls", type=int, default=600, help="measured calls per cell (default 600)")
+    parser.add_argument("--warmup", type=int, default=2100, help="calls before measuring (default 2,100)")
+    parser.add_argument("--connections", type=int, default=32, help="keep-alive connections (default 32, as wrk)")
+    parser.add_argument("--jobs", type=int, default=2, help="cells measured at once (default 2)")
+    args = parser.parse_args(argv)
+    mcp_throughput.CHECK_TIMEOUT = 600  # a first call under valgrind loads its modules ~10x slower
+    with tempfile.TemporaryDirectory() as tmp:
+        dirs = {rev: export_tree(rev, Path(tmp)) for rev in args.trees}
+        cells = [(rev, mode) for rev in args.trees for mode in ("json", "sse")]
+        with ThreadPoolExecutor(args.jobs) as pool:
+            counts = pool.map(lambda cell: measure(dirs[cell[0]], cell[1], args, Path(tmp)), cells)
+            figures = dict(zip(cells, counts, strict=True))
+    print(f"instructions per 2025-11-25 tools/call, uvicorn under callgrind, {args.calls} calls over "
+          f"{args.connections} connections after {args.warmup}")
+    for rev in args.trees:
+        json_ir, sse_ir = figures[rev, "json"], figures[rev, "sse"]
+        print(f"| {rev:<12} | json {json_ir:>10,.0f} | sse {sse_ir:>10,.0f} | sse_vs_json {sse_ir / json_ir:.3f} |")
+    first = args.trees[0]
+    print(" ".join(f"{rev}_sse_vs_json={figures[rev, 'sse'] / figures[rev, 'json']:.3f}" for rev in args.trees)
+          + "".join(f" {rev}_sse_vs_{first}={figures[rev, 'sse'] / figures[first, 'sse']:.3f}"
+                    for rev in args.trees[1:]))
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)
