@@ -7,7 +7,9 @@ only has to tell an agent how to build a valid call, in as few tokens as possibl
   it out is the same call);
 - merges a parameter shared by several actions into one schema that accepts what each of them accepts
   (enum values united, constraints kept only where every action agrees, a flat `anyOf` otherwise), never
-  an `anyOf` of `anyOf`s;
+  an `anyOf` of `anyOf`s; its description is the one every such action declares, or each action's own
+  after the names of those declaring it (`list_invoices: Only this customer's invoices.`): never one action's
+  read as another's;
 - says which action takes which parameter once per action, in the grouped description (`get(id,note?)`
   or the TOON table's `params` column), never per parameter, with what an action alone says of a shared
   parameter where the merged schema says less: the values it takes (`update(id,status:not overdue)`), its
@@ -139,15 +141,27 @@ def _merge_scalars(branches: list[dict[str, Any]]) -> dict[str, Any]:
     return common
 
 
-def merge_parameter(variants: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """One advertised schema for a parameter several actions declare, accepting what each accepts: branches of
-    the same scalar type merged, other shapes side by side in one flat `anyOf`."""
-    descriptions: list[str] = []
+def shared_description(texts: Sequence[str], actions: Sequence[str] = ()) -> str | None:
+    """The description of a parameter several actions take (`texts`: each one's own, "" for none): the text
+    they all declare, else each text after the `actions` that declare it (`list_invoices: Only this customer's
+    invoices.`), so no action reads another's; None when they disagree and `actions` does not name them."""
+    sentences = [t if not t or t[-1] in ".!?" else t + "." for t in texts]
+    if len(set(sentences)) == 1:
+        return sentences[0] or None
+    if len(actions) != len(sentences):
+        return None
+    by_text: dict[str, list[str]] = {}
+    for action, text in zip(actions, sentences, strict=True):
+        by_text.setdefault(text, []).append(action)
+    return " ".join(f"{','.join(names)}: {text}" for text, names in by_text.items() if text)
+
+
+def merge_parameter(variants: Sequence[dict[str, Any]], actions: Sequence[str] = ()) -> dict[str, Any]:
+    """One advertised schema for a parameter several actions declare (`actions`: their names, in the same
+    order), accepting what each accepts: branches of the same scalar type merged, other shapes side by side in
+    one flat `anyOf`; described as `shared_description` says."""
     unique: dict[str, dict[str, Any]] = {}
     for variant in variants:
-        text = str(variant.get("description") or "").strip()
-        if text and text not in descriptions:
-            descriptions.append(text)
         for branch in _branches(variant):
             unique.setdefault(_key(branch), branch)
     by_type: dict[Any, list[dict[str, Any]]] = {}
@@ -156,8 +170,9 @@ def merge_parameter(variants: Sequence[dict[str, Any]]) -> dict[str, Any]:
         by_type.setdefault(kind if kind in _SCALARS else _key(branch), []).append(branch)
     merged_types = [group[0] if len(group) == 1 else _merge_scalars(group) for group in by_type.values()]
     merged: dict[str, Any] = dict(merged_types[0]) if len(merged_types) == 1 else {"anyOf": merged_types}
-    if descriptions:
-        merged["description"] = " ".join(d if d[-1] in ".!?" else d + "." for d in descriptions)
+    description = shared_description([str(v.get("description") or "").strip() for v in variants], actions)
+    if description:
+        merged["description"] = description
     return merged
 
 
@@ -325,8 +340,9 @@ def grouped_input_schema(
     overrides = advertised or {}
     properties: dict[str, Any] = {discriminator: {"enum": [name for name, _ in actions]}}
     variants: dict[str, list[dict[str, Any]]] = {}
+    takers: dict[str, list[str]] = {}
     defs: dict[str, Any] = {}
-    for _, schema in actions:
+    for action, schema in actions:
         defs.update(schema.get("$defs", {}))
         required = set(schema.get("required", ()))
         for pname, pschema in schema.get("properties", {}).items():
@@ -336,8 +352,9 @@ def grouped_input_schema(
             properties.setdefault(pname, None)
             variants.setdefault(pname, []).append(
                 advertised_parameter(pschema, required=pname in required, types=False))
+            takers.setdefault(pname, []).append(action)
     for pname, found in variants.items():
-        properties[pname] = overrides.get(pname) or short_enums(merge_parameter(found))
+        properties[pname] = overrides.get(pname) or short_enums(merge_parameter(found, takers[pname]))
     out: dict[str, Any] = {"type": "object", "properties": properties, "required": [discriminator]}
     if defs:
         out["$defs"] = short_enums(defs)

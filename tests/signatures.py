@@ -79,3 +79,19 @@ def told(schema: dict[str, Any], found: Param) -> dict[str, Any]:
     if found.not_values is not None:
         extra["not"] = {"enum": found.not_values}
     return {"allOf": [schema, extra]} if extra else schema
+
+
+def described(text: str | None, actions: list[str]) -> dict[str, str | None]:
+    """What each of `actions` (those taking one parameter of a grouped entry) reads in the parameter's
+    description: all of it, or the parts `a,b: text` naming it (none when no part does)."""
+    names = "|".join(re.escape(a) for a in sorted(actions, key=len, reverse=True))
+    parts = re.split(rf"(?:^| )((?:{names})(?:,(?:{names}))*): ", text or "")
+    if len(parts) == 1:
+        return dict.fromkeys(actions, text)
+    assert parts[0] == "", f"text before the first named part: {text!r}"
+    read: dict[str, str | None] = dict.fromkeys(actions)
+    for scope, part in zip(parts[1::2], parts[2::2], strict=True):
+        for action in scope.split(","):
+            assert read[action] is None, f"{action} named twice in {text!r}"
+            read[action] = part
+    return read

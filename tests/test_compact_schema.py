@@ -144,7 +144,7 @@ def test_shared_parameters_merge_into_one_schema_that_accepts_each():
     assert props["status"] == {"enum": ["x", "y", "z", "w"]}
     # int for a and e (differing bounds and defaults dropped), str for b: a flat anyOf, no nesting
     assert props["n"] == {"anyOf": [{"type": "integer"}, {"type": "string"}]}
-    assert props["text"] == {"type": "string", "description": "Short text. Longer text."}
+    assert props["text"] == {"type": "string", "description": "a: Short text. b: Longer text."}
     # a null limit means something else than the default 10: the null branch stays
     assert props["limit"] == {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": 10}
     assert props["day"] == {"format": "date", "type": "string"}
@@ -166,6 +166,48 @@ def test_shared_parameters_merge_into_one_schema_that_accepts_each():
         "d": "tree,shape,mapping?,only?", "e": "customer,note?,n?:type=integer minimum=0 maximum=5 default=1",
         "f": "note?,status?:not y default=x"}
     assert "Optional for" not in json.dumps(entry) and "Required for" not in json.dumps(entry)
+
+
+def _grouped_entries():
+    """Every grouped entry of the reference service and the tricky declarations, each tool grouped whole and
+    by annotation profile."""
+    for label, registry in REGISTRIES.items():
+        for tool in registry.tools.values():
+            for kind in ("grouped", "profiles"):
+                view = copy.copy(tool)
+                view.exposition = kind
+                for entry in tool_entries(view):
+                    if "action" in entry["inputSchema"]["properties"]:
+                        yield pytest.param(view, entry, id=f"{label}:{kind}:{entry['name']}")
+
+
+def _sentence(text: str | None) -> str | None:
+    return text if not text or text[-1] in ".!?" else text + "."
+
+
+@pytest.mark.parametrize(("tool", "entry"), list(_grouped_entries()))
+def test_each_action_reads_its_own_description_of_a_shared_parameter(tool, entry):
+    """What an agent reads of a merged parameter for one action (the description, or the parts naming the
+    action) is what that action alone advertises (its flat entry): never another action's description."""
+    for name, prop in entry["inputSchema"]["properties"].items():
+        takers = [a for a in entry["inputSchema"]["properties"]["action"]["enum"]
+                  if name in tool.actions[a].input_schema.get("properties", {})]
+        reads = signatures.described(prop.get("description"), takers)
+        for action in takers:
+            own = tool.actions[action].advertised_input_schema()["properties"][name].get("description")
+            assert reads[action] == _sentence(own), (entry["name"], name, action, prop.get("description"))
+
+
+def test_a_description_some_sharing_actions_declare_names_them():
+    billing = copy.copy(REGISTRIES["reference"].tools["billing"])
+    billing.exposition = "grouped"
+    [entry] = tool_entries(billing)
+    props = entry["inputSchema"]["properties"]
+    # a filter of the reads, not the new status update_invoice_status takes nor create_invoice's customer
+    assert props["status"]["description"] == (
+        "list_invoices,export_invoices: Only invoices with this status (or overdue).")
+    assert props["customer_id"]["description"] == "list_invoices: Only this customer's invoices."
+    assert props["id"]["description"] == "Invoice id, e.g. inv_0001 (see list_invoices)."  # all say it
 
 
 def _scalar(schema: dict[str, Any]) -> bool:
