@@ -42,6 +42,28 @@ def codec(model: type[BaseModel], *, many: bool = False) -> Codec | None:
     return SchemaValidator(schema), SchemaSerializer(schema)
 
 
+def combined(model: type[BaseModel], children: list[tuple[str, type[BaseModel], bool]]) -> Codec | None:
+    """`model` and, under each key, a child model (a list of it with `many`), as one dict schema: a presenter
+    and its embedded children validated and dumped in one call. The children's keys come after the model's
+    fields, in order, and are required. None unless every schema is a plain typed dict (no definitions) and
+    no key is one of the model's fields; the model ignores extra keys (so the child keys change nothing of
+    what it accepts)."""
+    try:
+        schema = _convert(dict(model.__pydantic_core_schema__))
+        if schema["type"] != "typed-dict" or schema.get("extra_behavior") != "ignore":
+            return None
+        fields = dict(schema["fields"])
+        for key, child, many in children:
+            sub: Any = _convert(dict(child.__pydantic_core_schema__))
+            if sub["type"] != "typed-dict" or key in fields:
+                return None
+            fields[key] = core_schema.typed_dict_field(core_schema.list_schema(sub) if many else sub)
+    except _Unsupported:
+        return None
+    out: Any = {**{k: v for k, v in schema.items() if k != "ref"}, "fields": fields}
+    return SchemaValidator(out), SchemaSerializer(out)
+
+
 def _convert(schema: dict[str, Any]) -> dict[str, Any]:
     if "serialization" in schema:
         raise _Unsupported("a custom serializer")

@@ -134,15 +134,29 @@ class _Cache:
 class _FlatPlan:
     """What `_render_flat` needs, worked out once at freeze."""
 
-    __slots__ = ("embeds", "rule_sets", "ui", "suggest")
+    __slots__ = ("embeds", "loose", "codecs", "rule_sets", "ui", "suggest")
 
     def __init__(self, presenter: Presenter) -> None:
         trusted = presenter._cache.trusted
         self.embeds: list[tuple[str, int, bool, Presenter]] = [
             (key, 1 << index, key in trusted, child) for index, (key, child) in enumerate(presenter.embeds.items())
         ]
+        # The children validated apart (not trusted): with all of them present, as lists or objects, the item
+        # and they are one dict schema (`dictschema.combined`), per set of list-valued keys; None: no such schema.
+        self.loose = sum(bit for _, bit, trusted, _ in self.embeds if not trusted)
+        self.codecs: dict[int, dictschema.Codec | None] = {}
         self.rule_sets: dict[int, tuple[tuple[str, ...], str | None]] = {}
         self.ui, self.suggest = _direct(presenter._ui), _direct(presenter._suggest)
+
+    def codec(self, presenter: Presenter, lists: int) -> dictschema.Codec | None:
+        """The item and its loose children in one dict schema, those of `lists` as lists (made on first use)."""
+        codec = self.codecs.get(lists, False)
+        if codec is False:
+            assert presenter.item_model is not None
+            children = [(key, child.item_model, bool(lists & bit)) for key, bit, trusted, child in self.embeds
+                        if not trusted]
+            codec = self.codecs[lists] = dictschema.combined(presenter.item_model, children)  # type: ignore[arg-type]
+        return codec  # type: ignore[return-value]
 
 
 class Presenter:
@@ -587,17 +601,35 @@ class Presenter:
         then decides (it degrades a list, or raises the same `PresenterError`); no callback has run yet."""
         plan = self._cache.plan
         assert plan is not None
-        try:
-            full = self._dump_one(data)
-            present = 0
-            if plan.embeds:
-                raw_get = data.get if data.__class__ is dict or isinstance(data, Mapping) else None
-                for key, bit, trusted, child in plan.embeds:
-                    value = raw_get(key) if raw_get is not None else getattr(data, key, None)
-                    if value is None:
-                        continue
+        full = None
+        present = 0
+        raw_get = data.get if data.__class__ is dict or isinstance(data, Mapping) else None
+        if plan.embeds:
+            lists = shaped = 0  # embedded values that are lists, that are lists or dicts
+            for key, bit, _, _ in plan.embeds:
+                value = raw_get(key) if raw_get is not None else getattr(data, key, None)
+                if value is not None:
                     present |= bit
-                    if trusted:
+                    cls = value.__class__
+                    if cls is list:
+                        lists |= bit
+                        shaped |= bit
+                    elif cls is dict:
+                        shaped |= bit
+            loose = plan.loose
+            if loose and shaped & loose == loose and data.__class__ is dict:
+                codec = plan.codec(self, lists & loose)
+                if codec is not None:
+                    try:
+                        full = codec[1].to_python(codec[0].validate_python(data), mode="json")
+                    except ValidationError:
+                        full = None  # the parts' own schemas decide, as below
+        try:
+            if full is None:
+                full = self._dump_one(data)
+                for key, _, trusted, child in plan.embeds:
+                    value = None if trusted else raw_get(key) if raw_get is not None else getattr(data, key, None)
+                    if value is None:
                         continue
                     cls = value.__class__
                     # A list's items in one call, as the child's own list path validates them.

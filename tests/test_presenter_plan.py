@@ -248,3 +248,46 @@ def test_the_flat_plan_falls_back_to_the_general_path_on_data_it_does_not_take()
     with pytest.raises(PresenterError) as their_error:
         general.present({**BILL, "lines": {"card": "x"}})
     assert str(ours_error.value) == str(their_error.value)
+
+
+def test_loose_embeds_present_as_lists_or_objects_are_validated_with_the_item_in_one_call():
+    """Every loose (not trusted) embed present as a list or an object: the item and its embeds are one dict
+    schema (`dictschema.combined`), with the general path's output; any other shape, a value the schema
+    refuses, or a key the item declares itself takes the parts' own schemas, as before."""
+    lines = Presenter("Line").schema({"sku": str, "card": str | None}).redact_pii(["card"]).rules(["Line rule."])
+    owner = Presenter("Owner").schema({"name": str, "phone": str | None}).redact_pii(["phone"])
+    bill = (Presenter("Bill").schema({"id": str, "email": str}).rules(["Bill rule."]).redact_pii(["email"])
+            .embed("lines", lines).embed("owner", owner)).freeze()
+    general = _general(bill)
+    raw = {**BILL, "lines": [{"sku": "A", "card": "4111 1111", "x": 1}], "owner": {"name": "Ada", "phone": "+44 20"}}
+    cases = [raw, {**raw, "lines": {"sku": "B", "card": None}}, {**raw, "owner": None}, {**raw, "lines": None},
+             {**raw, "lines": ({"sku": "A", "card": None},)}, {**raw, "lines": [{"sku": "A", "card": 1}, {"sku": "B"}]}]
+    expected = [general.present(case) for case in cases]
+
+    def apart(*args: Any) -> Any:
+        raise AssertionError("an embed was validated apart")
+
+    for child in (lines, owner):
+        object.__setattr__(child, "_dump_many", apart)
+        object.__setattr__(child, "_dump_one", apart)
+    for case, theirs in zip(cases[:2], expected, strict=False):
+        ours = bill.present(case)
+        assert ours.texts == theirs.texts and ours.view.data == theirs.view.data
+        assert list(ours.view.data) == ["id", "email", "lines", "owner"]
+    assert "4111 1111" not in bill.present(raw).text and "+44 20" not in bill.present(raw).text
+    assert set(bill._cache.plan.codecs) == {1, 0}  # lines as a list, lines as an object
+    for child in (lines, owner):
+        object.__delattr__(child, "_dump_many")
+        object.__delattr__(child, "_dump_one")
+    for case, theirs in zip(cases, expected, strict=True):
+        ours = bill.present(case)
+        assert ours.texts == theirs.texts and ours.view.data == theirs.view.data
+    assert "could not be shown" in expected[-1].text
+
+    class Declared(BaseModel):
+        id: str
+        lines: list[dict[str, Any]]
+
+    declared = Presenter("D").schema(Declared).embed("lines", lines).freeze()
+    assert declared.present(raw).view.data == _general(declared).present(raw).view.data
+    assert declared._cache.plan.codecs == {1: None}  # the item's own field: validated by both, apart
