@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -47,22 +49,59 @@ def _cell(text: str) -> str:
     return text
 
 
+def _text(value: Any) -> str:
+    """A cell's text: a string's own characters (`str.__str__` of a subclass: what joining it writes),
+    anything else as `str()` writes it."""
+    return str.__str__(value) if isinstance(value, str) else str(value)
+
+
 def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], **options: Any) -> UIBlock:
     """A markdown table."""
-    cells = [[c if isinstance(c, str) else str(c) for c in row] for row in rows]
-    head = [h if isinstance(h, str) else str(h) for h in headers]
-    text = _table(head, cells)
-    # Tables sit on the hot path: cells are escaped only when the table holds a `|` or a newline of theirs.
-    pipes = 2 * len(head) + 2 + sum([len(row) + 1 for row in cells])
-    if text.count("|") != pipes or text.count("\n") != len(cells) + 1:
-        text = _table([_cell(h) for h in head], [[_cell(c) for c in row] for row in cells])
+    body: Sequence[Sequence[Any]] = rows if rows.__class__ is builtins.list else [*rows]
+    try:
+        rectangular = len(body) <= 64 and set(map(len, body)) <= {len(headers)}
+    except TypeError:  # rows or headers that are iterators: the general path below
+        rectangular = False
+    if rectangular:
+        # Tables sit on the hot path: a rectangular one is its layout (cached) filled with the cells' text,
+        # unless a cell holds a `|` or a newline of its own (the counts tell) and needs escaping.
+        layout, pipes, lines = _layout(len(headers), len(body))
+        text = layout % tuple([c if c.__class__ is str else _text(c) for row in (headers, *body) for c in row])
+        if text.count("|") == pipes and text.count("\n") == lines:
+            return UIBlock("markdown", text, **options) if options else _markdown(text)
+    head = [_text(h) for h in headers]
+    cells = [[_text(c) for c in row] for row in body]
+    text = _table([_cell(h) for h in head], [[_cell(c) for c in row] for row in cells])
     return UIBlock("markdown", text, **options)
 
 
 def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+                       *["| " + " | ".join(row) + " |" for row in rows]])
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(width: int, height: int) -> tuple[str, int, int]:
+    """A table of `width` columns and `height` rows with `%s` for each cell, and its pipes and newlines."""
+    text = _table(["%s"] * width, [["%s"] * width] * height)
+    return text, text.count("|"), text.count("\n")
+
+
+# `UIBlock("markdown", text)` for tables, through the slots' own setters: the dataclass's frozen `__init__`
+# goes through `object.__setattr__`, about twice the cost.
+_new = object.__new__
+_type, _content, _title, _width, _priority = (
+    UIBlock.__dict__[name].__set__ for name in ("type", "content", "title", "width", "priority"))
+
+
+def _markdown(text: str) -> UIBlock:
+    block = _new(UIBlock)
+    _type(block, "markdown")
+    _content(block, text)
+    _title(block, None)
+    _width(block, None)
+    _priority(block, None)
+    return block
 
 
 def list(items: Iterable[Any], **options: Any) -> UIBlock:  # noqa: A001 - mirrors ui.list of the spec

@@ -1,5 +1,6 @@
 """The exact perception wire format: block order, tags, escaping, helpers and implicit wrapping."""
 
+import enum
 import json
 
 import pytest
@@ -59,6 +60,46 @@ def test_ui_helpers_exact_text():
     assert ui.summary("3 invoices").content == "📊 **Summary**: 3 invoices"
     assert ui.code_block("md", "has ``` inside").content == "````md\nhas ``` inside\n````"
     assert ui.markdown("x", width="half").render() == '<ui_passthrough type="markdown" width="half">\nx\n</ui_passthrough>'
+
+
+def _reference_table(headers, rows):
+    """The markdown table as written cell by cell (what `ui.table`'s cached layouts must reproduce)."""
+    def text(value):
+        return "".join([value]) if isinstance(value, str) else str(value)  # a str subclass: its characters
+
+    def cell(value):
+        return text(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(list(headers))]
+    return "\n".join(lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows])
+
+
+class Color(str, enum.Enum):  # noqa: UP042 - str() of a member is "Color.RED", its characters are "red"
+    RED = "red"
+
+
+class Shouting(str):
+    def __str__(self) -> str:
+        return self.upper()
+
+
+@pytest.mark.parametrize("headers, rows", [
+    (["Field", "Value"], [["Invoice", "inv_1"], ["Amount", 12.5], ["Paid", True], ["None", None]]),
+    (["Pipe", "New line"], [["a|b", "x\ny"], ["%s %d {}", "{0}"]]),
+    (["Color", 3], [[Color.RED, 1], [Shouting("quiet"), Shouting("a|b")]]),
+    (["Ragged"], [["a", "b"], []]),
+    ([], []),
+    (["Only headers"], []),
+    (["N"], [[i] for i in range(100)]),
+])
+def test_ui_table_is_the_table_written_cell_by_cell(headers, rows):
+    assert ui.table(headers, rows).content == _reference_table(headers, rows)
+    assert ui.table(headers, iter(rows)).content == _reference_table(headers, rows)  # rows as an iterator
+    assert ui.table(headers, [iter(r) for r in rows]).content == _reference_table(headers, rows)
+    block = ui.table(headers, rows, title="T")
+    assert (block.type, block.title, block.content) == ("markdown", "T", _reference_table(headers, rows))
+    plain = ui.table(headers, rows)
+    assert plain == ui.UIBlock("markdown", _reference_table(headers, rows)) and hash(plain)
 
 
 def test_tool_error_exact_xml():
