@@ -15,9 +15,7 @@ span context (what the SDK returns); nothing is made under it. A recorded one is
 attribute, its event and link lists are made on first use), which ends the SDK's way (a `ReadableSpan`
 snapshot handed to the tracer's span processors).
 Everything else a user's code can call on it (`set_status`, `add_event`, `record_exception`, `update_name`,
-...) is the SDK's own code. When the provider's only processor is the SDK's `BatchSpanProcessor` (its
-`on_end` only queues the snapshot for its export thread), an ended span is handed over as it is (an ended
-span no longer changes) and the export thread makes the snapshots just before it exports (`Deferred`).
+...) is the SDK's own code.
 
 With any other processor (one that wants `on_start`), with the SDK's own tracer metrics switched on, with a
 tracer disabled by its configurator, or with a tracer that is not the SDK's, spans go through the tracer's
@@ -29,10 +27,8 @@ change of the SDK fails a test instead of changing the spans.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -152,90 +148,7 @@ class LightSpan(SdkSpan):
             self._end_time = end_time if end_time is not None else time.time_ns()
             if type(self._attributes) is not dict:
                 self._attributes._immutable = True
-        processor: Any = self._span_processor
-        if type(processor) is Deferred:
-            processor.add(self)  # its snapshot is made in the export thread (an ended span no longer changes)
-        else:
-            processor.on_end(self._readable_span())
-
-
-class Deferred:
-    """The light path's hand-off when the provider's only processor is the SDK's `BatchSpanProcessor` (whose
-    `on_end` only queues the snapshot for its export thread): the request queues the ended span itself (a
-    phase span as a tuple), and the snapshots are made in the export thread, in bulk, just before it exports.
-
-    The request thread then pays one deque append per span instead of the snapshot and three calls through
-    the processors. What the processor would do on each `on_end` is kept: unsampled spans are not exported,
-    the worker is woken once a batch is waiting, a span ending after shutdown goes to `on_end` (the SDK's
-    warning), a full queue drops the oldest spans with the SDK's warning and drop count. One per batch
-    processor (`for_processor`); its export wrapper is installed once."""
-
-    __slots__ = ("processor", "batch", "pending", "wake", "lock")
-
-    def __init__(self, processor: Any) -> None:
-        self.processor = processor
-        self.batch = batch = processor._batch_processor
-        self.pending: deque[Any] = deque()
-        self.wake = batch._max_export_batch_size
-        self.lock = threading.Lock()  # the worker and force_flush may forward at once: one at a time, in order
-        export = batch._export
-
-        def forward_then_export(strategy: Any) -> None:
-            self.forward()
-            export(strategy)
-
-        batch._export = forward_then_export  # the worker, force_flush and shutdown all export through it
-        if hasattr(os, "register_at_fork"):  # a child's worker is new (the SDK restarts it): not its parent's spans
-            os.register_at_fork(after_in_child=self.pending.clear)
-
-    @classmethod
-    def for_processor(cls, processor: Any) -> Deferred:
-        found: Deferred | None = processor.__dict__.get("_mcpfusion_deferred")
-        if found is None:
-            found = processor.__dict__["_mcpfusion_deferred"] = cls(processor)
-        return found
-
-    def add(self, item: Any) -> None:
-        """A finished span (a `LightSpan`, or a phase's tuple, see `Tracing.emit`) for the export thread."""
-        batch = self.batch
-        if batch._shutdown:  # its worker is gone: the processor refuses it as for any span
-            self.processor.on_end(_snapshot(item))
-            return
-        pending = self.pending
-        pending.append(item)
-        if len(pending) >= self.wake and not batch._worker_awaken.is_set():
-            batch._worker_awaken.set()
-
-    def forward(self) -> None:
-        """Make the pending spans' snapshots and queue them as the processor's `on_end` would (export thread)."""
-        pending = self.pending
-        with self.lock:
-            spans = []
-            for _ in range(len(pending)):
-                span = _snapshot(pending.popleft())
-                if span.context.trace_flags.sampled:
-                    spans.append(span)
-            if not spans:
-                return
-            batch = self.batch
-            dropped = len(batch._queue) + len(spans) - batch._max_queue_size
-            if dropped > 0:
-                logger.warning("Queue full, dropping %s.", batch._exporting)
-                batch._metrics.drop_items(dropped)
-            batch._queue.extendleft(spans)  # newest on the left, as `emit` adds; the oldest drop off the right
-
-
-def _snapshot(item: Any) -> ReadableSpan:
-    """The `ReadableSpan` the SDK would have handed to the processors for a deferred span."""
-    if type(item) is not tuple:
-        return item._readable_span()  # type: ignore[no-any-return]
-    parent, name, start, end, error, span_id = item
-    up = parent._context
-    status = _UNSET if error is None else trace.Status(trace.StatusCode.ERROR, error)
-    return ReadableSpan(
-        name, _SpanContext(up.trace_id, span_id, False, up.trace_flags, up.trace_state), up, parent._resource, {},
-        status=status, start_time=start, end_time=end, instrumentation_info=parent._instrumentation_info,
-        instrumentation_scope=parent._instrumentation_scope)
+        self._span_processor.on_end(self._readable_span())
 
 
 class DroppedSpan(trace.NonRecordingSpan):
@@ -280,15 +193,12 @@ class Tracing:
         # limits could cut them.
         self._plain = limits.max_span_attribute_length is None and (
             limits.max_span_attributes is None or limits.max_span_attributes >= 64)
-        processor: Any = tracer.span_processor
-        if processors is not None and len(processors) == 1 and type(processors[0]) is BatchSpanProcessor:
-            processor = Deferred.for_processor(processors[0])
         self._shared = {
             "_instrumentation_info": tracer.instrumentation_info,
             "_instrumentation_scope": tracer._instrumentation_scope, "_end_time": None, "_events": (),
             "_links": (), "_status": _UNSET, "_sampler": tracer.sampler, "_trace_config": None,
             "_record_exception": False, "_set_status_on_exception": False,
-            "_span_processor": processor, "_limits": limits, "_record_end_metrics": None}
+            "_span_processor": tracer.span_processor, "_limits": limits, "_record_end_metrics": None}
 
     def start(self, name: str, attributes: Mapping[str, Any], context: Any = None, kind: Any = _INTERNAL) -> Any:
         """A started span under `context` (None: the current one), not made current: a `LightSpan`, a
@@ -336,20 +246,21 @@ class Tracing:
 
     def emit(self, parent: Any, name: str, start: int, end: int, error: str | None) -> None:
         """A finished child span of the recorded span `parent` (a phase of an action, timed while it ran)."""
+        status = _UNSET if error is None else trace.Status(trace.StatusCode.ERROR, error)
         tracer = self.tracer
         if type(parent) is not LightSpan:
             span = tracer.start_span(name, context=trace.set_span_in_context(parent), start_time=start)
             if error is not None:
-                span.set_status(trace.Status(trace.StatusCode.ERROR, error))
+                span.set_status(status)
             span.end(end_time=end)
             return
         # It shares its parent's sampling decision (a parent-based sampler's answer for a recorded parent).
-        record = (parent, name, start, end, error, tracer.id_generator.generate_span_id())
-        processor: Any = parent._span_processor
-        if type(processor) is Deferred:
-            processor.add(record)
-        else:
-            processor.on_end(_snapshot(record))
+        up: Any = parent._context
+        context = _SpanContext(up.trace_id, tracer.id_generator.generate_span_id(), False, up.trace_flags,
+                               up.trace_state)
+        tracer.span_processor.on_end(ReadableSpan(
+            name, context, up, parent._resource, {}, status=status, start_time=start, end_time=end,
+            instrumentation_info=parent._instrumentation_info, instrumentation_scope=parent._instrumentation_scope))
 
 
-__all__ = ["Deferred", "DroppedSpan", "LightSpan", "Tracing"]
+__all__ = ["DroppedSpan", "LightSpan", "Tracing"]

@@ -6,10 +6,8 @@ fails here."""
 from __future__ import annotations
 
 import ast
-import asyncio
 import inspect
 import json
-import logging
 import textwrap
 from typing import Any
 
@@ -27,7 +25,7 @@ from pydantic import BaseModel
 
 from mcpfusion import MCPFusion, Presenter, Tool
 from mcpfusion.telemetry import Telemetry
-from mcpfusion.tracing import Deferred, DroppedSpan, LightSpan, Tracing
+from mcpfusion.tracing import DroppedSpan, LightSpan, Tracing
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
@@ -393,114 +391,3 @@ async def test_a_handler_that_ends_the_action_span_itself():
     assert r.json()["result"]["isError"] is True
     actions = [s for s in spans.get_finished_spans() if s.name == "execute_tool billing.get_invoice"]
     assert len(actions) == 1 and "error.type" not in actions[0].attributes
-
-
-# -- the deferred hand-off (a lone BatchSpanProcessor): snapshots made in the export thread -------------------
-
-
-def batched(*processors: Any, sampler: Any = None, **options: Any) -> tuple[TracerProvider, InMemorySpanExporter]:
-    """A provider whose first processor is the SDK's batch processor (its worker asleep for a minute unless
-    `options` say otherwise), exporting to memory."""
-    spans = InMemorySpanExporter()
-    provider = TracerProvider(sampler=sampler) if sampler is not None else TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(spans, **{"schedule_delay_millis": 60_000, **options}))
-    for processor in processors:
-        provider.add_span_processor(processor)
-    return provider, spans
-
-
-def fields(span: ReadableSpan) -> dict[str, Any]:
-    """Every field of an exported span, ids and times as how they relate (they differ from run to run)."""
-    return {"name": span.name, "kind": span.kind, "attributes": dict(span.attributes), "status": (
-        span.status.status_code, span.status.description), "events": [(e.name, dict(e.attributes or {}))
-                                                                   for e in span.events],
-            "links": list(span.links), "scope": span.instrumentation_scope,
-            "resource": span.resource, "flags": span.context.trace_flags, "state": span.context.trace_state,
-            "remote": span.context.is_remote, "parent_remote": span.parent.is_remote if span.parent else None,
-            "dropped": (span.dropped_attributes, span.dropped_events, span.dropped_links),
-            "timed": span.start_time <= span.end_time, "type": type(span)}
-
-
-async def test_deferred_spans_are_the_sdks_spans():
-    """With a lone batch processor the request hands its ended spans over as they are and the export thread
-    makes the snapshots: the exporter gets, field by field, what the SDK's own path gives it."""
-    deferred_provider, deferred = batched()
-    sdk_provider, sdk = batched(Starts())  # a processor wanting on_start: the SDK's start_span for every span
-    parent = f"00-{TRACE_ID}-{PARENT_ID}-01"
-    deferred_app, sdk_app = app_with(deferred_provider), app_with(sdk_provider)
-    await call(deferred_app, parent)
-    await call(sdk_app, parent)
-    tracing = deferred_app.state.mcpfusion.telemetry._tracing
-    assert tracing.light() and type(tracing._shared["_span_processor"]) is Deferred
-    (processor,) = deferred_provider._active_span_processor._span_processors
-    handed = processor._mcpfusion_deferred.pending
-    # The request thread queued mcpfusion's spans themselves (no snapshot yet); only the handler's own span
-    # (the SDK's start_span) went through the processor's on_end.
-    assert {type(item) for item in handed} == {LightSpan, tuple}
-    assert [s.name for s in processor._batch_processor._queue] == ["db.query"]
-    deferred_provider.force_flush()
-    sdk_provider.force_flush()
-    assert not handed
-    assert shape(deferred) == shape(sdk)
-    exported = {span.name: span for span in deferred.get_finished_spans()}
-    expected = {span.name: span for span in sdk.get_finished_spans() if span.name != "db.query"}
-    assert [fields(exported[name]) for name in sorted(expected)] == [fields(expected[name]) for name in sorted(expected)]
-    # The spans' order is the order they ended, as the SDK queues them.
-    assert [s.name for s in deferred.get_finished_spans()] == [s.name for s in sdk.get_finished_spans()]
-    action = exported["execute_tool billing.get_invoice"]
-    assert exported["mcpfusion.handler"].parent.span_id == action.context.span_id
-    assert exported["db.query"].parent.span_id == action.context.span_id
-    assert action.attributes["invoice.id"] == "inv_1" and [e.name for e in action.events] == ["looked up"]
-
-
-async def test_deferred_spans_wake_the_worker_once_a_batch_waits():
-    provider, spans = batched(max_export_batch_size=2)
-    await call(app_with(provider))
-    for _ in range(200):  # the worker sleeps for a minute unless woken
-        if len(spans.get_finished_spans()) >= 4:
-            break
-        await asyncio.sleep(0.01)
-    # Whole batches of two, oldest first (as the SDK's worker exports): the request span, ended last, waits.
-    assert [s.name for s in spans.get_finished_spans()] == ["db.query", "mcpfusion.handler", "mcpfusion.present",
-                                                            "execute_tool billing.get_invoice"]
-
-
-def test_deferred_spans_past_the_queue_drop_the_oldest_with_the_sdks_warning(caplog):
-    provider, spans = batched(max_queue_size=3, max_export_batch_size=3)
-    tracing = Tracing(provider.get_tracer("t"))
-    (processor,) = provider._active_span_processor._span_processors
-    processor._batch_processor._worker_awaken.set = lambda: None  # keep the worker asleep: one forward
-    for name in "abcde":
-        tracing.start(name, {}).end()
-    provider.force_flush()
-    assert [s.name for s in spans.get_finished_spans()] == ["c", "d", "e"]
-    assert "Queue full, dropping Span." in caplog.text
-
-
-def test_deferred_path_exports_no_unsampled_span_and_nothing_after_shutdown(caplog):
-    from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
-
-    class RecordOnly(Sampler):
-        def should_sample(self, *args: Any, **kwargs: Any) -> SamplingResult:
-            return SamplingResult(Decision.RECORD_ONLY)
-
-        def get_description(self) -> str:
-            return "record only"
-
-    provider, spans = batched(sampler=RecordOnly())
-    tracing = Tracing(provider.get_tracer("t"))
-    span = tracing.start("recorded, not sampled", {})
-    assert type(span) is LightSpan and span.is_recording()
-    span.end()
-    provider.force_flush()
-    assert spans.get_finished_spans() == ()  # the batch processor exports sampled spans only
-
-    caplog.set_level(logging.INFO)
-    provider, spans = batched()
-    tracing = Tracing(provider.get_tracer("t"))
-    span = tracing.start("late", {})
-    provider.shutdown()
-    span.end()
-    (processor,) = provider._active_span_processor._span_processors
-    assert not processor._mcpfusion_deferred.pending  # refused by the processor, not left waiting
-    assert "Shutdown called, ignoring Span." in caplog.text and spans.get_finished_spans() == ()
