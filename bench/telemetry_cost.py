@@ -2,7 +2,8 @@
 
 The same invoice server as `bench/mcp_throughput.py` (`mcpfusion_server.py`) is built several times in one
 process: without telemetry; with tracing alone (`Telemetry(metrics=False)`) at each sampling ratio asked for;
-with full telemetry (tracing and metrics) at each ratio; and with metrics alone. Providers as in production
+with full telemetry (tracing and metrics) at each ratio; and with metrics alone. The last column says how much
+of each figure is the batch span processor's export thread's CPU. Providers as in production
 (SDK `TracerProvider` with a batch span processor, `MeterProvider` with a periodic reader and the SDK's
 default exemplar filter), exporters that discard. One 2026-07-28 tools/call is driven straight through each
 app (no HTTP server, no sockets), the apps interleaved call by call; the figure is the CPU time of one call
@@ -82,10 +83,11 @@ def _thread_cpu_ns(threads: list[Any]) -> int:
     return sum(time.clock_gettime_ns(time.pthread_getcpuclockid(t.ident)) for t in threads if t.is_alive())
 
 
-async def per_call(apps: dict[Any, Any], calls: int, rounds: int, quantile: float = 0.25) -> dict[Any, float]:
+async def per_call(apps: dict[Any, Any], calls: int, rounds: int, quantile: float = 0.25,
+                   export_share: dict[Any, float] | None = None) -> dict[Any, float]:
     """µs of CPU per call of each app: the calling thread's CPU per call, taken call by call with the apps
     interleaved (the `quantile` of each app's calls: other load on a shared machine only ever adds), plus the
-    CPU of the app's span export thread over all its calls."""
+    CPU of the app's span export thread over all its calls (that part alone into `export_share` if given)."""
     for name, app in apps.items():
         for _ in range(min(calls, 200)):
             out = await call(app)
@@ -108,6 +110,8 @@ async def per_call(apps: dict[Any, Any], calls: int, rounds: int, quantile: floa
         values.sort()
         export = (_thread_cpu_ns(threads[name]) - exported[name]) / made
         out[name] = (values[int(len(values) * quantile)] + export) / 1e3
+        if export_share is not None:
+            export_share[name] = export / 1e3
     return out
 
 
@@ -202,16 +206,17 @@ def main(argv: list[str] | None = None) -> int:
         apps["full", ratio] = build(ratio)
     apps["metrics", ""] = build("1", tracing=False)
     apps["fastapi", ""] = build("1", fastapi_only=True)
-    cpu = asyncio.run(per_call(apps, args.calls, args.rounds))
+    export: dict[Any, float] = {}
+    cpu = asyncio.run(per_call(apps, args.calls, args.rounds, export_share=export))
     print(f"tools/call CPU in process, lower quartile of {args.rounds * args.calls} calls of each app, interleaved")
-    print("| telemetry | µs/call | extra µs | untraced/traced |")
-    print("|---|---:|---:|---:|")
+    print("| telemetry | µs/call | extra µs | untraced/traced | of which export thread µs |")
+    print("|---|---:|---:|---:|---:|")
     off = cpu["off", ""]
     labels = {"off": "off", "tracing": "tracing alone", "full": "on (tracing and metrics)", "metrics": "metrics alone",
               "fastapi": "FastAPI's telemetry alone, /mcp excluded"}
     for (kind, ratio), value in cpu.items():
         label = labels[kind] + (f", {float(ratio):.0%} of traces recorded" if ratio else "")
-        print(f"| {label} | {value:.1f} | {value - off:.1f} | {off / value:.2f} |")
+        print(f"| {label} | {value:.1f} | {value - off:.1f} | {off / value:.2f} | {export[kind, ratio]:.1f} |")
     print("Single operations, µs each (tight loop):")
     for label, value in sdk_floors(args.floor_loops).items():
         print(f"  {label}: {value:.2f}")

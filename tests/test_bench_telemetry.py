@@ -17,7 +17,7 @@ def test_telemetry_cost_prints_per_call_cpu_and_sdk_floors():
     out = run.stdout
     for label in ("tracing alone, 100% of traces recorded", "on \\(tracing and metrics\\), 0% of traces recorded",
                   "metrics alone"):
-        assert re.search(rf"^\| {label} \| \d+\.\d \| -?\d+\.\d \| \d\.\d\d \|$", out, re.M), out
+        assert re.search(rf"^\| {label} \| \d+\.\d \| -?\d+\.\d \| \d\.\d\d \| \d+\.\d \|$", out, re.M), out
     assert "finished span handed to the processors" in out and "mcpfusion light span" in out
     assert re.search(r"^telemetry_ratio_1=\d\.\d\d telemetry_ratio_0=\d\.\d\d tracing_ratio_1=\d\.\d\d "
                      r"tracing_ratio_0=\d\.\d\d$", out.splitlines()[-1]), out
