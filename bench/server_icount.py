@@ -10,7 +10,9 @@ own work). Each cell is one uvicorn worker serving its tree's `bench/mcpfusion_s
 its 2,000 streams, as under wrk), instrumentation is switched on, exactly `--calls` tools/call are sent over
 `--connections` keep-alive connections (each request with its own JSON-RPC id, one session, as wrk does),
 and the count is dumped once every reply has arrived. Figures: instructions (Ir) per call, and per tree
-`sse_vs_json` (the instruction counterpart of `sse_cpu_vs_json_mcpfusion`).
+`sse_vs_json` (the instruction counterpart of `sse_cpu_vs_json_mcpfusion`). Instructions miss what memory
+costs: `--cache-sim` reports KCachegrind's cycle estimate instead (a garbage collector walking cold objects
+weighs more than its instruction count).
 
 Run: `python bench/server_icount.py [HEAD 5036de5 ...] [--calls 600] [--jobs 2]` (a few minutes per cell).
 """
@@ -78,11 +80,21 @@ def control(pid: int, *flags: str) -> None:
     subprocess.run(["callgrind_control", *flags, str(pid)], check=True, capture_output=True)
 
 
-def measure(tree: Path, mode: str, args: argparse.Namespace, out_dir: Path) -> float:
-    """Instructions per tools/call of `tree`'s server in `mode` ("json" or "sse")."""
+def cycles(events: dict[str, int]) -> float:
+    """KCachegrind's cycle estimate (`--cache-sim`): Ir + 10 per L1 miss + 100 per last-level miss, so a
+    reply that walks cold memory (the garbage collector) costs more than its instruction count."""
+    l1 = events["I1mr"] + events["D1mr"] + events["D1mw"]
+    last = events["ILmr"] + events["DLmr"] + events["DLmw"]
+    return events["Ir"] + 10 * l1 + 100 * last
+
+
+def measure(tree: Path, mode: str, args: argparse.Namespace, out_dir: Path) -> dict[str, float]:
+    """Instructions ("Ir") and with `--cache-sim` estimated cycles ("cycles") per tools/call of `tree`'s
+    server in `mode` ("json" or "sse")."""
     port = free_port()
     out = out_dir / f"{tree.name}.{mode}.callgrind"
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+           *(["--cache-sim=yes"] if args.cache_sim else []),
            sys.executable, "-m", "uvicorn", "mcpfusion_server:app", "--app-dir", str(tree / "bench"),
            "--host", "127.0.0.1", "--port", str(port), "--workers", "1", "--loop", "uvloop",
            "--http", "httptools", "--no-access-log", "--log-level", "warning"]
@@ -114,8 +126,14 @@ def measure(tree: Path, mode: str, args: argparse.Namespace, out_dir: Path) -> f
     dumps = sorted(p for p in out_dir.glob(out.name + ".*"))
     if not dumps:
         raise BenchError(f"no callgrind dump for {tree.name} {mode}")
-    totals = [int(line.split()[1]) for line in dumps[-1].read_text().splitlines() if line.startswith("totals:")]
-    return totals[0] / answered
+    lines = dumps[-1].read_text().splitlines()
+    names = next(line.split()[1:] for line in lines if line.startswith("events:"))
+    totals = next(line.split()[1:] for line in lines if line.startswith("totals:"))
+    events = dict(zip(names, map(int, totals), strict=True))
+    per_call = {"Ir": events["Ir"] / answered}
+    if args.cache_sim:
+        per_call["cycles"] = cycles(events) / answered
+    return per_call
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2100, help="calls before measuring (default 2,100)")
     parser.add_argument("--connections", type=int, default=32, help="keep-alive connections (default 32, as wrk)")
     parser.add_argument("--jobs", type=int, default=2, help="cells measured at once (default 2)")
+    parser.add_argument("--cache-sim", action="store_true",
+                        help="simulate the caches and report estimated cycles instead of instructions (slower)")
     args = parser.parse_args(argv)
     mcp_throughput.CHECK_TIMEOUT = 600  # a first call under valgrind loads its modules ~10x slower
     with tempfile.TemporaryDirectory() as tmp:
@@ -133,15 +153,21 @@ def main(argv: list[str] | None = None) -> int:
         with ThreadPoolExecutor(args.jobs) as pool:
             counts = pool.map(lambda cell: measure(dirs[cell[0]], cell[1], args, Path(tmp)), cells)
             figures = dict(zip(cells, counts, strict=True))
-    print(f"instructions per 2025-11-25 tools/call, uvicorn under callgrind, {args.calls} calls over "
-          f"{args.connections} connections after {args.warmup}")
+    units = ["Ir", "cycles"] if args.cache_sim else ["Ir"]
+    print(f"per 2025-11-25 tools/call, uvicorn under callgrind, {args.calls} calls over {args.connections} "
+          f"connections after {args.warmup}: instructions (Ir)"
+          + (", estimated cycles (Ir + 10 L1m + 100 LLm)" if args.cache_sim else ""))
     for rev in args.trees:
-        json_ir, sse_ir = figures[rev, "json"], figures[rev, "sse"]
-        print(f"| {rev:<12} | json {json_ir:>10,.0f} | sse {sse_ir:>10,.0f} | sse_vs_json {sse_ir / json_ir:.3f} |")
+        json_cell, sse_cell = figures[rev, "json"], figures[rev, "sse"]
+        print(f"| {rev:<12} | " + " | ".join(
+            f"{unit} json {json_cell[unit]:>10,.0f} sse {sse_cell[unit]:>10,.0f} sse_vs_json "
+            f"{sse_cell[unit] / json_cell[unit]:.3f}" for unit in units) + " |")
+    unit = units[-1]
     first = args.trees[0]
-    print(" ".join(f"{rev}_sse_vs_json={figures[rev, 'sse'] / figures[rev, 'json']:.3f}" for rev in args.trees)
-          + "".join(f" {rev}_sse_vs_{first}={figures[rev, 'sse'] / figures[first, 'sse']:.3f}"
-                    for rev in args.trees[1:]))
+    print(" ".join(f"{Path(rev).name}_sse_vs_json={figures[rev, 'sse'][unit] / figures[rev, 'json'][unit]:.3f}"
+                   for rev in args.trees)
+          + "".join(f" {Path(rev).name}_sse_vs_{Path(first).name}="
+                    f"{figures[rev, 'sse'][unit] / figures[first, 'sse'][unit]:.3f}" for rev in args.trees[1:]))
     return 0
 
 
