@@ -103,7 +103,8 @@ def test_grouped_schema_union_with_required_annotations_and_aggregated_annotatio
     props = schema["properties"]
     assert props["action"]["enum"] == ["get_invoice", "create_invoice", "void_invoice", "total", "crash", "nothing"]
     assert schema["required"] == ["action"]
-    assert props["id"]["description"] == "Invoice id."
+    # void_invoice takes `id` without a description: the one get_invoice declares names its action
+    assert props["id"]["description"] == "get_invoice: Invoice id."
     assert "\nget_invoice(id" in entry["description"] and "\nvoid_invoice(id" in entry["description"]
     assert "description" not in props["action"]  # the tool's description says how to pick one
     assert props["amount_cents"]["minimum"] == 0
