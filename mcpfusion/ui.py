@@ -14,7 +14,7 @@ from .serializer import dumps  # the Rust encoder: the text json.dumps(indent=2)
 Width = Literal["full", "half", "third"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class UIBlock:
     """One rendered block: `type` tells the client what the (fenced or markdown) content is."""
 
@@ -23,6 +23,16 @@ class UIBlock:
     title: str | None = None
     width: Width | None = None
     priority: int | None = None
+
+    def __init__(self, type: str, content: str, title: str | None = None, width: Width | None = None,
+                 priority: int | None = None) -> None:
+        # Frozen, yet set through the slots' own setters (below): the frozen dataclass's generated
+        # `__init__` goes through `object.__setattr__` per field, about a third of a block's cost.
+        _type(self, type)
+        _content(self, content)
+        _title(self, title)
+        _width(self, width)
+        _priority(self, priority)
 
     def render(self) -> str:
         attrs = f'type="{markup.attr(self.type)}"'
@@ -33,6 +43,10 @@ class UIBlock:
         if self.priority is not None:
             attrs += f' priority="{markup.attr(self.priority)}"'
         return f"<ui_passthrough {attrs}>\n{self.content}\n</ui_passthrough>"
+
+
+_type, _content, _title, _width, _priority = (
+    UIBlock.__dict__[name].__set__ for name in ("type", "content", "title", "width", "priority"))
 
 
 def fence(language: str, body: str) -> str:
@@ -68,7 +82,7 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], **options: Any)
         layout, pipes, lines = _layout(len(headers), len(body))
         text = layout % tuple([c if c.__class__ is str else _text(c) for row in (headers, *body) for c in row])
         if text.count("|") == pipes and text.count("\n") == lines:
-            return UIBlock("markdown", text, **options) if options else _markdown(text)
+            return UIBlock("markdown", text, **options)
     head = [_text(h) for h in headers]
     cells = [[_text(c) for c in row] for row in body]
     text = _table([_cell(h) for h in head], [[_cell(c) for c in row] for row in cells])
@@ -87,21 +101,6 @@ def _layout(width: int, height: int) -> tuple[str, int, int]:
     return text, text.count("|"), text.count("\n")
 
 
-# `UIBlock("markdown", text)` for tables, through the slots' own setters: the dataclass's frozen `__init__`
-# goes through `object.__setattr__`, about twice the cost.
-_new = object.__new__
-_type, _content, _title, _width, _priority = (
-    UIBlock.__dict__[name].__set__ for name in ("type", "content", "title", "width", "priority"))
-
-
-def _markdown(text: str) -> UIBlock:
-    block = _new(UIBlock)
-    _type(block, "markdown")
-    _content(block, text)
-    _title(block, None)
-    _width(block, None)
-    _priority(block, None)
-    return block
 
 
 def list(items: Iterable[Any], **options: Any) -> UIBlock:  # noqa: A001 - mirrors ui.list of the spec

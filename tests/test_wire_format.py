@@ -2,6 +2,7 @@
 
 import enum
 import json
+from dataclasses import FrozenInstanceError, replace
 
 import pytest
 import toon_format
@@ -100,6 +101,18 @@ def test_ui_table_is_the_table_written_cell_by_cell(headers, rows):
     assert (block.type, block.title, block.content) == ("markdown", "T", _reference_table(headers, rows))
     plain = ui.table(headers, rows)
     assert plain == ui.UIBlock("markdown", _reference_table(headers, rows)) and hash(plain)
+
+
+def test_ui_table_cells_and_frozen_blocks():
+    rows = ((n, note) for n, note in [(1, "line\nbreak"), (None, "ok")])  # any iterable, cells of any type
+    block = ui.table(["N", "Note"], rows, title="T")
+    assert block.content == "| N | Note |\n|---|---|\n| 1 | line break |\n| None | ok |"
+    assert (block.type, block.title, block.width, block.priority) == ("markdown", "T", None, None)
+    assert ui.UIBlock("echarts", "x", "T", "half", 2) == ui.UIBlock("echarts", "x", title="T", width="half", priority=2)
+    with pytest.raises(FrozenInstanceError):
+        block.content = "changed"  # type: ignore[misc]
+    assert replace(block, title="U") == ui.UIBlock("markdown", block.content, title="U")
+    assert hash(block) == hash(ui.UIBlock("markdown", block.content, title="T"))
 
 
 def test_tool_error_exact_xml():
