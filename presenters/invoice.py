@@ -7,7 +7,6 @@ audience may see: numbers, names, statuses and amounts.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from mcpfusion import Presenter, suggest, ui
@@ -83,15 +82,14 @@ def _detail_ui(invoice: dict[str, Any]) -> list[ui.UIBlock]:
 
 
 def _list_ui(rows: list[dict[str, Any]]) -> list[ui.UIBlock]:
-    table = ui.table(
-        ["Number", "Customer", "Status", "Total", "Due"],
-        [[r["number"], _customer_name(r), "overdue" if r["overdue"] else r["status"],
-          money(r["total_cents"], r["currency"]), r["due_date"]] for r in rows],
-        title="Invoices",
-    )
-    totals: Counter[str] = Counter()
+    # One pass over the page: each row's state is worked out once, for its table line and its status total.
+    lines = []
+    totals: dict[str, float] = {}
     for r in rows:
-        totals["overdue" if r["overdue"] else r["status"]] += r["total_cents"] / 100
+        state = "overdue" if r["overdue"] else r["status"]
+        lines.append([r["number"], _customer_name(r), state, money(r["total_cents"], r["currency"]), r["due_date"]])
+        totals[state] = totals.get(state, 0) + r["total_cents"] / 100
+    table = ui.table(["Number", "Customer", "Status", "Total", "Due"], lines, title="Invoices")
     chart = {
         "title": {"text": "Totals by status"},
         "xAxis": {"type": "category", "data": list(totals)},
