@@ -6,6 +6,7 @@ No timing is asserted: the figures live in BENCHMARKS.md. Needs `wrk` (scripts/s
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -172,3 +173,22 @@ def test_server_icount_sends_exactly_the_calls_asked(tmp_path):
             assert asyncio.run(server_icount.drive(server.port, session_id, 25, 4, 1)) == 25
             with pytest.raises(bench.BenchError, match="unexpected answer"):
                 asyncio.run(server_icount.drive(server.port, "no-such-session", 3, 1, 1))
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind (callgrind)")
+def test_service_callgrind_harness_counts_instructions_per_call():
+    """Each cell counted under callgrind in a process of its own; the overhead is mcp / plain - 1."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "service_callgrind.py"), "--calls", "2", "--actions", "revenue_summary"],
+        capture_output=True, text=True, timeout=880, cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.strip().splitlines()
+    counts = {kind: int(next(line for line in lines if line.startswith(f"| revenue_summary, {kind} |"))
+                        .split("|")[2].strip().replace(",", "")) for kind in ("mcp", "plain")}
+    assert all(n > 100_000 for n in counts.values()), counts  # a whole call of the service, not an empty loop
+    match = re.fullmatch(r"overhead_revenue_summary=(-?\d+\.\d{3}) revenue_summary_mcp_instructions=(\d+) "
+                         r"revenue_summary_plain_instructions=(\d+)", lines[-1])
+    assert match, lines[-1]
+    assert abs(float(match[1]) - (counts["mcp"] / counts["plain"] - 1)) < 0.001
