@@ -84,7 +84,8 @@ def count(tree: Path, kind: str, action: str, calls: int) -> float:
             ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
              "--toggle-collect=functools_reduce", f"--callgrind-out-file={out}", sys.executable,
              str(Path(__file__).resolve()), "--worker", str(tree), kind, action, str(calls)],
-            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""}, cwd=tree)
+            capture_output=True, text=True, cwd=tree,
+            env={**os.environ, "PYTHONPATH": "", "PYTHONHASHSEED": "0"})  # the same str hashes, the same dict work
         found = re.search(r"Collected : (\d+)", run.stderr)
         if run.returncode != 0 or found is None:
             raise SystemExit(f"{kind} {action}: callgrind failed:\n{run.stderr[-2000:]}")
