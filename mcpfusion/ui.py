@@ -101,8 +101,6 @@ def _layout(width: int, height: int) -> tuple[str, int, int]:
     return text, text.count("|"), text.count("\n")
 
 
-
-
 def list(items: Iterable[Any], **options: Any) -> UIBlock:  # noqa: A001 - mirrors ui.list of the spec
     """A markdown bullet list."""
     return UIBlock("markdown", "\n".join(f"- {item}" for item in items), **options)
