@@ -393,9 +393,26 @@ class MCPFusion:
         fastapi_kwargs.setdefault("version", self.version)
         if self.instructions:
             fastapi_kwargs.setdefault("description", self.instructions)
-        if self.telemetry is not None:
-            fastapi_kwargs.setdefault("telemetry", self.telemetry.fastapi_config(self.settings.path))
-        return self.mount(FastAPI(**fastapi_kwargs))
+        if self.telemetry is None:
+            return self.mount(FastAPI(**fastapi_kwargs))
+        fastapi_kwargs.setdefault("telemetry", self.telemetry.fastapi_config(self.settings.path))
+        app = FusionApp(**fastapi_kwargs)
+        app.mcp_path = self.settings.path
+        return self.mount(app)
+
+
+class FusionApp(FastAPI):
+    """What `build_app()` makes when telemetry is on: a FastAPI app whose MCP endpoint is kept out of FastAPI's
+    own telemetry before FastAPI looks at the request (it skips a request whose scope already says), rather
+    than by its `exclude` hook, which walks the middleware stack and switches the context on every request.
+    The MCP spans stand for FastAPI's there; every other route keeps FastAPI's telemetry."""
+
+    mcp_path: str | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("path") == self.mcp_path:
+            scope.setdefault("fastapi.telemetry", None)
+        await super().__call__(scope, receive, send)
 
 
 def _redis_stores(settings: TransportSettings) -> RedisStores | None:

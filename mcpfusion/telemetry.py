@@ -87,8 +87,8 @@ class Telemetry:
         prometheus: bool = False,
     ) -> None:
         try:
-            from opentelemetry import context, propagate, trace
             from opentelemetry import metrics as metrics_api
+            from opentelemetry import propagate, trace
         except ImportError as exc:  # pragma: no cover - the extra is installed in the test environment
             raise ImportError("Telemetry needs OpenTelemetry: pip install 'mcpfusion[telemetry]'") from exc
         from .version import __version__
@@ -101,9 +101,6 @@ class Telemetry:
         self._textmap = propagate.get_global_textmap
         self._propagator: Any = None
         self._fields: frozenset[bytes] = frozenset()
-        self._attach = context.attach
-        self._detach = context.detach
-        self._in_context = trace.set_span_in_context
         self._server = trace.SpanKind.SERVER
         self._error = trace.Status(trace.StatusCode.ERROR)
         # Histograms are recorded in the context of no span: with the SDK's default (trace-based) exemplar
@@ -125,10 +122,12 @@ class Telemetry:
         self.tracer: Any = None
         self._tracing: Tracing | None = None
         if tracing:
-            from .tracing import Tracing
+            from .tracing import CURRENT, Tracing
 
             self.tracer = self.tracer_provider.get_tracer("mcpfusion", __version__)
             self._tracing = Tracing(self.tracer)
+            self._enter = CURRENT.enter
+            self._leave = CURRENT.leave
         self.calls: defaultdict[ActionKey, int] = defaultdict(int)
         self.errors: defaultdict[tuple[ActionKey, str], int] = defaultdict(int)
         self.bytes_out: defaultdict[ActionKey, int] = defaultdict(int)
@@ -249,7 +248,7 @@ class Telemetry:
             name, attributes = self._request_span(call)
             parent = self._parent(call)
             span = tracing.start(name, attributes, parent, self._server)
-            token = self._attach(self._in_context(span, parent))
+            token = self._enter(span, parent)
         elif not self.metrics:
             return await run(call)
         start = time.perf_counter()
@@ -271,7 +270,7 @@ class Telemetry:
         finally:
             duration = time.perf_counter() - start
             if span is not None:
-                self._detach(token)
+                self._leave(token)
                 if error_type is not None and span.is_recording():
                     _put(span, "error.type", error_type)
                     span.set_status(self._error)
@@ -341,7 +340,7 @@ class ActionTrace:
             # None under a request the sampler dropped: nothing to make, the metrics are still kept.
             span = tracing.child(labels.span_name, labels.span_attributes)
             if span is not None:
-                self._token = telemetry._attach(telemetry._in_context(span))
+                self._token = telemetry._enter(span)
         self._span = span
         self._recording = span is not None and span.is_recording()
         self._start = time.perf_counter()
@@ -368,7 +367,7 @@ class ActionTrace:
         telemetry = self._telemetry
         span = self._span
         if span is not None:
-            telemetry._detach(self._token)
+            telemetry._leave(self._token)
         error_type = "exception" if response is None else (response.error_code or "ERROR") if response.is_error \
             else None
         phases = self._phases
@@ -378,11 +377,12 @@ class ActionTrace:
             if error_type is not None and self._recording:
                 _put(span, "error.type", error_type)
                 span.set_status(telemetry._error)
-            if self._recording and phases:
-                emit = telemetry._tracing.emit  # type: ignore[union-attr]  # a span means tracing is on
-                for name, start, end, error in phases:
-                    emit(span, _PHASE_SPANS.get(name) or f"mcpfusion.{name}", start, end, error)
-            span.end()
+            if self._recording:
+                telemetry._tracing.close(span, [  # type: ignore[union-attr]  # a span means tracing is on
+                    (_PHASE_SPANS.get(name) or f"mcpfusion.{name}", start, end, error)
+                    for name, start, end, error in phases])
+            else:
+                span.end()
 
     def _measure(self, response: ToolResponse | None, error_type: str | None, duration: float) -> None:
         telemetry = self._telemetry

@@ -27,19 +27,26 @@ change of the SDK fails a test instead of changing the spans.
 from __future__ import annotations
 
 import logging
+import os
+import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.context.context import Context
+from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import Span as SdkSpan
 from opentelemetry.sdk.trace import Tracer as SdkTracer
 from opentelemetry.sdk.trace._tracer_metrics import NoOpTracerMetrics
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.util import BoundedList
+from opentelemetry.trace.propagation import _SPAN_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +58,9 @@ _SpanContext = trace.SpanContext
 _TraceFlags = trace.TraceFlags
 _NonRecordingSpan = trace.NonRecordingSpan
 _INTERNAL = trace.SpanKind.INTERNAL
+_new = object.__new__
+_new_context = tuple.__new__
+_getrandbits = random.getrandbits
 
 
 # The SDK's processors whose `on_start` and `_on_ending` do nothing (tests/test_tracing.py reads their code).
@@ -66,31 +76,142 @@ def _acts_only_on_end(processor: Any) -> bool:
     return kind.on_start in _NO_START and kind._on_ending in _NO_ENDING
 
 
+
+class CurrentSpan:
+    """The current span of OpenTelemetry's context: `enter(span, context)` makes `span` current (under
+    `context`, None: the current one) and returns the token `leave` takes back.
+
+    With the API's default runtime (a `ContextVar`) this is the API's own `attach(set_span_in_context(...))`
+    and `detach` done on the variable at once, a third of their calls; with any other runtime, the API's
+    functions themselves."""
+
+    def __init__(self) -> None:
+        runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+        self._var: Any = runtime._current_context if type(runtime) is ContextVarsRuntimeContext else None
+
+    def enter(self, span: Any, context: Any = None) -> Any:
+        var = self._var
+        if var is None:
+            return otel_context.attach(trace.set_span_in_context(span, context))
+        values = (var.get() if context is None else context).copy()
+        values[_SPAN_KEY] = span
+        return var.set(Context(values))
+
+    def leave(self, token: Any) -> None:
+        var = self._var
+        if var is None:
+            otel_context.detach(token)
+            return
+        try:
+            var.reset(token)
+        except Exception:  # as the API's detach: a token of another context is logged, never raised
+            logger.exception("Failed to detach context")
+
+    def get(self) -> Any:
+        """`trace.get_current_span()`."""
+        var = self._var
+        if var is None:
+            return _get_current_span()
+        span = var.get().get(_SPAN_KEY)
+        if type(span) is LightSpan or isinstance(span, trace.Span):
+            return span
+        return trace.INVALID_SPAN
+
+
+def _context(trace_id: int, span_id: int, flags: Any, state: Any) -> Any:
+    """A local span context of valid ids (the SDK's `SpanContext`, without re-checking ids made valid here)."""
+    return _new_context(_SpanContext, (trace_id, span_id, False, flags, state, True))
+
+
+def _random_span_id() -> int:
+    """`RandomIdGenerator.generate_span_id`: 64 random bits, never the invalid id 0."""
+    span_id = _getrandbits(64)
+    while not span_id:
+        span_id = _getrandbits(64)
+    return span_id
+
+
+def _each(on_end: Callable[[Any], None]) -> Callable[[list[Any]], None]:
+    def take(spans: list[Any]) -> None:
+        for span in spans:
+            on_end(span)
+
+    return take
+
+
+def _queued(processor: BatchSpanProcessor) -> Callable[[list[Any]], None]:
+    """Sampled spans into a batch processor's queue at once: what its `on_end` does with each of them, one
+    after the other (`emit`), whenever nothing is out of the ordinary; otherwise its own `emit`, span by span
+    (shut down, forked, a queue that would overflow: its warnings and drop counts)."""
+    batch: Any = processor._batch_processor
+    queue = batch._queue
+    room = batch._max_queue_size
+    batch_size = batch._max_export_batch_size
+    awaken = batch._worker_awaken
+    emit = batch.emit
+    getpid = os.getpid
+
+    def take(spans: list[Any]) -> None:
+        if batch._shutdown or batch._pid != getpid() or len(queue) + len(spans) > room:
+            for span in spans:
+                emit(span)
+            return
+        queue.extendleft(spans)
+        if len(queue) >= batch_size and not awaken.is_set():
+            awaken.set()
+
+    return take
+
+
+class Sinks:
+    """A tracer's span processors, as finished light spans reach them: a sampled span goes straight into each
+    batch processor's queue (what `BatchSpanProcessor.on_end` does with it) and to every other processor's
+    `on_end`; an unsampled (record-only) one only to processors that are neither the SDK's batch nor its simple
+    processor (those two drop it). `take` hands over the spans of one action together. It stands in the light
+    spans' `_span_processor` field."""
+
+    def __init__(self, processors: Any) -> None:
+        sampled: list[Callable[[list[Any]], None]] = []
+        unsampled: list[Callable[[list[Any]], None]] = []
+        for processor in processors:
+            on_end = type(processor).on_end
+            if on_end is BatchSpanProcessor.on_end:
+                sampled.append(_queued(processor))
+            elif on_end is SimpleSpanProcessor.on_end:
+                sampled.append(_each(processor.on_end))
+            else:
+                sampled.append(_each(processor.on_end))
+                unsampled.append(_each(processor.on_end))
+        self.sampled = tuple(sampled)
+        self.unsampled = tuple(unsampled)
+
+    def take(self, spans: list[Any]) -> None:
+        """Finished spans of one trace (they share its sampled flag)."""
+        for sink in self.sampled if spans[0]._context[3] & _SAMPLED else self.unsampled:
+            sink(spans)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.take([span])
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        """Light spans are only made when no processor acts on start."""
+
+    def _on_ending(self, span: Any) -> None:
+        """Nor before a span ends."""
+
+
 class LightSpan(SdkSpan):
     """A recorded span of the SDK, started without the SDK's per-span set-up.
 
     The fields are the SDK `Span`'s own (tests/test_tracing.py checks they are the same set), so the
-    SDK's methods work on it unchanged. Three differ: the attributes stay a plain dict until the user's
+    SDK's methods work on it unchanged. Four differ: the attributes stay a plain dict until the user's
     code sets one (then they become the SDK's `BoundedAttributes`, with the tracer's limits), the event
-    and link lists are made on first use, and `end()` hands the snapshot to the processors without the
-    `_on_ending` round (light spans are only made when no processor has one)."""
+    and link lists are made on first use, `_span_processor` is the tracer's `Sinks`, and `end()` hands the
+    snapshot to them without the `_on_ending` round (light spans are only made when no processor has one).
+    Made by `Tracing` (`Tracing.start`, `Tracing.child`), never by its constructor."""
 
-    def __init__(self, name: str, context: Any, parent: Any, kind: Any, attributes: Mapping[str, Any],
-                 tracer: Any, shared: dict[str, Any], plain: bool) -> None:
-        self.__dict__.update(shared)  # the fields every span of the tracer starts with (Tracing.light)
-        self._name = name
-        self._context = context
-        self._kind = kind
-        self._parent = parent
-        self._resource = tracer.resource
-        self._start_time = time.time_ns()
-        self._lock = threading.Lock()
-        if plain:
-            self._attributes: Any = dict(attributes)
-        else:
-            limits = self._limits
-            self._attributes = BoundedAttributes(limits.max_span_attributes, attributes, immutable=False,
-                                                 max_value_len=limits.max_span_attribute_length)
+    _attributes: Any  # a plain dict until the user's code sets one, then the SDK's BoundedAttributes
+    _span_processor: Any  # the tracer's `Sinks`
 
     def _bounded(self) -> Any:
         """The attributes as the SDK keeps them (made on the first attribute a user's code sets)."""
@@ -140,15 +261,33 @@ class LightSpan(SdkSpan):
                 return
         logger.warning("Tried calling %s on an ended span.", method)
 
-    def end(self, end_time: int | None = None) -> None:
+    def _readable_span(self) -> ReadableSpan:
+        """The SDK's snapshot of the span, its fields set at once."""
+        snapshot = _new(ReadableSpan)
+        snapshot.__dict__ = {
+            "_name": self._name, "_context": self._context, "_kind": self._kind,
+            "_instrumentation_info": self._instrumentation_info,
+            "_instrumentation_scope": self._instrumentation_scope, "_parent": self._parent,
+            "_start_time": self._start_time, "_end_time": self._end_time, "_attributes": self._attributes,
+            "_events": self._events, "_links": self._links, "_resource": self._resource, "_status": self._status}
+        return snapshot
+
+    def _finish(self, end_time: int | None = None) -> bool:
+        """End the span (False, with the SDK's warning, when it had ended already)."""
         with self._lock:
             if self._end_time is not None:
                 logger.warning("Calling end() on an ended span.")
-                return
+                return False
             self._end_time = end_time if end_time is not None else time.time_ns()
             if type(self._attributes) is not dict:
                 self._attributes._immutable = True
-        self._span_processor.on_end(self._readable_span())
+        return True
+
+    def end(self, end_time: int | None = None) -> None:
+        """End the span and hand it to the processors: the span itself, a `ReadableSpan` that nothing changes
+        any more once ended (the SDK hands a copy)."""
+        if self._finish(end_time):
+            self._span_processor.on_end(self)
 
 
 class DroppedSpan(trace.NonRecordingSpan):
@@ -166,6 +305,9 @@ class Tracing:
         self._light = False
         self._plain = False
         self._shared: dict[str, Any] = {}
+        self._finished: dict[str, Any] = {}
+        self._sinks: Sinks | None = None
+        self._span_id: Callable[[], int] = _random_span_id
         self._enabled: Any = None
 
     def light(self) -> bool:
@@ -189,16 +331,38 @@ class Tracing:
         self._light = (processors is not None and all(_acts_only_on_end(p) for p in processors)
                        and isinstance(tracer._tracer_metrics, NoOpTracerMetrics))
         self._enabled = tracer._is_enabled
+        if not self._light:
+            return
         # mcpfusion's attributes are valid strings: a plain dict keeps them as the SDK would unless its
         # limits could cut them.
         self._plain = limits.max_span_attribute_length is None and (
             limits.max_span_attributes is None or limits.max_span_attributes >= 64)
+        ids = tracer.id_generator
+        self._span_id = _random_span_id if type(ids) is RandomIdGenerator else ids.generate_span_id
+        self._sinks = Sinks(processors)
+        self._finished = {
+            "_kind": _INTERNAL, "_instrumentation_info": tracer.instrumentation_info,
+            "_instrumentation_scope": tracer._instrumentation_scope, "_events": (), "_links": (),
+            "_resource": tracer.resource}
         self._shared = {
             "_instrumentation_info": tracer.instrumentation_info,
             "_instrumentation_scope": tracer._instrumentation_scope, "_end_time": None, "_events": (),
             "_links": (), "_status": _UNSET, "_sampler": tracer.sampler, "_trace_config": None,
-            "_record_exception": False, "_set_status_on_exception": False,
-            "_span_processor": tracer.span_processor, "_limits": limits, "_record_end_metrics": None}
+            "_record_exception": False, "_set_status_on_exception": False, "_span_processor": self._sinks,
+            "_limits": limits, "_record_end_metrics": None, "_resource": tracer.resource}
+
+    def _made(self, name: str, context: Any, parent: Any, kind: Any, attributes: Mapping[str, Any]) -> LightSpan:
+        """A started `LightSpan` (its fields set at once; see the class)."""
+        span = _new(LightSpan)
+        if self._plain:
+            attributes = dict(attributes)
+        else:
+            limits = self._shared["_limits"]
+            attributes = BoundedAttributes(limits.max_span_attributes, attributes, immutable=False,
+                                           max_value_len=limits.max_span_attribute_length)
+        span.__dict__ = {**self._shared, "_name": name, "_context": context, "_kind": kind, "_parent": parent,
+                         "_start_time": time.time_ns(), "_lock": threading.Lock(), "_attributes": attributes}
+        return span
 
     def start(self, name: str, attributes: Mapping[str, Any], context: Any = None, kind: Any = _INTERNAL) -> Any:
         """A started span under `context` (None: the current one), not made current: a `LightSpan`, a
@@ -208,7 +372,7 @@ class Tracing:
                                           record_exception=False, set_status_on_exception=False)
         tracer = self.tracer
         ids = tracer.id_generator
-        parent: Any = _get_current_span(context).get_span_context()
+        parent: Any = (CURRENT.get() if context is None else _get_current_span(context)).get_span_context()
         if parent.is_valid:
             trace_id = parent.trace_id
             random = parent.trace_flags.random_trace_id
@@ -219,11 +383,11 @@ class Tracing:
         result = tracer.sampler.should_sample(context, trace_id, name, kind, attributes, ())
         decision = result.decision
         flags = _SAMPLED if decision.is_sampled() else 0
-        span_context = _SpanContext(trace_id, ids.generate_span_id(), False,
-                                    _TraceFlags(flags | _RANDOM if random else flags), result.trace_state)
+        span_context = _context(trace_id, self._span_id(), _TraceFlags(flags | _RANDOM if random else flags),
+                                result.trace_state)
         if not decision.is_recording():
             return DroppedSpan(span_context)
-        return LightSpan(name, span_context, parent, kind, result.attributes, tracer, self._shared, self._plain)
+        return self._made(name, span_context, parent, kind, result.attributes)
 
     def child(self, name: str, attributes: Mapping[str, Any]) -> Any:
         """The span of an action, under the current span; None when there is nothing to make.
@@ -231,14 +395,11 @@ class Tracing:
         Under a request span made here it shares that span's sampling decision, as the SDK's parent-based
         samplers decide: recorded under a recorded parent, nothing at all under a dropped one. Under any
         other parent (FastAPI's REST span, a span of the caller's code, none) the sampler decides."""
-        current = _get_current_span()
+        current = CURRENT.get()
         made_here = type(current)
         if made_here is LightSpan:
-            up: Any = current._context  # type: ignore[attr-defined]
-            tracer = self.tracer
-            return LightSpan(name, _SpanContext(up.trace_id, tracer.id_generator.generate_span_id(), False,
-                                                up.trace_flags, up.trace_state),
-                             up, _INTERNAL, attributes, tracer, self._shared, self._plain)
+            up: Any = current._context
+            return self._made(name, _context(up[0], self._span_id(), up[3], up[4]), up, _INTERNAL, attributes)
         if made_here is DroppedSpan:
             return None
         span = self.start(name, attributes)
@@ -247,20 +408,47 @@ class Tracing:
     def emit(self, parent: Any, name: str, start: int, end: int, error: str | None) -> None:
         """A finished child span of the recorded span `parent` (a phase of an action, timed while it ran)."""
         status = _UNSET if error is None else trace.Status(trace.StatusCode.ERROR, error)
-        tracer = self.tracer
         if type(parent) is not LightSpan:
-            span = tracer.start_span(name, context=trace.set_span_in_context(parent), start_time=start)
+            span = self.tracer.start_span(name, context=trace.set_span_in_context(parent), start_time=start)
             if error is not None:
                 span.set_status(status)
             span.end(end_time=end)
             return
         # It shares its parent's sampling decision (a parent-based sampler's answer for a recorded parent).
         up: Any = parent._context
-        context = _SpanContext(up.trace_id, tracer.id_generator.generate_span_id(), False, up.trace_flags,
-                               up.trace_state)
-        tracer.span_processor.on_end(ReadableSpan(
-            name, context, up, parent._resource, {}, status=status, start_time=start, end_time=end,
-            instrumentation_info=parent._instrumentation_info, instrumentation_scope=parent._instrumentation_scope))
+        finished = _new(ReadableSpan)
+        context = _context(up[0], self._span_id(), up[3], up[4])
+        finished.__dict__ = {**self._finished, "_name": name, "_context": context, "_parent": up,
+                             "_start_time": start, "_end_time": end, "_attributes": {}, "_status": status}
+        parent._span_processor.on_end(finished)
+
+    def close(self, span: Any, phases: list[tuple[str, int, int, str | None]]) -> None:
+        """End an action's span with the finished spans of its phases (name, start, end, error type): on the
+        light path all handed to the processors together."""
+        if type(span) is not LightSpan:
+            for name, start, end, error in phases:
+                self.emit(span, name, start, end, error)
+            span.end()
+            return
+        # The phases share their parent's sampling decision (a parent-based sampler's answer for a recorded one).
+        up: Any = span._context
+        trace_id, flags, state = up[0], up[3], up[4]
+        shared = self._finished
+        span_id = self._span_id
+        spans: list[Any] = []
+        for name, start, end, error in phases:
+            finished = _new(ReadableSpan)
+            finished.__dict__ = {
+                **shared, "_name": name, "_context": _context(trace_id, span_id(), flags, state), "_parent": up,
+                "_start_time": start, "_end_time": end, "_attributes": {},
+                "_status": _UNSET if error is None else trace.Status(trace.StatusCode.ERROR, error)}
+            spans.append(finished)
+        if span._finish():  # (unless the handler ended it itself)
+            spans.append(span)
+        if spans:
+            span._span_processor.take(spans)
 
 
-__all__ = ["DroppedSpan", "LightSpan", "Tracing"]
+CURRENT = CurrentSpan()
+
+__all__ = ["CURRENT", "CurrentSpan", "DroppedSpan", "LightSpan", "Sinks", "Tracing"]
