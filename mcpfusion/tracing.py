@@ -32,6 +32,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -45,6 +46,7 @@ from opentelemetry.sdk.trace import Tracer as SdkTracer
 from opentelemetry.sdk.trace._tracer_metrics import NoOpTracerMetrics
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.trace.sampling import Decision
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace.propagation import _SPAN_KEY
 
@@ -61,6 +63,9 @@ _INTERNAL = trace.SpanKind.INTERNAL
 _new = object.__new__
 _new_context = tuple.__new__
 _getrandbits = random.getrandbits
+_RECORD_AND_SAMPLE = Decision.RECORD_AND_SAMPLE
+_RECORD_ONLY = Decision.RECORD_ONLY
+_FLAGS = {flags: trace.TraceFlags(flags) for flags in (0, _SAMPLED, _RANDOM, _SAMPLED | _RANDOM)}
 
 
 # The SDK's processors whose `on_start` and `_on_ending` do nothing (tests/test_tracing.py reads their code).
@@ -113,9 +118,9 @@ class CurrentSpan:
         if var is None:
             return _get_current_span()
         span = var.get().get(_SPAN_KEY)
-        if type(span) is LightSpan or isinstance(span, trace.Span):
-            return span
-        return trace.INVALID_SPAN
+        if span is None:
+            return trace.INVALID_SPAN
+        return span if type(span) in _LIGHT or isinstance(span, trace.Span) else trace.INVALID_SPAN
 
 
 def _context(trace_id: int, span_id: int, flags: Any, state: Any) -> Any:
@@ -204,14 +209,34 @@ class LightSpan(SdkSpan):
     """A recorded span of the SDK, started without the SDK's per-span set-up.
 
     The fields are the SDK `Span`'s own (tests/test_tracing.py checks they are the same set), so the
-    SDK's methods work on it unchanged. Four differ: the attributes stay a plain dict until the user's
+    SDK's methods work on it unchanged: a span's own in slots, those every span of a tracer shares on a
+    subclass made for the tracer (`Tracing`). Four differ: the attributes stay a plain dict until the user's
     code sets one (then they become the SDK's `BoundedAttributes`, with the tracer's limits), the event
     and link lists are made on first use, `_span_processor` is the tracer's `Sinks`, and `end()` hands the
-    snapshot to them without the `_on_ending` round (light spans are only made when no processor has one).
-    Made by `Tracing` (`Tracing.start`, `Tracing.child`), never by its constructor."""
+    span itself to them without the `_on_ending` round (light spans are only made when no processor has
+    one). Made by `Tracing` (`Tracing.start`, `Tracing.child`)."""
 
+    __slots__ = ("_name", "_context", "_kind", "_parent", "_start_time", "_end_time", "_lock", "_attributes",
+                 "_status", "_events", "_links")
     _attributes: Any  # a plain dict until the user's code sets one, then the SDK's BoundedAttributes
     _span_processor: Any  # the tracer's `Sinks`
+    _trace_config = None
+    _record_exception = False
+    _set_status_on_exception = False
+    _record_end_metrics = None
+
+    def __init__(self, name: str, context: Any, kind: Any, parent: Any, attributes: Any) -> None:
+        self._name = name
+        self._context = context
+        self._kind = kind
+        self._parent = parent
+        self._attributes = attributes
+        self._start_time = time.time_ns()
+        self._end_time: int | None = None
+        self._lock = threading.Lock()
+        self._status = _UNSET
+        self._events: Any = ()
+        self._links: Any = ()
 
     def _bounded(self) -> Any:
         """The attributes as the SDK keeps them (made on the first attribute a user's code sets)."""
@@ -290,6 +315,29 @@ class LightSpan(SdkSpan):
             self._span_processor.on_end(self)
 
 
+# The light span classes of every tracer (a set lookup: `isinstance` on the SDK's abstract span is slow).
+_LIGHT: set[type] = {LightSpan}
+
+
+class FinishedSpan(ReadableSpan):
+    """A phase of an action, finished when it is made: the SDK's `ReadableSpan` with its own fields in slots
+    and those every phase span of a tracer shares on a subclass made for the tracer (`Tracing`)."""
+
+    __slots__ = ("_name", "_context", "_parent", "_start_time", "_end_time", "_status")
+    _kind = _INTERNAL
+    _events = ()
+    _links = ()
+    _attributes = MappingProxyType({})
+
+    def __init__(self, name: str, context: Any, parent: Any, start: int, end: int, status: Any) -> None:
+        self._name = name
+        self._context = context
+        self._parent = parent
+        self._start_time = start
+        self._end_time = end
+        self._status = status
+
+
 class DroppedSpan(trace.NonRecordingSpan):
     """A request span the sampler dropped: the SDK's non-recording span, marked as made here (the action
     span under it is not made either)."""
@@ -304,8 +352,9 @@ class Tracing:
         self._checked: Any = None  # the processor tuple the fast path was last decided for
         self._light = False
         self._plain = False
-        self._shared: dict[str, Any] = {}
-        self._finished: dict[str, Any] = {}
+        self._span: type[LightSpan] = LightSpan
+        self._phase: type[FinishedSpan] = FinishedSpan
+        self._limits: Any = None
         self._sinks: Sinks | None = None
         self._span_id: Callable[[], int] = _random_span_id
         self._enabled: Any = None
@@ -340,29 +389,22 @@ class Tracing:
         ids = tracer.id_generator
         self._span_id = _random_span_id if type(ids) is RandomIdGenerator else ids.generate_span_id
         self._sinks = Sinks(processors)
-        self._finished = {
-            "_kind": _INTERNAL, "_instrumentation_info": tracer.instrumentation_info,
-            "_instrumentation_scope": tracer._instrumentation_scope, "_events": (), "_links": (),
-            "_resource": tracer.resource}
-        self._shared = {
-            "_instrumentation_info": tracer.instrumentation_info,
-            "_instrumentation_scope": tracer._instrumentation_scope, "_end_time": None, "_events": (),
-            "_links": (), "_status": _UNSET, "_sampler": tracer.sampler, "_trace_config": None,
-            "_record_exception": False, "_set_status_on_exception": False, "_span_processor": self._sinks,
-            "_limits": limits, "_record_end_metrics": None, "_resource": tracer.resource}
+        self._limits = limits
+        # What every span of the tracer shares, on a class of its own (the spans keep only their own fields).
+        tracer_fields = {"__slots__": (), "__module__": __name__, "_instrumentation_info": tracer.instrumentation_info,
+                         "_instrumentation_scope": tracer._instrumentation_scope, "_resource": tracer.resource}
+        self._span = type("LightSpan", (LightSpan,), {
+            **tracer_fields, "_sampler": tracer.sampler, "_span_processor": self._sinks, "_limits": limits})
+        self._phase = type("FinishedSpan", (FinishedSpan,), tracer_fields)
+        _LIGHT.add(self._span)
 
     def _made(self, name: str, context: Any, parent: Any, kind: Any, attributes: Mapping[str, Any]) -> LightSpan:
-        """A started `LightSpan` (its fields set at once; see the class)."""
-        span = _new(LightSpan)
+        """A started `LightSpan` of the tracer."""
         if self._plain:
-            attributes = dict(attributes)
-        else:
-            limits = self._shared["_limits"]
-            attributes = BoundedAttributes(limits.max_span_attributes, attributes, immutable=False,
-                                           max_value_len=limits.max_span_attribute_length)
-        span.__dict__ = {**self._shared, "_name": name, "_context": context, "_kind": kind, "_parent": parent,
-                         "_start_time": time.time_ns(), "_lock": threading.Lock(), "_attributes": attributes}
-        return span
+            return self._span(name, context, kind, parent, dict(attributes))
+        limits = self._limits
+        return self._span(name, context, kind, parent, BoundedAttributes(
+            limits.max_span_attributes, attributes, immutable=False, max_value_len=limits.max_span_attribute_length))
 
     def start(self, name: str, attributes: Mapping[str, Any], context: Any = None, kind: Any = _INTERNAL) -> Any:
         """A started span under `context` (None: the current one), not made current: a `LightSpan`, a
@@ -371,23 +413,30 @@ class Tracing:
             return self.tracer.start_span(name, context=context, kind=kind, attributes=attributes,
                                           record_exception=False, set_status_on_exception=False)
         tracer = self.tracer
-        ids = tracer.id_generator
         parent: Any = (CURRENT.get() if context is None else _get_current_span(context)).get_span_context()
-        if parent.is_valid:
-            trace_id = parent.trace_id
-            random = parent.trace_flags.random_trace_id
+        if parent[5]:  # is_valid
+            trace_id = parent[0]
+            random = parent[3] & _RANDOM
         else:
             parent = None
-            trace_id = ids.generate_trace_id()
-            random = ids.is_trace_id_random()
+            ids = tracer.id_generator
+            if self._span_id is _random_span_id:  # RandomIdGenerator's trace id: 128 random bits, never 0
+                trace_id = _getrandbits(128) or ids.generate_trace_id()
+                random = True
+            else:
+                trace_id = ids.generate_trace_id()
+                random = ids.is_trace_id_random()
         result = tracer.sampler.should_sample(context, trace_id, name, kind, attributes, ())
         decision = result.decision
-        flags = _SAMPLED if decision.is_sampled() else 0
-        span_context = _context(trace_id, self._span_id(), _TraceFlags(flags | _RANDOM if random else flags),
-                                result.trace_state)
-        if not decision.is_recording():
-            return DroppedSpan(span_context)
-        return self._made(name, span_context, parent, kind, result.attributes)
+        if decision is _RECORD_AND_SAMPLE:
+            flags = _FLAGS[_SAMPLED | _RANDOM if random else _SAMPLED]
+        elif decision is _RECORD_ONLY or decision.is_recording():
+            flags = _FLAGS[_RANDOM if random else 0]
+        else:
+            return DroppedSpan(_context(trace_id, self._span_id(), _FLAGS[_RANDOM if random else 0],
+                                        result.trace_state))
+        return self._made(name, _context(trace_id, self._span_id(), flags, result.trace_state), parent, kind,
+                          result.attributes)
 
     def child(self, name: str, attributes: Mapping[str, Any]) -> Any:
         """The span of an action, under the current span; None when there is nothing to make.
@@ -396,11 +445,10 @@ class Tracing:
         samplers decide: recorded under a recorded parent, nothing at all under a dropped one. Under any
         other parent (FastAPI's REST span, a span of the caller's code, none) the sampler decides."""
         current = CURRENT.get()
-        made_here = type(current)
-        if made_here is LightSpan:
+        if type(current) in _LIGHT:
             up: Any = current._context
             return self._made(name, _context(up[0], self._span_id(), up[3], up[4]), up, _INTERNAL, attributes)
-        if made_here is DroppedSpan:
+        if type(current) is DroppedSpan:
             return None
         span = self.start(name, attributes)
         return None if type(span) is DroppedSpan else span
@@ -408,7 +456,7 @@ class Tracing:
     def emit(self, parent: Any, name: str, start: int, end: int, error: str | None) -> None:
         """A finished child span of the recorded span `parent` (a phase of an action, timed while it ran)."""
         status = _UNSET if error is None else trace.Status(trace.StatusCode.ERROR, error)
-        if type(parent) is not LightSpan:
+        if type(parent) not in _LIGHT:
             span = self.tracer.start_span(name, context=trace.set_span_in_context(parent), start_time=start)
             if error is not None:
                 span.set_status(status)
@@ -416,16 +464,13 @@ class Tracing:
             return
         # It shares its parent's sampling decision (a parent-based sampler's answer for a recorded parent).
         up: Any = parent._context
-        finished = _new(ReadableSpan)
-        context = _context(up[0], self._span_id(), up[3], up[4])
-        finished.__dict__ = {**self._finished, "_name": name, "_context": context, "_parent": up,
-                             "_start_time": start, "_end_time": end, "_attributes": {}, "_status": status}
-        parent._span_processor.on_end(finished)
+        parent._span_processor.on_end(self._phase(name, _context(up[0], self._span_id(), up[3], up[4]), up, start,
+                                                  end, status))
 
     def close(self, span: Any, phases: list[tuple[str, int, int, str | None]]) -> None:
         """End an action's span with the finished spans of its phases (name, start, end, error type): on the
         light path all handed to the processors together."""
-        if type(span) is not LightSpan:
+        if type(span) not in _LIGHT:
             for name, start, end, error in phases:
                 self.emit(span, name, start, end, error)
             span.end()
@@ -433,16 +478,12 @@ class Tracing:
         # The phases share their parent's sampling decision (a parent-based sampler's answer for a recorded one).
         up: Any = span._context
         trace_id, flags, state = up[0], up[3], up[4]
-        shared = self._finished
         span_id = self._span_id
-        spans: list[Any] = []
-        for name, start, end, error in phases:
-            finished = _new(ReadableSpan)
-            finished.__dict__ = {
-                **shared, "_name": name, "_context": _context(trace_id, span_id(), flags, state), "_parent": up,
-                "_start_time": start, "_end_time": end, "_attributes": {},
-                "_status": _UNSET if error is None else trace.Status(trace.StatusCode.ERROR, error)}
-            spans.append(finished)
+        phase = self._phase
+        spans: list[Any] = [
+            phase(name, _context(trace_id, span_id(), flags, state), up, start, end,
+                  _UNSET if error is None else trace.Status(trace.StatusCode.ERROR, error))
+            for name, start, end, error in phases]
         if span._finish():  # (unless the handler ended it itself)
             spans.append(span)
         if spans:
@@ -451,4 +492,4 @@ class Tracing:
 
 CURRENT = CurrentSpan()
 
-__all__ = ["CURRENT", "CurrentSpan", "DroppedSpan", "LightSpan", "Sinks", "Tracing"]
+__all__ = ["CURRENT", "CurrentSpan", "DroppedSpan", "FinishedSpan", "LightSpan", "Sinks", "Tracing"]
