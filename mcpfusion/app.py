@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 from starlette.requests import Request
 
+from . import collector
 from .context import Context
 from .dependencies import CONTEXT_SCOPE_KEY, context_parameter
 from .dispatch import ToolRegistry
@@ -147,6 +148,7 @@ class MCPFusion:
         output_schemas: bool = True,
         authorization: ProtectedResource | None = None,
         scopes_of: ScopesOf | None = None,
+        gc_freeze: bool | None = None,
         **transport: Any,
     ) -> None:
         unknown = set(transport) - _SETTING_NAMES
@@ -177,6 +179,7 @@ class MCPFusion:
 
             telemetry = Telemetry()
         self.telemetry: Telemetry | None = telemetry or None
+        self.gc_freeze = gc_freeze  # None: MCPFUSION_GC_FREEZE (mcpfusion.collector)
 
     # -- tools ----------------------------------------------------------------------------------------
 
@@ -376,6 +379,8 @@ class MCPFusion:
                           responses=READYZ_RESPONSES)
         if self.telemetry is not None:
             self.telemetry.install(app)
+        if collector.wanted(self.gc_freeze):
+            app.router.lifespan_context = collector.freezing(app.router.lifespan_context)
         if rest:
             from .rest import add_rest_routes
 

@@ -25,6 +25,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+from . import collector
 from .app import MCPFusion
 from .listing import tool_entries
 
@@ -76,6 +77,7 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
 
     from .server import uvicorn_options
 
+    os.environ.setdefault(collector.ENV, "1")  # a serving process: freeze the start-up heap (mcpfusion.collector)
     _, fusion = load(args.app, args.app_dir)  # fail fast, with a clear message, before uvicorn starts
     base = f"http://{args.host}:{args.port}"
     status(f"serving {fusion.name} ({len(fusion.registry.tools)} tools) from {args.app}" + (" with reload" if reload

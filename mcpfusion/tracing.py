@@ -46,7 +46,7 @@ from opentelemetry.sdk.trace import Tracer as SdkTracer
 from opentelemetry.sdk.trace._tracer_metrics import NoOpTracerMetrics
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-from opentelemetry.sdk.trace.sampling import Decision
+from opentelemetry.sdk.trace.sampling import Decision, ParentBased, StaticSampler
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace.propagation import _SPAN_KEY
 
@@ -65,6 +65,7 @@ _new_context = tuple.__new__
 _getrandbits = random.getrandbits
 _RECORD_AND_SAMPLE = Decision.RECORD_AND_SAMPLE
 _RECORD_ONLY = Decision.RECORD_ONLY
+_NO_STATE = trace.DEFAULT_TRACE_STATE
 _FLAGS = {flags: trace.TraceFlags(flags) for flags in (0, _SAMPLED, _RANDOM, _SAMPLED | _RANDOM)}
 
 
@@ -126,6 +127,22 @@ class CurrentSpan:
 def _context(trace_id: int, span_id: int, flags: Any, state: Any) -> Any:
     """A local span context of valid ids (the SDK's `SpanContext`, without re-checking ids made valid here)."""
     return _new_context(_SpanContext, (trace_id, span_id, False, flags, state, True))
+
+
+def _fixed_decisions(sampler: Any) -> tuple[Any, ...] | None:
+    """What a sampler whose answer depends on nothing but the parent decides: for no parent, a remote
+    sampled, a remote unsampled, a local sampled and a local unsampled parent (the SDK's `StaticSampler`,
+    `ALWAYS_ON` and `ALWAYS_OFF`, alone or as every delegate of its `ParentBased`, the SDK's default); None
+    for any other sampler (it is asked every time)."""
+    kind = type(sampler)
+    if kind is StaticSampler:
+        return (sampler._decision,) * 5
+    if kind is ParentBased:
+        delegates = (sampler._root, sampler._remote_parent_sampled, sampler._remote_parent_not_sampled,
+                     sampler._local_parent_sampled, sampler._local_parent_not_sampled)
+        if all(type(delegate) is StaticSampler for delegate in delegates):
+            return tuple(delegate._decision for delegate in delegates)
+    return None
 
 
 def _random_span_id() -> int:
@@ -355,6 +372,7 @@ class Tracing:
         self._span: type[LightSpan] = LightSpan
         self._phase: type[FinishedSpan] = FinishedSpan
         self._limits: Any = None
+        self._decisions: tuple[Any, ...] | None = None
         self._sinks: Sinks | None = None
         self._span_id: Callable[[], int] = _random_span_id
         self._enabled: Any = None
@@ -390,6 +408,7 @@ class Tracing:
         self._span_id = _random_span_id if type(ids) is RandomIdGenerator else ids.generate_span_id
         self._sinks = Sinks(processors)
         self._limits = limits
+        self._decisions = _fixed_decisions(tracer.sampler)
         # What every span of the tracer shares, on a class of its own (the spans keep only their own fields).
         tracer_fields = {"__slots__": (), "__module__": __name__, "_instrumentation_info": tracer.instrumentation_info,
                          "_instrumentation_scope": tracer._instrumentation_scope, "_resource": tracer.resource}
@@ -426,17 +445,23 @@ class Tracing:
             else:
                 trace_id = ids.generate_trace_id()
                 random = ids.is_trace_id_random()
-        result = tracer.sampler.should_sample(context, trace_id, name, kind, attributes, ())
-        decision = result.decision
+        decisions = self._decisions
+        if decisions is None:
+            result = tracer.sampler.should_sample(context, trace_id, name, kind, attributes, ())
+            decision, state, attributes = result.decision, result.trace_state, result.attributes
+        elif parent is None:  # the sampler's answer, without asking (see `_fixed_decisions`)
+            decision, state = decisions[0], None
+        else:
+            decision, state = decisions[(1 if parent[2] else 3) + (0 if parent[3] & _SAMPLED else 1)], parent[4]
+        if state is None:  # (as the SDK's SpanContext makes it)
+            state = _NO_STATE
         if decision is _RECORD_AND_SAMPLE:
             flags = _FLAGS[_SAMPLED | _RANDOM if random else _SAMPLED]
         elif decision is _RECORD_ONLY or decision.is_recording():
             flags = _FLAGS[_RANDOM if random else 0]
         else:
-            return DroppedSpan(_context(trace_id, self._span_id(), _FLAGS[_RANDOM if random else 0],
-                                        result.trace_state))
-        return self._made(name, _context(trace_id, self._span_id(), flags, result.trace_state), parent, kind,
-                          result.attributes)
+            return DroppedSpan(_context(trace_id, self._span_id(), _FLAGS[_RANDOM if random else 0], state))
+        return self._made(name, _context(trace_id, self._span_id(), flags, state), parent, kind, attributes)
 
     def child(self, name: str, attributes: Mapping[str, Any]) -> Any:
         """The span of an action, under the current span; None when there is nothing to make.

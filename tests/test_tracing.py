@@ -19,7 +19,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRatioBased
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased, TraceIdRatioBased
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import BaseModel
 
@@ -403,3 +403,34 @@ async def test_a_handler_that_ends_the_action_span_itself():
     assert r.json()["result"]["isError"] is True
     actions = [s for s in spans.get_finished_spans() if s.name == "execute_tool billing.get_invoice"]
     assert len(actions) == 1 and "error.type" not in actions[0].attributes
+
+
+@pytest.mark.parametrize("sampler", [
+    ALWAYS_ON, ALWAYS_OFF, ParentBased(ALWAYS_ON), ParentBased(ALWAYS_OFF),
+    ParentBased(ALWAYS_OFF, remote_parent_not_sampled=ALWAYS_ON, local_parent_sampled=ALWAYS_OFF),
+    ParentBased(TraceIdRatioBased(0.5)),  # not fixed: asked every time
+])
+def test_a_fixed_sampler_decides_as_it_would_itself(sampler):
+    """For the SDK's static samplers (and a parent-based one made of them) the light path answers without
+    asking: the same decision and trace state as the sampler's own `should_sample`, for every kind of parent."""
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
+
+    provider, _ = traced(sampler=sampler)
+    tracing = Tracing(provider.get_tracer("t"))
+    assert tracing.light()
+    state = TraceState([("vendor", "x")])
+    parents = [None] + [trace.set_span_in_context(NonRecordingSpan(SpanContext(
+        int(TRACE_ID, 16), int(PARENT_ID, 16), remote, TraceFlags(flags), state)))
+        for remote in (True, False) for flags in (0, 1)]
+    for parent in parents:
+        for _ in range(20):  # (a ratio sampler's answer depends on the trace id: many roots)
+            span = tracing.start("s", {"a": "b"}, parent)
+            context = span.get_span_context()
+            expected = sampler.should_sample(parent, context.trace_id, "s", SpanKind.INTERNAL, {"a": "b"})
+            assert span.is_recording() == expected.decision.is_recording()
+            assert context.trace_flags.sampled == expected.decision.is_sampled()
+            assert context.trace_state == (expected.trace_state or TraceState())
+            assert isinstance(span, LightSpan) == expected.decision.is_recording()
+            if span.is_recording():
+                assert dict(span.attributes) == {"a": "b"}
+                span.end()
