@@ -10,9 +10,13 @@ own work). Each cell is one uvicorn worker serving its tree's `bench/mcpfusion_s
 its 2,000 streams, as under wrk), instrumentation is switched on, exactly `--calls` tools/call are sent over
 `--connections` keep-alive connections (each request with its own JSON-RPC id, one session, as wrk does),
 and the count is dumped once every reply has arrived. Figures: instructions (Ir) per call, and per tree
-`sse_vs_json` (the instruction counterpart of `sse_cpu_vs_json_mcpfusion`). Instructions miss what memory
-costs: `--cache-sim` reports KCachegrind's cycle estimate instead (a garbage collector walking cold objects
-weighs more than its instruction count).
+`sse_vs_json` (the instruction counterpart of `sse_cpu_vs_json_mcpfusion`). `--modes json,traced` counts the
+JSON mode with tracing on instead of SSE (`BENCH_TELEMETRY=1 BENCH_METRICS=0`: SDK tracer provider, batch span
+processor, an exporter that discards, every trace recorded): `traced_vs_json`, the instruction counterpart of
+`mcp_throughput.py --telemetry`'s tracing on/off (its export thread and the garbage collector included, every
+thread of the server being counted; use `--calls 3000` or more, the collector's full passes are rare).
+Instructions miss what memory costs: `--cache-sim` reports KCachegrind's cycle estimate instead (a garbage
+collector walking cold objects weighs more than its instruction count).
 
 Run: `python bench/server_icount.py [HEAD 5036de5 ...] [--calls 600] [--jobs 2]` (a few minutes per cell).
 """
@@ -98,7 +102,8 @@ def measure(tree: Path, mode: str, args: argparse.Namespace, out_dir: Path) -> d
            sys.executable, "-m", "uvicorn", "mcpfusion_server:app", "--app-dir", str(tree / "bench"),
            "--host", "127.0.0.1", "--port", str(port), "--workers", "1", "--loop", "uvloop",
            "--http", "httptools", "--no-access-log", "--log-level", "warning"]
-    env = {**os.environ, "PYTHONPATH": str(tree), "BENCH_MODE": mode}
+    env = {**os.environ, **mcp_throughput.GC_FREEZE, "PYTHONPATH": str(tree),
+           **({"BENCH_TELEMETRY": "1", "BENCH_METRICS": "0"} if mode == "traced" else {"BENCH_MODE": mode})}
     proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 600
@@ -143,13 +148,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2100, help="calls before measuring (default 2,100)")
     parser.add_argument("--connections", type=int, default=32, help="keep-alive connections (default 32, as wrk)")
     parser.add_argument("--jobs", type=int, default=2, help="cells measured at once (default 2)")
+    parser.add_argument("--modes", default="json,sse",
+                        help="the two cells per tree: json,sse (default) or json,traced (tracing on/off)")
+    parser.add_argument("--no-gc-freeze", action="store_true", help="serve without MCPFUSION_GC_FREEZE=1")
     parser.add_argument("--cache-sim", action="store_true",
                         help="simulate the caches and report estimated cycles instead of instructions (slower)")
     args = parser.parse_args(argv)
+    base_mode, other = args.modes.split(",")
+    if (base_mode, other) not in (("json", "sse"), ("json", "traced")):
+        parser.error("--modes is json,sse or json,traced")
+    if args.no_gc_freeze:
+        mcp_throughput.GC_FREEZE["MCPFUSION_GC_FREEZE"] = "0"
     mcp_throughput.CHECK_TIMEOUT = 600  # a first call under valgrind loads its modules ~10x slower
     with tempfile.TemporaryDirectory() as tmp:
         dirs = {rev: export_tree(rev, Path(tmp)) for rev in args.trees}
-        cells = [(rev, mode) for rev in args.trees for mode in ("json", "sse")]
+        cells = [(rev, mode) for rev in args.trees for mode in ("json", other)]
         with ThreadPoolExecutor(args.jobs) as pool:
             counts = pool.map(lambda cell: measure(dirs[cell[0]], cell[1], args, Path(tmp)), cells)
             figures = dict(zip(cells, counts, strict=True))
@@ -158,16 +171,16 @@ def main(argv: list[str] | None = None) -> int:
           f"connections after {args.warmup}: instructions (Ir)"
           + (", estimated cycles (Ir + 10 L1m + 100 LLm)" if args.cache_sim else ""))
     for rev in args.trees:
-        json_cell, sse_cell = figures[rev, "json"], figures[rev, "sse"]
+        json_cell, other_cell = figures[rev, "json"], figures[rev, other]
         print(f"| {rev:<12} | " + " | ".join(
-            f"{unit} json {json_cell[unit]:>10,.0f} sse {sse_cell[unit]:>10,.0f} sse_vs_json "
-            f"{sse_cell[unit] / json_cell[unit]:.3f}" for unit in units) + " |")
+            f"{unit} json {json_cell[unit]:>10,.0f} {other} {other_cell[unit]:>10,.0f} {other}_vs_json "
+            f"{other_cell[unit] / json_cell[unit]:.3f}" for unit in units) + " |")
     unit = units[-1]
     first = args.trees[0]
-    print(" ".join(f"{Path(rev).name}_sse_vs_json={figures[rev, 'sse'][unit] / figures[rev, 'json'][unit]:.3f}"
+    print(" ".join(f"{Path(rev).name}_{other}_vs_json={figures[rev, other][unit] / figures[rev, 'json'][unit]:.3f}"
                    for rev in args.trees)
-          + "".join(f" {Path(rev).name}_sse_vs_{Path(first).name}="
-                    f"{figures[rev, 'sse'][unit] / figures[first, 'sse'][unit]:.3f}" for rev in args.trees[1:]))
+          + "".join(f" {Path(rev).name}_{other}_vs_{Path(first).name}="
+                    f"{figures[rev, other][unit] / figures[first, other][unit]:.3f}" for rev in args.trees[1:]))
     return 0
 
 

@@ -264,7 +264,7 @@ class ToolRegistry:
         telemetry = self.telemetry
         if telemetry is None:
             return await self._call_action(action, arguments, request, raise_http, transport, no_phase)
-        trace = telemetry.action(action, request).start()
+        trace = telemetry.action(action, request)
         response = None
         try:
             response = await self._call_action(action, arguments, request, raise_http, transport, trace.phase)

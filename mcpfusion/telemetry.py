@@ -274,7 +274,7 @@ class Telemetry:
                 if error_type is not None and span.is_recording():
                     _put(span, "error.type", error_type)
                     span.set_status(self._error)
-                span.end()
+                tracing.end(span)  # type: ignore[union-attr]  # a span means tracing is on
             if self.metrics:
                 method = call.method
                 if error_type is None:
@@ -288,6 +288,7 @@ class Telemetry:
     # -- actions (the core call path) -------------------------------------------------------------------
 
     def action(self, action: Action, request: Request) -> ActionTrace:
+        """The started trace of one action call (see `ActionTrace`)."""
         scope = request.scope
         transport = scope.get(TRANSPORT_SCOPE_KEY) or ("mcp" if scope.get(CONTEXT_SCOPE_KEY) else "rest")
         labels = self._labels.get((action, transport))
@@ -327,16 +328,13 @@ class ActionTrace:
                  "_phase_start")
 
     def __init__(self, telemetry: Telemetry, labels: _Labels) -> None:
+        """Started: the action's span made current (when traced), its clock running."""
         self._telemetry = telemetry
         self._labels = labels
         self._phases: list[tuple[str, int, int, str | None]] = []
-
-    def start(self) -> ActionTrace:
-        telemetry = self._telemetry
         tracing = telemetry._tracing
         span: Any = None
         if tracing is not None:
-            labels = self._labels
             # None under a request the sampler dropped: nothing to make, the metrics are still kept.
             span = tracing.child(labels.span_name, labels.span_attributes)
             if span is not None:
@@ -344,7 +342,6 @@ class ActionTrace:
         self._span = span
         self._recording = span is not None and span.is_recording()
         self._start = time.perf_counter()
-        return self
 
     def phase(self, name: str) -> AbstractContextManager[Any]:
         """A step of the action (`dependencies`, `handler`, `present`), timed when the call is recorded; the

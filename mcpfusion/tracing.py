@@ -472,7 +472,8 @@ class Tracing:
         current = CURRENT.get()
         if type(current) in _LIGHT:
             up: Any = current._context
-            return self._made(name, _context(up[0], self._span_id(), up[3], up[4]), up, _INTERNAL, attributes)
+            context = _new_context(_SpanContext, (up[0], self._span_id(), False, up[3], up[4], True))
+            return self._made(name, context, up, _INTERNAL, attributes)
         if type(current) is DroppedSpan:
             return None
         span = self.start(name, attributes)
@@ -492,6 +493,14 @@ class Tracing:
         parent._span_processor.on_end(self._phase(name, _context(up[0], self._span_id(), up[3], up[4]), up, start,
                                                   end, status))
 
+    def end(self, span: Any) -> None:
+        """`span.end()` (a request's span: a light one straight to the processors)."""
+        if type(span) in _LIGHT:
+            if span._finish():
+                span._span_processor.take([span])
+        else:
+            span.end()
+
     def close(self, span: Any, phases: list[tuple[str, int, int, str | None]]) -> None:
         """End an action's span with the finished spans of its phases (name, start, end, error type): on the
         light path all handed to the processors together."""
@@ -506,7 +515,7 @@ class Tracing:
         span_id = self._span_id
         phase = self._phase
         spans: list[Any] = [
-            phase(name, _context(trace_id, span_id(), flags, state), up, start, end,
+            phase(name, _new_context(_SpanContext, (trace_id, span_id(), False, flags, state, True)), up, start, end,
                   _UNSET if error is None else trace.Status(trace.StatusCode.ERROR, error))
             for name, start, end, error in phases]
         if span._finish():  # (unless the handler ended it itself)
