@@ -434,3 +434,70 @@ def test_a_fixed_sampler_decides_as_it_would_itself(sampler):
             if span.is_recording():
                 assert dict(span.attributes) == {"a": "b"}
                 span.end()
+
+
+def test_an_actions_spans_enter_the_batch_queue_as_the_sdks_on_end_puts_them():
+    """`Sinks` puts a sampled action's spans into a `BatchSpanProcessor`'s queue at once, in the order its
+    own `on_end` would, one by one; near a full queue or after shutdown it leaves each span to the
+    processor's own `emit` (its warnings and drop counts)."""
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    from mcpfusion.tracing import Sinks
+
+    class Keep(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    def batch() -> BatchSpanProcessor:
+        return BatchSpanProcessor(Keep(), max_queue_size=16, max_export_batch_size=16, schedule_delay_millis=60_000)
+
+    ours, theirs = batch(), batch()
+    emitted: list[str] = []
+    own_emit = ours._batch_processor.emit
+    ours._batch_processor.emit = lambda span: emitted.append(span.name) or own_emit(span)
+    provider, _ = traced()
+    tracing = Tracing(provider.get_tracer("t"))
+    assert tracing.light()
+    spans = [tracing.start(f"s{i}", {}) for i in range(5)]
+    for span in spans:
+        span._finish()
+    sinks = Sinks([ours])
+    sinks.take(spans[:3])
+    for span in spans[:3]:
+        theirs.on_end(span)
+    assert list(ours._batch_processor._queue) == list(theirs._batch_processor._queue)
+    assert [s.name for s in ours._batch_processor._queue] == ["s2", "s1", "s0"]  # oldest at the back
+    assert emitted == []  # the common case: no call per span
+    ours._batch_processor._queue.extendleft(spans[:1] * 11)  # 14 of 16: three more would not fit
+    sinks.take(spans[2:5])
+    assert emitted == ["s2", "s3", "s4"]  # the processor's own emit, span by span
+    ours.shutdown()
+    theirs.shutdown()
+    emitted.clear()
+    sinks.take(spans[:2])
+    assert emitted == ["s0", "s1"]  # refused by the processor itself, as after its shutdown
+
+
+async def test_mcp_requests_skip_fastapis_own_telemetry_and_rest_calls_keep_it():
+    """`build_app()`'s app marks MCP requests before FastAPI's telemetry looks (no stack walk, no context
+    switch per request); a REST call still gets FastAPI's server span."""
+    provider, spans = traced()
+    app = app_with(provider)
+    seen: list[str] = []
+    native = app._native_telemetry
+    original = type(native).__call__
+
+    async def observing(self: Any, **kwargs: Any) -> None:
+        seen.append(kwargs["scope"]["path"])
+        await original(self, **kwargs)
+
+    type(native).__call__ = observing
+    try:
+        await call(app)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+            assert (await http.post("/api/billing/get_invoice", json={"id": "inv_1"})).status_code == 200
+    finally:
+        type(native).__call__ = original
+    assert seen == ["/api/billing/get_invoice"]
+    names = {span.name for span in spans.get_finished_spans()}
+    assert {"tools/call billing", "POST /api/billing/get_invoice"} <= names and "POST /mcp" not in names
