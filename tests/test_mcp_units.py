@@ -8,7 +8,7 @@ import pytest
 
 from mcpfusion.context import Context, NoBackChannel
 from mcpfusion.mcp.events import InMemoryEventStore, event_id, parse_event_id
-from mcpfusion.mcp.jsonrpc import McpError
+from mcpfusion.mcp.jsonrpc import EncodedList, McpError, encode
 from mcpfusion.mcp.security import HostOriginGuard
 from mcpfusion.mcp.state import RequestStateSigner
 from tests.mcp_app import build_fusion
@@ -177,6 +177,70 @@ async def test_tools_added_after_mount_are_listed_and_callable():
         assert r.json()["result"]["content"] == [{"type": "text", "text": "pong"}]
         fusion.remove_raw_tool("raw_ping")
         assert "raw_ping" not in await names(client)
+
+
+def test_a_kept_listing_encodes_to_the_bytes_of_the_plain_message():
+    import datetime
+    import decimal
+
+    from pydantic_core import to_json
+
+    tools = [{"name": "é", "description": 'quote " line\nbreak \u2028', "n": 1.5, "when": datetime.date(2026, 1, 2),
+              "price": decimal.Decimal("1.10"), "tags": {"b"}, "inputSchema": {"type": "object"}}]
+    kept = EncodedList(tools)
+    message = {"jsonrpc": "2.0", "id": "r-1", "result": {"tools": kept, "resultType": "complete", "ttlMs": 0,
+                                                         "_meta": {"k": [1, None, {"x": True}]}}}
+    assert kept == tools and isinstance(kept, list)
+    assert encode(message) == to_json({**message, "result": {**message["result"], "tools": tools}}, fallback=str)
+    assert kept.json is not None and encode(message) == encode(message)  # encoded once, then kept
+    assert encode({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}) == b'{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}'
+
+
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25"])
+async def test_a_listing_sent_again_is_the_same_bytes_until_the_tools_change(version):
+    import json
+
+    from pydantic_core import to_json
+
+    from mcpfusion import Tool
+
+    fusion = build_fusion()
+    app = fusion.build_app()
+    modern = version == "2026-07-28"
+    params = {"_meta": {"io.modelcontextprotocol/protocolVersion": version,
+                        "io.modelcontextprotocol/clientCapabilities": {}}} if modern else {}
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": version,
+               "mcp-method": "tools/list"}
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        if not modern:
+            init = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+                headers={"accept": "application/json, text/event-stream"})
+            headers["mcp-session-id"] = init.headers["mcp-session-id"]
+
+        async def listing(request_id: int) -> tuple[bytes, list[str]]:
+            r = await client.post("/mcp", json={"jsonrpc": "2.0", "id": request_id, "method": "tools/list",
+                                                "params": params}, headers=headers)
+            body = r.content
+            if r.headers["content-type"].startswith("text/event-stream"):
+                body = next(line[6:] for line in body.split(b"\r\n") if line.startswith(b"data: {"))
+            message = json.loads(body)
+            assert body == to_json(message)  # what encoding the message itself writes
+            return body, [t["name"] for t in message["result"]["tools"]]
+
+        first, names = await listing(1)
+        again, _ = await listing(2)
+        assert again == first.replace(b'"id":1,', b'"id":2,', 1)
+        extra = Tool("extra", exposition="flat")
+
+        @extra.action()
+        async def hello() -> str:
+            """Say hello"""
+            return "hello"
+
+        fusion.add_tool(extra)
+        assert (await listing(3))[1] == [*names, "extra_hello"]
 
 
 async def test_raw_tool_failure_never_leaks_the_exception_message():

@@ -19,7 +19,7 @@ from . import jsonrpc, protocol
 from .backend import PromptBackend, ResourceBackend, ToolBackend
 from .callables import invoke
 from .channel import LOG_RANK, Channel, InputRequired, InputResponsesChannel
-from .jsonrpc import RESOURCE_NOT_FOUND, McpError
+from .jsonrpc import RESOURCE_NOT_FOUND, EncodedList, McpError
 from .params import check_params
 from .sessions import Session
 from .state import RequestStateSigner
@@ -204,7 +204,8 @@ class Engine:
         cache = self._tools_cache
         cached = cache.get(key)
         if cached is None:
-            tools = list(self.tools.list_tools(key) if key is not None else self.tools.list_tools())
+            # Sent as it is to every caller of this view: kept with its JSON bytes once encoded.
+            tools = EncodedList(self.tools.list_tools(key) if key is not None else self.tools.list_tools())
             headers = {t["name"]: t.get("inputSchema") for t in tools if "x-mcp-header" in repr(t.get("inputSchema"))}
             cached = cache[key] = (tools, headers)
             if len(cache) > LISTING_CACHE_SIZE:

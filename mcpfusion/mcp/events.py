@@ -11,7 +11,9 @@ import time
 from collections import deque
 from typing import Any, Protocol
 
-from pydantic_core import from_json, to_json
+from pydantic_core import from_json
+
+from .jsonrpc import encode
 
 
 class EventStore(Protocol):
@@ -77,7 +79,7 @@ class InMemoryEventStore:
         if message is None:
             events.append((seq, None))
         else:
-            data = to_json(message, fallback=str)
+            data = encode(message)
             events.append((seq, data))
             self._last = (message, data)
         if len(events) > self.max_events:

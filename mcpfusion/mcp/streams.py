@@ -14,14 +14,13 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic_core import to_json
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from . import jsonrpc
 from .channel import Channel, NoBackChannel
 from .events import InMemoryEventStore
-from .jsonrpc import REQUEST_TIMEOUT, McpError, dumps, notification, request
+from .jsonrpc import REQUEST_TIMEOUT, McpError, dumps, encode, notification, request
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -181,7 +180,7 @@ def encode_message(event_id: str | None, message: dict[str, Any], data: bytes | 
     head = b"event: message\r\ndata: " if event_id is None else \
         b"id: " + event_id.encode() + b"\r\nevent: message\r\ndata: "
     if data is None:
-        data = to_json(message, fallback=str)
+        data = encode(message)
     return head + data + b"\r\n\r\n"
 
 

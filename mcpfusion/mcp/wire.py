@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterable
 from typing import Any
 
-from pydantic_core import to_json
 from starlette.requests import Request
 from starlette.responses import Response
 
 from . import jsonrpc
-from .jsonrpc import error
+from .jsonrpc import encode, error
 
 SSE_HEADERS = {"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"}
 TRANSPORT_SCOPE_KEY = "mcpfusion.transport"
@@ -43,11 +42,11 @@ class JSONMessage(Response):
 
     def __init__(self, message: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> None:
         if headers:
-            super().__init__(to_json(message, fallback=str), status_code, headers)
+            super().__init__(encode(message), status_code, headers)
             return
         self.status_code = status_code
         self.background = None
-        self.body = to_json(message, fallback=str)  # same bytes as jsonrpc.dumps, without a str round trip
+        self.body = encode(message)  # same bytes as jsonrpc.dumps, without a str round trip
         self.raw_headers = [(b"content-length", str(len(self.body)).encode()), (b"content-type", b"application/json")]
 
 
