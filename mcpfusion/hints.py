@@ -44,6 +44,8 @@ def type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
 
 def _plain(value: Any) -> bool:
     """A class or a parameterized type that `typing` would return as it is: nothing left to resolve in it."""
+    if isinstance(value, type):  # a class (most hints): nothing inside it to resolve
+        return value is not typing.Generic and value is not typing.Protocol
     if value is Any:
         return True
     origin = typing.get_origin(value)

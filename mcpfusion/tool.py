@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import types
 import typing
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -80,6 +81,12 @@ def _return_annotation(fn: Callable[..., Any], hints: dict[str, Any]) -> Any:
     if _has_extras(annotation):
         return typing.get_type_hints(fn).get("return")
     return annotation
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    """`inspect.iscoroutinefunction(fn)`, read from the code flags first for a plain `async def`."""
+    code = getattr(fn, "__code__", None) if fn.__class__ is types.FunctionType else None
+    return (code is not None and bool(code.co_flags & inspect.CO_COROUTINE)) or inspect.iscoroutinefunction(fn)
 
 
 class Flatten:
@@ -492,7 +499,7 @@ class Tool:
             dependency_free=is_empty(dependant) and not paginate,
             guarded=frozenset(guarded),
             hidden=frozenset(hidden),
-            is_async=inspect.iscoroutinefunction(fn),
+            is_async=_is_async(fn),
             paginate=paginate,
             json_schema=dict(input_schema) if input_schema is not None else None,
             json_validator=json_validator,
