@@ -386,7 +386,7 @@ class MCPFusion:
 
             add_rest_routes(app, self.registry, max_body_bytes=self.settings.max_body_bytes)
         if docs is not None:
-            from .docs import add_docs_routes
+            from .docs.routes import add_docs_routes
 
             add_docs_routes(app, self.registry, path=docs, title=self.title or self.name)
         app.state.mcpfusion = self

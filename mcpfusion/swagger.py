@@ -7,10 +7,10 @@ pages (FastAPI's `get_swagger_ui_html` / `get_redoc_html`) are served here with 
 
 from __future__ import annotations
 
+import importlib.util
 from functools import lru_cache
 from pathlib import Path
 
-import fastapi_offline
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.staticfiles import StaticFiles
@@ -19,7 +19,11 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 ASSETS_PATH = "/static-offline-docs"
-ASSETS_DIR = Path(fastapi_offline.__file__).parent / "static"
+# Found, not imported: the package's own code (a FastAPI factory) is not used, only the assets it ships.
+_SPEC = importlib.util.find_spec("fastapi_offline")
+if _SPEC is None or _SPEC.origin is None:
+    raise ImportError("mcpfusion needs fastapi-offline: it serves the /docs and /redoc assets that package ships")
+ASSETS_DIR = Path(_SPEC.origin).parent / "static"
 
 
 def serve_offline(app: FastAPI) -> None:

@@ -1,4 +1,7 @@
-"""`/tools` (HTML), `/tools.json`, `/tools.toon` and `/tools/static/*` on a FastAPI app."""
+"""`/tools` (HTML), `/tools.json`, `/tools.toon` and `/tools/static/*` on a FastAPI app.
+
+The manifest and the page (samples, token counts, HTML) are imported by the first request for them: adding
+the routes is part of every `build_app()`, reading the docs is not."""
 
 from __future__ import annotations
 
@@ -11,8 +14,6 @@ from fastapi.responses import HTMLResponse, Response
 
 from ..dispatch import ToolRegistry
 from . import assets
-from .manifest import DEFAULT_BASE_URL, build_manifest, manifest_toon, rebase
-from .page import render_page
 
 
 class _ManifestCache:
@@ -29,6 +30,8 @@ class _ManifestCache:
         return tuple((t.name, tuple(t.actions)) for t in self.registry.tools.values())
 
     def get(self, curl_base: str) -> dict[str, Any]:
+        from .manifest import DEFAULT_BASE_URL, build_manifest, rebase
+
         state = self._state()
         with self._lock:
             if self._built is None or self._built[0] != state:
@@ -54,6 +57,8 @@ def add_docs_routes(app: FastAPI, registry: ToolRegistry, *, path: str = "/tools
     # They read `q` and `name` from the request rather than as typed parameters: a parameter makes FastAPI import
     # `pydantic.v1` when the route is added (~35 ms of a server's start-up), for two plain strings.
     def page(request: Request) -> HTMLResponse:
+        from .page import render_page
+
         q = request.query_params.get("q", "")
         root = request.scope.get("root_path", "").rstrip("/")
         links = {"OpenAPI": root + app.docs_url} if app.docs_url else {}
@@ -66,6 +71,8 @@ def add_docs_routes(app: FastAPI, registry: ToolRegistry, *, path: str = "/tools
         return Response(body, media_type="application/json")
 
     def manifest_in_toon(request: Request) -> Response:
+        from .manifest import manifest_toon
+
         return Response(manifest_toon(cache.get(_server_url(request))), media_type="text/plain; charset=utf-8")
 
     def static(request: Request) -> Response:
