@@ -6,7 +6,8 @@ another on CPU 0, interleaved:
 
 - `python -c pass`: the interpreter alone (the floor under every figure);
 - `import mcpfusion.app`: the framework's imports (FastAPI, pydantic, the MCP types...), and the CPU of importing
-  FastAPI and `mcp_types` alone (the floor under mcpfusion's own imports);
+  FastAPI and `mcp_types` alone (the floor under mcpfusion's own imports), FastAPI alone, and FastAPI alone
+  without `email_validator` (which only the bench extra installs; FastAPI imports it when it is there);
 - import + build: the framework imported, then the server module (`bench/many_tools_server.py`: 500 actions
   declared, 100 presenters, `build_app()` with the MCP endpoint and 500 REST paths; the peers: 500 tools and
   their streamable HTTP app), timed inside the process (wall and CPU);
@@ -115,6 +116,11 @@ FLOOR = "import time; c = time.process_time(); import fastapi, mcp_types; print(
 
 FASTAPI = "import time; c = time.process_time(); import fastapi; print(time.process_time() - c)"
 
+# The same as a clean install of mcpfusion imports it: `email_validator` is not among mcpfusion's dependencies
+# (the bench extra's FastMCP brings it, through `pydantic[email]`), and FastAPI imports it whenever it is there.
+FASTAPI_CLEAN = ("import sys, time; sys.modules['email_validator'] = None; c = time.process_time(); import fastapi; "
+                 "print(time.process_time() - c)")
+
 # The protocol modules, loaded as the framework's first MCP request loads them: mcpfusion's 2026-07-28 wire
 # loads the SDK's ladder module without the SDK package (`mcpfusion.mcp.modern._ladder`); the peers have it all
 # imported already.
@@ -154,8 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-peers", action="store_true", help="mcpfusion only")
     parser.add_argument("--before", metavar="DIR", help="also measure the mcpfusion package of this checkout")
     args = parser.parse_args(argv)
-    servers = SERVERS[:1] if args.no_peers else SERVERS
     trees = {"mcpfusion": str(BENCH_DIR.parent)}
+    # This checkout's mcpfusion, whatever the environment says: without it a worktree's run would import the
+    # package the venv's editable install points at.
+    ours = (*SERVERS[0][:3], {"PYTHONPATH": trees["mcpfusion"]}, SERVERS[0][4])
+    servers = [ours] if args.no_peers else [ours, *SERVERS[1:]]
     if args.before:
         before = str(Path(args.before).resolve())
         trees["mcpfusion before"] = before
@@ -165,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     for tree in trees.values():
         compileall.compile_dir(str(Path(tree) / "mcpfusion"), quiet=1)
     compileall.compile_dir(str(BENCH_DIR), quiet=1, maxlevels=1)
-    bare, floor, fastapi = [], [], []
+    bare, floor, fastapi, clean = [], [], [], []
     imports: dict[str, list[float]] = {label: [] for label in trees}
     probes: dict[str, list[dict[str, float]]] = {label: [] for label, *_ in servers}
     walls: dict[str, list[float]] = {label: [] for label, *_ in servers}
@@ -176,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             imports[label].append(run("import mcpfusion.app", {"PYTHONPATH": tree})[0])
         floor.append(float(run(FLOOR)[1]))
         fastapi.append(float(run(FASTAPI)[1]))
+        clean.append(float(run(FASTAPI_CLEAN)[1]))
         for label, framework, server, env, protocol in servers:
             wall, out = run(PROBE.format(bench=str(BENCH_DIR), framework=framework, server=server,
                                          protocol=protocol), env)
@@ -188,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"interpreter alone (`python -c pass`), whole process: {spread(bare)}; "
           f"`import mcpfusion.app`, whole process: {whole}; CPU of importing FastAPI and mcp_types "
           f"alone: {spread(floor)}; CPU of importing FastAPI alone (the floor under mcpfusion): "
-          f"{spread(fastapi)}")
+          f"{spread(fastapi)}, without `email_validator` (as in a clean install of mcpfusion): {spread(clean)}")
     rows = [
         ("import + build, in process (wall)", lambda p: p["import_build_s"], 1.0, "s", 3),
         ("  of which importing the framework", lambda p: p["import_s"], 1.0, "s", 3),
@@ -232,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{paired(lambda p: p['protocol_cpu_ms']):+.0f} ms, first tools/list "
               f"{paired(lambda p: p['first_cpu_ms']):+.0f} ms, "
               f"to the first answer {paired(first_answer) * 1e3:+.0f} ms")
+    # mcpfusion's own share: each run's import + build less the CPU of importing FastAPI alone in the same run.
+    own = [p["import_build_cpu_s"] - f for p, f in zip(probes["mcpfusion"], fastapi, strict=True)]
+    print(f"mcpfusion import + build less FastAPI alone (paired by run): {spread(own)}")
     print(f"import_build_s={med('mcpfusion', lambda p: p['import_build_s']):.3f} "
           f"import_build_cpu_s={cpu['mcpfusion']:.3f} "
           f"first_answer_cpu_s={to_first['mcpfusion']:.3f} "
