@@ -193,6 +193,12 @@ def test_a_kept_listing_encodes_to_the_bytes_of_the_plain_message():
     assert kept == tools and isinstance(kept, list)
     assert encode(message) == to_json({**message, "result": {**message["result"], "tools": tools}}, fallback=str)
     assert kept.json is not None and encode(message) == encode(message)  # encoded once, then kept
+    import copy
+
+    changed = copy.deepcopy(message)
+    changed["result"]["tools"][0]["name"] = "changed"  # a copy is a plain list: encoded as it is now
+    assert type(changed["result"]["tools"]) is list and b'"name":"changed"' in encode(changed)
+    assert type(copy.copy(kept)) is list and copy.copy(kept) == tools
     assert encode({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}) == b'{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}'
 
 

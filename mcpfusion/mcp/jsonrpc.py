@@ -122,6 +122,10 @@ class EncodedList(list[Any]):
         super().__init__(items)
         self.json: bytes | None = None
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # A copy (copy, deepcopy, pickle) is a plain list: whoever copies a listing may change it.
+        return list, (list(self),)
+
     def encoded(self) -> bytes:
         data = self.json
         if data is None:
