@@ -198,9 +198,10 @@ def pin(cpu: int) -> list[str]:
     return []
 
 
-# mcpfusion's servers run as `mcpfusion serve` runs them: the collector's view of the start-up heap frozen once
-# started (mcpfusion.collector; the peers ignore the variable). `--no-gc-freeze` measures them without.
-GC_FREEZE = {"MCPFUSION_GC_FREEZE": "1"}
+# mcpfusion's servers run as `mcpfusion serve` runs them: with the collector's serving profile once started (the
+# start-up heap frozen, a young generation of 7,000; mcpfusion.collector; the peers ignore the variable).
+# `--no-gc-tuning` measures them without.
+GC_TUNING = {"MCPFUSION_GC_TUNING": "1"}
 
 
 class Uvicorn:
@@ -212,7 +213,7 @@ class Uvicorn:
         cmd = [*pin(0), sys.executable, "-m", "uvicorn", module, "--app-dir", str(BENCH_DIR),
                "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1", "--loop", "uvloop",
                "--http", "httptools", "--no-access-log", "--log-level", "warning"]
-        self.proc = subprocess.Popen(cmd, env={**os.environ, **GC_FREEZE, **(env or {})}, stdout=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(cmd, env={**os.environ, **GC_TUNING, **(env or {})}, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
 
     def __enter__(self) -> Uvicorn:
@@ -509,11 +510,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--telemetry", action="store_true",
                         help="also serve mcpfusion with OpenTelemetry on (no-op export), every trace recorded and "
                              "10%% sampled, and print on/off")
-    parser.add_argument("--no-gc-freeze", action="store_true",
-                        help="serve mcpfusion without MCPFUSION_GC_FREEZE=1 (what `mcpfusion serve` sets)")
+    parser.add_argument("--no-gc-tuning", action="store_true",
+                        help="serve mcpfusion without MCPFUSION_GC_TUNING=1 (what `mcpfusion serve` sets)")
     args = parser.parse_args(argv)
-    if args.no_gc_freeze:
-        GC_FREEZE["MCPFUSION_GC_FREEZE"] = "0"
+    if args.no_gc_tuning:
+        GC_TUNING["MCPFUSION_GC_TUNING"] = "0"
     if shutil.which("wrk") is None:
         print("wrk not found: apt-get install -y wrk (scripts/system_deps.sh does it)", file=sys.stderr)
         return 2

@@ -102,7 +102,7 @@ def measure(tree: Path, mode: str, args: argparse.Namespace, out_dir: Path) -> d
            sys.executable, "-m", "uvicorn", "mcpfusion_server:app", "--app-dir", str(tree / "bench"),
            "--host", "127.0.0.1", "--port", str(port), "--workers", "1", "--loop", "uvloop",
            "--http", "httptools", "--no-access-log", "--log-level", "warning"]
-    env = {**os.environ, **mcp_throughput.GC_FREEZE, "PYTHONPATH": str(tree),
+    env = {**os.environ, **mcp_throughput.GC_TUNING, "PYTHONPATH": str(tree),
            **({"BENCH_TELEMETRY": "1", "BENCH_METRICS": "0"} if mode == "traced" else {"BENCH_MODE": mode})}
     proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -150,15 +150,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="cells measured at once (default 2)")
     parser.add_argument("--modes", default="json,sse",
                         help="the two cells per tree: json,sse (default) or json,traced (tracing on/off)")
-    parser.add_argument("--no-gc-freeze", action="store_true", help="serve without MCPFUSION_GC_FREEZE=1")
+    parser.add_argument("--no-gc-tuning", action="store_true", help="serve without MCPFUSION_GC_TUNING=1")
     parser.add_argument("--cache-sim", action="store_true",
                         help="simulate the caches and report estimated cycles instead of instructions (slower)")
     args = parser.parse_args(argv)
     base_mode, other = args.modes.split(",")
     if (base_mode, other) not in (("json", "sse"), ("json", "traced")):
         parser.error("--modes is json,sse or json,traced")
-    if args.no_gc_freeze:
-        mcp_throughput.GC_FREEZE["MCPFUSION_GC_FREEZE"] = "0"
+    if args.no_gc_tuning:
+        mcp_throughput.GC_TUNING["MCPFUSION_GC_TUNING"] = "0"
     mcp_throughput.CHECK_TIMEOUT = 600  # a first call under valgrind loads its modules ~10x slower
     with tempfile.TemporaryDirectory() as tmp:
         dirs = {rev: export_tree(rev, Path(tmp)) for rev in args.trees}

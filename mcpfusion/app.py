@@ -130,6 +130,10 @@ class MCPFusion:
     resource: metadata, 401/403 challenges, and the bearer check when it has `authenticate=`. Actions declaring
     `scopes=` are shown to and callable by callers granted them; `scopes_of(auth)` reads the granted scopes
     from what authenticated the request (default: its `scopes`, or the claims' `scope` / `scp`).
+
+    `gc_tuning=True` gives the garbage collector its serving profile once the app has started (the start-up heap
+    frozen, a larger young generation: `mcpfusion.collector`; default `MCPFUSION_GC_TUNING`, which
+    `mcpfusion serve` sets).
     """
 
     def __init__(
@@ -148,7 +152,7 @@ class MCPFusion:
         output_schemas: bool = True,
         authorization: ProtectedResource | None = None,
         scopes_of: ScopesOf | None = None,
-        gc_freeze: bool | None = None,
+        gc_tuning: bool | None = None,
         **transport: Any,
     ) -> None:
         unknown = set(transport) - _SETTING_NAMES
@@ -179,7 +183,7 @@ class MCPFusion:
 
             telemetry = Telemetry()
         self.telemetry: Telemetry | None = telemetry or None
-        self.gc_freeze = gc_freeze  # None: MCPFUSION_GC_FREEZE (mcpfusion.collector)
+        self.gc_tuning = gc_tuning  # None: MCPFUSION_GC_TUNING (mcpfusion.collector)
 
     # -- tools ----------------------------------------------------------------------------------------
 
@@ -379,8 +383,8 @@ class MCPFusion:
                           responses=READYZ_RESPONSES)
         if self.telemetry is not None:
             self.telemetry.install(app)
-        if collector.wanted(self.gc_freeze):
-            app.router.lifespan_context = collector.freezing(app.router.lifespan_context)
+        if collector.wanted(self.gc_tuning):
+            app.router.lifespan_context = collector.serving(app.router.lifespan_context)
         if rest:
             from .rest import add_rest_routes
 

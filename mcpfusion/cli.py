@@ -77,7 +77,7 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
 
     from .server import uvicorn_options
 
-    os.environ.setdefault(collector.ENV, "1")  # a serving process: freeze the start-up heap (mcpfusion.collector)
+    os.environ.setdefault(collector.ENV, "1")  # a serving process: the collector's serving profile
     _, fusion = load(args.app, args.app_dir)  # fail fast, with a clear message, before uvicorn starts
     base = f"http://{args.host}:{args.port}"
     status(f"serving {fusion.name} ({len(fusion.registry.tools)} tools) from {args.app}" + (" with reload" if reload

@@ -61,6 +61,7 @@ _TARGETS = {"tools/call": "name", "prompts/get": "name"}
 _META_TRACE_KEYS = ("traceparent", "tracestate")
 _SKIP = nullcontext()
 _PHASE_SPANS = {name: f"mcpfusion.{name}" for name in ("dependencies", "handler", "present")}
+_PRESENT = _PHASE_SPANS["present"]
 ActionKey = tuple[str, str, str]  # tool, action, transport
 
 
@@ -347,7 +348,7 @@ class ActionTrace:
         """A step of the action (`dependencies`, `handler`, `present`), timed when the call is recorded; the
         present step is also timed for the render metric."""
         if self._recording or (name == "present" and self._telemetry.metrics):
-            self._phase = name
+            self._phase = _PHASE_SPANS.get(name) or f"mcpfusion.{name}"  # its span's name
             return self
         return _SKIP
 
@@ -375,9 +376,7 @@ class ActionTrace:
                 _put(span, "error.type", error_type)
                 span.set_status(telemetry._error)
             if self._recording:
-                telemetry._tracing.close(span, [  # type: ignore[union-attr]  # a span means tracing is on
-                    (_PHASE_SPANS.get(name) or f"mcpfusion.{name}", start, end, error)
-                    for name, start, end, error in phases])
+                telemetry._tracing.close(span, phases)  # type: ignore[union-attr]  # a span means tracing is on
             else:
                 span.end()
 
@@ -393,7 +392,7 @@ class ActionTrace:
             if count is not None:
                 telemetry.tokens_out[key] += sum(count(t) for t in texts)
             for name, start, end, _ in self._phases:
-                if name == "present":
+                if name == _PRESENT:
                     telemetry.render_time[key] += (end - start) / 1e9
         if error_type is None:
             attributes = labels.metric_attributes

@@ -1,5 +1,6 @@
-"""The start-up heap frozen once a server has started (mcpfusion.collector): on when asked, off by default in
-a library user's process, thawed at shutdown, and the app serves as before."""
+"""The collector's serving profile once a server has started (mcpfusion.collector): the start-up heap frozen and
+a larger young generation when asked, off by default in a library user's process, undone at shutdown, and the
+app serves as before."""
 
 from __future__ import annotations
 
@@ -26,22 +27,24 @@ def _server(**options: object) -> MCPFusion:
     (True, None, True), (False, "1", False), (None, "1", True), (None, "on", True), (None, None, False),
     (None, "0", False),
 ])
-def test_the_heap_is_frozen_once_started_when_asked(monkeypatch, setting, env, frozen):
+def test_the_serving_profile_once_started_when_asked(monkeypatch, setting, env, frozen):
     if env is None:
         monkeypatch.delenv(collector.ENV, raising=False)
     else:
         monkeypatch.setenv(collector.ENV, env)
     gc.unfreeze()
-    app = _server(gc_freeze=setting).build_app()
+    before = gc.get_threshold()
+    app = _server(gc_tuning=setting).build_app()
     with TestClient(app) as client:
         assert (gc.get_freeze_count() > 0) is frozen
+        assert gc.get_threshold() == ((max(collector.YOUNG, before[0]), *before[1:]) if frozen else before)
         assert client.post("/api/echo/say", json={"text": "hi"}).status_code == 200
         # What is made after start-up is still collected: a cycle dies with the next collection.
         cycle: list[object] = []
         cycle.append(cycle)
         del cycle
         assert gc.collect() >= 1
-    assert gc.get_freeze_count() == 0  # thawed at shutdown
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == before  # undone at shutdown
 
 
 def test_serve_asks_for_it_unless_told_otherwise(monkeypatch):
