@@ -113,6 +113,26 @@ def _merge_unique(target: list[Any], items: Iterable[Any]) -> None:
             target.append(item)
 
 
+def _suggest_each(target: list[Any], suggest: Callable[[Any, Any], Any], items: Iterable[Any], ctx: Any) -> None:
+    """`_merge_unique(target, _as_list(suggest(item, ctx)))` for each item of a list, with the callback
+    called as written (no adapter) and a suggestion already in `target` recognized by identity before any
+    comparison: a list's rows mostly return the same few suggestion objects. Same result, same order."""
+    direct = _direct(suggest)
+    fn: Callable[..., Any] = suggest if direct is None else direct[0]
+    with_ctx = direct is None or direct[1]
+    kept = {id(s) for s in target}  # ids of objects `target` holds (alive as long as it holds them)
+    for item in items:
+        value = fn(item, ctx) if with_ctx else fn(item)
+        if value is None:
+            continue
+        for s in value if isinstance(value, list | tuple) else (value,):
+            if s is None or id(s) in kept:
+                continue
+            if s not in target:
+                target.append(s)
+                kept.add(id(s))
+
+
 class _Cache:
     """What the hot path computes once per presenter, kept apart from its configuration."""
 
@@ -566,8 +586,7 @@ class Presenter:
                 for item in full:
                     out.ui_blocks.extend(_as_list(self._ui(item, ctx)))
             if self._suggest is not None:
-                for item in full:
-                    _merge_unique(out.suggestions, _as_list(self._suggest(item, ctx)))
+                _suggest_each(out.suggestions, self._suggest, full, ctx)
         else:
             full = self._validate_all([data], ctx, children)[0]
             if self._ui is not None:

@@ -109,6 +109,28 @@ def test_collection_ui_and_per_item_suggestions_deduplicated():
     assert result.texts[2] == "<action_suggestions>\n- x.pay: Pay it\n</action_suggestions>"
 
 
+def test_per_item_suggestions_merge_as_merge_unique_does():
+    """A list's suggestions are merged per row by identity first: the same suggestions, in the same order,
+    as merging each row's list by equality, whatever the callback returns (a list, a tuple, one suggestion,
+    None, equal but distinct objects) and whether it takes the context."""
+    from mcpfusion.presenter import _as_list, _merge_unique, _suggest_each
+
+    pay, remind = suggest("x.pay", "Pay it"), suggest("x.remind", "Remind")
+    by_row = [[pay, None, remind], (remind,), None, pay, [suggest("x.pay", "Pay it"), suggest("x.new", "New")],
+              [suggest("x.new", "New"), pay], ()]
+    expected: list[Any] = [suggest("x.old", "Old")]
+    for value in by_row:
+        _merge_unique(expected, _as_list(value))
+    for fn in (lambda i: by_row[i], lambda i, ctx: by_row[i] if ctx == "ctx" else None):
+        presenter = Presenter("Row").schema({"id": int}).suggest(fn)
+        got: list[Any] = [suggest("x.old", "Old")]
+        _suggest_each(got, presenter._suggest, range(len(by_row)), "ctx")
+        assert got == expected and [s.action for s in got] == ["x.old", "x.pay", "x.remind", "x.new"]
+    presenter = Presenter("Row").schema({"id": int}).suggest(lambda r: by_row[r["id"]])
+    result = presenter.present([{"id": i} for i in range(len(by_row))])
+    assert result.view.suggestions == expected[1:]
+
+
 def test_redaction_wildcards():
     presenter = Presenter("P").schema(
         {"people": list[dict], "lines": list[dict], "owner": dict}
