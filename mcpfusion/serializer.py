@@ -19,6 +19,11 @@ def dumps(data: Any, *, pretty: bool = False) -> str:
     return to_json(data, indent=2 if pretty else None, fallback=str).decode()
 
 
+def scalar(value: str | int | float | bool | None) -> str:
+    """`dumps` of one JSON scalar (no fallback or indentation to pass: the hot path of chart templates)."""
+    return to_json(value).decode()
+
+
 def jsonable(data: Any) -> Any:
     """`data` as plain JSON values, converted exactly as `dumps` would write them."""
     return to_jsonable_python(data, fallback=str)

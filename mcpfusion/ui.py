@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from . import markup
-from .serializer import dumps  # the Rust encoder: the text json.dumps(indent=2) writes, ~9x faster
+from .serializer import dumps, scalar  # the Rust encoder: the text json.dumps(indent=2) writes, ~9x faster
 
 Width = Literal["full", "half", "third"]
 
@@ -119,6 +119,85 @@ def code_block(language: str, code: str, **options: Any) -> UIBlock:
 def echarts(config: Any, **options: Any) -> UIBlock:
     """An ECharts configuration, as formatted JSON in an echarts fence."""
     return UIBlock("echarts", fence("echarts", dumps(config, pretty=True)), **options)
+
+
+class Slot:
+    """A value of a chart template left open (`ui.slot("paid")`), given by each call of the template."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"ui.slot({self.name!r})"
+
+
+def slot(name: str) -> Slot:
+    """An open value of `echarts_template`'s config."""
+    return Slot(name)
+
+
+# JSON scalars are one line wherever they sit in indented JSON: written alone, they are the same text.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_MARK = "\ue000slot\ue000"  # a private-use character: never in a template's own text
+
+
+def _filled(node: Any, fill: Any) -> Any:
+    """`node` (dicts and lists) with every `Slot` replaced by `fill(slot)`."""
+    if node.__class__ is Slot:
+        return fill(node)
+    if isinstance(node, dict):
+        return {k: _filled(v, fill) for k, v in node.items()}
+    if isinstance(node, builtins.list | tuple):
+        return [_filled(v, fill) for v in node]
+    return node
+
+
+class EChartsTemplate:
+    """`echarts(config, **options)` for a config whose shape is the same call after call, only some values
+    (`ui.slot(name)`) changing: the indented JSON is written once, each call writes only its values into it
+    (a presenter's chart otherwise serializes the whole config per answer). A call gives the block
+    `echarts` makes of the config with those values, byte for byte; a value that is not a JSON scalar
+    (a list, a dict, a subclass) goes through `echarts` itself."""
+
+    __slots__ = ("config", "options", "_head", "_parts")
+
+    def __init__(self, config: Any, **options: Any) -> None:
+        self.config = config
+        self.options = options
+        names: builtins.list[str] = []
+
+        def mark(s: Slot) -> str:
+            names.append(s.name)
+            return f"{_MARK}{len(names) - 1}{_MARK}"
+
+        text = dumps(_filled(config, mark), pretty=True)
+        pieces = text.split(f'"{_MARK}')
+        if len(pieces) != len(names) + 1 or not names:
+            raise ValueError("an echarts template needs its slots as values (not keys) and at least one of them")
+        self._head = pieces[0]
+        parts = []
+        for piece in pieces[1:]:
+            index, rest = piece.split(f'{_MARK}"', 1)
+            parts.append((names[int(index)], rest))
+        self._parts = tuple(parts)
+
+    def __call__(self, **values: Any) -> UIBlock:
+        """The block for these slot values (a missing one raises `KeyError`)."""
+        out = [self._head]
+        for name, rest in self._parts:
+            value = values[name]
+            if value.__class__ not in _SCALARS:
+                return echarts(_filled(self.config, lambda s: values[s.name]), **self.options)
+            out.append(scalar(value))
+            out.append(rest)
+        return UIBlock("echarts", fence("echarts", "".join(out)), **self.options)
+
+
+def echarts_template(config: Any, **options: Any) -> EChartsTemplate:
+    """`echarts` of a config with open values (`ui.slot`), serialized once: `chart(paid=..., due=...)`."""
+    return EChartsTemplate(config, **options)
 
 
 def mermaid(source: str, **options: Any) -> UIBlock:

@@ -2,5 +2,7 @@
 
 
 def money(cents: int | None, currency: str = "") -> str:
-    value = (cents or 0) / 100
-    return f"{value:,.2f} {currency}".strip()
+    # The formatted number never starts or ends with a space: only a currency's own trailing space goes.
+    if currency:
+        return f"{(cents or 0) / 100:,.2f} {currency}".rstrip()
+    return f"{(cents or 0) / 100:,.2f}"
