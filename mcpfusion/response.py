@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from . import markup, toon
 from .content import Content
 from .errors import ToolError, ValidationFailed
-from .serializer import dumps, jsonable
+from .serializer import Prewritten, dumps, jsonable, spliced
 from .ui import UIBlock
 
 
@@ -50,7 +50,7 @@ class ResponseView:
 class ToolResponse:
     """A tool result made by the framework; it passes through implicit wrapping untouched."""
 
-    __slots__ = ("texts", "is_error", "structured_content", "view", "content")
+    __slots__ = ("texts", "is_error", "structured_content", "view", "content", "written")
 
     def __init__(
         self,
@@ -66,6 +66,9 @@ class ToolResponse:
         self.structured_content = structured_content
         self.view = view if view is not None else ResponseView()
         self.content = content  # images, audio, documents, links: after the text blocks
+        # (data, text): the first text block is the compact JSON written from this data object. While both
+        # are still the response's own, structuredContent of that data is written from the text.
+        self.written: tuple[Any, str] | None = None
 
     @property
     def text(self) -> str:
@@ -83,6 +86,8 @@ class ToolResponse:
             self.texts[0] = toon.encode(data)
         elif view.encoding in ("json", "pretty") and not isinstance(data, str):
             self.texts[0] = dumps(data, pretty=view.encoding == "pretty")
+            if view.encoding == "json":
+                self.written = (data, self.texts[0])
         if self.structured_content is not None and isinstance(data, dict):
             self.structured_content = data
         view.data = data
@@ -94,8 +99,25 @@ class ToolResponse:
             blocks += [item.to_mcp() for item in self.content]
         result: dict[str, Any] = {"content": blocks, "isError": self.is_error}
         if self.structured_content is not None:
-            result["structuredContent"] = self.structured_content
+            result["structuredContent"] = self._structured()
         return result
+
+    def _structured(self) -> dict[str, Any]:
+        """structuredContent, as `Prewritten` when it is the data (or the data in a list's wrapper) that
+        the first text block was written from, both still the response's own."""
+        structured = self.structured_content
+        assert structured is not None
+        written = self.written
+        if written is None or self.view.data is not written[0] or not self.texts or self.texts[0] is not written[1]:
+            return structured
+        data, text = written
+        if structured is data:
+            return Prewritten(structured, text.encode())
+        if structured.__class__ is dict and structured.get("items") is data:
+            json = spliced(structured, "items", text.encode())
+            if json is not None:
+                return Prewritten(structured, json)
+        return structured
 
     def __repr__(self) -> str:
         return f"ToolResponse(is_error={self.is_error}, texts={self.texts!r})"
@@ -112,6 +134,13 @@ def to_jsonable(data: Any) -> Any:
     return data
 
 
+def _written(response: ToolResponse) -> ToolResponse:
+    """`response` with its first text block recorded as written from its data, when it is compact JSON."""
+    if response.view.encoding == "json":
+        response.written = (response.view.data, response.texts[0])
+    return response
+
+
 def _json(pretty: bool) -> str:
     return "pretty" if pretty else "json"
 
@@ -123,7 +152,7 @@ def success(data: Any = None, *, pretty: bool = False) -> ToolResponse:
         return ToolResponse(["OK"], view=ResponseView(data=None, encoding="text"))
     if isinstance(data, str):
         return ToolResponse([data], view=ResponseView(data=data, encoding="text"))
-    return ToolResponse([dumps(data, pretty=pretty)], view=ResponseView(data=data, encoding=_json(pretty)))
+    return _written(ToolResponse([dumps(data, pretty=pretty)], view=ResponseView(data=data, encoding=_json(pretty))))
 
 
 def error(message: str) -> ToolResponse:
@@ -165,7 +194,7 @@ def success_structured(data: Any, *, pretty: bool = False) -> ToolResponse:
     if not isinstance(data, dict):
         raise TypeError("success_structured needs an object (dict or pydantic model)")
     view = ResponseView(data=data, encoding=_json(pretty))
-    return ToolResponse([dumps(data, pretty=pretty)], structured_content=data, view=view)
+    return _written(ToolResponse([dumps(data, pretty=pretty)], structured_content=data, view=view))
 
 
 class ResponseBuilder:
@@ -232,7 +261,7 @@ def assemble(
     if suggestions:
         texts.append(markup.bullet_block("action_suggestions", [s.render() for s in suggestions]))
     view = ResponseView(data=data, system_rules=rules, ui_blocks=ui, suggestions=suggestions, encoding=encoding)
-    return ToolResponse(texts, view=view)
+    return _written(ToolResponse(texts, view=view))
 
 
 def response(data: Any = None, *, pretty: bool = False) -> ResponseBuilder:

@@ -9,6 +9,7 @@ back to `str` rather than failing. Compact output is byte-identical to
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from pydantic_core import to_json, to_jsonable_python
@@ -27,3 +28,46 @@ def scalar(value: str | int | float | bool | None) -> str:
 def jsonable(data: Any) -> Any:
     """`data` as plain JSON values, converted exactly as `dumps` would write them."""
     return to_jsonable_python(data, fallback=str)
+
+
+class Prewritten(dict[str, Any]):
+    """A result's `structuredContent` whose JSON is already written (`json`: the data block's own text, or
+    that text in its `{"items": ...}` wrapper): `message_json` puts those bytes in instead of serializing
+    the same data a second time. Anywhere else it is the plain dict it holds."""
+
+    __slots__ = ("json",)
+
+    def __init__(self, data: dict[str, Any], json: bytes) -> None:
+        super().__init__(data)
+        self.json = json
+
+
+# Stands where prewritten JSON goes: unknown outside this process, and looked for exactly once.
+_SLOT = "\ue000mcpfusion-prewritten-" + secrets.token_hex(16)
+_SLOT_JSON = to_json(_SLOT)
+
+
+def spliced(value: Any, at: str, json: bytes) -> bytes | None:
+    """`to_json(value)` with `json` written at the key `at` of the dict `value` (whose own value there is
+    left unserialized); None when that could not be done exactly (then serialize `value` itself)."""
+    body = to_json({**value, at: _SLOT}, fallback=str)
+    start = body.find(_SLOT_JSON)
+    end = start + len(_SLOT_JSON)
+    if start < 0 or body.find(_SLOT_JSON, end) >= 0:
+        return None
+    return b"".join((body[:start], json, body[end:]))
+
+
+def message_json(message: dict[str, Any]) -> bytes:
+    """`to_json(message, fallback=str)` of a JSON-RPC message; a result's `Prewritten` structuredContent
+    goes in as its JSON."""
+    result = message.get("result")
+    if result.__class__ is dict:
+        structured = result.get("structuredContent")
+        if structured.__class__ is Prewritten:
+            inner = spliced(result, "structuredContent", structured.json)
+            if inner is not None:
+                body = spliced(message, "result", inner)
+                if body is not None:
+                    return body
+    return to_json(message, fallback=str)

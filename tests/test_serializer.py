@@ -108,3 +108,78 @@ async def test_reference_service_rest_body_is_the_data_block(tmp_path, tool, act
         legacy = (await session.call(tool, action, args))["result"]
     for result in (modern, legacy):
         assert result["content"][0]["text"].encode() == body
+
+
+# -- structuredContent written from the data block (`Prewritten`, `message_json`) ----------------------------
+
+
+def _message(response):
+    return {"jsonrpc": "2.0", "id": 7, "result": {**response.to_mcp(), "resultType": "complete",
+                                                   "_meta": {"k": "v"}}}
+
+
+def _assert_same_bytes(message):
+    from pydantic_core import to_json
+
+    from mcpfusion.serializer import message_json
+
+    assert message_json(message) == to_json(message, fallback=str)
+    assert json.loads(message_json(message)) == json.loads(json.dumps(message, default=str))
+
+
+DATA = {"id": "inv_1", "when": dt.date(2026, 1, 2), "text": 'quotes " \\ \n ✓ </x>', "n": [1, 2.5, None, True],
+        "nested": {"d": Decimal("1.50"), "u": uuid.UUID(int=1)}}
+
+
+def test_structured_content_of_the_data_block_is_written_from_its_text():
+    from mcpfusion.response import assemble
+    from mcpfusion.serializer import Prewritten
+
+    response = success_structured(DATA)
+    assert response.to_mcp()["structuredContent"].__class__ is Prewritten
+    _assert_same_bytes(_message(response))
+    presented = assemble(dict(DATA), False, [], [], [], ["a rule"], [])
+    presented.structured_content = presented.view.data
+    assert presented.to_mcp()["structuredContent"].__class__ is Prewritten
+    _assert_same_bytes(_message(presented))
+    # A list's wrapper, as output schemas and pagination make it.
+    rows = assemble([DATA, {"id": "inv_2"}], False, [], [], [], [], [])
+    for wrapper in ({"items": rows.view.data}, {"items": rows.view.data, "next_cursor": "c\"1"},
+                    {"items": rows.view.data, "next_cursor": None}):
+        rows.structured_content = wrapper
+        assert rows.to_mcp()["structuredContent"].__class__ is Prewritten
+        _assert_same_bytes(_message(rows))
+
+
+def test_structured_content_is_serialized_when_the_text_or_data_changed():
+    from mcpfusion.serializer import Prewritten
+
+    response = success_structured(DATA)
+    response.texts[0] = response.texts[0].replace("inv_1", "inv_9")  # the text block rewritten
+    assert response.to_mcp()["structuredContent"].__class__ is dict
+    response = success_structured(DATA)
+    response.view.data = dict(DATA)  # another data object (as the egress guard makes)
+    assert response.to_mcp()["structuredContent"].__class__ is dict
+    response = success_structured(DATA, pretty=True)  # the block is not the compact JSON
+    assert response.to_mcp()["structuredContent"].__class__ is dict
+    _assert_same_bytes(_message(response))
+    response = success_structured(DATA)
+    response.structured_content = {"other": 1}
+    assert response.to_mcp()["structuredContent"] == {"other": 1}
+    response = success_structured(DATA)
+    response.reshape({"id": "inv_1"})  # `_select`: both written again
+    assert response.to_mcp()["structuredContent"] == Prewritten({"id": "inv_1"}, b"")
+    _assert_same_bytes(_message(response))
+
+
+def test_prewritten_falls_back_when_its_slot_is_not_found_exactly_once():
+    from mcpfusion import serializer
+
+    data = {"a": serializer._SLOT}  # the marker in the data itself: found twice, so serialized normally
+    response = success_structured(data)
+    message = _message(response)
+    assert message["result"]["structuredContent"].__class__ is serializer.Prewritten
+    _assert_same_bytes(message)
+    assert serializer.spliced({"x": 1}, "x", b"2") == b'{"x":2}'
+    _assert_same_bytes({"jsonrpc": "2.0", "id": 1, "result": {"structuredContent": serializer.Prewritten({}, b"{}")}})
+    _assert_same_bytes({"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "message": "m"}})

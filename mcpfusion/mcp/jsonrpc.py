@@ -135,10 +135,14 @@ class EncodedList(list[Any]):
 
 def encode(message: dict[str, Any]) -> bytes:
     """The JSON bytes of one message, `to_json(message, fallback=str)` (the bytes `dumps` writes), a result's
-    `tools` taken from what its `EncodedList` keeps."""
+    `tools` taken from what its `EncodedList` keeps, its `structuredContent` from what a `Prewritten` carries
+    (`serializer.message_json`)."""
     result = message.get("result")
-    if result.__class__ is dict and result.get("tools").__class__ is EncodedList:
-        return _object(message)
+    if result.__class__ is dict:
+        if result.get("tools").__class__ is EncodedList:
+            return _object(message)
+        if result.get("structuredContent").__class__ is serializer.Prewritten:
+            return serializer.message_json(message)
     return to_json(message, fallback=str)
 
 
