@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from . import markup, toon
 from .content import Content
 from .errors import ToolError, ValidationFailed
-from .serializer import Prewritten, dumps, jsonable, spliced
+from .serializer import SLOT, Prewritten, dumps, jsonable, spliced
 from .ui import UIBlock
 
 
@@ -45,6 +45,10 @@ class ResponseView:
     rewritten: bool = False  # the egress guard changed the data: it is checked against the schema again
     encoding: str = "json"  # how the data block is written: json, pretty, toon or text (to rewrite it)
     scrub: Callable[[str], str] | None = None  # censors redacted values out of documents attached later
+
+
+# Below this many characters of data, serializing structuredContent again costs less than splicing it in.
+PREWRITE_MIN = 512
 
 
 class ToolResponse:
@@ -108,13 +112,14 @@ class ToolResponse:
         structured = self.structured_content
         assert structured is not None
         written = self.written
-        if written is None or self.view.data is not written[0] or not self.texts or self.texts[0] is not written[1]:
+        if (written is None or len(written[1]) < PREWRITE_MIN or self.view.data is not written[0] or not self.texts
+                or self.texts[0] is not written[1]):
             return structured
         data, text = written
         if structured is data:
             return Prewritten(structured, text.encode())
         if structured.__class__ is dict and structured.get("items") is data:
-            json = spliced(structured, "items", text.encode())
+            json = spliced({**structured, "items": SLOT}, text.encode())
             if json is not None:
                 return Prewritten(structured, json)
         return structured

@@ -43,14 +43,14 @@ class Prewritten(dict[str, Any]):
 
 
 # Stands where prewritten JSON goes: unknown outside this process, and looked for exactly once.
-_SLOT = "\ue000mcpfusion-prewritten-" + secrets.token_hex(16)
-_SLOT_JSON = to_json(_SLOT)
+SLOT = "\ue000mcpfusion-prewritten-" + secrets.token_hex(16)
+_SLOT_JSON = to_json(SLOT)
 
 
-def spliced(value: Any, at: str, json: bytes) -> bytes | None:
-    """`to_json(value)` with `json` written at the key `at` of the dict `value` (whose own value there is
-    left unserialized); None when that could not be done exactly (then serialize `value` itself)."""
-    body = to_json({**value, at: _SLOT}, fallback=str)
+def spliced(value: Any, json: bytes) -> bytes | None:
+    """`to_json(value)` of a value holding `SLOT` once, with `json` written in its place; None when the
+    slot is not there exactly once (then serialize the real value)."""
+    body = to_json(value, fallback=str)
     start = body.find(_SLOT_JSON)
     end = start + len(_SLOT_JSON)
     if start < 0 or body.find(_SLOT_JSON, end) >= 0:
@@ -65,9 +65,7 @@ def message_json(message: dict[str, Any]) -> bytes:
     if result.__class__ is dict:
         structured = result.get("structuredContent")
         if structured.__class__ is Prewritten:
-            inner = spliced(result, "structuredContent", structured.json)
-            if inner is not None:
-                body = spliced(message, "result", inner)
-                if body is not None:
-                    return body
+            body = spliced({**message, "result": {**result, "structuredContent": SLOT}}, structured.json)
+            if body is not None:
+                return body
     return to_json(message, fallback=str)

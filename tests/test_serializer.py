@@ -127,7 +127,7 @@ def _assert_same_bytes(message):
     assert json.loads(message_json(message)) == json.loads(json.dumps(message, default=str))
 
 
-DATA = {"id": "inv_1", "when": dt.date(2026, 1, 2), "text": 'quotes " \\ \n ✓ </x>', "n": [1, 2.5, None, True],
+DATA = {"id": "inv_1", "note": "x" * 600, "when": dt.date(2026, 1, 2), "text": 'quotes " \\ \n ✓ </x>', "n": [1, 2.5, None, True],
         "nested": {"d": Decimal("1.50"), "u": uuid.UUID(int=1)}}
 
 
@@ -167,19 +167,23 @@ def test_structured_content_is_serialized_when_the_text_or_data_changed():
     response.structured_content = {"other": 1}
     assert response.to_mcp()["structuredContent"] == {"other": 1}
     response = success_structured(DATA)
-    response.reshape({"id": "inv_1"})  # `_select`: both written again
-    assert response.to_mcp()["structuredContent"] == Prewritten({"id": "inv_1"}, b"")
+    response.reshape({"id": "inv_1", "note": DATA["note"]})  # `_select`: both written again
+    assert response.to_mcp()["structuredContent"].__class__ is Prewritten
+    _assert_same_bytes(_message(response))
+    response = success_structured({"id": "inv_1"})  # small data: serialized again, cheaper than splicing
+    assert response.to_mcp()["structuredContent"].__class__ is dict
     _assert_same_bytes(_message(response))
 
 
 def test_prewritten_falls_back_when_its_slot_is_not_found_exactly_once():
     from mcpfusion import serializer
 
-    data = {"a": serializer._SLOT}  # the marker in the data itself: found twice, so serialized normally
+    data = {"a": serializer.SLOT, "b": "x" * 600}  # the marker in the data itself: found twice, serialized normally
     response = success_structured(data)
     message = _message(response)
     assert message["result"]["structuredContent"].__class__ is serializer.Prewritten
     _assert_same_bytes(message)
-    assert serializer.spliced({"x": 1}, "x", b"2") == b'{"x":2}'
+    assert serializer.spliced({"x": serializer.SLOT}, b"2") == b'{"x":2}'
+    assert serializer.spliced({"x": 1}, b"2") is None
     _assert_same_bytes({"jsonrpc": "2.0", "id": 1, "result": {"structuredContent": serializer.Prewritten({}, b"{}")}})
     _assert_same_bytes({"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "message": "m"}})
