@@ -121,9 +121,10 @@ def _message(response):
 def _assert_same_bytes(message):
     from pydantic_core import to_json
 
+    from mcpfusion.mcp.jsonrpc import encode
     from mcpfusion.serializer import message_json
 
-    assert message_json(message) == to_json(message, fallback=str)
+    assert message_json(message) == to_json(message, fallback=str) == encode(message)
     assert json.loads(message_json(message)) == json.loads(json.dumps(message, default=str))
 
 
