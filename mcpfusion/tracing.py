@@ -66,6 +66,8 @@ _getrandbits = random.getrandbits
 _RECORD_AND_SAMPLE = Decision.RECORD_AND_SAMPLE
 _RECORD_ONLY = Decision.RECORD_ONLY
 _NO_STATE = trace.DEFAULT_TRACE_STATE
+_NO_PARENT = trace.INVALID_SPAN_CONTEXT
+_set_item = dict.__setitem__
 _FLAGS = {flags: trace.TraceFlags(flags) for flags in (0, _SAMPLED, _RANDOM, _SAMPLED | _RANDOM)}
 
 
@@ -99,9 +101,9 @@ class CurrentSpan:
         var = self._var
         if var is None:
             return otel_context.attach(trace.set_span_in_context(span, context))
-        values = (var.get() if context is None else context).copy()
-        values[_SPAN_KEY] = span
-        return var.set(Context(values))
+        values = Context(var.get() if context is None else context)  # one copy (a Context refuses item setting)
+        _set_item(values, _SPAN_KEY, span)
+        return var.set(values)
 
     def leave(self, token: Any) -> None:
         var = self._var
@@ -432,7 +434,8 @@ class Tracing:
             return self.tracer.start_span(name, context=context, kind=kind, attributes=attributes,
                                           record_exception=False, set_status_on_exception=False)
         tracer = self.tracer
-        parent: Any = (CURRENT.get() if context is None else _get_current_span(context)).get_span_context()
+        current = CURRENT.get() if context is None else _get_current_span(context)
+        parent: Any = _NO_PARENT if current is trace.INVALID_SPAN else current.get_span_context()
         if parent[5]:  # is_valid
             trace_id = parent[0]
             random = parent[3] & _RANDOM
