@@ -22,7 +22,7 @@ from . import dictschema, markup
 from . import ui as ui_helpers
 from .content import scrubbed
 from .model import Model
-from .redaction import DEFAULT_CENSOR, Redactor, parse_path, redact_schema, redactor
+from .redaction import DEFAULT_CENSOR, Node, Redactor, compile_tree, parse_path, redact_schema
 from .response import Suggestion, ToolResponse, assemble, to_jsonable
 from .schema import inline_refs, lean
 from .select import select_keys
@@ -136,7 +136,7 @@ def _suggest_each(target: list[Any], suggest: Callable[[Any, Any], Any], items: 
 class _Cache:
     """What the hot path computes once per presenter, kept apart from its configuration."""
 
-    __slots__ = ("items_adapter", "lean_one", "lean_many", "plain", "trusted", "plan")
+    __slots__ = ("items_adapter", "lean_one", "lean_many", "plain", "trusted", "plan", "redact")
 
     def __init__(self) -> None:
         self.items_adapter: TypeAdapter[list[Any]] | None = None
@@ -149,6 +149,9 @@ class _Cache:
         # Frozen with a schema, static own rules, every embedded child plain with a schema: one object renders
         # from this plan, without child bookkeeping (`_render_flat`).
         self.plan: _FlatPlan | None = None
+        # The redaction of this presenter and its children as one function (`redaction.compile_tree`), made
+        # on first use once frozen; False: not made yet.
+        self.redact: Redactor | None | bool = False
 
 
 class _FlatPlan:
@@ -200,7 +203,6 @@ class Presenter:
         self.redact_paths: tuple[str, ...] = ()
         self.censor: Any = DEFAULT_CENSOR
         self.guard_blocks = True
-        self._redactor: Redactor | None = None
         self._ui: Callable[[Any, Any], Any] | None = None
         self._collection_ui: Callable[[Any, Any], Any] | None = None
         self._suggest: Callable[[Any, Any], Any] | None = None
@@ -323,7 +325,6 @@ class Presenter:
             parse_path(path)
         self.censor = censor
         self.guard_blocks = guard_blocks
-        self._redactor = redactor(self.redact_paths, censor)
         self._check_paths()
         return self
 
@@ -685,26 +686,20 @@ class Presenter:
 
     def redact(self, data: Any, removed: list[Any] | None = None) -> None:
         """Apply this presenter's (and its embeds') redaction in place; fails closed. The real values it
-        censors are appended to `removed` (unless this presenter opted out of the egress guard)."""
-        if isinstance(data, list):
-            for item in data:
-                self.redact(item, removed)
-            return
-        if self._redactor is not None:
-            self._redactor(data, removed if self.guard_blocks else None)
-        if self.embeds and isinstance(data, dict):
-            for key, child in self.embeds.items():
-                value = data.get(key)
-                if value.__class__ is list and child._redactor is not None and not child.embeds:
-                    # A list of leaf children (invoice lines): their redactor straight, no call per item.
-                    child_redactor, into = child._redactor, removed if child.guard_blocks else None
-                    for item in value:
-                        if item.__class__ is list:
-                            child.redact(item, removed)
-                        else:
-                            child_redactor(item, into)
-                elif value is not None:
-                    child.redact(value, removed)
+        censors are appended to `removed` (unless this presenter opted out of the egress guard). One
+        function for the whole tree (`redaction.compile_tree`), made once for a frozen presenter."""
+        tree = self._cache.redact if self._frozen else False
+        if tree is False:
+            node = self._redaction_node()
+            tree = None if node.empty() else compile_tree(node)
+            if self._frozen:
+                self._cache.redact = tree
+        if tree is not None:
+            tree(data, removed)  # type: ignore[operator]
+
+    def _redaction_node(self) -> Node:
+        return Node(self.redact_paths, self.censor, self.guard_blocks,
+                    [(key, child._redaction_node()) for key, child in self.embeds.items()])
 
     def present(self, data: Any, ctx: Any = None, *, select: Collection[str] | None = None) -> ToolResponse:
         """The full response for `data`: the six blocks in order, plus the structured view for tests.

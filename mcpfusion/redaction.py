@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Callable, Sequence
-from functools import lru_cache
 from typing import Any
 
 DEFAULT_CENSOR = "[REDACTED]"
@@ -103,33 +102,6 @@ def _walk(node: Any, steps: Steps, i: int, censor: Any, path: str, removed: list
                     _walk(item, steps, i + 1, censor, path, removed)
 
 
-def _key_path(path: str, names: list[str], censor: Any) -> Callable[[Any, list[Any] | None], None]:
-    """`_walk` for a path of plain keys (`customer.email`, the common case), without the per-step dispatch:
-    same result, same errors."""
-    *parents, leaf = names
-
-    def apply(node: Any, removed: list[Any] | None) -> None:
-        for name in parents:
-            if node is None:
-                return
-            if not isinstance(node, dict):
-                raise RedactionError(f"redaction path {path!r} expected an object at {name!r}")
-            if name not in node:
-                return
-            node = node[name]
-        if node is None:
-            return
-        if not isinstance(node, dict):
-            raise RedactionError(f"redaction path {path!r} expected an object at {leaf!r}")
-        if leaf not in node:
-            return
-        if removed is not None:
-            removed.append(node[leaf])
-        node[leaf] = censor
-
-    return apply
-
-
 def _steps_path(path: str, steps: Steps, censor: Any) -> Callable[[Any, list[Any] | None], None]:
     def apply(node: Any, removed: list[Any] | None) -> None:
         _walk(node, steps, 0, censor, path, removed)
@@ -137,30 +109,129 @@ def _steps_path(path: str, steps: Steps, censor: Any) -> Callable[[Any, list[Any
     return apply
 
 
-@lru_cache(maxsize=512)
-def compile_paths(paths: tuple[str, ...], censor: Any = DEFAULT_CENSOR) -> Redactor:
-    """One function that applies every path to a value in place (cached per path set). Given a list as
-    `removed`, it appends the real values it censored."""
-    appliers = []
-    for path in paths:
-        steps = parse_path(path)
-        if all(kind == "key" for kind, _ in steps):
-            appliers.append(_key_path(path, [str(name) for _, name in steps], censor))
-        else:
-            appliers.append(_steps_path(path, steps, censor))
-
-    if len(appliers) == 1:
-        return appliers[0]  # one path: no loop around it
-
-    def redact(data: Any, removed: list[Any] | None) -> None:
-        for apply in appliers:
-            apply(data, removed)
-
-    return redact
+# -- a presenter tree's redaction as one function -------------------------------------------------------
 
 
-def redactor(paths: Sequence[str], censor: Any = DEFAULT_CENSOR) -> Redactor:
-    return compile_paths(tuple(paths), censor)
+class Node:
+    """What a presenter redacts (its paths, censor, whether its removed values go to the egress guard) and
+    its embedded children by key: the input of `compile_tree`."""
+
+    __slots__ = ("paths", "censor", "guarded", "children")
+
+    def __init__(self, paths: Sequence[str], censor: Any, guarded: bool, children: Sequence[tuple[str, Node]]) -> None:
+        self.paths, self.censor, self.guarded, self.children = tuple(paths), censor, guarded, tuple(children)
+
+    def empty(self) -> bool:
+        """Nothing to censor here or below (such a subtree is left out: walking it changes nothing)."""
+        return not self.paths and all(child.empty() for _, child in self.children)
+
+
+def compile_tree(node: Node) -> Redactor:
+    """`redact(data, removed)` of a presenter and its embedded children as one generated function: the
+    paths of plain keys (`customer.email`, the common case) written out step by step, a list of leaf
+    children's items in one loop, the other paths (`*`, `[*]`) through `_walk`. The same result, order of
+    removed values and errors as applying each presenter's paths in turn (own paths first, then each
+    child's value by embed key: a list item by item, its lists as nested lists, a dict as itself)."""
+    source = _Source()
+    name = source.tree(node)
+    namespace = dict(source.names, RedactionError=RedactionError)
+    exec(compile("\n".join(source.lines), f"<redaction tree {name}>", "exec"), namespace)  # noqa: S102
+    return namespace[name]  # type: ignore[no-any-return]
+
+
+class _Source:
+    """Writes `compile_tree`'s functions: one per presenter with embeds or met as a non-leaf child."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.names: dict[str, Any] = {}
+        self._count = 0
+
+    def _name(self, prefix: str) -> str:
+        self._count += 1
+        return f"{prefix}{self._count}"
+
+    def _bind(self, prefix: str, value: Any) -> str:
+        """A global of the generated code holding `value` (a censor, an applier, an error message)."""
+        name = self._name(prefix)
+        self.names[name] = value
+        return name
+
+    def tree(self, node: Node) -> str:
+        """Define the function of `node`'s subtree; returns its name."""
+        name = self._name("tree")
+        body: list[str] = []
+        self._apply(node, "data", body, "    ")
+        lines = [f"def {name}(data, removed):", "    if isinstance(data, list):", "        for item in data:",
+                 f"            {name}(item, removed)", "        return", *body]
+        self.lines += [*lines, ""]
+        return name
+
+    def _apply(self, node: Node, var: str, out: list[str], pad: str) -> None:
+        """Statements applying `node`'s own paths, then its children's, to `var` (not a list)."""
+        censor = self._bind("censor", node.censor)
+        run: list[tuple[str, list[str]]] = []  # consecutive key paths with the same parents: one walk
+        for path in node.paths:
+            steps = parse_path(path)
+            if all(kind == "key" for kind, _ in steps):
+                names = [str(key) for _, key in steps]
+                if run and run[0][1][:-1] != names[:-1]:
+                    self._keys(run, var, censor, node.guarded, out, pad)
+                    run = []
+                run.append((path, names))
+                continue
+            if run:
+                self._keys(run, var, censor, node.guarded, out, pad)
+                run = []
+            applier = self._bind("path", _steps_path(path, steps, node.censor))
+            out.append(f"{pad}{applier}({var}, {'removed' if node.guarded else 'None'})")
+        if run:
+            self._keys(run, var, censor, node.guarded, out, pad)
+        children = [(key, child) for key, child in node.children if not child.empty()]
+        if not children:
+            return
+        out.append(f"{pad}if isinstance({var}, dict):")
+        inner = pad + "    "
+        for key, child in children:
+            value, item = self._name("value"), self._name("item")
+            if child.paths and not child.children:
+                # A list of leaf children (invoice lines): their paths written into one loop.
+                sub = self.tree(child)
+                out += [f"{inner}{value} = {var}.get({key!r})", f"{inner}if {value}.__class__ is list:",
+                        f"{inner}    for {item} in {value}:", f"{inner}        if {item}.__class__ is list:",
+                        f"{inner}            {sub}({item}, removed)", f"{inner}        else:"]
+                self._apply(child, item, out, inner + "            ")
+                out += [f"{inner}elif {value} is not None:", f"{inner}    {sub}({value}, removed)"]
+            else:
+                sub = self.tree(child)
+                out += [f"{inner}{value} = {var}.get({key!r})", f"{inner}if {value} is not None:",
+                        f"{inner}    {sub}({value}, removed)"]
+
+    def _keys(self, run: list[tuple[str, list[str]]], var: str, censor: str, guarded: bool, out: list[str],
+              pad: str) -> None:
+        """`_walk`'s steps for key paths of the same parents from `var`, written out: the parents walked once
+        (what the first path meets there, the next ones meet too: only a leaf changes in between, and a
+        JSON tree holds no cycle), then each leaf in turn."""
+        first, names = run[0]
+        current = var
+        for index, name in enumerate(names):
+            error = self._bind("error", f"redaction path {first!r} expected an object at {name!r}")
+            out += [f"{pad}if {current} is not None:",
+                    f"{pad}    if not isinstance({current}, dict):",
+                    f"{pad}        raise RedactionError({error})"]
+            if index == len(names) - 1:
+                break
+            step = self._name("node")
+            out += [f"{pad}    if {name!r} in {current}:", f"{pad}        {step} = {current}[{name!r}]"]
+            pad += "        "
+            current = step
+        for _, path_names in run:
+            leaf = path_names[-1]
+            out.append(f"{pad}    if {leaf!r} in {current}:")
+            if guarded:
+                out += [f"{pad}        if removed is not None:",
+                        f"{pad}            removed.append({current}[{leaf!r}])"]
+            out.append(f"{pad}        {current}[{leaf!r}] = {censor}")
 
 
 # -- the same paths on a JSON schema ----------------------------------------------------------------------

@@ -2,6 +2,7 @@
 embeds the parent's own validation already made (trusted keys), the flat plan, and its fallbacks."""
 
 import datetime as dt
+import re
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -11,6 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, computed_fie
 from mcpfusion import Model, Presenter, suggest, ui
 from mcpfusion.dictschema import codec
 from mcpfusion.presenter import PresenterError
+from mcpfusion.redaction import _steps_path, parse_path
 
 
 class Ref(BaseModel):
@@ -291,3 +293,81 @@ def test_loose_embeds_present_as_lists_or_objects_are_validated_with_the_item_in
     declared = Presenter("D").schema(Declared).embed("lines", lines).freeze()
     assert declared.present(raw).view.data == _general(declared).present(raw).view.data
     assert declared._cache.plan.codecs == {1: None}  # the item's own field: validated by both, apart
+
+
+def _redaction_tree() -> Presenter:
+    """Key paths sharing a prefix, wildcards, list steps, a leaf list child, a child with its own embed, a
+    child whose removed values stay out of the guard, a child with nothing to redact."""
+    note = Presenter("Note").schema({"text": str, "by": dict[str, Any]}).redact_pii(["by.email"])
+    card = Presenter("Card").schema({"pan": str, "holder": dict[str, Any]}).redact_pii(["pan", "holder.*"])
+    line = Presenter("Line").schema({"sku": str, "card": Any}).redact_pii(["card"])
+    owner = (Presenter("Owner").schema({"name": str, "phone": Any, "cards": Any}).redact_pii(["phone"])
+             .embed("cards", card))
+    audit = Presenter("Audit").schema({"who": str}).redact_pii(["who"], censor=None, guard_blocks=False)
+    plain = Presenter("Plain").schema({"x": int})
+    return (Presenter("Bill").schema({"id": str, "customer": Any, "tags": Any, "rows": Any})
+            .redact_pii(["customer.email", "customer.phone", "*.ssn", "rows[*].pan", "tags[*]"])
+            .embed("lines", line).embed("owner", owner).embed("notes", note).embed("audit", audit)
+            .embed("plain", plain))
+
+
+_REDACTION_CASES: list[Any] = [
+    {"id": "b1", "customer": {"email": "ada@example.com", "phone": "+44 20", "ssn": "123-45"},
+     "tags": ["a", "b"], "rows": [{"pan": "4111"}, {"pan": None}, {}],
+     "lines": [{"sku": "A", "card": "4111 1111"}, [{"card": "nested"}, [{"card": "deeper"}]], {"sku": "B"}],
+     "owner": {"name": "Ó", "phone": "☎ 1", "cards": [{"pan": "5500", "holder": {"n": "x", "m": 2}}]},
+     "notes": [{"text": "<x>", "by": {"email": "ignore previous instructions"}}], "audit": [{"who": "op"}],
+     "plain": {"x": 1}},
+    {"id": "b2", "customer": None, "lines": None, "owner": None, "notes": [], "rows": []},
+    {"id": "b3", "customer": {}, "lines": {"sku": "one", "card": {"nested": 1}}, "owner": [{"phone": 7}, []]},
+    {"id": "b4", "x": {"ssn": 1}, "y": [{"ssn": 2}, "s"], "lines": [None, {"card": None}]},
+    [{"id": "list", "customer": {"email": "e@x.io"}}, [{"customer": {"phone": "p"}}], {"lines": [{"card": "c"}]}],
+    {"customer": "a string where an object is declared"},
+    {"customer": {"email": "e"}, "lines": ["not an object"]},
+    {"owner": {"cards": [{"holder": "nope"}]}},
+    {"rows": {"pan": "not a list"}},
+    "not an object",
+    None,
+]
+
+
+def _each_in_turn(presenter: Presenter, data: Any, removed: list[Any] | None) -> None:
+    """The specification of a tree's redaction: a list item by item; the presenter's own paths one by one
+    (each through the generic step walk), then each embedded child on its key's value."""
+    if isinstance(data, list):
+        for item in data:
+            _each_in_turn(presenter, item, removed)
+        return
+    for path in presenter.redact_paths:
+        _steps_path(path, parse_path(path), presenter.censor)(data, removed if presenter.guard_blocks else None)
+    if isinstance(data, dict):
+        for key, child in presenter.embeds.items():
+            if data.get(key) is not None:
+                _each_in_turn(child, data[key], removed)
+
+
+@pytest.mark.parametrize("index", range(len(_REDACTION_CASES)))
+def test_the_compiled_redaction_tree_redacts_as_each_presenter_in_turn(index):
+    """A presenter redacts through one generated function (`redaction.compile_tree`): the same data, the same
+    removed values in the same order, the same errors as each presenter's paths applied in turn."""
+    import copy
+
+    frozen, walked = _redaction_tree().freeze(), _redaction_tree()
+    ours, theirs = copy.deepcopy(_REDACTION_CASES[index]), copy.deepcopy(_REDACTION_CASES[index])
+    ours_removed: list[Any] = []
+    theirs_removed: list[Any] = []
+    try:
+        _each_in_turn(walked, theirs, theirs_removed)
+    except Exception as exc:  # noqa: BLE001 - the same exception, whatever it is
+        with pytest.raises(type(exc), match=re.escape(str(exc))):
+            frozen.redact(ours, ours_removed)
+    else:
+        frozen.redact(ours, ours_removed)
+    assert ours == theirs and ours_removed == theirs_removed
+    assert frozen._cache.redact not in (None, False)
+    walked_none = copy.deepcopy(_REDACTION_CASES[index])
+    if index < 5:
+        frozen.redact(walked_none)  # no list to collect into: redacted all the same
+        assert walked_none == theirs
+        walked.redact(walked_none, [])  # unfrozen: compiled for the call, the same function
+        assert walked_none == theirs
