@@ -15,20 +15,34 @@ from .serializer import SLOT, Prewritten, dumps, jsonable, spliced
 from .ui import UIBlock
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Suggestion:
     """A next action the agent may consider."""
 
     action: str
     reason: str
 
+    def __init__(self, action: str, reason: str) -> None:
+        # Frozen, yet set through the slots' own setters, as `UIBlock` is (a suggestion per presented item).
+        _action(self, action)
+        _reason(self, reason)
+
     def render(self) -> str:
         return f"{self.action}: {self.reason}"
 
 
+_action, _reason = (Suggestion.__dict__[name].__set__ for name in ("action", "reason"))
+
+
 def suggest(action: str, reason: str) -> Suggestion:
     """`suggest("billing.remind", "Send a payment reminder")`."""
-    return Suggestion(action, reason)
+    block = _new(Suggestion)
+    _action(block, action)
+    _reason(block, reason)
+    return block
+
+
+_new = object.__new__
 
 
 @dataclass(slots=True)

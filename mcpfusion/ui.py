@@ -35,18 +35,42 @@ class UIBlock:
         _priority(self, priority)
 
     def render(self) -> str:
-        attrs = f'type="{markup.attr(self.type)}"'
-        if self.title is not None:
-            attrs += f' title="{markup.attr(self.title)}"'
-        if self.width is not None:
-            attrs += f' width="{markup.attr(self.width)}"'
-        if self.priority is not None:
-            attrs += f' priority="{markup.attr(self.priority)}"'
-        return f"<ui_passthrough {attrs}>\n{self.content}\n</ui_passthrough>"
+        try:
+            opening = _opening(self.type, self.title, self.width, self.priority)
+        except TypeError:  # an attribute that does not hash: rendered for this block alone
+            opening = _opening.__wrapped__(self.type, self.title, self.width, self.priority)
+        return f"{opening}\n{self.content}\n</ui_passthrough>"
 
 
 _type, _content, _title, _width, _priority = (
     UIBlock.__dict__[name].__set__ for name in ("type", "content", "title", "width", "priority"))
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def _opening(type: str, title: str | None, width: str | None, priority: int | None) -> str:
+    """A block's `<ui_passthrough ...>` tag: the same few per application, rendered once each."""
+    attrs = f'type="{markup.attr(type)}"'
+    if title is not None:
+        attrs += f' title="{markup.attr(title)}"'
+    if width is not None:
+        attrs += f' width="{markup.attr(width)}"'
+    if priority is not None:
+        attrs += f' priority="{markup.attr(priority)}"'
+    return f"<ui_passthrough {attrs}>"
+
+
+def _markdown(text: str) -> UIBlock:
+    """`UIBlock("markdown", text)` without the call of `__init__` (the hot path of tables)."""
+    block = _new(UIBlock)
+    _type(block, "markdown")
+    _content(block, text)
+    _title(block, None)
+    _width(block, None)
+    _priority(block, None)
+    return block
+
+
+_new = object.__new__
 
 
 def fence(language: str, body: str) -> str:
@@ -72,21 +96,32 @@ def _text(value: Any) -> str:
 def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], **options: Any) -> UIBlock:
     """A markdown table."""
     body: Sequence[Sequence[Any]] = rows if rows.__class__ is builtins.list else [*rows]
-    try:
-        rectangular = len(body) <= 64 and set(map(len, body)) <= {len(headers)}
-    except TypeError:  # rows or headers that are iterators: the general path below
-        rectangular = False
-    if rectangular:
-        # Tables sit on the hot path: a rectangular one is its layout (cached) filled with the cells' text,
+    if len(body) <= 64 and headers.__class__ in _SIZED:
+        # Tables sit on the hot path: a rectangular one is its layout (cached) filled with the cells (`%s`
+        # writes `str()` of each, `_text`'s text but for a string subclass, which the general path takes),
         # unless a cell holds a `|` or a newline of its own (the counts tell) and needs escaping.
-        layout, pipes, lines = _layout(len(headers), len(body))
-        text = layout % tuple([c if c.__class__ is str else _text(c) for row in (headers, *body) for c in row])
-        if text.count("|") == pipes and text.count("\n") == lines:
-            return UIBlock("markdown", text, **options)
+        width = len(headers)
+        cells = [*headers]
+        for row in body:
+            if row.__class__ not in _SIZED or len(row) != width:
+                break
+            cells += row
+        else:
+            for cell in cells:
+                if cell.__class__ is not str and isinstance(cell, str):
+                    break
+            else:
+                layout, pipes, lines = _layout(width, len(body))
+                text = layout % tuple(cells)
+                if text.count("|") == pipes and text.count("\n") == lines:
+                    return UIBlock("markdown", text, **options) if options else _markdown(text)
     head = [_text(h) for h in headers]
-    cells = [[_text(c) for c in row] for row in body]
-    text = _table([_cell(h) for h in head], [[_cell(c) for c in row] for row in cells])
+    cells_text = [[_text(c) for c in row] for row in body]
+    text = _table([_cell(h) for h in head], [[_cell(c) for c in row] for row in cells_text])
     return UIBlock("markdown", text, **options)
+
+
+_SIZED = (builtins.list, tuple)  # rows and headers the fast path reads: lists and tuples, not iterators
 
 
 def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
