@@ -133,11 +133,11 @@ class Scrubber:
     """Censors the removed values out of a text sent later (an attached document). What to look for is
     worked out on first use: most responses attach nothing, and they pay nothing for it."""
 
-    __slots__ = ("_removed", "_mask", "_needles")
+    __slots__ = ("_removed", "_censor", "_needles")
 
     def __init__(self, removed: list[Any], censor: Any = DEFAULT_CENSOR) -> None:
-        self._removed = list(removed)
-        self._mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
+        self._removed = removed  # taken over: see `scrubber`
+        self._censor = censor
         self._needles: list[str] | None = None
 
     def __call__(self, text: str) -> str:
@@ -145,11 +145,13 @@ class Scrubber:
         if needles is None:
             _, _, every = _values(self._removed)
             needles = self._needles = [form for value in every for form in _variants(value)]
-        return _scrub_text(text, needles, self._mask)
+        censor = self._censor
+        return _scrub_text(text, needles, censor if isinstance(censor, str) else DEFAULT_CENSOR)
 
 
 def scrubber(removed: list[Any], censor: Any = DEFAULT_CENSOR) -> Callable[[str], str]:
-    """A function censoring the removed values out of a text sent later (an attached document)."""
+    """A function censoring the removed values out of a text sent later (an attached document). It takes
+    `removed` over (a presenter's own list of one response, which nothing changes afterwards)."""
     return Scrubber(removed, censor)
 
 

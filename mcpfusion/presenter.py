@@ -70,9 +70,12 @@ def _direct(fn: Callable[[Any, Any], Any] | None) -> tuple[Callable[..., Any], b
 def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
-    if isinstance(value, list | tuple):
+    if value.__class__ is list or isinstance(value, _SEQUENCES):
         return [v for v in value if v is not None]
     return [value]
+
+
+_SEQUENCES = (list, tuple)
 
 
 @functools.cache
@@ -131,6 +134,14 @@ def _suggest_each(target: list[Any], suggest: Callable[[Any, Any], Any], items: 
             if s not in target:
                 target.append(s)
                 kept.add(id(s))
+
+
+def _merged(target: list[Any], items: Iterable[Any]) -> list[Any]:
+    _merge_unique(target, items)
+    return target
+
+
+_new = object.__new__
 
 
 class _Cache:
@@ -656,23 +667,29 @@ class Presenter:
                     full[key] = child._dump_many(value) if cls is list or cls is tuple else child._dump_one(value)
         except ValidationError:
             return None
-        out = _Rendered()
-        out.data = full
         rule_set = plan.rule_sets.get(present)
         if rule_set is None:
             rule_set = plan.rule_sets[present] = self._rule_set(present)
-        out.rules, out.rules_block = list(rule_set[0]), rule_set[1]
+        ui_blocks: list[UIBlock] = []
         if plan.ui is not None:
             fn, with_ctx = plan.ui
             blocks = fn(full, ctx) if with_ctx else fn(full)
             if blocks is not None:
-                out.ui_blocks = _as_list(blocks)
+                ui_blocks = _as_list(blocks)
+        suggestions: list[Suggestion] = []
         if plan.suggest is not None:
             fn, with_ctx = plan.suggest
-            _merge_unique(out.suggestions, _as_list(fn(full, ctx) if with_ctx else fn(full)))
+            suggestions = _as_list(fn(full, ctx) if with_ctx else fn(full))
+            if len(suggestions) > 1:
+                suggestions = _merged([], suggestions)
+        directives: list[str] = []
         if self._directives:
-            directives = self._directives(full, ctx) if callable(self._directives) else self._directives
-            _merge_unique(out.directives, [d for d in _as_list(directives) if d])
+            lines = self._directives(full, ctx) if callable(self._directives) else self._directives
+            _merge_unique(directives, [d for d in _as_list(lines) if d])
+        # Made without `__init__`'s empty lists, every field set once (this is the hot path).
+        out: _Rendered = _new(_Rendered)
+        out.data, out.ui_blocks, out.embeds, out.rules, out.suggestions, out.directives, out.rules_block = (
+            full, ui_blocks, [], list(rule_set[0]), suggestions, directives, rule_set[1])
         return out
 
     def _rule_set(self, present: int) -> tuple[tuple[str, ...], str | None]:

@@ -12,6 +12,7 @@ from . import markup, toon
 from .content import Content
 from .errors import ToolError, ValidationFailed
 from .serializer import SLOT, Prewritten, dumps, jsonable, spliced
+from .slots import writable
 from .ui import UIBlock
 
 
@@ -36,13 +37,13 @@ _action, _reason = (Suggestion.__dict__[name].__set__ for name in ("action", "re
 
 def suggest(action: str, reason: str) -> Suggestion:
     """`suggest("billing.remind", "Send a payment reminder")`."""
-    block = _new(Suggestion)
-    _action(block, action)
-    _reason(block, reason)
-    return block
+    made = _Writable()
+    made.action, made.reason = action, reason
+    made.__class__ = Suggestion
+    return made  # type: ignore[no-any-return]
 
 
-_new = object.__new__
+_Writable = writable(Suggestion)
 
 
 @dataclass(slots=True)
@@ -279,8 +280,9 @@ def assemble(
         texts.append(rules_block or markup.bullet_block("domain_rules", rules))
     if suggestions:
         texts.append(markup.bullet_block("action_suggestions", [s.render() for s in suggestions]))
-    view = ResponseView(data=data, system_rules=rules, ui_blocks=ui, suggestions=suggestions, encoding=encoding)
-    return _written(ToolResponse(texts, view=view))
+    # Positional: the generated `__init__` parses no keywords (a presented call makes one view).
+    return _written(ToolResponse(texts, view=ResponseView(data, rules, ui, suggestions, None, None, None, False,
+                                                          encoding)))
 
 
 def response(data: Any = None, *, pretty: bool = False) -> ResponseBuilder:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from . import markup
 from .serializer import dumps, scalar  # the Rust encoder: the text json.dumps(indent=2) writes, ~9x faster
+from .slots import writable
 
 Width = Literal["full", "half", "third"]
 
@@ -61,16 +62,13 @@ def _opening(type: str, title: str | None, width: str | None, priority: int | No
 
 def _markdown(text: str) -> UIBlock:
     """`UIBlock("markdown", text)` without the call of `__init__` (the hot path of tables)."""
-    block = _new(UIBlock)
-    _type(block, "markdown")
-    _content(block, text)
-    _title(block, None)
-    _width(block, None)
-    _priority(block, None)
-    return block
+    block = _Writable()
+    block.type, block.content, block.title, block.width, block.priority = "markdown", text, None, None, None
+    block.__class__ = UIBlock
+    return block  # type: ignore[no-any-return]
 
 
-_new = object.__new__
+_Writable = writable(UIBlock)
 
 
 def fence(language: str, body: str) -> str:

@@ -222,3 +222,15 @@ def test_suggest_makes_the_frozen_suggestion():
     with pytest.raises(FrozenInstanceError):
         made.reason = "changed"  # type: ignore[misc]
     assert replace(made, reason="r") == Suggestion("billing.remind", "r")
+
+
+def test_blocks_and_suggestions_made_without_init_are_their_frozen_classes():
+    from mcpfusion.response import Suggestion
+    from mcpfusion.slots import writable
+
+    made, block = suggest("a", "b"), ui.table(["A"], [["x"]])
+    assert type(made) is Suggestion and type(block) is ui.UIBlock
+    with pytest.raises(FrozenInstanceError):
+        block.title = "changed"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        writable(Shouting)  # not a slotted class on object
