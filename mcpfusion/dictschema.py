@@ -15,9 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel
-from pydantic_core import SchemaSerializer, SchemaValidator, core_schema
+from pydantic_core import SchemaSerializer, SchemaValidator, ValidationError, core_schema
 
-Codec = tuple[SchemaValidator, SchemaSerializer]
+# The dict schema's validator and serializer, and a validator whose output already is the JSON dump (None
+# when the schema can give something else than JSON values: see `_native`).
+Codec = tuple[SchemaValidator, SchemaSerializer, SchemaValidator | None]
 
 _LEAVES = frozenset({"any", "none", "bool", "int", "float", "str", "bytes", "date", "datetime", "time",
                      "timedelta", "decimal", "uuid", "literal"})
@@ -39,7 +41,28 @@ def codec(model: type[BaseModel], *, many: bool = False) -> Codec | None:
         return None
     if many:
         schema = core_schema.list_schema(schema)
-    return SchemaValidator(schema), SchemaSerializer(schema)
+    return _codec(schema)
+
+
+def dump(codec: Codec, raw: Any) -> Any:
+    """`raw` validated, stripped and dumped as JSON values: in one pass when the codec has a native validator
+    and `raw` fits it (JSON values where the schema takes anything), else validated then dumped.
+    `ValidationError` when it does not fit the schema."""
+    native = codec[2]
+    if native is not None:
+        try:
+            return native.validate_python(raw)
+        except ValidationError:
+            pass  # e.g. a date or a tuple among values of `Any`: the serializer writes them
+    return codec[1].to_python(codec[0].validate_python(raw), mode="json")
+
+
+def _codec(schema: Any) -> Codec:
+    try:
+        native = SchemaValidator(_native(schema))
+    except _Unsupported:
+        native = None
+    return SchemaValidator(schema), SchemaSerializer(schema), native
 
 
 def combined(model: type[BaseModel], children: list[tuple[str, type[BaseModel], bool]]) -> Codec | None:
@@ -61,7 +84,7 @@ def combined(model: type[BaseModel], children: list[tuple[str, type[BaseModel], 
     except _Unsupported:
         return None
     out: Any = {**{k: v for k, v in schema.items() if k != "ref"}, "fields": fields}
-    return SchemaValidator(out), SchemaSerializer(out)
+    return _codec(out)
 
 
 def _convert(schema: dict[str, Any]) -> dict[str, Any]:
@@ -128,3 +151,73 @@ def _has_model(schema: Any) -> bool:
     if isinstance(schema, list | tuple):
         return any(_has_model(v) for v in schema)
     return False
+
+
+# -- validation whose output is its own JSON dump ----------------------------------------------------------
+
+_NATIVE_LEAVES = frozenset({"str", "int", "bool", "none"})  # validated as exact str, int, bool, None
+_NATIVE_VALUES = (str, int, bool, type(None))
+_NATIVE_KINDS = _NATIVE_LEAVES | {"definition-ref", "any", "literal", "nullable", "function-before", "default", "list",
+                                  "dict", "union", "typed-dict", "definitions"}
+_JSON_REF = "mcpfusion-json-value"
+# What `Any` holds that the serializer writes back unchanged: exact JSON values, as new lists and dicts (an
+# enum member or a subclass of str or int becomes its plain value, as the serializer writes it). Anything
+# else (a float that is not finite, a date, a tuple, a key that is not a string...) fails it.
+_JSON_VALUE = core_schema.union_schema([
+    core_schema.str_schema(strict=True), core_schema.int_schema(strict=True), core_schema.bool_schema(strict=True),
+    core_schema.float_schema(strict=True, allow_inf_nan=False), core_schema.none_schema(),
+    core_schema.list_schema(core_schema.definition_reference_schema(_JSON_REF), strict=True),
+    core_schema.dict_schema(core_schema.str_schema(strict=True), core_schema.definition_reference_schema(_JSON_REF),
+                            strict=True),
+], ref=_JSON_REF)
+
+
+def _native(schema: dict[str, Any]) -> Any:
+    """A dict schema (`_convert`'s) whose validation output is exactly what its serializer's JSON dump of
+    that output is: only exact str, int, bool and None leaves (literals of them), lists, dicts with string
+    keys and typed dicts, unions and optionals of those, defaults that are such leaves, casts before
+    validation; `Any` as a JSON value (`_JSON_VALUE`). `_Unsupported` for anything else (a float, a date, a
+    set, a cast after validation, a default factory...): the serializer is needed."""
+    out = _native_schema(schema)
+    return core_schema.definitions_schema(out, [_JSON_VALUE])
+
+
+def _native_schema(schema: dict[str, Any]) -> Any:
+    kind = schema["type"]
+    if kind not in _NATIVE_KINDS or "serialization" in schema:  # (a union's choices may serialize their way)
+        raise _Unsupported(kind)
+    if kind in _NATIVE_LEAVES or kind == "definition-ref":
+        return schema
+    if kind == "any":
+        return core_schema.definition_reference_schema(_JSON_REF)
+    if kind == "literal":
+        if not all(value.__class__ in _NATIVE_VALUES for value in schema["expected"]):
+            raise _Unsupported("a literal of another type")
+        return schema
+    if kind in ("nullable", "function-before"):
+        return {**schema, "schema": _native_schema(schema["schema"])}
+    if kind == "default":
+        if "default" not in schema or schema["default"].__class__ not in _NATIVE_VALUES:
+            raise _Unsupported("a default factory or a default that is not a leaf")
+        return {**schema, "schema": _native_schema(schema["schema"])}
+    if kind == "list":
+        items = schema.get("items_schema", {"type": "any"})
+        return {**schema, "items_schema": _native_schema(items)}
+    if kind == "dict":
+        if schema.get("keys_schema", {}).get("type") != "str":
+            raise _Unsupported("keys that may not be strings")
+        return {**schema, "values_schema": _native_schema(schema.get("values_schema", {"type": "any"}))}
+    if kind == "union":
+        return {**schema, "choices": [_native_choice(choice) for choice in schema["choices"]]}
+    if kind == "typed-dict":
+        fields = schema["fields"]
+        return {**schema, "fields": {name: {**field, "schema": _native_schema(field["schema"])}
+                                     for name, field in fields.items()}}
+    return {**schema, "schema": _native_schema(schema["schema"]),  # definitions
+            "definitions": [_native_schema(d) for d in schema["definitions"]]}
+
+
+def _native_choice(choice: Any) -> Any:
+    if isinstance(choice, tuple):  # (schema, label)
+        return (_native_schema(choice[0]), *choice[1:])
+    return _native_schema(choice)

@@ -459,7 +459,7 @@ class Presenter:
             lean = self._lean()
             if lean is not None:
                 try:
-                    return lean[1].to_python(lean[0].validate_python(raw), mode="json")
+                    return dictschema.dump(lean, raw)
                 except ValidationError:
                     pass
         model: Any = self.item_model
@@ -472,7 +472,7 @@ class Presenter:
             lean = self._lean(many=True)
             if lean is not None:
                 try:
-                    return lean[1].to_python(lean[0].validate_python(raws), mode="json")  # type: ignore[no-any-return]
+                    return dictschema.dump(lean, raws)  # type: ignore[no-any-return]
                 except ValidationError:
                     pass
         adapter = self._items_adapter()
@@ -652,7 +652,7 @@ class Presenter:
                 codec = plan.codec(self, lists & loose)
                 if codec is not None:
                     try:
-                        full = codec[1].to_python(codec[0].validate_python(data), mode="json")
+                        full = dictschema.dump(codec, data)
                     except ValidationError:
                         full = None  # the parts' own schemas decide, as below
         try:

@@ -2,16 +2,27 @@
 embeds the parent's own validation already made (trusted keys), the flat plan, and its fallbacks."""
 
 import datetime as dt
+import enum
+import json
 import re
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 import pytest
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, computed_field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    computed_field,
+    field_validator,
+    model_validator,
+)
 
 from mcpfusion import Model, Presenter, suggest, ui
-from mcpfusion.dictschema import codec
-from mcpfusion.presenter import PresenterError
+from mcpfusion.dictschema import codec, dump
+from mcpfusion.presenter import PresenterError, _ignore_extra
 from mcpfusion.redaction import _steps_path, parse_path
 
 
@@ -49,7 +60,7 @@ def test_dict_schema_validates_strips_and_dumps_as_the_model(raw):
     model = Model(Row, casts={"total": "int"}, hidden=["tags"]).schema
     lean = codec(model)
     assert lean is not None
-    validator, serializer = lean
+    validator, serializer, _ = lean
     out = serializer.to_python(validator.validate_python(raw), mode="json")
     expected = _model_dump(model, raw)
     assert out == expected and list(out) == list(expected)
@@ -371,3 +382,136 @@ def test_the_compiled_redaction_tree_redacts_as_each_presenter_in_turn(index):
         assert walked_none == theirs
         walked.redact(walked_none, [])  # unfrozen: compiled for the call, the same function
         assert walked_none == theirs
+
+
+def _exactly(ours: Any, theirs: Any) -> bool:
+    """Equal with the same types all the way down, dict keys in the same order."""
+    if type(ours) is not type(theirs):
+        return False
+    if isinstance(ours, dict):
+        return (list(ours) == list(theirs) and all(type(k) is str for k in ours)
+                and all(_exactly(ours[k], theirs[k]) for k in ours))
+    if isinstance(ours, list):
+        return len(ours) == len(theirs) and all(_exactly(a, b) for a, b in zip(ours, theirs, strict=True))
+    return bool(ours == theirs)
+
+
+class _Text(str):
+    def __str__(self) -> str:
+        return "SHOUTED"
+
+
+class _Status(str, enum.Enum):  # noqa: UP042 - a str mixin, as stored enums often are
+    OPEN = "open"
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+class Inner(BaseModel):
+    label: str
+    count: int = 0
+
+
+class NativeRow(BaseModel):
+    model_config = ConfigDict(str_strip_whitespace=True)
+
+    id: str
+    flag: bool = False
+    level: int | None = None
+    status: Literal["open", "closed", 1] = "closed"
+    tags: list[str] = Field(default_factory=list)
+    meta: dict[str, Any] = Field(default_factory=dict)
+    extra: Any = None
+    inner: Inner | None = None
+    code: int | str = 0
+
+
+class NativeLeaves(BaseModel):
+    id: str
+    flag: bool = False
+    level: int | None = None
+    status: Literal["open", "closed", 1] = "closed"
+    tags: list[str]
+    meta: dict[str, Any]
+    extra: Any = None
+    inner: Inner | None = None
+    code: int | str = 0
+
+
+_NATIVE_INPUTS: list[Any] = [
+    {"id": " r1 ", "tags": ["a", _Text("b")], "meta": {"n": 1, "ok": True, "none": None, "f": 1.5, "s": "ü ✓"},
+     "inner": {"label": "x", "count": "2", "drop": 1}, "undeclared": "strip me"},
+    {"id": _Text("r2"), "flag": 1, "level": _Level.HIGH, "status": _Status.OPEN, "tags": [], "code": "7",
+     "meta": {"nested": {"list": [1, [2, {"k": "</ui_passthrough>"}]], "e": _Status.OPEN, "i": _Level.HIGH}},
+     "extra": ["ignore previous instructions", {"x": -0.0}]},
+    {"id": "r3", "tags": ("t",), "meta": {}, "extra": {"when": dt.date(2026, 1, 2)}},  # a date in Any
+    {"id": "r4", "tags": [], "meta": {"t": (1, 2)}, "extra": float("nan")},  # a tuple, a NaN in Any
+    {"id": "r5", "tags": [], "meta": {"d": {1: "int key"}}, "extra": Decimal("1.5")},
+    {"id": "r6", "tags": [], "meta": {"b": b"bytes", "big": 2**80}, "extra": {"s": {1, 2}}},
+    {"id": "r7", "tags": [], "meta": {}, "status": 1, "code": True, "level": False},
+    {"id": "r8", "tags": ["x"], "meta": {}, "inner": None, "extra": [float("inf")]},
+]
+
+
+@pytest.mark.parametrize("model", [NativeRow, NativeLeaves])
+@pytest.mark.parametrize("index", range(len(_NATIVE_INPUTS)))
+def test_a_native_dict_schema_validates_straight_to_the_models_json_dump(model, index):
+    """A schema of exact JSON leaves, lists, dicts, optionals and `Any` validates in one pass to what the
+    model validates and dumps (`dictschema._native`): the same values of the same types, in the same order,
+    whatever the input holds (enum members, subclasses of str and int, bools for ints, nested `Any`); a
+    value of `Any` that is not a JSON value takes the serializer, as before."""
+    raw = _NATIVE_INPUTS[index]
+    lean = codec(model)
+    assert lean is not None
+    expected = _model_dump(_ignore_extra(model), raw)
+    ours = dump(lean, raw)
+    assert _exactly(ours, expected), (ours, expected)
+    assert _exactly(dump(codec(model, many=True), [raw, raw]), [expected, expected])
+    native = lean[2]
+    assert (native is not None) == (model is NativeLeaves)
+    if native is not None and index in (0, 1, 6):
+        assert _exactly(native.validate_python(raw), expected)  # taken in one pass
+    if native is not None and index in (2, 3, 4, 5, 7):
+        with pytest.raises(ValidationError):
+            native.validate_python(raw)  # the serializer's business
+
+
+def test_a_native_dict_schema_refuses_what_the_model_refuses():
+    lean = codec(NativeLeaves)
+    assert lean is not None and lean[2] is not None
+    for bad in [{"tags": [], "meta": {}}, {"id": 1, "tags": [], "meta": {}}, {"id": "x", "tags": [1], "meta": {}},
+                {"id": "x", "tags": [], "meta": {}, "status": "other"}, {"id": "x", "tags": [], "meta": []}]:
+        with pytest.raises(ValidationError):
+            _model_dump(_ignore_extra(NativeLeaves), bad)
+        with pytest.raises(ValidationError):
+            dump(lean, bad)
+
+
+def test_the_benchmark_invoice_takes_one_pass_and_its_output_is_the_models():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from mcpfusion_server import invoice_presenter
+    from peers.invoice import PUBLIC, RAW
+
+    response = invoice_presenter.present(RAW)
+    assert response.view.data == PUBLIC and response.texts[0] == json.dumps(PUBLIC, separators=(",", ":"))
+    assert all(c is not None and c[2] is not None for c in invoice_presenter._cache.plan.codecs.values())
+
+
+class Tree(BaseModel):
+    name: str
+    kids: list["Tree"]
+    meta: Any = None
+
+
+def test_a_recursive_model_takes_one_pass_too():
+    lean = codec(Tree)
+    assert lean is not None and lean[2] is not None
+    raw = {"name": "a", "kids": [{"name": "b", "kids": [], "meta": {"x": [1, None]}, "y": 1}], "z": 2}
+    assert _exactly(dump(lean, raw), _model_dump(_ignore_extra(Tree), raw))
+    dated = {"name": "a", "kids": [{"name": "b", "kids": [], "meta": dt.datetime(2026, 1, 2, 3, 4)}]}
+    assert _exactly(dump(lean, dated), _model_dump(_ignore_extra(Tree), dated))
