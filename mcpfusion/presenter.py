@@ -738,7 +738,7 @@ class Presenter:
                             rendered.rules, rendered.suggestions, rendered.rules_block)
         if removed:
             egress.guard(response, removed, self.censor, pretty=self.pretty)
-            response.view.scrub = egress.scrubber(removed, self.censor)  # for documents attached afterwards
+            response.view.scrub = egress.Scrubber(removed, self.censor)  # for documents attached afterwards
         if self._attach is not None:
             items = [item for item in _as_list(self._attach(response.view.data, ctx)) if item is not None]
             scrub = response.view.scrub

@@ -263,7 +263,8 @@ def assemble(
     """The six blocks in their fixed order, from lists the response then owns (rules and suggestions
     without None). `ResponseBuilder.build` and presenters (whose render made the lists) both end here;
     `rules_block` is the rules' block when the caller rendered it beforehand (a presenter's static rules)."""
-    data = to_jsonable(data)
+    if data.__class__ is not dict:  # a presenter's item is one: nothing to convert
+        data = to_jsonable(data)
     if data is None or isinstance(data, str):
         texts = ["OK" if data is None else data]
         encoding = "text"
