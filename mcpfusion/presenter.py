@@ -11,6 +11,7 @@ import copy
 import functools
 import inspect
 import logging
+import operator
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from types import MappingProxyType, UnionType
 from typing import Any, Union, get_args, get_origin
@@ -71,11 +72,12 @@ def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
     if value.__class__ is list or isinstance(value, _SEQUENCES):
-        return [v for v in value if v is not None]
+        return [*filter(_not_none, value)]
     return [value]
 
 
 _SEQUENCES = (list, tuple)
+_not_none = functools.partial(operator.is_not, None)
 
 
 @functools.cache
@@ -649,7 +651,8 @@ class Presenter:
                         shaped |= bit
             loose = plan.loose
             if loose and shaped & loose == loose and data.__class__ is dict:
-                codec = plan.codec(self, lists & loose)
+                shape = lists & loose
+                codec = plan.codecs[shape] if shape in plan.codecs else plan.codec(self, shape)
                 if codec is not None:
                     try:
                         full = dictschema.dump(codec, data)
