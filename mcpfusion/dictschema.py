@@ -8,6 +8,7 @@ constraints, casts as plain before/after validators, defaults) and each model's 
 are, so a dict that validates gives the same values, in the same order, as the model would dump. Anything
 else keeps the model: `codec` answers None. Callers try the dict schema on dicts only and fall back to the
 model on any `ValidationError`, so errors, attribute objects and model instances are the model's business.
+A schema whose validated values already are JSON values also gets a validator that is its own dump (`dump`).
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ def codec(model: type[BaseModel], *, many: bool = False) -> Codec | None:
 
 def dump(codec: Codec, raw: Any) -> Any:
     """`raw` validated, stripped and dumped as JSON values: in one pass when the codec has a native validator
-    and `raw` fits it (JSON values where the schema takes anything), else validated then dumped.
-    `ValidationError` when it does not fit the schema."""
+    and `raw` fits it (JSON values where the schema takes anything), else validated then dumped (a cast
+    before validation then runs twice: casts are functions of the value). `ValidationError` when it does not
+    fit the schema."""
     native = codec[2]
     if native is not None:
         try:
