@@ -12,8 +12,8 @@ request span made here shares its decision (as the SDK's parent-based samplers d
 spans under the action span. A dropped span is a `DroppedSpan`, the SDK's `NonRecordingSpan` carrying that
 span context (what the SDK returns); nothing is made under it. A recorded one is a `LightSpan`: an SDK
 `Span` started without the SDK's per-span set-up (its attribute dict is plain until the user's code sets an
-attribute, its event and link lists are made on first use), which ends the SDK's way (a `ReadableSpan`
-snapshot handed to the tracer's span processors).
+attribute, its event and link lists are made on first use), which, once ended, is handed itself (a
+`ReadableSpan` nothing changes any more) to the tracer's span processors.
 Everything else a user's code can call on it (`set_status`, `add_event`, `record_exception`, `update_name`,
 ...) is the SDK's own code.
 
@@ -57,10 +57,7 @@ _RANDOM = trace.TraceFlags.RANDOM_TRACE_ID
 _UNSET = trace.Status(trace.StatusCode.UNSET)
 _get_current_span = trace.get_current_span
 _SpanContext = trace.SpanContext
-_TraceFlags = trace.TraceFlags
-_NonRecordingSpan = trace.NonRecordingSpan
 _INTERNAL = trace.SpanKind.INTERNAL
-_new = object.__new__
 _new_context = tuple.__new__
 _getrandbits = random.getrandbits
 _RECORD_AND_SAMPLE = Decision.RECORD_AND_SAMPLE
@@ -145,6 +142,11 @@ def _fixed_decisions(sampler: Any) -> tuple[Any, ...] | None:
         if all(type(delegate) is StaticSampler for delegate in delegates):
             return tuple(delegate._decision for delegate in delegates)
     return None
+
+
+def _failed(error: str) -> Any:
+    """The status of a phase that raised `error` (its exception's type)."""
+    return trace.Status(trace.StatusCode.ERROR, error)
 
 
 def _random_span_id() -> int:
@@ -283,7 +285,7 @@ class LightSpan(SdkSpan):
 
     def put(self, key: str, value: str) -> None:
         """mcpfusion's own attribute (a valid string: no cleaning needed); none once the span has ended (the
-        handler may end the current span itself: its snapshot shares this dict)."""
+        handler may end the current span itself, and the processors then hold it)."""
         if self._end_time is None:
             self._attributes[key] = value
 
@@ -304,17 +306,6 @@ class LightSpan(SdkSpan):
                 items.append(item)
                 return
         logger.warning("Tried calling %s on an ended span.", method)
-
-    def _readable_span(self) -> ReadableSpan:
-        """The SDK's snapshot of the span, its fields set at once."""
-        snapshot = _new(ReadableSpan)
-        snapshot.__dict__ = {
-            "_name": self._name, "_context": self._context, "_kind": self._kind,
-            "_instrumentation_info": self._instrumentation_info,
-            "_instrumentation_scope": self._instrumentation_scope, "_parent": self._parent,
-            "_start_time": self._start_time, "_end_time": self._end_time, "_attributes": self._attributes,
-            "_events": self._events, "_links": self._links, "_resource": self._resource, "_status": self._status}
-        return snapshot
 
     def _finish(self, end_time: int | None = None) -> bool:
         """End the span (False, with the SDK's warning, when it had ended already)."""
@@ -482,19 +473,13 @@ class Tracing:
         span = self.start(name, attributes)
         return None if type(span) is DroppedSpan else span
 
-    def emit(self, parent: Any, name: str, start: int, end: int, error: str | None) -> None:
-        """A finished child span of the recorded span `parent` (a phase of an action, timed while it ran)."""
-        status = _UNSET if error is None else trace.Status(trace.StatusCode.ERROR, error)
-        if type(parent) not in _LIGHT:
-            span = self.tracer.start_span(name, context=trace.set_span_in_context(parent), start_time=start)
-            if error is not None:
-                span.set_status(status)
-            span.end(end_time=end)
-            return
-        # It shares its parent's sampling decision (a parent-based sampler's answer for a recorded parent).
-        up: Any = parent._context
-        parent._span_processor.on_end(self._phase(name, _context(up[0], self._span_id(), up[3], up[4]), up, start,
-                                                  end, status))
+    def _emit(self, parent: Any, name: str, start: int, end: int, error: str | None) -> None:
+        """A finished child span of `parent`, a span of the tracer's own `start_span` (a phase of an action,
+        timed while it ran)."""
+        span = self.tracer.start_span(name, context=trace.set_span_in_context(parent), start_time=start)
+        if error is not None:
+            span.set_status(_failed(error))
+        span.end(end_time=end)
 
     def end(self, span: Any) -> None:
         """`span.end()` (a request's span: a light one straight to the processors)."""
@@ -509,7 +494,7 @@ class Tracing:
         light path all handed to the processors together."""
         if type(span) not in _LIGHT:
             for name, start, end, error in phases:
-                self.emit(span, name, start, end, error)
+                self._emit(span, name, start, end, error)
             span.end()
             return
         # The phases share their parent's sampling decision (a parent-based sampler's answer for a recorded one).
@@ -519,7 +504,7 @@ class Tracing:
         phase = self._phase
         spans: list[Any] = [
             phase(name, _new_context(_SpanContext, (trace_id, span_id(), False, flags, state, True)), up, start, end,
-                  _UNSET if error is None else trace.Status(trace.StatusCode.ERROR, error))
+                  _UNSET if error is None else _failed(error))
             for name, start, end, error in phases]
         if span._finish():  # (unless the handler ended it itself)
             spans.append(span)
