@@ -39,6 +39,7 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -99,7 +100,10 @@ TELEMETRY = (TRACED, FULL, SAMPLED)
 
 
 def servers(args: argparse.Namespace) -> list[Server]:
-    return (SERVERS + (list(TELEMETRY) if getattr(args, "telemetry", False) else [])
+    """The servers to run, in the order of each round: the telemetry variants right after the untraced server
+    they are compared with, so that each on/off pair of a round is measured a few seconds apart."""
+    variants = list(TELEMETRY) if getattr(args, "telemetry", False) else []
+    return (SERVERS[:1] + variants + SERVERS[1:]
             + ([WITH_MIDDLEWARE] if getattr(args, "middleware", False) else []))
 
 
@@ -466,9 +470,15 @@ def report(cells: dict[tuple[str, str], Target], args: argparse.Namespace) -> No
     for traced, what in ((TRACED, "tracing"), (FULL, "telemetry"), (SAMPLED, "telemetry")):
         if (traced.key, MODERN) in cells and ("mcpfusion", MODERN) in cells:
             on, off = cells[traced.key, MODERN], cells["mcpfusion", MODERN]
+            # Each round measures the pair seconds apart; the median of those per-round ratios is less moved
+            # by the machine drifting between rounds than the best round of each.
+            paired = statistics.median(a.per_cpu / b.per_cpu for a, b in zip(on.rounds, off.rounds, strict=True))
             print(f"{what} on/off at {MODERN} ({traced.label}): req/CPU-s {on.best_per_cpu:,.0f} / "
                   f"{off.best_per_cpu:,.0f} = {on.best_per_cpu / off.best_per_cpu:.2f}, req/s {on.best:,.0f} / "
-                  f"{off.best:,.0f} = {on.best / off.best:.2f}" + (" (target >= 0.90)" if traced is TRACED else ""))
+                  f"{off.best:,.0f} = {on.best / off.best:.2f}, median of the rounds' req/CPU-s ratios "
+                  f"{paired:.2f}" + (" (target >= 0.90)" if traced is TRACED else ""))
+            if traced is TRACED:
+                print(f"tracing_on_off={on.best_per_cpu / off.best_per_cpu:.2f} tracing_on_off_paired={paired:.2f}")
     measured = [s.key for s in SERVERS if s.mcp and (s.key, SSE) in cells]
     sse_cost = [f"sse_cpu_vs_json_{key}={per_cpu(key, LEGACY) / per_cpu(key, SSE):.2f}" for key in measured]
     if "mcpfusion" in measured:

@@ -1,4 +1,4 @@
-"""Every performance figure of issue #12, measured in one run, side by side.
+"""Every performance figure of issues #12 and #18, measured in one run, side by side.
 
 Runs the project's benchmarks one after the other as separate processes (each pins its own servers and
 prints its own peers and details), reads the `key=value` figures each prints, and ends with one table:
@@ -61,6 +61,8 @@ TARGETS = (
     Target("import + build + first tools/list of 100x5, CPU", "first_answer_cpu_s", None, True, " s"),
     Target("steady tools/list of 100x5", "tools_list_ms", 2.0, True, " ms"),
     Target("presenter render of the benchmark invoice, CPU", "presenter_render_cpu_us", 15.0, True, " µs"),
+    Target("tracing on/off, every trace recorded (issue #18), best rounds", "tracing_on_off", 0.90, False, "x"),
+    Target("tracing on/off, median of the paired rounds", "tracing_on_off_paired", 0.90, False, "x"),
 )
 
 
