@@ -280,10 +280,24 @@ def assemble(
     if rules:
         texts.append(rules_block or markup.bullet_block("domain_rules", rules))
     if suggestions:
-        texts.append(markup.bullet_block("action_suggestions", [s.render() for s in suggestions]))
-    # Positional: the generated `__init__` parses no keywords (a presented call makes one view).
-    return _written(ToolResponse(texts, view=ResponseView(data, rules, ui, suggestions, None, None, None, False,
-                                                          encoding)))
+        only = suggestions[0]
+        if len(suggestions) == 1 and only.__class__ is Suggestion:  # the common case, without a comprehension
+            texts.append(markup.bullet_block("action_suggestions", [f"{only.action}: {only.reason}"]))
+        else:
+            texts.append(markup.bullet_block("action_suggestions", [s.render() for s in suggestions]))
+    # The view and the response filled with plain stores, as their `__init__`s would (every slot set):
+    # a presented call makes one of each, and the two calls with their defaults cost more than the stores.
+    view = _new(ResponseView)
+    view.data, view.system_rules, view.ui_blocks, view.suggestions, view.error_code, view.error = (
+        data, rules, ui, suggestions, None, None)
+    view.next_cursor, view.rewritten, view.encoding, view.scrub = None, False, encoding, None
+    made = _new(ToolResponse)
+    made.texts, made.is_error, made.structured_content, made.view, made.content = texts, False, None, view, ()
+    made.written = (data, texts[0]) if encoding == "json" else None  # `_written`
+    return made
+
+
+_new = object.__new__
 
 
 def response(data: Any = None, *, pretty: bool = False) -> ResponseBuilder:
