@@ -515,3 +515,92 @@ def test_a_recursive_model_takes_one_pass_too():
     assert _exactly(dump(lean, raw), _model_dump(_ignore_extra(Tree), raw))
     dated = {"name": "a", "kids": [{"name": "b", "kids": [], "meta": dt.datetime(2026, 1, 2, 3, 4)}]}
     assert _exactly(dump(lean, dated), _model_dump(_ignore_extra(Tree), dated))
+
+
+# -- the response's hot-path construction (ui.table's filled layout, a block's tag, assemble) ---------------
+
+
+class _Shown:
+    """A cell whose `str()`, `format()` and `repr()` all differ: the table writes `str()`."""
+
+    def __str__(self) -> str:
+        return "shown {x} %s"
+
+    def __format__(self, spec: str) -> str:
+        return "formatted"
+
+    def __repr__(self) -> str:
+        return "repr"
+
+
+class _Color(enum.IntEnum):
+    RED = 1
+
+
+_CELLS = ["plain", "", "{x}", "{{", "}", "%s", "%%", "\\n", '"quoted"', "'", "é ☃ 😀", "a|b", "two\nlines",
+          1299.0, 1e16, -0.0, 7, 2**70, True, None, _Shown(), _Color.RED, ("t", 1), b"bytes", dt.date(2026, 1, 2)]
+
+
+def _general_table(headers: list[Any], rows: list[list[Any]]) -> str:
+    return ui._table([ui._cell(ui._text(h)) for h in headers], [[ui._cell(ui._text(c)) for c in row] for row in rows])
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 5])
+def test_a_tables_filled_layout_writes_what_the_general_path_writes(width):
+    for height in (0, 1, 2, 7, 64):
+        cells = [_CELLS[(i * 7 + width) % len(_CELLS)] for i in range(width * (height + 1))]
+        headers, rows = cells[:width], [cells[width * (r + 1):width * (r + 2)] for r in range(height)]
+        block = ui.table(headers, rows)
+        assert block == ui.UIBlock("markdown", _general_table(headers, rows))
+        assert block.render() == ui.UIBlock("markdown", block.content, title=None).render()
+
+
+def test_a_type_only_blocks_tag_is_the_cached_tags():
+    class Kind(str):
+        def __str__(self) -> str:
+            return "other"
+
+    for kind in ["markdown", "echarts", 'a"b&c<d', "é", Kind("markdown")]:
+        block = ui.UIBlock(kind, "body")
+        expected = f"{ui._opening.__wrapped__(kind, None, None, None)}\nbody\n</ui_passthrough>"
+        assert block.render() == expected == block.render()
+    assert ui.UIBlock(Kind("markdown"), "x").render().startswith('<ui_passthrough type="other">')
+    titled = ui.UIBlock("markdown", "body", title="T", width="half", priority=2)
+    assert titled.render() == f"{ui._opening('markdown', 'T', 'half', 2)}\nbody\n</ui_passthrough>"
+
+
+def test_assemble_makes_the_view_and_response_their_constructors_make():
+    from dataclasses import fields
+
+    from mcpfusion.response import ResponseView, Suggestion, ToolResponse, assemble
+
+    class Loud(Suggestion):
+        def render(self) -> str:
+            return "LOUD"
+
+    one, two = suggest("a.b", "why <not>"), suggest("c.d", "because & so")
+    for data, pretty, suggestions in [({"a": 1}, False, [one]), ({"a": 1}, True, [one, two]), ([1, 2], False, []),
+                                      ("text", False, [Loud("x", "y")]), (None, False, [one])]:
+        blocks, rules = [ui.summary("s")], ["r1"]
+        response = assemble(data, pretty, blocks, ["<embed/>"], ["d1"], rules, suggestions)
+        lines = [s.render() for s in suggestions]
+        expected_texts = response.texts[:-1] + (["<action_suggestions>\n" + "\n".join(
+            f"- {markup_attr(line)}" for line in lines) + "\n</action_suggestions>"] if lines else [response.texts[-1]])
+        assert response.texts == expected_texts
+        encoding = "text" if data is None or isinstance(data, str) else "pretty" if pretty else "json"
+        view = ResponseView(data=data, system_rules=rules, ui_blocks=blocks, suggestions=suggestions,
+                            encoding=encoding)
+        assert all(getattr(response.view, f.name) == getattr(view, f.name) for f in fields(ResponseView))
+        assert response.view == view and response.view.system_rules is rules
+        reference = ToolResponse(response.texts, view=view)
+        if encoding == "json":
+            reference.written = (data, response.texts[0])
+        for name in ToolResponse.__slots__:
+            assert getattr(response, name) == getattr(reference, name), name
+        assert response.written is None or response.written[1] is response.texts[0]
+
+
+def markup_attr(text: str) -> str:
+    from mcpfusion import markup
+
+    return markup.attr(text)
