@@ -21,6 +21,12 @@ another on CPU 0, interleaved:
   median of the next 200 (the peers: as many as fit in about 3 s). `import + build + protocol modules +
   first tools/list` is the CPU a process spends before its first answer.
 
+Each mcpfusion tree is measured twice: in this environment, and as a clean `pip install mcpfusion` has it
+(`, clean install`: `email_validator` blocked from import in the probe). The bench venv has `email_validator`
+only because the peers need it (FastMCP requires `pydantic[email]`), and FastAPI imports it whenever it is
+installed (about a sixth of FastAPI's import). The <= 0.5 s target is read on the clean install; the figures
+with it installed are printed next to it.
+
 Bytecode of mcpfusion and of the bench modules is compiled before the runs, as an installed package has it
 (the peers' is, from their install): with `PYTHONDONTWRITEBYTECODE` set or a tree just edited, every run would
 otherwise compile mcpfusion's sources again (about 0.1 s).
@@ -30,8 +36,8 @@ main`), importing it from DIR with the same bench server, interleaved with the o
 one run.
 
 Run: `python bench/cold_start.py [--runs 7] [--no-peers] [--before DIR]`. The last line is
-`import_build_s=X import_build_cpu_s=C first_answer_cpu_s=A tools_list_first_ms=Y tools_list_ms=Z` (mcpfusion
-medians; targets X <= 0.5, Z <= 2).
+`import_build_s=X import_build_cpu_s=C import_build_clean_cpu_s=K first_answer_cpu_s=A tools_list_first_ms=Y
+tools_list_ms=Z` (mcpfusion medians, C and K with and without `email_validator`; targets K <= 0.5, Z <= 2).
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from mcp_throughput import pin  # noqa: E402
 
 # Runs in the measured process: times the import and build, then tools/list through the ASGI app.
 PROBE = r"""
+{setup}
 import time
 t0 = time.perf_counter(); c0 = time.process_time()
 import {framework}
@@ -118,8 +125,10 @@ FASTAPI = "import time; c = time.process_time(); import fastapi; print(time.proc
 
 # The same as a clean install of mcpfusion imports it: `email_validator` is not among mcpfusion's dependencies
 # (the bench extra's FastMCP brings it, through `pydantic[email]`), and FastAPI imports it whenever it is there.
-FASTAPI_CLEAN = ("import sys, time; sys.modules['email_validator'] = None; c = time.process_time(); import fastapi; "
-                 "print(time.process_time() - c)")
+# A None in `sys.modules` makes its import fail as if it were not installed.
+CLEAN = "import sys; sys.modules['email_validator'] = None"
+FASTAPI_CLEAN = f"{CLEAN}; import time; c = time.process_time(); import fastapi; print(time.process_time() - c)"
+CLEAN_LABEL = ", clean install"
 
 # The protocol modules, loaded as the framework's first MCP request loads them: mcpfusion's 2026-07-28 wire
 # loads the SDK's ladder module without the SDK package (`mcpfusion.mcp.modern._ladder`); the peers have it all
@@ -127,11 +136,12 @@ FASTAPI_CLEAN = ("import sys, time; sys.modules['email_validator'] = None; c = t
 OURS = "import mcp_types.methods; from mcpfusion.mcp.modern import _ladder; _ladder()"
 SDK = "import mcp_types.methods, mcp.shared.inbound"
 
-# (label, framework module imported first, server module building the 500 actions, environment, protocol modules)
+# (label, framework module imported first, server module building the 500 actions, environment, protocol modules,
+# code run before anything is timed)
 SERVERS = [
-    ("mcpfusion", "mcpfusion.app", "many_tools_server", {}, OURS),
-    ("FastMCP", "fastmcp", "peers.many_tools", {"BENCH_PEER": "fastmcp"}, SDK),
-    ("SDK MCPServer", "mcp.server.mcpserver", "peers.many_tools", {"BENCH_PEER": "sdk"}, SDK),
+    ("mcpfusion", "mcpfusion.app", "many_tools_server", {}, OURS, ""),
+    ("FastMCP", "fastmcp", "peers.many_tools", {"BENCH_PEER": "fastmcp"}, SDK, ""),
+    ("SDK MCPServer", "mcp.server.mcpserver", "peers.many_tools", {"BENCH_PEER": "sdk"}, SDK, ""),
 ]
 
 
@@ -161,20 +171,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", metavar="DIR", help="also measure the mcpfusion package of this checkout")
     args = parser.parse_args(argv)
     trees = {"mcpfusion": str(BENCH_DIR.parent)}
-    # This checkout's mcpfusion, whatever the environment says: without it a worktree's run would import the
-    # package the venv's editable install points at.
-    ours = (*SERVERS[0][:3], {"PYTHONPATH": trees["mcpfusion"]}, SERVERS[0][4])
-    servers = [ours] if args.no_peers else [ours, *SERVERS[1:]]
     if args.before:
-        before = str(Path(args.before).resolve())
-        trees["mcpfusion before"] = before
-        servers = [servers[0],
-                   ("mcpfusion before", "mcpfusion.app", "many_tools_server", {"PYTHONPATH": before}, OURS),
-                   *servers[1:]]
+        trees["mcpfusion before"] = str(Path(args.before).resolve())
+    # Each mcpfusion tree twice: in this environment, and as a clean install has it (`email_validator` blocked).
+    # Its own package whatever the environment says: without it a worktree's run would import the package the
+    # venv's editable install points at.
+    ours = [(f"{label}{clean}", *SERVERS[0][1:3], {"PYTHONPATH": tree}, OURS, setup)
+            for label, tree in trees.items() for clean, setup in (("", ""), (CLEAN_LABEL, CLEAN))]
+    servers = ours if args.no_peers else [*ours, *SERVERS[1:]]
     for tree in trees.values():
         compileall.compile_dir(str(Path(tree) / "mcpfusion"), quiet=1)
     compileall.compile_dir(str(BENCH_DIR), quiet=1, maxlevels=1)
-    bare, floor, fastapi, clean = [], [], [], []
+    bare, floor, fastapi, clean_fastapi = [], [], [], []
     imports: dict[str, list[float]] = {label: [] for label in trees}
     probes: dict[str, list[dict[str, float]]] = {label: [] for label, *_ in servers}
     walls: dict[str, list[float]] = {label: [] for label, *_ in servers}
@@ -185,10 +193,10 @@ def main(argv: list[str] | None = None) -> int:
             imports[label].append(run("import mcpfusion.app", {"PYTHONPATH": tree})[0])
         floor.append(float(run(FLOOR)[1]))
         fastapi.append(float(run(FASTAPI)[1]))
-        clean.append(float(run(FASTAPI_CLEAN)[1]))
-        for label, framework, server, env, protocol in servers:
+        clean_fastapi.append(float(run(FASTAPI_CLEAN)[1]))
+        for label, framework, server, env, protocol, setup in servers:
             wall, out = run(PROBE.format(bench=str(BENCH_DIR), framework=framework, server=server,
-                                         protocol=protocol), env)
+                                         protocol=protocol, setup=setup), env)
             walls[label].append(wall)
             probes[label].append(json.loads(out.strip().splitlines()[-1]))
     counts = ", ".join(f"{label} {runs[0]['tools']}" for label, runs in probes.items())
@@ -198,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"interpreter alone (`python -c pass`), whole process: {spread(bare)}; "
           f"`import mcpfusion.app`, whole process: {whole}; CPU of importing FastAPI and mcp_types "
           f"alone: {spread(floor)}; CPU of importing FastAPI alone (the floor under mcpfusion): "
-          f"{spread(fastapi)}, without `email_validator` (as in a clean install of mcpfusion): {spread(clean)}")
+          f"{spread(fastapi)}, without `email_validator` (as in a clean install of mcpfusion): {spread(clean_fastapi)}")
     rows = [
         ("import + build, in process (wall)", lambda p: p["import_build_s"], 1.0, "s", 3),
         ("  of which importing the framework", lambda p: p["import_s"], 1.0, "s", 3),
@@ -224,29 +232,41 @@ def main(argv: list[str] | None = None) -> int:
 
     cpu = {label: med(label, lambda p: p["import_build_cpu_s"]) for label in probes}
     to_first = {label: med(label, first_answer) for label in probes}
+    mine = {label for label, *_ in ours}
     for label in probes:
-        if label not in trees:
+        if label not in mine:
             print(f"{label} / mcpfusion: import + build CPU {cpu[label] / cpu['mcpfusion']:.2f}x, "
                   f"to the first tools/list {to_first[label] / to_first['mcpfusion']:.2f}x")
-    if "mcpfusion before" in probes:
+    for clean in ("", CLEAN_LABEL) if "mcpfusion before" in probes else ():
+        after, before = f"mcpfusion{clean}", f"mcpfusion before{clean}"
+
         # Each run measured both trees back to back: the median of those paired differences shrugs off the load
         # bursts of a shared machine better than the difference of the two medians.
-        def paired(get: Any) -> float:
+        def paired(get: Any, after: str = after, before: str = before) -> float:
             return statistics.median(get(new) - get(old)
-                                     for new, old in zip(probes["mcpfusion"], probes["mcpfusion before"], strict=True))
+                                     for new, old in zip(probes[after], probes[before], strict=True))
 
-        print(f"mcpfusion before / after: import + build CPU {cpu['mcpfusion before'] / cpu['mcpfusion']:.2f}x, "
-              f"to the first tools/list {to_first['mcpfusion before'] / to_first['mcpfusion']:.2f}x; paired "
+        print(f"{before} / after: import + build CPU {cpu[before] / cpu[after]:.2f}x, "
+              f"to the first tools/list {to_first[before] / to_first[after]:.2f}x; paired "
               f"(after - before, median of the runs): import + build CPU "
               f"{paired(lambda p: p['import_build_cpu_s']) * 1e3:+.0f} ms, protocol modules "
               f"{paired(lambda p: p['protocol_cpu_ms']):+.0f} ms, first tools/list "
               f"{paired(lambda p: p['first_cpu_ms']):+.0f} ms, "
               f"to the first answer {paired(first_answer) * 1e3:+.0f} ms")
-    # mcpfusion's own share: each run's import + build less the CPU of importing FastAPI alone in the same run.
-    own = [p["import_build_cpu_s"] - f for p, f in zip(probes["mcpfusion"], fastapi, strict=True)]
-    print(f"mcpfusion import + build less FastAPI alone (paired by run): {spread(own)}")
+    # mcpfusion's own share: each run's import + build less the CPU of importing FastAPI alone in the same run, in
+    # the same environment.
+    for clean, floors in (("", fastapi), (CLEAN_LABEL, clean_fastapi)):
+        own = [p["import_build_cpu_s"] - f for p, f in zip(probes[f"mcpfusion{clean}"], floors, strict=True)]
+        print(f"mcpfusion{clean}: import + build less FastAPI alone{clean} (paired by run): {spread(own)}")
+    # The target is a user's cold start, so it is read on the clean install; the bench venv's figure stays
+    # next to it (and in `import_build_cpu_s`).
+    target = cpu[f"mcpfusion{CLEAN_LABEL}"]
+    print(f"target import + build CPU <= 0.5 s, read on a clean install (email_validator blocked): {target:.3f} s "
+          f"({'met' if target <= 0.5 else 'not met'}); in this environment (email_validator installed, as the "
+          f"peers need it): {cpu['mcpfusion']:.3f} s")
     print(f"import_build_s={med('mcpfusion', lambda p: p['import_build_s']):.3f} "
           f"import_build_cpu_s={cpu['mcpfusion']:.3f} "
+          f"import_build_clean_cpu_s={target:.3f} "
           f"first_answer_cpu_s={to_first['mcpfusion']:.3f} "
           f"tools_list_first_ms={med('mcpfusion', lambda p: p['first_ms']):.2f} "
           f"tools_list_ms={med('mcpfusion', lambda p: p['steady_ms']):.2f}")
