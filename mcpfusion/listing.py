@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import exposition
 from .tool import Action, Tool
@@ -25,8 +24,7 @@ def flat_name(tool_name: str, action_name: str) -> str:
     return f"{tool_name}_{action_name}"
 
 
-@dataclass(frozen=True)
-class Exposed:
+class Exposed(NamedTuple):
     """One MCP tool of the listing: its name, the tool (or the group of its actions) behind it, and its only
     action when it takes no `action` discriminator."""
 

@@ -25,7 +25,6 @@ import types
 import typing
 import weakref
 from collections import abc
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -200,21 +199,34 @@ def _wire_schema(presenter: Presenter) -> dict[str, Any]:
     return out
 
 
-@dataclass(eq=False)
 class Output:
-    """One action's output contract (built lazily: presenters may still be configured after the decorator)."""
+    """One action's output contract (built lazily: presenters may still be configured after the decorator).
 
-    label: str
-    explicit: dict[str, Any] | None = None
-    firewall: Presenter | None = None
-    presenters: tuple[Presenter, ...] = ()
-    many: bool | None = None
-    optional: bool = False
-    paginated: bool = False
-    inlined: dict[str, Any] | None = field(default=None, repr=False)  # the schema before `share`
-    _schema: dict[str, Any] | None = field(default=None, repr=False)
-    _built: bool = field(default=False, repr=False)
-    _validator: Any = field(default=None, repr=False)
+    A plain slotted class, not a dataclass: one is made per action, and a dataclass compiles its generated
+    methods when the module is imported (about 2M instructions of every process's start)."""
+
+    __slots__ = ("label", "explicit", "firewall", "presenters", "many", "optional", "paginated", "inlined",
+                 "_schema", "_built", "_validator")
+
+    def __init__(self, label: str, explicit: dict[str, Any] | None = None, firewall: Presenter | None = None,
+                 presenters: tuple[Presenter, ...] = (), many: bool | None = None, optional: bool = False,
+                 paginated: bool = False) -> None:
+        self.label = label
+        self.explicit = explicit
+        self.firewall = firewall
+        self.presenters = presenters
+        self.many = many
+        self.optional = optional
+        self.paginated = paginated
+        self.inlined: dict[str, Any] | None = None  # the schema before `share`
+        self._schema: dict[str, Any] | None = None
+        self._built = False
+        self._validator: Any = None
+
+    def __repr__(self) -> str:
+        return (f"Output(label={self.label!r}, explicit={self.explicit!r}, firewall={self.firewall!r}, "
+                f"presenters={self.presenters!r}, many={self.many!r}, optional={self.optional!r}, "
+                f"paginated={self.paginated!r})")
 
     @property
     def schema(self) -> dict[str, Any] | None:

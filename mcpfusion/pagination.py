@@ -187,16 +187,19 @@ def _refused(restart: ToolError, code: str, message: str) -> ToolError:
     return ToolError(code, message, recovery=restart.recovery, available_actions=restart.available_actions)
 
 
-@dataclass(slots=True)
 class PageCall:
-    """One call of a paginated action: its `Page`, and what its cursors are bound to."""
+    """One call of a paginated action: its `Page`, and what its cursors are bound to (a plain slotted class:
+    a dataclass would compile its generated methods at every process's start)."""
 
-    paging: Paging
-    action: str  # qualified name, e.g. billing.list_invoices
-    how: str  # how the agent calls it, e.g. "billing with action list_invoices"
-    filters: str
-    page: Page
-    scope: str = ""
+    __slots__ = ("paging", "action", "how", "filters", "page", "scope")
+
+    def __init__(self, paging: Paging, action: str, how: str, filters: str, page: Page, scope: str = "") -> None:
+        self.paging = paging
+        self.action = action  # qualified name, e.g. billing.list_invoices
+        self.how = how  # how the agent calls it, e.g. "billing with action list_invoices"
+        self.filters = filters
+        self.page = page
+        self.scope = scope
 
     def restart(self) -> ToolError:
         return ToolError(INVALID_CURSOR, "", recovery=f"Call {self.how} again without cursor to start from the "

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from starlette.requests import Request
@@ -39,22 +38,32 @@ CACHEABLE = frozenset({"tools/list", "resources/list", "resources/templates/list
                        "prompts/list", "server/discover"})
 
 
-@dataclass(slots=True)
 class Call:
-    """One JSON-RPC request as the engine sees it."""
+    """One JSON-RPC request as the engine sees it. `envelope`: `params.envelope_key(params)` when the wire
+    already worked it out (the params check reuses it).
 
-    method: str
-    params: dict[str, Any]
-    id: Any
-    request: Request
-    channel: Channel
-    protocol_version: str = field(default_factory=lambda: protocol.LATEST_HANDSHAKE_VERSION)
-    session: Session | None = None
-    modern: bool = False
-    client_capabilities: dict[str, Any] = field(default_factory=dict)
-    client_info: dict[str, Any] = field(default_factory=dict)
-    envelope: bytes | None = None
-    """`params.envelope_key(params)` when the wire already worked it out (the params check reuses it)."""
+    A plain slotted class, not a dataclass: a dataclass compiles its generated methods when the module is
+    imported (a cost of every process's start); a request needs only the attributes."""
+
+    __slots__ = ("method", "params", "id", "request", "channel", "protocol_version", "session", "modern",
+                 "client_capabilities", "client_info", "envelope")
+
+    def __init__(self, method: str, params: dict[str, Any], id: Any, request: Request, channel: Channel,  # noqa: A002
+                 protocol_version: str | None = None, session: Session | None = None, modern: bool = False,
+                 client_capabilities: dict[str, Any] | None = None, client_info: dict[str, Any] | None = None,
+                 envelope: bytes | None = None) -> None:
+        self.method = method
+        self.params = params
+        self.id = id
+        self.request = request
+        self.channel = channel
+        # Read on first use: the protocol constants come from `mcp_types`, loaded by the first MCP request.
+        self.protocol_version: str = protocol.LATEST_HANDSHAKE_VERSION if protocol_version is None else protocol_version
+        self.session = session
+        self.modern = modern
+        self.client_capabilities: dict[str, Any] = {} if client_capabilities is None else client_capabilities
+        self.client_info: dict[str, Any] = {} if client_info is None else client_info
+        self.envelope = envelope
 
 
 Completion = Callable[..., Any]
