@@ -65,10 +65,11 @@ class ContentError(ValueError):
     """Content that may not leave: too large, or not what its MIME type says. The message is self-healing."""
 
 
-@dataclass(frozen=True, slots=True)
 class Content:
-    """Base of the content helpers; `kind` is the MCP content type."""
+    """Base of the content helpers; `kind` is the MCP content type. Not a dataclass itself (it has no fields;
+    its frozen dataclasses define theirs): one class fewer compiling generated methods at import."""
 
+    __slots__ = ()
     kind = "content"
 
     def to_mcp(self) -> dict[str, Any]:
