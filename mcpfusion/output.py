@@ -34,6 +34,7 @@ from .model import Model
 from .presenter import Presenter
 from .response import ToolResponse
 from .schema import copied, without
+from .slots import fields_repr
 
 logger = logging.getLogger("mcpfusion")
 ITEMS = "items"
@@ -224,9 +225,7 @@ class Output:
         self._validator: Any = None
 
     def __repr__(self) -> str:
-        return (f"Output(label={self.label!r}, explicit={self.explicit!r}, firewall={self.firewall!r}, "
-                f"presenters={self.presenters!r}, many={self.many!r}, optional={self.optional!r}, "
-                f"paginated={self.paginated!r})")
+        return fields_repr(self, self.__slots__[:7])  # the dataclass's: the fields up to `paginated`
 
     @property
     def schema(self) -> dict[str, Any] | None:

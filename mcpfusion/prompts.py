@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Annotated, Any, get_args, get_origin
 
 from starlette.requests import Request
@@ -19,16 +18,25 @@ from starlette.requests import Request
 from mcpfusion.injection import Injected, call_injected
 from mcpfusion.mcp import jsonrpc
 from mcpfusion.mcp.jsonrpc import McpError
+from mcpfusion.slots import fields_repr
 
 
-@dataclass
 class Prompt:
-    name: str
-    fn: Callable[..., Any]
-    title: str | None = None
-    description: str | None = None
-    arguments: list[dict[str, Any]] = field(default_factory=list)
-    injected: Injected | None = None
+    """One declared prompt (a plain class: a dataclass would compile its methods at every process's start)."""
+
+    _FIELDS = ("name", "fn", "title", "description", "arguments", "injected")
+
+    def __init__(self, name: str, fn: Callable[..., Any], title: str | None = None, description: str | None = None,
+                 arguments: list[dict[str, Any]] | None = None, injected: Injected | None = None) -> None:
+        self.name = name
+        self.fn = fn
+        self.title = title
+        self.description = description
+        self.arguments: list[dict[str, Any]] = [] if arguments is None else arguments
+        self.injected = injected
+
+    def __repr__(self) -> str:
+        return fields_repr(self, self._FIELDS)
 
     @classmethod
     def from_function(

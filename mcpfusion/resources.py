@@ -14,7 +14,6 @@ import builtins
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
@@ -22,25 +21,32 @@ from starlette.requests import Request
 from mcpfusion.injection import Injected, call_injected
 from mcpfusion.mcp import jsonrpc
 from mcpfusion.mcp.jsonrpc import McpError
+from mcpfusion.slots import fields_repr
 
 _VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-@dataclass
 class Resource:
-    uri: str
-    fn: Callable[..., Any]
-    name: str
-    title: str | None = None
-    description: str | None = None
-    mime_type: str | None = None
-    size: int | None = None
-    annotations: dict[str, Any] | None = None
-    meta: dict[str, Any] | None = None
-    injected: Injected = field(init=False, repr=False)
+    """One static resource (a plain class: a dataclass would compile its methods at every process's start)."""
 
-    def __post_init__(self) -> None:
-        self.injected = Injected(self.fn)
+    _FIELDS = ("uri", "fn", "name", "title", "description", "mime_type", "size", "annotations", "meta")
+
+    def __init__(self, uri: str, fn: Callable[..., Any], name: str, title: str | None = None,
+                 description: str | None = None, mime_type: str | None = None, size: int | None = None,
+                 annotations: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> None:
+        self.uri = uri
+        self.fn = fn
+        self.name = name
+        self.title = title
+        self.description = description
+        self.mime_type = mime_type
+        self.size = size
+        self.annotations = annotations
+        self.meta = meta
+        self.injected = Injected(fn)
+
+    def __repr__(self) -> str:
+        return fields_repr(self, self._FIELDS)
 
     def descriptor(self) -> dict[str, Any]:
         out: dict[str, Any] = {"uri": self.uri, "name": self.name}
@@ -49,21 +55,23 @@ class Resource:
         return out
 
 
-@dataclass
 class ResourceTemplate:
-    uri_template: str
-    fn: Callable[..., Any]
-    name: str
-    title: str | None = None
-    description: str | None = None
-    mime_type: str | None = None
-    annotations: dict[str, Any] | None = None
-    pattern: re.Pattern[str] = field(init=False)
-    variables: list[str] = field(init=False)
-    injected: Injected = field(init=False, repr=False)
+    """One URI template (a plain class: a dataclass would compile its methods at every process's start)."""
 
-    def __post_init__(self) -> None:
-        self.injected = Injected(self.fn)
+    _FIELDS = ("uri_template", "fn", "name", "title", "description", "mime_type", "annotations", "pattern",
+               "variables")
+
+    def __init__(self, uri_template: str, fn: Callable[..., Any], name: str, title: str | None = None,
+                 description: str | None = None, mime_type: str | None = None,
+                 annotations: dict[str, Any] | None = None) -> None:
+        self.uri_template = uri_template
+        self.fn = fn
+        self.name = name
+        self.title = title
+        self.description = description
+        self.mime_type = mime_type
+        self.annotations = annotations
+        self.injected = Injected(fn)
         self.variables = _VAR.findall(self.uri_template)
         regex, pos = "", 0
         for m in _VAR.finditer(self.uri_template):
@@ -71,6 +79,9 @@ class ResourceTemplate:
             pos = m.end()
         regex += re.escape(self.uri_template[pos:])
         self.pattern = re.compile(f"^{regex}$")
+
+    def __repr__(self) -> str:
+        return fields_repr(self, self._FIELDS)
 
     def match(self, uri: str) -> dict[str, str] | None:
         m = self.pattern.match(uri)

@@ -1,4 +1,5 @@
-"""Frozen slotted dataclasses built without their `__init__` (the hot path's UI blocks and suggestions).
+"""Frozen slotted dataclasses built without their `__init__` (the hot path's UI blocks and suggestions), and
+the repr of the plain classes written where a dataclass would cost its import (`fields_repr`).
 
 A frozen dataclass's `__init__` sets each field through `object.__setattr__` (or, as `UIBlock` and
 `Suggestion` do, through the slots' own setters): a call per field. An instance of a class with the same
@@ -18,3 +19,10 @@ def writable(cls: type[Any]) -> type[Any]:
     if cls.__bases__ != (object,) or "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__} is not a slotted class on object")
     return type(f"Writable{cls.__name__}", (), {"__slots__": cls.__slots__, "__module__": cls.__module__})
+
+
+def fields_repr(obj: Any, names: tuple[str, ...]) -> str:
+    """`obj`'s repr as a dataclass with these fields writes it: `Name(a=1, b='x')`. A dataclass compiles its
+    generated methods when its module is imported, a cost of every process's start; the internal classes made
+    once per declaration (an action's output, a resource, a prompt) are plain classes with this repr instead."""
+    return f"{obj.__class__.__qualname__}({', '.join(f'{name}={getattr(obj, name)!r}' for name in names)})"
