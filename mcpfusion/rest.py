@@ -276,12 +276,13 @@ class ActionRoute(BaseRoute):
     makes: the app's dependencies, response class and OpenAPI operation) are built on first use and then
     match and answer the requests; `path`, `name` and `methods` read like theirs."""
 
+    _routes: list[BaseRoute]  # set with `_declare` done: no list per action until then (a server has hundreds)
+
     def __init__(self, router: APIRouter, path: str, name: str, declare: Callable[[APIRouter], None]) -> None:
         self.path = self.path_format = path
         self.name = name
         self._router = router
         self._declare: Callable[[APIRouter], None] | None = declare
-        self._routes: list[BaseRoute] = []
 
     def routes(self) -> list[BaseRoute]:
         """The action's FastAPI routes, made by the app's router settings the first time (kept out of its
@@ -312,8 +313,9 @@ class ActionRoute(BaseRoute):
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = scope.get("route")  # the FastAPI route that matched (a PARTIAL one answers 405)
-        if route not in self._routes:
-            route = self.routes()[0]
+        routes = self.routes()
+        if route not in routes:
+            route = routes[0]
         await route.handle(scope, receive, send)
 
     def url_path_for(self, name: str, /, **path_params: Any) -> URLPath:

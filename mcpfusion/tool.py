@@ -35,6 +35,9 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 DISCRIMINATOR = "action"
 #: Framework parameters advertised in a form of their own (their full schema stays the one that validates).
 ADVERTISED_PARAMS: dict[str, Any] = {CURSOR_PARAM: CURSOR_ADVERTISED}
+# Shared by the actions and tools with none (most of them): every `frozenset()` is a new object (a tracked one,
+# which the garbage collector walks), three per action otherwise.
+_NONE: frozenset[str] = frozenset()
 
 
 def _first_line(text: str | None) -> str:
@@ -124,7 +127,7 @@ class Action:
     content_types: frozenset[str] | None = None  # MIME types of the content it may send (images, documents)
     json_schema: dict[str, Any] | None = None  # a hand-written input schema (`input_schema=`)
     json_validator: Any = None
-    own_scopes: frozenset[str] = frozenset()  # `scopes=` of the action itself (its tool's are added)
+    own_scopes: frozenset[str] = _NONE  # `scopes=` of the action itself (its tool's are added)
 
     @property
     def scopes(self) -> frozenset[str]:
@@ -393,7 +396,9 @@ class Tool:
             )
             action.middleware = tuple(middleware)
             action.confirm = confirm
-            action.own_scopes |= _scopes(scopes, f"{self.name}.{action.name}")
+            own = _scopes(scopes, f"{self.name}.{action.name}")
+            if own:
+                action.own_scopes |= own
             if content_types is not None:
                 action.content_types = frozenset(c.split(";", 1)[0].strip().lower() for c in content_types)
             self.actions_add(action)
@@ -497,8 +502,8 @@ class Tool:
             plain_args=tuple(plain) if input_schema is None else _named_properties(fn, input_schema),
             dependant=dependant,
             dependency_free=is_empty(dependant) and not paginate,
-            guarded=frozenset(guarded),
-            hidden=frozenset(hidden),
+            guarded=frozenset(guarded) if guarded else _NONE,
+            hidden=frozenset(hidden) if hidden else _NONE,
             is_async=_is_async(fn),
             paginate=paginate,
             json_schema=dict(input_schema) if input_schema is not None else None,
@@ -623,7 +628,7 @@ def _scopes(scopes: Iterable[str], where: str) -> frozenset[str]:
     """Declared scopes, checked: RFC 6749 scope tokens (printable ASCII, no space, quote or backslash)."""
     if isinstance(scopes, str):
         raise TypeError(f"{where}: scopes= takes a list of scope names, e.g. [{scopes!r}]")
-    out = frozenset(scopes)
+    out = frozenset(scopes) or _NONE
     for scope in out:
         if not isinstance(scope, str) or not scope or any(c in ' "\\' or not 32 < ord(c) < 127 for c in scope):
             raise ValueError(f"{where}: {scope!r} is not a valid OAuth scope (printable ASCII, no spaces or quotes)")
