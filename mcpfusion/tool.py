@@ -62,10 +62,11 @@ def _flatten_model(annotation: Any) -> type[BaseModel] | None:
 
 def _read_schema_in(annotation: Any) -> str | None:
     """The name of a `Model` whose read schema appears in a parameter's annotation (guarded fields inside)."""
-    # Only classes carry the mark: asking a typing form for it costs an AttributeError raised and caught.
-    owner = getattr(annotation, READ_SCHEMA_OF, None) if isinstance(annotation, type) else None
-    if isinstance(owner, str):
-        return owner
+    # Only classes carry the mark (asking a typing form for it costs an AttributeError raised and caught), and
+    # a class has no type arguments to look into.
+    if isinstance(annotation, type):
+        owner = getattr(annotation, READ_SCHEMA_OF, None)
+        return owner if isinstance(owner, str) else None
     for arg in typing.get_args(annotation):
         found = _read_schema_in(arg)
         if found:
@@ -74,7 +75,12 @@ def _read_schema_in(annotation: Any) -> str | None:
 
 
 def _has_extras(annotation: Any) -> bool:
-    return typing.get_origin(annotation) is typing.Annotated or any(_has_extras(a) for a in typing.get_args(annotation))
+    """An `Annotated` anywhere in `annotation` (a class has no type arguments: nothing to look into)."""
+    if isinstance(annotation, type):
+        return False
+    if typing.get_origin(annotation) is typing.Annotated:
+        return True
+    return any(_has_extras(a) for a in typing.get_args(annotation))
 
 
 def _return_annotation(fn: Callable[..., Any], hints: dict[str, Any]) -> Any:
