@@ -116,7 +116,7 @@ def test_cold_start_harness_builds_the_500_action_server_and_lists_it():
                          capture_output=True, text=True, timeout=280, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.strip().splitlines()
-    assert "MCP tools listed: mcpfusion 100, FastMCP 500, SDK MCPServer 500" in lines[0]
+    assert "MCP tools listed: mcpfusion 100, mcpfusion, clean install 100, FastMCP 500, SDK MCPServer 500" in lines[0]
     assert any(line.startswith("| import + build, CPU | ") and line.count(" s (") == 4 for line in lines)
     assert "| mcpfusion | mcpfusion, clean install | FastMCP | SDK MCPServer |" in lines[2]
     assert any(line.startswith("target import + build CPU <= 0.5 s, read on a clean install") for line in lines)
