@@ -96,9 +96,9 @@ def measure(tree: Path, mode: str, args: argparse.Namespace, out_dir: Path) -> d
     """Instructions ("Ir") and with `--cache-sim` estimated cycles ("cycles") per tools/call of `tree`'s
     server in `mode` ("json" or "sse")."""
     port = free_port()
-    out = out_dir / f"{tree.name}.{mode}.callgrind"
+    out = (args.keep or out_dir) / f"{tree.name}.{mode}.callgrind"
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-           *(["--cache-sim=yes"] if args.cache_sim else []),
+           *(["--cache-sim=yes"] if args.cache_sim else []), *(["--separate-threads=yes"] if args.keep else []),
            sys.executable, "-m", "uvicorn", "mcpfusion_server:app", "--app-dir", str(tree / "bench"),
            "--host", "127.0.0.1", "--port", str(port), "--workers", "1", "--loop", "uvloop",
            "--http", "httptools", "--no-access-log", "--log-level", "warning"]
@@ -128,13 +128,21 @@ def measure(tree: Path, mode: str, args: argparse.Namespace, out_dir: Path) -> d
     finally:
         proc.terminate()
         proc.wait(120)
-    dumps = sorted(p for p in out_dir.glob(out.name + ".*"))
+    dumps = list(out.parent.glob(out.name + ".*"))
     if not dumps:
         raise BenchError(f"no callgrind dump for {tree.name} {mode}")
-    lines = dumps[-1].read_text().splitlines()
-    names = next(line.split()[1:] for line in lines if line.startswith("events:"))
-    totals = next(line.split()[1:] for line in lines if line.startswith("totals:"))
-    events = dict(zip(names, map(int, totals), strict=True))
+    # The last dump (of every thread when they are kept apart: one file per thread, `<out>.<n>-<thread>`).
+    def number(dump: Path) -> int:
+        return int(dump.name[len(out.name) + 1:].split("-")[0])
+
+    last = max(map(number, dumps))
+    events: dict[str, int] = {}
+    for dump in (d for d in dumps if number(d) == last):
+        lines = dump.read_text().splitlines()
+        names = next(line.split()[1:] for line in lines if line.startswith("events:"))
+        totals = next(line.split()[1:] for line in lines if line.startswith("totals:"))
+        for name, total in zip(names, map(int, totals), strict=True):
+            events[name] = events.get(name, 0) + total
     per_call = {"Ir": events["Ir"] / answered}
     if args.cache_sim:
         per_call["cycles"] = cycles(events) / answered
@@ -151,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="json,sse",
                         help="the two cells per tree: json,sse (default) or json,traced (tracing on/off)")
     parser.add_argument("--no-gc-tuning", action="store_true", help="serve without MCPFUSION_GC_TUNING=1")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="keep the callgrind dumps in this directory, one per thread (callgrind_annotate them)")
     parser.add_argument("--cache-sim", action="store_true",
                         help="simulate the caches and report estimated cycles instead of instructions (slower)")
     args = parser.parse_args(argv)

@@ -40,6 +40,7 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import Response
@@ -62,6 +63,7 @@ _META_TRACE_KEYS = ("traceparent", "tracestate")
 _SKIP = nullcontext()
 _PHASE_SPANS = {name: f"mcpfusion.{name}" for name in ("dependencies", "handler", "present")}
 _PRESENT = _PHASE_SPANS["present"]
+_new = object.__new__
 ActionKey = tuple[str, str, str]  # tool, action, transport
 
 
@@ -122,13 +124,13 @@ class Telemetry:
         self.meter_provider = meter_provider or metrics_api.get_meter_provider()
         self.tracer: Any = None
         self._tracing: Tracing | None = None
+        self._light_spans: set[type] = set()  # the light span classes (recording while they run)
         if tracing:
-            from .tracing import CURRENT, Tracing
+            from .tracing import LIGHT, Tracing
 
             self.tracer = self.tracer_provider.get_tracer("mcpfusion", __version__)
             self._tracing = Tracing(self.tracer)
-            self._enter = CURRENT.enter
-            self._leave = CURRENT.leave
+            self._light_spans = LIGHT
         self.calls: defaultdict[ActionKey, int] = defaultdict(int)
         self.errors: defaultdict[tuple[ActionKey, str], int] = defaultdict(int)
         self.bytes_out: defaultdict[ActionKey, int] = defaultdict(int)
@@ -247,9 +249,7 @@ class Telemetry:
         span: Any = None
         if tracing is not None:
             name, attributes = self._request_span(call)
-            parent = self._parent(call)
-            span = tracing.start(name, attributes, parent, self._server)
-            token = self._enter(span, parent)
+            span, token = tracing.request(name, attributes, self._parent(call), self._server)
         elif not self.metrics:
             return await run(call)
         start = time.perf_counter()
@@ -271,11 +271,10 @@ class Telemetry:
         finally:
             duration = time.perf_counter() - start
             if span is not None:
-                self._leave(token)
                 if error_type is not None and span.is_recording():
                     _put(span, "error.type", error_type)
                     span.set_status(self._error)
-                tracing.end(span)  # type: ignore[union-attr]  # a span means tracing is on
+                tracing.finish(span, token)  # type: ignore[union-attr]  # a span means tracing is on
             if self.metrics:
                 method = call.method
                 if error_type is None:
@@ -295,7 +294,20 @@ class Telemetry:
         labels = self._labels.get((action, transport))
         if labels is None:
             labels = self._labels.setdefault((action, transport), _Labels(action.tool.name, action.name, transport))
-        return ActionTrace(self, labels)
+        # Made field by field (a class call running a Python `__init__` costs several times these stores).
+        trace = _new(ActionTrace)
+        trace._telemetry = self
+        trace._labels = labels
+        trace._phases = []
+        tracing = self._tracing
+        span: Any = None
+        if tracing is not None:
+            # None under a request the sampler dropped: nothing to make, the metrics are still kept.
+            span, trace._token = tracing.action(labels.span_name, labels.span_attributes)
+        trace._span = span
+        trace._recording = span is not None and (type(span) in self._light_spans or span.is_recording())
+        trace._start = time.perf_counter()
+        return trace
 
 
 def _put(span: Any, key: str, value: str) -> None:
@@ -304,8 +316,9 @@ def _put(span: Any, key: str, value: str) -> None:
 
 
 class _Labels:
-    """What every call of one action on one transport shares: its key, span name and attribute dicts
-    (built once; OpenTelemetry copies what it keeps)."""
+    """What every call of one action on one transport shares: its key, span name and attributes (built once;
+    the span's read-only, as a light span keeps them until it sets one of its own, and OpenTelemetry copies
+    the metric's)."""
 
     __slots__ = ("key", "span_name", "span_attributes", "metric_attributes")
 
@@ -314,46 +327,42 @@ class _Labels:
         label = f"{tool}.{action}"
         self.span_name = f"execute_tool {label}"
         self.metric_attributes = {"mcpfusion.tool": tool, "mcpfusion.action": action, "mcpfusion.transport": transport}
-        self.span_attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": label,
-                                **self.metric_attributes}
+        self.span_attributes = MappingProxyType({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": label,
+                                                 **self.metric_attributes})
 
 
 class ActionTrace:
-    """One action call: its `execute_tool` span (current while the action runs), the timings of the phases
-    inside it (their child spans are emitted when it ends, if it is recorded), and its metrics.
+    """One action call (made by `Telemetry.action`, started: its `execute_tool` span current when traced, its
+    clock running): the span, the timings of the phases inside it (their child spans are made when it ends,
+    if it is recorded), and its metrics.
 
     It is also the timer of its phases (`with trace.phase("handler"): ...`; they follow one another): epoch
     nanoseconds, as spans want them."""
 
     __slots__ = ("_telemetry", "_labels", "_span", "_token", "_start", "_phases", "_recording", "_phase",
                  "_phase_start")
-
-    def __init__(self, telemetry: Telemetry, labels: _Labels) -> None:
-        """Started: the action's span made current (when traced), its clock running."""
-        self._telemetry = telemetry
-        self._labels = labels
-        self._phases: list[tuple[str, int, int, str | None]] = []
-        tracing = telemetry._tracing
-        span: Any = None
-        if tracing is not None:
-            # None under a request the sampler dropped: nothing to make, the metrics are still kept.
-            span = tracing.child(labels.span_name, labels.span_attributes)
-            if span is not None:
-                self._token = telemetry._enter(span)
-        self._span = span
-        self._recording = span is not None and span.is_recording()
-        self._start = time.perf_counter()
+    _telemetry: Telemetry
+    _labels: _Labels
+    _span: Any
+    _token: Any
+    _start: float
+    _phases: list[tuple[str, int, int, str | None]]
+    _recording: bool
+    _phase: str
+    _phase_start: int
 
     def phase(self, name: str) -> AbstractContextManager[Any]:
-        """A step of the action (`dependencies`, `handler`, `present`), timed when the call is recorded; the
-        present step is also timed for the render metric."""
+        """A step of the action (`dependencies`, `handler`, `present`), timed when the call is recorded (from
+        here: the `with` statement enters it next); the present step is also timed for the render metric."""
         if self._recording or (name == "present" and self._telemetry.metrics):
             self._phase = _PHASE_SPANS.get(name) or f"mcpfusion.{name}"  # its span's name
+            self._phase_start = time.time_ns()
             return self
         return _SKIP
 
-    def __enter__(self) -> None:
-        self._phase_start = time.time_ns()
+    # Entering does nothing more (the clock started in `phase`): C's `object.__init__` returns None without
+    # the Python frame an `__enter__` of our own would cost.
+    __enter__ = object.__init__
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: object, tb: object) -> None:
         self._phases.append((self._phase, self._phase_start, time.time_ns(),
@@ -363,22 +372,18 @@ class ActionTrace:
         """Record the outcome (`None` when the call raised) and end the span."""
         duration = time.perf_counter() - self._start
         telemetry = self._telemetry
-        span = self._span
-        if span is not None:
-            telemetry._leave(self._token)
         error_type = "exception" if response is None else (response.error_code or "ERROR") if response.is_error \
             else None
-        phases = self._phases
         if telemetry.metrics:
             self._measure(response, error_type, duration)
+        span = self._span
         if span is not None:
-            if error_type is not None and self._recording:
+            recording = self._recording
+            if error_type is not None and recording:
                 _put(span, "error.type", error_type)
                 span.set_status(telemetry._error)
-            if self._recording:
-                telemetry._tracing.close(span, phases)  # type: ignore[union-attr]  # a span means tracing is on
-            else:
-                span.end()
+            # (a span means tracing is on)
+            telemetry._tracing.close(span, self._token, self._phases if recording else None)  # type: ignore[union-attr]
 
     def _measure(self, response: ToolResponse | None, error_type: str | None, duration: float) -> None:
         telemetry = self._telemetry

@@ -32,6 +32,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -65,6 +66,9 @@ _RECORD_ONLY = Decision.RECORD_ONLY
 _NO_STATE = trace.DEFAULT_TRACE_STATE
 _NO_PARENT = trace.INVALID_SPAN_CONTEXT
 _set_item = dict.__setitem__
+_new = object.__new__
+_time_ns = time.time_ns
+_Shared = MappingProxyType  # an action's span attributes, shared by its calls until one sets its own
 _FLAGS = {flags: trace.TraceFlags(flags) for flags in (0, _SAMPLED, _RANDOM, _SAMPLED | _RANDOM)}
 
 
@@ -120,7 +124,7 @@ class CurrentSpan:
         span = var.get().get(_SPAN_KEY)
         if span is None:
             return trace.INVALID_SPAN
-        return span if type(span) in _LIGHT or isinstance(span, trace.Span) else trace.INVALID_SPAN
+        return span if type(span) in LIGHT or isinstance(span, trace.Span) else trace.INVALID_SPAN
 
 
 def _context(trace_id: int, span_id: int, flags: Any, state: Any) -> Any:
@@ -150,11 +154,20 @@ def _failed(error: str) -> Any:
 
 
 def _random_span_id() -> int:
-    """`RandomIdGenerator.generate_span_id`: 64 random bits, never the invalid id 0."""
+    """`RandomIdGenerator.generate_span_id`: 64 random bits, never the invalid id 0 (drawn again after a
+    draw of `_random_bits` gave 0)."""
     span_id = _getrandbits(64)
     while not span_id:
         span_id = _getrandbits(64)
     return span_id
+
+
+_random_bits = partial(_getrandbits, 64)  # (a call without a Python frame: `_random_bits() or _random_span_id()`)
+
+
+def _no_id() -> int:
+    """A generator's own span id of 0 (invalid) kept as it is, as the SDK keeps it."""
+    return 0
 
 
 def _each(on_end: Callable[[Any], None]) -> Callable[[list[Any]], None]:
@@ -231,38 +244,31 @@ class LightSpan(SdkSpan):
 
     The fields are the SDK `Span`'s own (tests/test_tracing.py checks they are the same set), so the
     SDK's methods work on it unchanged: a span's own in slots, those every span of a tracer shares on a
-    subclass made for the tracer (`Tracing`). Four differ: the attributes stay a plain dict until the user's
-    code sets one (then they become the SDK's `BoundedAttributes`, with the tracer's limits), the event
-    and link lists are made on first use, `_span_processor` is the tracer's `Sinks`, and `end()` hands the
-    span itself to them without the `_on_ending` round (light spans are only made when no processor has
-    one). Made by `Tracing` (`Tracing.start`, `Tracing.child`)."""
+    subclass made for the tracer (`Tracing`), and those a span rarely changes (its status, events and links)
+    as defaults on the class until it does (then in the span's own `__dict__`, which every SDK span has). Five
+    differ: the attributes stay a plain dict (or an action's shared, read-only one) until the user's code sets
+    one (then they become the SDK's `BoundedAttributes`, with the tracer's limits), the event and link lists
+    are made on first use, the lock is one for all light spans (its holders never take another span's),
+    `_span_processor` is the tracer's `Sinks`, and `end()` hands the span itself to them without the
+    `_on_ending` round (light spans are only made when no processor has one). Made by `Tracing`
+    (`Tracing.start`, `Tracing.request`, `Tracing.action`)."""
 
-    __slots__ = ("_name", "_context", "_kind", "_parent", "_start_time", "_end_time", "_lock", "_attributes",
-                 "_status", "_events", "_links")
-    _attributes: Any  # a plain dict until the user's code sets one, then the SDK's BoundedAttributes
+    __slots__ = ("_name", "_context", "_kind", "_parent", "_start_time", "_end_time", "_attributes")
+    _attributes: Any  # a plain dict or a shared read-only one until the user's code sets one, then BoundedAttributes
     _span_processor: Any  # the tracer's `Sinks`
     _trace_config = None
     _record_exception = False
     _set_status_on_exception = False
     _record_end_metrics = None
-
-    def __init__(self, name: str, context: Any, kind: Any, parent: Any, attributes: Any) -> None:
-        self._name = name
-        self._context = context
-        self._kind = kind
-        self._parent = parent
-        self._attributes = attributes
-        self._start_time = time.time_ns()
-        self._end_time: int | None = None
-        self._lock = threading.Lock()
-        self._status = _UNSET
-        self._events: Any = ()
-        self._links: Any = ()
+    _lock = threading.Lock()
+    _status = _UNSET
+    _events: Any = ()
+    _links: Any = ()
 
     def _bounded(self) -> Any:
         """The attributes as the SDK keeps them (made on the first attribute a user's code sets)."""
         attributes = self._attributes
-        if type(attributes) is dict:
+        if type(attributes) is not BoundedAttributes:
             limits = self._limits
             attributes = self._attributes = BoundedAttributes(
                 limits.max_span_attributes, attributes, immutable=False,
@@ -287,7 +293,10 @@ class LightSpan(SdkSpan):
         """mcpfusion's own attribute (a valid string: no cleaning needed); none once the span has ended (the
         handler may end the current span itself, and the processors then hold it)."""
         if self._end_time is None:
-            self._attributes[key] = value
+            attributes = self._attributes
+            if type(attributes) is _Shared:  # an action's attributes, shared: its own copy first
+                attributes = self._attributes = dict(attributes)
+            attributes[key] = value
 
     def _add_event(self, event: Any) -> None:
         self._append("_events", self._limits.max_events, event, "_add_event")
@@ -313,8 +322,8 @@ class LightSpan(SdkSpan):
             if self._end_time is not None:
                 logger.warning("Calling end() on an ended span.")
                 return False
-            self._end_time = end_time if end_time is not None else time.time_ns()
-            if type(self._attributes) is not dict:
+            self._end_time = end_time if end_time is not None else _time_ns()
+            if type(self._attributes) is BoundedAttributes:
                 self._attributes._immutable = True
         return True
 
@@ -325,27 +334,34 @@ class LightSpan(SdkSpan):
             self._span_processor.on_end(self)
 
 
+def _light(kind: type[LightSpan], name: str, context: Any, span_kind: Any, parent: Any, attributes: Any) -> LightSpan:
+    """A started light span of class `kind` (a tracer's), keeping `attributes` as they are."""
+    span: LightSpan = _new(kind)
+    span._name = name
+    span._context = context
+    span._kind = span_kind
+    span._parent = parent
+    span._attributes = attributes
+    span._end_time = None
+    span._start_time = _time_ns()
+    return span
+
+
 # The light span classes of every tracer (a set lookup: `isinstance` on the SDK's abstract span is slow).
-_LIGHT: set[type] = {LightSpan}
+LIGHT: set[type] = {LightSpan}
 
 
 class FinishedSpan(ReadableSpan):
-    """A phase of an action, finished when it is made: the SDK's `ReadableSpan` with its own fields in slots
-    and those every phase span of a tracer shares on a subclass made for the tracer (`Tracing`)."""
+    """A phase of an action, finished when it is made: the SDK's `ReadableSpan` with its own fields in slots,
+    those every phase span of a tracer shares on a subclass made for the tracer (`Tracing`), and its status a
+    default on the class unless it failed. Made by `Tracing.close`."""
 
-    __slots__ = ("_name", "_context", "_parent", "_start_time", "_end_time", "_status")
+    __slots__ = ("_name", "_context", "_parent", "_start_time", "_end_time")
     _kind = _INTERNAL
     _events = ()
     _links = ()
     _attributes = MappingProxyType({})
-
-    def __init__(self, name: str, context: Any, parent: Any, start: int, end: int, status: Any) -> None:
-        self._name = name
-        self._context = context
-        self._parent = parent
-        self._start_time = start
-        self._end_time = end
-        self._status = status
+    _status = _UNSET
 
 
 class DroppedSpan(trace.NonRecordingSpan):
@@ -367,7 +383,8 @@ class Tracing:
         self._limits: Any = None
         self._decisions: tuple[Any, ...] | None = None
         self._sinks: Sinks | None = None
-        self._span_id: Callable[[], int] = _random_span_id
+        self._span_id: Callable[[], int] = _random_bits  # a span id, or 0: then `_id_again()`'s
+        self._id_again: Callable[[], int] = _random_span_id
         self._enabled: Any = None
 
     def light(self) -> bool:
@@ -398,7 +415,9 @@ class Tracing:
         self._plain = limits.max_span_attribute_length is None and (
             limits.max_span_attributes is None or limits.max_span_attributes >= 64)
         ids = tracer.id_generator
-        self._span_id = _random_span_id if type(ids) is RandomIdGenerator else ids.generate_span_id
+        random_ids = type(ids) is RandomIdGenerator
+        self._span_id = _random_bits if random_ids else ids.generate_span_id
+        self._id_again = _random_span_id if random_ids else _no_id
         self._sinks = Sinks(processors)
         self._limits = limits
         self._decisions = _fixed_decisions(tracer.sampler)
@@ -408,15 +427,16 @@ class Tracing:
         self._span = type("LightSpan", (LightSpan,), {
             **tracer_fields, "_sampler": tracer.sampler, "_span_processor": self._sinks, "_limits": limits})
         self._phase = type("FinishedSpan", (FinishedSpan,), tracer_fields)
-        _LIGHT.add(self._span)
+        LIGHT.add(self._span)
 
-    def _made(self, name: str, context: Any, parent: Any, kind: Any, attributes: Mapping[str, Any]) -> LightSpan:
-        """A started `LightSpan` of the tracer."""
-        if self._plain:
-            return self._span(name, context, kind, parent, dict(attributes))
-        limits = self._limits
-        return self._span(name, context, kind, parent, BoundedAttributes(
-            limits.max_span_attributes, attributes, immutable=False, max_value_len=limits.max_span_attribute_length))
+    def _made(self, name: str, context: Any, parent: Any, kind: Any, attributes: Any) -> LightSpan:
+        """A started `LightSpan` of the tracer: it keeps `attributes` (a dict of its own or an action's shared
+        read-only one) unless the tracer's limits could cut them."""
+        if not self._plain:
+            limits = self._limits
+            attributes = BoundedAttributes(limits.max_span_attributes, attributes, immutable=False,
+                                           max_value_len=limits.max_span_attribute_length)
+        return _light(self._span, name, context, kind, parent, attributes)
 
     def start(self, name: str, attributes: Mapping[str, Any], context: Any = None, kind: Any = _INTERNAL) -> Any:
         """A started span under `context` (None: the current one), not made current: a `LightSpan`, a
@@ -424,16 +444,37 @@ class Tracing:
         if not self.light():
             return self.tracer.start_span(name, context=context, kind=kind, attributes=attributes,
                                           record_exception=False, set_status_on_exception=False)
-        tracer = self.tracer
         current = CURRENT.get() if context is None else _get_current_span(context)
-        parent: Any = _NO_PARENT if current is trace.INVALID_SPAN else current.get_span_context()
+        return self._sampled(name, dict(attributes), current, context, kind)
+
+    def request(self, name: str, attributes: dict[str, Any], context: Any, kind: Any) -> tuple[Any, Any]:
+        """`start(name, attributes, context, kind)` made current at once: the span and the token `finish`
+        takes. The span may keep `attributes` (a dict made for it)."""
+        var = CURRENT._var
+        if var is None or not self.light():
+            span = self.start(name, attributes, context, kind)
+            return span, CURRENT.enter(span, context)
+        values = var.get() if context is None else context
+        current = values.get(_SPAN_KEY)  # (as `trace.get_current_span` reads it)
+        if current is not None and type(current) not in LIGHT and not isinstance(current, trace.Span):
+            current = None
+        span = self._sampled(name, attributes, current, context, kind)
+        values = Context(values)  # one copy (a Context refuses item setting)
+        _set_item(values, _SPAN_KEY, span)
+        return span, var.set(values)
+
+    def _sampled(self, name: str, attributes: dict[str, Any], current: Any, context: Any, kind: Any) -> Any:
+        """The light path of `start`: a span under the span `current` (None or the invalid span: a root),
+        sampled as the SDK's tracer samples (`context`, the parent's, is what an asked sampler is given)."""
+        tracer = self.tracer
+        parent: Any = _NO_PARENT if current is None or current is trace.INVALID_SPAN else current.get_span_context()
         if parent[5]:  # is_valid
             trace_id = parent[0]
             random = parent[3] & _RANDOM
         else:
             parent = None
             ids = tracer.id_generator
-            if self._span_id is _random_span_id:  # RandomIdGenerator's trace id: 128 random bits, never 0
+            if self._span_id is _random_bits:  # RandomIdGenerator's trace id: 128 random bits, never 0
                 trace_id = _getrandbits(128) or ids.generate_trace_id()
                 random = True
             else:
@@ -442,7 +483,7 @@ class Tracing:
         decisions = self._decisions
         if decisions is None:
             result = tracer.sampler.should_sample(context, trace_id, name, kind, attributes, ())
-            decision, state, attributes = result.decision, result.trace_state, result.attributes
+            decision, state, attributes = result.decision, result.trace_state, dict(result.attributes)
         elif parent is None:  # the sampler's answer, without asking (see `_fixed_decisions`)
             decision, state = decisions[0], None
         else:
@@ -454,8 +495,12 @@ class Tracing:
         elif decision is _RECORD_ONLY or decision.is_recording():
             flags = _FLAGS[_RANDOM if random else 0]
         else:
-            return DroppedSpan(_context(trace_id, self._span_id(), _FLAGS[_RANDOM if random else 0], state))
-        return self._made(name, _context(trace_id, self._span_id(), flags, state), parent, kind, attributes)
+            return DroppedSpan(_context(trace_id, self._new_id(), _FLAGS[_RANDOM if random else 0], state))
+        return self._made(name, _context(trace_id, self._new_id(), flags, state), parent, kind, attributes)
+
+    def _new_id(self) -> int:
+        """A new span id of the tracer's id generator."""
+        return self._span_id() or self._id_again()
 
     def child(self, name: str, attributes: Mapping[str, Any]) -> Any:
         """The span of an action, under the current span; None when there is nothing to make.
@@ -464,14 +509,32 @@ class Tracing:
         samplers decide: recorded under a recorded parent, nothing at all under a dropped one. Under any
         other parent (FastAPI's REST span, a span of the caller's code, none) the sampler decides."""
         current = CURRENT.get()
-        if type(current) in _LIGHT:
+        if type(current) in LIGHT:
             up: Any = current._context
-            context = _new_context(_SpanContext, (up[0], self._span_id(), False, up[3], up[4], True))
+            context = _new_context(_SpanContext, (up[0], self._span_id() or self._id_again(), False, up[3], up[4],
+                                                  True))
             return self._made(name, context, up, _INTERNAL, attributes)
         if type(current) is DroppedSpan:
             return None
         span = self.start(name, attributes)
         return None if type(span) is DroppedSpan else span
+
+    def action(self, name: str, attributes: Mapping[str, Any]) -> tuple[Any, Any]:
+        """`child(name, attributes)` made current: the span and the token `close` takes, or (None, None).
+        The span may keep `attributes` (an action's shared read-only mapping)."""
+        var = CURRENT._var
+        if var is not None:
+            values = var.get()
+            current = values.get(_SPAN_KEY)
+            if type(current) in LIGHT:  # (`child`'s first case, without its calls)
+                up: Any = current._context
+                span = self._made(name, _new_context(_SpanContext, (
+                    up[0], self._span_id() or self._id_again(), False, up[3], up[4], True)), up, _INTERNAL, attributes)
+                values = Context(values)
+                _set_item(values, _SPAN_KEY, span)
+                return span, var.set(values)
+        span = self.child(name, attributes)
+        return (None, None) if span is None else (span, CURRENT.enter(span))
 
     def _emit(self, parent: Any, name: str, start: int, end: int, error: str | None) -> None:
         """A finished child span of `parent`, a span of the tracer's own `start_span` (a phase of an action,
@@ -483,29 +546,42 @@ class Tracing:
 
     def end(self, span: Any) -> None:
         """`span.end()` (a request's span: a light one straight to the processors)."""
-        if type(span) in _LIGHT:
+        if type(span) in LIGHT:
             if span._finish():
                 span._span_processor.take([span])
         else:
             span.end()
 
-    def close(self, span: Any, phases: list[tuple[str, int, int, str | None]]) -> None:
-        """End an action's span with the finished spans of its phases (name, start, end, error type): on the
-        light path all handed to the processors together."""
-        if type(span) not in _LIGHT:
-            for name, start, end, error in phases:
+    def finish(self, span: Any, token: Any) -> None:
+        """Leave a request's span (`token`: from `request`) and end it."""
+        CURRENT.leave(token)
+        self.end(span)
+
+    def close(self, span: Any, token: Any, phases: list[tuple[str, int, int, str | None]] | None) -> None:
+        """Leave an action's span (`token`: from `action`) and end it with the finished spans of its phases
+        (name, start, end, error type; None: the span records nothing): on the light path all handed to the
+        processors together."""
+        CURRENT.leave(token)
+        if type(span) not in LIGHT:
+            for name, start, end, error in phases or ():
                 self._emit(span, name, start, end, error)
             span.end()
             return
         # The phases share their parent's sampling decision (a parent-based sampler's answer for a recorded one).
         up: Any = span._context
         trace_id, flags, state = up[0], up[3], up[4]
-        span_id = self._span_id
-        phase = self._phase
-        spans: list[Any] = [
-            phase(name, _new_context(_SpanContext, (trace_id, span_id(), False, flags, state, True)), up, start, end,
-                  _UNSET if error is None else _failed(error))
-            for name, start, end, error in phases]
+        span_id, again, kind = self._span_id, self._id_again, self._phase
+        spans: list[Any] = []
+        for name, start, end, error in phases or ():  # (each made as `FinishedSpan`'s fields say, without a call)
+            phase = _new(kind)
+            phase._name = name
+            phase._context = _new_context(_SpanContext, (trace_id, span_id() or again(), False, flags, state, True))
+            phase._parent = up
+            phase._start_time = start
+            phase._end_time = end
+            if error is not None:
+                phase._status = _failed(error)
+            spans.append(phase)
         if span._finish():  # (unless the handler ended it itself)
             spans.append(span)
         if spans:
@@ -514,4 +590,4 @@ class Tracing:
 
 CURRENT = CurrentSpan()
 
-__all__ = ["CURRENT", "CurrentSpan", "DroppedSpan", "FinishedSpan", "LightSpan", "Sinks", "Tracing"]
+__all__ = ["CURRENT", "LIGHT", "CurrentSpan", "DroppedSpan", "FinishedSpan", "LightSpan", "Sinks", "Tracing"]
