@@ -501,3 +501,33 @@ async def test_mcp_requests_skip_fastapis_own_telemetry_and_rest_calls_keep_it()
     assert seen == ["/api/billing/get_invoice"]
     names = {span.name for span in spans.get_finished_spans()}
     assert {"tools/call billing", "POST /api/billing/get_invoice"} <= names and "POST /mcp" not in names
+
+
+async def test_an_action_span_shares_its_attributes_until_it_sets_its_own():
+    """The action span starts on the action's read-only attributes: the error a failed call records and what the
+    handler sets land on that call's span alone, never on the next call's."""
+    provider, spans = traced()
+    billing = Tool("billing", description="Invoices")
+
+    @billing.action(readonly=True)
+    async def get_invoice(id: str) -> str:
+        """Fetch one invoice."""
+        if id == "bad":
+            raise ValueError("no such invoice")
+        trace.get_current_span().set_attribute("invoice.id", id)
+        return id
+
+    app = MCPFusion("t", tools=[billing], telemetry=Telemetry(tracer_provider=provider,
+                                                              meter_provider=MeterProvider())).build_app()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        for request_id, invoice in enumerate(("bad", "inv_1", "inv_2")):
+            r = await http.post("/mcp", headers=HEADERS, json={"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                                                                "params": {"name": "billing", "arguments": {
+                                                                    "action": "get_invoice", "id": invoice},
+                                                                    "_meta": META}})
+            assert r.json()["result"]["isError"] is (invoice == "bad")
+    actions = [dict(s.attributes) for s in spans.get_finished_spans() if s.name == "execute_tool billing.get_invoice"]
+    common = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "billing.get_invoice",
+              "mcpfusion.tool": "billing", "mcpfusion.action": "get_invoice", "mcpfusion.transport": "mcp"}
+    assert actions[0] == {**common, "error.type": actions[0]["error.type"]}
+    assert actions[1:] == [{**common, "invoice.id": "inv_1"}, {**common, "invoice.id": "inv_2"}]
