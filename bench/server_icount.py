@@ -16,7 +16,8 @@ processor, an exporter that discards, every trace recorded): `traced_vs_json`, t
 `mcp_throughput.py --telemetry`'s tracing on/off (its export thread and the garbage collector included, every
 thread of the server being counted; use `--calls 3000` or more, the collector's full passes are rare).
 Instructions miss what memory costs: `--cache-sim` reports KCachegrind's cycle estimate instead (a garbage
-collector walking cold objects weighs more than its instruction count).
+collector walking cold objects weighs more than its instruction count). `--keep DIR` keeps the dumps there,
+one per thread (`--separate-threads=yes`), for `callgrind_annotate` (use an empty directory).
 
 Run: `python bench/server_icount.py [HEAD 5036de5 ...] [--calls 600] [--jobs 2]` (a few minutes per cell).
 """
