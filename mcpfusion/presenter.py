@@ -160,15 +160,19 @@ class _Cache:
         # Embed keys whose value this presenter's own validation already gave the child's shape (see `_trusted`).
         self.trusted: frozenset[str] = frozenset()
         # Frozen with a schema, static own rules, every embedded child plain with a schema: one object renders
-        # from this plan, without child bookkeeping (`_render_flat`).
+        # from this plan, without child bookkeeping (`_flat_parts`).
         self.plan: _FlatPlan | None = None
         # The redaction of this presenter and its children as one function (`redaction.compile_tree`), made
         # on first use once frozen; False: not made yet.
         self.redact: Redactor | None | bool = False
 
 
+# What a flat render makes (`Presenter._flat_parts`): data, UI blocks, suggestions, directives, rule set.
+_FlatParts = tuple[Any, list[UIBlock], list[Suggestion], list[str], tuple[tuple[str, ...], str | None]]
+
+
 class _FlatPlan:
-    """What `_render_flat` needs, worked out once at freeze."""
+    """What `_flat_parts` needs, worked out once at freeze."""
 
     __slots__ = ("embeds", "loose", "codecs", "rule_sets", "ui", "suggest")
 
@@ -573,10 +577,21 @@ class Presenter:
 
     def render(self, data: Any, ctx: Any = None) -> _Rendered:
         """Everything but `_select`, redaction and serialization (used for embeds, too)."""
-        if self._cache.plan is not None and not isinstance(data, list | tuple):
-            flat = self._render_flat(data, ctx)
-            if flat is not None:
-                return flat
+        plan = self._cache.plan
+        if plan is not None and not isinstance(data, list | tuple):
+            parts = self._flat_parts(plan, data, ctx)
+            if parts is not None:
+                full, ui_blocks, suggestions, directives, (rules, rules_block) = parts
+                # Made without `__init__`'s empty lists, every field set once.
+                out: _Rendered = _new(_Rendered)
+                out.data, out.ui_blocks, out.embeds, out.rules, out.suggestions, out.directives = (
+                    full, ui_blocks, [], list(rules), suggestions, directives)
+                out.rules_block = rules_block
+                return out
+        return self._render_general(data, ctx)
+
+    def _render_general(self, data: Any, ctx: Any) -> _Rendered:
+        """`render` without the flat plan: lists, children with their own blocks, callback rules."""
         out = _Rendered()
         # Embedded children's rules, suggestions and directives come after this presenter's own.
         children = _Rendered(out.embeds) if self.embeds else None
@@ -627,13 +642,12 @@ class Presenter:
                 _merge_unique(out.directives, children.directives)
         return out
 
-    def _render_flat(self, data: Any, ctx: Any) -> _Rendered | None:
-        """`render` of one object by a frozen flat presenter (see `_Cache.flat`), from what `_compile_flat`
+    def _flat_parts(self, plan: _FlatPlan, data: Any, ctx: Any) -> _FlatParts | None:
+        """`render` of one object by a frozen flat presenter (see `_Cache.plan`), from what `_FlatPlan`
         worked out at freeze: one validation per child value (none for a trusted key), the rules and their
         block per set of children present. None when a value does not validate: `render`'s general path
-        then decides (it degrades a list, or raises the same `PresenterError`); no callback has run yet."""
-        plan = self._cache.plan
-        assert plan is not None
+        then decides (it degrades a list, or raises the same `PresenterError`); no callback has run yet.
+        Its parts, which the caller owns: the data, UI blocks, suggestions, directives and the rule set."""
         full = None
         present = 0
         raw_get = data.get if data.__class__ is dict or isinstance(data, Mapping) else None
@@ -690,11 +704,7 @@ class Presenter:
         if self._directives:
             lines = self._directives(full, ctx) if callable(self._directives) else self._directives
             _merge_unique(directives, [d for d in _as_list(lines) if d])
-        # Made without `__init__`'s empty lists, every field set once (this is the hot path).
-        out: _Rendered = _new(_Rendered)
-        out.data, out.ui_blocks, out.embeds, out.rules, out.suggestions, out.directives, out.rules_block = (
-            full, ui_blocks, [], list(rule_set[0]), suggestions, directives, rule_set[1])
-        return out
+        return full, ui_blocks, suggestions, directives, rule_set
 
     def _rule_set(self, present: int) -> tuple[tuple[str, ...], str | None]:
         """The rules of a flat render whose embedded values present are the bits of `present` (own rules,
@@ -711,12 +721,17 @@ class Presenter:
         function for the whole tree (`redaction.compile_tree`), made once for a frozen presenter."""
         tree = self._cache.redact if self._frozen else False
         if tree is False:
-            node = self._redaction_node()
-            tree = None if node.empty() else compile_tree(node)
-            if self._frozen:
-                self._cache.redact = tree
+            tree = self._redactor()
         if tree is not None:
             tree(data, removed)  # type: ignore[operator]
+
+    def _redactor(self) -> Redactor | None:
+        """The redaction of this presenter's tree as one function (None: nothing to censor), kept once frozen."""
+        node = self._redaction_node()
+        tree = None if node.empty() else compile_tree(node)
+        if self._frozen:
+            self._cache.redact = tree
+        return tree
 
     def _redaction_node(self) -> Node:
         return Node(self.redact_paths, self.censor, self.guard_blocks,
@@ -732,14 +747,29 @@ class Presenter:
             raise PresenterError(f"presenter {self.name!r}: nothing to present (the handler returned None)")
         if not self._frozen:
             self.freeze()
-        rendered = self.render(data, ctx)
+        cache = self._cache
+        plan = cache.plan
+        # A flat render's parts go straight into the response (no `_Rendered` in between: the hot path).
+        parts = self._flat_parts(plan, data, ctx) if plan is not None and not isinstance(data, list | tuple) else None
+        if parts is not None:
+            full, ui_blocks, suggestions, directives, (static_rules, rules_block) = parts
+            embeds: list[str] = []
+            rules = list(static_rules)
+        else:
+            rendered = self._render_general(data, ctx)
+            full, ui_blocks, suggestions, directives = (rendered.data, rendered.ui_blocks, rendered.suggestions,
+                                                        rendered.directives)
+            embeds, rules, rules_block = rendered.embeds, rendered.rules, rendered.rules_block
         removed: list[Any] = []
-        self.redact(rendered.data, removed)
-        wire = select_keys(rendered.data, select) if select else rendered.data
+        tree = cache.redact
+        if tree is False:
+            tree = self._redactor()
+        if tree is not None:
+            tree(full, removed)  # type: ignore[operator]
+        wire = select_keys(full, select) if select else full
         # Its view is the data as on the wire, plus rules, UI blocks, suggestions (render's lists, which hold
         # no None: the response takes them over).
-        response = assemble(wire, self.pretty, rendered.ui_blocks, rendered.embeds, rendered.directives,
-                            rendered.rules, rendered.suggestions, rendered.rules_block)
+        response = assemble(wire, self.pretty, ui_blocks, embeds, directives, rules, suggestions, rules_block)
         if removed:
             egress.guard(response, removed, self.censor, pretty=self.pretty)
             response.view.scrub = egress.Scrubber(removed, self.censor)  # for documents attached afterwards
