@@ -211,10 +211,25 @@ def _clean(texts: list[str], removed: list[Any]) -> bool:
             # A form found only across a join (a value holding the separator) is a false alarm: the full
             # path looks block by block. A form in a block is always in the join.
             whole = "\n".join(texts)
-        for form in _variants(value):
+        forms = _known_forms.get(value)
+        if forms is None:
+            forms = _forms(value)
+        for form in forms:
             if form in whole:
                 return False
     return True
+
+
+# `_variants` of the removed strings met lately, read by `_clean` as a plain dict (a value's forms are
+# looked up on every guarded response: a dict read costs less than the LRU cache's call); emptied when full.
+_known_forms: dict[str, tuple[str, ...]] = {}
+
+
+def _forms(value: str) -> tuple[str, ...]:
+    if len(_known_forms) >= 4096:
+        _known_forms.clear()
+    forms = _known_forms[value] = _variants(value)
+    return forms
 
 
 def _contains(text: str, needles: list[str], exact: Any) -> bool:

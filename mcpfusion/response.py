@@ -281,8 +281,11 @@ def assemble(
         texts.append(rules_block or markup.bullet_block("domain_rules", rules))
     if suggestions:
         only = suggestions[0]
-        if len(suggestions) == 1 and only.__class__ is Suggestion:  # the common case, without a comprehension
-            texts.append(markup.bullet_block("action_suggestions", [f"{only.action}: {only.reason}"]))
+        # The common case, one suggestion of plain strings: its block read back.
+        action, reason = (only.action, only.reason) if only.__class__ is Suggestion else (None, None)
+        if len(suggestions) == 1 and action.__class__ is str and reason.__class__ is str:
+            written = _one_suggestion.get((action, reason))
+            texts.append(_suggestion_block(action, reason) if written is None else written)
         else:
             texts.append(markup.bullet_block("action_suggestions", [s.render() for s in suggestions]))
     # The view and the response filled with plain stores, as their `__init__`s would (every slot set):
@@ -298,6 +301,17 @@ def assemble(
 
 
 _new = object.__new__
+
+# The block of a response's one suggestion by its action and reason (plain strings): mostly the same few,
+# call after call (bounded: emptied when full).
+_one_suggestion: dict[tuple[str, str], str] = {}
+
+
+def _suggestion_block(action: str, reason: str) -> str:
+    if len(_one_suggestion) >= 4096:
+        _one_suggestion.clear()
+    block = _one_suggestion[action, reason] = markup.bullet_block("action_suggestions", [f"{action}: {reason}"])
+    return block
 
 
 def response(data: Any = None, *, pretty: bool = False) -> ResponseBuilder:
