@@ -691,13 +691,15 @@ class Presenter:
         if plan.ui is not None:
             fn, with_ctx = plan.ui
             blocks = fn(full, ctx) if with_ctx else fn(full)
-            if blocks is not None:  # `_as_list`, a list's case inline
-                ui_blocks = [*filter(_not_none, blocks)] if blocks.__class__ is list else _as_list(blocks)
+            if blocks is not None:  # `_as_list`, a list of one block (the common case) inline
+                one = blocks.__class__ is list and len(blocks) == 1 and blocks[0] is not None
+                ui_blocks = [blocks[0]] if one else _as_list(blocks)
         suggestions: list[Suggestion] = []
         if plan.suggest is not None:
             fn, with_ctx = plan.suggest
             made = fn(full, ctx) if with_ctx else fn(full)
-            suggestions = [*filter(_not_none, made)] if made.__class__ is list else _as_list(made)
+            one = made.__class__ is list and len(made) == 1 and made[0] is not None
+            suggestions = [made[0]] if one else _as_list(made)
             if len(suggestions) > 1:
                 suggestions = _merged([], suggestions)
         directives: list[str] = []
