@@ -201,35 +201,41 @@ def _clean(texts: list[str], removed: list[Any]) -> bool:
             if value is None or value is True or value is False:
                 continue  # never guarded
             return False
-        if not value:
-            continue
-        if len(value) < MIN_LENGTH:
-            if texts and _quoted(value) in texts[0]:
-                return False
-            continue
+        forms = _long_forms.get(value)  # known: a string of MIN_LENGTH or more
+        if forms is None:
+            if not value:
+                continue
+            if len(value) < MIN_LENGTH:
+                if texts and _quoted(value) in texts[0]:
+                    return False
+                continue
+            forms = _forms(value)
         if whole is None:
             # A form found only across a join (a value holding the separator) is a false alarm: the full
             # path looks block by block. A form in a block is always in the join.
             whole = "\n".join(texts)
-        forms = _known_forms.get(value)
-        if forms is None:
-            forms = _forms(value)
+        if forms.__class__ is str:  # plain text: its one form is itself
+            if forms in whole:
+                return False
+            continue
         for form in forms:
             if form in whole:
                 return False
     return True
 
 
-# `_variants` of the removed strings met lately, read by `_clean` as a plain dict (a value's forms are
-# looked up on every guarded response: a dict read costs less than the LRU cache's call); emptied when full.
-_known_forms: dict[str, tuple[str, ...]] = {}
+# The forms of the long removed strings met lately (`_variants`; a plain one as itself), read by `_clean` as
+# a plain dict: a value's forms are looked up on every guarded response, and a dict read costs less than
+# the LRU cache's call. Emptied when full.
+_long_forms: dict[str, str | tuple[str, ...]] = {}
 
 
-def _forms(value: str) -> tuple[str, ...]:
-    if len(_known_forms) >= 4096:
-        _known_forms.clear()
-    forms = _known_forms[value] = _variants(value)
-    return forms
+def _forms(value: str) -> str | tuple[str, ...]:
+    if len(_long_forms) >= 4096:
+        _long_forms.clear()
+    forms = _variants(value)
+    known = _long_forms[value] = value if forms == (value,) else forms
+    return known
 
 
 def _contains(text: str, needles: list[str], exact: Any) -> bool:

@@ -1,6 +1,6 @@
 """The blocks `assemble` reads back from its caches are the blocks it would render: a response's one
 suggestion (plain strings only: a string subclass renders as it formats itself), and the egress guard's
-forms of a removed value (`censor._known_forms`), whatever the cache held before."""
+forms of a removed value (`censor._long_forms`), whatever the cache held before."""
 
 from __future__ import annotations
 
@@ -33,8 +33,9 @@ def test_one_suggestion_block_is_its_rendered_block_every_time():
 
 def test_guard_forms_cache_gives_the_forms_of_each_value():
     texts = ['{"id":"x"}', "<domain_rules>\n- Call Zoë &lt;ceo> now\n</domain_rules>"]
-    censor._known_forms.clear()
+    censor._long_forms.clear()
     for _ in range(2):  # the forms computed, then read back
         assert censor._clean(texts, ["ada@example.com", None])
         assert not censor._clean(texts, ["Zoë <ceo>"])  # found in its escaped form
-    assert censor._known_forms["Zoë <ceo>"] == censor._variants("Zoë <ceo>")
+    assert censor._long_forms["Zoë <ceo>"] == censor._variants("Zoë <ceo>")
+    assert censor._long_forms["ada@example.com"] == "ada@example.com"  # plain: its one form
