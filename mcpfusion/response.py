@@ -289,13 +289,25 @@ def assemble(
         else:
             texts.append(markup.bullet_block("action_suggestions", [s.render() for s in suggestions]))
     # The view and the response filled with plain stores, as their `__init__`s would (every slot set):
-    # a presented call makes one of each, and the two calls with their defaults cost more than the stores.
+    # a presented call makes one of each, and the two calls with their defaults cost more than the stores
+    # (one statement each: a tuple to unpack costs more).
     view = _new(ResponseView)
-    view.data, view.system_rules, view.ui_blocks, view.suggestions, view.error_code, view.error = (
-        data, rules, ui, suggestions, None, None)
-    view.next_cursor, view.rewritten, view.encoding, view.scrub = None, False, encoding, None
+    view.data = data
+    view.system_rules = rules
+    view.ui_blocks = ui
+    view.suggestions = suggestions
+    view.error_code = None
+    view.error = None
+    view.next_cursor = None
+    view.rewritten = False
+    view.encoding = encoding
+    view.scrub = None
     made = _new(ToolResponse)
-    made.texts, made.is_error, made.structured_content, made.view, made.content = texts, False, None, view, ()
+    made.texts = texts
+    made.is_error = False
+    made.structured_content = None
+    made.view = view
+    made.content = ()
     made.written = (data, texts[0]) if encoding == "json" else None  # `_written`
     return made
 
