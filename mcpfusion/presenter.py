@@ -76,7 +76,7 @@ def _as_list(value: Any) -> list[Any]:
     return [value]
 
 
-_SEQUENCES = (list, tuple)
+_SEQUENCES = (list, tuple)  # a tuple: `isinstance(x, list | tuple)` builds the union at every call
 _not_none = functools.partial(operator.is_not, None)
 
 
@@ -130,7 +130,7 @@ def _suggest_each(target: list[Any], suggest: Callable[[Any, Any], Any], items: 
         value = fn(item, ctx) if with_ctx else fn(item)
         if value is None:
             continue
-        for s in value if isinstance(value, list | tuple) else (value,):
+        for s in value if isinstance(value, _SEQUENCES) else (value,):
             if s is None or id(s) in kept:
                 continue
             if s not in target:
@@ -536,7 +536,7 @@ class Presenter:
                 # Schema, static rules and redaction only: no render bookkeeping (hot path of list embeds).
                 if key in self._cache.trusted:
                     pass  # this presenter's own validation made item[key] what the child would make of it
-                elif isinstance(value, list | tuple):
+                elif isinstance(value, _SEQUENCES):
                     notices: list[str] = []
                     item[key] = child._validate(value if value.__class__ is list else list(value), notices)[0]
                     if notices:
@@ -578,7 +578,7 @@ class Presenter:
     def render(self, data: Any, ctx: Any = None) -> _Rendered:
         """Everything but `_select`, redaction and serialization (used for embeds, too)."""
         plan = self._cache.plan
-        if plan is not None and not isinstance(data, list | tuple):
+        if plan is not None and not isinstance(data, _SEQUENCES):
             parts = self._flat_parts(plan, data, ctx)
             if parts is not None:
                 full, ui_blocks, suggestions, directives, (rules, rules_block) = parts
@@ -595,7 +595,7 @@ class Presenter:
         out = _Rendered()
         # Embedded children's rules, suggestions and directives come after this presenter's own.
         children = _Rendered(out.embeds) if self.embeds else None
-        if isinstance(data, list | tuple):
+        if isinstance(data, _SEQUENCES):
             items = list(data)
             if self.max_items is not None and len(items) > self.max_items:
                 omitted = len(items) - self.max_items
@@ -752,7 +752,7 @@ class Presenter:
         cache = self._cache
         plan = cache.plan
         # A flat render's parts go straight into the response (no `_Rendered` in between: the hot path).
-        parts = self._flat_parts(plan, data, ctx) if plan is not None and not isinstance(data, list | tuple) else None
+        parts = self._flat_parts(plan, data, ctx) if plan is not None and not isinstance(data, _SEQUENCES) else None
         if parts is not None:
             full, ui_blocks, suggestions, directives, (static_rules, rules_block) = parts
             embeds: list[str] = []
