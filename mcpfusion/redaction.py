@@ -134,7 +134,7 @@ def compile_tree(node: Node) -> Redactor:
     child's value by embed key: a list item by item, its lists as nested lists, a dict as itself)."""
     source = _Source()
     name = source.tree(node)
-    namespace = dict(source.names, RedactionError=RedactionError)
+    namespace = dict(source.names, RedactionError=RedactionError, _object=_object)
     exec(compile("\n".join(source.lines), f"<redaction tree {name}>", "exec"), namespace)  # noqa: S102
     return namespace[name]  # type: ignore[no-any-return]
 
@@ -164,9 +164,11 @@ class _Source:
         self._apply(node, "data", body, "    ")
         # `x.__class__ is not dict and ...` before `isinstance`: the validated data is made of plain dicts,
         # and the class test costs less than the call.
+        # Removed values with nobody to take them go to a list of this call alone (one test here, none per leaf).
         lines = [f"def {name}(data, removed):", "    if data.__class__ is not dict and isinstance(data, list):",
                  "        for item in data:",
-                 f"            {name}(item, removed)", "        return", *body]
+                 f"            {name}(item, removed)", "        return", "    if removed is None:",
+                 "        removed = []", *body]
         self.lines += [*lines, ""]
         return name
 
@@ -219,9 +221,8 @@ class _Source:
         current = var
         for index, name in enumerate(names):
             error = self._bind("error", f"redaction path {first!r} expected an object at {name!r}")
-            out += [f"{pad}if {current} is not None:",
-                    f"{pad}    if {current}.__class__ is not dict and not isinstance({current}, dict):",
-                    f"{pad}        raise RedactionError({error})"]
+            # A plain dict in one test; None skipped; anything else but a dict refused (`_object`).
+            out.append(f"{pad}if {current}.__class__ is dict or {current} is not None and _object({current}, {error}):")
             if index == len(names) - 1:
                 break
             step = self._name("node")
@@ -232,9 +233,15 @@ class _Source:
             leaf = path_names[-1]
             out.append(f"{pad}    if {leaf!r} in {current}:")
             if guarded:
-                out += [f"{pad}        if removed is not None:",
-                        f"{pad}            removed.append({current}[{leaf!r}])"]
+                out.append(f"{pad}        removed.append({current}[{leaf!r}])")
             out.append(f"{pad}        {current}[{leaf!r}] = {censor}")
+
+
+def _object(value: Any, message: str) -> bool:
+    """True for a dict (`compile_tree`'s code has found it is not a plain one); `RedactionError` otherwise."""
+    if not isinstance(value, dict):
+        raise RedactionError(message)
+    return True
 
 
 # -- the same paths on a JSON schema ----------------------------------------------------------------------
