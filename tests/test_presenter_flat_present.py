@@ -56,14 +56,20 @@ def _suggest(acc: dict[str, Any], ctx: Any) -> Any:
 def _presenters(**options: Any) -> tuple[Presenter, Presenter]:
     cards = Presenter("Card").schema(Card).redact_pii(["number"]).rules(["Card numbers are masked."])
     owner = Presenter("Owner").schema({"name": str, "ssn": str | None}).redact_pii(["ssn"]).rules(["Owner rule."])
-    account = (Presenter("Account", pretty=options.get("pretty", False)).schema(Account)
-               .rules(["Accounts rule.", "Accounts rule."]).redact_pii(["email", "meta.*"])
-               .ui(_ui).suggest(_suggest).embed("cards", cards).embed("owner", owner))
+    account = (
+        Presenter("Account", pretty=options.get("pretty", False))
+        .schema(Account)
+        .rules(["Accounts rule.", "Accounts rule."])
+        .redact_pii(["email", "meta.*"])
+        .ui(_ui)
+        .suggest(_suggest)
+        .embed("cards", cards)
+        .embed("owner", owner)
+    )
     if options.get("directives"):
         account.directives(["Be brief."])
     if options.get("attach"):
-        account.attach(lambda data: [document(f"statement of {data} for ada@example.com", "text/plain",
-                                              uri="doc://s")])
+        account.attach(lambda data: [document(f"statement of {data} for ada@example.com", "text/plain", uri="doc://s")])
     if options.get("limit"):
         account.limit(options["limit"])
     account.freeze()
@@ -74,10 +80,16 @@ def _presenters(**options: Any) -> tuple[Presenter, Presenter]:
     return account, general
 
 
-ACCOUNT = {"id": "a1", "email": "ada@example.com", "amount_cents": 1250, "status": "one",
-           "meta": {"token": "secret-token-1", "n": 3}, "internal": "strip me",
-           "cards": [{"number": "4111 1111", "holder": "Ada"}, {"number": "5500 0000", "holder": "Ada", "x": 1}],
-           "owner": {"name": "Ada", "ssn": "123-45-6789"}}
+ACCOUNT = {
+    "id": "a1",
+    "email": "ada@example.com",
+    "amount_cents": 1250,
+    "status": "one",
+    "meta": {"token": "secret-token-1", "n": 3},
+    "internal": "strip me",
+    "cards": [{"number": "4111 1111", "holder": "Ada"}, {"number": "5500 0000", "holder": "Ada", "x": 1}],
+    "owner": {"name": "Ada", "ssn": "123-45-6789"},
+}
 
 CASES = [
     ACCOUNT,
@@ -95,13 +107,25 @@ CASES = [
 
 def _state(response: Any) -> Any:
     view = response.view
-    return (response.texts, response.is_error, response.structured_content, response.written, response.content,
-            response.to_mcp(), view.data, view.system_rules, view.ui_blocks, view.suggestions, view.encoding,
-            view.rewritten, view.error_code, view.scrub is None)
+    return (
+        response.texts,
+        response.is_error,
+        response.structured_content,
+        response.written,
+        response.content,
+        response.to_mcp(),
+        view.data,
+        view.system_rules,
+        view.ui_blocks,
+        view.suggestions,
+        view.encoding,
+        view.rewritten,
+        view.error_code,
+        view.scrub is None,
+    )
 
 
-@pytest.mark.parametrize("options", [{}, {"pretty": True}, {"directives": True}, {"attach": True},
-                                     {"limit": 1}])
+@pytest.mark.parametrize("options", [{}, {"pretty": True}, {"directives": True}, {"attach": True}, {"limit": 1}])
 @pytest.mark.parametrize("raw", CASES)
 def test_flat_present_is_the_general_present(options: dict[str, Any], raw: dict[str, Any]) -> None:
     flat, general = _presenters(**options)

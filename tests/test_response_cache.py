@@ -18,7 +18,7 @@ def _suggestions_block(suggestions: list[Suggestion]) -> str:
 
 
 def test_one_suggestion_block_is_its_rendered_block_every_time():
-    for action, reason in [("billing.remind", "Send a reminder"), ("a", "<b> & \"c\""), ("x", "")]:
+    for action, reason in [("billing.remind", "Send a reminder"), ("a", '<b> & "c"'), ("x", "")]:
         expected = markup.bullet_block("action_suggestions", [f"{action}: {reason}"])
         assert _suggestions_block([Suggestion(action, reason)]) == expected  # rendered, then cached
         assert _suggestions_block([Suggestion(action, reason)]) == expected  # read back
