@@ -265,7 +265,7 @@ def assemble(
     `rules_block` is the rules' block when the caller rendered it beforehand (a presenter's static rules)."""
     if data.__class__ is not dict:  # a presenter's item is one: nothing to convert
         data = to_jsonable(data)
-    if data is None or isinstance(data, str):
+    if data.__class__ is not dict and (data is None or isinstance(data, str)):
         texts = ["OK" if data is None else data]
         encoding = "text"
     else:
