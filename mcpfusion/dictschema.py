@@ -172,6 +172,7 @@ _JSON_VALUE = core_schema.union_schema([
     core_schema.dict_schema(core_schema.str_schema(strict=True), core_schema.definition_reference_schema(_JSON_REF),
                             strict=True),
 ], ref=_JSON_REF)
+_JSON_INLINE = {key: value for key, value in _JSON_VALUE.items() if key != "ref"}
 
 
 def _native(schema: dict[str, Any]) -> Any:
@@ -191,7 +192,9 @@ def _native_schema(schema: dict[str, Any]) -> Any:
     if kind in _NATIVE_LEAVES or kind == "definition-ref":
         return schema
     if kind == "any":
-        return core_schema.definition_reference_schema(_JSON_REF)
+        # The union itself where the schema says `Any` (its lists and dicts refer to it): a scalar, the
+        # common value, is validated without the reference's recursion guard.
+        return _JSON_INLINE
     if kind == "literal":
         if not all(value.__class__ in _NATIVE_VALUES for value in schema["expected"]):
             raise _Unsupported("a literal of another type")

@@ -148,3 +148,15 @@ def test_flat_present_refuses_what_the_general_present_refuses() -> None:
         with pytest.raises(PresenterError) as theirs:
             general.present(bad)
         assert str(ours.value) == str(theirs.value)
+
+
+def test_a_cyclic_value_under_any_fails_alike() -> None:
+    flat, general = _presenters()
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    errors = []
+    for presenter in (flat, general):
+        with pytest.raises(Exception) as caught:  # noqa: PT011 - both paths must fail the same way
+            presenter.present({**ACCOUNT, "meta": {"loop": cycle}})
+        errors.append((type(caught.value), str(caught.value)))
+    assert errors[0] == errors[1]
