@@ -6,16 +6,28 @@ them, most of them repeated: `str`, `dict[str, Any]`, `Annotated[str, Field(max_
 distinct string is compiled once per process, then evaluated in the function's module as `typing` does.
 Whatever is not the plain case (a wrapped function, a forward reference left inside a type, a special form,
 an annotation that fails to evaluate) goes to `typing` itself, so the values and the errors stay its own.
+
+Evaluating was still most of declaring an action: `Annotated[str, Field(max_length=40)]` builds a `FieldInfo`
+and an `Annotated` alias each time. An annotation made only of names, subscripts, `|`, constants and calls of
+the declarative constructors (pydantic's `Field`, FastAPI's `Query`, `Depends`..., annotated-types'
+constraints) has a value that depends on nothing but the objects its names are bound to: it is evaluated once
+per distinct binding of those names, and the value shared, as an alias written once (`Id = Annotated[...]`)
+is shared by every function that uses it. Anything else (an attribute, a lambda, a call of another function)
+is evaluated anew each time, as `typing` does.
 """
 
 from __future__ import annotations
 
+import ast
 import types
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
-_CODE: dict[str, types.CodeType] = {}  # annotation source -> its compiled expression
+from annotated_types import BaseMetadata, GroupedMetadata
+from fastapi import Body, Cookie, Depends, File, Form, Header, Path, Query, Security
+from pydantic import Field
+
 _REFUSED_ORIGINS = (typing.ClassVar, typing.Final, typing.Generic, typing.Protocol)  # typing refuses these
 
 
@@ -28,18 +40,122 @@ def type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
     for name, value in annotations.items():
         if isinstance(value, str):
             try:
-                code = _CODE.get(value)
-                if code is None:
-                    code = _CODE[value] = compile(value, "<annotation>", "eval")
-                value = eval(code, fn.__globals__)  # noqa: S307 - what typing.get_type_hints evaluates
+                value, plain = _evaluated(value, fn.__globals__)
             except Exception:
                 return typing.get_type_hints(fn, include_extras=True)  # raises typing's own error
-        if value is None:
-            value = types.NoneType
-        if not _plain(value):
+        else:
+            value, plain = _settle(value)
+        if not plain:
             return typing.get_type_hints(fn, include_extras=True)
         hints[name] = value
     return hints
+
+
+class _Source(NamedTuple):
+    """A distinct annotation string, compiled; `names` are the global names it reads when its value can be
+    shared (None otherwise), `callees` those of them it calls."""
+
+    code: types.CodeType
+    names: tuple[str, ...] | None
+    callees: tuple[int, ...]
+
+
+_SOURCES: dict[str, _Source] = {}
+# (source, id of each object its names are bound to) -> (those objects, kept alive so that no id is reused while
+# it is a key; the value, None made NoneType; whether typing would return it as it is)
+_VALUES: dict[tuple[Any, ...], tuple[tuple[Any, ...], Any, bool]] = {}
+#: Called in an annotation, these build an equal value each time, and nothing but it.
+_DECLARATIVE = (Field, Body, Cookie, Depends, File, Form, Header, Path, Query, Security)
+_SHAREABLE_NODES = (
+    ast.Expression,
+    ast.Name,
+    ast.Load,
+    ast.Constant,
+    ast.Subscript,
+    ast.Tuple,
+    ast.List,
+    ast.BinOp,
+    ast.BitOr,
+    ast.Call,
+    ast.keyword,
+)
+_MISSING = object()
+
+
+def _source(text: str) -> _Source:
+    """`text` compiled, and read for what its value depends on."""
+    tree = ast.parse(text, "<annotation>", "eval")
+    code = compile(tree, "<annotation>", "eval")
+    names: list[str] = []
+    called: set[str] = set()
+    for node in ast.walk(tree):
+        if (
+            not isinstance(node, _SHAREABLE_NODES)
+            or (isinstance(node, ast.BinOp) and type(node.op) is not ast.BitOr)
+            or (isinstance(node, ast.Call) and not isinstance(node.func, ast.Name))
+            or (isinstance(node, ast.keyword) and node.arg is None)
+        ):  # an attribute, a lambda, `f()()`, `**kw`
+            return _Source(code, None, ())
+        if isinstance(node, ast.Call):
+            called.add(typing.cast(ast.Name, node.func).id)
+        elif isinstance(node, ast.Name) and node.id not in names:
+            names.append(node.id)
+    return _Source(code, tuple(names), tuple(i for i, n in enumerate(names) if n in called))
+
+
+def _evaluated(text: str, namespace: dict[str, Any]) -> tuple[Any, bool]:
+    """The value of annotation `text` in a module's `namespace` (typing's evaluation), and whether it is plain."""
+    source = _SOURCES.get(text)
+    if source is None:
+        source = _SOURCES[text] = _source(text)
+    bound = _bindings(source, namespace)
+    if bound is None:
+        return _settle(eval(source.code, namespace))  # noqa: S307 - what typing.get_type_hints evaluates
+    key = (text, *map(id, bound))
+    known = _VALUES.get(key)
+    if known is None:
+        value, plain = _settle(eval(source.code, namespace))  # noqa: S307 - as above
+        known = _VALUES[key] = (bound, value, plain)
+    return known[1], known[2]
+
+
+def _bindings(source: _Source, namespace: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The objects `source`'s names are bound to in `namespace` (then in its builtins), None when its value
+    cannot be shared: not made of names alone, a name unbound, a call of anything but a declarative
+    constructor."""
+    if source.names is None:
+        return None
+    builtins = namespace.get("__builtins__")
+    if isinstance(builtins, types.ModuleType):
+        builtins = vars(builtins)
+    if not isinstance(builtins, dict):
+        return None
+    bound = []
+    for name in source.names:
+        obj = namespace.get(name, _MISSING)
+        if obj is _MISSING:
+            obj = builtins.get(name, _MISSING)
+            if obj is _MISSING:
+                return None
+        bound.append(obj)
+    for at in source.callees:
+        if not _declarative(bound[at]):
+            return None
+    return tuple(bound)
+
+
+def _declarative(callee: Any) -> bool:
+    """Pydantic's `Field`, FastAPI's parameter functions, an annotated-types constraint class."""
+    if isinstance(callee, type):
+        return BaseMetadata in callee.__mro__ or GroupedMetadata in callee.__mro__
+    return any(callee is known for known in _DECLARATIVE)
+
+
+def _settle(value: Any) -> tuple[Any, bool]:
+    """An evaluated annotation as typing returns it (None is NoneType), and whether it is plain."""
+    if value is None:
+        value = types.NoneType
+    return value, _plain(value)
 
 
 def _plain(value: Any) -> bool:

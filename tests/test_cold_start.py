@@ -269,3 +269,48 @@ def test_one_line_docstrings_describe_as_cleandoc_would(doc):
 
     expected = inspect.cleandoc(doc).split("\n\n")[0].replace("\n", " ").strip() if doc else ""
     assert _first_line(doc) == expected
+
+
+# The same annotations in several handlers, as a module of many tools declares them.
+SHARED_ANNOTATIONS = '''
+from __future__ import annotations
+import typing
+from typing import Annotated, Literal
+from annotated_types import Gt
+from fastapi import Depends, Query
+from pydantic import Field
+
+def store(): ...
+class Note:
+    __repr__ = lambda self: "Note()"
+
+def note(): return Note()
+
+def first(a: Annotated[str, Field(max_length=3)], b: Literal["x"] | None, c: Annotated[int, Gt(0), Query()],
+          d: Annotated[int, Depends(store)], e: Annotated[int, note()], f: typing.Optional[int], g: int): ...
+def second(a: Annotated[str, Field(max_length=3)], b: Literal["x"] | None, c: Annotated[int, Gt(0), Query()],
+           d: Annotated[int, Depends(store)], e: Annotated[int, note()], f: typing.Optional[int], g: int): ...
+'''
+
+
+def test_type_hints_share_the_value_of_an_annotation_its_names_decide():
+    """An annotation made of names and declarative constructors (`Field`, `Query`, `Depends`, annotated-types'
+    constraints) is evaluated once per binding of its names, its value shared as an alias's would be; one
+    calling anything else is evaluated anew, as typing does; every value is typing's."""
+    import typing
+
+    from mcpfusion.hints import type_hints
+
+    namespace: dict[str, Any] = {}
+    exec(compile(SHARED_ANNOTATIONS, "<handlers>", "exec"), namespace)  # noqa: S102 - the handlers under test
+    first, second = type_hints(namespace["first"]), type_hints(namespace["second"])
+    for fn, got in (("first", first), ("second", second)):
+        expected = typing.get_type_hints(namespace[fn], include_extras=True)
+        assert repr(got) == repr(expected) and list(got) == list(expected)
+    assert all(first[name] is second[name] for name in "abcdg")
+    assert first["e"] is not second["e"]  # `note()` may answer anything: called for each handler
+    assert typing.get_args(first["e"])[1] is not typing.get_args(second["e"])[1]
+    namespace["Field"] = lambda **kwargs: kwargs  # a name bound to something else: evaluated again, with it
+    assert type_hints(namespace["first"])["a"] == Annotated[str, {"max_length": 3}]
+    namespace["Field"] = Field
+    assert type_hints(namespace["first"])["a"] is first["a"]
