@@ -35,7 +35,7 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from .context import Context
-from .hints import type_hints
+from .hints import per_annotation, type_hints
 from .pagination import Page, current_page
 
 CONTEXT_SCOPE_KEY = "mcpfusion.context"
@@ -67,7 +67,14 @@ def _is_special(annotation: Any) -> bool:
 
 def is_dependency(annotation: Any, default: Any) -> bool:
     """True when FastAPI (not the agent) provides this parameter."""
-    if isinstance(default, _FASTAPI_MARKERS) or _is_special(annotation):
+    return isinstance(default, _FASTAPI_MARKERS) or _provided(annotation)
+
+
+@per_annotation
+def _provided(annotation: Any) -> bool:
+    """True when the annotation alone makes a parameter FastAPI's (a marker among its extras, a request, a
+    `Context`...)."""
+    if _is_special(annotation):
         return True
     if typing.get_origin(annotation) is Annotated:
         base, *extras = typing.get_args(annotation)
@@ -109,21 +116,25 @@ def context_parameter(fn: Callable[..., Any]) -> str | None:
     return None
 
 
+#: A tool argument of a handler: (name, annotation, default or `inspect.Parameter.empty`).
+Argument = tuple[str, Any, Any]
+
+
 def split_parameters(
     fn: Callable[..., Any], hints: dict[str, Any] | None = None
-) -> tuple[list[inspect.Parameter], list[inspect.Parameter]]:
-    """(tool arguments, dependency parameters), annotations resolved (string annotations included); `hints`
-    are `fn`'s type hints with extras when the caller has them already."""
+) -> tuple[list[Argument], list[inspect.Parameter]]:
+    """(tool arguments, dependency parameters as FastAPI solves them), annotations resolved (string annotations
+    included); `hints` are `fn`'s type hints with extras when the caller has them already. Only a dependency
+    becomes an `inspect.Parameter` (`build_dependant` hands it to FastAPI); an argument stays a tuple."""
     if hints is None:
         hints = type_hints(fn)
-    arguments: list[inspect.Parameter] = []
+    arguments: list[Argument] = []
     dependencies: list[inspect.Parameter] = []
-    for param in _parameters(fn, hints):
-        dependency = as_dependency(param)
-        if dependency is not None:
-            dependencies.append(dependency)
+    for name, kind, annotation, default in _parameters(fn, hints):
+        if is_dependency(annotation, default):
+            dependencies.append(_provided_as(inspect.Parameter(name, kind, annotation=annotation, default=default)))
         else:
-            arguments.append(param)
+            arguments.append((name, annotation, default))
     return arguments, dependencies
 
 
@@ -131,10 +142,10 @@ _POSITIONAL, _KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Paramet
 _CO_VARARGS, _CO_VARKEYWORDS = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
 
 
-def _parameters(fn: Callable[..., Any], hints: dict[str, Any]) -> list[inspect.Parameter]:
-    """`inspect.signature(fn)`'s parameters, each annotated with its hint (`Any` without one). A plain function's
-    are read from its code object (what `inspect` reads, without its unwrapping, checks and a second copy of each
-    parameter to replace the annotation: about a fifth of declaring an action)."""
+def _parameters(fn: Callable[..., Any], hints: dict[str, Any]) -> list[tuple[str, Any, Any, Any]]:
+    """`inspect.signature(fn)`'s parameters as (name, kind, its hint or `Any`, default). A plain function's are
+    read from its code object (what `inspect` reads, without its unwrapping, checks and a `Parameter` made for
+    each: about a fifth of declaring an action)."""
     code = getattr(fn, "__code__", None)
     if (fn.__class__ is not types.FunctionType or code is None or code.co_posonlyargcount
             or "__wrapped__" in fn.__dict__ or "__signature__" in fn.__dict__):
@@ -142,7 +153,7 @@ def _parameters(fn: Callable[..., Any], hints: dict[str, Any]) -> list[inspect.P
         for param in inspect.signature(fn).parameters.values():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise TypeError(f"{fn.__qualname__}: *args/**kwargs cannot become tool parameters")
-            out.append(param.replace(annotation=hints.get(param.name, Any)))
+            out.append((param.name, param.kind, hints.get(param.name, Any), param.default))
         return out
     if code.co_flags & (_CO_VARARGS | _CO_VARKEYWORDS):
         raise TypeError(f"{fn.__qualname__}: *args/**kwargs cannot become tool parameters")
@@ -152,10 +163,9 @@ def _parameters(fn: Callable[..., Any], hints: dict[str, Any]) -> list[inspect.P
     first_default = positional - len(defaults)
     kwdefaults = fn.__kwdefaults__ or {}
     empty = inspect.Parameter.empty
-    out = [inspect.Parameter(name, _POSITIONAL, annotation=hints.get(name, Any),
-                             default=defaults[i - first_default] if i >= first_default else empty)
+    out = [(name, _POSITIONAL, hints.get(name, Any), defaults[i - first_default] if i >= first_default else empty)
            for i, name in enumerate(names[:positional])]
-    out += [inspect.Parameter(name, _KEYWORD, annotation=hints.get(name, Any), default=kwdefaults.get(name, empty))
+    out += [(name, _KEYWORD, hints.get(name, Any), kwdefaults.get(name, empty))
             for name in names[positional:positional + keyword]]
     return out
 
@@ -165,6 +175,11 @@ def as_dependency(param: inspect.Parameter) -> inspect.Parameter | None:
     `Depends`), or None when it is an argument of the caller's."""
     if not is_dependency(param.annotation, param.default):
         return None
+    return _provided_as(param)
+
+
+def _provided_as(param: inspect.Parameter) -> inspect.Parameter:
+    """A dependency parameter as FastAPI solves it: one injected by type gets its provider as a `Depends`."""
     provider = _injected(param.annotation)
     if provider is not None:
         return param.replace(annotation=Annotated[param.annotation, params.Depends(provider)])

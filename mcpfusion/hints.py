@@ -22,12 +22,13 @@ import ast
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, TypeVar
 
 from annotated_types import BaseMetadata, GroupedMetadata
 from fastapi import Body, Cookie, Depends, File, Form, Header, Path, Query, Security
 from pydantic import Field
 
+T = TypeVar("T")
 _REFUSED_ORIGINS = (typing.ClassVar, typing.Final, typing.Generic, typing.Protocol)  # typing refuses these
 
 
@@ -51,13 +52,17 @@ def type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
     return hints
 
 
-class _Source(NamedTuple):
+class _Source:
     """A distinct annotation string, compiled; `names` are the global names it reads when its value can be
-    shared (None otherwise), `callees` those of them it calls."""
+    shared (None otherwise), `callees` those of them it calls. (A plain class: a NamedTuple compiles its
+    methods at import.)"""
 
-    code: types.CodeType
-    names: tuple[str, ...] | None
-    callees: tuple[int, ...]
+    __slots__ = ("code", "names", "callees")
+
+    def __init__(self, code: types.CodeType, names: tuple[str, ...] | None, callees: tuple[int, ...]) -> None:
+        self.code = code
+        self.names = names
+        self.callees = callees
 
 
 _SOURCES: dict[str, _Source] = {}
@@ -181,3 +186,26 @@ def _settled(value: Any) -> bool:
     if isinstance(value, types.GenericAlias) and any(isinstance(a, str) for a in args):
         return False
     return all(_settled(a) for a in args)
+
+
+_MEMO_SIZE = 4096  # annotation objects remembered by each `per_annotation` function, at the most
+
+
+def per_annotation(fn: Callable[[Any], T]) -> Callable[[Any], T]:
+    """`fn(annotation)` remembered per annotation object, for what depends on the annotation alone (its
+    classes, its extras). By identity: an annotation may be unhashable, and two equal ones may hold different
+    extras. `type_hints` gives every handler written with the same annotation one shared object, so a
+    server's repeated parameters are looked at once; the memo starts again past `_MEMO_SIZE` objects."""
+    memo: dict[int, tuple[Any, T]] = {}
+
+    def remembered(annotation: Any) -> T:
+        known = memo.get(id(annotation))
+        if known is not None and known[0] is annotation:  # the object kept in the memo: its id is not reused
+            return known[1]
+        value = fn(annotation)
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        memo[id(annotation)] = (annotation, value)
+        return value
+
+    return remembered

@@ -14,14 +14,13 @@ from typing import Any, Literal, TypeVar, overload
 
 from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
-from pydantic.fields import FieldInfo
 
 from . import exposition as expo
 from . import toon
 from .argschema import Arguments, arguments
 from .dependencies import build_dependant, is_empty, security_scopes, split_parameters, takes_page
 from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
-from .hints import type_hints
+from .hints import per_annotation, type_hints
 from .model import READ_SCHEMA_OF
 from .output import Output, bare, cardinality, model_of, shape
 from .pagination import CURSOR_ADVERTISED, CURSOR_PARAM, CURSOR_SCHEMA
@@ -74,6 +73,13 @@ def _read_schema_in(annotation: Any) -> str | None:
     return None
 
 
+@per_annotation
+def _argument_kind(annotation: Any) -> tuple[str | None, type[BaseModel] | None]:
+    """(the `Model` whose read schema the annotation holds, the model it flattens), worked out once per
+    annotation object: a server's actions repeat their parameters."""
+    return _read_schema_in(annotation), _flatten_model(annotation)
+
+
 def _has_extras(annotation: Any) -> bool:
     """An `Annotated` anywhere in `annotation` (a class has no type arguments: nothing to look into)."""
     if isinstance(annotation, type):
@@ -87,9 +93,12 @@ def _return_annotation(fn: Callable[..., Any], hints: dict[str, Any]) -> Any:
     """The return annotation without `Annotated` extras, from `fn`'s hints with extras (evaluated once: the
     string annotations' evaluation is most of declaring an action)."""
     annotation = hints.get("return")
-    if _has_extras(annotation):
+    if _return_has_extras(annotation):
         return typing.get_type_hints(fn).get("return")
     return annotation
+
+
+_return_has_extras = per_annotation(_has_extras)
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
@@ -449,39 +458,32 @@ class Tool:
         arguments, dependencies = split_parameters(fn, hints)
         json_validator = None
         if input_schema is not None:
-            json_validator = _json_validator(fn, input_schema, [p.name for p in arguments])
+            json_validator = _json_validator(fn, input_schema, [arg[0] for arg in arguments])
             arguments = []  # the hand-written schema is the contract; the parameters are passed by name
         fields: dict[str, Any] = {}
         flattened: dict[str, tuple[type[BaseModel], tuple[str, ...]]] = {}
         plain: list[str] = []
         guarded: set[str] = set()
         hidden: set[str] = set()
-        for param in arguments:
-            if param.name in (DISCRIMINATOR, SELECT_PARAM) or (paginate and param.name == CURSOR_PARAM):
-                raise ValueError(f"{fn.__qualname__}: parameter name {param.name!r} is reserved")
-            if param.name not in hints:  # not annotated
-                raise TypeError(f"{where}: parameter {param.name!r} has no type annotation, so the agent would get "
-                                f"a schema without a type; annotate it (e.g. {param.name}: str)")
-            owner = _read_schema_in(param.annotation)
+        for arg, annotation, default in arguments:
+            if arg in (DISCRIMINATOR, SELECT_PARAM) or (paginate and arg == CURSOR_PARAM):
+                raise ValueError(f"{fn.__qualname__}: parameter name {arg!r} is reserved")
+            if arg not in hints:  # not annotated
+                raise TypeError(f"{where}: parameter {arg!r} has no type annotation, so the agent would get "
+                                f"a schema without a type; annotate it (e.g. {arg}: str)")
+            owner, flat = _argument_kind(annotation)
             if owner is not None:
-                raise TypeError(f"{where}: parameter {param.name!r} uses {owner}'s read schema as input, which would "
+                raise TypeError(f"{where}: parameter {arg!r} uses {owner}'s read schema as input, which would "
                                 f"make its guarded fields writable; use {owner}.input_model('<operation>') instead")
-            flat = _flatten_model(param.annotation)
             if flat is not None:
                 for field_name, info in flat.model_fields.items():
                     fields[field_name] = (info.annotation, info)
-                flattened[param.name] = (flat, tuple(flat.model_fields))
+                flattened[arg] = (flat, tuple(flat.model_fields))
                 guarded |= getattr(flat, "__mcpfusion_guarded__", frozenset())
                 hidden |= getattr(flat, "__mcpfusion_hidden__", frozenset())
                 continue
-            default = param.default
-            if default is inspect.Parameter.empty:
-                fields[param.name] = (param.annotation, ...)
-            elif isinstance(default, FieldInfo):
-                fields[param.name] = (param.annotation, default)
-            else:
-                fields[param.name] = (param.annotation, default)
-            plain.append(param.name)
+            fields[arg] = (annotation, ... if default is inspect.Parameter.empty else default)
+            plain.append(arg)
         presenter, presenter_dependency, candidates, output = self._output(
             fn, where, f"{self.name}/{name}", returns, candidates, output_schema, _return_annotation(fn, hints)
         )

@@ -314,3 +314,18 @@ def test_type_hints_share_the_value_of_an_annotation_its_names_decide():
     assert type_hints(namespace["first"])["a"] == Annotated[str, {"max_length": 3}]
     namespace["Field"] = Field
     assert type_hints(namespace["first"])["a"] is first["a"]
+
+
+def test_per_annotation_remembers_each_annotation_object(monkeypatch):
+    """What depends on an annotation alone is worked out once per annotation object (by identity: unhashable
+    ones included, equal ones apart), and the memo stays bounded."""
+    from mcpfusion import hints
+
+    seen: list[Any] = []
+    remembered = hints.per_annotation(lambda annotation: seen.append(annotation) or len(seen))
+    unhashable = Annotated[list[int], ["metadata"]]
+    assert remembered(unhashable) == remembered(unhashable) == 1
+    equal = Annotated[list[int], ["metadata"]]
+    assert equal == unhashable and equal is not unhashable and remembered(equal) == 2
+    monkeypatch.setattr(hints, "_MEMO_SIZE", 2)
+    assert remembered(str) == 3 and remembered(unhashable) == 4 and remembered(str) == 3
