@@ -37,11 +37,13 @@ def type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
     annotations = getattr(fn, "__annotations__", None)
     if not isinstance(fn, types.FunctionType) or hasattr(fn, "__wrapped__") or not isinstance(annotations, dict):
         return typing.get_type_hints(fn, include_extras=True)
+    namespace = fn.__globals__
+    builtins = _builtins(namespace)
     hints: dict[str, Any] = {}
     for name, value in annotations.items():
         if isinstance(value, str):
             try:
-                value, plain = _evaluated(value, fn.__globals__)
+                value, plain = _evaluated(value, namespace, builtins)
             except Exception:
                 return typing.get_type_hints(fn, include_extras=True)  # raises typing's own error
         else:
@@ -50,6 +52,14 @@ def type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
             return typing.get_type_hints(fn, include_extras=True)
         hints[name] = value
     return hints
+
+
+def _builtins(namespace: dict[str, Any]) -> dict[str, Any] | None:
+    """The builtins `eval` gives code run in `namespace`, None when it would make them up (no `__builtins__`)."""
+    builtins = namespace.get("__builtins__")
+    if isinstance(builtins, types.ModuleType):
+        return vars(builtins)
+    return builtins if isinstance(builtins, dict) else None
 
 
 class _Source:
@@ -68,7 +78,7 @@ class _Source:
 _SOURCES: dict[str, _Source] = {}
 # (source, id of each object its names are bound to) -> (those objects, kept alive so that no id is reused while
 # it is a key; the value, None made NoneType; whether typing would return it as it is)
-_VALUES: dict[tuple[Any, ...], tuple[tuple[Any, ...], Any, bool]] = {}
+_VALUES: dict[tuple[Any, ...], tuple[list[Any], Any, bool]] = {}
 #: Called in an annotation, these build an equal value each time, and nothing but it.
 _DECLARATIVE = (Field, Body, Cookie, Depends, File, Form, Header, Path, Query, Security)
 _SHAREABLE_NODES = (
@@ -108,32 +118,28 @@ def _source(text: str) -> _Source:
     return _Source(code, tuple(names), tuple(i for i, n in enumerate(names) if n in called))
 
 
-def _evaluated(text: str, namespace: dict[str, Any]) -> tuple[Any, bool]:
+def _evaluated(text: str, namespace: dict[str, Any], builtins: dict[str, Any] | None) -> tuple[Any, bool]:
     """The value of annotation `text` in a module's `namespace` (typing's evaluation), and whether it is plain."""
     source = _SOURCES.get(text)
     if source is None:
         source = _SOURCES[text] = _source(text)
-    bound = _bindings(source, namespace)
+    bound = _bindings(source, namespace, builtins)
     if bound is None:
         return _settle(eval(source.code, namespace))  # noqa: S307 - what typing.get_type_hints evaluates
     key = (text, *map(id, bound))
     known = _VALUES.get(key)
-    if known is None:
-        value, plain = _settle(eval(source.code, namespace))  # noqa: S307 - as above
-        known = _VALUES[key] = (bound, value, plain)
-    return known[1], known[2]
+    if known is not None:  # its objects are alive (kept there): these ids are theirs
+        return known[1], known[2]
+    value, plain = _settle(eval(source.code, namespace))  # noqa: S307 - as above
+    if all(_declarative(bound[at]) for at in source.callees):  # it calls nothing that may answer anything else
+        _VALUES[key] = (bound, value, plain)
+    return value, plain
 
 
-def _bindings(source: _Source, namespace: dict[str, Any]) -> tuple[Any, ...] | None:
+def _bindings(source: _Source, namespace: dict[str, Any], builtins: dict[str, Any] | None) -> list[Any] | None:
     """The objects `source`'s names are bound to in `namespace` (then in its builtins), None when its value
-    cannot be shared: not made of names alone, a name unbound, a call of anything but a declarative
-    constructor."""
-    if source.names is None:
-        return None
-    builtins = namespace.get("__builtins__")
-    if isinstance(builtins, types.ModuleType):
-        builtins = vars(builtins)
-    if not isinstance(builtins, dict):
+    cannot be shared: not made of names alone, or a name unbound."""
+    if source.names is None or builtins is None:
         return None
     bound = []
     for name in source.names:
@@ -143,10 +149,7 @@ def _bindings(source: _Source, namespace: dict[str, Any]) -> tuple[Any, ...] | N
             if obj is _MISSING:
                 return None
         bound.append(obj)
-    for at in source.callees:
-        if not _declarative(bound[at]):
-            return None
-    return tuple(bound)
+    return bound
 
 
 def _declarative(callee: Any) -> bool:
