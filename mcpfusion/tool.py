@@ -9,7 +9,6 @@ import types
 import typing
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
 from fastapi.dependencies.models import Dependant
@@ -27,6 +26,7 @@ from .pagination import CURSOR_ADVERTISED, CURSOR_PARAM, CURSOR_SCHEMA
 from .presenter import Presenter
 from .schema import copied, root_keys
 from .select import SELECT_PARAM, select_schema
+from .slots import fields_repr
 
 Exposition = Literal["grouped", "flat", "profiles"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -111,38 +111,79 @@ class Flatten:
     """`Annotated[MyModel, Flatten]`: the model's fields become top-level parameters of the action."""
 
 
-@dataclass(eq=False)
 class Action:
-    """One operation of a tool: a handler, its argument model, its dependencies and its presenter."""
+    """One operation of a tool: a handler, its argument model, its dependencies and its presenter.
 
-    tool: Tool
-    name: str
-    fn: Callable[..., Any]
-    description: str
-    readonly: bool
-    destructive: bool
-    idempotent: bool
-    open_world: bool
-    presenter: Presenter | None
-    presenter_dependency: Callable[..., Any] | None
-    presenter_candidates: tuple[Presenter, ...]
-    output: Output
-    title: str | None
-    argument_fields: dict[str, Any]  # name -> (annotation, default or FieldInfo): the argument model's fields
-    flattened: dict[str, tuple[type[BaseModel], tuple[str, ...]]]
-    plain_args: tuple[str, ...]
-    dependant: Dependant
-    dependency_free: bool
-    guarded: frozenset[str]
-    hidden: frozenset[str]
-    is_async: bool
-    paginate: int | bool | None = None  # page size, or True: the presenter's limit
-    middleware: tuple[Any, ...] = ()
-    confirm: bool | str = False
-    content_types: frozenset[str] | None = None  # MIME types of the content it may send (images, documents)
-    json_schema: dict[str, Any] | None = None  # a hand-written input schema (`input_schema=`)
-    json_validator: Any = None
-    own_scopes: frozenset[str] = _NONE  # `scopes=` of the action itself (its tool's are added)
+    A plain class with the fields of the dataclass it was (same order, defaults and repr; compared by identity):
+    a dataclass compiles its generated methods when its module is imported, a cost of every process's start."""
+
+    _FIELDS = ("tool", "name", "fn", "description", "readonly", "destructive", "idempotent", "open_world",
+               "presenter", "presenter_dependency", "presenter_candidates", "output", "title", "argument_fields",
+               "flattened", "plain_args", "dependant", "dependency_free", "guarded", "hidden", "is_async", "paginate",
+               "middleware", "confirm", "content_types", "json_schema", "json_validator", "own_scopes")
+
+    def __init__(
+        self,
+        tool: Tool,
+        name: str,
+        fn: Callable[..., Any],
+        description: str,
+        readonly: bool,
+        destructive: bool,
+        idempotent: bool,
+        open_world: bool,
+        presenter: Presenter | None,
+        presenter_dependency: Callable[..., Any] | None,
+        presenter_candidates: tuple[Presenter, ...],
+        output: Output,
+        title: str | None,
+        argument_fields: dict[str, Any],
+        flattened: dict[str, tuple[type[BaseModel], tuple[str, ...]]],
+        plain_args: tuple[str, ...],
+        dependant: Dependant,
+        dependency_free: bool,
+        guarded: frozenset[str],
+        hidden: frozenset[str],
+        is_async: bool,
+        paginate: int | bool | None = None,
+        middleware: tuple[Any, ...] = (),
+        confirm: bool | str = False,
+        content_types: frozenset[str] | None = None,
+        json_schema: dict[str, Any] | None = None,
+        json_validator: Any = None,
+        own_scopes: frozenset[str] = _NONE,
+    ) -> None:
+        self.tool = tool
+        self.name = name
+        self.fn = fn
+        self.description = description
+        self.readonly = readonly
+        self.destructive = destructive
+        self.idempotent = idempotent
+        self.open_world = open_world
+        self.presenter = presenter
+        self.presenter_dependency = presenter_dependency
+        self.presenter_candidates = presenter_candidates
+        self.output = output
+        self.title = title
+        self.argument_fields = argument_fields  # name -> (annotation, default or FieldInfo): the argument model's
+        self.flattened = flattened
+        self.plain_args = plain_args
+        self.dependant = dependant
+        self.dependency_free = dependency_free
+        self.guarded = guarded
+        self.hidden = hidden
+        self.is_async = is_async
+        self.paginate = paginate  # page size, or True: the presenter's limit
+        self.middleware = middleware
+        self.confirm = confirm
+        self.content_types = content_types  # MIME types of the content it may send (images, documents)
+        self.json_schema = json_schema  # a hand-written input schema (`input_schema=`)
+        self.json_validator = json_validator
+        self.own_scopes = own_scopes  # `scopes=` of the action itself (its tool's are added)
+
+    def __repr__(self) -> str:
+        return fields_repr(self, self._FIELDS)
 
     @property
     def scopes(self) -> frozenset[str]:

@@ -329,3 +329,22 @@ def test_per_annotation_remembers_each_annotation_object(monkeypatch):
     assert equal == unhashable and equal is not unhashable and remembered(equal) == 2
     monkeypatch.setattr(hints, "_MEMO_SIZE", 2)
     assert remembered(str) == 3 and remembered(unhashable) == 4 and remembered(str) == 3
+
+
+def test_an_action_reads_and_prints_as_the_dataclass_it_was():
+    """`Action` is a plain class (a dataclass compiles its methods at import): same fields in the same order,
+    same defaults, the dataclass's repr, compared by identity."""
+    import inspect
+
+    from mcpfusion.tool import Action
+
+    tool, _ = build()
+    action = tool.actions["get_item"]
+    parameters = list(inspect.signature(Action).parameters.values())
+    assert tuple(p.name for p in parameters) == Action._FIELDS
+    assert {p.name: p.default for p in parameters if p.default is not p.empty} == {
+        "paginate": None, "middleware": (), "confirm": False, "content_types": None, "json_schema": None,
+        "json_validator": None, "own_scopes": frozenset()}
+    assert repr(action) == "Action(" + ", ".join(f"{n}={getattr(action, n)!r}" for n in Action._FIELDS) + ")"
+    assert repr(action).startswith("Action(tool=Tool('items', actions=['get_item', 'rename']), name='get_item', ")
+    assert action == action and action != tool.actions["rename"]
