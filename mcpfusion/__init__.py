@@ -1,20 +1,21 @@
 """mcpfusion: MCP servers the FastAPI way: tools as typed actions, presenters for what the agent sees."""
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from . import ui
 from .app import MCPFusion
-from .audit import Audit
 from .authorization import ProtectedResource
 from .content import Audio, EmbeddedResource, Image, ResourceLink, attach, audio, document, image, link
 from .context import Context
 from .dispatch import CallContext, ToolRegistry
-from .egress import EgressLimit
 from .errors import ToolError, UnknownToolError
-from .guards import Concurrency, Timeout
 from .middleware import ActionCall, CallNext, Middleware
 from .model import Model
 from .pagination import Page, Paged, Paging
 from .presenter import Presenter, PresenterError
-from .ratelimit import RateLimit
 from .redaction import RedactionError
 from .response import (
     ResponseBuilder,
@@ -28,10 +29,34 @@ from .response import (
     tool_error,
     toon_success,
 )
-from .telemetry import Telemetry
 from .tool import Action, Flatten, Tool
 from .ui import UIBlock
 from .version import __version__
+
+if TYPE_CHECKING:
+    from .audit import Audit
+    from .egress import EgressLimit
+    from .guards import Concurrency, Timeout
+    from .ratelimit import RateLimit
+    from .telemetry import Telemetry
+
+# Exported on first use (PEP 562): the optional middleware and telemetry are not imported with the package,
+# a cost every server paid at start whether it used them or not. name -> its module
+_LAZY = {"Audit": "audit", "EgressLimit": "egress", "Concurrency": "guards", "Timeout": "guards",
+         "RateLimit": "ratelimit", "Telemetry": "telemetry"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 __all__ = [
     "Action",
