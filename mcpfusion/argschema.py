@@ -22,7 +22,7 @@ import operator
 import threading
 import typing
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from annotated_types import BaseMetadata
 from pydantic import BaseModel
@@ -33,20 +33,33 @@ from .schema import lean
 _DEFS = "#/$defs/"
 
 
-class _Field(NamedTuple):
+class _Field:
     """One field's part of its model's JSON schema: the property (lean), its definitions (lean and as
-    pydantic made them, which is what decides whether two of one name are the same), required or not."""
+    pydantic made them, which is what decides whether two of one name are the same), required or not.
+    (Plain slotted classes here: a NamedTuple compiles its methods when the module is imported.)"""
 
-    key: str
-    schema: dict[str, Any]
-    defs: dict[str, Any]
-    raw_defs: dict[str, Any]
-    required: bool
+    __slots__ = ("key", "schema", "defs", "raw_defs", "required")
+
+    def __init__(self, key: str, schema: dict[str, Any], defs: dict[str, Any], raw_defs: dict[str, Any],
+                 required: bool) -> None:
+        self.key = key
+        self.schema = schema
+        self.defs = defs
+        self.raw_defs = raw_defs
+        self.required = required
 
 
-class Arguments(NamedTuple):
-    schema: dict[str, Any]  # lean JSON schema of the argument model
-    required: tuple[str, ...]  # names of the required fields
+class Arguments:
+    """The lean JSON schema of an argument model and the names of its required fields."""
+
+    __slots__ = ("schema", "required")
+
+    def __init__(self, schema: dict[str, Any], required: tuple[str, ...]) -> None:
+        self.schema = schema
+        self.required = required
+
+    def __repr__(self) -> str:
+        return f"Arguments(schema={self.schema!r}, required={self.required!r})"
 
 
 _known: dict[Any, _Field] = {}
