@@ -39,19 +39,83 @@ def type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
         return typing.get_type_hints(fn, include_extras=True)
     namespace = fn.__globals__
     builtins = _builtins(namespace)
+    known = _HANDLERS.get(id(fn.__code__))
+    if known is not None and known.holds(fn, annotations, namespace, builtins):
+        return dict(known.hints)
     hints: dict[str, Any] = {}
+    shared = True  # every value is one kept in `_VALUES`
     for name, value in annotations.items():
         if isinstance(value, str):
             try:
-                value, plain = _evaluated(value, namespace, builtins)
+                value, plain, kept = _evaluated(value, namespace, builtins)
             except Exception:
                 return typing.get_type_hints(fn, include_extras=True)  # raises typing's own error
+            shared = shared and kept
         else:
             value, plain = _settle(value)
+            shared = False
         if not plain:
             return typing.get_type_hints(fn, include_extras=True)
         hints[name] = value
+    if shared and builtins is not None:
+        _remember(fn, annotations, namespace, builtins, hints)
     return hints
+
+
+class _Handler:
+    """The hints of the handlers made from one code object (a handler declared in a loop or a factory, as each
+    tool of a server declares its `get`, `list`...): valid for another of them with the same annotations in
+    the same module, its names bound to the same objects. One lookup per handler instead of one per annotation."""
+
+    __slots__ = ("code", "namespace", "annotations", "names", "bound", "ids", "hints")
+
+    def __init__(
+        self,
+        fn: types.FunctionType,
+        annotations: dict[str, Any],
+        namespace: dict[str, Any],
+        names: tuple[str, ...],
+        bound: list[Any],
+        hints: dict[str, Any],
+    ) -> None:
+        self.code = fn.__code__  # kept alive: its id is not reused while it is a key
+        self.namespace = namespace
+        self.annotations = dict(annotations)
+        self.names = names
+        self.bound = bound
+        self.ids = list(map(id, bound))
+        self.hints = dict(hints)
+
+    def holds(
+        self,
+        fn: types.FunctionType,
+        annotations: dict[str, Any],
+        namespace: dict[str, Any],
+        builtins: dict[str, Any] | None,
+    ) -> bool:
+        if self.code is not fn.__code__ or self.namespace is not namespace or self.annotations != annotations:
+            return False
+        bound = _bound(self.names, namespace, builtins)
+        return bound is not None and list(map(id, bound)) == self.ids  # `bound` kept alive: the ids are its
+
+
+_HANDLERS: dict[int, _Handler] = {}  # id of a handler's code object -> its hints
+
+
+def _remember(
+    fn: types.FunctionType,
+    annotations: dict[str, Any],
+    namespace: dict[str, Any],
+    builtins: dict[str, Any],
+    hints: dict[str, Any],
+) -> None:
+    """Keep `fn`'s hints for the other handlers of its code (every annotation of it was a shared value)."""
+    names = tuple(dict.fromkeys(n for text in annotations.values() for n in _SOURCES[text].names or ()))
+    bound = _bound(names, namespace, builtins)
+    if bound is not None:
+        if len(_HANDLERS) >= _MEMO_SIZE:
+            _HANDLERS.clear()
+        _HANDLERS[id(fn.__code__)] = _Handler(fn, annotations, namespace, names, bound, hints)
 
 
 def _builtins(namespace: dict[str, Any]) -> dict[str, Any] | None:
@@ -118,31 +182,32 @@ def _source(text: str) -> _Source:
     return _Source(code, tuple(names), tuple(i for i, n in enumerate(names) if n in called))
 
 
-def _evaluated(text: str, namespace: dict[str, Any], builtins: dict[str, Any] | None) -> tuple[Any, bool]:
-    """The value of annotation `text` in a module's `namespace` (typing's evaluation), and whether it is plain."""
+def _evaluated(text: str, namespace: dict[str, Any], builtins: dict[str, Any] | None) -> tuple[Any, bool, bool]:
+    """The value of annotation `text` in a module's `namespace` (typing's evaluation), whether it is plain, and
+    whether it is the value kept for its names' bindings."""
     source = _SOURCES.get(text)
     if source is None:
         source = _SOURCES[text] = _source(text)
-    bound = _bindings(source, namespace, builtins)
-    if bound is None:
-        return _settle(eval(source.code, namespace))  # noqa: S307 - what typing.get_type_hints evaluates
+    bound = _bound(source.names, namespace, builtins) if source.names is not None else None
+    if bound is None:  # not made of names alone, or a name unbound
+        return (*_settle(eval(source.code, namespace)), False)  # noqa: S307 - what typing.get_type_hints evaluates
     key = (text, *map(id, bound))
     known = _VALUES.get(key)
     if known is not None:  # its objects are alive (kept there): these ids are theirs
-        return known[1], known[2]
+        return known[1], known[2], True
     value, plain = _settle(eval(source.code, namespace))  # noqa: S307 - as above
-    if all(_declarative(bound[at]) for at in source.callees):  # it calls nothing that may answer anything else
-        _VALUES[key] = (bound, value, plain)
-    return value, plain
+    if not all(_declarative(bound[at]) for at in source.callees):  # it calls what may answer anything else
+        return value, plain, False
+    _VALUES[key] = (bound, value, plain)
+    return value, plain, True
 
 
-def _bindings(source: _Source, namespace: dict[str, Any], builtins: dict[str, Any] | None) -> list[Any] | None:
-    """The objects `source`'s names are bound to in `namespace` (then in its builtins), None when its value
-    cannot be shared: not made of names alone, or a name unbound."""
-    if source.names is None or builtins is None:
+def _bound(names: tuple[str, ...], namespace: dict[str, Any], builtins: dict[str, Any] | None) -> list[Any] | None:
+    """The objects `names` are bound to in `namespace` (then in its builtins), None if one is unbound."""
+    if builtins is None:
         return None
     bound = []
-    for name in source.names:
+    for name in names:
         obj = namespace.get(name, _MISSING)
         if obj is _MISSING:
             obj = builtins.get(name, _MISSING)

@@ -348,3 +348,36 @@ def test_an_action_reads_and_prints_as_the_dataclass_it_was():
     assert repr(action) == "Action(" + ", ".join(f"{n}={getattr(action, n)!r}" for n in Action._FIELDS) + ")"
     assert repr(action).startswith("Action(tool=Tool('items', actions=['get_item', 'rename']), name='get_item', ")
     assert action == action and action != tool.actions["rename"]
+
+
+FACTORY = '''
+from __future__ import annotations
+from typing import Annotated
+from pydantic import Field
+
+def make():
+    def get(id: Annotated[str, Field(max_length=3)], n: int = 1) -> dict[str, int]: ...
+    return get
+'''
+
+
+def test_handlers_of_one_code_object_share_their_hints_while_they_hold():
+    """The handlers a factory makes (one code object) get the hints worked out for the first, as long as they
+    have its annotations and its names are bound to the same objects; each gets its own dict."""
+    import typing
+
+    from mcpfusion.hints import type_hints
+
+    namespace: dict[str, Any] = {}
+    exec(compile(FACTORY, "<factory>", "exec"), namespace)  # noqa: S102 - the handlers under test
+    first, second = namespace["make"](), namespace["make"]()
+    hints = type_hints(first)
+    again = type_hints(second)
+    assert again == hints and again is not hints and again["id"] is hints["id"]
+    assert repr(again) == repr(typing.get_type_hints(second, include_extras=True))
+    namespace["int"] = bool  # a builtin shadowed in the module: evaluated again
+    assert type_hints(namespace["make"]())["n"] is bool
+    del namespace["int"]
+    third = namespace["make"]()
+    third.__annotations__["n"] = "str"  # annotations changed: its own
+    assert type_hints(third)["n"] is str and type_hints(namespace["make"]())["n"] is int
