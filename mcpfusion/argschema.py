@@ -28,6 +28,7 @@ from annotated_types import BaseMetadata
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from .hints import per_annotation
 from .schema import lean
 
 _DEFS = "#/$defs/"
@@ -117,12 +118,17 @@ def _key(obj: Any) -> Any:
     return _Same(obj)
 
 
+# An annotation's key, read once per annotation object: the handlers of a server repeat their annotations,
+# one shared object each (see `mcpfusion.hints`), and what an annotation holds is not changed once declared.
+_annotation_key = per_annotation(_key)
+
+
 def field_key(name: str, annotation: Any, default: Any) -> Any:
     """The key of one field (`name: annotation = default`), None when it cannot be shared."""
     if isinstance(annotation, str):
         return None
     try:
-        return name, _key(annotation), _key(default)
+        return name, _annotation_key(annotation), _key(default)
     except (_Unkeyable, RecursionError, AttributeError):
         return None
 
