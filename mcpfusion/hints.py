@@ -139,6 +139,7 @@ class _Source:
         self.callees = callees
 
 
+_MEMO_SIZE = 4096  # entries of each memo here (values, handlers, a `per_annotation` function's) at the most
 _SOURCES: dict[str, _Source] = {}
 # (source, id of each object its names are bound to) -> (those objects, kept alive so that no id is reused while
 # it is a key; the value, None made NoneType; whether typing would return it as it is)
@@ -198,6 +199,8 @@ def _evaluated(text: str, namespace: dict[str, Any], builtins: dict[str, Any] | 
     value, plain = _settle(eval(source.code, namespace))  # noqa: S307 - as above
     if not all(_declarative(bound[at]) for at in source.callees):  # it calls what may answer anything else
         return value, plain, False
+    if len(_VALUES) >= _MEMO_SIZE:  # bounded, as the other memos: one made of many modules made on the fly
+        _VALUES.clear()
     _VALUES[key] = (bound, value, plain)
     return value, plain, True
 
@@ -254,9 +257,6 @@ def _settled(value: Any) -> bool:
     if isinstance(value, types.GenericAlias) and any(isinstance(a, str) for a in args):
         return False
     return all(_settled(a) for a in args)
-
-
-_MEMO_SIZE = 4096  # annotation objects remembered by each `per_annotation` function, at the most
 
 
 def per_annotation(fn: Callable[[Any], T]) -> Callable[[Any], T]:
