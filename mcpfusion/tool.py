@@ -225,6 +225,13 @@ class Action:
             schema["properties"][CURSOR_PARAM] = dict(CURSOR_SCHEMA)
         return schema
 
+    def read_input_schema(self) -> dict[str, Any]:
+        """`input_schema` for a reader that changes nothing (the grouped schema's merge): the declared schema
+        itself, not a copy, when the framework adds no parameter to it."""
+        if self.json_schema is None and not self.tool.select and not self.paginate:
+            return self.arguments.schema
+        return self.input_schema
+
     def advertised_input_schema(self) -> dict[str, Any]:
         """Its input schema as `tools/list` shows it on its own (flat): compact, see `mcpfusion.exposition`."""
         return expo.action_input_schema(self.input_schema, advertised=ADVERTISED_PARAMS)
@@ -651,7 +658,7 @@ class Tool:
         """`action` enum + the union of the actions' parameters, compact (see `mcpfusion.exposition`)."""
         return expo.grouped_input_schema(
             DISCRIMINATOR,
-            [(a.name, a.input_schema) for a in self.actions.values()],
+            [(a.name, a.read_input_schema()) for a in self.actions.values()],  # read, never changed
             reserved=(SELECT_PARAM,),
             advertised=ADVERTISED_PARAMS,
         )

@@ -381,3 +381,42 @@ def test_handlers_of_one_code_object_share_their_hints_while_they_hold():
     third = namespace["make"]()
     third.__annotations__["n"] = "str"  # annotations changed: its own
     assert type_hints(third)["n"] is str and type_hints(namespace["make"]())["n"] is int
+
+
+def test_the_grouped_input_schema_reads_the_declared_schemas_without_changing_them():
+    """The grouped tool's merge is handed each action's declared schema itself (no copy): it must leave every
+    one as it was, nested parts included, and share none of its parts with what it returns."""
+    from typing import Literal
+
+    class Body(BaseModel):
+        name: str = Field(min_length=1)
+        tags: list[Literal["a", "b"]] = []
+
+    tool = Tool("things", description="Things")
+
+    @tool.action(readonly=True)
+    async def find(status: Annotated[Literal["on", "off"] | None, Field(description="One of on, off.")] = None,
+                   limit: Annotated[int, Field(ge=1)] = 5) -> dict[str, Any]:
+        """Find things"""
+        return {}
+
+    @tool.action()
+    async def make(body: Body, status: Literal["on"] = "on") -> dict[str, Any]:
+        """Make a thing"""
+        return {}
+
+    declared = [action.read_input_schema() for action in tool.actions.values()]
+    assert all(d is a.declared_schema() for d, a in zip(declared, tool.actions.values(), strict=True))
+    before = json.dumps(declared)
+    merged = tool.grouped_input_schema()
+    assert json.dumps(declared) == before
+
+    def containers(node: Any) -> list[int]:
+        if isinstance(node, dict):
+            return [id(node), *(i for v in node.values() for i in containers(v))]
+        if isinstance(node, list):
+            return [id(node), *(i for v in node for i in containers(v))]
+        return []
+
+    assert not set(containers(merged)) & set(containers(declared))
+    assert merged == tool.grouped_input_schema()
