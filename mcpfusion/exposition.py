@@ -476,6 +476,14 @@ def reading_order(node: Any) -> Any:
     return rewrite(node, ordered)
 
 
+def _text(schema: dict[str, Any]) -> str | None:
+    """The JSON text of a schema, None when a value in it has none."""
+    try:
+        return json.dumps(schema)
+    except (TypeError, ValueError):
+        return None
+
+
 def output_schema(schemas: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The advertised `outputSchema` of an MCP tool whose actions answer `schemas` (each possibly an `anyOf`
     of presenter views): the views of one object merged into one schema with the union of their fields,
@@ -489,11 +497,18 @@ def output_schema(schemas: Sequence[dict[str, Any]]) -> dict[str, Any]:
     position) where another schema defines the name otherwise."""
     roots: list[dict[str, Any]] = []
     kept: dict[str, Any] = {}
+    resolved: dict[str, dict[str, Any]] = {}  # a schema's JSON text -> its root: most actions of a tool share one
     for n, schema in enumerate(schemas):
         own = schema.get("$defs", {})
         body = {k: v for k, v in schema.items() if k != "$defs"}
         if not _recursive(own):
-            roots.append(inline_refs(body, own))
+            seen = _text(schema)  # the same text, the same schema (key order and value types included)
+            root = resolved.get(seen) if seen is not None else None
+            if root is None:
+                root = without(inline_refs(body, own), _OUTPUT_BOUNDS)
+                if seen is not None:
+                    resolved[seen] = root
+            roots.append(root)
             continue
         renamed = {name: name if kept.get(name, d) == d else f"{name}_{n}" for name, d in own.items()}
         text = _key(body), {name: _key(d) for name, d in own.items()}
@@ -501,9 +516,9 @@ def output_schema(schemas: Sequence[dict[str, Any]]) -> dict[str, Any]:
             if old != new:
                 ref, to = _key(_DEF_PREFIX + old), _key(_DEF_PREFIX + new)
                 text = text[0].replace(ref, to), {k: v.replace(ref, to) for k, v in text[1].items()}
-        roots.append(json.loads(text[0]))
+        roots.append(without(json.loads(text[0]), _OUTPUT_BOUNDS))
         kept.update({renamed[name]: json.loads(d) for name, d in text[1].items()})
-    merged = merge_values([without(r, _OUTPUT_BOUNDS) for r in roots])
+    merged = merge_values(roots)
     if "anyOf" in merged:
         merged = {"type": "object", **merged}
     compact = implied_types(nullable_types(short_enums(merged)))
