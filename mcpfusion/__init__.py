@@ -47,6 +47,8 @@ _LAZY = {"Audit": "audit", "EgressLimit": "egress", "Concurrency": "guards", "Ti
 
 
 def __getattr__(name: str) -> Any:
+    if name in _LAZY.values():  # `mcpfusion.telemetry`, as importing the package used to bind it
+        return importlib.import_module(f".{name}", __name__)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -56,7 +58,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *_LAZY, *_LAZY.values()})
 
 __all__ = [
     "Action",

@@ -420,3 +420,31 @@ def test_the_grouped_input_schema_reads_the_declared_schemas_without_changing_th
 
     assert not set(containers(merged)) & set(containers(declared))
     assert merged == tool.grouped_input_schema()
+
+
+LAZY_EXPORTS_PROBE = """
+import json, sys
+import mcpfusion
+loaded = sorted(m for m in ("audit", "egress", "guards", "ratelimit", "telemetry") if f"mcpfusion.{m}" in sys.modules)
+from mcpfusion import RateLimit, Timeout
+import mcpfusion.guards, mcpfusion.ratelimit
+same = [RateLimit is mcpfusion.ratelimit.RateLimit, Timeout is mcpfusion.guards.Timeout,
+        mcpfusion.Telemetry is mcpfusion.telemetry.Telemetry, mcpfusion.Audit is mcpfusion.audit.Audit]
+star = {}
+exec("from mcpfusion import *", star)
+print(json.dumps({"loaded": loaded, "same": same, "missing": sorted(set(mcpfusion.__all__) - set(star)),
+                  "listed": all(n in dir(mcpfusion) for n in ("EgressLimit", "Concurrency", "telemetry"))}))
+"""
+
+
+def test_optional_middleware_and_telemetry_are_imported_on_first_use():
+    """Importing the package leaves the optional middleware and telemetry modules alone; their names (and the
+    modules as attributes) are still the package's, for `from mcpfusion import ...`, star imports and `dir`."""
+    out = subprocess.run([sys.executable, "-c", LAZY_EXPORTS_PROBE], capture_output=True, text=True, check=True,
+                         timeout=120).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == {"loaded": [], "same": [True] * 4, "missing": [],
+                                                        "listed": True}
+    import mcpfusion
+
+    with pytest.raises(AttributeError, match="has no attribute 'nowhere'"):
+        mcpfusion.nowhere  # noqa: B018 - the attribute access under test
