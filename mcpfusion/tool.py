@@ -228,9 +228,7 @@ class Action:
     def read_input_schema(self) -> dict[str, Any]:
         """`input_schema` for a reader that changes nothing (the grouped schema's merge): the declared schema
         itself, not a copy, when the framework adds no parameter to it."""
-        if self.json_schema is None and not self.tool.select and not self.paginate:
-            return self.arguments.schema
-        return self.input_schema
+        return self.input_schema if self.tool.select or self.paginate else self.declared_schema()
 
     def advertised_input_schema(self) -> dict[str, Any]:
         """Its input schema as `tools/list` shows it on its own (flat): compact, see `mcpfusion.exposition`."""
