@@ -30,6 +30,7 @@ from pydantic.fields import FieldInfo
 
 from .hints import per_annotation
 from .schema import lean
+from .slots import fields_repr
 
 _DEFS = "#/$defs/"
 
@@ -60,7 +61,7 @@ class Arguments:
         self.required = required
 
     def __repr__(self) -> str:
-        return f"Arguments(schema={self.schema!r}, required={self.required!r})"
+        return fields_repr(self, self.__slots__)  # the NamedTuple's
 
 
 _known: dict[Any, _Field] = {}
