@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .output import share
-from .schema import inline_refs, rewrite, without
+from .schema import NODES, inline_refs, rewrite, without
 
 #: MCP's values for an annotation that is absent (ToolAnnotations in the specification).
 MCP_DEFAULT_HINTS = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": True}
@@ -83,10 +83,10 @@ def short_enums(node: Any, *, types: bool = True) -> Any:
     """Enums without what they already say: a description that only lists the enum's values ("One of
     draft, sent, paid.") and, with `types`, the `"type": "string"` of an enum of strings."""
     if isinstance(node, list):
-        return [short_enums(n, types=types) for n in node]
+        return [short_enums(n, types=types) if isinstance(n, NODES) else n for n in node]
     if not isinstance(node, dict):
         return node
-    out = {k: short_enums(v, types=types) for k, v in node.items()}
+    out = {k: short_enums(v, types=types) if isinstance(v, NODES) else v for k, v in node.items()}
     values = out.get("enum")
     if isinstance(values, list) and values and all(isinstance(v, str) for v in values):
         if types and out.get("type") == "string":
@@ -430,10 +430,10 @@ def nullable_types(node: Any) -> Any:
     """`{"anyOf": [{"type": "string", ...}, {"type": "null"}]}` as `{"type": ["string", "null"], ...}`
     (the same values: the other keywords only constrain strings; never with an enum or a const)."""
     if isinstance(node, list):
-        return [nullable_types(n) for n in node]
+        return [nullable_types(n) if isinstance(n, NODES) else n for n in node]
     if not isinstance(node, dict):
         return node
-    out = {k: nullable_types(v) for k, v in node.items()}
+    out = {k: nullable_types(v) if isinstance(v, NODES) else v for k, v in node.items()}
     branches = out.get("anyOf")
     if isinstance(branches, list) and {"type": "null"} in branches and len(branches) == 2:
         [other] = [b for b in branches if b != {"type": "null"}]

@@ -448,3 +448,20 @@ def test_optional_middleware_and_telemetry_are_imported_on_first_use():
 
     with pytest.raises(AttributeError, match="has no attribute 'nowhere'"):
         mcpfusion.nowhere  # noqa: B018 - the attribute access under test
+
+
+def test_schema_walkers_leave_leaves_as_they_are():
+    """The schema walkers test for a dict or a list before descending (a call saved per leaf): leaves of any
+    kind, tuples included, come back as the very objects they were."""
+    from mcpfusion.exposition import nullable_types, short_enums
+    from mcpfusion.schema import copied, inline_refs, rewrite, without
+
+    leaf = ("a", 1)
+    schema = {"type": "object", "properties": {"x": {"enum": ["a", "b"], "type": "string", "default": leaf}},
+              "examples": [leaf, None, True, 1.5, [leaf]], "$defs": {"D": {"const": leaf}},
+              "items": {"$ref": "#/$defs/D"}}
+    for walked in (copied(schema), without(schema, {"title"}), rewrite(schema, lambda node, root: node),
+                   inline_refs(schema), short_enums(schema), nullable_types(schema)):
+        assert walked["examples"][0] is leaf and walked["examples"][4][0] is leaf
+        assert walked["properties"]["x"]["default"] is leaf
+    assert inline_refs(schema)["items"] == {"const": leaf} and copied(schema) == schema
