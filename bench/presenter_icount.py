@@ -49,8 +49,8 @@ def _count(path: Path, what: str, calls: int) -> float:
     command = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",
                "--callgrind-out-file=/dev/null", sys.executable, str(Path(__file__).resolve()), "--worker", what,
                "--calls", str(calls)]
-    done = subprocess.run(command, cwd=path, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(path)}, check=True)
+    env = {**os.environ, "PYTHONPATH": str(path), "PYTHONHASHSEED": "0"}  # the same str hashes, the same dict work
+    done = subprocess.run(command, cwd=path, capture_output=True, text=True, env=env, check=True)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
         raise SystemExit(f"no callgrind count for {path}: {done.stderr[-500:]}")
