@@ -16,6 +16,11 @@ microseconds of SQLite; a trip to the aiosqlite thread, the async adapter and it
 that. In WAL mode a reader never waits for a writer, so such a read does not hold up the loop any more than the
 Python that builds its rows; when SQLite does answer busy or locked (a checkpoint or a recovery in progress),
 the read is handed back to the caller, which repeats it through the async engine, where waiting blocks no one.
+
+`Reader.fetch` goes further still for the store's queries built once: SQLAlchemy compiles each of them once
+(`Prepared`: its SQL, its parameters in order, the result processors of its columns) and the read is that SQL
+on the connection's sqlite3 connection. SQLAlchemy's execution of an already compiled and cached statement
+(execution context, cache lookup, result metadata, `Row` objects) cost more than SQLite running the query.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import aiosqlite
-from sqlalchemy import URL, Connection, Executable, Row, create_engine, event
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import URL, Connection, Dialect, Executable, Row, Select, create_engine, event
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import NullPool
 
@@ -122,6 +127,51 @@ def install(engine: AsyncEngine) -> None:
         return dialect.loaded_dbapi.connect(*cargs, async_creator_fn=connect, **cparams)
 
 
+class Prepared:
+    """A Core query compiled once for SQLite by SQLAlchemy: its SQL, how to read each positional parameter
+    from a call's values (a bound parameter by its key, a literal one its own value, through the type's bind
+    processor), and which columns SQLAlchemy's result processors convert (SQLite's dates are text)."""
+
+    __slots__ = ("sql", "params", "converters")
+
+    def __init__(self, query: Select[Any], dialect: Dialect) -> None:
+        compiled = query.compile(dialect=dialect)
+        if compiled.positiontup is None:
+            raise ValueError("a prepared read needs a dialect with positional parameters (SQLite's qmark)")
+        self.sql = compiled.string
+        self.params = tuple(_param(compiled.binds[name], dialect) for name in compiled.positiontup)
+        self.converters = tuple(
+            (index, process) for index, column in enumerate(query.selected_columns)
+            if (process := column.type.dialect_impl(dialect).result_processor(dialect, None)) is not None
+        )
+
+    def arguments(self, values: dict[str, Any]) -> list[Any]:
+        """The positional parameters of one execution (a bound parameter without a value: `KeyError`)."""
+        out = []
+        for key, required, default, process in self.params:
+            value = values[key] if required else values.get(key, default)
+            out.append(value if process is None else process(value))
+        return out
+
+    def rows(self, raw: list[tuple[Any, ...]]) -> Sequence[Sequence[Any]]:
+        """SQLite's rows with the columns SQLAlchemy would convert converted (None stays None); a converted
+        row is a list (a row of the store is read by index and unpacked, never changed)."""
+        converters = self.converters
+        if not converters:
+            return raw
+        out = []
+        for row in raw:
+            values = [*row]
+            for index, process in converters:
+                values[index] = process(values[index])
+            out.append(values)
+        return out
+
+
+def _param(bind: Any, dialect: Dialect) -> tuple[str, bool, Any, Any]:
+    return bind.key, bind.required, bind.effective_value, bind.type.dialect_impl(dialect).bind_processor(dialect)
+
+
 class Reader:
     """Reads of one SQLite file on the calling thread (see the module docstring): `reader(query, params)` is
     the query's rows, or None when SQLite was busy or locked (read through the async engine then).
@@ -137,12 +187,14 @@ class Reader:
         event.listen(self.engine, "connect", _read_only)
         self._local = threading.local()
         self._opened: list[Connection] = []
+        self._prepared: dict[int, tuple[Select[Any], Prepared]] = {}  # by the query's id, the query kept alive
 
     def _connection(self) -> Connection:
         conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
             self._local.conn = conn
+            self._local.raw = conn.connection.dbapi_connection  # what `fetch` runs its SQL on
             self._opened.append(conn)
         return conn
 
@@ -151,12 +203,36 @@ class Reader:
         try:
             return conn.execute(query, params).all()
         except BaseException as exc:
-            self._local.conn = None  # whatever failed, the next read starts on a fresh connection
-            self._opened.remove(conn)
-            conn.close()
+            self._drop(conn)
             if isinstance(exc, OperationalError) and _BUSY.search(str(exc.orig)):
                 return None
             raise
+
+    def fetch(self, query: Select[Any], params: dict[str, Any]) -> Sequence[Sequence[Any]] | None:
+        """`self(query, params)` for a query built once (a module's constant: each one given is compiled once
+        and kept), as tuples, run on the sqlite3 connection itself. None when SQLite was busy or locked."""
+        prepared = self._prepared.get(id(query))
+        if prepared is None or prepared[0] is not query:
+            prepared = self._prepared[id(query)] = (query, Prepared(query, self.engine.dialect))
+        plan = prepared[1]
+        arguments = plan.arguments(params)
+        conn = self._connection()
+        try:
+            raw = self._local.raw.execute(plan.sql, arguments).fetchall()
+        except BaseException as exc:
+            self._drop(conn)
+            if isinstance(exc, sqlite3.Error):
+                if isinstance(exc, sqlite3.OperationalError) and _BUSY.search(str(exc)):
+                    return None
+                raise DBAPIError.instance(plan.sql, arguments, exc, sqlite3.Error) from exc  # as SQLAlchemy raises it
+            raise
+        return plan.rows(raw)
+
+    def _drop(self, conn: Connection) -> None:
+        """Whatever failed on `conn`, the next read starts on a fresh connection."""
+        self._local.conn = None
+        self._opened.remove(conn)
+        conn.close()
 
     def dispose(self) -> None:
         for conn in self._opened:

@@ -9,7 +9,7 @@ import asyncio
 import sqlite3
 
 import pytest
-from sqlalchemy import event, make_url, text
+from sqlalchemy import Column, Integer, MetaData, Table, event, make_url, select, text
 from sqlalchemy.exc import OperationalError
 
 from app.auth import DEMO_TOKENS
@@ -36,9 +36,13 @@ class BusyReader:
     def __call__(self, query, params):
         return None
 
+    fetch = __call__
+
 
 async def _run(db: Database, token: str, read):
-    """`read(store)`'s result, the statements it ran (on either engine) and its trips to the SQLite thread."""
+    """`read(store)`'s result, the statements it ran (through the async engine's sessions, or SQLite's own
+    trace of the reader's connection on this thread: the reader runs its prepared reads on sqlite3 itself)
+    and its trips to the SQLite thread."""
     statements: list[str] = []
     trips = 0
     original = OneTripConnection._execute
@@ -51,16 +55,20 @@ async def _run(db: Database, token: str, read):
     def record(conn, cursor, statement, parameters, context, executemany):
         statements.append(statement)
 
-    engines = [db.engine.sync_engine, db.reader.engine]
-    for engine in engines:
-        event.listen(engine, "before_cursor_execute", record)
+    traced = None
+    if isinstance(db.reader, Reader):
+        db.reader._connection()  # this thread's, opened before tracing it
+        traced = db.reader._local.raw
+        traced.set_trace_callback(statements.append)
+    event.listen(db.engine.sync_engine, "before_cursor_execute", record)
     OneTripConnection._execute = counting  # type: ignore[method-assign]
     try:
         result = await read(BillingStore(db, DEMO_TOKENS[token]))
     finally:
         OneTripConnection._execute = original  # type: ignore[method-assign]
-        for engine in engines:
-            event.remove(engine, "before_cursor_execute", record)
+        event.remove(db.engine.sync_engine, "before_cursor_execute", record)
+        if traced is not None:
+            traced.set_trace_callback(None)
     return result, statements, trips
 
 
@@ -86,10 +94,13 @@ async def test_a_busy_reader_hands_the_read_to_the_session(db, tmp_path):
     holder.commit()
     holder.execute("BEGIN EXCLUSIVE")
     reader = Reader(make_url(f"sqlite+aiosqlite:///{path}"))
+    prepared = select(Table("t", MetaData(), Column("x", Integer)).c.x)  # `fetch`: compiled, run on sqlite3
     try:
         assert reader(text("SELECT x FROM t"), {}) is None
+        assert reader.fetch(prepared, {}) is None
         holder.rollback()
         assert reader(text("SELECT x FROM t"), {}) == []
+        assert reader.fetch(prepared, {}) == []
     finally:
         holder.close()
         reader.dispose()
@@ -127,19 +138,23 @@ async def test_list_filters_are_bound_parameters_of_one_statement_per_shape(db, 
     """The list query of each shape (filters, keyset position, page size) is built once: no value is written
     into its SQL, and it finds what filtering every row of the tenant finds."""
     executed = []
+    fetch = db.reader.fetch
 
-    def record(conn, clauseelement, multiparams, params, execution_options):
-        executed.append(clauseelement)
+    def record(query, params):
+        executed.append(query)
+        return fetch(query, params)
 
-    event.listen(db.reader.engine, "before_execute", record)
+    db.reader.fetch = record
     try:
         rows, statements, _ = await _run(db, "demo-admin", lambda s: s.list_invoices(**args))
         _, again, _ = await _run(db, "demo-admin", lambda s: s.list_invoices(**{**args, "customer_id": args.get(
             "customer_id") and "cus_0001"}))
     finally:
-        event.remove(db.reader.engine, "before_execute", record)
+        del db.reader.fetch
     assert len(executed) == 2 and executed[0] is executed[1]  # other values, the same statement object
-    assert statements == again and "'" not in statements[0]
+    assert len(statements) == len(again) == 1
+    prepared = db.reader._prepared[id(executed[0])][1]  # compiled once, values bound
+    assert "'" not in prepared.sql and "?" in prepared.sql
     everything = await BillingStore(db, DEMO_TOKENS["demo-admin"]).list_invoices()
     expected = [
         r for r in everything
@@ -177,3 +192,49 @@ async def test_each_thread_reads_on_a_connection_of_its_own(db):
     assert there == here and len(db.reader._opened) == 2
     db.reader.dispose()
     assert db.reader._opened == [] and db.reader(query, params) == here  # reopened on the next read
+
+
+async def test_prepared_reads_give_what_sqlalchemy_gives(db):
+    """`Reader.fetch` (SQLAlchemy's SQL run on sqlite3 itself) answers the rows SQLAlchemy's execution of
+    the same query answers: literal and bound parameters in place, dates converted."""
+    import datetime as dt
+
+    from app import store
+
+    queries = [
+        (store._INVOICE_DETAIL, {"tenant": "acme", "invoice_id": "inv_0002"}),
+        (store._list_query(True, True, "overdue", False),
+         {"tenant": "acme", "today": dt.date(2027, 1, 1), "after_due": dt.date(2027, 6, 1), "after_number": "",
+          "limit": 5}),
+        (store._SUMMARY, {"tenant": "acme", "today": dt.date(2026, 12, 1)}),
+    ]
+    for query, params in queries:
+        fetched = db.reader.fetch(query, params)
+        assert fetched and [list(r) for r in fetched] == [list(r) for r in db.reader(query, params)]
+    assert isinstance(db.reader.fetch(*queries[0])[0][store._INVOICE_READ.index(store._INV.c.due_date)], dt.date)
+    assert len(db.reader._prepared) == 3
+    db.reader.fetch(*queries[0])
+    assert len(db.reader._prepared) == 3  # compiled once per query
+
+
+async def test_a_prepared_read_fails_as_sqlalchemy_does(tmp_path):
+    reader = Reader(make_url(database_url(None, tmp_path / "empty.sqlite3")))
+    missing = Table("missing", MetaData(), Column("x", Integer))
+    try:
+        with pytest.raises(OperationalError, match="no such table"):
+            reader.fetch(select(missing.c.x), {})
+        assert reader._opened == []  # the failed connection was closed; the next read opens another
+    finally:
+        reader.dispose()
+
+
+async def test_an_invoice_holds_every_column_of_its_table(db):
+    """The read columns are listed by name (the tenant and the customer's id filled in, not read): an invoice
+    still carries every column of the table, in the table's order."""
+    from app.tables import InvoiceRecord
+
+    invoice, _, _ = await _run(db, "demo-admin", lambda s: s.get_invoice("inv_0002"))
+    columns = [c.name for c in InvoiceRecord.__table__.c]
+    assert list(invoice)[:len(columns)] == columns
+    assert list(invoice)[len(columns):] == ["customer", "overdue", "lines", "payments"]
+    assert invoice["customer"]["id"] == invoice["customer_id"] and invoice["tenant"] == "acme"
