@@ -71,12 +71,24 @@ def _opening(type: str, title: str | None, width: str | None, priority: int | No
     return f"<ui_passthrough {attrs}>"
 
 
-def _markdown(text: str) -> UIBlock:
-    """`UIBlock("markdown", text)` without the call of `__init__` (the hot path of tables)."""
+def _made(type: str, content: str, options: dict[str, Any]) -> UIBlock:
+    """`UIBlock(type, content, **options)` without the call of `__init__` (every helper below ends here: a
+    presented answer makes a few blocks per item). Anything but the block's own options goes to `__init__`,
+    which refuses it as before."""
+    if options:
+        if not _OPTIONS.issuperset(options):
+            return UIBlock(type, content, **options)
+        get = options.get
+        title, width, priority = get("title"), get("width"), get("priority")
+    else:
+        title = width = priority = None
     block = _Writable()
-    block.type, block.content, block.title, block.width, block.priority = "markdown", text, None, None, None
+    block.type, block.content, block.title, block.width, block.priority = type, content, title, width, priority
     block.__class__ = UIBlock
     return block  # type: ignore[no-any-return]
+
+
+_OPTIONS = frozenset({"title", "width", "priority"})
 
 
 _Writable = writable(UIBlock)
@@ -123,11 +135,11 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], **options: Any)
                 fill, pipes, lines = _layout(width, len(body))
                 text = fill(*cells)
                 if text.count("|") == pipes and text.count("\n") == lines:
-                    return UIBlock("markdown", text, **options) if options else _markdown(text)
+                    return _made("markdown", text, options)
     head = [_text(h) for h in headers]
     cells_text = [[_text(c) for c in row] for row in body]
     text = _table([_cell(h) for h in head], [[_cell(c) for c in row] for row in cells_text])
-    return UIBlock("markdown", text, **options)
+    return _made("markdown", text, options)
 
 
 _SIZED = (builtins.list, tuple)  # rows and headers the fast path reads: lists and tuples, not iterators
@@ -154,22 +166,22 @@ def _layout(width: int, height: int) -> tuple[Callable[..., str], int, int]:
 
 def list(items: Iterable[Any], **options: Any) -> UIBlock:  # noqa: A001 - mirrors ui.list of the spec
     """A markdown bullet list."""
-    return UIBlock("markdown", "\n".join(f"- {item}" for item in items), **options)
+    return _made("markdown", "\n".join(f"- {item}" for item in items), options)
 
 
 def json_block(obj: Any, **options: Any) -> UIBlock:
     """Formatted JSON in a json fence."""
-    return UIBlock("json", fence("json", dumps(obj, pretty=True)), **options)
+    return _made("json", fence("json", dumps(obj, pretty=True)), options)
 
 
 def code_block(language: str, code: str, **options: Any) -> UIBlock:
     """Source code; the block's type is its language."""
-    return UIBlock(language, fence(language, code), **options)
+    return _made(language, fence(language, code), options)
 
 
 def echarts(config: Any, **options: Any) -> UIBlock:
     """An ECharts configuration, as formatted JSON in an echarts fence."""
-    return UIBlock("echarts", fence("echarts", dumps(config, pretty=True)), **options)
+    return _made("echarts", fence("echarts", dumps(config, pretty=True)), options)
 
 
 class Slot:
@@ -243,7 +255,7 @@ class EChartsTemplate:
                 return echarts(_filled(self.config, lambda s: values[s.name]), **self.options)
             out.append(scalar(value))
             out.append(rest)
-        return UIBlock("echarts", fence("echarts", "".join(out)), **self.options)
+        return _made("echarts", fence("echarts", "".join(out)), self.options)
 
 
 def echarts_template(config: Any, **options: Any) -> EChartsTemplate:
@@ -253,17 +265,17 @@ def echarts_template(config: Any, **options: Any) -> EChartsTemplate:
 
 def mermaid(source: str, **options: Any) -> UIBlock:
     """A Mermaid diagram in a mermaid fence."""
-    return UIBlock("mermaid", fence("mermaid", source), **options)
+    return _made("mermaid", fence("mermaid", source), options)
 
 
 def markdown(text: str, **options: Any) -> UIBlock:
     """Raw markdown, passed through as written."""
-    return UIBlock("markdown", text, **options)
+    return _made("markdown", text, options)
 
 
 def summary(text: str, **options: Any) -> UIBlock:
     """`📊 **Summary**: {text}` as markdown."""
-    return UIBlock("markdown", f"📊 **Summary**: {text}", **options)
+    return _made("markdown", f"📊 **Summary**: {text}", options)
 
 
 json = json_block  # `ui.json(obj)`, as the spec names it

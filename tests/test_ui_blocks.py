@@ -1,0 +1,34 @@
+"""The `ui` helpers make their blocks without `UIBlock.__init__`: the same blocks as `__init__` makes."""
+
+from dataclasses import FrozenInstanceError, replace
+
+import pytest
+
+from mcpfusion import ui
+
+OPTIONS = [{}, {"title": "T"}, {"width": "half"}, {"priority": 2}, {"title": "T", "width": "third", "priority": 0}]
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_helpers_make_the_block_init_makes(options):
+    made = [
+        (ui.summary("s", **options), ui.UIBlock("markdown", "📊 **Summary**: s", **options)),
+        (ui.markdown("m", **options), ui.UIBlock("markdown", "m", **options)),
+        (ui.mermaid("graph", **options), ui.UIBlock("mermaid", ui.fence("mermaid", "graph"), **options)),
+        (ui.code_block("py", "x", **options), ui.UIBlock("py", ui.fence("py", "x"), **options)),
+        (ui.table(["a"], [["1"]], **options), ui.UIBlock("markdown", "| a |\n|---|\n| 1 |", **options)),
+        (ui.table(["a"], [["|"]], **options), ui.UIBlock("markdown", "| a |\n|---|\n| \\| |", **options)),
+    ]
+    for block, expected in made:
+        assert block.__class__ is ui.UIBlock
+        assert block == expected and hash(block) == hash(expected) and block.render() == expected.render()
+        assert replace(block, content="x") == replace(expected, content="x")
+        with pytest.raises(FrozenInstanceError):
+            block.content = "changed"  # type: ignore[misc]
+
+
+def test_an_unknown_option_is_refused_as_before():
+    with pytest.raises(TypeError, match="colour"):
+        ui.summary("s", colour="red")
+    with pytest.raises(TypeError, match="colour"):
+        ui.table(["a"], [["1"]], title="T", colour="red")
