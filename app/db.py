@@ -44,10 +44,13 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
 
 
 def _add_missing_columns(conn: Any) -> None:
-    """Columns added since a database file was created (create_all makes tables, never columns)."""
+    """Columns and indexes added since a database file was created (create_all makes missing tables with
+    their indexes, never a column or an index of a table that exists)."""
     known = {c["name"] for c in inspect(conn).get_columns("invoices")}
     if "void_reason" not in known:
         conn.execute(text("ALTER TABLE invoices ADD COLUMN void_reason VARCHAR(200)"))
+    for index in Base.metadata.tables["invoices"].indexes:
+        index.create(conn, checkfirst=True)
 
 
 class Database:

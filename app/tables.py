@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import Date, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy import Date, ForeignKey, Index, Integer, String, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -35,7 +35,12 @@ class CustomerRecord(Base):
 
 class InvoiceRecord(Base):
     __tablename__ = "invoices"
-    __table_args__ = (UniqueConstraint("tenant", "number"),)
+    __table_args__ = (
+        UniqueConstraint("tenant", "number"),
+        # The list's order (latest due date first, then number) within a tenant: a page is read in index order
+        # and stops at its limit, instead of sorting every invoice of the tenant first.
+        Index("ix_invoices_list_order", "tenant", text("due_date DESC"), "number"),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     tenant: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)

@@ -15,7 +15,7 @@ from sqlalchemy.exc import OperationalError
 from app.auth import DEMO_TOKENS
 from app.db import Database
 from app.settings import database_url
-from app.sqlite import OneTripConnection, Reader
+from app.sqlite import OneTripConnection, Prepared, Reader
 from app.store import BillingStore
 
 
@@ -238,3 +238,29 @@ async def test_an_invoice_holds_every_column_of_its_table(db):
     assert list(invoice)[:len(columns)] == columns
     assert list(invoice)[len(columns):] == ["customer", "overdue", "lines", "payments"]
     assert invoice["customer"]["id"] == invoice["customer_id"] and invoice["tenant"] == "acme"
+
+
+async def test_a_list_page_is_read_in_index_order(db, tmp_path):
+    """The list's order has an index (a page stops at its limit, nothing sorted), also in a database file
+    created before the index existed."""
+    from app import store
+
+    query = store._list_query(False, True, False, False)
+    sql = Prepared(query, db.reader.engine.dialect).sql
+    raw = sqlite3.connect(tmp_path / "billing.sqlite3")
+    try:
+        plan = raw.execute(f"EXPLAIN QUERY PLAN {sql}", ["acme", "acme", 20, 0]).fetchall()
+        assert "ix_invoices_list_order" in str(plan) and "TEMP B-TREE" not in str(plan)
+        raw.execute("DROP INDEX ix_invoices_list_order")
+        raw.commit()
+    finally:
+        raw.close()
+    again = Database(database_url(None, tmp_path / "billing.sqlite3"))
+    try:
+        await again.ready()
+        indexes = again.reader(text("SELECT name FROM sqlite_master WHERE type = 'index'"), {})
+        assert ("ix_invoices_list_order",) in [tuple(r) for r in indexes]
+        rows = await BillingStore(again, DEMO_TOKENS["demo-admin"]).list_invoices(limit=5)
+        assert [r["due_date"] for r in rows] == sorted((r["due_date"] for r in rows), reverse=True)
+    finally:
+        await again.dispose()
