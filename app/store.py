@@ -69,20 +69,20 @@ _INVOICE_ROWS = (
     select(*_ROW_COLUMNS).join_from(_INV, _CUST, _CUST.c.id == _INV.c.customer_id)
     .where(_INV.c.tenant == _TENANT, _CUST.c.tenant == _TENANT)
 )
-# One invoice with its lines and payments in one query: lines x payments of one invoice are a few rows.
+# One invoice with its lines and payments in one query: lines x payments of one invoice are a few rows. Not
+# ordered: `_detail` orders the few lines and payments itself (SQLite's sorter for three rows cost more).
 _LINE_READ = ("description", "quantity", "unit_price_cents")
 _PAYMENT_READ = ("id", "invoice_id", "amount_cents", "method", "received_on", "processor_ref")
-_P = _C + 1 + len(_LINE_READ)  # where a detail row's payment columns start (payment id first)
+_P = _C + 2 + len(_LINE_READ)  # where a detail row's payment columns start (payment id first)
 _INVOICE_DETAIL = (
     select(
-        *_ROW_COLUMNS, _LINE.c.id.label("line_id"), *(_LINE.c[n].label(f"l_{n}") for n in _LINE_READ),
-        *(_PAY.c[n].label(f"p_{n}") for n in _PAYMENT_READ),
+        *_ROW_COLUMNS, _LINE.c.id.label("line_id"), _LINE.c.position.label("l_position"),
+        *(_LINE.c[n].label(f"l_{n}") for n in _LINE_READ), *(_PAY.c[n].label(f"p_{n}") for n in _PAYMENT_READ),
     )
     .join_from(_INV, _CUST, _CUST.c.id == _INV.c.customer_id)
     .outerjoin(_LINE, _LINE.c.invoice_id == _INV.c.id)
     .outerjoin(_PAY, and_(_PAY.c.invoice_id == _INV.c.id, _PAY.c.tenant == _TENANT))
     .where(_INV.c.tenant == _TENANT, _CUST.c.tenant == _TENANT, _INV.c.id == bindparam("invoice_id"))
-    .order_by(_LINE.c.position, _PAY.c.received_on, _PAY.c.id)
 )
 _LIST = _INVOICE_ROWS.order_by(_INV.c.due_date.desc(), _INV.c.number)
 # Receivables per status in one query, the tenant's currency alongside (its row even without invoices).
@@ -142,8 +142,12 @@ def invoice_dict(row: Sequence[Any], tenant: str, today: dt.date) -> dict[str, A
 
 def _line(row: Sequence[Any]) -> dict[str, Any]:
     """A line of an `_INVOICE_DETAIL` row (`_LINE_READ`)."""
-    description, quantity, unit_price_cents = row[_C + 1:_P]
+    description, quantity, unit_price_cents = row[_C + 2:_P]
     return {"description": description, "quantity": quantity, "unit_price_cents": unit_price_cents}
+
+
+def _position(line: tuple[int, dict[str, Any]]) -> int:
+    return line[0]
 
 
 def _payment(row: Sequence[Any]) -> dict[str, Any]:
@@ -252,15 +256,15 @@ class BillingStore:
         if not rows:
             raise not_found("Invoice", invoice_id, "billing.list_invoices")
         data = invoice_dict(rows[0], self.tenant, self.today())
-        lines: dict[Any, dict[str, Any]] = {}
+        lines: dict[Any, tuple[int, dict[str, Any]]] = {}
         payments: dict[Any, dict[str, Any]] = {}
         for row in rows:  # the join repeats each line once per payment and each payment once per line
             line_id, payment_id = row[_C], row[_P]
             if line_id is not None and line_id not in lines:
-                lines[line_id] = _line(row)
+                lines[line_id] = (row[_C + 1], _line(row))
             if payment_id is not None and payment_id not in payments:
                 payments[payment_id] = _payment(row)
-        data["lines"] = list(lines.values())
+        data["lines"] = [line for _, line in sorted(lines.values(), key=_position)]
         data["payments"] = sorted(payments.values(), key=lambda p: (p["received_on"], p["id"]))
         return data
 

@@ -264,3 +264,28 @@ async def test_a_list_page_is_read_in_index_order(db, tmp_path):
         assert [r["due_date"] for r in rows] == sorted((r["due_date"] for r in rows), reverse=True)
     finally:
         await again.dispose()
+
+
+async def test_an_invoice_orders_its_lines_and_payments_itself(db, tmp_path):
+    """The detail query has no ORDER BY: lines come in position order and payments by date then id, whatever
+    order SQLite reads them in, each once however many rows the join makes."""
+    rows, _, _ = await _run(db, "demo-admin", lambda s: s.list_invoices(status="sent"))
+    invoice = next(r for r in rows if r["total_cents"] - r["paid_cents"] >= 3)
+    store = BillingStore(db, DEMO_TOKENS["demo-admin"])
+    await store.record_payment(invoice["id"], 1, "card", "ch_a")
+    await store.record_payment(invoice["id"], 2, "transfer", "ch_b")
+    before = await store.get_invoice(invoice["id"])
+    raw = sqlite3.connect(tmp_path / "billing.sqlite3")
+    try:  # positions reversed: the line read first by SQLite (lowest id) is the last one now
+        ids = [r[0] for r in raw.execute("SELECT id FROM invoice_lines WHERE invoice_id = ? ORDER BY id",
+                                         [invoice["id"]])]
+        for position, ident in enumerate(reversed(ids)):
+            raw.execute("UPDATE invoice_lines SET position = ? WHERE id = ?", [position, ident])
+        raw.commit()
+    finally:
+        raw.close()
+    after = await store.get_invoice(invoice["id"])
+    assert len(ids) > 1 and after["lines"] == before["lines"][::-1]
+    assert len(after["payments"]) >= 2 and after["payments"] == sorted(
+        after["payments"], key=lambda p: (p["received_on"], p["id"]))
+    assert len({p["id"] for p in after["payments"]}) == len(after["payments"])
