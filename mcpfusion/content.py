@@ -18,9 +18,10 @@ from __future__ import annotations
 import base64
 import mimetypes
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from .slots import Frozen
 
 DEFAULT_MAX_BYTES = 5 * 1024 * 1024
 """Largest image, audio clip or document an action may send (`MCPFusion(max_content_bytes=...)`)."""
@@ -61,13 +62,23 @@ def _normal(mime: str) -> str:
     return _ALIASES.get(mime, mime)
 
 
+def _set(obj: Frozen, **fields: Any) -> None:
+    """Fill a frozen instance's fields (its own `__setattr__` refuses)."""
+    for name, value in fields.items():
+        object.__setattr__(obj, name, value)
+
+
+# ResourceLink's `extra` when none is given: a fresh dict then (a dataclass's `field(default_factory=dict)`).
+_NO_EXTRA: dict[str, Any] = {}
+
+
 class ContentError(ValueError):
     """Content that may not leave: too large, or not what its MIME type says. The message is self-healing."""
 
 
 class Content:
-    """Base of the content helpers; `kind` is the MCP content type. Not a dataclass itself (it has no fields;
-    its frozen dataclasses define theirs): one class fewer compiling generated methods at import."""
+    """Base of the content helpers; `kind` is the MCP content type. The helpers are plain classes that behave
+    as frozen slotted dataclasses (`slots.Frozen`): the decorator would compile their methods at import."""
 
     __slots__ = ()
     kind = "content"
@@ -87,11 +98,15 @@ class Content:
         """Refuse content that is larger than `max_bytes`, or not of its declared (or an allowed) type."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Binary(Content):
+class _Binary(Content, Frozen):
+    __slots__ = ("data", "mime_type", "annotations")
+    __match_args__ = _fields = ("data", "mime_type", "annotations")
     data: bytes
     mime_type: str
-    annotations: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None
+
+    def __init__(self, data: bytes, mime_type: str, annotations: dict[str, Any] | None = None) -> None:
+        _set(self, data=data, mime_type=mime_type, annotations=annotations)
 
     def to_mcp(self) -> dict[str, Any]:
         block: dict[str, Any] = {"type": self.kind, "data": base64.b64encode(self.data).decode("ascii"),
@@ -111,34 +126,37 @@ class _Binary(Content):
         _check_bytes(self.kind, self.data, self.mime_type, max_bytes, allowed, family=self.kind)
 
 
-@dataclass(frozen=True, slots=True)
 class Image(_Binary):
     """An image (`image/png`, `image/jpeg`, ...), sent base64-encoded."""
 
+    __slots__ = ()
     kind = "image"
 
 
-@dataclass(frozen=True, slots=True)
 class Audio(_Binary):
     """An audio clip (`audio/wav`, `audio/mpeg`, ...), sent base64-encoded."""
 
+    __slots__ = ()
     kind = "audio"
 
 
-@dataclass(frozen=True, slots=True)
-class EmbeddedResource(Content):
+class EmbeddedResource(Content, Frozen):
     """A document inside the result: `text` (with its MIME type) or binary `blob`, under a resource `uri`."""
 
+    __slots__ = ("uri", "mime_type", "text", "blob", "annotations")
+    __match_args__ = _fields = ("uri", "mime_type", "text", "blob", "annotations")
     uri: str
     mime_type: str
-    text: str | None = None
-    blob: bytes | None = None
-    annotations: dict[str, Any] | None = None
+    text: str | None
+    blob: bytes | None
+    annotations: dict[str, Any] | None
 
     kind = "resource"
 
-    def __post_init__(self) -> None:
-        if (self.text is None) == (self.blob is None):
+    def __init__(self, uri: str, mime_type: str, text: str | None = None, blob: bytes | None = None,
+                 annotations: dict[str, Any] | None = None) -> None:
+        _set(self, uri=uri, mime_type=mime_type, text=text, blob=blob, annotations=annotations)
+        if (text is None) == (blob is None):
             raise TypeError("EmbeddedResource takes exactly one of text= or blob=")
 
     def to_mcp(self) -> dict[str, Any]:
@@ -164,17 +182,24 @@ class EmbeddedResource(Content):
                      family=None if self.blob is not None else "text")
 
 
-@dataclass(frozen=True, slots=True)
-class ResourceLink(Content):
+class ResourceLink(Content, Frozen):
     """A link to a resource (or an instance of a resource template) the client can read with resources/read."""
 
+    __slots__ = ("uri", "name", "mime_type", "title", "description", "size", "extra")
+    __match_args__ = _fields = ("uri", "name", "mime_type", "title", "description", "size", "extra")
     uri: str
     name: str
-    mime_type: str | None = None
-    title: str | None = None
-    description: str | None = None
-    size: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    mime_type: str | None
+    title: str | None
+    description: str | None
+    size: int | None
+    extra: dict[str, Any]
+
+    def __init__(self, uri: str, name: str, mime_type: str | None = None, title: str | None = None,
+                 description: str | None = None, size: int | None = None,
+                 extra: dict[str, Any] = _NO_EXTRA) -> None:
+        _set(self, uri=uri, name=name, mime_type=mime_type, title=title, description=description, size=size,
+             extra={} if extra is _NO_EXTRA else extra)  # a new dict each, as the dataclass's default_factory
 
     kind = "resource_link"
 
@@ -197,13 +222,17 @@ class ResourceLink(Content):
 ContentSource = Content | Callable[[Any], Content]
 
 
-@dataclass(frozen=True, slots=True)
-class Attached:
+class Attached(Frozen):
     """Data to present plus content blocks to send after it (`attach(data, *content)`)."""
 
+    __slots__ = ("data", "content", "data_block")
+    __match_args__ = _fields = ("data", "content", "data_block")
     data: Any
     content: tuple[ContentSource, ...]
-    data_block: bool = True
+    data_block: bool
+
+    def __init__(self, data: Any, content: tuple[ContentSource, ...], data_block: bool = True) -> None:
+        _set(self, data=data, content=content, data_block=data_block)
 
     def build(self, presented: Any) -> tuple[Content, ...]:
         """The content blocks; a callable source is given the data *as presented* (after redaction)."""
@@ -226,6 +255,7 @@ def attach(data: Any, *content: ContentSource, data_block: bool = True) -> Attac
     return Attached(data, content, data_block)
 
 
+_Item = TypeVar("_Item", bound=Frozen)
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/csv", "application/yaml")
 
 
@@ -233,13 +263,19 @@ def scrubbed(item: Content, scrub: Callable[[str], str]) -> Content:
     """The item with redacted values censored out of its text (an attached document may not carry them)."""
     if isinstance(item, EmbeddedResource):
         if item.text is not None:
-            return replace(item, text=scrub(item.text))
+            return _replaced(item, text=scrub(item.text))
         if item.blob is not None and item.mime_type.startswith(_TEXT_TYPES):
-            return replace(item, blob=scrub(item.blob.decode("utf-8", "replace")).encode())
+            return _replaced(item, blob=scrub(item.blob.decode("utf-8", "replace")).encode())
     if isinstance(item, ResourceLink):
-        return replace(item, name=scrub(item.name), title=item.title and scrub(item.title),
+        return _replaced(item, name=scrub(item.name), title=item.title and scrub(item.title),
                        description=item.description and scrub(item.description))
     return item
+
+
+def _replaced(item: _Item, **changes: Any) -> _Item:
+    """A copy of a frozen item with some fields changed (`dataclasses.replace`: it runs `__init__` again)."""
+    make: Callable[..., _Item] = type(item)
+    return make(**{**dict(zip(item._fields, item._values(), strict=True)), **changes})
 
 
 def content_items(result: Any) -> tuple[Content, ...] | None:

@@ -10,6 +10,8 @@ one `__init__` would have made, frozen from then on.
 
 from __future__ import annotations
 
+import reprlib
+from dataclasses import FrozenInstanceError
 from typing import Any
 
 
@@ -26,3 +28,43 @@ def fields_repr(obj: Any, names: tuple[str, ...]) -> str:
     generated methods when its module is imported, a cost of every process's start; the internal classes made
     once per declaration (an action's output, a resource, a prompt) are plain classes with this repr instead."""
     return f"{obj.__class__.__qualname__}({', '.join(f'{name}={getattr(obj, name)!r}' for name in names)})"
+
+
+class Frozen:
+    """Base of plain classes that behave as `@dataclass(frozen=True, slots=True)` ones with the fields
+    `_fields` (each class that declares fields lists them itself): equality with an instance of the same class
+    field by field, the hash of the fields' tuple, the dataclass repr, `FrozenInstanceError` on assignment or
+    deletion, and pickling and copying through the fields. The decorator compiles six methods per class when
+    the module is imported; these are compiled once, here. A subclass sets its fields in `__init__` with
+    `object.__setattr__` and lists them in `__match_args__` too."""
+
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    @reprlib.recursive_repr()
+    def __repr__(self) -> str:
+        return fields_repr(self, self._fields)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __getstate__(self) -> list[Any]:
+        return list(self._values())
+
+    def __setstate__(self, state: list[Any]) -> None:
+        for name, value in zip(self._fields, state):  # noqa: B905 (as a dataclass's)
+            object.__setattr__(self, name, value)

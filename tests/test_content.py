@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import base64
+import copy
+import pickle
+from dataclasses import FrozenInstanceError
 
 import pytest
 
 from mcpfusion.content import (
+    Attached,
+    Audio,
     ContentError,
     EmbeddedResource,
+    Image,
+    ResourceLink,
     attach,
     audio,
     document,
     image,
     link,
+    scrubbed,
     sniff,
 )
 
@@ -83,3 +91,50 @@ def test_attach_and_embedded_resource_arguments():
         attach({"id": 1}, b"raw bytes")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         EmbeddedResource(uri="a://b", mime_type="text/plain")
+
+
+# The helpers are plain classes behaving as frozen slotted dataclasses (slots.Frozen): what users can rely on.
+_ITEMS = [Image(b"\x89PNG\r\n\x1a\n", "image/png"), Audio(b"ID3x", "audio/mpeg", {"priority": 1}),
+          EmbeddedResource(uri="a://b", mime_type="text/plain", text="hi"),
+          ResourceLink("u://1", "n", title="t"), Attached({"a": 1}, (), data_block=False)]
+
+
+@pytest.mark.parametrize("item", _ITEMS, ids=lambda item: type(item).__name__)
+def test_content_helpers_keep_the_dataclass_behaviour(item):
+    twin = type(item)(**{name: getattr(item, name) for name in item.__match_args__})
+    assert twin == item and copy.copy(item) == item and pickle.loads(pickle.dumps(item)) == item
+    assert item != object() and not hasattr(item, "__dict__")
+    values = tuple(getattr(item, name) for name in item.__match_args__)
+    if any(isinstance(value, dict) for value in values):
+        with pytest.raises(TypeError):
+            hash(item)
+    else:
+        assert hash(item) == hash(values)
+    for change in (lambda: setattr(item, item.__match_args__[0], 1), lambda: setattr(item, "other", 1),
+                   lambda: delattr(item, item.__match_args__[0])):
+        with pytest.raises(FrozenInstanceError):
+            change()
+    fields = ", ".join(f"{name}={value!r}" for name, value in zip(item.__match_args__, values, strict=True))
+    assert repr(item) == f"{type(item).__name__}({fields})"
+
+
+def test_content_helpers_defaults_and_class_equality():
+    assert Image(b"a", "image/png") != Audio(b"a", "image/png")
+    assert repr(ResourceLink("u", "n")) == ("ResourceLink(uri='u', name='n', mime_type=None, title=None, "
+                                            "description=None, size=None, extra={})")
+    assert ResourceLink("u", "n").extra is not ResourceLink("u", "n").extra  # a fresh dict each
+    extra = {"x": 1}
+    assert ResourceLink("u", "n", extra=extra).extra is extra
+    assert EmbeddedResource("u", "text/plain", blob=b"x").text is None
+    assert Attached(1, ()).data_block is True
+
+
+def test_scrubbed_content_is_a_changed_copy():
+    text = EmbeddedResource("u", "text/plain", text="secret", annotations={"a": 1})
+    assert scrubbed(text, str.upper) == EmbeddedResource("u", "text/plain", text="SECRET", annotations={"a": 1})
+    blob = EmbeddedResource("u", "text/csv", blob=b"secret")
+    assert scrubbed(blob, str.upper) == EmbeddedResource("u", "text/csv", blob=b"SECRET")
+    assert scrubbed(ResourceLink("u", "n", title="t", extra={"k": 1}), str.upper) == \
+        ResourceLink("u", "N", title="T", extra={"k": 1})
+    picture = Image(PNG, "image/png")
+    assert scrubbed(picture, str.upper) is picture
