@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .slots import Frozen
+from .slots import FACTORY, Frozen
 
 DEFAULT_MAX_BYTES = 5 * 1024 * 1024
 """Largest image, audio clip or document an action may send (`MCPFusion(max_content_bytes=...)`)."""
@@ -66,10 +66,6 @@ def _set(obj: Frozen, **fields: Any) -> None:
     """Fill a frozen instance's fields (its own `__setattr__` refuses)."""
     for name, value in fields.items():
         object.__setattr__(obj, name, value)
-
-
-# ResourceLink's `extra` when none is given: a fresh dict then (a dataclass's `field(default_factory=dict)`).
-_NO_EXTRA: dict[str, Any] = {}
 
 
 class ContentError(ValueError):
@@ -197,9 +193,9 @@ class ResourceLink(Content, Frozen):
 
     def __init__(self, uri: str, name: str, mime_type: str | None = None, title: str | None = None,
                  description: str | None = None, size: int | None = None,
-                 extra: dict[str, Any] = _NO_EXTRA) -> None:
+                 extra: dict[str, Any] = FACTORY) -> None:
         _set(self, uri=uri, name=name, mime_type=mime_type, title=title, description=description, size=size,
-             extra={} if extra is _NO_EXTRA else extra)  # a new dict each, as the dataclass's default_factory
+             extra={} if extra is FACTORY else extra)  # a new dict each, as the dataclass's default_factory
 
     kind = "resource_link"
 

@@ -30,13 +30,24 @@ def fields_repr(obj: Any, names: tuple[str, ...]) -> str:
     return f"{obj.__class__.__qualname__}({', '.join(f'{name}={getattr(obj, name)!r}' for name in names)})"
 
 
-class Frozen:
-    """Base of plain classes that behave as `@dataclass(frozen=True, slots=True)` ones with the fields
-    `_fields` (each class that declares fields lists them itself): equality with an instance of the same class
-    field by field, the hash of the fields' tuple, the dataclass repr, `FrozenInstanceError` on assignment or
-    deletion, and pickling and copying through the fields. The decorator compiles six methods per class when
-    the module is imported; these are compiled once, here. A subclass sets its fields in `__init__` with
-    `object.__setattr__` and lists them in `__match_args__` too."""
+class _Factory:
+    """The default of a field made anew for each instance (a dataclass's `default_factory`): `__init__`
+    tests for this marker, shown in the signature as a dataclass's `<factory>`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+FACTORY: Any = _Factory()
+
+
+class Fields:
+    """Base of plain classes that behave as `@dataclass` ones with the fields `_fields` (each class that
+    declares fields lists them itself, and in `__match_args__`): equality with an instance of the same class
+    field by field, no hash (a mutable dataclass has none) and the dataclass repr. The decorator compiles its
+    generated methods per class when the module is imported; these are compiled once, here."""
 
     __slots__ = ()
     _fields: tuple[str, ...] = ()
@@ -47,14 +58,22 @@ class Frozen:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is self.__class__:
             return self._values() == other._values()
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._values())
+        return NotImplemented  # defining __eq__ alone leaves the class unhashable, as a mutable dataclass
 
     @reprlib.recursive_repr()
     def __repr__(self) -> str:
         return fields_repr(self, self._fields)
+
+
+class Frozen(Fields):
+    """`Fields` as `@dataclass(frozen=True)`: the hash of the fields' tuple, `FrozenInstanceError` on
+    assignment or deletion, pickling and copying through the fields (a slotted class has no `__dict__` to
+    restore). A subclass sets its fields in `__init__` with `object.__setattr__`."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise FrozenInstanceError(f"cannot assign to field {name!r}")

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import inspect
+import pickle
+from dataclasses import FrozenInstanceError
+
 import httpx
 import jwt
 import pytest
@@ -147,3 +152,26 @@ async def test_server_without_resources_refuses_subscriptions():
             assert reply_of(await client.post("/mcp", json=body, headers=headers))["error"]["code"] == -32002
         session = await app.state.mcpfusion.transport.sessions.get(headers["mcp-session-id"])
         assert session.subscriptions == []
+
+
+def test_session_and_limits_keep_the_dataclass_behaviour():
+    # Plain classes (slots.Fields / Frozen) standing for the dataclasses they were.
+    first, second = Session("a", "2025-06-18"), Session("a", "2025-06-18")
+    assert first.client_info is not second.client_info and first.subscriptions is not second.subscriptions
+    assert first.created_at > 0 and first != second  # times of their own
+    assert Session.from_dict(first.to_dict()) == first and copy.deepcopy(first) == first
+    data = first.to_dict()
+    assert list(data) == list(Session.__match_args__) and data["client_info"] is not first.client_info
+    with pytest.raises(TypeError):
+        hash(first)
+    assert repr(Session("i", "v", created_at=1.0, last_seen=2.0)) == (
+        "Session(id='i', protocol_version='v', client_info={}, client_capabilities={}, log_level=None, "
+        "principal=None, tenant=None, subscriptions=[], initialized=False, created_at=1.0, last_seen=2.0)")
+    assert str(inspect.signature(Session).parameters["client_info"]) == "client_info: 'dict[str, Any]' = <factory>"
+
+    limits = SessionLimits(per_tenant=5)
+    assert repr(limits) == "SessionLimits(total=10000, per_principal=100, per_tenant=5)"
+    assert limits == SessionLimits(10_000, 100, 5) != SessionLimits() and hash(limits) == hash((10_000, 100, 5))
+    assert pickle.loads(pickle.dumps(limits)) == limits
+    with pytest.raises(FrozenInstanceError):
+        limits.total = 1  # type: ignore[misc]

@@ -8,28 +8,38 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import asdict, dataclass, field
+from copy import deepcopy
 from typing import Any, Protocol
 
+from mcpfusion.slots import FACTORY, Fields, Frozen
 
-@dataclass
-class Session:
-    """What the server remembers about one initialized client."""
 
-    id: str
-    protocol_version: str
-    client_info: dict[str, Any] = field(default_factory=dict)
-    client_capabilities: dict[str, Any] = field(default_factory=dict)
-    log_level: str | None = None
-    principal: str | None = None  # digest of the verified identity the session is bound to
-    tenant: str | None = None
-    subscriptions: list[str] = field(default_factory=list)
-    initialized: bool = False
-    created_at: float = field(default_factory=time.time)
-    last_seen: float = field(default_factory=time.monotonic)
+class Session(Fields):
+    """What the server remembers about one initialized client. A plain class with a dataclass's behaviour
+    (`slots.Fields`: equality, repr, no hash); the decorator would compile its methods at import."""
+
+    __match_args__ = _fields = ("id", "protocol_version", "client_info", "client_capabilities", "log_level",
+                                "principal", "tenant", "subscriptions", "initialized", "created_at", "last_seen")
+
+    def __init__(self, id: str, protocol_version: str, client_info: dict[str, Any] = FACTORY,  # noqa: A002
+                 client_capabilities: dict[str, Any] = FACTORY, log_level: str | None = None,
+                 principal: str | None = None, tenant: str | None = None, subscriptions: list[str] = FACTORY,
+                 initialized: bool = False, created_at: float = FACTORY, last_seen: float = FACTORY) -> None:
+        self.id = id
+        self.protocol_version = protocol_version
+        self.client_info: dict[str, Any] = {} if client_info is FACTORY else client_info
+        self.client_capabilities: dict[str, Any] = {} if client_capabilities is FACTORY else client_capabilities
+        self.log_level = log_level
+        self.principal = principal  # digest of the verified identity the session is bound to
+        self.tenant = tenant
+        self.subscriptions: list[str] = [] if subscriptions is FACTORY else subscriptions
+        self.initialized = initialized
+        self.created_at: float = time.time() if created_at is FACTORY else created_at
+        self.last_seen: float = time.monotonic() if last_seen is FACTORY else last_seen
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields by name, values copied deeply (as `dataclasses.asdict`)."""
+        return deepcopy(dict(zip(self._fields, self._values(), strict=True)))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Session:
@@ -49,13 +59,19 @@ class SessionQuotaError(SessionLimitError):
     """The caller's principal or tenant holds its quota of live sessions already (answered 429)."""
 
 
-@dataclass(frozen=True)
-class SessionLimits:
-    """Caps on live sessions: in all, per principal and per tenant (sessions without one are not counted)."""
+class SessionLimits(Frozen):
+    """Caps on live sessions: in all, per principal and per tenant (sessions without one are not counted).
+    A plain class with a frozen dataclass's behaviour (`slots.Frozen`)."""
 
-    total: int = 10_000
-    per_principal: int = 100
-    per_tenant: int = 1_000
+    __match_args__ = _fields = ("total", "per_principal", "per_tenant")
+    total: int
+    per_principal: int
+    per_tenant: int
+
+    def __init__(self, total: int = 10_000, per_principal: int = 100, per_tenant: int = 1_000) -> None:
+        object.__setattr__(self, "total", total)
+        object.__setattr__(self, "per_principal", per_principal)
+        object.__setattr__(self, "per_tenant", per_tenant)
 
     def refuse(self, total: int, principal: int, tenant: int) -> SessionLimitError | None:
         """The error for a new session given the live counts (None when it may be created)."""

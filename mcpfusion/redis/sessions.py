@@ -9,7 +9,6 @@ number; an idle session may hold its slot up to a quarter of the idle timeout lo
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -25,7 +24,7 @@ from .coalesce import Coalescer
 from .session_cache import SessionCache
 
 logger = logging.getLogger("mcpfusion.redis")
-_FIELDS = frozenset(f.name for f in dataclasses.fields(Session)) - {"last_seen"}
+_FIELDS = frozenset(Session._fields) - {"last_seen"}
 
 
 # GET + PEXPIRE (= GETEX) of every session read in one event-loop turn; `false` becomes a nil reply.
