@@ -33,7 +33,7 @@ from .errors import INVALID_OUTPUT, ToolError
 from .model import Model
 from .presenter import Presenter
 from .response import ToolResponse
-from .schema import copied, without
+from .schema import without
 from .slots import fields_repr
 
 logger = logging.getLogger("mcpfusion")
@@ -192,12 +192,55 @@ _WIRE_SCHEMAS: weakref.WeakKeyDictionary[Presenter, dict[str, Any]] = weakref.We
 def _wire_schema(presenter: Presenter) -> dict[str, Any]:
     """`presenter.wire_schema()`, generated once per presenter: a presenter returned by several actions (five
     in a typical CRUD tool) is otherwise rebuilt for each at the first tools/list. Outputs are derived once,
-    when first listed, so this keeps the same moment of truth."""
+    when first listed, so this keeps the same moment of truth. The schema kept is read, never changed (`bare`
+    builds a new one from it)."""
     schema = _WIRE_SCHEMAS.get(presenter)
     if schema is None:
         schema = _WIRE_SCHEMAS[presenter] = presenter.wire_schema()
-    out: dict[str, Any] = copied(schema)
-    return out
+    return schema
+
+
+_DerivedKey = tuple[tuple[Presenter, ...], bool | None, bool, bool]
+_Derived = tuple[dict[str, Any] | None, dict[str, Any] | None]
+
+# Derived output schemas (before `share`, and after) by what they are derived from: the actions of a tool mostly
+# answer the same presenter, one or a list of them, and `share` serializes each sub-schema again and again.
+# Bounded as the declaration memos (`hints`); presenters are keyed by identity, as `_WIRE_SCHEMAS` keeps them.
+_DERIVED: dict[_DerivedKey, _Derived] = {}
+_DERIVED_SIZE = 4096
+
+
+def _derived(key: _DerivedKey) -> _Derived:
+    """The output schema derived from `key`'s presenters, before and after `share`: worked out once per key,
+    each action given its own copies."""
+    known = _DERIVED.get(key)
+    if known is None:
+        if len(_DERIVED) >= _DERIVED_SIZE:
+            _DERIVED.clear()
+        known = _DERIVED[key] = _derive(*key)
+    inlined, schema = known
+    copies: dict[int, Any] = {}
+    return _copied(inlined, copies), _copied(schema, copies)
+
+
+def _copied(node: Any, copies: dict[int, Any]) -> Any:
+    """A copy of a JSON schema whose parts already copied (by identity, in `copies`) are the same copies:
+    `share` keeps the parts it does not rewrite, so an action's two schemas share them as they did."""
+    if not isinstance(node, dict | list):
+        return node
+    known = copies.get(id(node))
+    if known is None:
+        known = copies[id(node)] = {k: _copied(v, copies) for k, v in node.items()} if isinstance(node, dict) \
+            else [_copied(v, copies) for v in node]
+    return known
+
+
+def _derive(sources: tuple[Presenter, ...], many: bool | None, optional: bool, paginated: bool) -> _Derived:
+    shapes = [bare(_wire_schema(p)) for p in sources]
+    if not shapes:
+        return None, None
+    derived = union([shape(s, many, optional=optional, paginated=paginated) for s in shapes])
+    return derived, share(derived)
 
 
 class Output:
@@ -231,19 +274,13 @@ class Output:
     def schema(self) -> dict[str, Any] | None:
         """The advertised `outputSchema` (None: the action is untyped); repeated parts shared in `$defs`."""
         if not self._built:
-            derived = self._derive()
-            self.inlined = derived
-            self._schema = share(derived) if derived is not None and self.explicit is None else derived
+            if self.explicit is not None:
+                self.inlined = self._schema = self.explicit
+            else:
+                sources = (self.firewall,) if self.firewall else self.presenters
+                self.inlined, self._schema = _derived((sources, self.many, self.optional, self.paginated))
             self._built = True
         return self._schema
-
-    def _derive(self) -> dict[str, Any] | None:
-        if self.explicit is not None:
-            return self.explicit
-        shapes = [bare(_wire_schema(p)) for p in ((self.firewall,) if self.firewall else self.presenters)]
-        if not shapes:
-            return None
-        return union([shape(s, self.many, optional=self.optional, paginated=self.paginated) for s in shapes])
 
     @property
     def trusted(self) -> tuple[Presenter, ...]:

@@ -465,3 +465,45 @@ def test_schema_walkers_leave_leaves_as_they_are():
         assert walked["examples"][0] is leaf and walked["examples"][4][0] is leaf
         assert walked["properties"]["x"]["default"] is leaf
     assert inline_refs(schema)["items"] == {"const": leaf} and copied(schema) == schema
+
+
+def _nodes(schema: Any) -> list[Any]:
+    """Every dict and list of a JSON schema."""
+    if isinstance(schema, dict):
+        return [schema, *(node for value in schema.values() for node in _nodes(value))]
+    if isinstance(schema, list):
+        return [schema, *(node for value in schema for node in _nodes(value))]
+    return []
+
+
+def test_actions_of_one_presenter_derive_equal_schemas_sharing_nothing():
+    # The derived output schema is worked out once per (presenters, shape) and each action given its copies.
+    from mcpfusion import Presenter
+
+    class Child(BaseModel):
+        a: int = Field(description="A")
+
+    class Parent(BaseModel):
+        one: Child
+        many: list[Child]
+
+    tool = Tool("t")
+    presenter = Presenter("p").schema(Parent)
+
+    @tool.action(returns=presenter)
+    async def first() -> dict[str, Any]:
+        """First"""
+        return {}
+
+    @tool.action(returns=presenter)
+    async def second() -> dict[str, Any]:
+        """Second"""
+        return {}
+
+    one, two = tool.actions["first"], tool.actions["second"]
+    assert one.output_schema == two.output_schema and one.declared_output() == two.declared_output()
+    assert "$defs" in one.output_schema  # Child written once
+    ids = {id(node) for node in _nodes(one.output_schema) + _nodes(one.declared_output())}
+    assert not ids & {id(node) for node in _nodes(two.output_schema) + _nodes(two.declared_output())}
+    one.output_schema["properties"].clear()
+    assert two.output_schema["properties"]
