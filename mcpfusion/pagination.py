@@ -28,7 +28,6 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from fastapi import params
@@ -39,6 +38,7 @@ from starlette.requests import Request
 from . import ui
 from .errors import CURSOR_EXPIRED, INVALID_CURSOR, ToolError
 from .serializer import dumps, jsonable
+from .slots import Fields
 
 T = TypeVar("T")
 CURSOR_PARAM = "cursor"
@@ -66,13 +66,17 @@ class Paged(list[T], Generic[T]):
         self.next_key = next_key
 
 
-@dataclass(slots=True)
-class Page:
+class Page(Fields):
     """What a paginated handler receives: how many rows a page holds, and where the previous page stopped
-    (`after`: the key of its last row, as `keyset` recorded it; None on the first page)."""
+    (`after`: the key of its last row, as `keyset` recorded it; None on the first page). A plain slotted class
+    with the dataclass's behaviour (`slots.Fields`: equality, repr, no hash): the decorator would compile its
+    methods at import."""
 
-    size: int = 0
-    after: Any = None
+    __slots__ = __match_args__ = _fields = ("size", "after")
+
+    def __init__(self, size: int = 0, after: Any = None) -> None:
+        self.size = size
+        self.after = after
 
     def keyset(self, rows: Sequence[T], key: Callable[[T], Any]) -> Paged[T]:
         """The page from `rows` fetched after `after` with a limit of `size + 1` (the extra row only says

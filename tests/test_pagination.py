@@ -239,3 +239,19 @@ async def test_next_cursor_is_in_the_advertised_output_schema(client):
             if cursor is None:
                 break
         assert pages == (2 if tool == "billing" else 1)
+
+
+def test_page_keeps_the_dataclass_behaviour():
+    # A plain slotted class (slots.Fields) standing for the dataclass it was.
+    import pickle
+
+    from mcpfusion.pagination import Page
+
+    page = Page(3, after="k")
+    assert page == Page(size=3, after="k") != Page() and Page() == Page(0, None)
+    assert repr(page) == "Page(size=3, after='k')" and pickle.loads(pickle.dumps(page)) == page
+    assert not hasattr(page, "__dict__") and Page.__match_args__ == ("size", "after")
+    with pytest.raises(TypeError):
+        hash(page)
+    page.size = 5
+    assert page.size == 5
