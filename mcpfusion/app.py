@@ -10,7 +10,6 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
@@ -41,7 +40,7 @@ if TYPE_CHECKING:
     from .telemetry import Telemetry
 
 logger = logging.getLogger("mcpfusion")
-_SETTING_NAMES = {f.name for f in fields(TransportSettings)}
+_SETTING_NAMES = set(TransportSettings._fields)
 
 
 class RawTool:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
+
+import pytest
+
 from mcpfusion import Tool
 from mcpfusion.app import MCPFusion
 from mcpfusion.mcp.broker import InMemoryBroker
@@ -46,3 +50,21 @@ def test_explicit_stores_win_over_the_url(monkeypatch):
 def test_empty_variable_means_in_memory(monkeypatch):
     monkeypatch.setenv("MCPFUSION_REDIS_URL", "")
     assert isinstance(fusion().transport.sessions, InMemorySessionStore)
+
+
+def test_transport_settings_keep_the_dataclass_behaviour(monkeypatch):
+    # A plain class (slots.Fields) standing for the dataclass it was: every setting a parameter, positional or
+    # keyword, the environment's defaults read when the settings are made; equality, repr, no hash.
+    monkeypatch.setenv("MCPFUSION_ALLOWED_HOSTS", "a.example, b.example")
+    monkeypatch.setenv("MCPFUSION_SIGNING_KEY", "k")
+    settings = TransportSettings()
+    assert settings.allowed_hosts == ["a.example", "b.example"] and settings.signing_key == "k"
+    assert TransportSettings("/x", None).allowed_hosts is None and TransportSettings("/x").path == "/x"
+    assert settings == TransportSettings() != TransportSettings(json_response=True)
+    with pytest.raises(TypeError):
+        hash(settings)
+    names = list(inspect.signature(TransportSettings).parameters)
+    assert names == list(TransportSettings.__match_args__) and len(names) == 25
+    assert repr(settings) == "TransportSettings(" + ", ".join(
+        f"{name}={getattr(settings, name)!r}" for name in names) + ")"
+    assert str(inspect.signature(TransportSettings).parameters["redis_url"]) == "redis_url: 'str | None' = <factory>"

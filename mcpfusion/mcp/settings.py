@@ -1,13 +1,13 @@
-"""Transport settings of the `/mcp` endpoint (one small dataclass, passed to `MCPFusion`)."""
+"""Transport settings of the `/mcp` endpoint (one small class with a dataclass's behaviour, passed to `MCPFusion`)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mcpfusion.body import DEFAULT_MAX_BODY_BYTES
+from mcpfusion.slots import FACTORY, Fields
 
 from .sessions import SessionLimits
 
@@ -24,8 +24,7 @@ def _env_list(name: str) -> list[str] | None:
     return items or None
 
 
-@dataclass
-class TransportSettings:
+class TransportSettings(Fields):
     """How `/mcp` behaves. Defaults are safe for a server bound to localhost.
 
     - `allowed_hosts` / `allowed_origins`: DNS-rebinding protection. `None` means "localhost only"
@@ -50,31 +49,79 @@ class TransportSettings:
       `session_store` / `event_store` / `broker` still win.
     """
 
-    path: str = "/mcp"
-    allowed_hosts: list[str] | None = field(default_factory=lambda: _env_list("MCPFUSION_ALLOWED_HOSTS"))
-    allowed_origins: list[str] | None = field(default_factory=lambda: _env_list("MCPFUSION_ALLOWED_ORIGINS"))
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    json_response: bool = False
-    session_idle_timeout: float = 30 * 60.0
-    max_sessions: int = 10_000
-    max_sessions_per_principal: int = 100
-    max_sessions_per_tenant: int = 1_000
-    max_subscriptions: int = 100
-    max_uri_length: int = 2048
-    sse_retry_ms: int | None = 1000
-    sse_ping_seconds: float = 15.0
-    sse_hold_seconds: float = 0.5
-    event_store: EventStore | None = None
-    session_store: SessionStore | None = None
-    broker: Broker | None = None
-    signing_key: bytes | str | None = field(default_factory=lambda: os.environ.get("MCPFUSION_SIGNING_KEY"))
-    request_state_ttl: float = 600.0
-    client_request_timeout: float = 300.0
-    reply_store_timeout: float = 10.0
-    principal: Callable[..., Any] | None = None
-    cache_ttl_ms: int = 0
-    cache_scope: str = "private"
-    redis_url: str | None = field(default_factory=lambda: os.environ.get("MCPFUSION_REDIS_URL") or None)
+    __match_args__ = _fields = (
+        "path", "allowed_hosts", "allowed_origins", "max_body_bytes", "json_response", "session_idle_timeout",
+        "max_sessions", "max_sessions_per_principal", "max_sessions_per_tenant", "max_subscriptions",
+        "max_uri_length", "sse_retry_ms", "sse_ping_seconds", "sse_hold_seconds", "event_store", "session_store",
+        "broker", "signing_key", "request_state_ttl", "client_request_timeout", "reply_store_timeout", "principal",
+        "cache_ttl_ms", "cache_scope", "redis_url")
+
+    path: str
+    allowed_hosts: list[str] | None
+    allowed_origins: list[str] | None
+    max_body_bytes: int
+    json_response: bool
+    session_idle_timeout: float
+    max_sessions: int
+    max_sessions_per_principal: int
+    max_sessions_per_tenant: int
+    max_subscriptions: int
+    max_uri_length: int
+    sse_retry_ms: int | None
+    sse_ping_seconds: float
+    sse_hold_seconds: float
+    event_store: EventStore | None
+    session_store: SessionStore | None
+    broker: Broker | None
+    signing_key: bytes | str | None
+    request_state_ttl: float
+    client_request_timeout: float
+    reply_store_timeout: float
+    principal: Callable[..., Any] | None
+    cache_ttl_ms: int
+    cache_scope: str
+    redis_url: str | None
+
+    def __init__(  # every setting a parameter with its default, as the dataclass's
+        self, path: str = "/mcp", allowed_hosts: list[str] | None = FACTORY,
+        allowed_origins: list[str] | None = FACTORY, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        json_response: bool = False, session_idle_timeout: float = 30 * 60.0, max_sessions: int = 10_000,
+        max_sessions_per_principal: int = 100, max_sessions_per_tenant: int = 1_000, max_subscriptions: int = 100,
+        max_uri_length: int = 2048, sse_retry_ms: int | None = 1000, sse_ping_seconds: float = 15.0,
+        sse_hold_seconds: float = 0.5, event_store: EventStore | None = None,
+        session_store: SessionStore | None = None, broker: Broker | None = None,
+        signing_key: bytes | str | None = FACTORY, request_state_ttl: float = 600.0,
+        client_request_timeout: float = 300.0, reply_store_timeout: float = 10.0,
+        principal: Callable[..., Any] | None = None, cache_ttl_ms: int = 0, cache_scope: str = "private",
+        redis_url: str | None = FACTORY,
+    ) -> None:
+        # The environment's defaults are read when the settings are made, as the dataclass's factories did.
+        self.path = path
+        self.allowed_hosts = _env_list("MCPFUSION_ALLOWED_HOSTS") if allowed_hosts is FACTORY else allowed_hosts
+        self.allowed_origins = (_env_list("MCPFUSION_ALLOWED_ORIGINS") if allowed_origins is FACTORY
+                                else allowed_origins)
+        self.max_body_bytes = max_body_bytes
+        self.json_response = json_response
+        self.session_idle_timeout = session_idle_timeout
+        self.max_sessions = max_sessions
+        self.max_sessions_per_principal = max_sessions_per_principal
+        self.max_sessions_per_tenant = max_sessions_per_tenant
+        self.max_subscriptions = max_subscriptions
+        self.max_uri_length = max_uri_length
+        self.sse_retry_ms = sse_retry_ms
+        self.sse_ping_seconds = sse_ping_seconds
+        self.sse_hold_seconds = sse_hold_seconds
+        self.event_store = event_store
+        self.session_store = session_store
+        self.broker = broker
+        self.signing_key = os.environ.get("MCPFUSION_SIGNING_KEY") if signing_key is FACTORY else signing_key
+        self.request_state_ttl = request_state_ttl
+        self.client_request_timeout = client_request_timeout
+        self.reply_store_timeout = reply_store_timeout
+        self.principal = principal
+        self.cache_ttl_ms = cache_ttl_ms
+        self.cache_scope = cache_scope
+        self.redis_url = (os.environ.get("MCPFUSION_REDIS_URL") or None) if redis_url is FACTORY else redis_url
 
     def session_limits(self) -> SessionLimits:
         return SessionLimits(self.max_sessions, self.max_sessions_per_principal, self.max_sessions_per_tenant)
