@@ -224,7 +224,7 @@ class EChartsTemplate:
     `echarts` makes of the config with those values, byte for byte; a value that is not a JSON scalar
     (a list, a dict, a subclass) goes through `echarts` itself."""
 
-    __slots__ = ("config", "options", "_head", "_parts")
+    __slots__ = ("config", "options", "_head", "_parts", "_fenced")
 
     def __init__(self, config: Any, **options: Any) -> None:
         self.config = config
@@ -245,17 +245,44 @@ class EChartsTemplate:
             index, rest = piece.split(f'{_MARK}"', 1)
             parts.append((names[int(index)], rest))
         self._parts = tuple(parts)
+        # The fence written around the text once, too, when the template's own text holds no run of three
+        # backticks: a value then decides alone whether `fence` needs a longer one (a number never does, and
+        # a string's JSON is quoted: its backticks cannot join a run of the template's text).
+        self._fenced: tuple[str, tuple[tuple[str, str], ...]] | None = None
+        if not any("```" in piece for piece in [self._head, *(rest for _, rest in parts)]):
+            *middle, (last_name, last_rest) = parts
+            self._fenced = (f"```echarts\n{self._head}", (*middle, (last_name, f"{last_rest}\n```")))
 
     def __call__(self, **values: Any) -> UIBlock:
         """The block for these slot values (a missing one raises `KeyError`)."""
+        if self._fenced is None:
+            return self._unfenced(values)
+        head, parts = self._fenced
+        out = [head]
+        for name, rest in parts:
+            value = values[name]
+            cls = value.__class__
+            if cls not in _SCALARS:
+                return self._general(values)
+            written = scalar(value)
+            if cls is str and "```" in written:
+                return self._unfenced(values)  # backticks of its own: `fence` decides on the whole text
+            out += (written, rest)
+        return _made("echarts", "".join(out), self.options)
+
+    def _unfenced(self, values: dict[str, Any]) -> UIBlock:
+        """The block with its fence worked out from the whole text (backticks in a value or the template)."""
         out = [self._head]
         for name, rest in self._parts:
             value = values[name]
             if value.__class__ not in _SCALARS:
-                return echarts(_filled(self.config, lambda s: values[s.name]), **self.options)
-            out.append(scalar(value))
-            out.append(rest)
+                return self._general(values)
+            out += (scalar(value), rest)
         return _made("echarts", fence("echarts", "".join(out)), self.options)
+
+    def _general(self, values: dict[str, Any]) -> UIBlock:
+        """`echarts` itself, for a value that is not a JSON scalar (a list, a dict, a subclass)."""
+        return echarts(_filled(self.config, lambda s: values[s.name]), **self.options)
 
 
 def echarts_template(config: Any, **options: Any) -> EChartsTemplate:

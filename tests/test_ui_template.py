@@ -60,3 +60,20 @@ def test_template_needs_slots_as_values():
         ui.echarts_template({"no": "slots"})
     with pytest.raises(ValueError):
         ui.echarts_template({ui.slot("key"): 1})  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize("config", [
+    {"note": "static ``` and ```` fences", "value": ui.slot("v"), "tail": ui.slot("w")},
+    {"note": "no fence", "value": ui.slot("v"), "tail": ui.slot("w")},
+    {"value": ui.slot("v"), "tail": ui.slot("w"), "end": "``"},
+])
+@pytest.mark.parametrize("values", [
+    {"v": "plain", "w": 1.5},
+    {"v": "``` in a value", "w": "and ````` in the last one"},
+    {"v": "``", "w": "`"},
+    {"v": 2, "w": ["a list", "```"]},
+])
+def test_template_fence_is_the_one_echarts_picks(config, values):
+    # The fence is written once with the template unless its text or a value holds backticks.
+    block = ui.echarts_template(config)(**values)
+    assert block == ui.echarts(_filled(config, values))
