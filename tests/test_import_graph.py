@@ -16,10 +16,11 @@ COMPOSITION = frozenset({"mcpfusion", "mcpfusion.__main__", "mcpfusion.app", "mc
 SUBPACKAGES = ("mcpfusion.mcp", "mcpfusion.redis", "mcpfusion.docs")
 # Leaves every layer may use (they import nothing of mcpfusion, so they cannot close a cycle): the one JSON
 # serializer shared by MCP and REST, o200k token counting (docs and telemetry), the version, the
-# optional-extra importer, request bodies (limit, JSON parsing) of both HTTP adapters, and the caller
-# identity sessions are bound to.
+# optional-extra importer, request bodies (limit, JSON parsing) of both HTTP adapters, the caller
+# identity sessions are bound to, and the plain classes' dataclass behaviours (`slots`: content items,
+# sessions and transport settings alike).
 FOUNDATION = frozenset({"mcpfusion.serializer", "mcpfusion.tokens", "mcpfusion.version", "mcpfusion.extras",
-                        "mcpfusion.body", "mcpfusion.identity"})
+                        "mcpfusion.body", "mcpfusion.identity", "mcpfusion.slots"})
 
 
 @pytest.fixture(scope="module")
