@@ -3,6 +3,7 @@ structuredContent carries the same values."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import enum
 import json
@@ -11,6 +12,8 @@ from decimal import Decimal
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from mcpfusion import MCPFusion, Tool, success_structured
@@ -188,3 +191,90 @@ def test_prewritten_falls_back_when_its_slot_is_not_found_exactly_once():
     assert serializer.spliced({"x": 1}, b"2") is None
     _assert_same_bytes({"jsonrpc": "2.0", "id": 1, "result": {"structuredContent": serializer.Prewritten({}, b"{}")}})
     _assert_same_bytes({"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "message": "m"}})
+
+
+# -- the two encoders: orjson for JSON's own types, pydantic-core for the rest, the same bytes ----------------
+
+_SCALARS = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.integers() | st.floats()
+            | st.text())
+_VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=5)
+                       | st.dictionaries(st.text(), inner, max_size=5), max_leaves=25)
+
+
+@settings(max_examples=800, deadline=None)
+@given(_VALUES)
+def test_json_bytes_are_pydantic_cores_bytes_for_any_plain_json(value):
+    from pydantic_core import to_json
+
+    from mcpfusion.serializer import json_bytes
+
+    for indent in (None, 2):
+        try:
+            expected = to_json(value, indent=indent, fallback=str, inf_nan_mode="null")
+        except ValueError:  # a lone surrogate: neither encoder writes it
+            with pytest.raises(ValueError):
+                json_bytes(value, pretty=indent is not None)
+            continue
+        assert json_bytes(value, pretty=indent is not None) == expected
+        json.loads(expected, parse_constant=_no_constant)  # valid JSON: no Infinity or NaN
+
+
+def _no_constant(name):
+    raise AssertionError(f"{name} is not JSON")
+
+
+@dataclasses.dataclass
+class Pair:
+    left: int
+    when: dt.date
+
+
+class Label(str):
+    pass
+
+
+def test_values_orjson_would_write_otherwise_are_written_by_pydantic_core():
+    from pydantic_core import to_json
+
+    from mcpfusion.serializer import json_bytes, scalar
+
+    odd = {"pair": Pair(1, dt.date(2026, 1, 2)), "label": Label("x"), "big": 2**80, "when": EXOTIC["aware"],
+           "keys": {1: "one"}, "nested": [{"d": Decimal("1.5")}]}
+    assert json_bytes(odd) == to_json(odd, fallback=str)
+    assert json.loads(json_bytes(odd)) == {"pair": {"left": 1, "when": "2026-01-02"}, "label": "x", "big": 2**80,
+                                          "when": "2024-01-02T03:04:05+02:00", "keys": {"1": "one"},
+                                          "nested": [{"d": "1.5"}]}
+    assert [scalar(v) for v in (2**70, Label("a"), 1.5, None, True, "é\n")] == ['1180591620717411303424', '"a"',
+                                                                               "1.5", "null", "true", '"é\\n"']
+
+
+def test_floats_json_has_no_number_for_are_null():
+    from mcpfusion.serializer import scalar
+
+    data = {"inf": float("inf"), "nan": float("nan"), "low": float("-inf"), "ok": 1.5}
+    assert dumps(data) == '{"inf":null,"nan":null,"low":null,"ok":1.5}'
+    assert dumps({**data, "when": dt.date(2026, 1, 2)}) == (
+        '{"inf":null,"nan":null,"low":null,"ok":1.5,"when":"2026-01-02"}')  # pydantic-core's path: the same
+    assert scalar(float("inf")) == "null"
+
+
+weird = Tool("weird")
+
+
+@weird.action(readonly=True)
+async def infinite() -> dict:
+    """A float JSON cannot write"""
+    return {"ratio": float("inf"), "text": "line\nbreak \"q\" ✓"}
+
+
+async def test_a_tool_result_with_a_non_finite_float_is_valid_json_on_every_wire():
+    app = MCPFusion("serializer", tools=[weird]).build_app()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        rest_body = (await http.post("/api/weird/infinite", json={})).content
+        modern = await mcp(http, "weird", "infinite")
+        session = McpSession(http, None)
+        assert (await session.start()).status_code == 200
+        legacy = await session.call("weird", "infinite")
+    assert json.loads(rest_body, parse_constant=_no_constant) == {"ratio": None, "text": "line\nbreak \"q\" ✓"}
+    for result in (json.loads(modern.content, parse_constant=_no_constant)["result"], legacy["result"]):
+        assert result["content"][0]["text"].encode() == rest_body

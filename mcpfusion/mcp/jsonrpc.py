@@ -9,8 +9,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from pydantic_core import to_json
-
 from .. import serializer
 from .protocol import lazy_names
 
@@ -129,31 +127,30 @@ class EncodedList(list[Any]):
     def encoded(self) -> bytes:
         data = self.json
         if data is None:
-            data = self.json = to_json(self, fallback=str)
+            data = self.json = serializer.json_bytes(list(self))  # a list subclass: orjson's own list
         return data
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    """The JSON bytes of one message, `to_json(message, fallback=str)` (the bytes `dumps` writes), a result's
-    `tools` taken from what its `EncodedList` keeps, its `structuredContent` from what a `Prewritten` carries
-    (`serializer.message_json`)."""
+    """The JSON bytes of one message (`serializer.json_bytes`, the bytes `dumps` writes), a result's
+    `tools` taken from what its `EncodedList` keeps, a tool result's content blocks and `Prewritten`
+    structuredContent as `serializer.message_json` writes them."""
     result = message.get("result")
     if result.__class__ is dict:
         if result.get("tools").__class__ is EncodedList:
             return _object(message)
-        if result.get("structuredContent").__class__ is serializer.Prewritten:
-            return serializer.message_json(message)
-    return to_json(message, fallback=str)
+        return serializer.message_json(message)
+    return serializer.json_bytes(message)
 
 
 def _object(value: dict[str, Any]) -> bytes:
-    """`to_json(value, fallback=str)` of a dict of string keys, written member by member: a nested dict the
+    """`serializer.json_bytes(value)` of a dict of string keys, written member by member: a nested dict the
     same way, an `EncodedList` as the bytes it keeps."""
     members = []
     for key, item in value.items():
         cls = item.__class__
-        data = item.encoded() if cls is EncodedList else _object(item) if cls is dict else to_json(item, fallback=str)
-        members.append(to_json(key) + b":" + data)
+        data = item.encoded() if cls is EncodedList else _object(item) if cls is dict else serializer.json_bytes(item)
+        members.append(serializer.json_bytes(key) + b":" + data)
     return b"{" + b",".join(members) + b"}"
 
 
