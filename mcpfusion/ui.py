@@ -71,24 +71,14 @@ def _opening(type: str, title: str | None, width: str | None, priority: int | No
     return f"<ui_passthrough {attrs}>"
 
 
-def _made(type: str, content: str, options: dict[str, Any]) -> UIBlock:
-    """`UIBlock(type, content, **options)` without the call of `__init__` (every helper below ends here: a
-    presented answer makes a few blocks per item). Anything but the block's own options goes to `__init__`,
-    which refuses it as before."""
-    if options:
-        if not _OPTIONS.issuperset(options):
-            return UIBlock(type, content, **options)
-        get = options.get
-        title, width, priority = get("title"), get("width"), get("priority")
-    else:
-        title = width = priority = None
+def _made(type: str, content: str, title: str | None, width: Width | None, priority: int | None) -> UIBlock:
+    """`UIBlock(type, content, title, width, priority)` without the call of `__init__` (every helper below
+    ends here: a presented answer makes a few blocks per item). The helpers take the options as keywords of
+    their own, not as `**options`: no dict to make and read per block."""
     block = _Writable()
     block.type, block.content, block.title, block.width, block.priority = type, content, title, width, priority
     block.__class__ = UIBlock
     return block  # type: ignore[no-any-return]
-
-
-_OPTIONS = frozenset({"title", "width", "priority"})
 
 
 _Writable = writable(UIBlock)
@@ -114,17 +104,18 @@ def _text(value: Any) -> str:
     return str.__str__(value) if isinstance(value, str) else str(value)
 
 
-def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], **options: Any) -> UIBlock:
+def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str | None = None,
+          width: Width | None = None, priority: int | None = None) -> UIBlock:
     """A markdown table."""
     body: Sequence[Sequence[Any]] = rows if rows.__class__ is builtins.list else [*rows]
     if len(body) <= 64 and headers.__class__ in _SIZED:
         # Tables sit on the hot path: a rectangular one is its layout (cached) filled with the cells (`%s`
         # writes `str()` of each, `_text`'s text but for a string subclass, which the general path takes),
         # unless a cell holds a `|` or a newline of its own (the counts tell) and needs escaping.
-        width = len(headers)
+        columns = len(headers)
         cells = [*headers]
         for row in body:
-            if row.__class__ not in _SIZED or len(row) != width:
+            if row.__class__ not in _SIZED or len(row) != columns:
                 break
             cells += row
         else:
@@ -132,14 +123,14 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], **options: Any)
                 if cell.__class__ is not str and isinstance(cell, str):
                     break
             else:
-                fill, pipes, lines = _layout(width, len(body))
+                fill, pipes, lines = _layout(columns, len(body))
                 text = fill(*cells)
                 if text.count("|") == pipes and text.count("\n") == lines:
-                    return _made("markdown", text, options)
+                    return _made("markdown", text, title, width, priority)
     head = [_text(h) for h in headers]
     cells_text = [[_text(c) for c in row] for row in body]
     text = _table([_cell(h) for h in head], [[_cell(c) for c in row] for row in cells_text])
-    return _made("markdown", text, options)
+    return _made("markdown", text, title, width, priority)
 
 
 _SIZED = (builtins.list, tuple)  # rows and headers the fast path reads: lists and tuples, not iterators
@@ -164,24 +155,28 @@ def _layout(width: int, height: int) -> tuple[Callable[..., str], int, int]:
     return namespace["fill"], text.count("|"), text.count("\n")
 
 
-def list(items: Iterable[Any], **options: Any) -> UIBlock:  # noqa: A001 - mirrors ui.list of the spec
+def list(items: Iterable[Any], *, title: str | None = None,  # noqa: A001 - mirrors ui.list of the spec
+         width: Width | None = None, priority: int | None = None) -> UIBlock:
     """A markdown bullet list."""
-    return _made("markdown", "\n".join(f"- {item}" for item in items), options)
+    return _made("markdown", "\n".join(f"- {item}" for item in items), title, width, priority)
 
 
-def json_block(obj: Any, **options: Any) -> UIBlock:
+def json_block(obj: Any, *, title: str | None = None, width: Width | None = None,
+               priority: int | None = None) -> UIBlock:
     """Formatted JSON in a json fence."""
-    return _made("json", fence("json", dumps(obj, pretty=True)), options)
+    return _made("json", fence("json", dumps(obj, pretty=True)), title, width, priority)
 
 
-def code_block(language: str, code: str, **options: Any) -> UIBlock:
+def code_block(language: str, code: str, *, title: str | None = None, width: Width | None = None,
+               priority: int | None = None) -> UIBlock:
     """Source code; the block's type is its language."""
-    return _made(language, fence(language, code), options)
+    return _made(language, fence(language, code), title, width, priority)
 
 
-def echarts(config: Any, **options: Any) -> UIBlock:
+def echarts(config: Any, *, title: str | None = None, width: Width | None = None,
+            priority: int | None = None) -> UIBlock:
     """An ECharts configuration, as formatted JSON in an echarts fence."""
-    return _made("echarts", fence("echarts", dumps(config, pretty=True)), options)
+    return _made("echarts", fence("echarts", dumps(config, pretty=True)), title, width, priority)
 
 
 class Slot:
@@ -217,18 +212,24 @@ def _filled(node: Any, fill: Any) -> Any:
     return node
 
 
+def _nested(value: Any, pad: str) -> str:
+    """`value` (a list, a dict, a subclass) as the encoder writes it within the indented config, on a line
+    starting with `pad` (a newline and that line's indentation): its own indented JSON, each of its lines
+    indented by `pad` (strings escape their newlines: these are its lines)."""
+    return dumps(value, pretty=True).replace("\n", pad)
+
+
 class EChartsTemplate:
-    """`echarts(config, **options)` for a config whose shape is the same call after call, only some values
+    """`echarts(config, title=..., ...)` for a config whose shape is the same call after call, only some values
     (`ui.slot(name)`) changing: the indented JSON is written once, each call writes only its values into it
     (a presenter's chart otherwise serializes the whole config per answer). A call gives the block
-    `echarts` makes of the config with those values, byte for byte; a value that is not a JSON scalar
-    (a list, a dict, a subclass) goes through `echarts` itself."""
+    `echarts` makes of the config with those values, byte for byte, whatever the values are."""
 
-    __slots__ = ("config", "options", "_head", "_parts", "_fenced")
+    __slots__ = ("config", "title", "width", "priority", "_head", "_parts", "_fenced")
 
-    def __init__(self, config: Any, **options: Any) -> None:
-        self.config = config
-        self.options = options
+    def __init__(self, config: Any, *, title: str | None = None, width: Width | None = None,
+                 priority: int | None = None) -> None:
+        self.config, self.title, self.width, self.priority = config, title, width, priority
         names: builtins.list[str] = []
 
         def mark(s: Slot) -> str:
@@ -239,19 +240,21 @@ class EChartsTemplate:
         pieces = text.split(f'"{_MARK}')
         if len(pieces) != len(names) + 1 or not names:
             raise ValueError("an echarts template needs its slots as values (not keys) and at least one of them")
-        self._head = pieces[0]
+        self._head = before = pieces[0]
         parts = []
         for piece in pieces[1:]:
             index, rest = piece.split(f'{_MARK}"', 1)
-            parts.append((names[int(index)], rest))
+            line = before.rpartition("\n")[2]
+            parts.append((names[int(index)], "\n" + " " * (len(line) - len(line.lstrip(" "))), rest))
+            before = rest
         self._parts = tuple(parts)
         # The fence written around the text once, too, when the template's own text holds no run of three
-        # backticks: a value then decides alone whether `fence` needs a longer one (a number never does, and
-        # a string's JSON is quoted: its backticks cannot join a run of the template's text).
-        self._fenced: tuple[str, tuple[tuple[str, str], ...]] | None = None
-        if not any("```" in piece for piece in [self._head, *(rest for _, rest in parts)]):
-            *middle, (last_name, last_rest) = parts
-            self._fenced = (f"```echarts\n{self._head}", (*middle, (last_name, f"{last_rest}\n```")))
+        # backticks: a value then decides alone whether `fence` needs a longer one (its JSON starts and ends
+        # with a digit, a quote or a bracket: its backticks cannot join a run of the template's text).
+        self._fenced: tuple[str, tuple[tuple[str, str, str], ...]] | None = None
+        if not any("```" in piece for piece in [self._head, *(rest for _, _, rest in parts)]):
+            *middle, (last_name, last_pad, last_rest) = parts
+            self._fenced = (f"```echarts\n{self._head}", (*middle, (last_name, last_pad, f"{last_rest}\n```")))
 
     def __call__(self, **values: Any) -> UIBlock:
         """The block for these slot values (a missing one raises `KeyError`)."""
@@ -259,50 +262,45 @@ class EChartsTemplate:
             return self._unfenced(values)
         head, parts = self._fenced
         out = [head]
-        for name, rest in parts:
+        for name, pad, rest in parts:
             value = values[name]
-            cls = value.__class__
-            if cls not in _SCALARS:
-                return self._general(values)
-            written = scalar(value)
-            if cls is str and "```" in written:
+            written = scalar(value) if value.__class__ in _SCALARS else _nested(value, pad)
+            if "```" in written:
                 return self._unfenced(values)  # backticks of its own: `fence` decides on the whole text
             out += (written, rest)
-        return _made("echarts", "".join(out), self.options)
+        return _made("echarts", "".join(out), self.title, self.width, self.priority)
 
     def _unfenced(self, values: dict[str, Any]) -> UIBlock:
         """The block with its fence worked out from the whole text (backticks in a value or the template)."""
         out = [self._head]
-        for name, rest in self._parts:
+        for name, pad, rest in self._parts:
             value = values[name]
-            if value.__class__ not in _SCALARS:
-                return self._general(values)
-            out += (scalar(value), rest)
-        return _made("echarts", fence("echarts", "".join(out)), self.options)
-
-    def _general(self, values: dict[str, Any]) -> UIBlock:
-        """`echarts` itself, for a value that is not a JSON scalar (a list, a dict, a subclass)."""
-        return echarts(_filled(self.config, lambda s: values[s.name]), **self.options)
+            out += (scalar(value) if value.__class__ in _SCALARS else _nested(value, pad), rest)
+        return _made("echarts", fence("echarts", "".join(out)), self.title, self.width, self.priority)
 
 
-def echarts_template(config: Any, **options: Any) -> EChartsTemplate:
+def echarts_template(config: Any, *, title: str | None = None, width: Width | None = None,
+                     priority: int | None = None) -> EChartsTemplate:
     """`echarts` of a config with open values (`ui.slot`), serialized once: `chart(paid=..., due=...)`."""
-    return EChartsTemplate(config, **options)
+    return EChartsTemplate(config, title=title, width=width, priority=priority)
 
 
-def mermaid(source: str, **options: Any) -> UIBlock:
+def mermaid(source: str, *, title: str | None = None, width: Width | None = None,
+            priority: int | None = None) -> UIBlock:
     """A Mermaid diagram in a mermaid fence."""
-    return _made("mermaid", fence("mermaid", source), options)
+    return _made("mermaid", fence("mermaid", source), title, width, priority)
 
 
-def markdown(text: str, **options: Any) -> UIBlock:
+def markdown(text: str, *, title: str | None = None, width: Width | None = None,
+             priority: int | None = None) -> UIBlock:
     """Raw markdown, passed through as written."""
-    return _made("markdown", text, options)
+    return _made("markdown", text, title, width, priority)
 
 
-def summary(text: str, **options: Any) -> UIBlock:
+def summary(text: str, *, title: str | None = None, width: Width | None = None,
+            priority: int | None = None) -> UIBlock:
     """`📊 **Summary**: {text}` as markdown."""
-    return _made("markdown", f"📊 **Summary**: {text}", options)
+    return _made("markdown", f"📊 **Summary**: {text}", title, width, priority)
 
 
 json = json_block  # `ui.json(obj)`, as the spec names it

@@ -3,6 +3,8 @@
 from enum import StrEnum
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcpfusion import ui
 
@@ -36,7 +38,7 @@ class Color(StrEnum):
     {"title": 'Quotes " and \\ and\nnewlines\t', "paid": 1e16, "outstanding": 1e-7, "legend": None},
     {"title": "Ünïcødé ✓ and ``` fences ````", "paid": 12345678901234567890, "outstanding": -0.5, "legend": False},
     {"title": "</ui_passthrough> & <x>", "paid": float("inf"), "outstanding": float("nan"), "legend": 3},
-    # Not JSON scalars of their own class: written by `ui.echarts` itself, still the same block.
+    # Not JSON scalars of their own class: written in place by the encoder, still the same block.
     {"title": ["a", "b"], "paid": {"nested": [1, 2]}, "outstanding": 1, "legend": "x"},
     {"title": Color.RED, "paid": 1, "outstanding": 2, "legend": "x"},
     {"title": "", "paid": True, "outstanding": 2, "legend": ["x", {"y": None}]},
@@ -77,3 +79,30 @@ def test_template_fence_is_the_one_echarts_picks(config, values):
     # The fence is written once with the template unless its text or a value holds backticks.
     block = ui.echarts_template(config)(**values)
     assert block == ui.echarts(_filled(config, values))
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
+    | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+DEPTHS = {"top": ui.slot("v"), "deep": [{"a": {"b": [1, ui.slot("w"), {"c": (ui.slot("x"), "```")}]}}]}
+
+
+@settings(max_examples=300, deadline=None)
+@given(v=_JSON, w=_JSON, x=_JSON)
+def test_template_writes_any_value_in_place_as_echarts_does(v, w, x):
+    # Lists and dicts are written where they stand, each line indented as the whole config indents it.
+    values = {"v": v, "w": w, "x": x}
+    block = ui.echarts_template(DEPTHS, title="T", priority=1)(**values)
+    assert block == ui.echarts(_filled(DEPTHS, values), title="T", priority=1)
+
+
+def test_every_helper_refuses_an_unknown_option():
+    for make in [lambda **o: ui.table(["a"], [["1"]], **o), lambda **o: ui.list(["a"], **o),
+                 lambda **o: ui.json_block({}, **o), lambda **o: ui.code_block("py", "x", **o),
+                 lambda **o: ui.echarts({}, **o), lambda **o: ui.mermaid("x", **o), lambda **o: ui.markdown("x", **o),
+                 lambda **o: ui.summary("x", **o), lambda **o: ui.echarts_template({"v": ui.slot("v")}, **o)]:
+        with pytest.raises(TypeError, match="colour"):
+            make(title="T", colour="red")
