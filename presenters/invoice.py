@@ -89,6 +89,20 @@ def _detail_ui(invoice: dict[str, Any]) -> list[ui.UIBlock]:
     ]
 
 
+# A page's chart: the same config for every page but its statuses and their totals.
+_TOTALS_CHART = ui.echarts_template(
+    {
+        "title": {"text": "Totals by status"},
+        "xAxis": {"type": "category", "data": ui.slot("states")},
+        "yAxis": {"type": "value"},
+        "series": [{"type": "bar", "data": ui.slot("totals")}],
+    },
+    title="Totals by status",
+    width="half",
+    priority=2,
+)
+
+
 def _list_ui(rows: list[dict[str, Any]]) -> list[ui.UIBlock]:
     # One pass over the page: each row's state is worked out once, for its table line and its status total.
     lines = []
@@ -98,13 +112,7 @@ def _list_ui(rows: list[dict[str, Any]]) -> list[ui.UIBlock]:
         lines.append([r["number"], _customer_name(r), state, money(r["total_cents"], r["currency"]), r["due_date"]])
         totals[state] = totals.get(state, 0) + r["total_cents"] / 100
     table = ui.table(["Number", "Customer", "Status", "Total", "Due"], lines, title="Invoices")
-    chart = {
-        "title": {"text": "Totals by status"},
-        "xAxis": {"type": "category", "data": list(totals)},
-        "yAxis": {"type": "value"},
-        "series": [{"type": "bar", "data": [round(v, 2) for v in totals.values()]}],
-    }
-    return [table, ui.echarts(chart, title="Totals by status", width="half", priority=2)]
+    return [table, _TOTALS_CHART(states=list(totals), totals=[round(v, 2) for v in totals.values()])]
 
 
 # Suggestions are immutable: made once, not per invoice and call.
