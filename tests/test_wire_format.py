@@ -6,6 +6,8 @@ from dataclasses import FrozenInstanceError, replace
 
 import pytest
 import toon_format
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcpfusion import Presenter, error, response, success, success_structured, suggest, tool_error, toon_success, ui
 from mcpfusion.errors import render_validation_error
@@ -104,6 +106,19 @@ def test_ui_table_is_the_table_written_cell_by_cell(headers, rows):
     assert (block.type, block.title, block.content) == ("markdown", "T", _reference_table(headers, rows))
     plain = ui.table(headers, rows)
     assert plain == ui.UIBlock("markdown", _reference_table(headers, rows)) and hash(plain)
+
+
+_CELL = st.text(alphabet="ab|\n%s{} é", max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(columns=st.integers(0, 4), height=st.integers(0, 6), data=st.data())
+def test_ui_table_of_strings_or_mixed_cells_is_the_table_written_cell_by_cell(columns, height, data):
+    # All strings fill the gaps of the text between cells; a table with other cells goes through `%s`.
+    cell = data.draw(st.sampled_from([_CELL, _CELL | st.integers() | st.floats() | st.none()]))
+    headers = data.draw(st.lists(_CELL, min_size=columns, max_size=columns))
+    rows = data.draw(st.lists(st.lists(cell, min_size=columns, max_size=columns), min_size=height, max_size=height))
+    assert ui.table(headers, rows).content == _reference_table(headers, rows)
 
 
 def test_block_tags_are_rendered_from_each_blocks_own_attributes():
