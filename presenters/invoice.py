@@ -37,9 +37,10 @@ SUPPORT_RULES = [
 
 
 def _line_table(lines: list[dict[str, Any]]) -> ui.UIBlock:
+    # Every cell a string (the quantity as `ui.table` would write it): the table's cheaper path for strings.
     return ui.table(
         ["Description", "Qty", "Unit price", "Amount"],
-        [[li["description"], li["quantity"], money(li["unit_price_cents"]), money(li["amount_cents"])]
+        [[li["description"], str(li["quantity"]), money(li["unit_price_cents"]), money(li["amount_cents"])]
          for li in lines],
         title="Line items",
     )
