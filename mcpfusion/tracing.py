@@ -178,6 +178,18 @@ def _each(on_end: Callable[[Any], None]) -> Callable[[list[Any]], None]:
     return take
 
 
+def _all(sinks: list[Callable[[list[Any]], None]]) -> Callable[[list[Any]], None]:
+    """One call handing spans to every sink (the sink itself when there is one, the usual case)."""
+    if len(sinks) == 1:
+        return sinks[0]
+
+    def take(spans: list[Any]) -> None:
+        for sink in sinks:
+            sink(spans)
+
+    return take
+
+
 def _queued(processor: BatchSpanProcessor) -> Callable[[list[Any]], None]:
     """Sampled spans into a batch processor's queue at once: what its `on_end` does with each of them, one
     after the other (`emit`), whenever nothing is out of the ordinary; otherwise its own `emit`, span by span
@@ -206,8 +218,8 @@ class Sinks:
     """A tracer's span processors, as finished light spans reach them: a sampled span goes straight into each
     batch processor's queue (what `BatchSpanProcessor.on_end` does with it) and to every other processor's
     `on_end`; an unsampled (record-only) one only to processors that are neither the SDK's batch nor its simple
-    processor (those two drop it). `take` hands over the spans of one action together. It stands in the light
-    spans' `_span_processor` field."""
+    processor (those two drop it). `take` hands over the spans of one action together (`sampled` and
+    `unsampled` too, for spans known to be either). It stands in the light spans' `_span_processor` field."""
 
     def __init__(self, processors: Any) -> None:
         sampled: list[Callable[[list[Any]], None]] = []
@@ -221,13 +233,12 @@ class Sinks:
             else:
                 sampled.append(_each(processor.on_end))
                 unsampled.append(_each(processor.on_end))
-        self.sampled = tuple(sampled)
-        self.unsampled = tuple(unsampled)
+        self.sampled = _all(sampled)
+        self.unsampled = _all(unsampled)
 
     def take(self, spans: list[Any]) -> None:
         """Finished spans of one trace (they share its sampled flag)."""
-        for sink in self.sampled if spans[0]._context[3] & _SAMPLED else self.unsampled:
-            sink(spans)
+        (self.sampled if spans[0]._context[3] & _SAMPLED else self.unsampled)(spans)
 
     def on_end(self, span: ReadableSpan) -> None:
         self.take([span])
@@ -334,19 +345,6 @@ class LightSpan(SdkSpan):
             self._span_processor.on_end(self)
 
 
-def _light(kind: type[LightSpan], name: str, context: Any, span_kind: Any, parent: Any, attributes: Any) -> LightSpan:
-    """A started light span of class `kind` (a tracer's), keeping `attributes` as they are."""
-    span: LightSpan = _new(kind)
-    span._name = name
-    span._context = context
-    span._kind = span_kind
-    span._parent = parent
-    span._attributes = attributes
-    span._end_time = None
-    span._start_time = _time_ns()
-    return span
-
-
 # The light span classes of every tracer (a set lookup: `isinstance` on the SDK's abstract span is slow).
 LIGHT: set[type] = {LightSpan}
 
@@ -385,7 +383,6 @@ class Tracing:
         self._sinks: Sinks | None = None
         self._span_id: Callable[[], int] = _random_bits  # a span id, or 0: then `_id_again()`'s
         self._id_again: Callable[[], int] = _random_span_id
-        self._enabled: Any = None
 
     def light(self) -> bool:
         """Whether spans are made here (SDK tracer, processors acting only on end) rather than by the
@@ -401,13 +398,13 @@ class Tracing:
             except AttributeError:  # an SDK whose internals moved: its own start_span, never a broken span
                 logger.warning("OpenTelemetry SDK internals changed: mcpfusion's spans go through start_span")
                 self._light = False
-        return self._light and self._enabled()
+        return self._light and tracer._tracer_config.is_enabled  # (`tracer._is_enabled()`, without its call)
 
     def _decide(self, tracer: Any, processors: Any) -> None:
         limits = tracer._span_limits
         self._light = (processors is not None and all(_acts_only_on_end(p) for p in processors)
-                       and isinstance(tracer._tracer_metrics, NoOpTracerMetrics))
-        self._enabled = tracer._is_enabled
+                       and isinstance(tracer._tracer_metrics, NoOpTracerMetrics)
+                       and hasattr(tracer._tracer_config, "is_enabled"))  # (what `light()` reads on every request)
         if not self._light:
             return
         # mcpfusion's attributes are valid strings: a plain dict keeps them as the SDK would unless its
@@ -436,7 +433,15 @@ class Tracing:
             limits = self._limits
             attributes = BoundedAttributes(limits.max_span_attributes, attributes, immutable=False,
                                            max_value_len=limits.max_span_attribute_length)
-        return _light(self._span, name, context, kind, parent, attributes)
+        span: LightSpan = _new(self._span)
+        span._name = name
+        span._context = context
+        span._kind = kind
+        span._parent = parent
+        span._attributes = attributes
+        span._end_time = None
+        span._start_time = _time_ns()
+        return span
 
     def start(self, name: str, attributes: Mapping[str, Any], context: Any = None, kind: Any = _INTERNAL) -> Any:
         """A started span under `context` (None: the current one), not made current: a `LightSpan`, a
@@ -495,12 +500,10 @@ class Tracing:
         elif decision is _RECORD_ONLY or decision.is_recording():
             flags = _FLAGS[_RANDOM if random else 0]
         else:
-            return DroppedSpan(_context(trace_id, self._new_id(), _FLAGS[_RANDOM if random else 0], state))
-        return self._made(name, _context(trace_id, self._new_id(), flags, state), parent, kind, attributes)
-
-    def _new_id(self) -> int:
-        """A new span id of the tracer's id generator."""
-        return self._span_id() or self._id_again()
+            return DroppedSpan(_context(trace_id, self._span_id() or self._id_again(), _FLAGS[_RANDOM if random else 0],
+                                        state))
+        return self._made(name, _context(trace_id, self._span_id() or self._id_again(), flags, state), parent, kind,
+                          attributes)
 
     def child(self, name: str, attributes: Mapping[str, Any]) -> Any:
         """The span of an action, under the current span; None when there is nothing to make.
@@ -548,7 +551,8 @@ class Tracing:
         """`span.end()` (a request's span: a light one straight to the processors)."""
         if type(span) in LIGHT:
             if span._finish():
-                span._span_processor.take([span])
+                sinks = span._span_processor
+                (sinks.sampled if span._context[3] & _SAMPLED else sinks.unsampled)([span])
         else:
             span.end()
 
@@ -585,7 +589,8 @@ class Tracing:
         if span._finish():  # (unless the handler ended it itself)
             spans.append(span)
         if spans:
-            span._span_processor.take(spans)
+            sinks = span._span_processor
+            (sinks.sampled if flags & _SAMPLED else sinks.unsampled)(spans)
 
 
 CURRENT = CurrentSpan()
