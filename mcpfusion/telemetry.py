@@ -40,6 +40,7 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
+from operator import itemgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +65,7 @@ _SKIP = nullcontext()
 _PHASE_SPANS = {name: f"mcpfusion.{name}" for name in ("dependencies", "handler", "present")}
 _PRESENT = _PHASE_SPANS["present"]
 _new = object.__new__
+_name = itemgetter(0)  # an ASGI header's name
 ActionKey = tuple[str, str, str]  # tool, action, transport
 
 
@@ -210,11 +212,9 @@ class Telemetry:
         if textmap is not self._propagator:  # the global propagator changed (or first call): its header names
             self._propagator = textmap
             self._fields = frozenset(field.lower().encode("latin-1") for field in textmap.fields)
-        fields = self._fields
-        for name, _ in call.request.scope.get("headers", ()):  # (ASGI header names are lower case)
-            if name in fields:
-                return self._extract(call.request.headers)
-        return None
+        if self._fields.isdisjoint(map(_name, call.request.scope.get("headers", ()))):  # (ASGI names are lower case)
+            return None
+        return self._extract(call.request.headers)
 
     def _request_span(self, call: Call) -> tuple[str, dict[str, Any]]:
         """The name and attributes of a request's SERVER span."""
@@ -252,7 +252,7 @@ class Telemetry:
             span, token = tracing.request(name, attributes, self._parent(call), self._server)
         elif not self.metrics:
             return await run(call)
-        start = time.perf_counter()
+        start = time.perf_counter() if self.metrics else 0.0  # (only the metric wants the duration)
         error_type: str | None = None
         try:
             result = await run(call)
@@ -269,7 +269,7 @@ class Telemetry:
                 error_type = "tool_error"
             return result
         finally:
-            duration = time.perf_counter() - start
+            duration = time.perf_counter() - start if self.metrics else 0.0
             if span is not None:
                 if error_type is not None and span.is_recording():
                     _put(span, "error.type", error_type)
@@ -306,7 +306,8 @@ class Telemetry:
             span, trace._token = tracing.action(labels.span_name, labels.span_attributes)
         trace._span = span
         trace._recording = span is not None and (type(span) in self._light_spans or span.is_recording())
-        trace._start = time.perf_counter()
+        if self.metrics:  # (only the metric wants the duration)
+            trace._start = time.perf_counter()
         return trace
 
 
@@ -370,12 +371,11 @@ class ActionTrace:
 
     def finish(self, response: ToolResponse | None) -> None:
         """Record the outcome (`None` when the call raised) and end the span."""
-        duration = time.perf_counter() - self._start
         telemetry = self._telemetry
         error_type = "exception" if response is None else (response.error_code or "ERROR") if response.is_error \
             else None
         if telemetry.metrics:
-            self._measure(response, error_type, duration)
+            self._measure(response, error_type, time.perf_counter() - self._start)
         span = self._span
         if span is not None:
             recording = self._recording
