@@ -404,7 +404,7 @@ class Tracing:
         limits = tracer._span_limits
         self._light = (processors is not None and all(_acts_only_on_end(p) for p in processors)
                        and isinstance(tracer._tracer_metrics, NoOpTracerMetrics)
-                       and hasattr(tracer._tracer_config, "is_enabled"))  # (what `light()` reads on every request)
+                       and isinstance(tracer._tracer_config.is_enabled, bool))  # (what `light()` reads per request)
         if not self._light:
             return
         # mcpfusion's attributes are valid strings: a plain dict keeps them as the SDK would unless its

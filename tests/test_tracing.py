@@ -531,3 +531,19 @@ async def test_an_action_span_shares_its_attributes_until_it_sets_its_own():
               "mcpfusion.tool": "billing", "mcpfusion.action": "get_invoice", "mcpfusion.transport": "mcp"}
     assert actions[0] == {**common, "error.type": actions[0]["error.type"]}
     assert actions[1:] == [{**common, "invoice.id": "inv_1"}, {**common, "invoice.id": "inv_2"}]
+
+
+def test_a_tracer_its_configurator_disables_makes_no_light_span():
+    """The tracer's own enabled flag is read on every request: disabled, spans go through its `start_span`
+    (which makes none); enabled again, the light path is back."""
+    from opentelemetry.sdk.trace import _TracerConfig
+
+    provider, _ = traced()
+    tracer = provider.get_tracer("t")
+    tracing = Tracing(tracer)
+    assert tracing.light()
+    tracer._set_tracer_config(_TracerConfig(is_enabled=False))
+    assert not tracing.light()
+    assert not tracing.start("s", {}).is_recording()
+    tracer._set_tracer_config(_TracerConfig(is_enabled=True))
+    assert isinstance(tracing.start("s", {}), LightSpan)
