@@ -3,11 +3,12 @@ without building model instances (pydantic-core's typed-dict schema made from th
 
 Only models whose validation cannot tell the difference are converted: plain fields (no alias, no exclusion,
 no validator or serializer that receives info, no default factory that reads the data), no computed field,
-model validator, custom `__init__` or extra fields kept, and no union of several models. Field schemas (types,
-constraints, casts as plain before/after validators, defaults) and each model's config are reused as they
-are, so a dict that validates gives the same values, in the same order, as the model would dump. Anything
-else keeps the model: `codec` answers None. Callers try the dict schema on dicts only and fall back to the
-model on any `ValidationError`, so errors, attribute objects and model instances are the model's business.
+model validator, custom `__init__`, serialization setting (`ser_json_*`: a dict schema's serializer does not
+read them) or extra fields kept, and no union of several models. Field schemas (types, constraints, casts as
+plain before/after validators, defaults) and each model's config are reused as they are, so a dict that
+validates gives the same values, in the same order, as the model would dump. Anything else keeps the model:
+`codec` answers None. Callers try the dict schema on dicts only and fall back to the model on any
+`ValidationError`, so errors, attribute objects and model instances are the model's business.
 A schema whose validated values already are JSON values also gets a validator that is its own dump (`dump`).
 """
 
@@ -133,6 +134,9 @@ def _model(schema: dict[str, Any]) -> dict[str, Any]:
             or inner.get("computed_fields")):
         raise _Unsupported("a model with more than plain fields")
     config: Any = schema.get("config") or {}
+    if any(key.startswith("ser_") for key in config):
+        # A dict schema's serializer does not read its config: dates, durations or bytes written otherwise.
+        raise _Unsupported("serialization settings")
     extra = config.get("extra_fields_behavior", "ignore")
     if extra not in ("ignore", "forbid"):
         raise _Unsupported("extra fields kept")

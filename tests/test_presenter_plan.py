@@ -478,6 +478,22 @@ def test_a_native_dict_schema_validates_straight_to_the_models_json_dump(model, 
             native.validate_python(raw)  # the serializer's business
 
 
+@pytest.mark.parametrize("config", [{"ser_json_temporal": "seconds"}, {"ser_json_timedelta": "float"},
+                                    {"ser_json_bytes": "base64"}])
+def test_a_model_that_serializes_its_own_way_keeps_the_model(config):
+    """A dict schema's serializer would not read the model's serialization settings: no dict schema."""
+    class Configured(BaseModel):
+        model_config = ConfigDict(**config)
+        on: dt.date
+        took: dt.timedelta
+        blob: bytes
+
+    assert codec(Configured) is None
+    raw = {"on": dt.date(2026, 1, 2), "took": dt.timedelta(seconds=3), "blob": b"ab"}
+    presented = Presenter("configured").schema(Configured).present(raw).view.data
+    assert _exactly(presented, _model_dump(_ignore_extra(Configured), raw))
+
+
 def test_a_native_dict_schema_refuses_what_the_model_refuses():
     lean = codec(NativeLeaves)
     assert lean is not None and lean[2] is not None
