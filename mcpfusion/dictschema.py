@@ -14,6 +14,7 @@ A schema whose validated values already are JSON values also gets a validator th
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from pydantic import BaseModel
@@ -163,8 +164,8 @@ def _has_model(schema: Any) -> bool:
 
 _NATIVE_LEAVES = frozenset({"str", "int", "bool", "none"})  # validated as exact str, int, bool, None
 _NATIVE_VALUES = (str, int, bool, type(None))
-_NATIVE_KINDS = _NATIVE_LEAVES | {"definition-ref", "any", "literal", "nullable", "function-before", "default", "list",
-                                  "dict", "union", "typed-dict", "definitions"}
+_NATIVE_KINDS = _NATIVE_LEAVES | {"date", "definition-ref", "any", "literal", "nullable", "function-before", "default",
+                                  "list", "dict", "union", "typed-dict", "definitions"}
 _JSON_REF = "mcpfusion-json-value"
 # What `Any` holds that the serializer writes back unchanged: exact JSON values, as new lists and dicts (an
 # enum member or a subclass of str or int becomes its plain value, as the serializer writes it). Anything
@@ -181,10 +182,11 @@ _JSON_INLINE = {key: value for key, value in _JSON_VALUE.items() if key != "ref"
 
 def _native(schema: dict[str, Any]) -> Any:
     """A dict schema (`_convert`'s) whose validation output is exactly what its serializer's JSON dump of
-    that output is: only exact str, int, bool and None leaves (literals of them), lists, dicts with string
-    keys and typed dicts, unions and optionals of those, defaults that are such leaves, casts before
-    validation; `Any` as a JSON value (`_JSON_VALUE`). `_Unsupported` for anything else (a float, a date, a
-    set, a cast after validation, a default factory...): the serializer is needed."""
+    that output is: only exact str, int, bool and None leaves (literals of them), dates (as their ISO
+    text), lists, dicts with string keys and typed dicts, unions and optionals of those, defaults that are
+    such leaves, casts before validation; `Any` as a JSON value (`_JSON_VALUE`). `_Unsupported` for anything
+    else (a float, a datetime, a set, a cast after validation, a default factory...): the serializer is
+    needed."""
     out = _native_schema(schema)
     return core_schema.definitions_schema(out, [_JSON_VALUE])
 
@@ -195,6 +197,10 @@ def _native_schema(schema: dict[str, Any]) -> Any:
         raise _Unsupported(kind)
     if kind in _NATIVE_LEAVES or kind == "definition-ref":
         return schema
+    if kind == "date":
+        # The serializer writes a date as `date.isoformat` does (the base method: a subclass's own is not
+        # what the serializer calls; a model configured to write dates otherwise is not converted).
+        return core_schema.no_info_after_validator_function(dt.date.isoformat, schema)
     if kind == "any":
         # The union itself where the schema says `Any` (its lists and dicts refer to it): a scalar, the
         # common value, is validated without the reference's recursion guard.

@@ -478,6 +478,41 @@ def test_a_native_dict_schema_validates_straight_to_the_models_json_dump(model, 
             native.validate_python(raw)  # the serializer's business
 
 
+class Dated(BaseModel):
+    id: str
+    on: dt.date
+    due: dt.date
+    until: dt.date | None = None
+    either: dt.date | str = ""
+    days: list[dt.date] | None = None
+
+
+class _OwnDate(dt.date):
+    def isoformat(self) -> str:
+        return "not what the serializer writes"
+
+
+_DATED_INPUTS: list[Any] = [
+    {"id": "d1", "on": dt.date(2026, 1, 2), "due": "2026-02-03T10:11:12", "until": None},
+    {"id": "d2", "on": "2026-01-02", "due": dt.datetime(2026, 2, 3, 4, 5), "until": dt.date(5, 6, 7),
+     "either": "2026-03-04", "days": [dt.date(9999, 12, 31), "0001-01-01"]},
+    {"id": "d3", "on": _OwnDate(2026, 1, 2), "due": dt.date(2026, 2, 3), "either": dt.date(2026, 3, 4),
+     "until": dt.datetime(2026, 4, 5)},
+]
+
+
+@pytest.mark.parametrize("raw", _DATED_INPUTS)
+def test_a_native_dict_schema_writes_dates_as_the_serializer_does(raw):
+    """Dates (cast or not, optional, in a union or a list) validate in one pass to their ISO text, as the
+    model's JSON dump writes them."""
+    model = Model(Dated, casts={"due": "date"}).schema
+    lean = codec(model)
+    assert lean is not None and lean[2] is not None
+    expected = _model_dump(model, raw)
+    assert _exactly(lean[2].validate_python(raw), expected), (lean[2].validate_python(raw), expected)
+    assert _exactly(dump(codec(model, many=True), [raw]), [expected])
+
+
 @pytest.mark.parametrize("config", [{"ser_json_temporal": "seconds"}, {"ser_json_timedelta": "float"},
                                     {"ser_json_bytes": "base64"}])
 def test_a_model_that_serializes_its_own_way_keeps_the_model(config):
