@@ -39,11 +39,8 @@ def dumps(data: Any, *, pretty: bool = False) -> str:
 
 
 def scalar(value: str | int | float | bool | None) -> str:
-    """`dumps` of one JSON scalar (the hot path of chart templates: no options to pass)."""
-    try:
-        return orjson.dumps(value).decode()
-    except orjson.JSONEncodeError:  # an integer beyond 64 bits, a lone surrogate
-        return to_json(value, inf_nan_mode="null").decode()
+    """`dumps` of one JSON scalar (the hot path of chart templates)."""
+    return json_bytes(value).decode()
 
 
 def jsonable(data: Any) -> Any:
@@ -69,7 +66,7 @@ _SLOT_JSON = json_bytes(SLOT)
 
 
 def spliced(value: Any, json: bytes) -> bytes | None:
-    """`to_json(value)` of a value holding `SLOT` once, with `json` written in its place; None when the
+    """`json_bytes(value)` of a value holding `SLOT` once, with `json` written in its place; None when the
     slot is not there exactly once (then serialize the real value)."""
     body = json_bytes(value)
     start = body.find(_SLOT_JSON)

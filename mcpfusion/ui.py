@@ -220,10 +220,12 @@ def _filled(node: Any, fill: Any) -> Any:
     return node
 
 
-def _nested(value: Any, pad: str) -> str:
-    """`value` (a list, a dict, a subclass) as the encoder writes it within the indented config, on a line
-    starting with `pad` (a newline and that line's indentation): its own indented JSON, each of its lines
-    indented by `pad` (strings escape their newlines: these are its lines)."""
+def _slot_json(value: Any, pad: str) -> str:
+    """`value` as the encoder writes it within the indented config, on a line starting with `pad` (a newline
+    and that line's indentation): a scalar alone, anything else (a list, a dict, a subclass) as its own
+    indented JSON, each of its lines indented by `pad` (strings escape their newlines: these are its lines)."""
+    if value.__class__ in _SCALARS:
+        return scalar(value)
     return dumps(value, pretty=True).replace("\n", pad)
 
 
@@ -271,8 +273,7 @@ class EChartsTemplate:
         head, parts = self._fenced
         out = [head]
         for name, pad, rest in parts:
-            value = values[name]
-            written = scalar(value) if value.__class__ in _SCALARS else _nested(value, pad)
+            written = _slot_json(values[name], pad)
             if "```" in written:
                 return self._unfenced(values)  # backticks of its own: `fence` decides on the whole text
             out += (written, rest)
@@ -282,8 +283,7 @@ class EChartsTemplate:
         """The block with its fence worked out from the whole text (backticks in a value or the template)."""
         out = [self._head]
         for name, pad, rest in self._parts:
-            value = values[name]
-            out += (scalar(value) if value.__class__ in _SCALARS else _nested(value, pad), rest)
+            out += (_slot_json(values[name], pad), rest)
         return _made("echarts", fence("echarts", "".join(out)), self.title, self.width, self.priority)
 
 
