@@ -39,8 +39,11 @@ def dumps(data: Any, *, pretty: bool = False) -> str:
 
 
 def scalar(value: str | int | float | bool | None) -> str:
-    """`dumps` of one JSON scalar (the hot path of chart templates)."""
-    return json_bytes(value).decode()
+    """`dumps` of one JSON scalar (the hot path of chart templates: orjson called without options)."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits, a lone surrogate: `json_bytes` falls back
+        return json_bytes(value).decode()
 
 
 def jsonable(data: Any) -> Any:

@@ -273,7 +273,8 @@ class EChartsTemplate:
         head, parts = self._fenced
         out = [head]
         for name, pad, rest in parts:
-            written = _slot_json(values[name], pad)
+            value = values[name]  # a scalar written here (`_slot_json`'s first case, without its call)
+            written = scalar(value) if value.__class__ in _SCALARS else _slot_json(value, pad)
             if "```" in written:
                 return self._unfenced(values)  # backticks of its own: `fence` decides on the whole text
             out += (written, rest)
