@@ -55,6 +55,12 @@ TARGETS = (
     Target("tools/call vs FastMCP (2026-07-28)", "ratio_vs_fastmcp_2026", 1.0, False, "x"),
     Target("reference service get_invoice, req/CPU-s", "get_invoice_rps_per_cpu", 1500, False),
     Target("reference service get_invoice, overhead over a plain route", "overhead_get_invoice", 0.10, True),
+    # The same target for the call's split and the service's other two reads: the data alone through the
+    # schema firewall (the MCP call's own path, no presentation), the list page, the summary.
+    Target("reference service get_invoice, MCP data only (no presentation), overhead", "overhead_get_invoice_data_only",
+           0.10, True),
+    Target("reference service list_invoices, overhead over a plain route", "overhead_list_invoices", 0.10, True),
+    Target("reference service revenue_summary, overhead over a plain route", "overhead_revenue_summary", 0.10, True),
     Target("Redis stores / in-memory stores, JSON mode", "ratio_redis_vs_memory_json", 0.8, False, "x"),
     Target("cold start: import + build_app of 100x5, CPU, clean install (no email_validator)",
            "import_build_clean_cpu_s", 0.5, True, " s"),
