@@ -67,7 +67,7 @@ class OneTripCursor:
             finally:
                 cursor.close()
 
-        self.description, self.rowcount, self.lastrowid, self._rows = await self._connection._execute(run)
+        self.description, self.rowcount, self.lastrowid, self._rows = await self._connection._execute(run)  # type: ignore[no-untyped-call]  # aiosqlite's own: not annotated
         return self
 
     async def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> OneTripCursor:
@@ -112,7 +112,8 @@ def connect(database: str, **kwargs: Any) -> OneTripConnection:
     """Like `aiosqlite.connect`, for a `OneTripConnection` (its thread a daemon, as SQLAlchemy sets it)."""
 
     def connector() -> sqlite3.Connection:
-        return sqlite3.connect(database, **kwargs)
+        connection: sqlite3.Connection = sqlite3.connect(database, **kwargs)
+        return connection
 
     connection = OneTripConnection(connector, 64)
     connection._thread.daemon = True
