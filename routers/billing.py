@@ -11,18 +11,28 @@
   `payments:write` (a caller without them neither sees nor calls the action; see `app/auth.py`).
 """
 
+import datetime as dt
 import hashlib
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import Depends
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from app.deps import PresentedBy, get_store, invoice_presenter, invoice_rows_presenter, payment_api_key
 from app.pdf import invoice_document
 from app.store import BillingStore, invoice_key
 from mcpfusion import Concurrency, Context, Page, Timeout, Tool, ToolResponse, attach, toon_success
 from mcpfusion.content import Attached
-from models import INVOICE_STATUSES, ExportRow, InvoiceModel, PaymentModel, RevenueSummary
+from models import (
+    INVOICE_STATUSES,
+    ExportRow,
+    InvoiceLine,
+    InvoiceModel,
+    InvoiceStatus,
+    PaymentMethod,
+    PaymentModel,
+    RevenueSummary,
+)
 from presenters import invoice_admin, invoice_rows_admin, invoice_rows_support, invoice_support
 
 billing = Tool(
@@ -33,9 +43,25 @@ billing = Tool(
     scopes=["billing:read"],
 )
 
-InvoiceCreate = InvoiceModel.input_model("create")
-InvoiceUpdate = InvoiceModel.input_model("update")
-PaymentCreate = PaymentModel.input_model("create")
+if TYPE_CHECKING:
+    # A type checker cannot run `Model.input_model`: these declare the models it builds, each field with the
+    # type of the entity's own field (tests/test_service_typing.py checks that they match).
+    class InvoiceCreate(BaseModel):
+        customer_id: str
+        due_date: dt.date
+        lines: list[InvoiceLine]
+        internal_note: str | None
+
+    class InvoiceUpdate(BaseModel):
+        status: InvoiceStatus
+
+    class PaymentCreate(BaseModel):
+        amount_cents: int
+        method: PaymentMethod
+else:
+    InvoiceCreate = InvoiceModel.input_model("create")
+    InvoiceUpdate = InvoiceModel.input_model("update")
+    PaymentCreate = PaymentModel.input_model("create")
 InvoiceId = Annotated[str, Field(description="Invoice id, e.g. inv_0001 (see list_invoices).", max_length=40)]
 StatusFilter = Annotated[
     Literal[(*INVOICE_STATUSES, "overdue")] | None,  # type: ignore[valid-type]
