@@ -67,7 +67,8 @@ class OneTripCursor:
             finally:
                 cursor.close()
 
-        self.description, self.rowcount, self.lastrowid, self._rows = await self._connection._execute(run)  # type: ignore[no-untyped-call]  # aiosqlite's own: not annotated
+        # aiosqlite's `_execute` (queue a function for the connection's thread) has no annotations
+        self.description, self.rowcount, self.lastrowid, self._rows = await self._connection._execute(run)  # type: ignore[no-untyped-call]
         return self
 
     async def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> OneTripCursor:
