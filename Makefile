@@ -61,10 +61,12 @@ run: $(RUN_STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --strict app routers presenters models  # the reference service, as a user copying it checks it
 
 test: install system-deps oauth-provider $(MIN_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy  # strict, on mcpfusion/ (pyproject [tool.mypy])
+	$(VENV)/bin/mypy --strict app routers presenters models  # the reference service, as a user copying it checks it
 	$(PY) -m pytest -q -p no:cacheprovider
 	$(PY) -m mcpfusion.cli lock app.main:app --check  # the served contract is the committed mcpfusion.lock
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider $(MIN_TESTS)

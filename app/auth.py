@@ -68,7 +68,8 @@ DEMO_TOKENS: dict[str, Principal] = {
 
 
 def get_settings(request: Request) -> Settings:
-    return request.app.state.settings
+    settings: Settings = request.app.state.settings  # set by create_app
+    return settings
 
 
 def verifier_for(settings: Settings) -> JWTVerifier | IntrospectionVerifier | None:

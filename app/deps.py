@@ -9,6 +9,9 @@ yield dependency: the store opens a session per write and closes it itself, and 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import TypedDict
+
 from fastapi import Depends
 from starlette.requests import Request
 
@@ -25,6 +28,15 @@ from presenters import (
 
 from .auth import Principal, current_principal
 from .store import BillingStore
+
+
+class PresentedBy(TypedDict):
+    """`returns=` and `presenters=` of `Tool.action` as one dict that several actions share (`**DETAIL`). A
+    TypedDict, so a type checker checks each option against `Tool.action` (a plain dict's values are `object`)."""
+
+    returns: Callable[..., Awaitable[Presenter]]  # a dependency below, choosing among `presenters`
+    presenters: list[Presenter]
+
 
 payment_api_key = Credential("PAYMENT_API_KEY", description="Key of the payment processor")
 

@@ -11,7 +11,8 @@ from .tables import CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, Te
 
 TENANTS = [("acme", "Acme Corp", "EUR"), ("globex", "Globex Inc", "USD")]
 
-CUSTOMERS = {
+# tenant: (id, name, email, phone, country) of each customer
+CUSTOMERS: dict[str, list[tuple[str, str, str, str | None, str]]] = {
     "acme": [
         ("cus_0001", "Northwind Traders", "ana.lima@northwind.example", "+33 1 40 00 00 01", "FR"),
         ("cus_0002", "Contoso Bakery", "billing@contoso-bakery.example", "+49 30 0000 0002", "DE"),

@@ -105,4 +105,4 @@ class Settings(BaseModel):
         if env.get("MCPFUSION_JWT_ALGORITHMS"):
             values["jwt_algorithms"] = _list(env["MCPFUSION_JWT_ALGORITHMS"])
         values.update(overrides)
-        return cls(**values)
+        return cls.model_validate(values)

@@ -67,7 +67,8 @@ class OneTripCursor:
             finally:
                 cursor.close()
 
-        self.description, self.rowcount, self.lastrowid, self._rows = await self._connection._execute(run)
+        # aiosqlite's `_execute` (queue a function for the connection's thread) has no annotations
+        self.description, self.rowcount, self.lastrowid, self._rows = await self._connection._execute(run)  # type: ignore[no-untyped-call]
         return self
 
     async def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> OneTripCursor:
@@ -112,7 +113,8 @@ def connect(database: str, **kwargs: Any) -> OneTripConnection:
     """Like `aiosqlite.connect`, for a `OneTripConnection` (its thread a daemon, as SQLAlchemy sets it)."""
 
     def connector() -> sqlite3.Connection:
-        return sqlite3.connect(database, **kwargs)
+        connection: sqlite3.Connection = sqlite3.connect(database, **kwargs)
+        return connection
 
     connection = OneTripConnection(connector, 64)
     connection._thread.daemon = True

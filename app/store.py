@@ -23,7 +23,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Executable, Row, Select, and_, bindparam, case, func, or_, select, update
+from sqlalchemy import BindParameter, Executable, Row, Select, and_, bindparam, case, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mcpfusion import ToolError
@@ -52,7 +52,7 @@ def conflict(message: str, recovery: str, *actions: str) -> ToolError:
 
 _INV, _CUST = InvoiceRecord.__table__, CustomerRecord.__table__
 _LINE, _PAY = LineRecord.__table__, PaymentRecord.__table__
-_TENANT = bindparam("tenant")
+_TENANT: BindParameter[str] = bindparam("tenant")
 
 # The columns of a read, in the order `invoice_dict`, `_line` and `_payment` unpack them. Not read: the tenant
 # (the caller's own, the value every read filters on) and the customer's id (the invoice's customer_id, by the
@@ -111,7 +111,8 @@ def _list_query(after: bool, limit: bool, status: str | bool, customer: bool) ->
     which for a list query built per call cost more CPU than SQLite running it."""
     query = _LIST
     if after:
-        due, number = bindparam("after_due"), bindparam("after_number")
+        due: BindParameter[dt.date] = bindparam("after_due")
+        number: BindParameter[str] = bindparam("after_number")
         query = query.where(or_(_INV.c.due_date < due, and_(_INV.c.due_date == due, _INV.c.number > number)))
     if limit:
         query = query.limit(bindparam("limit"))

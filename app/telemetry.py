@@ -22,7 +22,7 @@ def telemetry_for(settings: Settings) -> Telemetry | None:
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -31,7 +31,7 @@ def telemetry_for(settings: Settings) -> Telemetry | None:
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "mcpfusion-billing")})
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")))
-    readers = [PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics"))]
+    readers: list[MetricReader] = [PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics"))]
     if settings.prometheus:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
 

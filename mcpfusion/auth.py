@@ -391,3 +391,22 @@ class RequireBearer:
             await http_problem_response(exc, scope["path"])(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+__all__ = [
+    "AUTH_SCOPE_KEY",
+    "EC_ALGORITHMS",
+    "HMAC_ALGORITHMS",
+    "OKP_ALGORITHMS",
+    "RSA_ALGORITHMS",
+    "IntrospectionVerifier",
+    "JWKSKeys",
+    "JWTVerifier",
+    "RequireBearer",
+    "ResourceChallenges",
+    "bearer_authenticator",
+    "bearer_token",
+    "quoted",
+    "single_authorization",
+    "unauthorized",
+]

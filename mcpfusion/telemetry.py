@@ -52,6 +52,7 @@ from .mcp.wire import TRANSPORT_SCOPE_KEY
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+    from fastapi.telemetry import TelemetryConfig
     from starlette.requests import Request
 
     from .mcp.engine import Call
@@ -170,7 +171,7 @@ class Telemetry:
                 "mcpfusion.response.tokens", [_observe(self.tokens_out, metric)], unit="{token}",
                 description="o200k tokens of text content sent to the agent")
 
-    def fastapi_config(self, mcp_path: str = "/mcp") -> dict[str, Any]:
+    def fastapi_config(self, mcp_path: str = "/mcp") -> TelemetryConfig:
         """`FastAPI(telemetry=...)` for REST server spans on these providers (`build_app()` uses it). Requests
         to `mcp_path` are left to the MCP spans, which read the same W3C headers; the action spans stand for
         FastAPI's per-operation spans."""

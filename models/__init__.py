@@ -14,7 +14,7 @@ from .invoice import (
     SupportInvoiceModel,
     SupportInvoiceRowModel,
 )
-from .payment import Payment, PaymentModel
+from .payment import Payment, PaymentMethod, PaymentModel
 
 __all__ = [
     "INVOICE_STATUSES",
@@ -29,6 +29,7 @@ __all__ = [
     "InvoiceRowModel",
     "InvoiceStatus",
     "Payment",
+    "PaymentMethod",
     "PaymentModel",
     "RevenueSummary",
     "SupportInvoiceModel",

@@ -9,12 +9,14 @@ from pydantic import BaseModel, Field
 
 from mcpfusion import Model
 
+PaymentMethod = Literal["card", "transfer"]
+
 
 class Payment(BaseModel):
     id: str
     invoice_id: str
     amount_cents: int = Field(ge=1, description="Amount received, in CENTS (integer).")
-    method: Literal["card", "transfer"] = "card"
+    method: PaymentMethod = "card"
     received_on: dt.date
     processor_ref: str | None = None  # the payment processor's reference: hidden, never leaves the server
 

@@ -56,7 +56,8 @@ line_presenter = (
 
 
 def _customer_name(invoice: dict[str, Any]) -> str:
-    return (invoice.get("customer") or {}).get("name", invoice["customer_id"])
+    name: str = (invoice.get("customer") or {}).get("name", invoice["customer_id"])
+    return name
 
 
 # The invoice's chart: the same config for every invoice but three values, serialized once.

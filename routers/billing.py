@@ -11,17 +11,28 @@
   `payments:write` (a caller without them neither sees nor calls the action; see `app/auth.py`).
 """
 
+import datetime as dt
 import hashlib
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import Depends
-from pydantic import Field
+from pydantic import BaseModel, Field
 
-from app.deps import get_store, invoice_presenter, invoice_rows_presenter, payment_api_key
+from app.deps import PresentedBy, get_store, invoice_presenter, invoice_rows_presenter, payment_api_key
 from app.pdf import invoice_document
 from app.store import BillingStore, invoice_key
-from mcpfusion import Concurrency, Context, Page, Timeout, Tool, attach, toon_success
-from models import INVOICE_STATUSES, ExportRow, InvoiceModel, PaymentModel, RevenueSummary
+from mcpfusion import Concurrency, Context, Page, Timeout, Tool, ToolResponse, attach, toon_success
+from mcpfusion.content import Attached
+from models import (
+    INVOICE_STATUSES,
+    ExportRow,
+    InvoiceLine,
+    InvoiceModel,
+    InvoiceStatus,
+    PaymentMethod,
+    PaymentModel,
+    RevenueSummary,
+)
 from presenters import invoice_admin, invoice_rows_admin, invoice_rows_support, invoice_support
 
 billing = Tool(
@@ -32,48 +43,65 @@ billing = Tool(
     scopes=["billing:read"],
 )
 
-InvoiceCreate = InvoiceModel.input_model("create")
-InvoiceUpdate = InvoiceModel.input_model("update")
-PaymentCreate = PaymentModel.input_model("create")
+if TYPE_CHECKING:
+    # A type checker cannot run `Model.input_model`: these declare the models it builds, each field with the
+    # type of the entity's own field (tests/test_service_typing.py checks that they match).
+    class InvoiceCreate(BaseModel):
+        customer_id: str
+        due_date: dt.date
+        lines: list[InvoiceLine]
+        internal_note: str | None
+
+    class InvoiceUpdate(BaseModel):
+        status: InvoiceStatus
+
+    class PaymentCreate(BaseModel):
+        amount_cents: int
+        method: PaymentMethod
+else:
+    InvoiceCreate = InvoiceModel.input_model("create")
+    InvoiceUpdate = InvoiceModel.input_model("update")
+    PaymentCreate = PaymentModel.input_model("create")
 InvoiceId = Annotated[str, Field(description="Invoice id, e.g. inv_0001 (see list_invoices).", max_length=40)]
 StatusFilter = Annotated[
     Literal[(*INVOICE_STATUSES, "overdue")] | None,  # type: ignore[valid-type]
     Field(description="Only invoices with this status (or overdue)."),
 ]
-DETAIL = {"returns": invoice_presenter, "presenters": [invoice_admin, invoice_support]}
+DETAIL: PresentedBy = {"returns": invoice_presenter, "presenters": [invoice_admin, invoice_support]}
 # MCP hints default to destructive and open world: say what each action really does. Only the tenant's own
-# database is touched (closed world), except where an action reaches a customer or a payment processor.
-LOCAL = {"open_world": False}
+# database is touched (open_world=False), except where an action reaches a customer or a payment processor.
 WRITE = ["billing:write"]
 
 
 @billing.action(readonly=True, returns=invoice_rows_presenter, presenters=[invoice_rows_admin, invoice_rows_support],
-                paginate=True, **LOCAL)
+                paginate=True, open_world=False)
 async def list_invoices(
     page: Page,
     status: StatusFilter = None,
     customer_id: Annotated[str | None, Field(description="Only this customer's invoices.")] = None,
     store: BillingStore = Depends(get_store),
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """List invoices, latest due date first (one page at a time: follow next_cursor)"""
     rows = await store.list_invoices(status, customer_id, after=page.after, limit=page.size + 1)
     return page.keyset(rows, key=invoice_key)
 
 
-@billing.action(readonly=True, **LOCAL, **DETAIL)
-async def get_invoice(id: InvoiceId, store: BillingStore = Depends(get_store)) -> dict:
+@billing.action(readonly=True, open_world=False, **DETAIL)
+async def get_invoice(id: InvoiceId, store: BillingStore = Depends(get_store)) -> dict[str, Any]:
     """Get one invoice with its lines and payments"""
     return await store.get_invoice(id)
 
 
-@billing.action(destructive=False, scopes=WRITE, **LOCAL, **DETAIL)
-async def create_invoice(invoice: InvoiceCreate, store: BillingStore = Depends(get_store)) -> dict:
+@billing.action(destructive=False, scopes=WRITE, open_world=False, **DETAIL)
+async def create_invoice(invoice: InvoiceCreate, store: BillingStore = Depends(get_store)) -> dict[str, Any]:
     """Create a draft invoice for a customer"""
     return await store.create_invoice(invoice.customer_id, invoice.due_date, invoice.lines, invoice.internal_note)
 
 
-@billing.action(idempotent=True, destructive=False, scopes=WRITE, **LOCAL, **DETAIL)
-async def update_invoice_status(id: InvoiceId, change: InvoiceUpdate, store: BillingStore = Depends(get_store)) -> dict:
+@billing.action(idempotent=True, destructive=False, scopes=WRITE, open_world=False, **DETAIL)
+async def update_invoice_status(
+    id: InvoiceId, change: InvoiceUpdate, store: BillingStore = Depends(get_store)
+) -> dict[str, Any]:
     """Move an invoice to its next status (draft->sent->paid)"""
     return await store.set_status(id, change.status)
 
@@ -85,7 +113,7 @@ async def remind(
     message: Annotated[str | None, Field(description="A personal line added to the reminder.", max_length=500)]
     = None,
     store: BillingStore = Depends(get_store),
-) -> dict:
+) -> dict[str, Any]:
     """Send a payment reminder for a sent invoice"""
     invoice = await store.remind(id)
     await ctx.info(f"reminder #{invoice['reminders_sent']} queued for {invoice['number']}")
@@ -93,12 +121,12 @@ async def remind(
 
 
 @billing.action(destructive=True, confirm="Void invoice {id} (reason: {reason})? This cannot be undone.", scopes=WRITE,
-                **LOCAL, **DETAIL)
+                open_world=False, **DETAIL)
 async def void_invoice(
     id: InvoiceId,
     reason: Annotated[str, Field(min_length=3, max_length=200, description="Why the invoice is voided.")],
     store: BillingStore = Depends(get_store),
-) -> dict:
+) -> dict[str, Any]:
     """Void an unpaid invoice (cannot be undone)"""
     return await store.void(id, reason)
 
@@ -109,24 +137,25 @@ async def record_payment(
     payment: PaymentCreate,
     api_key: str = Depends(payment_api_key),
     store: BillingStore = Depends(get_store),
-) -> dict:
+) -> dict[str, Any]:
     """Capture a payment for a sent invoice"""
     # A real service would call the payment processor with api_key; the demo derives a reference from it.
     reference = "ch_" + hashlib.sha256(f"{api_key}:{id}:{payment.amount_cents}".encode()).hexdigest()[:16]
     return await store.record_payment(id, payment.amount_cents, payment.method, reference)
 
 
-@billing.action(readonly=True, idempotent=True, output_schema=RevenueSummary, **LOCAL)
-async def revenue_summary(store: BillingStore = Depends(get_store)) -> dict:
+@billing.action(readonly=True, idempotent=True, output_schema=RevenueSummary, open_world=False)
+async def revenue_summary(store: BillingStore = Depends(get_store)) -> dict[str, Any]:
     """Receivables at a glance (structured content)"""
     return await store.summary()
 
 
-@billing.action(readonly=True, idempotent=True, output_schema=list[ExportRow], middleware=[Concurrency(2)], **LOCAL)
+@billing.action(readonly=True, idempotent=True, output_schema=list[ExportRow], middleware=[Concurrency(2)],
+                open_world=False)
 async def export_invoices(
     status: StatusFilter = None,
     store: BillingStore = Depends(get_store),
-):
+) -> ToolResponse:
     """Every invoice as a compact TOON table"""
     rows = await store.list_invoices(status)
     return toon_success([
@@ -136,8 +165,8 @@ async def export_invoices(
     ])
 
 
-@billing.action(readonly=True, idempotent=True, content_types=["application/pdf"], **LOCAL, **DETAIL)
-async def invoice_pdf(id: InvoiceId, store: BillingStore = Depends(get_store)):
+@billing.action(readonly=True, idempotent=True, content_types=["application/pdf"], open_world=False, **DETAIL)
+async def invoice_pdf(id: InvoiceId, store: BillingStore = Depends(get_store)) -> Attached:
     """Get one invoice as a PDF document (also at invoice://{id})"""
     # Drawn from the invoice as presented to this caller: the support role's PDF is redacted like its data.
     return attach(await store.get_invoice(id), invoice_document, data_block=False)
