@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from .extras import require
-from .identity import AUTH_SCOPE_KEY
+from .identity import AUTH_SCOPE_KEY as AUTH_SCOPE_KEY  # re-exported: where RequireBearer keeps the caller
 from .problem import http_problem_response
 
 logger = logging.getLogger("mcpfusion.auth")
@@ -392,21 +392,3 @@ class RequireBearer:
             return
         await self.app(scope, receive, send)
 
-
-__all__ = [
-    "AUTH_SCOPE_KEY",
-    "EC_ALGORITHMS",
-    "HMAC_ALGORITHMS",
-    "OKP_ALGORITHMS",
-    "RSA_ALGORITHMS",
-    "IntrospectionVerifier",
-    "JWKSKeys",
-    "JWTVerifier",
-    "RequireBearer",
-    "ResourceChallenges",
-    "bearer_authenticator",
-    "bearer_token",
-    "quoted",
-    "single_authorization",
-    "unauthorized",
-]

@@ -34,6 +34,7 @@ from starlette.requests import Request
 from .buckets import Buckets, MemoryBuckets
 from .context import Context
 from .dependencies import current_context
+from .identity import AUTH_SCOPE_KEY  # where RequireBearer keeps the caller (no JWT machinery loaded)
 from .response import ToolResponse
 
 if TYPE_CHECKING:
@@ -42,8 +43,6 @@ if TYPE_CHECKING:
 CallNext = Callable[["ActionCall"], Awaitable[ToolResponse]]
 Middleware = Callable[["ActionCall", CallNext], Awaitable[ToolResponse]]
 
-# `mcpfusion.auth.AUTH_SCOPE_KEY`, where RequireBearer keeps the caller (not imported: that loads PyJWT).
-AUTH_SCOPE_KEY = "mcpfusion.auth"
 # Set by the stdio bridge on the requests it makes in-process.
 _STDIO_SCOPE_KEY = "mcpfusion.trusted_headers"
 _PRINCIPAL_ID = ("subject", "sub", "id", "user_id")
