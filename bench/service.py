@@ -4,7 +4,8 @@ One uvicorn worker (uvloop, httptools, no access log) pinned to CPU 0 serves `be
 reference service (`app.main.create_app`, SQLite file seeded with the demo data, demo bearer tokens) and
 `POST /plain/{action}` routes that make the same `BillingStore` call through the same dependencies
 (`app.deps.get_store`: caller, tenant, database) and return its result through the models the presenters
-use (FastAPI `response_model`: validated, hidden fields removed), matched before the service's routes.
+use (FastAPI `response_model`: validated, hidden fields removed). Each cell's route is the first its application
+tries (the MCP endpoint in the service as it is; each plain route in a service application of its own).
 `wrk -t1` pinned to CPU 1 drives each cell in interleaved rounds; the best round counts.
 
 - MCP: a 2026-07-28 `tools/call` of the `billing` tool with action `get_invoice`, `list_invoices` or

@@ -14,8 +14,11 @@ compared with.
 - the same data out: the result validated and serialized by FastAPI through the models the presenters use
   (hidden fields removed, the caller's audience: the demo admin here), as a REST route would return it.
 
-The routes are matched before the service's own (FastAPI tries routes in order), so they do not pay for
-the thirty-odd routes of the service being tried first.
+Every cell's route is the first one its application tries: FastAPI tries routes in order and a route that
+does not match costs about 9k instructions (FastAPI 0.165), so a route placed behind others pays for them.
+`app` is a dispatcher in front of one service application per plain route (that route inserted first) and
+the service application as it is (its MCP endpoint first): one dict lookup on the path, the same for every
+cell. Each application is `create_app()` on the same database; the dispatcher starts and stops them all.
 
 One more MCP tool, `bench_data`, splits what an MCP call costs beyond the plain route: its `get_invoice`
 makes the same store call through the same dependency (`get_store`) and answers the data through the
@@ -28,10 +31,12 @@ the MCP protocol and the framework's per-call path.
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import Body, Depends
+from fastapi import Body, Depends, FastAPI
 from pydantic import create_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: app/, routers/, ...
@@ -44,29 +49,39 @@ from models import InvoiceModel, InvoiceRowModel, PaymentModel, RevenueSummary  
 from presenters.invoice import LIST_LIMIT  # noqa: E402
 from routers.billing import InvoiceId  # noqa: E402
 
-app = create_app()
-before = len(app.router.routes)
+service = create_app()  # the MCP cells: the service as it is, its MCP endpoint the first route
 
 # The admin's view of an invoice, as the presenter shows it: the invoice model with its payments embedded.
 InvoiceView = create_model("InvoiceView", __base__=InvoiceModel.schema, payments=(list[PaymentModel.schema], []))
 
 
-@app.post("/plain/get_invoice", response_model=InvoiceView)
 async def plain_get_invoice(id: str = Body(embed=True), store: BillingStore = Depends(get_store)) -> Any:
     return await store.get_invoice(id)
 
 
-@app.post("/plain/list_invoices", response_model=list[InvoiceRowModel.schema])  # type: ignore[name-defined]
 async def plain_list_invoices(store: BillingStore = Depends(get_store)) -> Any:
     return (await store.list_invoices(limit=LIST_LIMIT + 1))[:LIST_LIMIT]
 
 
-@app.post("/plain/revenue_summary", response_model=RevenueSummary)
 async def plain_revenue_summary(store: BillingStore = Depends(get_store)) -> Any:
     return RevenueSummary.model_validate(await store.summary())
 
 
-app.router.routes[:] = app.router.routes[before:] + app.router.routes[:before]  # the plain routes first
+PLAIN: dict[str, tuple[Callable[..., Any], Any]] = {
+    "get_invoice": (plain_get_invoice, InvoiceView),
+    "list_invoices": (plain_list_invoices, list[InvoiceRowModel.schema]),  # type: ignore[name-defined]
+    "revenue_summary": (plain_revenue_summary, RevenueSummary),
+}
+
+
+def plain_app(action: str) -> FastAPI:
+    """The service with `POST /plain/{action}` as its first route."""
+    endpoint, model = PLAIN[action]
+    plain = create_app()
+    plain.post(f"/plain/{action}", response_model=model)(endpoint)
+    plain.router.routes.insert(0, plain.router.routes.pop())
+    return plain
+
 
 bench_data = Tool("bench_data", description="The reference service's data without its presentation (benchmark)",
                   scopes=["billing:read"])
@@ -78,4 +93,40 @@ async def get_invoice(id: InvoiceId, store: BillingStore = Depends(get_store)) -
     return await store.get_invoice(id)
 
 
-app.state.mcpfusion.add_tool(bench_data)
+service.state.mcpfusion.add_tool(bench_data)
+
+
+class BenchApp:
+    """The ASGI app the benchmarks serve: each request goes to its cell's application, by its path.
+
+    It starts and stops every application for the ASGI lifespan, and has the `router.lifespan_context(app)`
+    of a Starlette application, so the drivers (and those of older trees) start it the same way."""
+
+    def __init__(self, default: FastAPI, by_path: dict[str, FastAPI]) -> None:
+        self.default = default
+        self.by_path = by_path
+        self.router = self
+        self.state = default.state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        await self.by_path.get(scope["path"], self.default)(scope, receive, send)
+
+    @asynccontextmanager
+    async def lifespan_context(self, _app: Any = None) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for one in (self.default, *self.by_path.values()):
+                await stack.enter_async_context(one.router.lifespan_context(one))
+            yield
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        await receive()  # lifespan.startup
+        async with self.lifespan_context():
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+        await send({"type": "lifespan.shutdown.complete"})
+
+
+app = BenchApp(service, {f"/plain/{action}": plain_app(action) for action in PLAIN})

@@ -76,6 +76,22 @@ def test_service_harness_compares_mcp_with_the_plain_route():
     assert any(line.startswith("get_invoice split: plain route ") for line in lines)
 
 
+def test_service_server_tries_each_cells_route_first(tmp_path, monkeypatch):
+    # A route tried before the measured one costs ~9k instructions: no cell may pay for another's routes.
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'billing.sqlite3'}")
+    monkeypatch.setenv("MCPFUSION_DEMO", "1")
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    import service_server
+
+    served = service_server.app
+    assert sorted(served.by_path) == ["/plain/get_invoice", "/plain/list_invoices", "/plain/revenue_summary"]
+    for path, plain in served.by_path.items():
+        assert (plain.router.routes[0].path, plain.router.routes[0].methods) == (path, {"POST"})
+    first = served.default.router.routes[0]
+    assert (first.path, first.methods) == ("/mcp", {"POST"})
+    assert all(not route.path.startswith("/plain/") for route in served.default.router.routes)
+
+
 @pytest.mark.timeout(300)
 def test_service_harness_in_process_reports_cpu_time():
     run = subprocess.run(
