@@ -13,7 +13,7 @@ pagination, stable under concurrent inserts) takes a `Page` parameter and return
 A handler without a `Page` parameter returns the whole list and the framework slices it (offset
 pagination: simple, but not stable when rows are inserted meanwhile).
 
-Cursors are opaque to clients: HMAC-signed with the server's signing key, and bound to the action, the
+Cursors are opaque to clients: signed with the server's signing key (keyed BLAKE2b), and bound to the action, the
 query's filters (its other arguments), the caller (the `cursor_scope` dependency's value: tenant, principal...)
 and an expiry. A forged, altered, foreign or expired cursor is a self-healing error, never a wrong page.
 """
@@ -21,6 +21,7 @@ and an expiry. A forged, altered, foreign or expired cursor is a self-healing er
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import inspect
@@ -37,7 +38,7 @@ from starlette.requests import Request
 
 from . import ui
 from .errors import CURSOR_EXPIRED, INVALID_CURSOR, ToolError
-from .serializer import dumps, jsonable
+from .serializer import canonical_bytes, dumps, jsonable
 from .slots import Fields
 
 T = TypeVar("T")
@@ -93,8 +94,12 @@ def current_page(request: Request) -> Page:
     return page if isinstance(page, Page) else Page()
 
 
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+
+
 def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+    """URL-safe base64 without padding (binascii directly: `base64`'s wrappers cost more than the encoding)."""
+    return binascii.b2a_base64(data, newline=False).translate(_URLSAFE).rstrip(b"=").decode("ascii")
 
 
 def _unb64(text: str) -> bytes:
@@ -103,15 +108,8 @@ def _unb64(text: str) -> bytes:
 
 def fingerprint(value: Any) -> str:
     """A short stable digest of JSON-able `value` (filters, caller scope): cursors carry digests only."""
-    return _b64(hashlib.sha256(dumps(_sorted(jsonable(value))).encode()).digest()[:12])
-
-
-def _sorted(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, list):
-        return [_sorted(v) for v in value]
-    return value
+    data = value if value.__class__ is str else jsonable(value)  # a scope is mostly a string: nothing to convert
+    return _b64(hashlib.blake2b(canonical_bytes(data), digest_size=12).digest())
 
 
 def authorization_scope(request: Request) -> str:
@@ -132,13 +130,15 @@ class Paging:
     ) -> None:
         secret = os.urandom(32) if key is None else key.encode() if isinstance(key, str) else bytes(key)
         # A key of its own, derived from the server's: a cursor can never pass for another signed token.
-        self.key = hmac.new(secret, b"mcpfusion cursor v1", hashlib.sha256).digest()
+        self.key = hmac.new(secret, b"mcpfusion cursor v2", hashlib.sha256).digest()
         self.ttl = ttl
         self.scope = scope
         self._scope_dependant: Dependant | None = None
 
     def _mac(self, payload: bytes) -> bytes:
-        return hmac.digest(self.key, payload, "sha256")[:16]  # one-shot, in C: no HMAC object per cursor
+        # Keyed BLAKE2b is a MAC by design (RFC 7693), one call of the built-in module: a quarter of what an
+        # OpenSSL HMAC-SHA256 costs per cursor (its digest is looked up on every call).
+        return hashlib.blake2b(payload, key=self.key, digest_size=16).digest()
 
     def issue(self, action: str, scope: str, filters: str, position: Any, *, now: float | None = None) -> str:
         body = {"a": action, "s": scope, "f": filters, "k": position, "e": int((now or time.time()) + self.ttl)}

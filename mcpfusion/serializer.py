@@ -46,6 +46,23 @@ def scalar(value: str | int | float | bool | None) -> str:
         return json_bytes(value).decode()
 
 
+def canonical_bytes(data: Any) -> bytes:
+    """Compact JSON of JSON values with every object's keys sorted (what digests are taken of): the bytes
+    `json_bytes` writes of the same data with each dict sorted by key."""
+    try:
+        return orjson.dumps(data, option=_PLAIN | orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # e.g. an integer beyond 64 bits: sorted here, written by pydantic-core
+        return json_bytes(_sorted(data))
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(v) for v in value]
+    return value
+
+
 def jsonable(data: Any) -> Any:
     """`data` as plain JSON values, converted exactly as `dumps` would write them."""
     return to_jsonable_python(data, fallback=str)

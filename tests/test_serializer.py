@@ -219,6 +219,29 @@ def test_json_bytes_are_pydantic_cores_bytes_for_any_plain_json(value):
         json.loads(expected, parse_constant=_no_constant)  # valid JSON: no Infinity or NaN
 
 
+def _key_sorted(value):
+    if isinstance(value, dict):
+        return {k: _key_sorted(value[k]) for k in sorted(value)}
+    return [_key_sorted(v) for v in value] if isinstance(value, list) else value
+
+
+@settings(max_examples=800, deadline=None)
+@given(_VALUES)
+def test_canonical_bytes_are_the_json_of_the_data_sorted_by_key(value):
+    # What cursor fingerprints digest: orjson's sorted keys, or the fallback's own sorting, never other bytes.
+    from pydantic_core import to_json
+
+    from mcpfusion.serializer import canonical_bytes
+
+    try:
+        expected = to_json(_key_sorted(value), fallback=str, inf_nan_mode="null")
+    except ValueError:  # a lone surrogate: neither writes it
+        with pytest.raises(ValueError):
+            canonical_bytes(value)
+        return
+    assert canonical_bytes(value) == expected
+
+
 def _no_constant(name):
     raise AssertionError(f"{name} is not JSON")
 
