@@ -126,10 +126,14 @@ def _suggest_each(target: list[Any], suggest: Callable[[Any, Any], Any], items: 
     fn: Callable[..., Any] = suggest if direct is None else direct[0]
     with_ctx = direct is None or direct[1]
     kept = {id(s) for s in target}  # ids of objects `target` holds (alive as long as it holds them)
+    last = None
     for item in items:
         value = fn(item, ctx) if with_ctx else fn(item)
-        if value is None:
+        # Neighbouring rows often answer the same suggestions: an equal new answer adds nothing (a list compares
+        # its items by identity first). The same object again is looked through: it may have changed since.
+        if value is None or (value is not last and value == last):
             continue
+        last = value
         for s in value if isinstance(value, _SEQUENCES) else (value,):
             if s is None or id(s) in kept:
                 continue

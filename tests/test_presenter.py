@@ -131,6 +131,26 @@ def test_per_item_suggestions_merge_as_merge_unique_does():
     assert result.view.suggestions == expected[1:]
 
 
+def test_per_item_suggestions_skip_an_equal_answer_but_not_the_same_list_changed():
+    from mcpfusion.presenter import _suggest_each
+
+    pay, remind, new = suggest("x.pay", "Pay it"), suggest("x.remind", "Remind"), suggest("x.new", "New")
+    equal_rows = [[pay, None], [pay, None], [suggest("x.pay", "Pay it"), None], [None, remind], [pay, None]]
+    got: list[Any] = []
+    _suggest_each(got, Presenter("R").schema({"id": int}).suggest(lambda i: equal_rows[i])._suggest,
+                  range(len(equal_rows)), None)
+    assert [s.action for s in got] == ["x.pay", "x.remind"]
+    shared: list[Any] = []  # one list the callback fills again for each row: every row's answer counts
+
+    def refill(i):
+        shared[:] = [[pay], [remind], [new]][i]
+        return shared
+
+    got = []
+    _suggest_each(got, Presenter("R").schema({"id": int}).suggest(refill)._suggest, range(3), None)
+    assert [s.action for s in got] == ["x.pay", "x.remind", "x.new"]
+
+
 def test_redaction_wildcards():
     presenter = Presenter("P").schema(
         {"people": list[dict], "lines": list[dict], "owner": dict}
