@@ -11,9 +11,10 @@ tries (the MCP endpoint in the service as it is; each plain route in a service a
 - MCP: a 2026-07-28 `tools/call` of the `billing` tool with action `get_invoice`, `list_invoices` or
   `revenue_summary` (JSON reply; the service's presenters, redaction, rules and UI blocks included).
 - plain: `POST /plain/get_invoice` etc. with the same arguments and the same token.
-- MCP data only (`get_invoice`): a `tools/call` of `bench_data`, the same store call answered through the
-  plain route's model without the service's presentation (see `service_server.py`): it splits the
-  overhead into the MCP call's own path and what the presentation (UI blocks, rules, suggestions) costs.
+- MCP data only (`get_invoice`, `list_invoices`): a `tools/call` of `bench_data`, the same store call answered
+  through the plain route's model without the service's presentation (the list paginated as billing's is; see
+  `service_server.py`): it splits the overhead into the MCP call's own path and what the presentation (UI
+  blocks, rules, suggestions) costs.
 
 Before measuring, each cell's reply is checked (HTTP 200, the invoice id or the summary in it, and for MCP a
 result that is not `isError`); during the runs a wrk Lua hook counts any other reply and fails the run.
@@ -27,7 +28,7 @@ comparison: no scheduler share of a pinned worker, no wrk; the HTTP server's own
 
 Run: `python bench/service.py [--duration 5] [--rounds 3] [--connections 16] [--in-process N]`. The last line
 is `overhead_get_invoice=X overhead_list_invoices=Y overhead_revenue_summary=Z overhead_get_invoice_data_only=W
-get_invoice_rps_per_cpu=N`.
+overhead_list_invoices_data_only=V get_invoice_rps_per_cpu=N`.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def cells() -> list[Cell]:
         out.append(Cell(action, "mcp", "/mcp", mcp_body, mcp_headers, []))
         plain_headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
         out.append(Cell(action, "plain", f"/plain/{action}", args, plain_headers, []))
-        if action == "get_invoice":
+        if action != "revenue_summary":
             data_body = {**mcp_body, "params": {**mcp_body["params"], "name": "bench_data"}}
             out.append(Cell(action, "data", "/mcp", data_body, {**mcp_headers, "Mcp-Name": "bench_data"}, []))
     return out
@@ -233,15 +234,17 @@ def report(done: list[Cell], args: argparse.Namespace) -> None:
         rounds = ", ".join(f"{r.rps:.0f} req/s, {r.per_cpu:.0f} req/CPU-s" for r in c.rounds) if args.in_process \
             else ", ".join(f"{r.rps:.0f} req/s at {100 * r.server_cpu / args.duration:.0f}% cpu" for r in c.rounds)
         print(f"# {c.kind} {c.action}: {rounds}")
-    if ("get_invoice", "data") in by:
-        data, mcp, plain = by["get_invoice", "data"], by["get_invoice", "mcp"], by["get_invoice", "plain"]
+    for action in ("get_invoice", "list_invoices"):
+        if (action, "data") not in by:
+            continue
+        data, mcp, plain = by[action, "data"], by[action, "mcp"], by[action, "plain"]
         per_call = {k: 1e6 / c.best_per_cpu for k, c in (("data", data), ("mcp", mcp), ("plain", plain))}
-        print(f"get_invoice split: plain route {per_call['plain']:.0f} us of CPU per call; MCP with the data only "
+        print(f"{action} split: plain route {per_call['plain']:.0f} us of CPU per call; MCP with the data only "
               f"(bench_data) {per_call['data']:.0f} us ({100 * (plain.best_per_cpu / data.best_per_cpu - 1):+.1f}%); "
               f"MCP with the service's presentation {per_call['mcp']:.0f} us: the presentation (UI blocks, rules, "
               f"suggestions) {per_call['mcp'] - per_call['data']:.0f} us, the MCP call's own path "
               f"{per_call['data'] - per_call['plain']:.0f} us")
-        last.append(f"overhead_get_invoice_data_only={plain.best_per_cpu / data.best_per_cpu - 1:.3f}")
+        last.append(f"overhead_{action}_data_only={plain.best_per_cpu / data.best_per_cpu - 1:.3f}")
     if ("get_invoice", "mcp") in by:
         last.append(f"get_invoice_rps_per_cpu={by['get_invoice', 'mcp'].best_per_cpu:.0f}")
     print(" ".join(last))

@@ -23,7 +23,9 @@ cell. Each application is `create_app()` on the same database; the dispatcher st
 One more MCP tool, `bench_data`, splits what an MCP call costs beyond the plain route: its `get_invoice`
 makes the same store call through the same dependency (`get_store`) and answers the data through the
 schema firewall of the plain route's model (`Presenter.firewall(InvoiceView)`: the same fields, validated,
-hidden ones removed), without the service presenters' UI blocks, rules and suggestions. The MCP call of
+hidden ones removed), without the service presenters' UI blocks, rules and suggestions; its `list_invoices`
+does the same for a page of rows (`Presenter.firewall(InvoiceRowModel)`), paginated as billing's is (the page
+size of the service's list presenter, a next cursor). The MCP call of
 `billing_read` minus this one is what the service's presentation costs; this one minus the plain route is
 the MCP protocol and the framework's per-call path.
 """
@@ -43,8 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 from app.deps import get_store  # noqa: E402
 from app.main import create_app  # noqa: E402
-from app.store import BillingStore  # noqa: E402
-from mcpfusion import Presenter, Tool  # noqa: E402
+from app.store import BillingStore, invoice_key  # noqa: E402
+from mcpfusion import Page, Presenter, Tool  # noqa: E402
 from models import InvoiceModel, InvoiceRowModel, PaymentModel, RevenueSummary  # noqa: E402
 from presenters.invoice import LIST_LIMIT  # noqa: E402
 from routers.billing import InvoiceId  # noqa: E402
@@ -91,6 +93,13 @@ bench_data = Tool("bench_data", description="The reference service's data withou
 async def get_invoice(id: InvoiceId, store: BillingStore = Depends(get_store)) -> dict[str, Any]:
     """Get one invoice with its lines and payments, as the plain route returns it"""
     return await store.get_invoice(id)
+
+
+@bench_data.action(readonly=True, returns=Presenter.firewall(InvoiceRowModel), paginate=LIST_LIMIT)
+async def list_invoices(page: Page, store: BillingStore = Depends(get_store)) -> list[dict[str, Any]]:
+    """List invoices one page at a time, as the plain route returns them (the same pagination as billing's)"""
+    rows = await store.list_invoices(after=page.after, limit=page.size + 1)
+    return page.keyset(rows, key=invoice_key)
 
 
 service.state.mcpfusion.add_tool(bench_data)

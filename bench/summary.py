@@ -60,6 +60,8 @@ TARGETS = (
     Target("reference service get_invoice, MCP data only (no presentation), overhead", "overhead_get_invoice_data_only",
            0.10, True),
     Target("reference service list_invoices, overhead over a plain route", "overhead_list_invoices", 0.10, True),
+    Target("reference service list_invoices, MCP data only (no presentation), overhead",
+           "overhead_list_invoices_data_only", 0.10, True),
     Target("reference service revenue_summary, overhead over a plain route", "overhead_revenue_summary", 0.10, True),
     Target("Redis stores / in-memory stores, JSON mode", "ratio_redis_vs_memory_json", 0.8, False, "x"),
     Target("cold start: import + build_app of 100x5, CPU, clean install (no email_validator)",
