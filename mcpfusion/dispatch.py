@@ -37,7 +37,16 @@ from .listing import Exposed, entries, exposed, how_to_call, mcp_name, restricte
 from .mcp.jsonrpc import ProtocolSignal
 from .middleware import ActionCall, CallNext, GuardState, Middleware, chain, describe
 from .output import invalid_output
-from .pagination import CURSOR_PARAM, MAX_CURSOR_LENGTH, PAGE_SCOPE_KEY, Page, PageCall, Paging, fingerprint
+from .pagination import (
+    CURSOR_PARAM,
+    MAX_CURSOR_LENGTH,
+    PAGE_SCOPE_KEY,
+    SCOPE_VALUE,
+    Page,
+    PageCall,
+    Paging,
+    fingerprint,
+)
 from .presenter import Presenter, PresenterError
 from .redaction import RedactionError
 from .response import ToolResponse, error_response, success, to_jsonable, tool_error
@@ -326,12 +335,14 @@ class ToolRegistry:
                 dependencies = {}
             else:
                 with phase("dependencies"):
-                    dependencies = await resolve(action.dependant, request, stack)
+                    # A page's cursor scope is one more dependency of the action's (see `Paging.with_scope`).
+                    dependant = action.dependant if pages is None else self.paging.with_scope(action.dependant)
+                    dependencies = await resolve(dependant, request, stack)
+            scope = dependencies.pop(SCOPE_VALUE) if pages is not None else None
             presenter = _presenter(action, dependencies)
             kwargs.update(dependencies)
-            if pages is not None and stack is not None:
-                scope = await resolve(self.paging.scope_dependant(), request, stack)
-                pages.open(cursor, fingerprint(scope["scope"]), action.page_size(presenter))
+            if pages is not None:
+                pages.open(cursor, self.paging.scope_print(scope), action.page_size(presenter))
             with phase("handler"):
                 if action.is_async:
                     result = await action.fn(**kwargs)

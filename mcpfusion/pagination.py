@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import hashlib
 import hmac
 import inspect
@@ -38,12 +39,13 @@ from starlette.requests import Request
 
 from . import ui
 from .errors import CURSOR_EXPIRED, INVALID_CURSOR, ToolError
-from .serializer import canonical_bytes, dumps, jsonable
+from .serializer import canonical_bytes, json_bytes, jsonable
 from .slots import Fields
 
 T = TypeVar("T")
 CURSOR_PARAM = "cursor"
 PAGE_SCOPE_KEY = "mcpfusion.page"
+SCOPE_VALUE = "mcpfusion.cursor_scope"  # the cursor scope's value among a paginated action's dependencies
 MAX_CURSOR_LENGTH = 2048
 CURSOR_SCHEMA: dict[str, Any] = {
     "type": ["string", "null"],  # null (what agents send for "no value") is the first page, as when omitted
@@ -94,6 +96,7 @@ def current_page(request: Request) -> Page:
     return page if isinstance(page, Page) else Page()
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
@@ -108,7 +111,10 @@ def _unb64(text: str) -> bytes:
 
 def fingerprint(value: Any) -> str:
     """A short stable digest of JSON-able `value` (filters, caller scope): cursors carry digests only."""
-    data = value if value.__class__ is str else jsonable(value)  # a scope is mostly a string: nothing to convert
+    # A scope is mostly a string, filters mostly scalars: nothing to convert (jsonable would return the same).
+    cls = value.__class__
+    plain = cls is str or (cls is dict and all(v.__class__ in _SCALARS for v in value.values()))
+    data = value if plain else jsonable(value)
     return _b64(hashlib.blake2b(canonical_bytes(data), digest_size=12).digest())
 
 
@@ -134,6 +140,8 @@ class Paging:
         self.ttl = ttl
         self.scope = scope
         self._scope_dependant: Dependant | None = None
+        self._with_scope: dict[int, tuple[Dependant, Dependant]] = {}
+        self._prints: dict[str, str] = {}  # scope strings' fingerprints: the same few callers, call after call
 
     def _mac(self, payload: bytes) -> bytes:
         # Keyed BLAKE2b is a MAC by design (RFC 7693), one call of the built-in module: a quarter of what an
@@ -142,7 +150,7 @@ class Paging:
 
     def issue(self, action: str, scope: str, filters: str, position: Any, *, now: float | None = None) -> str:
         body = {"a": action, "s": scope, "f": filters, "k": position, "e": int((now or time.time()) + self.ttl)}
-        payload = dumps(body).encode()
+        payload = json_bytes(body)
         return f"{_b64(payload)}.{_b64(self._mac(payload))}"
 
     def read(self, cursor: str, action: str, scope: str, filters: str, *, restart: ToolError) -> Any:
@@ -178,6 +186,28 @@ class Paging:
             collect.__signature__ = inspect.Signature([parameter])  # type: ignore[attr-defined]
             self._scope_dependant = get_dependant(path="", call=collect)
         return self._scope_dependant
+
+    def with_scope(self, dependant: Dependant) -> Dependant:
+        """`dependant` (a paginated action's dependencies) with the `scope` dependency as one more of them,
+        its value under `SCOPE_VALUE`: one resolution per call, and a dependency both need (the caller, the
+        tenant) solved once, as FastAPI shares it within a request. Made once per dependant."""
+        known = self._with_scope.get(id(dependant))
+        if known is None or known[0] is not dependant:
+            scope = dataclasses.replace(self.scope_dependant().dependencies[0], name=SCOPE_VALUE)
+            merged = dataclasses.replace(dependant, dependencies=[*dependant.dependencies, scope])
+            known = self._with_scope[id(dependant)] = (dependant, merged)
+        return known[1]
+
+    def scope_print(self, value: Any) -> str:
+        """`fingerprint(value)` of a cursor scope's value, remembered for strings (bounded)."""
+        if value.__class__ is not str:
+            return fingerprint(value)
+        found = self._prints.get(value)
+        if found is None:
+            if len(self._prints) >= 4096:
+                self._prints.clear()
+            found = self._prints[value] = fingerprint(value)
+        return found
 
 
 def _loads(payload: bytes) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import re
 
 import httpx
 import pytest
-from fastapi import Header
+from fastapi import Depends, Header, Request
 
 from mcpfusion import MCPFusion, Page, Presenter, Tool, listing
 from mcpfusion.mcp.settings import TransportSettings
@@ -114,3 +114,37 @@ async def test_replicas_sharing_the_signing_key_accept_each_others_cursors():
                                    headers={"x-tenant": "acme"})).json()["code"] == "INVALID_CURSOR"
         foreign = await two.get("/api/rows/seek", params={"cursor": cursor}, headers={"x-tenant": "globex"})
         assert foreign.status_code == 404 and foreign.json()["detail"] == "The cursor was issued to another caller."
+
+
+async def test_the_cursor_scope_and_the_action_share_a_dependency_once_per_call():
+    # The cursor scope is solved with the action's own dependencies: a dependency both need runs once per
+    # call, as FastAPI caches it within a request, and its value binds the cursor.
+    calls: list[str] = []
+
+    async def caller(request: Request) -> str:
+        calls.append(request.headers.get("x-caller", ""))
+        return request.headers.get("x-caller", "")
+
+    async def scope_of(who: str = Depends(caller)) -> str:
+        return who
+
+    tool = Tool("people")
+
+    @tool.action(readonly=True, paginate=2)
+    async def mine(page: Page, who: str = Depends(caller)) -> list[dict]:
+        """The caller's rows"""
+        rows = [{"owner": who, "n": n} for n in range(5)]
+        after = page.after or 0
+        return page.keyset(rows[after:after + page.size + 1], key=lambda r: r["n"] + 1)
+
+    fusion = MCPFusion("people", tools=[tool], cursor_scope=scope_of)
+    transport = httpx.ASGITransport(app=fusion.build_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        first = await client.get("/api/people/mine", headers={"x-caller": "ana"})
+        assert first.status_code == 200 and [r["n"] for r in first.json()] == [0, 1]
+        assert calls == ["ana"]
+        cursor = first.headers["next-cursor"]
+        second = await client.get("/api/people/mine", params={"cursor": cursor}, headers={"x-caller": "ana"})
+        assert [r["n"] for r in second.json()] == [2, 3] and calls == ["ana", "ana"]
+        foreign = await client.get("/api/people/mine", params={"cursor": cursor}, headers={"x-caller": "bob"})
+        assert foreign.json()["detail"] == "The cursor was issued to another caller."
