@@ -120,21 +120,25 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
                 break
             cells += row
         else:
-            strings = True  # every cell a str: their characters looked through at once for a `|` or newline
-            for cell in cells:
-                if cell.__class__ is not str:
-                    if isinstance(cell, str):
-                        break
-                    strings = False
+            try:
+                # Every cell a string (the usual table): joining them is the check, and their characters
+                # looked through at once for a `|` or newline. A subclass joins as its own characters, which
+                # is what the general path writes of it.
+                joined = "".join(cells)
+            except TypeError:
+                joined = None
+            if joined is not None:
+                if "|" not in joined and "\n" not in joined:
+                    between = _layout(columns, len(body))[0]
+                    parts = [*between]  # the text between the cells, the cells in its gaps
+                    parts[1::2] = cells
+                    return _made("markdown", "".join(parts), title, width, priority)
             else:
-                between, layout, pipes, lines = _layout(columns, len(body))
-                if strings:
-                    joined = "".join(cells)
-                    if "|" not in joined and "\n" not in joined:
-                        parts = [*between]  # the text between the cells, the cells in its gaps
-                        parts[1::2] = cells
-                        return _made("markdown", "".join(parts), title, width, priority)
+                for cell in cells:
+                    if cell.__class__ is not str and isinstance(cell, str):
+                        break  # a string subclass: its `str()` may differ from its characters
                 else:
+                    _, layout, pipes, lines = _layout(columns, len(body))
                     text = layout % tuple(cells)
                     if text.count("|") == pipes and text.count("\n") == lines:
                         return _made("markdown", text, title, width, priority)

@@ -120,6 +120,9 @@ class Engine:
         # the input schemas of the tools that declare `x-mcp-header` (what 2026-07-28 checks `Mcp-Param-*`
         # headers against).
         self._tools_cache: OrderedDict[Hashable, tuple[list[dict[str, Any]], dict[str, Any]]] = OrderedDict()
+        # Whether any tool declares `x-mcp-header` in the whole listing (None: not known yet). Every caller's
+        # view is a part of it: without any, a call has no header to check and no view to look up.
+        self._any_header: bool | None = None
         self.max_subscriptions = max_subscriptions
         self.max_uri_length = max_uri_length
         self._handlers: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
@@ -154,6 +157,7 @@ class Engine:
     def invalidate_tools(self) -> None:
         """Forget the precomputed `tools/list` (call after adding or removing tools)."""
         self._tools_cache.clear()
+        self._any_header = None
 
     def initialize_result(self, protocol_version: str) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -226,7 +230,12 @@ class Engine:
     def header_schema(self, name: Any, request: Request | None = None) -> Any:
         """Input schema of tool `name` (as the caller of `request` sees it) if it declares `x-mcp-header`
         anywhere (else None: nothing to check)."""
-        return self._listing(request)[1].get(name) if isinstance(name, str) else None
+        any_header = self._any_header
+        if any_header is None:
+            any_header = self._any_header = bool(self._listing(None)[1])
+        if not any_header or not isinstance(name, str):
+            return None
+        return self._listing(request)[1].get(name)
 
     async def _tools_list(self, call: Call) -> dict[str, Any]:
         return {"tools": self._listing(call.request)[0]}
