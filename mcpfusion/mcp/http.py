@@ -29,7 +29,7 @@ from .security import HostOriginGuard
 from .session_wire import SessionWire
 from .sessions import InMemorySessionStore, SessionStore
 from .settings import TransportSettings
-from .wire import error_response, header, http_error
+from .wire import error_response, header, http_error, repeated
 
 
 class McpRoute(APIRoute):
@@ -129,8 +129,7 @@ class McpHttpTransport:
     def _refuse(self, request: Request) -> Response | None:
         reason = self.guard.check(header(request, b"host"), header(request, b"origin"))
         if reason is None:
-            if header(request, b"authorization") is not None and \
-                    sum(1 for name, _ in request.scope["headers"] if name == b"authorization") > 1:
+            if repeated(request, b"authorization"):
                 # Login and session check could otherwise read different credentials.
                 return http_error(400, "Bad Request: send exactly one Authorization header")
             return None

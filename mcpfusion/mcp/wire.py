@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, MutableMapping
 from typing import Any
 
 from starlette.requests import Request
@@ -27,12 +27,23 @@ def event_source(events: AsyncIterable[Any], headers: dict[str, str], ping: floa
 def header(request: Request, name: bytes) -> str | None:
     """One request header by lower-case byte name. Starlette's `Headers.get` scans and decodes the whole
     list on every lookup; the hot path does several, so the raw list is turned into a dict once."""
-    scope = request.scope
-    table = scope.get("mcpfusion.headers")
+    value = _table(request.scope).get(name)
+    return None if value is None else value.decode("latin-1")
+
+
+def repeated(request: Request, name: bytes) -> bool:
+    """Whether header `name` (lower-case bytes) appears more than once: a request whose headers are all
+    distinct (the dict `header` made holds as many as the list) is answered without counting."""
+    raw = request.scope["headers"]
+    return len(_table(request.scope)) < len(raw) and sum(1 for n, _ in raw if n == name) > 1
+
+
+def _table(scope: MutableMapping[str, Any]) -> dict[bytes, bytes]:
+    """The request's headers as a dict, made once per request (a repeated name keeps its last value)."""
+    table: dict[bytes, bytes] | None = scope.get("mcpfusion.headers")
     if table is None:
         table = scope["mcpfusion.headers"] = dict(scope["headers"])
-    value = table.get(name)
-    return None if value is None else value.decode("latin-1")
+    return table
 
 
 class JSONMessage(Response):
