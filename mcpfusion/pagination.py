@@ -39,7 +39,7 @@ from starlette.requests import Request
 
 from . import ui
 from .errors import CURSOR_EXPIRED, INVALID_CURSOR, ToolError
-from .serializer import canonical_bytes, json_bytes, jsonable
+from .serializer import JSON_SCALARS, canonical_bytes, json_bytes, jsonable
 from .slots import Fields
 
 T = TypeVar("T")
@@ -96,7 +96,6 @@ def current_page(request: Request) -> Page:
     return page if isinstance(page, Page) else Page()
 
 
-_SCALARS = frozenset({str, int, float, bool, type(None)})
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
@@ -113,7 +112,7 @@ def fingerprint(value: Any) -> str:
     """A short stable digest of JSON-able `value` (filters, caller scope): cursors carry digests only."""
     # A scope is mostly a string, filters mostly scalars: nothing to convert (jsonable would return the same).
     cls = value.__class__
-    plain = cls is str or (cls is dict and all(v.__class__ in _SCALARS for v in value.values()))
+    plain = cls is str or (cls is dict and all(v.__class__ in JSON_SCALARS for v in value.values()))
     data = value if plain else jsonable(value)
     return _b64(hashlib.blake2b(canonical_bytes(data), digest_size=12).digest())
 

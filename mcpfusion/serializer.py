@@ -23,6 +23,8 @@ from pydantic_core import to_json, to_jsonable_python
 # non-string keys, lone surrogates), and pydantic-core writes them.
 _PLAIN = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
 _PRETTY = _PLAIN | orjson.OPT_INDENT_2
+# The classes of JSON's scalars: a value of one is written as it is, with nothing to convert.
+JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def json_bytes(data: Any, *, pretty: bool = False) -> bytes:
