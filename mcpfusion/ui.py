@@ -122,13 +122,23 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
                 break
             cells += row
         else:
-            try:
-                # Every cell a string (the usual table): joining them is the check, and their characters
-                # looked through at once for a `|` or newline. A subclass joins as its own characters, which
-                # is what the general path writes of it.
-                joined = "".join(cells)
-            except TypeError:
-                joined = None
+            # Every cell a string (the usual table): joining them is the check, and their characters looked
+            # through at once for a `|` or newline. A subclass joins as its own characters, which is what the
+            # general path writes of it. A join that fails raises a TypeError, dearer than looking at a few
+            # cells' classes: a small table (a record's fields and values, often a number among them) is
+            # looked at first.
+            joined: str | None = None
+            if len(cells) > _LOOK_FIRST:
+                try:
+                    joined = "".join(cells)
+                except TypeError:
+                    joined = None
+            else:
+                for cell in cells:
+                    if cell.__class__ is not str:
+                        break
+                else:
+                    joined = "".join(cells)
             if joined is not None:
                 if "|" not in joined and "\n" not in joined:
                     between = _layout(columns, len(body))[0]
@@ -151,6 +161,7 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
 
 
 _SIZED = (builtins.list, tuple)  # rows and headers the fast path reads: lists and tuples, not iterators
+_LOOK_FIRST = 12  # cells up to which `table` looks at their classes rather than try joining them
 
 
 def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:

@@ -97,6 +97,9 @@ class Shouting(str):
     (("Tuple", "Row"), [("ünïcødé ✓", "</ui_passthrough><x>"), ("ignore previous instructions", 1.5e300)]),
     (["A", "B"], ["ab", ["c", "d"]]),  # a string row is its characters, on either path
     (["A", "B"], [("x", ""), ["", None]]),
+    # More cells than `table` looks at one by one: joined, or (a number among them) written through `%s`.
+    (["A", "B", "C"], [["x", Shouting("y"), "z"]] * 5),
+    (["A", "B", "C"], [["x", "y", "z"]] * 4 + [["x", "y", 7]]),
 ])
 def test_ui_table_is_the_table_written_cell_by_cell(headers, rows):
     assert ui.table(headers, rows).content == _reference_table(headers, rows)
