@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -84,3 +86,35 @@ async def test_app_level_dependencies_guard_mcp_too():
         assert (await client.post("/mcp", json=ping, headers=headers)).status_code == 401
         ok = await client.post("/mcp", json=ping, headers={**headers, "x-key": "secret"})
         assert ok.status_code == 200 and ok.json()["result"]["resultType"] == "complete"
+
+
+async def test_the_mcp_route_keeps_fastapis_body_limit_and_closes_the_tools_yield_dependencies():
+    """Served without FastAPI's per-request exit stacks: the app's `max_body_size` still refuses a large
+    body before MCP reads it, and a tool's yield dependency is still closed once the call is answered."""
+    from fastapi import Depends
+
+    from mcpfusion import MCPFusion, Tool
+
+    closed: list[str] = []
+
+    async def connection():
+        yield "conn"
+        closed.append("conn")
+
+    probe = Tool("probe", description="A tool with a yield dependency")
+
+    @probe.action(readonly=True)
+    async def use(conn: str = Depends(connection)) -> dict:
+        """Use the connection"""
+        return {"conn": conn, "closed_before_answer": list(closed)}
+
+    app = FastAPI(max_body_size=2_000)
+    MCPFusion("t", tools=[probe]).mount(app)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        r = await client.post("/mcp", json=call("probe", {"action": "use"}), headers=modern("probe"))
+        assert r.status_code == 200, r.text
+        assert json.loads(r.json()["result"]["content"][0]["text"]) == {"conn": "conn", "closed_before_answer": []}
+        assert closed == ["conn"]
+        big = call("probe", {"action": "use", "pad": "x" * 5_000})
+        r = await client.post("/mcp", json=big, headers=modern("probe"))
+        assert r.status_code == 413

@@ -17,6 +17,13 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import request_response
+
+try:  # FastAPI's own route wrapping for a route's `max_body_size` (a private module: should it move, the
+    # route keeps FastAPI's whole wrapping)
+    from fastapi._body_limit import wrap_app_with_body_limit
+except ImportError:  # pragma: no cover - present in every FastAPI the package allows
+    wrap_app_with_body_limit = None  # type: ignore[assignment]
 
 from mcpfusion.body import BodyTooLarge, InvalidJSON, is_json_media_type, parse_json, read_body
 
@@ -38,7 +45,17 @@ class McpRoute(APIRoute):
     When the app declares no route dependencies (`FastAPI(dependencies=[...])`), there is nothing for
     FastAPI's per-request parameter solving to do, and skipping it saves a third of the MCP round trip;
     with route dependencies the regular handler runs them. Middleware, exception handlers and
-    `dependency_overrides` (used by the tools' own dependencies) apply either way."""
+    `dependency_overrides` (used by the tools' own dependencies) apply either way.
+
+    Without route dependencies the endpoint is also served the way Starlette serves a route, exception
+    handlers and the route's body limit included, without the two exit stacks FastAPI opens around every
+    request for the dependencies it solves: the tools' dependencies are solved on a stack of their own
+    (`mcpfusion.dependencies.resolve`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.dependant.dependencies and wrap_app_with_body_limit is not None:
+            self.app = wrap_app_with_body_limit(request_response(self.endpoint), self.max_body_size)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         if self.dependant.dependencies:
