@@ -342,13 +342,22 @@ def is_empty(dependant: Dependant) -> bool:
     )
 
 
+def planned(dependant: Dependant, request: Request) -> Plan | None:
+    """The flattened plan `resolve` runs for this request, if it runs one (no dependency overrides): its
+    dependencies yield nothing, so the call needs no exit stack."""
+    plan = plan_of(dependant)
+    if plan is not None and getattr(request.scope.get("app"), "dependency_overrides", None):
+        return None
+    return plan
+
+
 async def resolve(dependant: Dependant, request: Request, stack: AsyncExitStack) -> dict[str, Any]:
     """Solve the dependencies for one call; yield dependencies are closed with `stack`."""
     if is_empty(dependant):
         return {}
     scope = request.scope
-    plan = plan_of(dependant)
-    if plan is not None and not getattr(scope.get("app"), "dependency_overrides", None):
+    plan = planned(dependant, request)
+    if plan is not None:
         return await plan.run(request)
     saved = scope.get("fastapi_inner_astack"), scope.get("fastapi_function_astack")
     scope["fastapi_inner_astack"] = scope["fastapi_function_astack"] = stack

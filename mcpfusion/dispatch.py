@@ -19,7 +19,7 @@ from .authorization import ScopesOf, insufficient_scope, scopes_of
 from .confirm import CONFIRM_PARAM, require_confirmation
 from .content import DEFAULT_MAX_BYTES, Attached, Content, ContentError, content_items, scrubbed
 from .context import Context
-from .dependencies import CONTEXT_SCOPE_KEY, PRESENTER_KEY, DependencyErrors, resolve
+from .dependencies import CONTEXT_SCOPE_KEY, PRESENTER_KEY, DependencyErrors, planned, resolve
 from .errors import (
     CONTENT_REFUSED,
     FORBIDDEN,
@@ -329,15 +329,20 @@ class ToolRegistry:
         """Resolve the dependencies, run the handler, present its result (yield dependencies close after);
         `phase` times each step for telemetry."""
         pages = self._page_call(action, kwargs, request) if action.paginate else None
-        # No dependency, nothing to close: skip the exit stack (hot path of simple actions).
-        async with nullcontext(None) if action.dependency_free else AsyncExitStack() as stack:
-            if stack is None:
-                dependencies = {}
-            else:
+        # A page's cursor scope is one more dependency of the action's (see `Paging.with_scope`).
+        dependant = None if action.dependency_free else \
+            action.dependant if pages is None else self.paging.with_scope(action.dependant)
+        plan = None if dependant is None else planned(dependant, request)
+        # Nothing to close (no dependency, or only plain `async def` ones): no exit stack (the hot path).
+        async with nullcontext(None) if dependant is None or plan is not None else AsyncExitStack() as stack:
+            dependencies: dict[str, Any] = {}
+            if dependant is not None:
                 with phase("dependencies"):
-                    # A page's cursor scope is one more dependency of the action's (see `Paging.with_scope`).
-                    dependant = action.dependant if pages is None else self.paging.with_scope(action.dependant)
-                    dependencies = await resolve(dependant, request, stack)
+                    if plan is not None:
+                        dependencies = await plan.run(request)
+                    else:
+                        assert stack is not None  # (no plan: FastAPI's solver, on an exit stack)
+                        dependencies = await resolve(dependant, request, stack)
             scope = dependencies.pop(SCOPE_VALUE) if pages is not None else None
             presenter = _presenter(action, dependencies)
             kwargs.update(dependencies)
