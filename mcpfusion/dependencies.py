@@ -36,6 +36,7 @@ from starlette.websockets import WebSocket
 
 from .context import Context
 from .hints import per_annotation, type_hints
+from .memo import by_identity
 from .pagination import Page, current_page
 
 CONTEXT_SCOPE_KEY = "mcpfusion.context"
@@ -305,15 +306,8 @@ def make_plan(dependant: Dependant) -> Plan | None:
     return None if names is None else Plan(steps, names)
 
 
-_plans: dict[int, tuple[Dependant, Plan | None]] = {}
-
-
-def plan_of(dependant: Dependant) -> Plan | None:
-    """`make_plan(dependant)`, worked out on its first call (dependants live as long as their actions)."""
-    known = _plans.get(id(dependant))
-    if known is None or known[0] is not dependant:
-        known = _plans[id(dependant)] = (dependant, make_plan(dependant))
-    return known[1]
+# `make_plan(dependant)`, worked out on its first call (dependants live as long as their actions).
+plan_of: Callable[[Dependant], Plan | None] = by_identity(make_plan)
 
 
 class DependencyErrors(Exception):

@@ -329,7 +329,7 @@ class ToolRegistry:
         """Resolve the dependencies, run the handler, present its result (yield dependencies close after);
         `phase` times each step for telemetry."""
         pages = self._page_call(action, kwargs, request) if action.paginate else None
-        # A page's cursor scope is one more dependency of the action's (see `Paging.with_scope`).
+        # A page's cursor scope is one more dependency of the action's (see `Paging._merged`).
         dependant = None if action.dependency_free else \
             action.dependant if pages is None else self.paging.with_scope(action.dependant)
         plan = None if dependant is None else planned(dependant, request)

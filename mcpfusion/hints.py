@@ -28,6 +28,8 @@ from annotated_types import BaseMetadata, GroupedMetadata
 from fastapi import Body, Cookie, Depends, File, Form, Header, Path, Query, Security
 from pydantic import Field
 
+from .memo import MEMO_SIZE, by_identity
+
 T = TypeVar("T")
 _REFUSED_ORIGINS = (typing.ClassVar, typing.Final, typing.Generic, typing.Protocol)  # typing refuses these
 
@@ -139,7 +141,7 @@ class _Source:
         self.callees = callees
 
 
-_MEMO_SIZE = 4096  # entries of each memo here (values, handlers, a `per_annotation` function's) at the most
+_MEMO_SIZE = MEMO_SIZE  # entries of each memo here (values, handlers) at the most
 _SOURCES: dict[str, _Source] = {}
 # (source, id of each object its names are bound to) -> (those objects, kept alive so that no id is reused while
 # it is a key; the value, None made NoneType; whether typing would return it as it is)
@@ -260,20 +262,7 @@ def _settled(value: Any) -> bool:
 
 
 def per_annotation(fn: Callable[[Any], T]) -> Callable[[Any], T]:
-    """`fn(annotation)` remembered per annotation object, for what depends on the annotation alone (its
-    classes, its extras). By identity: an annotation may be unhashable, and two equal ones may hold different
-    extras. `type_hints` gives every handler written with the same annotation one shared object, so a
-    server's repeated parameters are looked at once; the memo starts again past `_MEMO_SIZE` objects."""
-    memo: dict[int, tuple[Any, T]] = {}
-
-    def remembered(annotation: Any) -> T:
-        known = memo.get(id(annotation))
-        if known is not None and known[0] is annotation:  # the object kept in the memo: its id is not reused
-            return known[1]
-        value = fn(annotation)
-        if len(memo) >= _MEMO_SIZE:
-            memo.clear()
-        memo[id(annotation)] = (annotation, value)
-        return value
-
-    return remembered
+    """`fn(annotation)` remembered per annotation object (`memo.by_identity`), for what depends on the
+    annotation alone (its classes, its extras). `type_hints` gives every handler written with the same
+    annotation one shared object, so a server's repeated parameters are looked at once."""
+    return by_identity(fn)

@@ -39,6 +39,7 @@ from starlette.requests import Request
 
 from . import ui
 from .errors import CURSOR_EXPIRED, INVALID_CURSOR, ToolError
+from .memo import by_identity
 from .serializer import JSON_SCALARS, canonical_bytes, json_bytes, jsonable
 from .slots import Fields
 
@@ -139,7 +140,7 @@ class Paging:
         self.ttl = ttl
         self.scope = scope
         self._scope_dependant: Dependant | None = None
-        self._with_scope: dict[int, tuple[Dependant, Dependant]] = {}
+        self.with_scope: Callable[[Dependant], Dependant] = by_identity(self._merged)  # `_merged`, once per dependant
         self._prints: dict[str, str] = {}  # scope strings' fingerprints: the same few callers, call after call
 
     def _mac(self, payload: bytes) -> bytes:
@@ -186,16 +187,12 @@ class Paging:
             self._scope_dependant = get_dependant(path="", call=collect)
         return self._scope_dependant
 
-    def with_scope(self, dependant: Dependant) -> Dependant:
+    def _merged(self, dependant: Dependant) -> Dependant:
         """`dependant` (a paginated action's dependencies) with the `scope` dependency as one more of them,
         its value under `SCOPE_VALUE`: one resolution per call, and a dependency both need (the caller, the
-        tenant) solved once, as FastAPI shares it within a request. Made once per dependant."""
-        known = self._with_scope.get(id(dependant))
-        if known is None or known[0] is not dependant:
-            scope = dataclasses.replace(self.scope_dependant().dependencies[0], name=SCOPE_VALUE)
-            merged = dataclasses.replace(dependant, dependencies=[*dependant.dependencies, scope])
-            known = self._with_scope[id(dependant)] = (dependant, merged)
-        return known[1]
+        tenant) solved once, as FastAPI shares it within a request. `with_scope` makes it once per dependant."""
+        scope = dataclasses.replace(self.scope_dependant().dependencies[0], name=SCOPE_VALUE)
+        return dataclasses.replace(dependant, dependencies=[*dependant.dependencies, scope])
 
     def scope_print(self, value: Any) -> str:
         """`fingerprint(value)` of a cursor scope's value, remembered for strings (bounded)."""

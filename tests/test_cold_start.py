@@ -319,7 +319,7 @@ def test_type_hints_share_the_value_of_an_annotation_its_names_decide():
 def test_per_annotation_remembers_each_annotation_object(monkeypatch):
     """What depends on an annotation alone is worked out once per annotation object (by identity: unhashable
     ones included, equal ones apart), and the memo stays bounded."""
-    from mcpfusion import hints
+    from mcpfusion import hints, memo
 
     seen: list[Any] = []
     remembered = hints.per_annotation(lambda annotation: seen.append(annotation) or len(seen))
@@ -327,7 +327,7 @@ def test_per_annotation_remembers_each_annotation_object(monkeypatch):
     assert remembered(unhashable) == remembered(unhashable) == 1
     equal = Annotated[list[int], ["metadata"]]
     assert equal == unhashable and equal is not unhashable and remembered(equal) == 2
-    monkeypatch.setattr(hints, "_MEMO_SIZE", 2)
+    monkeypatch.setattr(memo, "MEMO_SIZE", 2)
     assert remembered(str) == 3 and remembered(unhashable) == 4 and remembered(str) == 3
 
 
