@@ -22,15 +22,14 @@ import ast
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from annotated_types import BaseMetadata, GroupedMetadata
 from fastapi import Body, Cookie, Depends, File, Form, Header, Path, Query, Security
 from pydantic import Field
 
-from .memo import MEMO_SIZE, by_identity
+from . import memo
 
-T = TypeVar("T")
 _REFUSED_ORIGINS = (typing.ClassVar, typing.Final, typing.Generic, typing.Protocol)  # typing refuses these
 
 
@@ -115,7 +114,7 @@ def _remember(
     names = tuple(dict.fromkeys(n for text in annotations.values() for n in _SOURCES[text].names or ()))
     bound = _bound(names, namespace, builtins)
     if bound is not None:
-        if len(_HANDLERS) >= _MEMO_SIZE:
+        if len(_HANDLERS) >= memo.MEMO_SIZE:
             _HANDLERS.clear()
         _HANDLERS[id(fn.__code__)] = _Handler(fn, annotations, namespace, names, bound, hints)
 
@@ -141,7 +140,6 @@ class _Source:
         self.callees = callees
 
 
-_MEMO_SIZE = MEMO_SIZE  # entries of each memo here (values, handlers) at the most
 _SOURCES: dict[str, _Source] = {}
 # (source, id of each object its names are bound to) -> (those objects, kept alive so that no id is reused while
 # it is a key; the value, None made NoneType; whether typing would return it as it is)
@@ -201,7 +199,7 @@ def _evaluated(text: str, namespace: dict[str, Any], builtins: dict[str, Any] | 
     value, plain = _settle(eval(source.code, namespace))  # noqa: S307 - as above
     if not all(_declarative(bound[at]) for at in source.callees):  # it calls what may answer anything else
         return value, plain, False
-    if len(_VALUES) >= _MEMO_SIZE:  # bounded, as the other memos: one made of many modules made on the fly
+    if len(_VALUES) >= memo.MEMO_SIZE:  # bounded, as every memo: one made of many modules made on the fly
         _VALUES.clear()
     _VALUES[key] = (bound, value, plain)
     return value, plain, True
@@ -261,8 +259,7 @@ def _settled(value: Any) -> bool:
     return all(_settled(a) for a in args)
 
 
-def per_annotation(fn: Callable[[Any], T]) -> Callable[[Any], T]:
-    """`fn(annotation)` remembered per annotation object (`memo.by_identity`), for what depends on the
-    annotation alone (its classes, its extras). `type_hints` gives every handler written with the same
-    annotation one shared object, so a server's repeated parameters are looked at once."""
-    return by_identity(fn)
+# `fn(annotation)` remembered per annotation object, for what depends on the annotation alone (its classes, its
+# extras): `type_hints` gives every handler written with the same annotation one shared object, so a server's
+# repeated parameters are looked at once.
+per_annotation = memo.by_identity

@@ -221,8 +221,8 @@ def slot(name: str) -> Slot:
     return Slot(name)
 
 
-# JSON scalars are one line wherever they sit in indented JSON: written alone, they are the same text.
-_SCALARS = JSON_SCALARS
+# JSON scalars (`JSON_SCALARS`) are one line wherever they sit in indented JSON: written alone, they are the
+# same text.
 _MARK = "\ue000slot\ue000"  # a private-use character: never in a template's own text
 
 
@@ -241,7 +241,7 @@ def _slot_json(value: Any, pad: str) -> str:
     """`value` as the encoder writes it within the indented config, on a line starting with `pad` (a newline
     and that line's indentation): a scalar alone, anything else (a list, a dict, a subclass) as its own
     indented JSON, each of its lines indented by `pad` (strings escape their newlines: these are its lines)."""
-    if value.__class__ in _SCALARS:
+    if value.__class__ in JSON_SCALARS:
         return scalar(value)
     return dumps(value, pretty=True).replace("\n", pad)
 
@@ -291,7 +291,7 @@ class EChartsTemplate:
         out = [head]
         for name, pad, rest in parts:
             value = values[name]  # a scalar written here (`_slot_json`'s first case, without its call)
-            written = scalar(value) if value.__class__ in _SCALARS else _slot_json(value, pad)
+            written = scalar(value) if value.__class__ in JSON_SCALARS else _slot_json(value, pad)
             if "```" in written:
                 return self._unfenced(values)  # backticks of its own: `fence` decides on the whole text
             out += (written, rest)
