@@ -20,6 +20,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import SchemaSerializer, SchemaValidator, ValidationError, core_schema
 
+from .memo import MEMO_SIZE
+
 # The dict schema's validator and serializer, and a validator whose output already is the JSON dump (None
 # when the schema can give something else than JSON values: see `_native`).
 Codec = tuple[SchemaValidator, SchemaSerializer, SchemaValidator | None]
@@ -180,6 +182,24 @@ _JSON_VALUE = core_schema.union_schema([
 _JSON_INLINE = {key: value for key, value in _JSON_VALUE.items() if key != "ref"}
 
 
+class _IsoDates(dict[dt.date, str]):
+    """The ISO text of dates (`date.isoformat`, the base method), remembered: few dates recur call after call,
+    and `__getitem__` finds one in C, where `date.isoformat` formats it through `printf` (~3k instructions)."""
+
+    __slots__ = ()
+
+    def __missing__(self, day: dt.date) -> str:
+        text = dt.date.isoformat(day)
+        if day.__class__ is dt.date:  # (a subclass may compare equal to a date and hash otherwise: not kept)
+            if len(self) >= MEMO_SIZE:
+                self.clear()
+            self[day] = text
+        return text
+
+
+_ISO_DATES = _IsoDates()
+
+
 def _native(schema: dict[str, Any]) -> Any:
     """A dict schema (`_convert`'s) whose validation output is exactly what its serializer's JSON dump of
     that output is: only exact str, int, bool and None leaves (literals of them), dates (as their ISO
@@ -200,7 +220,7 @@ def _native_schema(schema: dict[str, Any]) -> Any:
     if kind == "date":
         # The serializer writes a date as `date.isoformat` does (the base method: a subclass's own is not
         # what the serializer calls; a model configured to write dates otherwise is not converted).
-        return core_schema.no_info_after_validator_function(dt.date.isoformat, schema)
+        return core_schema.no_info_after_validator_function(_ISO_DATES.__getitem__, schema)
     if kind == "any":
         # The union itself where the schema says `Any` (its lists and dicts refer to it): a scalar, the
         # common value, is validated without the reference's recursion guard.

@@ -19,14 +19,26 @@ Cast = Callable[[Any], Any] | type | str
 READ_SCHEMA_OF = "__mcpfusion_read_schema_of__"  # set on a Model's read schema: never an input type
 
 
+# The classes a stored number may come as, besides an int (one tuple, not a union made on every call).
+_DECIMAL_OR_STR = (decimal.Decimal, str)
+_NUMERIC = (decimal.Decimal, float, str)
+_FLOAT_SOURCES = (decimal.Decimal, int, str)
+
+# The named casts below take None as it is (a missing value stays missing), and return what they cannot
+# convert unchanged for the field's own validation to judge. The common value (already of the field's type)
+# is looked at first: a cast runs for every field of every row a presenter validates.
+
+
 def _number(value: Any) -> Any:
-    if isinstance(value, decimal.Decimal | str):
+    if isinstance(value, _DECIMAL_OR_STR):
         number = decimal.Decimal(value)
         return int(number) if number == number.to_integral_value() else float(number)
     return value
 
 
 def _date(value: Any) -> Any:
+    if value.__class__ is dt.date or value is None:
+        return value
     if isinstance(value, str):
         return dt.date.fromisoformat(value[:10])
     if isinstance(value, dt.datetime):
@@ -36,7 +48,9 @@ def _date(value: Any) -> Any:
 
 def _integer(value: Any) -> Any:
     """An int from a stored number or numeric text; a fractional value is an error, never truncated."""
-    if isinstance(value, bool) or not isinstance(value, decimal.Decimal | float | str):
+    if value.__class__ is int or value is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, _NUMERIC):
         return int(value) if isinstance(value, bool) else value
     try:
         number = decimal.Decimal(value.strip() if isinstance(value, str) else value)
@@ -47,16 +61,34 @@ def _integer(value: Any) -> Any:
     return int(number)
 
 
+def _float(value: Any) -> Any:
+    return float(value) if isinstance(value, _FLOAT_SOURCES) else value
+
+
+def _str(value: Any) -> Any:
+    return value if value is None or isinstance(value, str) else str(value)
+
+
+def _bool(value: Any) -> Any:
+    return value if value is None or isinstance(value, bool) else str(value).lower() in {"1", "true", "yes", "on"}
+
+
+def _datetime(value: Any) -> Any:
+    return dt.datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
+# By name; each takes None as it is (see above), so it is the field's validator itself, not wrapped.
 _NAMED_CASTS: dict[str, Callable[[Any], Any]] = {
     "int": _integer,
-    "float": lambda v: float(v) if isinstance(v, decimal.Decimal | int | str) else v,
+    "float": _float,
     "number": _number,
-    "str": lambda v: v if isinstance(v, str) else str(v),
-    "string": lambda v: v if isinstance(v, str) else str(v),
-    "bool": lambda v: v if isinstance(v, bool) else str(v).lower() in {"1", "true", "yes", "on"},
+    "str": _str,
+    "string": _str,
+    "bool": _bool,
     "date": _date,
-    "datetime": lambda v: dt.datetime.fromisoformat(v) if isinstance(v, str) else v,
+    "datetime": _datetime,
 }
+_NONE_SAFE = frozenset(_NAMED_CASTS.values())
 
 
 def _cast_function(cast: Cast) -> Callable[[Any], Any]:
@@ -69,6 +101,8 @@ def _cast_function(cast: Cast) -> Callable[[Any], Any]:
         fn = _NAMED_CASTS.get(cast.__name__, cast)
     else:
         fn = cast
+    if fn in _NONE_SAFE:
+        return fn
     return lambda value: None if value is None else fn(value)
 
 

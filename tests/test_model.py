@@ -84,3 +84,41 @@ async def test_fixture_and_guarded_field_named_in_error(tool_tester):
     assert isinstance(tester, ToolTester)
     schema = tool_entries(tool)[0]["inputSchema"]["properties"]
     assert "created_at" not in schema and "cost_basis" not in schema and "status" in schema
+
+
+@pytest.mark.parametrize("cast", ["int", "float", "number", "str", "string", "bool", "date", "datetime", int, dt.date])
+def test_a_named_cast_keeps_a_missing_value_missing(cast):
+    class Optional(BaseModel):
+        value: object = None
+
+    assert Model(Optional, casts={"value": cast}).read({"value": None}) == {"value": None}
+
+
+def test_a_callable_cast_never_sees_a_missing_value():
+    seen = []
+
+    def doubled(value):
+        seen.append(value)
+        return value * 2
+
+    class Counted(BaseModel):
+        n: int | None = None
+
+    model = Model(Counted, casts={"n": doubled})
+    assert model.read({"n": None}) == {"n": None}
+    assert model.read({"n": 4}) == {"n": 8}
+    assert seen == [4]
+
+
+@pytest.mark.parametrize(("stored", "read"), [
+    (7, 7), (True, 1), (Decimal("12.00"), 12), (" 42 ", 42), (3.0, 3), ("1e3", 1000),
+])
+def test_the_int_cast_reads_stored_numbers(stored, read):
+    value = InvoiceModel.read({"id": "i", "customer_id": "c", "amount_cents": stored, "due_date": dt.date(2026, 1, 2)})
+    assert value["amount_cents"] == read and value["amount_cents"].__class__ is int
+
+
+@pytest.mark.parametrize("stored", [2.5, Decimal("0.1"), "12.5", "twelve", float("nan")])
+def test_the_int_cast_never_truncates(stored):
+    with pytest.raises(ValidationError):
+        InvoiceModel.read({"id": "i", "customer_id": "c", "amount_cents": stored, "due_date": dt.date(2026, 1, 2)})

@@ -655,3 +655,17 @@ def markup_attr(text: str) -> str:
     from mcpfusion import markup
 
     return markup.attr(text)
+
+
+def test_dates_are_written_the_same_however_often_they_recur():
+    """The dict schema remembers dates' ISO text: the same date as another object, a datetime equal in its
+    day, a subclass and more dates than the memo holds are each written as the model writes them."""
+    model = Model(Dated, casts={"due": "date"}).schema
+    lean = codec(model, many=True)
+    assert lean is not None
+    start = dt.date(2000, 1, 1)
+    rows = [{"id": str(n), "on": start + dt.timedelta(days=n % 5000), "due": dt.datetime(2026, 2, 3, n % 24),
+             "until": _OwnDate(1999, 12, 31) if n % 2 else dt.date(1999, 12, 31)} for n in range(10_000)]
+    out = dump(lean, rows)
+    assert out == [_model_dump(model, raw) for raw in rows]
+    assert out[4999]["on"] == "2013-09-08" and out[5000]["on"] == "2000-01-01" and out[1]["due"] == "2026-02-03"
