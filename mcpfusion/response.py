@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from . import markup, toon
 from .content import Content
 from .errors import ToolError, ValidationFailed
-from .serializer import SLOT, Prewritten, dumps, jsonable, spliced
+from .serializer import SLOT, Prewritten, dumps, json_bytes, jsonable, spliced
 from .slots import writable
 from .ui import UIBlock
 
@@ -85,9 +85,10 @@ class ToolResponse:
         self.structured_content = structured_content
         self.view = view if view is not None else ResponseView()
         self.content = content  # images, audio, documents, links: after the text blocks
-        # (data, text): the first text block is the compact JSON written from this data object. While both
-        # are still the response's own, structuredContent of that data is written from the text.
-        self.written: tuple[Any, str] | None = None
+        # (data, text, bytes): the first text block is the compact JSON written from this data object, and
+        # its bytes when kept (None: encoded on demand). While data and text are still the response's own,
+        # structuredContent of that data is written from those bytes.
+        self.written: tuple[Any, str, bytes | None] | None = None
 
     @property
     def text(self) -> str:
@@ -103,10 +104,12 @@ class ToolResponse:
         view = self.view
         if view.encoding == "toon":
             self.texts[0] = toon.encode(data)
-        elif view.encoding in ("json", "pretty") and not isinstance(data, str):
-            self.texts[0] = dumps(data, pretty=view.encoding == "pretty")
-            if view.encoding == "json":
-                self.written = (data, self.texts[0])
+        elif view.encoding == "json" and not isinstance(data, str):
+            raw = json_bytes(data)
+            self.texts[0] = raw.decode()
+            self.written = (data, self.texts[0], raw)
+        elif view.encoding == "pretty" and not isinstance(data, str):
+            self.texts[0] = dumps(data, pretty=True)
         if self.structured_content is not None and isinstance(data, dict):
             self.structured_content = data
         view.data = data
@@ -130,11 +133,13 @@ class ToolResponse:
         if (written is None or len(written[1]) < PREWRITE_MIN or self.view.data is not written[0] or not self.texts
                 or self.texts[0] is not written[1]):
             return structured
-        data, text = written
+        data, text, raw = written
+        if raw is None:
+            raw = text.encode()
         if structured is data:
-            return Prewritten(structured, text.encode())
+            return Prewritten(structured, raw)
         if structured.__class__ is dict and structured.get("items") is data:
-            json = spliced({**structured, "items": SLOT}, text.encode())
+            json = spliced({**structured, "items": SLOT}, raw)
             if json is not None:
                 return Prewritten(structured, json)
         return structured
@@ -157,7 +162,7 @@ def to_jsonable(data: Any) -> Any:
 def _written(response: ToolResponse) -> ToolResponse:
     """`response` with its first text block recorded as written from its data, when it is compact JSON."""
     if response.view.encoding == "json":
-        response.written = (response.view.data, response.texts[0])
+        response.written = (response.view.data, response.texts[0], None)
     return response
 
 
@@ -269,7 +274,8 @@ def assemble(
         texts = ["OK" if data is None else data]
         encoding = "text"
     else:
-        texts = [dumps(data, pretty=pretty)]
+        raw = json_bytes(data, pretty=pretty)
+        texts = [raw.decode()]
         encoding = "pretty" if pretty else "json"
     for block in ui:
         texts.append(block.render())
@@ -308,7 +314,7 @@ def assemble(
     made.structured_content = None
     made.view = view
     made.content = ()
-    made.written = (data, texts[0]) if encoding == "json" else None  # `_written`
+    made.written = (data, texts[0], raw) if encoding == "json" else None  # `_written`
     return made
 
 

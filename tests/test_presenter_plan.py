@@ -645,7 +645,7 @@ def test_assemble_makes_the_view_and_response_their_constructors_make():
         assert response.view == view and response.view.system_rules is rules
         reference = ToolResponse(response.texts, view=view)
         if encoding == "json":
-            reference.written = (data, response.texts[0])
+            reference.written = (data, response.texts[0], response.texts[0].encode())  # its bytes kept
         for name in ToolResponse.__slots__:
             assert getattr(response, name) == getattr(reference, name), name
         assert response.written is None or response.written[1] is response.texts[0]
