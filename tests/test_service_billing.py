@@ -242,3 +242,15 @@ async def test_customer_search_and_balance(t):
                              headers=ADMIN)).data)
     assert one.data["open_balance_cents"] == owed > 0
     assert [s.action for s in one.suggestions] == ["billing.list_invoices"]
+
+
+@pytest.mark.parametrize(("cents", "currency", "text"), [
+    (0, "EUR", "0.00 EUR"), (None, "", "0.00"), (5, "", "0.05"), (-5, "EUR", "-0.05 EUR"), (79600, "EUR", "796.00 EUR"),
+    (809700, "EUR", "8,097.00 EUR"), (-123456789, "USD", "-1,234,567.89 USD"), (12345, "EUR ", "123.45 EUR"),
+    (2**60 + 1, "", "11,529,215,046,068,469.77"),  # exact where a float of it would not be
+    (1250.0, "", "12.50"),
+])
+def test_money_writes_cents_as_units_with_two_decimals(cents, currency, text):
+    from presenters.money import money
+
+    assert money(cents, currency) == text
