@@ -34,6 +34,7 @@ from .model import Model
 from .presenter import Presenter
 from .response import ToolResponse
 from .schema import without
+from .serializer import as_written
 from .slots import fields_repr
 
 logger = logging.getLogger("mcpfusion")
@@ -308,7 +309,8 @@ class Output:
             and (self.many is None or self.many == isinstance(data, list))
         )
         if not fits:
-            self._validate(structured, schema)
+            # Checked as written: a client validates the JSON it receives (a nan there is null).
+            self._validate(as_written(structured), schema)
         response.structured_content = structured
         return response
 

@@ -65,6 +65,12 @@ def _sorted(value: Any) -> Any:
     return value
 
 
+def as_written(data: Any) -> Any:
+    """`data` as a client reads it back: the JSON values of its compact JSON (a float that JSON cannot hold is
+    None, a tuple a list, a date its ISO text), for checking what is sent rather than what was returned."""
+    return orjson.loads(json_bytes(data))
+
+
 def jsonable(data: Any) -> Any:
     """`data` as plain JSON values, converted exactly as `dumps` would write them."""
     return to_jsonable_python(data, fallback=str)

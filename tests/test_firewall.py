@@ -188,6 +188,38 @@ async def test_valid_structured_output_matches_the_advertised_schema_everywhere(
         assert answers[path].data["total"] == 3
 
 
+class Reading(BaseModel):
+    ratio: float
+    spread: float | None = None
+
+
+async def test_structured_output_is_checked_as_written_where_a_nan_is_null():
+    """A float JSON cannot hold goes out as null: against a schema of numbers that is a mismatch (a client
+    checking the structuredContent it receives would refuse it), where null is allowed it is the answer."""
+    tool = Tool("gauge", description="Gauge")
+
+    @tool.action(readonly=True, output_schema=Reading)
+    async def broken():
+        """A number that JSON writes as null."""
+        return success_structured({"ratio": float("nan")})
+
+    @tool.action(readonly=True, output_schema=Reading)
+    async def allowed():
+        """Null where null is allowed."""
+        return success_structured({"ratio": 0.5, "spread": float("inf")})
+
+    app = app_for(tool)
+    [entry] = await tools_list(app)
+    broken_answers = await every_path(app, "gauge", "broken")
+    allowed_answers = await every_path(app, "gauge", "allowed")
+    for path in PATHS:
+        assert broken_answers[path].error == "INVALID_OUTPUT", broken_answers[path]
+        assert allowed_answers[path].error is None, allowed_answers[path]
+    for path in ("mcp-2026", "mcp-2025", "rest"):
+        assert allowed_answers[path].data == {"ratio": 0.5, "spread": None}
+        jsonschema.validate(allowed_answers[path].data, entry["outputSchema"])
+
+
 # -- 7: `_select` shapes every representation --------------------------------------------------------------
 
 
