@@ -106,7 +106,7 @@ class IntrospectionVerifier:
         if not isinstance(claims, dict) or claims.get("active") is not True:
             raise unauthorized("The token is not active.")
         exp = claims.get("exp")
-        if isinstance(exp, int | float) and exp <= now:
+        if isinstance(exp, (int, float)) and exp <= now:
             raise unauthorized("The token has expired.")
         if self.issuer is not None and claims.get("iss") != self.issuer:
             raise unauthorized("The token was issued by another authorization server.")

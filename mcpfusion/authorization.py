@@ -47,7 +47,7 @@ def _as_scopes(value: Any) -> frozenset[str]:
     """A `scope` string (space-separated) or a list of scopes, as a set; anything else grants nothing."""
     if isinstance(value, str):
         return frozenset(value.split())
-    if isinstance(value, list | tuple | set | frozenset):
+    if isinstance(value, (list, tuple, set, frozenset)):
         return frozenset(s for s in value if isinstance(s, str) and s)
     return frozenset()
 

@@ -55,7 +55,7 @@ def _values(removed: list[Any]) -> tuple[set[str], list[str], list[str]]:
                     long.add(value)
         elif isinstance(value, dict):
             stack.extend(value.values())
-        elif isinstance(value, list | tuple):
+        elif isinstance(value, (list, tuple)):
             stack.extend(value)
         elif value is None or isinstance(value, bool):
             continue

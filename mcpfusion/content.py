@@ -278,7 +278,7 @@ def content_items(result: Any) -> tuple[Content, ...] | None:
     """The content of a handler result made only of content (one item, or a list of them), else None."""
     if isinstance(result, Content):
         return (result,)
-    if isinstance(result, list | tuple) and result and all(isinstance(item, Content) for item in result):
+    if isinstance(result, (list, tuple)) and result and all(isinstance(item, Content) for item in result):
         return tuple(result)
     return None
 

@@ -491,7 +491,7 @@ def present(
     documents, links) goes after the text blocks, or alone; attached documents are censored like the blocks.
     """
     if isinstance(result, ToolResponse):
-        if select and not result.is_error and isinstance(result.view.data, dict | list):
+        if select and not result.is_error and isinstance(result.view.data, (dict, list)):
             result.reshape(select_keys(result.view.data, select))
         return result, None
     if isinstance(result, Attached):

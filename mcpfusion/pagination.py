@@ -247,7 +247,7 @@ class PageCall:
         list sliced at the page (offset pagination), anything else untouched."""
         if isinstance(result, Paged):
             return list(result), result.next_key
-        if not isinstance(result, list | tuple):
+        if not isinstance(result, (list, tuple)):
             return result, None
         offset = self.page.after if isinstance(self.page.after, int) else 0
         end = offset + self.page.size

@@ -154,7 +154,7 @@ def to_jsonable(data: Any) -> Any:
         return data
     if isinstance(data, BaseModel):
         return data.model_dump(mode="json")
-    if isinstance(data, list | tuple) and data and isinstance(data[0], BaseModel):
+    if isinstance(data, (list, tuple)) and data and isinstance(data[0], BaseModel):
         return [d.model_dump(mode="json") if isinstance(d, BaseModel) else d for d in data]
     return data
 

@@ -232,7 +232,7 @@ def _filled(node: Any, fill: Any) -> Any:
         return fill(node)
     if isinstance(node, dict):
         return {k: _filled(v, fill) for k, v in node.items()}
-    if isinstance(node, builtins.list | tuple):
+    if isinstance(node, (builtins.list, tuple)):
         return [_filled(v, fill) for v in node]
     return node
 
