@@ -19,7 +19,10 @@ tries (the MCP endpoint in the service as it is; each plain route in a service a
 Before measuring, each cell's reply is checked (HTTP 200, the invoice id or the summary in it, and for MCP a
 result that is not `isError`); during the runs a wrk Lua hook counts any other reply and fails the run.
 Figures are req/s and req/CPU-s (requests per CPU-second of the server process; see mcp_throughput.py).
-`overhead` is how much more CPU an MCP call takes than the plain route: plain req/CPU-s / MCP req/CPU-s - 1.
+`overhead` is how much more CPU an MCP call takes than the plain route: plain req/CPU-s / MCP req/CPU-s - 1,
+of each cell's best round. `paired` is the median over the rounds of that ratio within each round (a round runs
+its cells one after the other, so the two sides of a ratio see the same host): on a host whose speed drifts
+from round to round, the steadier of the two.
 
 `--in-process N` measures without HTTP: the same requests sent straight to the ASGI app of
 `service_server.py` in this process, N per cell and round with `--connections` of them at once, and
@@ -28,7 +31,7 @@ comparison: no scheduler share of a pinned worker, no wrk; the HTTP server's own
 
 Run: `python bench/service.py [--duration 5] [--rounds 3] [--connections 16] [--in-process N]`. The last line
 is `overhead_get_invoice=X overhead_list_invoices=Y overhead_revenue_summary=Z overhead_get_invoice_data_only=W
-overhead_list_invoices_data_only=V get_invoice_rps_per_cpu=N`.
+overhead_list_invoices_data_only=V get_invoice_rps_per_cpu=N`, then `overhead_ACTION_paired=P` for the three calls.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import asyncio
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -220,15 +224,18 @@ def report(done: list[Cell], args: argparse.Namespace) -> None:
     else:
         print(f"reference service on SQLite, best of {args.rounds} interleaved rounds of wrk -t1 "
               f"-c{args.connections} -d{args.duration:g}s; one uvicorn worker (uvloop, httptools) on CPU 0")
-    print("| call | MCP req/s | MCP req/CPU-s | plain route req/s | plain route req/CPU-s | overhead |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| call | MCP req/s | MCP req/CPU-s | plain route req/s | plain route req/CPU-s | overhead | paired |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     by = {(c.action, c.kind): c for c in done}
     last = []
+    paired: dict[str, float] = {}
     for action in [a for a in CALLS if (a, "mcp") in by]:
         mcp, plain = by[action, "mcp"], by[action, "plain"]
         overhead = plain.best_per_cpu / mcp.best_per_cpu - 1
+        paired[action] = statistics.median(p.per_cpu / m.per_cpu - 1 for m, p in zip(mcp.rounds, plain.rounds,
+                                                                                     strict=True))
         print(f"| {action} | {mcp.best:,.0f} | {mcp.best_per_cpu:,.0f} | {plain.best:,.0f} | "
-              f"{plain.best_per_cpu:,.0f} | {100 * overhead:+.1f}% |")
+              f"{plain.best_per_cpu:,.0f} | {100 * overhead:+.1f}% | {100 * paired[action]:+.1f}% |")
         last.append(f"overhead_{action}={overhead:.3f}")
     for c in done:
         rounds = ", ".join(f"{r.rps:.0f} req/s, {r.per_cpu:.0f} req/CPU-s" for r in c.rounds) if args.in_process \
@@ -247,6 +254,7 @@ def report(done: list[Cell], args: argparse.Namespace) -> None:
         last.append(f"overhead_{action}_data_only={plain.best_per_cpu / data.best_per_cpu - 1:.3f}")
     if ("get_invoice", "mcp") in by:
         last.append(f"get_invoice_rps_per_cpu={by['get_invoice', 'mcp'].best_per_cpu:.0f}")
+    last += [f"overhead_{action}_paired={value:.3f}" for action, value in paired.items()]
     print(" ".join(last))
 
 

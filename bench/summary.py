@@ -63,6 +63,13 @@ TARGETS = (
     Target("reference service list_invoices, MCP data only (no presentation), overhead",
            "overhead_list_invoices_data_only", 0.10, True),
     Target("reference service revenue_summary, overhead over a plain route", "overhead_revenue_summary", 0.10, True),
+    # The same three as the median of each round's own ratio (see bench/service.py): steadier on a drifting host.
+    Target("reference service get_invoice, overhead, median of the paired rounds", "overhead_get_invoice_paired",
+           0.10, True),
+    Target("reference service list_invoices, overhead, median of the paired rounds", "overhead_list_invoices_paired",
+           0.10, True),
+    Target("reference service revenue_summary, overhead, median of the paired rounds",
+           "overhead_revenue_summary_paired", 0.10, True),
     Target("Redis stores / in-memory stores, JSON mode", "ratio_redis_vs_memory_json", 0.8, False, "x"),
     Target("cold start: import + build_app of 100x5, CPU, clean install (no email_validator)",
            "import_build_clean_cpu_s", 0.5, True, " s"),

@@ -70,7 +70,8 @@ def test_service_harness_compares_mcp_with_the_plain_route():
     lines = run.stdout.strip().splitlines()
     assert re.fullmatch(r"overhead_get_invoice=-?\d+\.\d{3} overhead_list_invoices=-?\d+\.\d{3} "
                         r"overhead_revenue_summary=-?\d+\.\d{3} overhead_get_invoice_data_only=-?\d+\.\d{3} "
-                        r"overhead_list_invoices_data_only=-?\d+\.\d{3} get_invoice_rps_per_cpu=\d+", lines[-1]), lines[-1]
+                        r"overhead_list_invoices_data_only=-?\d+\.\d{3} get_invoice_rps_per_cpu=\d+"
+                        r"( overhead_(get_invoice|list_invoices|revenue_summary)_paired=-?\d+\.\d{3}){3}", lines[-1]), lines[-1]
     for action in ("get_invoice", "list_invoices", "revenue_summary"):
         assert any(line.startswith(f"| {action} |") for line in lines)
     assert any(line.startswith("get_invoice split: plain route ") for line in lines)
@@ -105,7 +106,8 @@ def test_service_harness_in_process_reports_cpu_time():
     assert lines[0].startswith("reference service on SQLite, in process")
     assert re.fullmatch(r"overhead_get_invoice=-?\d+\.\d{3} overhead_list_invoices=-?\d+\.\d{3} "
                         r"overhead_revenue_summary=-?\d+\.\d{3} overhead_get_invoice_data_only=-?\d+\.\d{3} "
-                        r"overhead_list_invoices_data_only=-?\d+\.\d{3} get_invoice_rps_per_cpu=[1-9]\d*", lines[-1]), lines[-1]
+                        r"overhead_list_invoices_data_only=-?\d+\.\d{3} get_invoice_rps_per_cpu=[1-9]\d*"
+                        r"( overhead_(get_invoice|list_invoices|revenue_summary)_paired=-?\d+\.\d{3}){3}", lines[-1]), lines[-1]
 
 
 @pytest.mark.timeout(300)
