@@ -250,48 +250,40 @@ class Engine:
             arguments = {}
         elif not isinstance(arguments, dict):
             raise McpError(jsonrpc.INVALID_PARAMS, "tools/call 'arguments' must be an object")
-        return await self._with_input(call, name, lambda: self._run_tool(call, name, arguments))
-
-    async def _run_tool(self, call: Call, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return await self.tools.call_tool(name, arguments, call.request, self.make_context(call))
+        tools = self.tools
+        return await self._with_input(
+            call, name, lambda: tools.call_tool(name, arguments, call.request, self.make_context(call)))
 
     async def _with_input(
         self, call: Call, name: str, run: Callable[[], Awaitable[dict[str, Any]]]
     ) -> dict[str, Any]:
-        """Run user code. A protocol error it raised through the context wins over its result; on the
-        2026 wire, questions it could not get answered become an input-required result."""
+        """Run user code (`run()`). A protocol error it raised through the context wins over its result; on
+        the 2026 wire, questions it could not get answered become an input-required result."""
         channel = call.channel
-        if not isinstance(channel, InputResponsesChannel):
-            result = await self._guarded(channel, run)
-            if channel.failure is not None:
-                raise channel.failure
-            return result
-        params = call.params
-        previous, state = self.signer.verify(params.get("requestState"), call.method, name)
-        responses = params.get("inputResponses")
-        if responses is not None and not isinstance(responses, dict):
-            raise McpError(jsonrpc.INVALID_PARAMS, "'inputResponses' must be an object")
-        channel.responses = {**previous, **(responses or {})}
-        channel.previous_state = state
-        result = await self._guarded(channel, run)
-        if channel.failure is not None:
-            raise channel.failure
-        if channel.pending is None:
-            return result
-        # The handler asked the client something: whatever it returned after the failed ask is void.
-        answered = {k: v for k, v in channel.responses.items() if k not in channel.pending}
-        token = self.signer.sign(call.method, name, answered, channel.next_state)
-        return {"resultType": "input_required", "inputRequests": channel.pending, "requestState": token}
-
-    @staticmethod
-    async def _guarded(channel: Channel, run: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        inputs = channel if isinstance(channel, InputResponsesChannel) else None  # the 2026 wire's
+        if inputs is not None:
+            params = call.params
+            previous, state = self.signer.verify(params.get("requestState"), call.method, name)
+            responses = params.get("inputResponses")
+            if responses is not None and not isinstance(responses, dict):
+                raise McpError(jsonrpc.INVALID_PARAMS, "'inputResponses' must be an object")
+            inputs.responses = {**previous, **(responses or {})}
+            inputs.previous_state = state
         try:
-            return await run()
+            result = await run()
         except (InputRequired, McpError) as exc:
             # Raised by the context (not swallowed by the handler framework): the channel has it recorded.
             if isinstance(exc, McpError) and channel.failure is None:
                 raise
-            return {}
+            result = {}
+        if channel.failure is not None:
+            raise channel.failure
+        if inputs is None or inputs.pending is None:
+            return result
+        # The handler asked the client something: whatever it returned after the failed ask is void.
+        answered = {k: v for k, v in inputs.responses.items() if k not in inputs.pending}
+        token = self.signer.sign(call.method, name, answered, inputs.next_state)
+        return {"resultType": "input_required", "inputRequests": inputs.pending, "requestState": token}
 
     async def _resources_list(self, call: Call) -> dict[str, Any]:
         return {"resources": self.resources.list() if self.resources is not None else []}
