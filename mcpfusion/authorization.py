@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .auth import RequireBearer, bearer_authenticator, quoted
+from .memo import by_identity
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 #: The OpenAPI security scheme name of the OAuth2 flows (`ProtectedResource.document_openapi`).
@@ -43,12 +44,22 @@ class Registry(Protocol):
     def actions(self) -> Iterable[Any]: ...
 
 
+def _scope_names(value: Iterable[Any]) -> frozenset[str]:
+    return frozenset(s for s in value if isinstance(s, str) and s)
+
+
+# A principal's scopes are mostly one frozenset per role, the same object call after call: checked once.
+_frozen_scope_names = by_identity(_scope_names)
+
+
 def _as_scopes(value: Any) -> frozenset[str]:
     """A `scope` string (space-separated) or a list of scopes, as a set; anything else grants nothing."""
     if isinstance(value, str):
         return frozenset(value.split())
+    if value.__class__ is frozenset:  # (immutable: what was checked of it holds)
+        return _frozen_scope_names(value)
     if isinstance(value, (list, tuple, set, frozenset)):
-        return frozenset(s for s in value if isinstance(s, str) and s)
+        return _scope_names(value)
     return frozenset()
 
 

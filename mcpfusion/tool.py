@@ -188,7 +188,8 @@ class Action:
     @property
     def scopes(self) -> frozenset[str]:
         """The OAuth scopes a caller needs for this action: its tool's and its own (see `mcpfusion.authorization`)."""
-        return self.tool.scopes | self.own_scopes
+        own = self.own_scopes
+        return self.tool.scopes | own if own else self.tool.scopes
 
     @property
     def label(self) -> str:

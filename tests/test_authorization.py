@@ -390,6 +390,18 @@ def test_scopes_of_reads_attributes_scope_strings_and_scp_lists():
     assert scopes_of({"sub": "x"}) == frozenset() and scopes_of(object()) == frozenset()  # says nothing: none
 
 
+def test_a_principals_frozenset_of_scopes_is_read_as_its_scope_names_every_time():
+    class Principal:
+        def __init__(self, scopes):
+            self.scopes = scopes
+
+    role = frozenset({"a", "", 3, None, "b"})  # one object per role, read call after call
+    for _ in range(3):
+        assert scopes_of(Principal(role)) == {"a", "b"}
+    assert scopes_of(Principal(frozenset({"c"}))) == {"c"}
+    assert scopes_of(Principal({"a", 7})) == {"a"}  # a set may change: read anew
+
+
 async def test_openapi_declares_oauth2_with_each_operations_scopes():
     app = fusion(authorization_url=AS + "/auth", scopes_supported={"crm:read": "Read", "crm:write": "Write",
                                                                    "crm:admin": "Erase"}).build_app()
