@@ -153,20 +153,22 @@ class ToolRegistry:
         except KeyError:
             raise UnknownToolError(name, self.visible_names(granted)) from None
         # The caller's restricted view of the tool is built only for an error's wording, never on a good call.
-        if granted is not None and not (action.scopes <= granted if action is not None
-                                        else any(a.scopes <= granted for a in tool.actions.values())):
-            raise UnknownToolError(name, self.visible_names(granted))
         if action is not None:
+            if granted is not None and not action.scopes <= granted:
+                raise UnknownToolError(name, self.visible_names(granted))
             return action, arguments
+        chosen = arguments.get(DISCRIMINATOR)
+        found = tool.actions.get(chosen) if isinstance(chosen, str) else None
+        if found is not None and (granted is None or found.scopes <= granted):  # a good call: nothing else to see
+            arguments = dict(arguments)
+            del arguments[DISCRIMINATOR]
+            return found, arguments
+        if granted is not None and not any(a.scopes <= granted for a in tool.actions.values()):
+            raise UnknownToolError(name, self.visible_names(granted))
         if DISCRIMINATOR not in arguments:
             raise missing_discriminator(self._seen(name, tool, granted))
-        arguments = dict(arguments)
-        chosen = arguments.pop(DISCRIMINATOR)
-        found = tool.actions.get(chosen) if isinstance(chosen, str) else None
-        if found is None or (granted is not None and not found.scopes <= granted):
-            raise unknown_action(self._seen(name, tool, granted), chosen,
-                                 self._served_elsewhere(name, chosen, granted))
-        return found, arguments
+        # No such action, or one the caller's scopes hide.
+        raise unknown_action(self._seen(name, tool, granted), chosen, self._served_elsewhere(name, chosen, granted))
 
     def _seen(self, name: str, tool: Tool, granted: frozenset[str] | None) -> Tool:
         """A grouped tool as a caller with `granted` scopes sees it (the whole tool when nothing is enforced)."""
