@@ -23,13 +23,16 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException
 
 from .mcp.jsonrpc import McpError, ProtocolSignal
 from .middleware import ActionCall, CallNext
 from .response import ToolResponse
+
+if TYPE_CHECKING:
+    from .tool import Action
 
 logger = logging.getLogger("mcpfusion.audit")
 Sink = Callable[[dict[str, Any]], Any]
@@ -46,6 +49,10 @@ class Audit:
     def __init__(self, sink: Sink = log_sink, *, mutations_only: bool = True) -> None:
         self.sink = sink
         self.mutations_only = mutations_only
+
+    def applies_to(self, action: Action) -> bool:
+        """Left out of the chain of a read when only mutations are audited."""
+        return not (self.mutations_only and action.readonly)
 
     async def __call__(self, call: ActionCall, call_next: CallNext) -> ToolResponse:
         if self.mutations_only and call.action.readonly:

@@ -35,7 +35,7 @@ from .errors import (
 from .identity import AUTH_SCOPE_KEY
 from .listing import Exposed, entries, exposed, how_to_call, mcp_name, restricted
 from .mcp.jsonrpc import ProtocolSignal
-from .middleware import ActionCall, CallNext, GuardState, Middleware, chain, describe
+from .middleware import ActionCall, CallNext, GuardState, Middleware, applies, chain, describe
 from .output import invalid_output
 from .pagination import (
     CURSOR_PARAM,
@@ -235,7 +235,7 @@ class ToolRegistry:
 
     def _pipeline(self, action: Action) -> CallNext | None:
         """The composed chain of `action` (None when it has no middleware: the plain path, no extra cost)."""
-        layers = self.layers(action)
+        layers = [mw for mw in self.layers(action) if applies(mw, action)]
         found = chain(layers, self._endpoint, _failure_of) if layers or action.confirm else None
         self._pipelines[action] = found
         return found

@@ -15,6 +15,10 @@ outermost. They run after the arguments validated and before dependencies resolv
 (or returning a response without calling `call_next`) short-circuits the call: no dependency, no handler.
 An exception raised inside reaches the outer middleware as the error response it becomes. Guards
 (`Timeout`, `Concurrency`, `RateLimit`, `EgressLimit`, `Audit`) are middleware too.
+
+A middleware object with an `applies_to(action) -> bool` method is left out of the chain of the actions it
+says False for (`Audit` of mutations only, around a read): decided once per action, nothing left to pass
+through on each call.
 """
 
 from __future__ import annotations
@@ -164,6 +168,12 @@ def _field(principal: Any, names: Sequence[str]) -> str | None:
         if value:
             return str(value)
     return None
+
+
+def applies(mw: Any, action: Action) -> bool:
+    """Whether `mw` wraps `action`: unless it says otherwise (`applies_to`), every middleware does."""
+    applies_to = getattr(mw, "applies_to", None)
+    return applies_to is None or bool(applies_to(action))
 
 
 def chain(middleware: Sequence[Middleware], endpoint: CallNext,

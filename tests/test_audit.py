@@ -100,3 +100,31 @@ async def test_a_failing_sink_never_fails_the_call(caplog):
         await caller.aclose()
     assert "audit sink failed for vault.store" in caplog.text
     assert [e["action"] for e in seen] == ["vault.store"]
+
+
+async def test_an_audit_of_mutations_is_left_out_of_a_reads_chain():
+    """Decided once per action: a read's chain holds no audit to pass through (none at all here), a
+    mutation's holds it; every audit of all calls stays in every chain."""
+    from mcpfusion.dispatch import ToolRegistry
+    from mcpfusion.middleware import applies
+
+    events: list[dict[str, Any]] = []
+    vault = Tool("vault")
+
+    @vault.action(readonly=True)
+    async def look(key: str) -> str:
+        """A read."""
+        return "looked"
+
+    @vault.action(destructive=True)
+    async def store(key: str) -> str:
+        """A mutation."""
+        return "stored"
+
+    mutations, everything = Audit(sink=events.append), Audit(sink=events.append, mutations_only=False)
+    assert not applies(mutations, vault.actions["look"]) and applies(mutations, vault.actions["store"])
+    assert applies(everything, vault.actions["look"]) and applies(lambda call, call_next: None, vault.actions["look"])
+    registry = ToolRegistry([vault], middleware=[mutations])
+    assert registry._pipeline(vault.actions["look"]) is None  # no middleware left: the plain path
+    assert registry._pipeline(vault.actions["store"]) is not None
+    assert ToolRegistry([vault], middleware=[everything])._pipeline(vault.actions["look"]) is not None
