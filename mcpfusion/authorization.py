@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .auth import RequireBearer, bearer_authenticator, quoted
+from .identity import is_claims
 from .memo import by_identity
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
@@ -70,7 +71,7 @@ def scopes_of(auth: Any) -> frozenset[str] | None:
     authenticated caller whose result says nothing about scopes is granted none (fail closed)."""
     if auth is None:
         return None
-    if isinstance(auth, Mapping):
+    if is_claims(auth):
         return _as_scopes(auth.get("scope", auth.get("scp")))
     return _as_scopes(getattr(auth, "scopes", None))
 

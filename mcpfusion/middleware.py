@@ -29,7 +29,7 @@ import hmac
 import json
 import secrets
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,7 @@ from starlette.requests import Request
 from .buckets import Buckets, MemoryBuckets
 from .context import Context
 from .dependencies import current_context
-from .identity import AUTH_SCOPE_KEY  # where RequireBearer keeps the caller (no JWT machinery loaded)
+from .identity import AUTH_SCOPE_KEY, is_claims  # where RequireBearer keeps the caller (no JWT machinery loaded)
 from .response import ToolResponse
 
 if TYPE_CHECKING:
@@ -163,8 +163,9 @@ class ActionCall:
 def _field(principal: Any, names: Sequence[str]) -> str | None:
     if principal is None or isinstance(principal, str):
         return None
+    claims = is_claims(principal)
     for name in names:
-        value = principal.get(name) if isinstance(principal, Mapping) else getattr(principal, name, None)
+        value = principal.get(name) if claims else getattr(principal, name, None)
         if value:
             return str(value)
     return None

@@ -521,3 +521,33 @@ async def test_an_errors_hints_never_name_a_hidden_action():
     assert reader.error_code == admin.error_code == "NOT_FOUND"
     assert "shop.browse" in reader.text and "ledger" not in reader.text
     assert "shop.ledger" in admin.text
+
+
+def test_claims_mappings_are_told_from_principal_objects_per_class():
+    from collections.abc import Mapping
+
+    from mcpfusion.identity import identity_of, is_claims
+
+    class Claims(Mapping):
+        def __init__(self, **claims):
+            self.claims = claims
+
+        def __getitem__(self, key):
+            return self.claims[key]
+
+        def __iter__(self):
+            return iter(self.claims)
+
+        def __len__(self):
+            return len(self.claims)
+
+    class Principal:
+        subject, tenant, scopes = "u1", "acme", frozenset({"a"})
+
+    for _ in range(2):  # the second time from the per-class answer
+        assert is_claims({"sub": "u1"}) and is_claims(Claims(sub="u1")) and not is_claims(Principal())
+        assert scopes_of(Claims(scope="a b")) == {"a", "b"} and scopes_of(Principal()) == {"a"}
+        assert identity_of(Claims(sub="u1", tenant="acme")) == identity_of({"sub": "u1", "tenant": "acme"})
+        assert identity_of(Principal())[1] == "acme"
+    classes = [type(f"P{n}", (), {"subject": str(n)}) for n in range(600)]  # more classes than it keeps
+    assert not any(is_claims(cls()) for cls in classes) and is_claims({}) and is_claims(Claims())
