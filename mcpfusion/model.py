@@ -88,7 +88,7 @@ _NAMED_CASTS: dict[str, Callable[[Any], Any]] = {
     "date": _date,
     "datetime": _datetime,
 }
-_NONE_SAFE = frozenset(_NAMED_CASTS.values())
+_NONE_SAFE = frozenset(map(id, _NAMED_CASTS.values()))  # by identity: a cast given may not be hashable
 
 
 def _cast_function(cast: Cast) -> Callable[[Any], Any]:
@@ -101,7 +101,7 @@ def _cast_function(cast: Cast) -> Callable[[Any], Any]:
         fn = _NAMED_CASTS.get(cast.__name__, cast)
     else:
         fn = cast
-    if fn in _NONE_SAFE:
+    if id(fn) in _NONE_SAFE:
         return fn
     return lambda value: None if value is None else fn(value)
 

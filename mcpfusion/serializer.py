@@ -17,7 +17,7 @@ import secrets
 from typing import Any
 
 import orjson
-from pydantic_core import to_json, to_jsonable_python
+from pydantic_core import from_json, to_json, to_jsonable_python
 
 # orjson writes datetimes, dataclasses and subclasses its own way: it refuses them here (and big integers,
 # non-string keys, lone surrogates), and pydantic-core writes them.
@@ -68,7 +68,7 @@ def _sorted(value: Any) -> Any:
 def as_written(data: Any) -> Any:
     """`data` as a client reads it back: the JSON values of its compact JSON (a float that JSON cannot hold is
     None, a tuple a list, a date its ISO text), for checking what is sent rather than what was returned."""
-    return orjson.loads(json_bytes(data))
+    return from_json(json_bytes(data))  # (pydantic-core's parser: integers beyond 64 bits stay exact)
 
 
 def jsonable(data: Any) -> Any:

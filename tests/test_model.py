@@ -122,3 +122,18 @@ def test_the_int_cast_reads_stored_numbers(stored, read):
 def test_the_int_cast_never_truncates(stored):
     with pytest.raises(ValidationError):
         InvoiceModel.read({"id": "i", "customer_id": "c", "amount_cents": stored, "due_date": dt.date(2026, 1, 2)})
+
+
+def test_a_cast_that_cannot_be_hashed_is_still_a_cast():
+    class Halved:  # defines equality without a hash: unhashable, as a user's callable may be
+        def __eq__(self, other):
+            return isinstance(other, Halved)
+
+        def __call__(self, value):
+            return value // 2
+
+    class Counted(BaseModel):
+        n: int | None = None
+
+    model = Model(Counted, casts={"n": Halved()})
+    assert model.read({"n": 8}) == {"n": 4} and model.read({"n": None}) == {"n": None}

@@ -301,3 +301,11 @@ async def test_a_tool_result_with_a_non_finite_float_is_valid_json_on_every_wire
     assert json.loads(rest_body, parse_constant=_no_constant) == {"ratio": None, "text": "line\nbreak \"q\" ✓"}
     for result in (json.loads(modern.content, parse_constant=_no_constant)["result"], legacy["result"]):
         assert result["content"][0]["text"].encode() == rest_body
+
+
+def test_as_written_is_what_a_client_reads_back():
+    from mcpfusion.serializer import as_written
+
+    value = {"big": 2**70, "nan": float("nan"), "pair": (1, "a"), "on": dt.date(2026, 1, 2), "ok": 1.5}
+    assert as_written(value) == {"big": 2**70, "nan": None, "pair": [1, "a"], "on": "2026-01-02", "ok": 1.5}
+    assert as_written(value)["big"].__class__ is int
