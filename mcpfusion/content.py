@@ -278,7 +278,9 @@ def content_items(result: Any) -> tuple[Content, ...] | None:
     """The content of a handler result made only of content (one item, or a list of them), else None."""
     if isinstance(result, Content):
         return (result,)
-    if isinstance(result, (list, tuple)) and result and all(isinstance(item, Content) for item in result):
+    # The first item decides most lists (a page of rows) before a generator is made for the rest.
+    if isinstance(result, (list, tuple)) and result and isinstance(result[0], Content) \
+            and all(isinstance(item, Content) for item in result):
         return tuple(result)
     return None
 
