@@ -55,7 +55,7 @@ class Audit:
         return not (self.mutations_only and action.readonly)
 
     async def __call__(self, call: ActionCall, call_next: CallNext) -> ToolResponse:
-        if self.mutations_only and call.action.readonly:
+        if not self.applies_to(call.action):  # (a chain leaves it out already: this is for other callers)
             return await call_next(call)
         started = time.perf_counter()
         try:

@@ -14,7 +14,8 @@ from typing import Any
 AUTH_SCOPE_KEY = "mcpfusion.auth"
 
 # Whether instances of a class are mappings, per class: `isinstance(x, Mapping)` goes through the ABC's
-# Python-level check (~2k instructions), and every call reads its caller a few times.
+# Python-level check (~2k instructions), and every call reads its caller a few times. (Its own dict, not
+# `memo.by_identity`: this module is a foundation leaf and imports nothing of the package.)
 _CLAIMS_CLASSES: dict[type, bool] = {dict: True}
 _CLAIMS_CLASSES_SIZE = 256
 

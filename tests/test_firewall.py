@@ -582,3 +582,40 @@ def test_grouped_output_schema_shares_repeated_parts_and_resolves_hand_written_d
     validator.validate({"items": [{"id": "c1", "name": "Ada", "email": "[REDACTED]", "tier": "gold"}]})
     with pytest.raises(jsonschema.ValidationError):
         validator.validate({"items": [{"id": "c1", "name": "Ada", "email": EMAIL, "tier": "gold"}]})
+
+
+async def test_structured_output_is_checked_as_written_over_stdio_too():
+    """The same check through the stdio bridge (the fourth transport): a nan against a number is
+    INVALID_OUTPUT, a nan where null is allowed goes out as null."""
+    import json
+
+    from mcpfusion import MCPFusion
+    from mcpfusion.mcp.stdio import StdioBridge
+
+    tool = Tool("gauge", description="Gauge", exposition="flat")
+
+    @tool.action(readonly=True, output_schema=Reading)
+    async def broken():
+        """A number that JSON writes as null."""
+        return success_structured({"ratio": float("nan")})
+
+    @tool.action(readonly=True, output_schema=Reading)
+    async def allowed():
+        """Null where null is allowed."""
+        return success_structured({"ratio": 0.5, "spread": float("-inf")})
+
+    lines: list[dict] = []
+    bridge = StdioBridge(MCPFusion("gauges", tools=[tool]).build_app(), lambda text: lines.append(json.loads(text)),
+                         headers={})
+    await bridge.startup()
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    await bridge.handle_line(json.dumps(init))
+    for msg_id, name in ((2, "gauge_broken"), (3, "gauge_allowed")):
+        await bridge.handle_line(json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": "tools/call",
+                                             "params": {"name": name}}))
+    await bridge.close()
+    by_id = {m.get("id"): m for m in lines}
+    assert by_id[2]["result"]["isError"] is True and "INVALID_OUTPUT" in by_id[2]["result"]["content"][0]["text"]
+    assert by_id[3]["result"]["isError"] is False
+    assert by_id[3]["result"]["structuredContent"] == {"ratio": 0.5, "spread": None}
