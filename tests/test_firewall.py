@@ -9,7 +9,7 @@ import json
 import logging
 import warnings
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Any
 
 import jsonschema
 import pytest
@@ -193,10 +193,8 @@ class Reading(BaseModel):
     spread: float | None = None
 
 
-async def test_structured_output_is_checked_as_written_where_a_nan_is_null():
-    """A float JSON cannot hold goes out as null: against a schema of numbers that is a mismatch (a client
-    checking the structuredContent it receives would refuse it), where null is allowed it is the answer."""
-    tool = Tool("gauge", description="Gauge")
+def gauge_tool(**options: Any) -> Tool:
+    tool = Tool("gauge", description="Gauge", **options)
 
     @tool.action(readonly=True, output_schema=Reading)
     async def broken():
@@ -208,7 +206,13 @@ async def test_structured_output_is_checked_as_written_where_a_nan_is_null():
         """Null where null is allowed."""
         return success_structured({"ratio": 0.5, "spread": float("inf")})
 
-    app = app_for(tool)
+    return tool
+
+
+async def test_structured_output_is_checked_as_written_where_a_nan_is_null():
+    """A float JSON cannot hold goes out as null: against a schema of numbers that is a mismatch (a client
+    checking the structuredContent it receives would refuse it), where null is allowed it is the answer."""
+    app = app_for(gauge_tool())
     [entry] = await tools_list(app)
     broken_answers = await every_path(app, "gauge", "broken")
     allowed_answers = await every_path(app, "gauge", "allowed")
@@ -592,20 +596,8 @@ async def test_structured_output_is_checked_as_written_over_stdio_too():
     from mcpfusion import MCPFusion
     from mcpfusion.mcp.stdio import StdioBridge
 
-    tool = Tool("gauge", description="Gauge", exposition="flat")
-
-    @tool.action(readonly=True, output_schema=Reading)
-    async def broken():
-        """A number that JSON writes as null."""
-        return success_structured({"ratio": float("nan")})
-
-    @tool.action(readonly=True, output_schema=Reading)
-    async def allowed():
-        """Null where null is allowed."""
-        return success_structured({"ratio": 0.5, "spread": float("-inf")})
-
     lines: list[dict] = []
-    bridge = StdioBridge(MCPFusion("gauges", tools=[tool]).build_app(), lambda text: lines.append(json.loads(text)),
+    bridge = StdioBridge(MCPFusion("gauges", tools=[gauge_tool(exposition="flat")]).build_app(), lambda text: lines.append(json.loads(text)),
                          headers={})
     await bridge.startup()
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
