@@ -114,8 +114,19 @@ def fingerprint(value: Any) -> str:
     # A scope is mostly a string, filters mostly scalars: nothing to convert (jsonable would return the same).
     cls = value.__class__
     plain = cls is str or (cls is dict and all(v.__class__ in JSON_SCALARS for v in value.values()))
-    data = value if plain else jsonable(value)
-    return _b64(hashlib.blake2b(canonical_bytes(data), digest_size=12).digest())
+    raw = canonical_bytes(value if plain else jsonable(value))
+    found = _PRINTS.get(raw)
+    if found is None:
+        found = _b64(hashlib.blake2b(raw, digest_size=12).digest())
+        if len(raw) <= _PRINTED_MAX:  # a list's usual filters, over and over: digested once
+            if len(_PRINTS) >= 4096:
+                _PRINTS.clear()
+            _PRINTS[raw] = found
+    return found
+
+
+_PRINTS: dict[bytes, str] = {}  # small values' digests, by their canonical JSON
+_PRINTED_MAX = 256
 
 
 def authorization_scope(request: Request) -> str:
