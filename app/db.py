@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event, inspect, select, text
+from sqlalchemy import Connection, event, inspect, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
@@ -23,13 +23,15 @@ from .tables import Base, CustomerRecord, InvoiceRecord, LineRecord, PaymentReco
 logger = logging.getLogger("app.db")
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# The execution option of a write's connection: on SQLite its transaction begins IMMEDIATE (`_sqlite_begin`);
+# Postgres locks the rows a write reads with FOR UPDATE instead.
+WRITE_LOCK = "billing_write_lock"
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     """Per SQLite connection: foreign keys checked (like Postgres); WAL, so readers never block the writer
     (another replica's included); a busy timeout, so a writer waits and retries for the lock instead of failing
-    with "database is locked". The store's writes start with their write (next invoice number by UPDATE ...
-    RETURNING), so a transaction never has to upgrade a stale read snapshot, which no timeout can wait out.
+    with "database is locked". A write's transaction takes the write lock before it reads (`_sqlite_begin`).
 
     `synchronous=NORMAL` is SQLite's recommended setting with WAL: a commit survives a crash of the process
     and the database never corrupts; only a power loss or an OS crash may roll back the last commits (whose
@@ -41,6 +43,19 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    """A write's transaction (`WRITE_LOCK`) begins with SQLite's write lock, before its first read.
+
+    SQLite ignores FOR UPDATE, and pysqlite emits its BEGIN (deferred) only before the first INSERT, UPDATE or
+    DELETE: two writes would both read an invoice, both pass the store's rules and both write (payments over
+    the total, a void beside a payment, lost reminders). After BEGIN IMMEDIATE the second write waits (busy
+    timeout) until the first commits, then reads what it wrote; pysqlite adds no BEGIN of its own inside an
+    open transaction. Any other transaction keeps pysqlite's way: a read (one statement) opens none, so it
+    neither waits for a writer nor costs a trip to the SQLite thread to begin and roll back."""
+    if conn.get_execution_options().get(WRITE_LOCK):
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def _add_missing_columns(conn: Any) -> None:
@@ -65,12 +80,16 @@ class Database:
         if url.startswith("sqlite"):
             # One SQLite file is fine for one process; several replicas should share Postgres (see README).
             event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
+            event.listen(self.engine.sync_engine, "begin", _sqlite_begin)
         self.reader: sqlite.Reader | None = None
         if url.startswith("sqlite+aiosqlite"):
             sqlite.install(self.engine)  # one trip to the SQLite thread per statement
             if ":memory:" not in url:  # (each connection to :memory: is a database of its own)
                 self.reader = sqlite.Reader(self.engine.url)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        # the same pool; a write's transaction takes the write lock first (see `_sqlite_begin`)
+        self.writer = self.engine.execution_options(**{WRITE_LOCK: True})
+        self.writes = async_sessionmaker(self.writer, expire_on_commit=False)
         self._ready = False
         self._lock: asyncio.Lock | None = None
 
@@ -86,7 +105,7 @@ class Database:
     async def _create(self) -> None:
         for attempt in range(2):  # replicas starting together may race on CREATE TABLE: retry once
             try:
-                async with self.engine.begin() as conn:
+                async with self.writer.begin() as conn:
                     await conn.run_sync(Base.metadata.create_all)
                     await conn.run_sync(_add_missing_columns)
                 break
@@ -96,7 +115,7 @@ class Database:
                 await asyncio.sleep(0.5)
         if not self.seed:
             return
-        async with self.sessions() as session:
+        async with self.writes() as session:  # a replica seeding meanwhile has committed before this reads
             if await session.scalar(select(TenantRecord.id).limit(1)) is not None:
                 return
             rows = demo_rows()

@@ -4,8 +4,8 @@ aiosqlite runs each SQLite connection in its own thread and hands it one functio
 adapter makes four such trips for every statement (open a cursor, execute, fetch the rows, close the cursor)
 and one per rollback, even when nothing was written. On a one-core worker each trip costs a thread wake-up
 and two hand-overs of the GIL, which made the trips most of a read's cost. Here a statement is executed and
-fully fetched in one trip, and commit/rollback make no trip when SQLite has no transaction open (a read-only
-session never opens one).
+fully fetched in one trip, and commit/rollback make no trip when SQLite has no transaction open (the pool's
+rollback of a connection handed back after its commit).
 
 `install(engine)` makes an aiosqlite engine connect this way (SQLAlchemy's `do_connect` event); everything
 else (SQL, pooling, transactions, errors) stays SQLAlchemy's and aiosqlite's.

@@ -181,9 +181,11 @@ class BillingStore:
 
     @asynccontextmanager
     async def _writing(self) -> AsyncIterator[AsyncSession]:
-        """The session of one write: rolled back unless `_commit` committed it, closed when the write ends."""
+        """The session of one write: rolled back unless `_commit` committed it, closed when the write ends. On
+        SQLite it holds the write lock from its first statement (`Database.writes`), so what it reads and checks
+        cannot change before it commits."""
         await self.db.ready()
-        async with self.db.sessions() as session:
+        async with self.db.writes() as session:
             yield session
 
     async def _rows(self, query: Executable, params: dict[str, Any], session: AsyncSession | None = None, *,
@@ -205,8 +207,8 @@ class BillingStore:
 
     # -- invoices: reads ---------------------------------------------------------------------------
     async def _invoice_row(self, session: AsyncSession, invoice_id: str) -> InvoiceRecord:
-        """The invoice to change, locked (`FOR UPDATE` where the database has it); writes read it back with
-        `get_invoice` after committing."""
+        """The invoice to change, locked until the write commits: `FOR UPDATE` on Postgres, the write lock its
+        transaction began with on SQLite (which ignores FOR UPDATE)."""
         query = (
             select(InvoiceRecord).where(InvoiceRecord.tenant == self.tenant, InvoiceRecord.id == invoice_id)
             .execution_options(populate_existing=True).with_for_update()
