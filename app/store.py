@@ -428,10 +428,9 @@ class BillingStore:
         if limit is not None:
             query = query.limit(limit)
         if search:
-            pattern = f"%{search.lower()}%"  # a bound parameter, not SQL text
-            query = query.where(
-                or_(func.lower(_CUST.c.name).like(pattern), _CUST.c.country == search.upper())
-            )
+            # a literal substring: autoescape escapes LIKE's wildcards (% and _) and its escape character
+            query = query.where(or_(func.lower(_CUST.c.name).contains(search.lower(), autoescape=True),
+                                    _CUST.c.country == search.upper()))
         return [self._customer_dict(row) for row in await self._rows(query, {}, built_once=False)]
 
     async def get_customer(self, customer_id: str) -> dict[str, Any]:

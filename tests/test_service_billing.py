@@ -3,11 +3,13 @@ Model profiles, status rules, structured and TOON answers, `_select` and the too
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
 import toon_format
 
+from app.tables import CustomerRecord
 from tests.service_kit import asgi_client, confirm_token, in_process, rest
 
 ADMIN = {"authorization": "Bearer demo-admin"}
@@ -242,6 +244,22 @@ async def test_customer_search_and_balance(t):
                              headers=ADMIN)).data)
     assert one.data["open_balance_cents"] == owed > 0
     assert [s.action for s in one.suggestions] == ["billing.list_invoices"]
+
+
+async def test_customer_search_is_a_literal_substring(service_app, t):
+    db = service_app.state.db
+    await db.ready()
+    async with db.writes() as session:
+        session.add(CustomerRecord(id="cus_0009", tenant="acme", name="100% Organic_Foods A/B", email="a@b.example",
+                                   phone=None, country="PT", created_on=dt.date(2025, 1, 1)))
+        await session.commit()
+    for wildcard in ("%", "_", "/", "0% o", "c_f", "a/b"):  # LIKE's wildcards and the escape character, as typed
+        found = (await t.call("customers", "list", {"search": wildcard}, headers=ADMIN)).data
+        assert [c["id"] for c in found] == ["cus_0009"], wildcard
+    for absent in ("1_0", "n%d", "a_b", "a%b"):
+        assert (await t.call("customers", "list", {"search": absent}, headers=ADMIN)).data == [], absent
+    assert [c["id"] for c in (await t.call("customers", "list", {"search": "ORGANIC_f"}, headers=ADMIN)).data] == [
+        "cus_0009"]
 
 
 @pytest.mark.parametrize(("cents", "currency", "text"), [
