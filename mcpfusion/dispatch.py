@@ -97,6 +97,7 @@ class ToolRegistry:
         self.guards = GuardState(signing_key)
         self._pipelines: dict[Action, CallNext | None] = {}
         self._routes: dict[str, tuple[Tool, Action | None]] = {}
+        self._hidden: dict[frozenset[str], frozenset[str]] = {}  # see `hidden_names`
         self._how_to_call: dict[Action, str] = {}  # for page notices, worked out on an action's first page
         # The caller's granted OAuth scopes, from what authenticated the request (None: not enforced).
         self.scopes_of: ScopesOf = scopes_of
@@ -115,6 +116,7 @@ class ToolRegistry:
             raise ValueError(f"MCP tool name(s) {sorted(clash)} of tool {tool.name!r} are already registered")
         self.tools[tool.name] = tool
         self._routes.update(routes)
+        self._hidden.clear()
 
     def mcp_tools(self, granted: frozenset[str] | None = None) -> list[dict[str, Any]]:
         """`tools/list` entries of every tool (built on each call; the engine caches the server's listing), as
@@ -165,7 +167,7 @@ class ToolRegistry:
             return found, arguments
         if granted is not None and not any(a.scopes <= granted for a in tool.actions.values()):
             raise UnknownToolError(name, self.visible_names(granted))
-        if DISCRIMINATOR not in arguments:
+        if chosen is None:  # absent, or null (what agents send for "no value")
             raise missing_discriminator(self._seen(name, tool, granted))
         # No such action, or one the caller's scopes hide.
         raise unknown_action(self._seen(name, tool, granted), chosen, self._served_elsewhere(name, chosen, granted))
@@ -310,11 +312,30 @@ class ToolRegistry:
         """An error's `available_actions` without those the caller's scopes hide (their names never leak)."""
         if not isinstance(exc, ToolError) or not exc.available_actions:
             return exc
-        granted = self.granted(request)
-        if granted is not None:
-            hidden = {a.qualified_name for a in self.actions() if not a.scopes <= granted}
+        hidden = self.hidden_names(self.granted(request))
+        if hidden:
             exc.available_actions = [a for a in exc.available_actions if a not in hidden]
         return exc
+
+    def _callable_suggestions(self, response: ToolResponse, request: Request) -> None:
+        """Suggest only what the caller may call: a suggestion naming an action its scopes hide is left out
+        (the agent would be told of an action that, for it, does not exist)."""
+        hidden = self.hidden_names(self.granted(request))
+        if hidden:
+            response.drop_suggestions(hidden.__contains__)
+
+    def hidden_names(self, granted: frozenset[str] | None) -> frozenset[str]:
+        """Qualified names of the actions a caller with `granted` scopes may not see (none when nothing is
+        enforced); worked out once per set of scopes."""
+        if granted is None:
+            return frozenset()
+        found = self._hidden.get(granted)
+        if found is None:
+            if len(self._hidden) >= 1024:
+                self._hidden.clear()
+            found = self._hidden[granted] = frozenset(
+                a.qualified_name for a in self.actions() if not a.scopes <= granted)
+        return found
 
     def authorize(self, action: Action, request: Request, transport: str) -> None:
         """Refuse a call the caller's scopes do not allow: REST answers 403 `insufficient_scope` naming the
@@ -359,6 +380,8 @@ class ToolRegistry:
             ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
             with phase("present"):
                 response, presenter = present(action, result, presenter, ctx, select)
+                if response.view.suggestions:
+                    self._callable_suggestions(response, request)
                 if response.content:
                     check_content(action, response.content, self.max_content_bytes)
                 if response.view.data is not None or not response.content:  # content alone: no data to type
@@ -449,7 +472,7 @@ def _pop_select(action: Action, arguments: dict[str, Any]) -> list[str] | None:
     if not isinstance(raw, list) or not all(isinstance(k, str) and k in allowed for k in raw):
         raise ValidationFailed(
             action.label,
-            [(SELECT_PARAM, f"Use a list of these field names: {', '.join(allowed)}. You sent: {raw!r}.")],
+            [(SELECT_PARAM, f"Use a list of these field names: {', '.join(allowed)}. You sent: {sent_value(raw)}.")],
         )
     return raw
 

@@ -62,6 +62,9 @@ class ResponseView:
     scrub: Callable[[str], str] | None = None  # censors redacted values out of documents attached later
 
 
+SUGGESTIONS_TAG = "action_suggestions"
+_SUGGESTIONS_OPEN = f"<{SUGGESTIONS_TAG}>"
+
 # Below this many characters of data, serializing structuredContent again costs less than splicing it in.
 PREWRITE_MIN = 512
 
@@ -113,6 +116,24 @@ class ToolResponse:
         if self.structured_content is not None and isinstance(data, dict):
             self.structured_content = data
         view.data = data
+
+    def drop_suggestions(self, hidden: Callable[[str], bool]) -> None:
+        """Leave out the suggestions whose action `hidden` says the caller may not call: from the view and
+        from their block, written again from what is left (censored again, as the whole response was)."""
+        view = self.view
+        kept = [s for s in view.suggestions if not hidden(s.action)]
+        if len(kept) == len(view.suggestions):
+            return
+        view.suggestions = kept
+        texts = self.texts
+        at = next((i for i in range(len(texts) - 1, 0, -1) if texts[i].startswith(_SUGGESTIONS_OPEN)), None)
+        if at is None:
+            return
+        if not kept:
+            del texts[at]
+            return
+        block = _suggestions_block(kept)
+        texts[at] = block if view.scrub is None else view.scrub(block)
 
     def to_mcp(self) -> dict[str, Any]:
         """The MCP `CallToolResult` as a plain dict."""
@@ -286,14 +307,7 @@ def assemble(
     if rules:
         texts.append(rules_block or markup.bullet_block("domain_rules", rules))
     if suggestions:
-        only = suggestions[0]
-        # The common case, one suggestion of plain strings: its block read back.
-        action, reason = (only.action, only.reason) if only.__class__ is Suggestion else (None, None)
-        if len(suggestions) == 1 and action.__class__ is str and reason.__class__ is str:
-            written = _one_suggestion.get((action, reason))
-            texts.append(_suggestion_block(action, reason) if written is None else written)
-        else:
-            texts.append(markup.bullet_block("action_suggestions", [s.render() for s in suggestions]))
+        texts.append(_suggestions_block(suggestions))
     # The view and the response filled with plain stores, as their `__init__`s would (every slot set):
     # a presented call makes one of each, and the two calls with their defaults cost more than the stores
     # (one statement each: a tuple to unpack costs more).
@@ -325,10 +339,20 @@ _new = object.__new__
 _one_suggestion: dict[tuple[str, str], str] = {}
 
 
+def _suggestions_block(suggestions: list[Suggestion]) -> str:
+    only = suggestions[0]
+    # The common case, one suggestion of plain strings: its block read back.
+    action, reason = (only.action, only.reason) if only.__class__ is Suggestion else (None, None)
+    if len(suggestions) == 1 and action.__class__ is str and reason.__class__ is str:
+        written = _one_suggestion.get((action, reason))
+        return _suggestion_block(action, reason) if written is None else written
+    return markup.bullet_block(SUGGESTIONS_TAG, [s.render() for s in suggestions])
+
+
 def _suggestion_block(action: str, reason: str) -> str:
     if len(_one_suggestion) >= 4096:
         _one_suggestion.clear()
-    block = _one_suggestion[action, reason] = markup.bullet_block("action_suggestions", [f"{action}: {reason}"])
+    block = _one_suggestion[action, reason] = markup.bullet_block(SUGGESTIONS_TAG, [f"{action}: {reason}"])
     return block
 
 

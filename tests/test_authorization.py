@@ -551,3 +551,51 @@ def test_claims_mappings_are_told_from_principal_objects_per_class():
         assert identity_of(Principal())[1] == "acme"
     classes = [type(f"P{n}", (), {"subject": str(n)}) for n in range(600)]  # more classes than it keeps
     assert not any(is_claims(cls()) for cls in classes) and is_claims({}) and is_claims(Claims())
+
+
+async def test_suggestions_name_only_actions_the_caller_may_call():
+    from mcpfusion import Presenter, response, suggest
+
+    shop = Tool("shop", description="Shop")
+    order = (Presenter("order").suggest(lambda o: [suggest("shop.refund", f"Refund {o['email']}"),
+                                                      suggest("shop.browse", "Browse other orders")])
+             .redact_pii(["email"]))
+
+    @shop.action(readonly=True, returns=order)
+    async def find(id: str) -> dict:
+        """Find an order"""
+        return {"id": id, "email": "ann@example.test"}
+
+    @shop.action(readonly=True)
+    async def only_hidden(id: str):
+        """An answer that suggests a hidden action alone"""
+        return response({"id": id}).suggest([suggest("shop.refund", "Refund it")]).build()
+
+    @shop.action(readonly=True)
+    async def browse() -> list:
+        """Browse orders"""
+        return []
+
+    @shop.action(destructive=True, scopes=["crm:admin"])
+    async def refund(id: str) -> dict:
+        """Refund an order"""
+        return {"id": id}
+
+    fusion_ = MCPFusion("shop", tools=[shop], authorization=ProtectedResource(
+        authorization_servers=[AS], authenticate=authenticate, token_url=AS + "/token"), json_response=True)
+    tester = ToolTester(fusion_.registry)
+    reader = await tester.call("shop", "find", {"id": "1"}, auth={"sub": "r", "scope": "crm:read"})
+    admin = await tester.call("shop", "find", {"id": "1"}, auth={"sub": "a", "scope": "crm:admin"})
+    alone = await tester.call("shop", "only_hidden", {"id": "1"}, auth={"sub": "r", "scope": "crm:read"})
+    assert [s.action for s in reader.suggestions] == ["shop.browse"]
+    assert "refund" not in reader.text and "<action_suggestions>\n- shop.browse: Browse other orders\n" in reader.text
+    assert [s.action for s in admin.suggestions] == ["shop.refund", "shop.browse"]
+    assert "ann@example.test" not in admin.text  # the redacted value stays out of the block written again
+    assert alone.suggestions == [] and "action_suggestions" not in alone.text and "refund" not in alone.text
+    async with client(fusion_.build_app()) as http:
+        for wire in ("session", "modern"):
+            params = {"name": "shop", "arguments": {"action": "find", "id": "1"}}
+            got = await (Session(http, "reader").rpc("tools/call", params) if wire == "session"
+                         else modern(http, "reader", "tools/call", params))
+            texts = [c["text"] for c in got["result"]["content"]]
+            assert not any("refund" in t for t in texts) and texts[-1].startswith("<action_suggestions>"), wire

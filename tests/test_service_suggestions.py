@@ -1,0 +1,28 @@
+"""The reference service suggests to each role only the actions that role may call."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.service_kit import in_process
+
+ADMIN = {"authorization": "Bearer demo-admin"}
+SUPPORT = {"authorization": "Bearer demo-support"}
+
+
+@pytest.fixture
+def t(service_app):
+    return in_process(service_app)
+
+
+async def test_support_is_never_suggested_a_write_it_cannot_call(t):
+    rows = (await t.call("billing", "list_invoices", {"status": "sent"}, headers=ADMIN)).data
+    overdue = next(r["id"] for r in rows if r["overdue"])
+    admin = await t.call("billing", "get_invoice", {"id": overdue}, headers=ADMIN)
+    support = await t.call("billing", "get_invoice", {"id": overdue}, headers=SUPPORT)
+    assert {s.action for s in admin.suggestions} >= {"billing.remind", "billing.record_payment"}
+    assert not support.is_error and support.suggestions == []
+    assert "billing.remind" not in support.text and "action_suggestions" not in support.text
+    listed = await t.call("billing", "list_invoices", {}, headers=SUPPORT)
+    assert not any(s.action.startswith(("billing.remind", "billing.record_payment", "billing.update"))
+                   for s in listed.suggestions)
