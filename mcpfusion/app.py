@@ -104,8 +104,8 @@ class FusionBackend:
             response = await self.fusion.registry.call(name, arguments, request)
         except UnknownToolError as exc:
             available = sorted({*exc.available, *self.fusion.raw_tools})
-            message = f"Unknown tool: {name}. Available tools: {', '.join(available) or 'none'}."
-            raise McpError(jsonrpc.INVALID_PARAMS, message, {"name": name, "available": available}) from None
+            message = f"Unknown tool: {exc.name}. Available tools: {', '.join(available) or 'none'}."
+            raise McpError(jsonrpc.INVALID_PARAMS, message, {"name": exc.name, "available": available}) from None
         return response.to_mcp()
 
 

@@ -107,7 +107,7 @@ class UnknownToolError(ToolError):
     """`tools/call` named a tool that is not registered (a protocol error on MCP)."""
 
     def __init__(self, name: str, available: Iterable[str]) -> None:
-        self.name = name
+        self.name = name = shortened(str(name))
         self.available = sorted(available)
         super().__init__(
             UNKNOWN_TOOL,
@@ -139,7 +139,13 @@ class ValidationFailed(Exception):
     def __init__(self, action_label: str, fields: list[tuple[str, str]]) -> None:
         super().__init__(f"invalid arguments for {action_label}")
         self.action_label = action_label
-        self.fields = fields
+        # An answer never grows with what was sent: names are cut short and a flood of bad fields (100,000
+        # unknown keys) is listed up to a point, the rest counted.
+        shown = [(shortened(name), message) for name, message in fields[:MAX_FIELDS_SHOWN]]
+        if len(fields) > MAX_FIELDS_SHOWN:
+            shown.append(("(arguments)", f"{len(fields) - MAX_FIELDS_SHOWN} more fields are not valid either: "
+                                         "fix the ones above, then call again to see the rest."))
+        self.fields = shown
         self.message = f"The arguments of {action_label} are not valid."
 
     def render(self) -> str:
@@ -175,4 +181,12 @@ def sent_value(value: Any) -> str:
         shown = json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         shown = repr(value)
-    return shown if len(shown) <= 120 else shown[:117] + "..."
+    return shortened(shown)
+
+
+def shortened(text: str, limit: int = 120) -> str:
+    """`text` as an error may echo it: at most `limit` characters (an id or a name sent can be megabytes)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+MAX_FIELDS_SHOWN = 20  # the bad fields one validation error lists

@@ -15,6 +15,7 @@ from typing import Annotated, Any, get_args, get_origin
 
 from starlette.requests import Request
 
+from mcpfusion.errors import sent_value
 from mcpfusion.injection import Injected, call_injected
 from mcpfusion.mcp import jsonrpc
 from mcpfusion.mcp.jsonrpc import McpError
@@ -131,7 +132,7 @@ class PromptRegistry:
             raise McpError(jsonrpc.INVALID_PARAMS, "prompts/get needs a string 'name'")
         prompt = self.prompts.get(name)
         if prompt is None:
-            raise McpError(jsonrpc.INVALID_PARAMS, f"Unknown prompt {name!r}. Available prompts: "
+            raise McpError(jsonrpc.INVALID_PARAMS, f"Unknown prompt {sent_value(name)}. Available prompts: "
                            + (", ".join(self.prompts) or "none"))
         if arguments is None:
             arguments = {}

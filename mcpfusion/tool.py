@@ -338,6 +338,10 @@ class Action:
                     message = "This field is guarded: it cannot be written by the agent. Remove it."
                 elif root in self.hidden:
                     message = "Unknown field. Remove it."
+                elif len(err["loc"]) > 1:  # inside an object: the action's own fields would mislead
+                    message = f"Unknown field: {field_path(err['loc'][:-1])} does not take it. Remove it."
+                elif not valid:
+                    message = "Unknown field: this action takes no arguments. Remove it."
                 else:
                     message = f"Unknown field. This action accepts: {valid}."
             else:
@@ -717,7 +721,7 @@ def missing_discriminator(tool: Tool) -> ToolError:
 def unknown_action(tool: Tool, name: Any, recovery: str | None = None) -> ToolError:
     return ToolError(
         UNKNOWN_ACTION,
-        f'Tool "{tool.name}" has no action "{name}".',
+        f'Tool "{tool.name}" has no action {sent_value(name)}.',
         recovery=recovery or f"Call {tool.name} again with action set to one of: {', '.join(tool.actions)}.",
         available_actions=[a.qualified_name for a in tool.actions.values()],
     )

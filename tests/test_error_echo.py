@@ -1,0 +1,93 @@
+"""Errors quote back what was sent, but never grow with it: names and ids are cut short, a flood of bad
+fields is counted rather than listed, and each wording fits the mistake it answers."""
+
+from __future__ import annotations
+
+import httpx
+from pydantic import BaseModel
+from starlette.requests import Request
+
+from mcpfusion import Presenter, Tool
+from mcpfusion.app import MCPFusion
+from mcpfusion.testing import ToolTester
+
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}
+
+
+class Line(BaseModel, extra="forbid"):
+    description: str
+    unit_price_cents: int
+
+
+class Row(BaseModel):
+    name: str
+
+
+def shop() -> Tool:
+    tool = Tool("shop", description="Shop", select=True)
+
+    @tool.action(readonly=True, returns=Presenter("row").schema(Row))
+    async def search(text: str = "") -> list:
+        """Search"""
+        return [{"name": text}]
+
+    @tool.action(destructive=False)
+    async def order(lines: list[Line]) -> dict:
+        """Order lines"""
+        return {"lines": len(lines)}
+
+    @tool.action(readonly=True)
+    async def totals() -> dict:
+        """Totals"""
+        return {"total": 0}
+
+    return tool
+
+
+def shop_tester() -> ToolTester:
+    return ToolTester(MCPFusion("shop", tools=[shop()]).registry)
+
+
+async def test_a_flood_of_unknown_fields_is_counted_not_listed():
+    result = await shop_tester().call("shop", "search", {f"k{i}": i for i in range(100_000)})
+    assert result.error_code == "VALIDATION_ERROR"
+    assert len(result.text) < 5_000
+    assert result.text.count("<field name=") == 21 and "99980 more fields are not valid either" in result.text
+
+
+async def test_long_names_and_actions_are_echoed_cut_short():
+    long_key = await shop_tester().call("shop", "search", {"k" * 1_000_000: 1})
+    long_action = await shop_tester().call("shop", "x" * 1_000_000, {})
+    assert long_key.error_code == "VALIDATION_ERROR" and len(long_key.text) < 2_000
+    assert long_action.error_code == "UNKNOWN_ACTION" and len(long_action.text) < 2_000
+    app = MCPFusion("shop", tools=[shop()], json_response=True).build_app()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        for name, arguments in (("t" * 1_000_000, {}), ("shop", {"action": "y" * 1_000_000})):
+            reply = await http.post("/mcp", headers={"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+                                                     "mcp-name": name, "accept": "application/json"},
+                                    json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                          "params": {"name": name, "arguments": arguments, "_meta": META}})
+            assert reply.status_code in (200, 400) and len(reply.content) < 3_000, reply.text[:300]
+
+
+async def test_a_null_action_is_a_missing_one_and_others_are_quoted_as_json():
+    registry = MCPFusion("shop", tools=[shop()]).registry
+    request = Request({"type": "http", "method": "POST", "path": "/", "headers": [], "query_string": b""})
+    null = await registry.call("shop", {"action": None}, request, raise_http=False)
+    listed = await registry.call("shop", {"action": ["search"]}, request, raise_http=False)
+    assert null.view.error_code == "MISSING_DISCRIMINATOR"
+    assert listed.view.error_code == "UNKNOWN_ACTION" and 'has no action ["search"].' in listed.text
+    bad_select = await shop_tester().call("shop", "search", {"_select": ["name", 3]})
+    assert bad_select.error_code == "VALIDATION_ERROR" and 'You sent: ["name", 3].' in bad_select.text
+
+
+async def test_unknown_field_wording_fits_where_it_was_sent():
+    nested = await shop_tester().call("shop", "order", {"lines": [{"description": "x", "unit_price_cents": 1,
+                                                              "amount_cents": 5}]})
+    no_arguments = await shop_tester().call("shop", "totals", {"extra": 1})
+    assert nested.error_code == no_arguments.error_code == "VALIDATION_ERROR"
+    assert "lines[0].amount_cents" in nested.text and "lines[0] does not take it" in nested.text
+    assert "This action accepts" not in nested.text
+    assert "this action takes no arguments" in no_arguments.text and "accepts: ." not in no_arguments.text
