@@ -18,6 +18,13 @@ class BodyTooLarge(Exception):  # noqa: N818
 class InvalidJSON(ValueError):
     """The body is not JSON, or nests deeper than the parser allows."""
 
+    @property
+    def reason(self) -> str:
+        """What is wrong, as the client is told (the parser's own words name neither case plainly)."""
+        if "recursion limit" in str(self):
+            return "the JSON nests deeper than this server reads (about 200 levels)"
+        return "the body is not valid JSON"
+
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, or `BodyTooLarge` as soon as more than `limit` bytes arrive.
@@ -66,3 +73,12 @@ def is_json_media_type(content_type: str | None) -> bool:
     if content_type == "application/json":  # what nearly every client sends, decided without parsing
         return True
     return content_type.partition(";")[0].strip().lower() == "application/json"
+
+
+def is_json_body(content_type: str | None) -> bool:
+    """Whether a body sent with `content_type` is read as JSON, as FastAPI reads a JSON body: no
+    Content-Type at all, `application/json` or any `application/*+json` (parameters allowed)."""
+    if content_type is None or content_type == "application/json":
+        return True
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))

@@ -26,7 +26,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
 
-from .body import DEFAULT_MAX_BODY_BYTES, BodyTooLarge, InvalidJSON, parse_json, read_body
+from .body import DEFAULT_MAX_BODY_BYTES, BodyTooLarge, InvalidJSON, is_json_body, parse_json, read_body
 from .content import ResourceLink
 from .dispatch import ToolRegistry
 from .errors import INTERNAL_ERROR, ToolError, field_path
@@ -203,10 +203,14 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
             except BodyTooLarge:
                 too_large = StarletteHTTPException(413, f"The body exceeds the limit of {max_body_bytes} bytes.")
                 return http_problem_response(too_large, request.url.path)
+            if raw.strip() and not is_json_body(request.headers.get("content-type")):
+                refused = StarletteHTTPException(415, "Send the action's parameters as application/json.")
+                return http_problem_response(refused, request.url.path)
             try:
                 arguments = parse_json(raw) if raw.strip() else {}
-            except InvalidJSON:  # not JSON, or nested deeper than the parser allows
-                arguments = None
+            except InvalidJSON as exc:  # not JSON, or nested deeper than the parser allows
+                fields = [("(body)", f"Send a JSON object of the action's parameters: {exc.reason}.")]
+                return validation_problem(action.label, fields, request.url.path)
         if not isinstance(arguments, dict):
             fields = [("(body)", "Send a JSON object of the action's parameters.")]
             return validation_problem(action.label, fields, request.url.path)

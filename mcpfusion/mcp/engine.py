@@ -238,13 +238,14 @@ class Engine:
         return self._listing(request)[1].get(name)
 
     async def _tools_list(self, call: Call) -> dict[str, Any]:
+        _one_page(call)
         return {"tools": self._listing(call.request)[0]}
 
     async def _tools_call(self, call: Call) -> dict[str, Any]:
         params = call.params
         name = params.get("name")
         if not isinstance(name, str) or not name:
-            raise McpError(jsonrpc.INVALID_PARAMS, "tools/call needs a string 'name'")
+            raise McpError(jsonrpc.INVALID_PARAMS, "tools/call needs the tool's name: a non-empty string 'name'")
         arguments = params.get("arguments")
         if arguments is None:
             arguments = {}
@@ -286,9 +287,11 @@ class Engine:
         return {"resultType": "input_required", "inputRequests": inputs.pending, "requestState": token}
 
     async def _resources_list(self, call: Call) -> dict[str, Any]:
+        _one_page(call)
         return {"resources": self.resources.list() if self.resources is not None else []}
 
     async def _templates_list(self, call: Call) -> dict[str, Any]:
+        _one_page(call)
         return {"resourceTemplates": self.resources.list_templates() if self.resources is not None else []}
 
     async def _resources_read(self, call: Call) -> dict[str, Any]:
@@ -339,6 +342,7 @@ class Engine:
         return uri
 
     async def _prompts_list(self, call: Call) -> dict[str, Any]:
+        _one_page(call)
         return {"prompts": self.prompts.list() if self.prompts is not None else []}
 
     async def _prompts_get(self, call: Call) -> dict[str, Any]:
@@ -397,3 +401,12 @@ class Engine:
 
 
 __all__ = ["Call", "Engine", "check_params"]
+
+
+def _one_page(call: Call) -> None:
+    """A listing answers everything in one page and never gives a `nextCursor`: any cursor sent is one this
+    server did not issue (-32602, as the specification asks for an invalid cursor)."""
+    cursor = call.params.get("cursor")
+    if cursor is not None:
+        raise McpError(jsonrpc.INVALID_PARAMS, "Invalid cursor: this server lists everything in one page and "
+                       "never issues one. Call again without cursor.")

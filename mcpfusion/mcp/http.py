@@ -112,10 +112,14 @@ class McpHttpTransport:
         for endpoint, method in ((self.post, "POST"), (self.get, "GET"), (self.delete, "DELETE")):
             app.router.add_api_route(path, endpoint, methods=[method], include_in_schema=False,
                               name=f"mcp_{method.lower()}", route_class_override=McpRoute)
+        # Any other method gets the endpoint's own refusal, naming every method it serves (Starlette's would
+        # name the first route's alone, in a body that is not JSON-RPC).
+        app.router.add_route(path, _method_not_allowed, methods=["PUT", "PATCH", "OPTIONS", "TRACE", "CONNECT"],
+                             include_in_schema=False, name="mcp_other")
         # The MCP endpoint is the hot path: match it before /openapi.json, /docs and the app's own routes.
         routes = app.router.routes
-        mcp_routes = routes[-3:]
-        del routes[-3:]
+        mcp_routes = routes[-4:]
+        del routes[-4:]
         routes[:0] = mcp_routes
         if self.shared is not None:
             app.router.lifespan_context = self._closing(app.router.lifespan_context)
@@ -165,8 +169,8 @@ class McpHttpTransport:
             return http_error(413, f"Payload Too Large: the limit is {self.settings.max_body_bytes} bytes")
         try:
             message = parse_json(body)  # pydantic-core: about 3x json.loads on request-sized bodies
-        except InvalidJSON:
-            return error_response(None, jsonrpc.PARSE_ERROR, "Parse error: the body is not valid JSON", status=400)
+        except InvalidJSON as exc:
+            return error_response(None, jsonrpc.PARSE_ERROR, f"Parse error: {exc.reason}", status=400)
         version = header(request, b"mcp-protocol-version")
         if version is not None:
             version = version.strip()
@@ -174,6 +178,8 @@ class McpHttpTransport:
                 return await self.modern_wire.post(request, message)
         elif _is_modern_body(message) and header(request, b"mcp-session-id") is None:
             return await self.modern_wire.post(request, message)
+        if _repeats_session_headers(request):
+            return http_error(400, "Bad Request: send the MCP-Protocol-Version and Mcp-Session-Id headers once each")
         return await self.session_wire.post(request, message, version)
 
     async def get(self, request: Request) -> Response:
@@ -191,4 +197,21 @@ class McpHttpTransport:
         version = header(request, b"mcp-protocol-version")
         if version is not None and version.strip() not in protocol.HANDSHAKE_PROTOCOL_VERSIONS:
             return Response(status_code=405, headers={"Allow": "POST"})
+        if _repeats_session_headers(request):
+            return http_error(400, "Bad Request: send the MCP-Protocol-Version and Mcp-Session-Id headers once each")
         return None
+
+
+async def _method_not_allowed(request: Request) -> Response:
+    response = http_error(405, f"Method Not Allowed: {request.method} (the MCP endpoint serves {ALLOWED_METHODS})")
+    response.headers["Allow"] = ALLOWED_METHODS
+    return response
+
+
+ALLOWED_METHODS = "GET, POST, DELETE"
+
+
+def _repeats_session_headers(request: Request) -> bool:
+    """Whether a header the session wire routes by comes more than once (which one would count is
+    anybody's guess: the version checked and the session used could differ)."""
+    return repeated(request, b"mcp-protocol-version") or repeated(request, b"mcp-session-id")

@@ -1,0 +1,111 @@
+"""Refusals at the edges of the MCP endpoint and REST: repeated routing headers, cursors a listing never
+issued, methods the endpoint does not serve, bodies that are not JSON."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from mcpfusion import Tool
+from mcpfusion.app import MCPFusion
+
+ACCEPT = "application/json, text/event-stream"
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}
+
+
+def app():
+    notes = Tool("notes", description="Notes")
+
+    @notes.action(destructive=False)
+    async def add(text: str) -> dict:
+        """Add a note"""
+        return {"text": text}
+
+    fusion = MCPFusion("notes", tools=[notes], json_response=True)
+    fusion.prompt("greet", description="Greet")(lambda: "hello")
+    return fusion.build_app()
+
+
+def client(served) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=served), base_url="http://127.0.0.1")
+
+
+async def session(http) -> dict[str, str]:
+    init = await http.post("/mcp", headers={"accept": ACCEPT}, json={
+        "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    return {"accept": ACCEPT, "mcp-session-id": init.headers["mcp-session-id"]}
+
+
+@pytest.mark.parametrize("versions", [["bogus", "2025-11-25"], ["2026-07-28", "2025-11-25"],
+                                      ["2025-11-25", "2025-11-25"]])
+async def test_a_repeated_protocol_version_header_is_a_400_on_the_session_wire(versions):
+    async with client(app()) as http:
+        headers = list((await session(http)).items()) + [("mcp-protocol-version", v) for v in versions]
+        listed = await http.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        stream = await http.get("/mcp", headers=headers)
+    assert listed.status_code == stream.status_code == 400
+    assert "once each" in listed.json()["error"]["message"]
+
+
+async def test_a_repeated_session_id_is_a_400():
+    async with client(app()) as http:
+        one = await session(http)
+        headers = [("accept", ACCEPT), ("mcp-protocol-version", "2025-11-25"),
+                   ("mcp-session-id", one["mcp-session-id"]), ("mcp-session-id", "other")]
+        listed = await http.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert listed.status_code == 400
+
+
+@pytest.mark.parametrize("method", ["tools/list", "prompts/list", "resources/list", "resources/templates/list"])
+async def test_a_cursor_no_listing_issued_is_invalid_params_on_both_wires(method):
+    async with client(app()) as http:
+        headers = {**await session(http), "mcp-protocol-version": "2025-11-25"}
+        legacy = await http.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": method,
+                                                                "params": {"cursor": "bogus"}})
+        modern = await http.post("/mcp", headers={"accept": ACCEPT, "mcp-protocol-version": "2026-07-28",
+                                                  "mcp-method": method},
+                                 json={"jsonrpc": "2.0", "id": 1, "method": method,
+                                       "params": {"cursor": "bogus", "_meta": META}})
+        first = await http.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": method,
+                                                               "params": {"cursor": None}})
+    assert legacy.json()["error"]["code"] == modern.json()["error"]["code"] == -32602
+    assert "Invalid cursor" in legacy.json()["error"]["message"]
+    assert "result" in first.json()  # null is no cursor: the first page
+
+
+@pytest.mark.parametrize("method", ["PUT", "PATCH", "OPTIONS"])
+async def test_other_methods_get_the_endpoints_405_naming_all_it_serves(method):
+    async with client(app()) as http:
+        refused = await http.request(method, "/mcp", json={})
+    assert refused.status_code == 405
+    assert refused.headers["allow"] == "GET, POST, DELETE"
+    assert refused.json()["error"]["code"] == -32600 and method in refused.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(("content_type", "status"), [
+    ("text/plain", 415), ("application/x-www-form-urlencoded", 415), ("application/json", 200),
+    ("application/json; charset=utf-8", 200), ("application/merge-patch+json", 200), (None, 200)])
+async def test_rest_reads_json_bodies_only(content_type, status):
+    headers = {} if content_type is None else {"content-type": content_type}
+    async with client(app()) as http:
+        answer = await http.post("/api/notes/add", content=b'{"text": "hi"}', headers=headers)
+    assert answer.status_code == status, answer.text
+    if status == 415:
+        assert answer.headers["content-type"] == "application/problem+json"
+
+
+async def test_deep_nesting_is_told_apart_from_bad_json():
+    deep = b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": ' + b"[" * 300 + b"]" * 300 + b"}}"
+    async with client(app()) as http:
+        nested = await http.post("/mcp", content=deep, headers={"content-type": "application/json", "accept": ACCEPT})
+        broken = await http.post("/mcp", content=b"{nope", headers={"content-type": "application/json",
+                                                                   "accept": ACCEPT})
+        rest = await http.post("/api/notes/add", content=b'{"text": ' + b"[" * 300 + b"]" * 300 + b"}")
+    assert nested.status_code == broken.status_code == 400
+    assert nested.json()["error"]["code"] == broken.json()["error"]["code"] == -32700
+    assert "nests deeper" in nested.json()["error"]["message"]
+    assert broken.json()["error"]["message"] == "Parse error: the body is not valid JSON"
+    assert rest.status_code == 422 and "nests deeper" in rest.text
