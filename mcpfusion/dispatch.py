@@ -212,14 +212,18 @@ class ToolRegistry:
         return f"{chosen} is served by the tool {serving.name}" + (" (with this action)." if serving.action is None
                                                                    else ".")
 
-    def find(self, tool_name: str, action_name: str) -> Action:
-        """The action `tool/action` (REST addressing), or a self-healing error."""
+    def find(self, tool_name: str, action_name: str, granted: frozenset[str] | None = None) -> Action:
+        """The action `tool/action` (REST addressing), or a self-healing error naming only what a caller with
+        `granted` scopes may see (None: everything)."""
         tool = self.tools.get(tool_name)
-        if tool is None:
-            raise UnknownToolError(tool_name, self.tools)
+        allows = None if granted is None else _allows(granted)
+        seen = tool if tool is None or allows is None else restricted(Exposed(tool_name, tool, None), allows)
+        if tool is None or seen is None:
+            raise UnknownToolError(tool_name, [name for name, t in self.tools.items()
+                                               if allows is None or any(map(allows, t.actions.values()))])
         action = tool.actions.get(action_name)
         if action is None:
-            raise unknown_action(tool, action_name)
+            raise unknown_action(seen, action_name)
         return action
 
     # -- middleware and guards ---------------------------------------------------------------------------

@@ -353,11 +353,11 @@ async def _answer(handler: Any, request: Request, exc: Exception) -> Response:
     return typing.cast(Response, response)
 
 
-def _unknown(registry: ToolRegistry, path: str, prefix: str) -> ToolError:
+def _unknown(registry: ToolRegistry, request: Request, prefix: str) -> ToolError:
     """Why `path` (under `prefix`) names no action: an unknown tool, or an unknown action of a tool."""
-    tool_name, _, action_name = path[len(prefix) + 1:].partition("/")
+    tool_name, _, action_name = request.url.path[len(prefix) + 1:].partition("/")
     try:
-        registry.find(tool_name, action_name)
+        registry.find(tool_name, action_name, registry.granted(request))
     except ToolError as exc:
         return exc
     return unknown_action(registry.tools[tool_name], action_name)  # a deeper path under a real action
@@ -378,7 +378,7 @@ def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str =
             return await _answer(previous_http, request, exc)
         path = request.url.path
         if exc.status_code == 404 and exc.detail == "Not Found":  # routing found no action at this path
-            return problem_response(problem_of(_unknown(registry, path, prefix), instance=path))
+            return problem_response(problem_of(_unknown(registry, request, prefix), instance=path))
         if exc.status_code == 405:  # Allow lists every documented method of the path, not one route's
             methods = {m for r in request.app.routes if getattr(r, "path", None) == path
                        for m in getattr(r, "methods", None) or () if m != "HEAD"}

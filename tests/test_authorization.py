@@ -599,3 +599,15 @@ async def test_suggestions_name_only_actions_the_caller_may_call():
                          else modern(http, "reader", "tools/call", params))
             texts = [c["text"] for c in got["result"]["content"]]
             assert not any("refund" in t for t in texts) and texts[-1].startswith("<action_suggestions>"), wire
+
+
+async def test_rest_404s_name_only_what_the_caller_may_see():
+    app = fusion().build_app()
+    async with client(app) as http:
+        reader = await http.post("/api/crm/nope", json={}, headers=auth("reader"))
+        writer = await http.post("/api/crm/nope", json={}, headers=auth("writer"))
+        no_tool = await http.post("/api/nope/get", json={}, headers=auth("nobody"))
+    assert reader.status_code == writer.status_code == no_tool.status_code == 404
+    assert "rename" not in reader.text and "erase" not in reader.text and "crm.get" in reader.text
+    assert "crm.rename" in writer.text
+    assert "crm" not in no_tool.json().get("available_actions", []) and '"books"' not in no_tool.text
