@@ -50,6 +50,14 @@ def conflict(message: str, recovery: str, *actions: str) -> ToolError:
     return ToolError("CONFLICT", message, recovery=recovery, available_actions=list(actions))
 
 
+def check_voidable(invoice_id: str, status: str, paid_cents: int) -> None:
+    """Only draft or sent invoices without payments can be voided."""
+    if status not in ("draft", "sent") or paid_cents:
+        state = f"{status} with {paid_cents} cents paid" if status in ("draft", "sent") else status
+        raise conflict(f'Invoice "{invoice_id}" is {state} and cannot be voided.',
+                       "Only draft or sent invoices without payments can be voided.", "billing.get_invoice")
+
+
 _INV, _CUST = InvoiceRecord.__table__, CustomerRecord.__table__
 _LINE, _PAY = LineRecord.__table__, PaymentRecord.__table__
 _TENANT: BindParameter[str] = bindparam("tenant")
@@ -363,12 +371,16 @@ class BillingStore:
     async def void(self, invoice_id: str, reason: str) -> dict[str, Any]:
         async with self._writing() as session:
             row = await self._invoice_row(session, invoice_id)
-            if row.status not in ("draft", "sent") or row.paid_cents:
-                raise conflict(f'Invoice "{invoice_id}" is {row.status} and cannot be voided.',
-                               "Only draft or sent invoices without payments can be voided.", "billing.get_invoice")
+            check_voidable(invoice_id, row.status, row.paid_cents)  # again: a payment may have come since asking
             row.status = "void"
             row.void_reason = reason  # its own field: the internal note stays as written (and within its limit)
             return await self._commit(session, invoice_id)
+
+    async def can_void(self, invoice_id: str) -> None:
+        """Refuse a void that cannot happen (a missing invoice, a paid one...) before the user is asked to
+        confirm it: `void` repeats the check in its transaction."""
+        invoice = await self.get_invoice(invoice_id)
+        check_voidable(invoice_id, invoice["status"], invoice["paid_cents"])
 
     async def record_payment(self, invoice_id: str, amount_cents: int, method: str, processor_ref: str
                              ) -> dict[str, Any]:

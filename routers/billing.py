@@ -6,7 +6,8 @@
 - presenters decide what the agent sees; an output model types a plain result (`revenue_summary`: validated
   by the model once, so it is not checked again against its schema), `toon_success` answers another shape;
 - guards: a timeout on `remind`, at most two `export_invoices` at once, and `void_invoice` asks the user first
-  (the app adds a rate limit and the audit trail to every action, in `app/main.py`);
+  (a middleware refuses a void that cannot happen before that; the app adds a rate limit and the audit trail
+  to every action, in `app/main.py`);
 - OAuth scopes: every action needs `billing:read`, writes `billing:write` too, `record_payment`
   `payments:write` (a caller without them neither sees nor calls the action; see `app/auth.py`).
 """
@@ -18,10 +19,22 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from fastapi import Depends
 from pydantic import BaseModel, Field
 
+from app.auth import current_principal
 from app.deps import PresentedBy, get_store, invoice_presenter, invoice_rows_presenter, payment_api_key
 from app.pdf import invoice_document
 from app.store import BillingStore, invoice_key
-from mcpfusion import Concurrency, Context, Page, Timeout, Tool, ToolResponse, attach, toon_success
+from mcpfusion import (
+    ActionCall,
+    CallNext,
+    Concurrency,
+    Context,
+    Page,
+    Timeout,
+    Tool,
+    ToolResponse,
+    attach,
+    toon_success,
+)
 from mcpfusion.content import Attached
 from models import (
     INVOICE_STATUSES,
@@ -120,8 +133,17 @@ async def remind(
     return invoice
 
 
+async def voidable(call: ActionCall, call_next: CallNext) -> ToolResponse:
+    """refuses a void that cannot happen (missing invoice, paid...) before the user is asked to confirm it"""
+    # Middleware run before the confirmation: asking the user about a void that is bound to fail wastes their
+    # attention and teaches them to confirm blindly. The void checks again in its own transaction.
+    store = BillingStore(call.request.app.state.db, await current_principal(call.request))
+    await store.can_void(call.arguments["id"])
+    return await call_next(call)
+
+
 @billing.action(destructive=True, confirm="Void invoice {id} (reason: {reason})? This cannot be undone.", scopes=WRITE,
-                open_world=False, **DETAIL)
+                middleware=[voidable], open_world=False, **DETAIL)
 async def void_invoice(
     id: InvoiceId,
     reason: Annotated[str, Field(min_length=3, max_length=200, description="Why the invoice is voided.")],

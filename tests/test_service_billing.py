@@ -119,17 +119,37 @@ async def test_remind_void_and_payments(t):
     assert (await t.call("billing", "remind", {"id": "inv_0003"}, headers=ADMIN)).error_code == "CONFLICT"
     reminded = await t.call("billing", "remind", {"id": "inv_0001"}, headers=ADMIN)
     assert reminded.data["reminders_sent"] == 1
-    void = {"id": "inv_0002", "reason": "paid already"}
+    void = {"id": "inv_0003", "reason": "sent by mistake"}
     asked = await t.call("billing", "void_invoice", void, headers=ADMIN)
-    assert asked.error_code == "CONFIRMATION_REQUIRED" and "Void invoice inv_0002" in asked.text
-    assert (await t.call("billing", "void_invoice", {**void, "_confirm": confirm_token(asked.text)},
-                         headers=ADMIN)).error_code == "CONFLICT"
+    assert asked.error_code == "CONFIRMATION_REQUIRED" and "Void invoice inv_0003" in asked.text
+    voided = await t.call("billing", "void_invoice", {**void, "_confirm": confirm_token(asked.text)}, headers=ADMIN)
+    assert voided.data["status"] == "void" and voided.data["void_reason"] == "sent by mistake"
     total = reminded.data["total_cents"]
     too_much = await t.call("billing", "record_payment", {"id": "inv_0001", "amount_cents": total + 1}, headers=ADMIN)
     assert too_much.error_code == "CONFLICT" and f"at most {total}" in too_much.text
     paid = await t.call("billing", "record_payment", {"id": "inv_0001", "amount_cents": total}, headers=ADMIN)
     assert paid.data["status"] == "paid" and paid.data["payments"][-1]["amount_cents"] == total
     assert set(paid.data["payments"][-1]) == {"id", "invoice_id", "amount_cents", "method", "received_on"}
+
+
+@pytest.mark.parametrize(("invoice_id", "code", "says"), [
+    ("inv_9999", "NOT_FOUND", 'Invoice "inv_9999" was not found.'),
+    ("inv_0002", "CONFLICT", 'Invoice "inv_0002" is paid and cannot be voided.'),
+])
+async def test_a_void_that_cannot_happen_is_refused_before_asking_the_user(t, invoice_id, code, says):
+    refused = await t.call("billing", "void_invoice", {"id": invoice_id, "reason": "mistake"}, headers=ADMIN)
+    assert refused.error_code == code and says in refused.text
+    assert "Ask the user" not in refused.text and "confirm_token" not in refused.text
+
+
+async def test_a_payment_after_the_confirmation_still_stops_the_void(t):
+    void = {"id": "inv_0001", "reason": "customer left"}  # sent, nothing paid
+    asked = await t.call("billing", "void_invoice", void, headers=ADMIN)
+    assert asked.error_code == "CONFIRMATION_REQUIRED"
+    paid = await t.call("billing", "record_payment", {"id": "inv_0001", "amount_cents": 100}, headers=ADMIN)
+    assert paid.data["paid_cents"] == 100
+    late = await t.call("billing", "void_invoice", {**void, "_confirm": confirm_token(asked.text)}, headers=ADMIN)
+    assert late.error_code == "CONFLICT" and "is sent with 100 cents paid and cannot be voided" in late.text
 
 
 async def test_revenue_summary_is_structured(service_app, t):

@@ -147,5 +147,6 @@ async def test_the_docs_page_shows_each_actions_guards(tmp_path):
     assert "timeout: 10 s" in actions["remind"]["guards"]
     assert any(g.startswith("concurrency: at most 2 at once") for g in actions["export_invoices"]["guards"])
     assert any(g.startswith("confirmation:") for g in actions["void_invoice"]["guards"])
+    assert any(g.startswith("voidable: refuses a void that cannot happen") for g in actions["void_invoice"]["guards"])
     assert any(g.startswith("audit:") for g in actions["void_invoice"]["guards"])
     assert "timeout: 10 s" in page and "confirmation: asks the user" in page
