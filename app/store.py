@@ -58,6 +58,19 @@ def check_voidable(invoice_id: str, status: str, paid_cents: int) -> None:
                        "Only draft or sent invoices without payments can be voided.", "billing.get_invoice")
 
 
+def payment_refused(invoice_id: str, status: str) -> ToolError:
+    """Why an invoice that is not sent takes no payment, and what to do instead (a final one owes nothing)."""
+    if status == "draft":
+        return conflict(f'Invoice "{invoice_id}" is a draft; payments go to sent invoices.',
+                        "Send the invoice first (update_invoice_status status=sent), then record the payment.",
+                        "billing.update_invoice_status")
+    owed = "it is fully paid" if status == "paid" else "it was voided"
+    return conflict(f'Invoice "{invoice_id}" is {status}; {owed}, so nothing is owed on it.',
+                    f"Do not record this payment: a {status} invoice is final. Check the invoice and its "
+                    "payments with get_invoice (a payment already recorded is listed there).",
+                    "billing.get_invoice")
+
+
 _INV, _CUST = InvoiceRecord.__table__, CustomerRecord.__table__
 _LINE, _PAY = LineRecord.__table__, PaymentRecord.__table__
 _TENANT: BindParameter[str] = bindparam("tenant")
@@ -392,9 +405,7 @@ class BillingStore:
         row = await self._invoice_row(session, invoice_id)
         owed = row.total_cents - row.paid_cents
         if row.status != "sent":
-            raise conflict(f'Invoice "{invoice_id}" is {row.status}; payments go to sent invoices.',
-                           "Send the invoice first (update_invoice_status status=sent).",
-                           "billing.update_invoice_status")
+            raise payment_refused(invoice_id, row.status)
         if amount_cents > owed:
             raise conflict(f"The amount exceeds what is owed ({owed} cents).",
                            f"Send amount_cents of at most {owed}.", "billing.record_payment")

@@ -152,6 +152,21 @@ async def test_a_payment_after_the_confirmation_still_stops_the_void(t):
     assert late.error_code == "CONFLICT" and "is sent with 100 cents paid and cannot be voided" in late.text
 
 
+async def test_a_payment_refused_says_what_fits_the_invoice_status(t):
+    draft = await t.call("billing", "record_payment", {"id": "inv_0003", "amount_cents": 100}, headers=ADMIN)
+    assert draft.error_code == "CONFLICT" and "Send the invoice first (update_invoice_status status=sent)" in draft.text
+    assert draft.raw.view.error.available_actions == ["billing.update_invoice_status"]
+    void = {"id": "inv_0003", "reason": "duplicate"}
+    asked = await t.call("billing", "void_invoice", void, headers=ADMIN)
+    await t.call("billing", "void_invoice", {**void, "_confirm": confirm_token(asked.text)}, headers=ADMIN)
+    for invoice_id, status, why in (("inv_0002", "paid", "it is fully paid"), ("inv_0003", "void", "it was voided")):
+        final = await t.call("billing", "record_payment", {"id": invoice_id, "amount_cents": 100}, headers=ADMIN)
+        assert final.error_code == "CONFLICT", final.text
+        assert f"is {status}; {why}, so nothing is owed on it." in final.text
+        assert f"a {status} invoice is final" in final.text and "Send the invoice first" not in final.text
+        assert final.raw.view.error.available_actions == ["billing.get_invoice"]
+
+
 async def test_revenue_summary_is_structured(service_app, t):
     result = await t.call("billing", "revenue_summary", {}, headers=ADMIN)
     assert result.structured_content == json.loads(result.text)
