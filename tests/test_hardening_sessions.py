@@ -122,7 +122,8 @@ async def test_subscriptions_are_bounded_and_known():
             return reply_of(await client.post("/mcp", json=body, headers=headers))
 
         assert "result" in await subscribe("file:///readme.txt")
-        assert (await subscribe("file:///nothing-here.txt"))["error"]["code"] == -32002
+        missing = (await subscribe("file:///nothing-here.txt"))["error"]
+        assert missing["code"] == -32602 and missing["data"] == {"uri": "file:///nothing-here.txt"}  # as read answers
         assert (await subscribe("invoices://" + "x" * 1_000_000 + "/summary"))["error"]["code"] == -32602
         assert "result" in await subscribe("invoices://inv_1/summary")  # a template's URI is a resource
         assert "result" in await subscribe("file:///readme.txt")  # already held: not counted twice
@@ -149,7 +150,7 @@ async def test_server_without_resources_refuses_subscriptions():
         headers = {**ACCEPT, "mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
         for n in range(3):
             body = {"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": f"file:///{n}"}}
-            assert reply_of(await client.post("/mcp", json=body, headers=headers))["error"]["code"] == -32002
+            assert reply_of(await client.post("/mcp", json=body, headers=headers))["error"]["code"] == -32602
         session = await app.state.mcpfusion.transport.sessions.get(headers["mcp-session-id"])
         assert session.subscriptions == []
 

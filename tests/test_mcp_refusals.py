@@ -25,6 +25,7 @@ def app():
 
     fusion = MCPFusion("notes", tools=[notes], json_response=True)
     fusion.prompt("greet", description="Greet")(lambda: "hello")
+    fusion.resource("note://readme", name="readme")(lambda: "read me")
     return fusion.build_app()
 
 
@@ -109,3 +110,20 @@ async def test_deep_nesting_is_told_apart_from_bad_json():
     assert "nests deeper" in nested.json()["error"]["message"]
     assert broken.json()["error"]["message"] == "Parse error: the body is not valid JSON"
     assert rest.status_code == 422 and "nests deeper" in rest.text
+
+
+async def test_an_unknown_resource_is_the_same_error_to_read_and_to_subscribe_and_a_long_uri_is_not_echoed():
+    async with client(app()) as http:
+        headers = {**await session(http), "mcp-protocol-version": "2025-11-25"}
+
+        async def rpc(method, uri):
+            body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"uri": uri}}
+            return (await http.post("/mcp", headers=headers, json=body)).json()
+
+        read, subscribe = await rpc("resources/read", "note://nope"), await rpc("resources/subscribe", "note://nope")
+        long_read = await rpc("resources/read", "note://" + "x" * 1_000_000)
+        good = await rpc("resources/read", "note://readme")
+    assert read["error"]["code"] == subscribe["error"]["code"] == -32602
+    assert read["error"]["data"] == subscribe["error"]["data"] == {"uri": "note://nope"}
+    assert long_read["error"]["code"] == -32602 and len(str(long_read)) < 500
+    assert good["result"]["contents"][0]["text"] == "read me"

@@ -18,7 +18,7 @@ from . import jsonrpc, protocol
 from .backend import PromptBackend, ResourceBackend, ToolBackend
 from .callables import invoke
 from .channel import LOG_RANK, Channel, InputRequired, InputResponsesChannel
-from .jsonrpc import RESOURCE_NOT_FOUND, EncodedList, McpError
+from .jsonrpc import EncodedList, McpError
 from .params import check_params
 from .sessions import Session
 from .state import RequestStateSigner
@@ -299,6 +299,8 @@ class Engine:
         if resources is None:
             raise McpError(jsonrpc.INVALID_PARAMS, "This server has no resources")
         uri = call.params.get("uri")
+        if isinstance(uri, str) and len(uri) > self.max_uri_length:  # never echoed back at any length
+            raise McpError(jsonrpc.INVALID_PARAMS, f"'uri' is longer than {self.max_uri_length} characters")
         return await self._with_input(
             call, uri if isinstance(uri, str) else "",
             lambda: resources.read(uri, self.make_context(call), call.request),
@@ -307,8 +309,9 @@ class Engine:
     async def _subscribe(self, call: Call) -> dict[str, Any]:
         uri = self._subscription_uri(call)
         if self.resources is None or not self.resources.exists(uri):
-            raise McpError(RESOURCE_NOT_FOUND, f"Unknown resource {uri!r}: subscribe to a listed resource",
-                           {"uri": uri})
+            # The code resources/read answers for the same URI (SEP-2164: -32602 with data.uri).
+            raise McpError(jsonrpc.INVALID_PARAMS, f"Resource not found: {uri}: subscribe to a listed resource or "
+                           "one of its templates", {"uri": uri})
         session = call.session
         if session is not None and uri not in session.subscriptions:
             if len(session.subscriptions) >= self.max_subscriptions:
