@@ -127,3 +127,20 @@ async def test_an_unknown_resource_is_the_same_error_to_read_and_to_subscribe_an
     assert read["error"]["data"] == subscribe["error"]["data"] == {"uri": "note://nope"}
     assert long_read["error"]["code"] == -32602 and len(str(long_read)) < 500
     assert good["result"]["contents"][0]["text"] == "read me"
+
+
+async def test_the_session_wire_refuses_a_request_whose_answer_the_client_cannot_read():
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    async with client(app()) as http:
+        refused_init = await http.post("/mcp", headers={"accept": "text/html"}, json=init)
+        headers = {**await session(http), "mcp-protocol-version": "2025-11-25"}
+        refused = await http.post("/mcp", headers={**headers, "accept": "text/html"},
+                                  json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        noted = await http.post("/mcp", headers={**headers, "accept": "text/html"},
+                                json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        no_accept = await http.post("/mcp", headers={k: v for k, v in headers.items() if k != "accept"},
+                                    json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    assert refused_init.status_code == refused.status_code == 406
+    assert refused.json()["error"]["code"] == -32600
+    assert noted.status_code == 202 and no_accept.status_code == 200  # nothing to read; no header: anything

@@ -95,6 +95,8 @@ class SessionWire(WirePipeline):
             return refusal
         msg_id = message.get("id")
         has_id = "id" in message
+        if has_id and accepts(request) == (False, False):  # an answer the client says it cannot read
+            return http_error(406, "Not Acceptable: accept application/json or text/event-stream")
         if message["method"] == "initialize":
             if not has_id:
                 return error_response(None, jsonrpc.INVALID_REQUEST, "initialize must be a request (with an id)")
