@@ -144,3 +144,14 @@ async def test_the_session_wire_refuses_a_request_whose_answer_the_client_cannot
     assert refused_init.status_code == refused.status_code == 406
     assert refused.json()["error"]["code"] == -32600
     assert noted.status_code == 202 and no_accept.status_code == 200  # nothing to read; no header: anything
+
+
+async def test_a_2026_notification_without_the_version_header_is_told_so():
+    async with client(app()) as http:
+        refused = await http.post("/mcp", headers={"accept": "application/json"}, json={
+            "jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"_meta": META}})
+        accepted = await http.post("/mcp", headers={"accept": "application/json", "mcp-protocol-version": "2026-07-28"},
+                                   json={"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"_meta": META}})
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == -32020
+    assert "header is missing" in refused.json()["error"]["message"]
+    assert accepted.status_code == 202

@@ -189,6 +189,9 @@ class ModernWire(WirePipeline):
             return error_response(None, jsonrpc.INVALID_REQUEST,
                                   "Body must be a single JSON-RPC request or notification")
         version = (header(request, b"mcp-protocol-version") or "").strip()
+        if not version:  # as a request without it is answered: the header must repeat the envelope's version
+            return error_response(None, jsonrpc.HEADER_MISMATCH, "mcp-protocol-version header is missing: send "
+                                  "the protocol version of the request envelope in it")
         rejection = _ladder().unsupported_protocol_version_rejection(version)
         if rejection is not None:
             return error_response(None, rejection.code, rejection.message, rejection.data)
