@@ -35,6 +35,8 @@ from .tables import CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, Te
 
 # Status changes update_invoice_status may make (void has its own destructive action).
 TRANSITIONS = {"draft": {"sent"}, "sent": {"paid"}, "paid": set(), "void": set()}
+# How far after its issue date an invoice may fall due.
+DUE_WITHIN_YEARS = 10
 
 
 def not_found(kind: str, ident: str, list_action: str) -> ToolError:
@@ -69,6 +71,24 @@ def payment_refused(invoice_id: str, status: str) -> ToolError:
                     f"Do not record this payment: a {status} invoice is final. Check the invoice and its "
                     "payments with get_invoice (a payment already recorded is listed there).",
                     "billing.get_invoice")
+
+
+def check_due_date(due_date: dt.date, issued_on: dt.date) -> None:
+    """A due date from the issue date to `DUE_WITHIN_YEARS` after it (an earlier one is a typo or a made-up
+    overdue invoice, a later one a mistyped year)."""
+    try:
+        latest = issued_on.replace(year=issued_on.year + DUE_WITHIN_YEARS)
+    except ValueError:  # issued on 29 February
+        latest = issued_on.replace(year=issued_on.year + DUE_WITHIN_YEARS, day=28)
+    if issued_on <= due_date <= latest:
+        return
+    problem = "before" if due_date < issued_on else f"more than {DUE_WITHIN_YEARS} years after"
+    raise ToolError("VALIDATION_ERROR",
+                    f"due_date {due_date.isoformat()} is {problem} the issue date (the invoice is issued today, "
+                    f"{issued_on.isoformat()}).",
+                    recovery=f"Send a due_date from {issued_on.isoformat()} to {latest.isoformat()} (YYYY-MM-DD), "
+                             "e.g. 30 days after today, and call create_invoice again.",
+                    details={"field": "due_date"})
 
 
 _INV, _CUST = InvoiceRecord.__table__, CustomerRecord.__table__
@@ -318,6 +338,7 @@ class BillingStore:
     async def create_invoice(
         self, customer_id: str, due_date: dt.date, lines: list[Any], internal_note: str | None
     ) -> dict[str, Any]:
+        check_due_date(due_date, self.today())  # before any session: a refused date costs no transaction
         async with self._writing() as session:
             return await self._create_invoice(session, customer_id, due_date, lines, internal_note)
 

@@ -11,10 +11,12 @@ import re
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
+from unittest.mock import patch
 
 import httpx
 import pytest
 
+from app.store import BillingStore
 from mcpfusion import pagination
 from tests.service_kit import ACME_INVOICES, McpSession, asgi_client, auth, build, mcp, rest, sse_messages
 
@@ -72,10 +74,12 @@ async def walk(fetch: Fetch, between_pages: Callable[[], Awaitable[None]] | None
 
 
 async def create(client: httpx.AsyncClient, due: dt.date) -> str:
-    r = await rest(client, "billing", "create_invoice", {
-        "customer_id": "cus_0002", "due_date": due.isoformat(),
-        "lines": [{"description": "Paging test", "quantity": 1, "unit_price_cents": 100}],
-    }, "demo-admin")
+    # The store refuses a due date before the issue date: an invoice due in the past is issued on its due date.
+    with patch.object(BillingStore, "today", staticmethod(lambda: min(due, dt.date.today()))):
+        r = await rest(client, "billing", "create_invoice", {
+            "customer_id": "cus_0002", "due_date": due.isoformat(),
+            "lines": [{"description": "Paging test", "quantity": 1, "unit_price_cents": 100}],
+        }, "demo-admin")
     assert r.status_code == 200, r.text
     return r.json()["id"]
 

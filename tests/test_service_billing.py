@@ -9,6 +9,7 @@ import json
 import pytest
 import toon_format
 
+from app.store import BillingStore
 from app.tables import CustomerRecord
 from tests.service_kit import asgi_client, confirm_token, in_process, rest
 
@@ -100,6 +101,28 @@ async def test_create_uses_the_model_create_profile(t):
     empty = await t.call("billing", "create_invoice",
                          {"customer_id": "cus_0001", "due_date": "2030-01-31", "lines": []}, headers=ADMIN)
     assert empty.error_code == "VALIDATION_ERROR"
+
+
+@pytest.mark.parametrize(("due", "ok"), [
+    ("1900-01-01", False), ("2028-02-28", False), ("2028-02-29", True), ("2038-02-28", True), ("2038-03-01", False),
+    ("9999-12-31", False),
+])
+async def test_a_due_date_falls_between_the_issue_date_and_ten_years_after(service_app, t, monkeypatch, due, ok):
+    monkeypatch.setattr(BillingStore, "today", staticmethod(lambda: dt.date(2028, 2, 29)))  # ten years: 2038-02-28
+    result = await t.call("billing", "create_invoice", {"customer_id": "cus_0001", "due_date": due, "lines": [LINE]},
+                          headers=ADMIN)
+    if ok:
+        assert result.data["due_date"] == due and result.data["issued_on"] == "2028-02-29"
+        return
+    assert result.error_code == "VALIDATION_ERROR" and f"due_date {due} is " in result.text
+    assert "Send a due_date from 2028-02-29 to 2038-02-28 (YYYY-MM-DD)" in result.text
+    assert result.raw.view.error.details == {"field": "due_date"}
+    async with asgi_client(service_app) as client:
+        body = {"customer_id": "cus_0001", "due_date": due, "lines": [LINE]}
+        refused = await rest(client, "billing", "create_invoice", body, "demo-admin")
+    assert refused.status_code == 422 and refused.json()["code"] == "VALIDATION_ERROR"
+    listed = await t.call("billing", "list_invoices", {"customer_id": "cus_0001", "status": "draft"}, headers=ADMIN)
+    assert due not in {row["due_date"] for row in listed.data}  # nothing was stored
 
 
 async def test_status_transitions(t):
