@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from . import exposition as expo
 from . import toon
 from .argschema import Arguments, arguments
+from .booleans import booleans_in, numbers_plan
 from .dependencies import build_dependant, is_empty, security_scopes, split_parameters, takes_page
 from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
 from .hints import per_annotation, type_hints
@@ -209,6 +210,11 @@ class Action:
         listing does not make the model (see `mcpfusion.argschema`)."""
         return arguments(self.argument_fields, lambda: self.args_model)
 
+    @functools.cached_property
+    def numbers(self) -> Any:
+        """Where the arguments hold numbers, to refuse a boolean there (`mcpfusion.booleans`); None: nowhere."""
+        return numbers_plan(self.declared_schema())
+
     @property
     def qualified_name(self) -> str:
         return f"{self.tool.name}.{self.name}"
@@ -306,6 +312,12 @@ class Action:
         """Strictly validated keyword arguments for the handler (flattened models rebuilt)."""
         if self.json_validator is not None:
             return self._validate_json(arguments)
+        numbers = self.numbers
+        if numbers is not None:
+            wrong = booleans_in(numbers, arguments)
+            if wrong:
+                raise ValidationFailed(self.label, [(path, "Input should be a number, not true or false.")
+                                                    for path in wrong])
         try:
             model = self.args_model.__pydantic_validator__.validate_python(arguments)
         except ValidationError as exc:

@@ -91,3 +91,23 @@ async def test_unknown_field_wording_fits_where_it_was_sent():
     assert "lines[0].amount_cents" in nested.text and "lines[0] does not take it" in nested.text
     assert "This action accepts" not in nested.text
     assert "this action takes no arguments" in no_arguments.text and "accepts: ." not in no_arguments.text
+
+
+async def test_a_boolean_is_never_read_as_a_number():
+    calc = Tool("calc", description="Numbers")
+
+    @calc.action(readonly=True)
+    async def add(a: int, b: float | None = None, c: list[int] | None = None, flag: bool = False,
+                  either: int | str = 0) -> dict:
+        """Add"""
+        return {"a": a, "b": b, "c": c, "flag": flag, "either": either}
+
+    t = ToolTester(MCPFusion("calc", tools=[calc, shop()]).registry)
+    nested = await t.call("shop", "order", {"lines": [{"description": "x", "unit_price_cents": True}]})
+    top = await t.call("calc", "add", {"a": False, "b": True, "c": [1, True]})
+    fine = await t.call("calc", "add", {"a": "7", "b": 1, "c": [2], "flag": True, "either": "x"})
+    assert nested.error_code == top.error_code == "VALIDATION_ERROR"
+    assert "lines[0].unit_price_cents" in nested.text and "not true or false" in nested.text
+    assert all(p in top.text for p in ('name="a"', 'name="b"', 'name="c[1]"'))
+    # Numeric text stays accepted (as FastAPI reads JSON bodies); a declared bool is left alone.
+    assert not fine.is_error and fine.data == {"a": 7, "b": 1.0, "c": [2], "flag": True, "either": "x"}
