@@ -40,9 +40,10 @@ DUE_WITHIN_YEARS = 10
 
 
 def not_found(kind: str, ident: str, list_action: str) -> ToolError:
+    shown = ident if len(ident) <= 80 else ident[:77] + "..."  # an id sent can be megabytes: never echoed whole
     return ToolError(
         "NOT_FOUND",
-        f'{kind} "{ident}" was not found.',
+        f'{kind} "{shown}" was not found.',
         recovery=f"Call {list_action} first to find a valid id.",  # the qualified name, whatever the exposition
         available_actions=[list_action],
     )

@@ -1,4 +1,5 @@
-"""The reference service suggests to each role only the actions that role may call."""
+"""What the reference service answers each role: only actions that role may call are suggested, and an error
+never echoes a huge id whole."""
 
 from __future__ import annotations
 
@@ -26,3 +27,9 @@ async def test_support_is_never_suggested_a_write_it_cannot_call(t):
     listed = await t.call("billing", "list_invoices", {}, headers=SUPPORT)
     assert not any(s.action.startswith(("billing.remind", "billing.record_payment", "billing.update"))
                    for s in listed.suggestions)
+
+
+async def test_a_huge_id_is_not_echoed_whole(t):
+    missing = await t.call("billing", "create_invoice", {"customer_id": "c" * 1_000_000, "lines": [
+        {"description": "x", "quantity": 1, "unit_price_cents": 100}]}, headers=ADMIN)
+    assert missing.error_code in ("NOT_FOUND", "VALIDATION_ERROR") and len(missing.text) < 2_000
