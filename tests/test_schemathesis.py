@@ -16,15 +16,23 @@ from tests.service_kit import build, serve
 EXAMPLES = 10
 
 
+# Rules a JSON Schema cannot state, so a schema-valid call may break them (422 VALIDATION_ERROR naming the field):
+# create_invoice's due date must fall between today (the issue date) and ten years after it.
+DATE_RULES = {"billing_create_invoice"}
+
+
 def confirmation_config(app, path: Path) -> Path:
     """Actions declared `confirm=True` answer a first, schema-valid call with 428 and a token to send back
-    (`_confirm`): the documented two-step protocol, so 428 is an expected status of theirs (and only theirs)."""
+    (`_confirm`): the documented two-step protocol, so 428 is an expected status of theirs (and only theirs).
+    Actions with a rule relative to today (`DATE_RULES`) may answer 422 to a schema-valid call."""
     lines = []
     for action in app.state.mcpfusion.registry.actions():
-        if action.confirm:
-            lines += ["[[operations]]", f'include-operation-id = "{action.tool.name}_{action.name}"',
+        operation = f"{action.tool.name}_{action.name}"
+        extra = ['"428"'] if action.confirm else ['"422"'] if operation in DATE_RULES else []
+        if extra:
+            lines += ["[[operations]]", f'include-operation-id = "{operation}"',
                       'checks.positive_data_acceptance.expected-statuses = '
-                      '["2xx", "3xx", "401", "403", "404", "409", "428", "429"]', ""]
+                      f'["2xx", "3xx", "401", "403", "404", "409", {", ".join(extra)}, "429"]', ""]
     path.write_text("\n".join(lines))
     return path
 
