@@ -14,6 +14,7 @@ which (`status:not overdue`): an agent learns each action's values exactly; the 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import importlib.util
 import json
 from pathlib import Path
@@ -235,7 +236,7 @@ SAMPLE_CALLS = [
     ("billing", "list_invoices", {}), ("billing", "list_invoices", {"status": "overdue"}),
     ("billing", "get_invoice", {"id": "inv_0001"}), ("billing", "get_invoice", {"id": "inv_0002"}),
     ("billing", "remind", {"id": "inv_0001", "message": "Friendly"}),
-    ("billing", "create_invoice", {"customer_id": "cus_0001", "due_date": "2027-01-31",
+    ("billing", "create_invoice", {"customer_id": "cus_0001", "due_date": str(dt.date.today() + dt.timedelta(days=30)),
                                    "lines": [{"description": "Audit", "quantity": 2, "unit_price_cents": 1500}]}),
     ("customers", "list", {}), ("customers", "get", {"id": "cus_0001"}),
 ]
