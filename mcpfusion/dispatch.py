@@ -384,7 +384,7 @@ class ToolRegistry:
             ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
             with phase("present"):
                 response, presenter = present(action, result, presenter, ctx, select)
-                if response.view.suggestions:
+                if response.view.suggestions and AUTH_SCOPE_KEY in request.scope:  # (scopes to enforce)
                     self._callable_suggestions(response, request)
                 if response.content:
                     check_content(action, response.content, self.max_content_bytes)

@@ -36,7 +36,7 @@ from .security import HostOriginGuard
 from .session_wire import SessionWire
 from .sessions import InMemorySessionStore, SessionStore
 from .settings import TransportSettings
-from .wire import error_response, header, http_error, repeated
+from .wire import any_repeated, error_response, header, http_error, repeated
 
 
 class McpRoute(APIRoute):
@@ -213,5 +213,7 @@ ALLOWED_METHODS = "GET, POST, DELETE"
 
 def _repeats_session_headers(request: Request) -> bool:
     """Whether a header the session wire routes by comes more than once (which one would count is
-    anybody's guess: the version checked and the session used could differ)."""
-    return repeated(request, b"mcp-protocol-version") or repeated(request, b"mcp-session-id")
+    anybody's guess: the version checked and the session used could differ). Headers all distinct, the
+    usual request, are seen at once by their count."""
+    return any_repeated(request) and (repeated(request, b"mcp-protocol-version")
+                                      or repeated(request, b"mcp-session-id"))

@@ -95,12 +95,15 @@ class SessionWire(WirePipeline):
             return refusal
         msg_id = message.get("id")
         has_id = "id" in message
-        if has_id and accepts(request) == (False, False):  # an answer the client says it cannot read
-            return http_error(406, "Not Acceptable: accept application/json or text/event-stream")
+        wants_sse = False
+        if has_id:
+            wants_json, wants_sse = accepts(request)
+            if not wants_json and not wants_sse:  # an answer the client says it cannot read
+                return http_error(406, "Not Acceptable: accept application/json or text/event-stream")
         if message["method"] == "initialize":
             if not has_id:
                 return error_response(None, jsonrpc.INVALID_REQUEST, "initialize must be a request (with an id)")
-            return await self._initialize(request, message)
+            return await self._initialize(request, message, wants_sse)
         session, refusal = await self._session(request, msg_id)
         if refusal is not None:
             return refusal
@@ -111,9 +114,9 @@ class SessionWire(WirePipeline):
         if not has_id:
             await self._client_notification(session, message)
             return Response(status_code=202)
-        return await self._request(request, session, message)
+        return await self._request(request, session, message, wants_sse)
 
-    async def _initialize(self, request: Request, message: dict[str, Any]) -> Response:
+    async def _initialize(self, request: Request, message: dict[str, Any], wants_sse: bool) -> Response:
         params = message.get("params") or {}
         msg_id = message["id"]
         requested = params.get("protocolVersion")
@@ -141,7 +144,6 @@ class SessionWire(WirePipeline):
             return retry_later(503, f"Service Unavailable: {exc}; retry later")
         body = result(msg_id, self.engine.initialize_result(version))
         headers = {"Mcp-Session-Id": session.id}
-        wants_json, wants_sse = accepts(request)
         if self.settings.json_response or not wants_sse:
             return json_response(body, headers=headers)
 
@@ -213,13 +215,13 @@ class SessionWire(WirePipeline):
         # A broker outage ends the listener; the next request starts a new one.
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
-    async def _request(self, request: Request, session: Session, message: dict[str, Any]) -> Response:
+    async def _request(self, request: Request, session: Session, message: dict[str, Any], wants_sse: bool
+                       ) -> Response:
         self._listen_for_cancels()
         params = message.get("params") or {}
         meta = params.get("_meta")
         progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
         headers = {"Mcp-Session-Id": session.id}
-        wants_json, wants_sse = accepts(request)
         use_sse = wants_sse and not self.settings.json_response
         stream_id = new_stream_id(session.id) if use_sse else None
         channel = SessionChannel(self, session, stream_id, progress_token=progress_token,

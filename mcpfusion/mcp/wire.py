@@ -34,8 +34,13 @@ def header(request: Request, name: bytes) -> str | None:
 def repeated(request: Request, name: bytes) -> bool:
     """Whether header `name` (lower-case bytes) appears more than once: a request whose headers are all
     distinct (the dict `header` made holds as many as the list) is answered without counting."""
-    raw = request.scope["headers"]
-    return len(_table(request.scope)) < len(raw) and sum(1 for n, _ in raw if n == name) > 1
+    return any_repeated(request) and sum(1 for n, _ in request.scope["headers"] if n == name) > 1
+
+
+def any_repeated(request: Request) -> bool:
+    """Whether some header name comes more than once (the dict `header` made holds fewer than the list)."""
+    scope = request.scope
+    return len(_table(scope)) < len(scope["headers"])
 
 
 def _table(scope: MutableMapping[str, Any]) -> dict[bytes, bytes]:
