@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -45,12 +46,23 @@ class UIBlock:
             if opening is None and len(_TYPE_ONLY) < 256:
                 opening = _TYPE_ONLY[kind] = _opening.__wrapped__(kind, None, None, None)
             if opening is not None:
-                return f"{opening}\n{self.content}\n</ui_passthrough>"
+                return f"{opening}\n{_sealed(self.content)}\n</ui_passthrough>"
         try:
             opening = _opening(self.type, self.title, self.width, self.priority)
         except TypeError:  # an attribute that does not hash: rendered for this block alone
             opening = _opening.__wrapped__(self.type, self.title, self.width, self.priority)
-        return f"{opening}\n{self.content}\n</ui_passthrough>"
+        return f"{opening}\n{_sealed(self.content)}\n</ui_passthrough>"
+
+
+def _sealed(content: str) -> str:
+    """`content` unable to close its block early: a `</ui_passthrough` inside (in any case) loses its `<`, so
+    text that follows it cannot pass for the framework's own blocks (rules, errors, suggestions)."""
+    if "</" not in content or _CLOSING.search(content) is None:
+        return content
+    return _CLOSING.sub("&lt;", content)
+
+
+_CLOSING = re.compile(r"<(?=/ui_passthrough)", re.IGNORECASE)  # the `<` of a closing tag, in any case
 
 
 _type, _content, _title, _width, _priority = (
@@ -95,8 +107,9 @@ def fence(language: str, body: str) -> str:
 
 
 def _cell(text: str) -> str:
-    if "|" in text or "\n" in text:
-        text = text.replace("|", "\\|").replace("\n", " ")
+    # A cell is data (stored text a writer chose): it may not end the block or open a tag of the wire format.
+    if "|" in text or "\n" in text or "<" in text:
+        text = text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
     return text
 
 
@@ -140,7 +153,7 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
                 else:
                     joined = "".join(cells)
             if joined is not None:
-                if "|" not in joined and "\n" not in joined:
+                if "|" not in joined and "\n" not in joined and "<" not in joined:
                     between = _layout(columns, len(body))[0]
                     parts = [*between]  # the text between the cells, the cells in its gaps
                     parts[1::2] = cells
@@ -152,7 +165,7 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
                 else:
                     _, layout, pipes, lines = _layout(columns, len(body))
                     text = layout % tuple(cells)
-                    if text.count("|") == pipes and text.count("\n") == lines:
+                    if text.count("|") == pipes and text.count("\n") == lines and "<" not in text:
                         return _made("markdown", text, title, width, priority)
     head = [_text(h) for h in headers]
     cells_text = [[_text(c) for c in row] for row in body]
