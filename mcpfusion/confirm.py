@@ -48,9 +48,9 @@ def question(call: ActionCall) -> str:
 
 
 def token(call: ActionCall, digest: str, expires: int | None = None) -> str:
-    """`<expiry>.<mac>`: bound to the call's digest (action + arguments) and its principal."""
+    """`<expiry>.<mac>`: bound to the call's digest (action + arguments) and its caller (tenant and principal)."""
     expires = expires if expires is not None else int(time.time() + TOKEN_TTL)
-    mac = hmac.new(call.guards.signing_key, f"confirm|{expires}|{call.principal_id}|{digest}".encode(),
+    mac = hmac.new(call.guards.signing_key, f"confirm|{expires}|{call.caller_key}|{digest}".encode(),
                    hashlib.sha256).hexdigest()[:32]
     return f"{expires}.{mac}"
 
@@ -59,7 +59,8 @@ def _valid(call: ActionCall, digest: str, sent: Any) -> bool:
     if not isinstance(sent, str) or "." not in sent:
         return False
     expiry, _, _ = sent.partition(".")
-    if not expiry.isdigit() or int(expiry) < time.time():
+    # ASCII digits of a plausible length only: `isdigit` also takes "²", and int() refuses 4,300 digits.
+    if not (expiry.isascii() and expiry.isdigit() and len(expiry) <= 12) or int(expiry) < time.time():
         return False
     return hmac.compare_digest(sent, token(call, digest, int(expiry)))
 

@@ -143,6 +143,14 @@ class ActionCall:
         return _field(self.principal, _TENANT)
 
     @property
+    def caller_key(self) -> str:
+        """`principal_id` within its tenant: what per-caller state (rate-limit buckets, confirmation tokens)
+        is keyed by, since two tenants of one identity provider may each have a subject of the same name."""
+        tenant = self.tenant
+        principal = self.principal_id
+        return principal if tenant is None else f"{tenant}/{principal}"
+
+    @property
     def request_id(self) -> str:
         """`X-Request-ID` when the caller sent one, else a new id (stable for this call)."""
         if self._request_id is None:

@@ -53,7 +53,7 @@ class RateLimit:
             return str(self.key(call))
         if self.key == "tenant":
             return call.tenant or call.principal_id
-        return call.principal_id
+        return call.caller_key
 
     async def __call__(self, call: ActionCall, call_next: CallNext) -> ToolResponse:
         wait = await call.guards.buckets.take(f"{self.name}:{self.subject(call)}", self.capacity, self.refill)

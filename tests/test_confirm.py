@@ -189,3 +189,17 @@ async def test_an_input_required_round_is_not_audited_as_a_failure():
     finally:
         await caller.aclose()
     assert [(e["action"], e["outcome"], e["error_code"]) for e in events] == [("ledger.purge", "ok", None)]
+
+
+
+@pytest.mark.parametrize("transport", ["tester", "rest", "mcp-2026"])
+async def test_a_malformed_confirmation_token_is_refused_not_a_crash(transport):
+    voided: list[str] = []
+    caller = Caller(build(voided), transport, "ledger")
+    try:
+        for sent in ("\u00b2.aaaa", "9" * 5000 + ".x", "\uff11\uff12\uff13.abc", ".", "12.", "-5.x", "x" * 100_000):
+            refused = await caller.call("void", {"id": "inv_1", "reason": "r", CONFIRM_PARAM: sent})
+            assert refused.code == "CONFIRMATION_REQUIRED" and "does not match" in refused.text, (sent[:10], refused.text)
+        assert voided == []
+    finally:
+        await caller.aclose()

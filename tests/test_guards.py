@@ -253,3 +253,23 @@ async def test_rate_limit_per_tenant(world_and_caller):
         assert codes == [None, None, None, None]
     else:
         assert codes == [None, None, None, "RATE_LIMITED"]
+
+
+async def test_one_subject_in_two_tenants_has_two_rate_limit_buckets():
+    from mcpfusion import MCPFusion as Fusion
+    from mcpfusion import RateLimit, Tool
+    from mcpfusion.testing import ToolTester
+
+    tool = Tool("t", description="x")
+
+    @tool.action(readonly=True)
+    async def ping() -> str:
+        """Ping"""
+        return "pong"
+
+    tester = ToolTester(Fusion("limits", tools=[tool], middleware=[RateLimit(1, per=60)]).registry)
+    first = await tester.call("t", "ping", {}, auth={"sub": "alice", "tenant": "globex"})
+    again = await tester.call("t", "ping", {}, auth={"sub": "alice", "tenant": "globex"})
+    other_tenant = await tester.call("t", "ping", {}, auth={"sub": "alice", "tenant": "acme"})
+    assert first.error_code is None and again.error_code == "RATE_LIMITED"
+    assert other_tenant.error_code is None  # globex's alice does not spend acme's alice's allowance
