@@ -86,7 +86,10 @@ async def test_odd_last_event_ids_are_a_404_not_a_crash():
             "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         sid = (await client.post("/mcp", json=init, headers={"accept": "application/json"})).headers["mcp-session-id"]
-        for last in (f"{sid}~x#\u00b2", f"{sid}~x#" + "9" * 50, f"{sid}~x", "#1"):
+        # ... and so are well-formed ids of streams the store never issued (forged, or expired): nothing would
+        # ever come on them, and nothing is stored under an id the client chose.
+        for last in (f"{sid}~x#\u00b2", f"{sid}~x#" + "9" * 50, f"{sid}~x", "#1", f"{sid}~nonexistent#1",
+                     f"{sid}~" + "y" * 50_000 + "#1"):
             r = await client.get("/mcp", headers={"accept": "text/event-stream", "mcp-session-id": sid,
                                                   "last-event-id": last.encode()})
             assert r.status_code == 404, last

@@ -292,6 +292,12 @@ class SessionWire(WirePipeline):
             stream_id = parsed[0] if parsed is not None else ""
             if not stream_id.startswith(session.id + "~"):
                 return http_error(404, "Unknown Last-Event-ID for this session")
+            # A request's stream the store no longer knows (expired, evicted, or never issued) has nothing to
+            # replay and nothing will ever follow on it: say so rather than hold an empty stream open forever
+            # (and store nothing under an id the client chose). The GET stream itself always goes on live.
+            if not stream_id.endswith("~get") and await self.events.replay_after(last) is None:
+                return http_error(404, "Unknown Last-Event-ID: the stream has expired or was never issued; send "
+                                       "the request again")
             return event_source(self._resume(session, stream_id, last), headers, self.settings.sse_ping_seconds)
         return event_source(self._standalone(session, None), headers, self.settings.sse_ping_seconds)
 
