@@ -113,3 +113,36 @@ async def test_bridge_turns_an_http_401_into_a_json_rpc_error():
         "message": "HTTP 401 from the MCP endpoint: Missing bearer token. Start this stdio server with "
                    "--token TOKEN, or set MCPFUSION_AUTHORIZATION to 'Bearer TOKEN' in its environment.",
         "data": {"status": 401, "detail": "Missing bearer token"}}}]
+
+
+async def test_bridge_answers_every_line_deep_nesting_and_unicode_names_included():
+    import asyncio
+    import json
+
+    from mcpfusion.mcp.stdio import StdioBridge
+    from tests.mcp_app import build_fusion
+
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    lines: list[dict] = []
+    bridge = StdioBridge(build_fusion().build_app(), lambda text: lines.append(json.loads(text)), headers={})
+    await bridge.startup()
+    deep = '{"jsonrpc":"2.0","id":2,"method":"ping","params":' + "[" * 5000 + "]" * 5000 + "}"
+    await bridge.handle_line(deep)
+    await bridge.handle_line(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                                         "params": {"name": "cust€mers", "arguments": {}, "_meta": meta}}))
+    await bridge.handle_line(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/c€ll",
+                                         "params": {"name": "x", "_meta": meta}}))
+    await bridge.handle_line(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/list",
+                                         "params": {"_meta": {**meta, "io.modelcontextprotocol/protocolVersion":
+                                                              "2026-07-28€"}}}))
+    await bridge.handle_line('{"jsonrpc":"2.0","id":6,"method":"ping","params":{"x":"\ud800"}}'.encode(
+        "utf-8", "surrogatepass").decode("utf-8", "surrogateescape"))
+    await bridge.close()
+    await asyncio.sleep(0)
+    by_id = {m.get("id"): m for m in lines}
+    unread = [m["error"]["message"] for m in lines if m.get("id") is None]  # no id can be read: parse errors
+    assert unread == ["Parse error: the JSON nests deeper than this server reads (about 200 levels)",
+                      "Parse error: the line is not valid UTF-8"]
+    assert "Unknown tool: cust€mers" in by_id[3]["error"]["message"]  # routed: the name's header carried it
+    assert by_id[4]["error"]["code"] == by_id[5]["error"]["code"] == -32600
+    assert len(lines) == 5, lines

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..body import InvalidJSON, parse_json
 from . import jsonrpc, protocol
 from .jsonrpc import HTTP_ERROR, error
 from .wire import TRANSPORT_SCOPE_KEY
@@ -70,6 +71,19 @@ class _SSEParser:
                 except ValueError:
                     logger.warning("dropped a non-JSON SSE event")
         return messages
+
+
+def _plain_header(value: str) -> bool:
+    """Whether `value` goes into an HTTP header as it is (printable ASCII without edge spaces)."""
+    return value.isascii() and value.isprintable() and value == value.strip() and not value.startswith("=?")
+
+
+def _header_safe(value: str) -> str:
+    """`value` in the form the 2026 wire's routing headers carry what HTTP cannot (`=?base64?...?=`), which
+    the server decodes before comparing it with the body (the SDK's encoder: the same sentinel both ways)."""
+    from mcp.shared.inbound import encode_header_value  # the ladder's module, loaded when first needed
+
+    return str(encode_header_value(value))
 
 
 class StdioBridge:
@@ -136,12 +150,24 @@ class StdioBridge:
         if not line:
             return
         try:
-            message = json.loads(line)
-        except ValueError:
-            self._emit(error(None, jsonrpc.PARSE_ERROR, "Parse error: the line is not valid JSON"))
+            raw = line.encode()
+            message = parse_json(raw)
+        except UnicodeEncodeError:  # lone surrogates: stdin that was not UTF-8
+            self._emit(error(None, jsonrpc.PARSE_ERROR, "Parse error: the line is not valid UTF-8"))
             return
-        headers = self._headers_for(message)
-        status, response_headers, messages = await self._request("POST", headers, line.encode())
+        except InvalidJSON as exc:  # including nesting deeper than the parser reads (a RecursionError before)
+            reason = exc.reason.replace("the body", "the line")
+            self._emit(error(None, jsonrpc.PARSE_ERROR, f"Parse error: {reason}"))
+            return
+        msg_id = message.get("id") if isinstance(message, dict) else None
+        try:
+            headers = self._headers_for(message)
+            status, response_headers, messages = await self._request("POST", headers, raw)
+        except UnicodeEncodeError:  # a routing value (method, protocol version) no HTTP header can carry
+            if msg_id is not None:
+                self._emit(error(msg_id, jsonrpc.INVALID_REQUEST, "Invalid request: the method and the protocol "
+                                 "version are ASCII names"))
+            return
         if isinstance(message, dict) and message.get("method") == "initialize" and status == 200:
             self.session_id = response_headers.get("mcp-session-id", self.session_id)
             for reply in messages:
@@ -150,10 +176,8 @@ class StdioBridge:
                     self.protocol_version = version
             if self.session_id and self._get_stream is None:
                 self._get_stream = asyncio.create_task(self._follow_get_stream())
-        if status >= 400 and not messages:
-            msg_id = message.get("id") if isinstance(message, dict) else None
-            if msg_id is not None:
-                self._emit(self._http_error(msg_id, status))
+        if status >= 400 and not messages and msg_id is not None:
+            self._emit(self._http_error(msg_id, status))
 
     def _http_error(self, msg_id: Any, status: int) -> dict[str, Any]:
         """The JSON-RPC error for an HTTP-level refusal (stdout carries JSON-RPC only)."""
@@ -180,7 +204,7 @@ class StdioBridge:
                 headers["mcp-method"] = method
                 name = params.get(_NAME_KEYS.get(method, "")) if isinstance(params, dict) else None
                 if isinstance(name, str):
-                    headers["mcp-name"] = name
+                    headers["mcp-name"] = name if _plain_header(name) else _header_safe(name)
             return headers
         if self.session_id:
             headers["mcp-session-id"] = self.session_id
@@ -328,3 +352,4 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
