@@ -155,3 +155,16 @@ async def test_a_2026_notification_without_the_version_header_is_told_so():
     assert refused.status_code == 400 and refused.json()["error"]["code"] == -32020
     assert "header is missing" in refused.json()["error"]["message"]
     assert accepted.status_code == 202
+
+
+async def test_completions_are_not_served_by_a_server_without_any():
+    async with client(app()) as http:
+        headers = {**await session(http), "mcp-protocol-version": "2025-11-25"}
+        asked = await http.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "completion/complete",
+                                                               "params": {"ref": {"type": "ref/prompt", "name": "greet"},
+                                                                          "argument": {"name": "a", "value": ""}}})
+        init = await http.post("/mcp", headers={"accept": ACCEPT}, json={
+            "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert "completions" not in init.json()["result"]["capabilities"]
+    assert asked.json()["error"]["code"] == -32601

@@ -359,6 +359,9 @@ class Engine:
         )
 
     async def _complete(self, call: Call) -> dict[str, Any]:
+        if not self.completions:  # not among the capabilities: the method is not served
+            raise McpError(jsonrpc.METHOD_NOT_FOUND, "Method not found: completion/complete (this server offers "
+                           "no completions)")
         ref = call.params.get("ref")
         argument = call.params.get("argument")
         if not isinstance(ref, dict) or not isinstance(argument, dict):
