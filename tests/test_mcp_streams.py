@@ -398,3 +398,26 @@ async def test_an_sse_reply_leaves_no_reference_cycle_for_the_garbage_collector(
         assert gone() is None
     finally:
         gc.enable()
+
+
+async def test_a_clients_error_answer_is_told_back_bounded(client):
+    import asyncio
+
+    headers = await initialize(client, {"elicitation": {}})
+    json_headers = {**headers, "accept": "application/json"}
+    body = {"jsonrpc": "2.0", "id": "ask-1", "method": "tools/call",
+            "params": {"name": "billing_confirm_delete", "arguments": {"id": "inv_1"}}}
+    async with client.stream("POST", "/mcp", json=body, headers=headers) as stream:
+        lines = stream.aiter_lines()
+        async for line in lines:
+            if line.startswith("data: {"):
+                asked = json.loads(line[6:])
+                break
+        answer = {"jsonrpc": "2.0", "id": asked["id"], "error": {"code": "not a number", "message": "x" * 100_000,
+                                                                   "data": {"secret": "y" * 10_000}}}
+        assert (await client.post("/mcp", json=answer, headers=json_headers)).status_code == 202
+        rest = await asyncio.wait_for(_collect(lines), 5)
+    reply = next(json.loads(line[6:]) for line in rest if line.startswith("data: {"))
+    text = json.dumps(reply)
+    assert len(text) < 2_000 and "yyyy" not in text, text[:300]
+    assert "The client answered elicitation/create with an error" in text

@@ -120,9 +120,14 @@ class SessionChannel(Channel):
             except TimeoutError:
                 raise McpError(REQUEST_TIMEOUT, f"The client did not answer {method} within {timeout:g} s") from None
         if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
+            # The client's own error, told back in a few words: its code when it is one, its message cut
+            # short, its data left out (whatever the client sent is not the server's answer to repeat).
             err = reply["error"]
-            code, message = int(err.get("code", jsonrpc.INTERNAL_ERROR)), str(err.get("message", "client error"))
-            raise McpError(code, message, err.get("data"))
+            code = err.get("code")
+            said = err.get("message")
+            raise McpError(code if code.__class__ is int else jsonrpc.INTERNAL_ERROR,
+                           f"The client answered {method} with an error: "
+                           f"{said[:200] if isinstance(said, str) else 'no message'}")
         result = reply.get("result") if isinstance(reply, dict) else None
         return result if isinstance(result, dict) else {}
 
