@@ -387,7 +387,8 @@ class MCPFusion:
         if rest:
             from .rest import add_rest_routes
 
-            add_rest_routes(app, self.registry, max_body_bytes=self.settings.max_body_bytes)
+            add_rest_routes(app, self.registry, max_body_bytes=self.settings.max_body_bytes,
+                            host_check=transport.guard.refusal)
         if docs is not None:
             from .docs.routes import add_docs_routes
 

@@ -193,8 +193,17 @@ def _query_arguments(request: Request) -> dict[str, Any]:
     return arguments
 
 
-def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_bytes: int) -> Any:
+HostCheck = Callable[[str | None, str | None], tuple[int, str] | None]  # (Host, Origin) -> None, or (status, why)
+
+
+def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_bytes: int,
+              host_check: HostCheck | None) -> Any:
     async def call_action(request: Request) -> Response:
+        if host_check is not None:
+            headers = request.headers
+            refusal = host_check(headers.get("host"), headers.get("origin"))
+            if refusal is not None:  # as /mcp answers: 421 for a foreign Host, 403 for a foreign Origin
+                return http_problem_response(StarletteHTTPException(*refusal), request.url.path)
         if method == "GET":
             arguments: Any = _query_arguments(request)
         else:
@@ -204,8 +213,8 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
                 too_large = StarletteHTTPException(413, f"The body exceeds the limit of {max_body_bytes} bytes.")
                 return http_problem_response(too_large, request.url.path)
             if raw.strip() and not is_json_body(request.headers.get("content-type")):
-                refused = StarletteHTTPException(415, "Send the action's parameters as application/json.")
-                return http_problem_response(refused, request.url.path)
+                unsupported = StarletteHTTPException(415, "Send the action's parameters as application/json.")
+                return http_problem_response(unsupported, request.url.path)
             try:
                 arguments = parse_json(raw) if raw.strip() else {}
             except InvalidJSON as exc:  # not JSON, or nested deeper than the parser allows
@@ -221,9 +230,11 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
 
 
 def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api",
-                    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+                    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, host_check: HostCheck | None = None) -> None:
     """A documented POST route per action, and GET for read-only actions with scalar parameters; every
     error under `prefix` answers problem details. Bodies above `max_body_bytes` are refused (413) unread.
+    `host_check` (the MCP endpoint's DNS-rebinding guard) refuses a foreign Host or Origin as `/mcp` does:
+    the REST routes serve the same data.
 
     The FastAPI routes of an action are made the first time its path is requested or the OpenAPI document
     is generated (`ActionRoute`): a server of hundreds of actions starts without building them all."""
@@ -231,14 +242,16 @@ def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api
     item_schemas: dict[int, dict[str, Any]] = {}
     for action in registry.actions():
         path = f"{prefix}/{action.tool.name}/{action.name}"
-        declare = functools.partial(_declare_routes, registry, action, path, errors, item_schemas, max_body_bytes)
+        declare = functools.partial(_declare_routes, registry, action, path, errors, item_schemas, max_body_bytes,
+                                    host_check)
         app.router.routes.append(ActionRoute(app.router, path, f"{action.tool.name}.{action.name}", declare))
     install_problem_handlers(app, registry, prefix)
     _document_problem(app)
 
 
 def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: dict[str, Any],
-                    item_schemas: dict[int, dict[str, Any]], max_body_bytes: int, router: APIRouter) -> None:
+                    item_schemas: dict[int, dict[str, Any]], max_body_bytes: int, host_check: HostCheck | None,
+                    router: APIRouter) -> None:
     """Add the FastAPI routes of one action to `router`: POST, and GET when its parameters fit a query."""
     responses = {
         "200": {
@@ -255,7 +268,7 @@ def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: d
         "tags": [action.tool.name],
     }
     router.add_api_route(
-        path, _endpoint(registry, action, "POST", max_body_bytes), methods=["POST"],
+        path, _endpoint(registry, action, "POST", max_body_bytes, host_check), methods=["POST"],
         name=f"{action.tool.name}.{action.name}", operation_id=f"{action.tool.name}_{action.name}", **common,
         openapi_extra={
             "requestBody": {
@@ -269,7 +282,7 @@ def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: d
     parameters = query_parameters(action)
     if parameters is not None:
         router.add_api_route(
-            path, _endpoint(registry, action, "GET", max_body_bytes), methods=["GET"],
+            path, _endpoint(registry, action, "GET", max_body_bytes, host_check), methods=["GET"],
             name=f"{action.tool.name}.{action.name}.get", operation_id=f"{action.tool.name}_{action.name}_get",
             **common, openapi_extra={"parameters": parameters, "responses": responses},
         )

@@ -168,3 +168,15 @@ async def test_completions_are_not_served_by_a_server_without_any():
                 "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
     assert "completions" not in init.json()["result"]["capabilities"]
     assert asked.json()["error"]["code"] == -32601
+
+
+@pytest.mark.parametrize(("headers", "status"), [({"host": "evil.example"}, 421), ({"origin": "http://evil.example"}, 403),
+                                                 ({"origin": "http://localhost:3000"}, 200), ({}, 200)])
+async def test_rest_refuses_a_foreign_host_or_origin_as_mcp_does(headers, status):
+    async with client(app()) as http:
+        answer = await http.post("/api/notes/add", json={"text": "hi"}, headers=headers)
+        mcp = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                              headers={"accept": ACCEPT, **headers})
+    assert answer.status_code == status, answer.text
+    if status != 200:
+        assert answer.headers["content-type"] == "application/problem+json" and mcp.status_code == status

@@ -148,14 +148,13 @@ class McpHttpTransport:
         await self.broker.publish("server", message)
 
     def _refuse(self, request: Request) -> Response | None:
-        reason = self.guard.check(header(request, b"host"), header(request, b"origin"))
-        if reason is None:
+        refusal = self.guard.refusal(header(request, b"host"), header(request, b"origin"))
+        if refusal is None:
             if repeated(request, b"authorization"):
                 # Login and session check could otherwise read different credentials.
                 return http_error(400, "Bad Request: send exactly one Authorization header")
             return None
-        # 421 Misdirected Request for a foreign Host, 403 for a foreign Origin.
-        return http_error(421 if "Host" in reason else 403, reason)
+        return http_error(*refusal)
 
     async def post(self, request: Request) -> Response:
         refusal = self._refuse(request)

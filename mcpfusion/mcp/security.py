@@ -53,6 +53,12 @@ class HostOriginGuard:
             self._cache[key] = verdict
         return verdict
 
+    def refusal(self, host: str | None, origin: str | None) -> tuple[int, str] | None:
+        """None when the request may proceed, else (HTTP status, reason): 421 Misdirected Request for a
+        foreign Host, 403 for a foreign Origin."""
+        reason = self.check(host, origin)
+        return None if reason is None else (421 if reason is INVALID_HOST else 403, reason)
+
     def _check(self, host: str | None, origin: str | None) -> str | None:
         if self.allowed_hosts is None:
             if host is None or _host_name(host).lower() not in LOCAL_HOSTS:
