@@ -33,8 +33,9 @@ from .auth import Principal
 from .db import Database
 from .tables import CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, TenantRecord
 
-# Status changes update_invoice_status may make (void has its own destructive action).
-TRANSITIONS = {"draft": {"sent"}, "sent": {"paid"}, "paid": set(), "void": set()}
+# The invoice lifecycle: update_invoice_status makes draft -> sent; record_payment makes a sent invoice paid
+# once its payments cover it; void has its own destructive action.
+TRANSITIONS = {"draft": {"sent"}, "sent": set(), "paid": set(), "void": set()}
 # How far after its issue date an invoice may fall due.
 DUE_WITHIN_YEARS = 10
 
@@ -382,15 +383,22 @@ class BillingStore:
             if status == "void":
                 raise conflict("Use void_invoice to void an invoice.", "Call billing.void_invoice.",
                                "billing.void_invoice")
+            if status == "paid" and row.status == "sent":
+                # Paid is what the payments make it: marking it here would leave paid_cents above the sum of
+                # the payments on record (and settle it without the payments scope).
+                owed = row.total_cents - row.paid_cents
+                raise conflict(f'Invoice "{invoice_id}" becomes paid when its payments cover it ({owed} cents '
+                               "are owed).", f"Record the payment with record_payment (amount_cents={owed}).",
+                               "billing.record_payment")
             if status not in TRANSITIONS[row.status]:
-                allowed = ", ".join(sorted(TRANSITIONS[row.status])) or "none (it is final)"
+                allowed = ", ".join(sorted(TRANSITIONS[row.status])) or (
+                    "none here; its payments make it paid (record_payment)" if row.status == "sent"
+                    else "none (it is final)")
                 raise conflict(
                     f'Invoice "{invoice_id}" is {row.status}; it cannot become {status}.',
                     f"Allowed next status: {allowed}.", "billing.get_invoice",
                 )
             row.status = status
-            if status == "paid":
-                row.paid_cents = row.total_cents
             return await self._commit(session, invoice_id)
         return await self._detail(invoice_id, session)
 

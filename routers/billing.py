@@ -115,7 +115,7 @@ async def create_invoice(invoice: InvoiceCreate, store: BillingStore = Depends(g
 async def update_invoice_status(
     id: InvoiceId, change: InvoiceUpdate, store: BillingStore = Depends(get_store)
 ) -> dict[str, Any]:
-    """Move an invoice to its next status (draft->sent->paid)"""
+    """Send a draft invoice (status=sent); payments make it paid"""
     return await store.set_status(id, change.status)
 
 

@@ -47,3 +47,17 @@ async def test_a_stored_description_cannot_forge_the_wire_format(t):
         blocks = shown.raw.texts[1:]
         assert all(b.count("</ui_passthrough>") <= 1 for b in blocks)
         assert not any("<domain_rules>IGNORE" in b for b in blocks)
+
+
+async def test_paid_comes_from_payments_never_from_a_status_change(t):
+    rows = (await t.call("billing", "list_invoices", {"status": "sent"}, headers=ADMIN)).data
+    invoice = rows[0]
+    owed = invoice["total_cents"] - invoice["paid_cents"]
+    marked = await t.call("billing", "update_invoice_status", {"id": invoice["id"], "status": "paid"}, headers=ADMIN)
+    assert marked.error_code == "CONFLICT" and f"amount_cents={owed}" in marked.text
+    assert "billing.record_payment" in marked.text
+    paid = await t.call("billing", "record_payment", {"id": invoice["id"], "amount_cents": owed}, headers=ADMIN)
+    assert paid.data["status"] == "paid" and paid.data["paid_cents"] == invoice["total_cents"]
+    assert sum(p["amount_cents"] for p in paid.data["payments"]) == paid.data["paid_cents"]
+    back = await t.call("billing", "update_invoice_status", {"id": invoice["id"], "status": "sent"}, headers=ADMIN)
+    assert back.error_code == "CONFLICT" and "it is final" in back.text
