@@ -146,6 +146,14 @@ async def test_the_modern_wire_binds_the_answer_to_the_arguments():
         other = await rpc({"id": "inv_2", "reason": "dup"}, yes, first["requestState"])
         assert other["resultType"] == "input_required" and key not in other["inputRequests"]
         assert voided == []
+        # The state carries the user's answers for the caller that asked: another caller cannot replay it.
+        headers["authorization"] = "Bearer mallory"
+        stolen = await caller.client.post("/mcp", headers=headers, json={
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "ledger_void", "arguments": {"id": "inv_1", "reason": "dup"}, "_meta": meta,
+                "requestState": first["requestState"]}})
+        assert stolen.json()["error"]["code"] == -32602 and voided == []
+        headers.update(caller.headers)
         done = await rpc({"id": "inv_1", "reason": "dup"}, yes, first["requestState"])
         assert done["content"][0]["text"] == "voided inv_1" and voided == ["inv_1"]
     finally:

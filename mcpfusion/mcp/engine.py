@@ -22,6 +22,7 @@ from .jsonrpc import EncodedList, McpError
 from .params import check_params
 from .sessions import Session
 from .state import RequestStateSigner
+from .wire import caller_key
 
 # Methods each wire serves; anything else is -32601 there.
 SESSION_METHODS = frozenset({
@@ -264,7 +265,9 @@ class Engine:
         inputs = channel if isinstance(channel, InputResponsesChannel) else None  # the 2026 wire's
         if inputs is not None:
             params = call.params
-            previous, state = self.signer.verify(params.get("requestState"), call.method, name)
+            sent_state = params.get("requestState")
+            previous, state = ({}, None) if sent_state is None else \
+                self.signer.verify(sent_state, call.method, name, caller_key(call.request))
             responses = params.get("inputResponses")
             if responses is not None and not isinstance(responses, dict):
                 raise McpError(jsonrpc.INVALID_PARAMS, "'inputResponses' must be an object")
@@ -283,7 +286,7 @@ class Engine:
             return result
         # The handler asked the client something: whatever it returned after the failed ask is void.
         answered = {k: v for k, v in inputs.responses.items() if k not in inputs.pending}
-        token = self.signer.sign(call.method, name, answered, inputs.next_state)
+        token = self.signer.sign(call.method, name, answered, inputs.next_state, caller_key(call.request))
         return {"resultType": "input_required", "inputRequests": inputs.pending, "requestState": token}
 
     async def _resources_list(self, call: Call) -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import inspect
 import logging
 from collections.abc import AsyncIterator
@@ -12,8 +11,6 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-
-from mcpfusion.identity import AUTH_SCOPE_KEY, identity_of
 
 from . import jsonrpc, protocol
 from .broker import Broker, InMemoryBroker
@@ -34,22 +31,21 @@ from .streams import (
     new_stream_id,
     sse_event,
 )
-from .wire import SSE_HEADERS, accepts, error_response, event_source, header, http_error, json_response, retry_later
+from .wire import (
+    SSE_HEADERS,
+    accepts,
+    default_principal,
+    error_response,
+    event_source,
+    header,
+    http_error,
+    json_response,
+    retry_later,
+)
 
 logger = logging.getLogger("mcpfusion.mcp")
 DEFAULT_LOG_LEVEL = "info"
 _STATE_METHODS = frozenset({"logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
-
-
-def default_principal(request: Request) -> tuple[str | None, str | None]:
-    """Who is calling, as (principal, tenant): the verified identity an authentication middleware left in
-    the scope (`RequireBearer`: issuer, subject, tenant), else a digest of the Authorization header
-    (credentials are never stored in clear)."""
-    verified = identity_of(request.scope.get(AUTH_SCOPE_KEY))
-    if verified is not None:
-        return verified
-    auth = header(request, b"authorization")
-    return (hashlib.sha256(auth.encode()).hexdigest()[:32] if auth else None), None
 
 
 class SessionWire(WirePipeline):

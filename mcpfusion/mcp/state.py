@@ -38,14 +38,15 @@ class RequestStateSigner:
     def _mac(self, payload: bytes) -> bytes:
         return hmac.new(self.key, payload, hashlib.sha256).digest()
 
-    def sign(self, method: str, target: str, responses: dict[str, Any], state: Any = None) -> str:
-        body = {"m": method, "t": target, "r": responses, "s": state, "e": int(time.time() + self.ttl)}
+    def sign(self, method: str, target: str, responses: dict[str, Any], state: Any = None, caller: str = "") -> str:
+        body = {"m": method, "t": target, "c": caller, "r": responses, "s": state, "e": int(time.time() + self.ttl)}
         payload = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
         return f"{_b64(payload)}.{_b64(self._mac(payload))}"
 
-    def verify(self, token: Any, method: str, target: str) -> tuple[dict[str, Any], Any]:
+    def verify(self, token: Any, method: str, target: str, caller: str = "") -> tuple[dict[str, Any], Any]:
         """The answers and handler state carried by `token` (`({}, None)` without one); -32602 when it
-        is forged, stale or minted for another request."""
+        is forged, stale, or minted for another request or another caller (the answers it carries are the
+        user's, for the caller that asked)."""
         if token is None:
             return {}, None
         invalid = McpError(jsonrpc.INVALID_PARAMS, "Invalid requestState: it was not issued by this server for this "
@@ -63,7 +64,8 @@ class RequestStateSigner:
             body = json.loads(payload)
         except ValueError:
             raise invalid from None
-        if body.get("m") != method or body.get("t") != target or body.get("e", 0) < time.time():
+        if (body.get("m") != method or body.get("t") != target or body.get("c", "") != caller
+                or body.get("e", 0) < time.time()):
             raise invalid
         responses = body.get("r")
         return (responses if isinstance(responses, dict) else {}), body.get("s")

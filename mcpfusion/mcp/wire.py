@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterable, MutableMapping
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
+
+from mcpfusion.identity import AUTH_SCOPE_KEY, identity_of
 
 from . import jsonrpc
 from .jsonrpc import encode, error
@@ -29,6 +32,23 @@ def header(request: Request, name: bytes) -> str | None:
     list on every lookup; the hot path does several, so the raw list is turned into a dict once."""
     value = _table(request.scope).get(name)
     return None if value is None else value.decode("latin-1")
+
+
+def default_principal(request: Request) -> tuple[str | None, str | None]:
+    """Who is calling, as (principal, tenant): the verified identity an authentication middleware left in
+    the scope (`RequireBearer`: issuer, subject, tenant), else a digest of the Authorization header
+    (credentials are never stored in clear)."""
+    verified = identity_of(request.scope.get(AUTH_SCOPE_KEY))
+    if verified is not None:
+        return verified
+    auth = header(request, b"authorization")
+    return (hashlib.sha256(auth.encode()).hexdigest()[:32] if auth else None), None
+
+
+def caller_key(request: Request) -> str:
+    """`default_principal` as one string (what per-caller state is bound to): tenant/principal."""
+    principal, tenant = default_principal(request)
+    return f"{tenant or ''}/{principal or ''}"
 
 
 def repeated(request: Request, name: bytes) -> bool:
