@@ -421,3 +421,33 @@ async def test_a_clients_error_answer_is_told_back_bounded(client):
     text = json.dumps(reply)
     assert len(text) < 2_000 and "yyyy" not in text, text[:300]
     assert "The client answered elicitation/create with an error" in text
+
+
+async def test_subscriptions_listen_streams_are_capped_per_caller():
+    fusion = build_fusion(max_sessions_per_principal=2)
+    body = {"jsonrpc": "2.0", "id": "l", "method": "subscriptions/listen",
+            "params": {"_meta": META, "notifications": {"toolsListChanged": True}}}
+
+    def headers(token):
+        return {**ACCEPT, "mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen",
+                "authorization": f"Bearer {token}"}
+
+    async def acknowledged(r):
+        async for line in r.aiter_lines():
+            if line.startswith("data: "):
+                return json.loads(line[6:])["method"] == "notifications/subscriptions/acknowledged"
+        return False
+
+    with serve(fusion.build_app()) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+            async with http.stream("POST", "/mcp", json=body, headers=headers("a")) as one, \
+                    http.stream("POST", "/mcp", json=body, headers=headers("a")) as two:
+                assert await acknowledged(one) and await acknowledged(two)
+                third = await http.post("/mcp", json=body, headers=headers("a"))
+                other = http.stream("POST", "/mcp", json=body, headers=headers("b"))
+                async with other as theirs:
+                    assert await acknowledged(theirs)  # another caller has its own allowance
+            assert third.status_code == 429 and "at most 2" in third.json()["error"]["message"]
+            await asyncio.sleep(0.2)  # the closed streams are counted out
+            async with http.stream("POST", "/mcp", json=body, headers=headers("a")) as again:
+                assert again.status_code == 200 and await acknowledged(again)

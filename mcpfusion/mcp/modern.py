@@ -30,7 +30,7 @@ from .params import ACCEPTED_SIZE, envelope_key
 from .pipeline import WirePipeline, check_request_shape, invalid_request
 from .settings import TransportSettings
 from .streams import sse_event
-from .wire import SSE_HEADERS, accepts, error_response, event_source, header, http_error
+from .wire import SSE_HEADERS, accepts, caller_key, error_response, event_source, header, http_error, retry_later
 
 # Set in the ASGI scope by in-process transports (stdio) whose routing headers are derived from the body.
 TRUSTED_HEADERS_KEY = "mcpfusion.trusted_headers"
@@ -120,6 +120,7 @@ class ModernWire(WirePipeline):
         super().__init__(engine, settings)
         self.broker = broker
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.listening: dict[str, int] = {}  # open subscriptions/listen streams by caller (see `_listen`)
 
     async def post(self, request: Request, message: Any) -> Response:
         if not isinstance(message, dict):
@@ -260,8 +261,24 @@ class ModernWire(WirePipeline):
         if isinstance(uris, list) and "resources" in caps:
             honored["resourceSubscriptions"] = self.engine.allowed_subscriptions(uris)
         tag = {SUBSCRIPTION_ID_KEY: call.id}
+        # Open streams per caller, in this process, capped as sessions are on the other wire.
+        caller = caller_key(call.request)
+        cap = self.settings.max_sessions_per_principal
+        if self.listening.get(caller, 0) >= cap:
+            return retry_later(429, f"Too Many Requests: at most {cap} open subscriptions/listen streams per "
+                                    "caller; close one first")
 
         async def events() -> AsyncIterator[dict[str, Any]]:
+            self.listening[caller] = self.listening.get(caller, 0) + 1
+            try:
+                async for event in follow():
+                    yield event
+            finally:
+                left = self.listening.pop(caller, 1) - 1
+                if left > 0:
+                    self.listening[caller] = left
+
+        async def follow() -> AsyncIterator[dict[str, Any]]:
             async with self.broker.subscribe("server") as sub:
                 yield sse_event(None, notification("notifications/subscriptions/acknowledged",
                                                    {"_meta": tag, "notifications": honored}))
