@@ -86,6 +86,8 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
     options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": args.log_level,
                                **uvicorn_options(header_timeout=args.header_timeout,
                                                  keep_alive_timeout=args.keep_alive_timeout)}
+    if args.graceful_timeout is not None:
+        options["timeout_graceful_shutdown"] = args.graceful_timeout
     if args.app_dir:
         options["app_dir"] = args.app_dir
     if reload:
@@ -261,6 +263,9 @@ def parser() -> argparse.ArgumentParser:
                             "or MCPFUSION_HEADER_TIMEOUT)")
         p.add_argument("--keep-alive-timeout", type=float, default=5.0, metavar="SECONDS",
                        help="close a connection idle between requests after this long (default 5)")
+        p.add_argument("--graceful-timeout", type=float, default=None, metavar="SECONDS",
+                       help="on shutdown, cancel requests still running after this long (default 20: a call "
+                            "waiting for the answer of a client that went away never holds the exit)")
         if name == "serve":
             p.add_argument("--workers", type=int, default=1)
     p = with_app("stdio", "serve MCP over stdin/stdout for local clients")

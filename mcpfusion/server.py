@@ -14,6 +14,7 @@ from typing import Any
 
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_KEEP_ALIVE_TIMEOUT = 5.0
+DEFAULT_GRACEFUL_TIMEOUT = 20.0  # under the 30 s a container orchestrator gives before it kills
 
 
 class _HeaderDeadline:
@@ -74,10 +75,14 @@ class HeaderTimeoutProtocol(_HeaderDeadline, _base_protocol()):  # type: ignore[
 
 def uvicorn_options(
     *, header_timeout: float | None = None, keep_alive_timeout: float = DEFAULT_KEEP_ALIVE_TIMEOUT,
+    graceful_timeout: float = DEFAULT_GRACEFUL_TIMEOUT,
 ) -> dict[str, Any]:
     """The uvicorn settings `mcpfusion serve` adds (pass them to `uvicorn.run` / `uvicorn.Config` yourself).
-    The protocol is named by import path and its timeout set in the environment, so worker processes get both."""
+    The protocol is named by import path and its timeout set in the environment, so worker processes get both.
+    `graceful_timeout`: how long a shutdown waits for running requests before cancelling them (uvicorn waits
+    forever by default, and a call waiting for the answer of a client that went away waits minutes)."""
     if header_timeout is not None:
         os.environ["MCPFUSION_HEADER_TIMEOUT"] = str(header_timeout)
         HeaderTimeoutProtocol.header_timeout = header_timeout
-    return {"http": "mcpfusion.server:HeaderTimeoutProtocol", "timeout_keep_alive": keep_alive_timeout}
+    return {"http": "mcpfusion.server:HeaderTimeoutProtocol", "timeout_keep_alive": keep_alive_timeout,
+            "timeout_graceful_shutdown": graceful_timeout}

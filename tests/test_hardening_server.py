@@ -25,9 +25,9 @@ class QuickHeaderTimeout(server.HeaderTimeoutProtocol):
 def serving(app, **options) -> Iterator[int]:
     sock = free_socket()
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1,
-                            **{**server.uvicorn_options(keep_alive_timeout=0.5), "http": QuickHeaderTimeout,
-                               **options})
+    config = uvicorn.Config(app, log_level="warning", lifespan="on",
+                            **{**server.uvicorn_options(keep_alive_timeout=0.5, graceful_timeout=1),
+                               "http": QuickHeaderTimeout, **options})
     instance = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(instance.serve(sockets=[sock])), daemon=True)
     thread.start()
@@ -109,3 +109,55 @@ def test_serve_passes_the_timeouts_to_uvicorn(monkeypatch):
     assert server.HeaderTimeoutProtocol.header_timeout == 3.0
     defaults = parser().parse_args(["serve", "app.main:app"])
     assert defaults.keep_alive_timeout == server.DEFAULT_KEEP_ALIVE_TIMEOUT
+
+
+def test_serve_cancels_a_call_still_waiting_when_shutdown_runs_out_of_patience(tmp_path):
+    """A call waiting for an answer that will not come (here: forever) does not hold `mcpfusion serve`'s exit
+    past `--graceful-timeout` (uvicorn on its own would wait for it)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "stuck_app.py").write_text(
+        "import asyncio\n"
+        "from mcpfusion import MCPFusion, Tool\n"
+        "stuck = Tool('stuck', description='x', exposition='flat')\n"
+        "@stuck.action(readonly=True)\n"
+        "async def wait() -> str:\n"
+        "    '''Wait'''\n"
+        "    await asyncio.sleep(3600)\n"
+        "    return 'late'\n"
+        "fusion = MCPFusion('stuck', tools=[stuck], json_response=True)\n"
+        "app = fusion.build_app()\n")
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    served = subprocess.Popen(
+        [sys.executable, "-m", "mcpfusion.cli", "serve", "stuck_app:app", "--port", str(port), "--app-dir",
+         str(tmp_path), "--graceful-timeout", "1", "--log-level", "warning"],
+        env={**os.environ, "PYTHONPATH": os.getcwd()}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            try:
+                if httpx.get(f"{base}/healthz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+        hanging = threading.Thread(target=lambda: httpx.post(f"{base}/mcp", timeout=60, headers={
+            "accept": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+            "mcp-name": "stuck_wait"}, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                             "params": {"name": "stuck_wait", "arguments": {}, "_meta": meta}}),
+                                   daemon=True)
+        hanging.start()
+        time.sleep(0.5)  # the call is running
+        served.send_signal(signal.SIGTERM)
+        # uvicorn re-raises the SIGTERM it handled once shut down: -15 is its clean exit.
+        assert served.wait(timeout=20) in (0, -signal.SIGTERM)  # without the timeout: the hour
+    finally:
+        if served.poll() is None:
+            served.kill()
+            served.wait()
