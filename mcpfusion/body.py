@@ -82,3 +82,9 @@ def is_json_body(content_type: str | None) -> bool:
         return True
     media = content_type.partition(";")[0].strip().lower()
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def is_identity_encoding(content_encoding: str | None) -> bool:
+    """Whether a body sent with `content_encoding` is read as it is: none given, or `identity`. A compressed
+    body would be parsed as garbage (or silently as its compressed bytes): it is refused (415) instead."""
+    return content_encoding is None or content_encoding.strip().lower() in ("", "identity")

@@ -26,7 +26,15 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
 
-from .body import DEFAULT_MAX_BODY_BYTES, BodyTooLarge, InvalidJSON, is_json_body, parse_json, read_body
+from .body import (
+    DEFAULT_MAX_BODY_BYTES,
+    BodyTooLarge,
+    InvalidJSON,
+    is_identity_encoding,
+    is_json_body,
+    parse_json,
+    read_body,
+)
 from .content import ResourceLink
 from .dispatch import ToolRegistry
 from .errors import INTERNAL_ERROR, ToolError, field_path
@@ -212,8 +220,10 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
             except BodyTooLarge:
                 too_large = StarletteHTTPException(413, f"The body exceeds the limit of {max_body_bytes} bytes.")
                 return http_problem_response(too_large, request.url.path)
-            if raw.strip() and not is_json_body(request.headers.get("content-type")):
-                unsupported = StarletteHTTPException(415, "Send the action's parameters as application/json.")
+            if raw.strip() and not (is_json_body(request.headers.get("content-type"))
+                                    and is_identity_encoding(request.headers.get("content-encoding"))):
+                unsupported = StarletteHTTPException(415, "Send the action's parameters as application/json, "
+                                                          "uncompressed.")
                 return http_problem_response(unsupported, request.url.path)
             try:
                 arguments = parse_json(raw) if raw.strip() else {}

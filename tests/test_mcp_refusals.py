@@ -180,3 +180,16 @@ async def test_rest_refuses_a_foreign_host_or_origin_as_mcp_does(headers, status
     assert answer.status_code == status, answer.text
     if status != 200:
         assert answer.headers["content-type"] == "application/problem+json" and mcp.status_code == status
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "br", "deflate"])
+async def test_a_compressed_body_is_refused_not_misread(encoding):
+    async with client(app()) as http:
+        rest = await http.post("/api/notes/add", content=b'{"text": "hi"}',
+                               headers={"content-type": "application/json", "content-encoding": encoding})
+        mcp = await http.post("/mcp", content=b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}',
+                              headers={"content-type": "application/json", "content-encoding": encoding,
+                                       "accept": ACCEPT})
+        plain = await http.post("/api/notes/add", json={"text": "hi"}, headers={"content-encoding": "identity"})
+    assert rest.status_code == mcp.status_code == 415 and plain.status_code == 200
+    assert "uncompressed" in rest.text and "uncompressed" in mcp.json()["error"]["message"]

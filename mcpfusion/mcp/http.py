@@ -25,7 +25,7 @@ try:  # FastAPI's own route wrapping for a route's `max_body_size` (a private mo
 except ImportError:  # pragma: no cover - present in every FastAPI the package allows
     wrap_app_with_body_limit = None  # type: ignore[assignment]
 
-from mcpfusion.body import BodyTooLarge, InvalidJSON, is_json_media_type, parse_json, read_body
+from mcpfusion.body import BodyTooLarge, InvalidJSON, is_identity_encoding, is_json_media_type, parse_json, read_body
 
 from . import jsonrpc, protocol
 from .broker import Broker, InMemoryBroker
@@ -162,6 +162,8 @@ class McpHttpTransport:
             return refusal
         if not is_json_media_type(header(request, b"content-type")):
             return http_error(415, "Unsupported Media Type: send the JSON-RPC message as application/json")
+        if not is_identity_encoding(header(request, b"content-encoding")):
+            return http_error(415, "Unsupported Media Type: send the body uncompressed (no Content-Encoding)")
         try:
             body = await read_body(request, self.settings.max_body_bytes)
         except BodyTooLarge:
