@@ -70,8 +70,8 @@ def _reference_table(headers, rows):
     def text(value):
         return "".join([value]) if isinstance(value, str) else str(value)  # a str subclass: its characters
 
-    def cell(value):
-        return text(value).replace("|", "\\|").replace("\n", " ")
+    def cell(value):  # a cell is data: it cannot open a tag of the wire format either
+        return text(value).replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
 
     lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(list(headers))]
     return "\n".join(lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows])
