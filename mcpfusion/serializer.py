@@ -5,10 +5,11 @@ Data made of JSON's own types (dicts with string keys, lists, strings, 64-bit in
 None: what presenters and protocol messages hold) is written by orjson, several times faster than any other
 encoder here on the long strings of a tool result. Anything else goes to pydantic-core's encoder, which writes
 the same bytes for those types and converts the rest: datetimes are ISO 8601 with `T`, dates and times ISO,
-sets and tuples are lists, Decimals and UUIDs strings, enums their values, pydantic models their JSON dump;
-anything else falls back to `str` rather than failing. Floats that JSON has no number for (inf, NaN) are
-`null`. Compact output is byte-identical to `json.dumps(separators=(",", ":"), ensure_ascii=False)` for
-plain JSON data (tests/test_serializer.py checks both encoders against each other).
+sets and tuples are lists, Decimals and UUIDs strings, enums their values, pydantic models their JSON dump.
+Anything else is refused (`PydanticSerializationError`, naming its type): its `str()` or `repr()` is not the
+data and may hold what must not leave (a connection string, a token). Floats that JSON has no number for
+(inf, NaN) are `null`. Compact output is byte-identical to `json.dumps(separators=(",", ":"),
+ensure_ascii=False)` for plain JSON data (tests/test_serializer.py checks both encoders against each other).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def json_bytes(data: Any, *, pretty: bool = False) -> bytes:
     try:
         return orjson.dumps(data, option=_PRETTY if pretty else _PLAIN)
     except orjson.JSONEncodeError:
-        return to_json(data, indent=2 if pretty else None, fallback=str, inf_nan_mode="null")
+        return to_json(data, indent=2 if pretty else None, inf_nan_mode="null")
 
 
 def dumps(data: Any, *, pretty: bool = False) -> str:
@@ -73,7 +74,7 @@ def as_written(data: Any) -> Any:
 
 def jsonable(data: Any) -> Any:
     """`data` as plain JSON values, converted exactly as `dumps` would write them."""
-    return to_jsonable_python(data, fallback=str)
+    return to_jsonable_python(data)
 
 
 class Prewritten(dict[str, Any]):

@@ -111,3 +111,29 @@ async def test_a_boolean_is_never_read_as_a_number():
     assert all(p in top.text for p in ('name="a"', 'name="b"', 'name="c[1]"'))
     # Numeric text stays accepted (as FastAPI reads JSON bodies); a declared bool is left alone.
     assert not fine.is_error and fine.data == {"a": 7, "b": 1.0, "c": [2], "flag": True, "either": "x"}
+
+
+async def test_an_object_json_cannot_hold_is_an_internal_error_never_its_repr():
+    class Conn:
+        def __repr__(self) -> str:
+            return "Conn(dsn='postgresql://admin:hunter2@db/prod')"
+
+    leaky = Tool("leaky", description="x")
+
+    @leaky.action(readonly=True)
+    async def conn() -> dict:
+        """Conn"""
+        return {"conn": Conn()}
+
+    fusion = MCPFusion("leaky", tools=[leaky], json_response=True)
+    tested = await ToolTester(fusion.registry).call("leaky", "conn", {})
+    assert tested.error_code == "INTERNAL_ERROR" and "hunter2" not in tested.text
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=fusion.build_app()),
+                                 base_url="http://127.0.0.1") as http:
+        rest = await http.post("/api/leaky/conn", json={})
+        mcp = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "leaky", "arguments": {"action": "conn"}, "_meta": META}}, headers={
+            "accept": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+            "mcp-name": "leaky"})
+    assert rest.status_code == 500 and "hunter2" not in rest.text
+    assert mcp.json()["result"]["isError"] and "hunter2" not in mcp.text
