@@ -66,6 +66,19 @@ def _is_special(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, _SPECIAL)
 
 
+def _http_source(annotation: Any, default: Any) -> str | None:
+    """The name of FastAPI's Query/Path/Body (Form, File) marker declaring a parameter, else None: they read
+    parts of an HTTP request that a tool call does not have (Header, Cookie and Security still apply)."""
+    markers = [default]
+    if typing.get_origin(annotation) is Annotated:
+        markers += typing.get_args(annotation)[1:]
+    found = next((m for m in markers if isinstance(m, _HTTP_SOURCES)), None)
+    return None if found is None else type(found).__name__
+
+
+_HTTP_SOURCES = (params.Query, params.Path, params.Body)  # Form and File are Body's
+
+
 def is_dependency(annotation: Any, default: Any) -> bool:
     """True when FastAPI (not the agent) provides this parameter."""
     return isinstance(default, _FASTAPI_MARKERS) or _provided(annotation)
@@ -132,6 +145,14 @@ def split_parameters(
     arguments: list[Argument] = []
     dependencies: list[inspect.Parameter] = []
     for name, kind, annotation, default in _parameters(fn, hints):
+        if kind is inspect.Parameter.POSITIONAL_ONLY:
+            raise TypeError(f"{fn.__qualname__}: parameter {name!r} is positional-only, but every argument and "
+                            "dependency is passed by name; drop the `/`")
+        http = _http_source(annotation, default)
+        if http is not None:
+            raise TypeError(f"{fn.__qualname__}: parameter {name!r} is declared with FastAPI's {http}(...), which "
+                            "reads an HTTP request's own URL or body: an action's arguments come from the tool "
+                            f"call. Declare it as a plain parameter ({name}: int = 3, or Annotated[int, Field(...)])")
         if is_dependency(annotation, default):
             dependencies.append(_provided_as(inspect.Parameter(name, kind, annotation=annotation, default=default)))
         else:

@@ -28,6 +28,7 @@ from .presenter import Presenter
 from .schema import copied, root_keys
 from .select import SELECT_PARAM, select_schema
 from .slots import fields_repr
+from .validatable import check_validatable
 
 Exposition = Literal["grouped", "flat", "profiles"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -75,6 +76,14 @@ def _read_schema_in(annotation: Any) -> str | None:
 
 
 @per_annotation
+def _function_name(fn: Any) -> str:
+    """The name an action takes from its handler, which must be a function (or a method) with one."""
+    if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
+        raise TypeError(f"{fn!r}: an action's handler is a function or method (def / async def); wrap a "
+                        "functools.partial or a callable object in one")
+    return fn.__name__
+
+
 def _argument_kind(annotation: Any) -> tuple[str | None, type[BaseModel] | None]:
     """(the `Model` whose read schema the annotation holds, the model it flattens), worked out once per
     annotation object: a server's actions repeat their parameters."""
@@ -325,7 +334,10 @@ class Action:
         values = {name: getattr(model, name) for name in self.plain_args}
         for param, (flat_model, fields) in self.flattened.items():
             present = {f: getattr(model, f) for f in fields if f in model.model_fields_set}
-            values[param] = flat_model.model_validate(present)
+            try:  # by field name: the agent sent the aliases, already read into the argument model
+                values[param] = flat_model.model_validate(present, by_name=True)
+            except ValidationError as exc:  # the model's own validators (a field against another)
+                raise ValidationFailed(self.label, self._explain(exc)) from None
         return values
 
     def _validate_json(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -338,7 +350,7 @@ class Action:
         return {name: arguments[name] for name in self.plain_args if name in arguments}
 
     def _explain(self, exc: ValidationError) -> list[tuple[str, str]]:
-        valid = ", ".join(self.args_model.model_fields)
+        valid = ", ".join(f.alias or n for n, f in self.args_model.model_fields.items())  # what the agent sends
         fields = []
         for err in exc.errors(include_url=False):
             name = field_path(err["loc"]) or "(arguments)"
@@ -464,12 +476,13 @@ class Tool:
         """
         if callable(name) and not isinstance(name, str):
             fn = name
-            self.actions_add(self._build(fn, fn.__name__, None, False, None, False, None, None, (), None, None))
+            self.actions_add(self._build(fn, _function_name(fn), None, False, None, False, None, None, (), None,
+                                         None))
             return fn
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             action = self._build(
-                fn, name or fn.__name__, description, readonly, destructive, idempotent, open_world,
+                fn, name or _function_name(fn), description, readonly, destructive, idempotent, open_world,
                 returns, tuple(presenters), output_schema, title, paginate, input_schema,
             )
             action.middleware = tuple(middleware)
@@ -505,7 +518,11 @@ class Tool:
         paginate: int | bool | None = None,
         input_schema: dict[str, Any] | None = None,
     ) -> Action:
+        _function_name(fn)
         where = f"{fn.__module__}.{fn.__qualname__}"
+        if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+            raise TypeError(f"{where}: a generator cannot be an action (the agent would get the generator object, "
+                            "not what it yields); return the list, or send progress through Context")
         if not _NAME.match(name) or name == DISCRIMINATOR:
             raise ValueError(f"action name {name!r} is not valid")
         if readonly and destructive:
@@ -540,11 +557,17 @@ class Tool:
                                 f"make its guarded fields writable; use {owner}.input_model('<operation>') instead")
             if flat is not None:
                 for field_name, info in flat.model_fields.items():
+                    if field_name in fields:
+                        raise TypeError(f"{where}: {flat.__name__}'s field {field_name!r}, flattened into the action's "
+                                        "parameters, clashes with another parameter of that name; rename one")
                     fields[field_name] = (info.annotation, info)
                 flattened[arg] = (flat, tuple(flat.model_fields))
                 guarded |= getattr(flat, "__mcpfusion_guarded__", frozenset())
                 hidden |= getattr(flat, "__mcpfusion_hidden__", frozenset())
                 continue
+            if arg in fields:
+                raise TypeError(f"{where}: parameter {arg!r} clashes with a field of a flattened model; rename one")
+            check_validatable(annotation, f"{where}: parameter {arg!r}")
             fields[arg] = (annotation, ... if default is inspect.Parameter.empty else default)
             plain.append(arg)
         presenter, presenter_dependency, candidates, output = self._output(

@@ -3,11 +3,13 @@ fields is counted rather than listed, and each wording fits the mistake it answe
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, model_validator
 from starlette.requests import Request
 
-from mcpfusion import Presenter, Tool
+from mcpfusion import Flatten, Presenter, Tool
 from mcpfusion.app import MCPFusion
 from mcpfusion.testing import ToolTester
 
@@ -137,3 +139,33 @@ async def test_an_object_json_cannot_hold_is_an_internal_error_never_its_repr():
             "mcp-name": "leaky"})
     assert rest.status_code == 500 and "hunter2" not in rest.text
     assert mcp.json()["result"]["isError"] and "hunter2" not in mcp.text
+
+
+
+class NewTask(BaseModel):
+    title: str = Field(alias="taskTitle")
+    start: int = 0
+    end: int = 10
+
+    @model_validator(mode="after")
+    def ordered(self) -> NewTask:
+        if self.end < self.start:
+            raise ValueError("end must be >= start")
+        return self
+
+
+async def test_a_flattened_model_keeps_its_validators_and_aliases():
+    tasks = Tool("tasks", description="Tasks")
+
+    @tasks.action(destructive=False)
+    async def create(task: Annotated[NewTask, Flatten]) -> dict:
+        """Create a task"""
+        return task.model_dump(by_alias=True)
+
+    t = ToolTester(MCPFusion("tasks", tools=[tasks]).registry)
+    made = await t.call("tasks", "create", {"taskTitle": "x", "start": 1})
+    backwards = await t.call("tasks", "create", {"taskTitle": "x", "start": 5, "end": 1})
+    by_name = await t.call("tasks", "create", {"title": "x"})
+    assert made.data == {"taskTitle": "x", "start": 1, "end": 10}
+    assert backwards.error_code == "VALIDATION_ERROR" and "end must be >= start" in backwards.text
+    assert by_name.error_code == "VALIDATION_ERROR" and "accepts: taskTitle, start, end" in by_name.text

@@ -1,0 +1,132 @@
+"""Declaration mistakes fail when the action is declared, naming it and the parameter (as FastAPI refuses a
+route), never at the first tools/list or call: there one bad action would break every tool."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import functools
+import uuid
+from typing import Annotated, Literal
+
+import pytest
+from fastapi import Body, Header, Query
+from pydantic import BaseModel, PlainValidator
+
+from mcpfusion import Flatten, Tool
+from mcpfusion.app import MCPFusion
+from mcpfusion.testing import ToolTester
+
+
+class Weird:
+    pass
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+
+
+@dataclasses.dataclass
+class HoldsWeird:
+    weird: Weird
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+class Shared(BaseModel):
+    project_id: str = "p0"
+    title: str
+
+
+async def weird(x: Weird) -> int:
+    """d"""
+    return 1
+
+
+async def weird_in_list(x: list[Weird] | None = None) -> int:
+    """d"""
+    return 1
+
+
+async def weird_in_dataclass(x: HoldsWeird) -> int:
+    """d"""
+    return 1
+
+
+async def positional_only(x: int, /) -> int:
+    """d"""
+    return x
+
+
+async def query(a: int = Query(3)) -> int:
+    """d"""
+    return a
+
+
+async def body(b: dict = Body(...)) -> int:  # noqa: B008 - the FastAPI form a user would write
+    """d"""
+    return 1
+
+
+async def annotated_query(a: Annotated[int, Query()] = 3) -> int:
+    """d"""
+    return a
+
+
+async def agen():
+    """d"""
+    yield 1
+
+
+def gen():
+    """d"""
+    yield 1
+
+
+async def clash(project_id: str, task: Annotated[Shared, Flatten]) -> dict:
+    """d"""
+    return {}
+
+
+@pytest.mark.parametrize(("fn", "says"), [
+    (weird, "parameter 'x' has the type Weird, which pydantic cannot validate"),
+    (weird_in_list, "parameter 'x' has the type Weird"),
+    (weird_in_dataclass, "parameter 'x' has the type HoldsWeird"),
+    (positional_only, "parameter 'x' is positional-only"),
+    (query, "FastAPI's Query(...)"),
+    (body, "FastAPI's Body(...)"),
+    (annotated_query, "FastAPI's Query(...)"),
+    (agen, "a generator cannot be an action"),
+    (gen, "a generator cannot be an action"),
+    (clash, "clashes with another parameter"),
+    (functools.partial(positional_only, 1), "an action's handler is a function or method"),
+])
+def test_a_declaration_mistake_fails_at_once_naming_it(fn, says):
+    with pytest.raises(TypeError) as refused:
+        Tool("t", description="x").action(name="a")(fn)
+    assert says in str(refused.value)
+    if not isinstance(fn, functools.partial):
+        assert fn.__qualname__ in str(refused.value)
+
+
+async def test_the_usual_types_are_accepted_and_listed():
+    tool = Tool("fine", description="x")
+
+    @tool.action(readonly=True)
+    async def everything(a: int, when: dt.datetime | None = None, ids: list[uuid.UUID] | None = None,
+                         point: Point | None = None, color: Color = Color.RED, mode: Literal["x", "y"] = "x",
+                         custom: Annotated[Weird | None, PlainValidator(lambda v: v)] = None,
+                         x_tenant: str = Header("acme")) -> dict:
+        """Everything"""
+        return {"a": a, "point": dataclasses.asdict(point) if point else None, "color": color.value}
+
+    fusion = MCPFusion("fine", tools=[tool])
+    listed = fusion.registry.mcp_tools()
+    assert listed and "point" in str(listed[0]["inputSchema"])
+    called = await ToolTester(fusion.registry).call("fine", "everything", {"a": 1, "point": {"x": 1, "y": 2}})
+    assert called.data == {"a": 1, "point": {"x": 1, "y": 2}, "color": "red"}
