@@ -25,7 +25,6 @@ from .errors import (
     FORBIDDEN,
     INTERNAL_ERROR,
     NOT_FOUND,
-    UNAUTHORIZED,
     ToolError,
     UnknownToolError,
     ValidationFailed,
@@ -48,6 +47,7 @@ from .pagination import (
     fingerprint,
 )
 from .presenter import Presenter, PresenterError
+from .problem import http_code, http_detail
 from .redaction import RedactionError
 from .response import ToolResponse, error_response, success, to_jsonable, tool_error
 from .select import SELECT_PARAM, select_keys
@@ -424,8 +424,10 @@ def _failure(action: Action, exc: Exception, raise_http: bool) -> ToolResponse:
     if isinstance(exc, HTTPException):
         if raise_http:
             raise exc
-        code = {401: UNAUTHORIZED, 403: FORBIDDEN}.get(exc.status_code, f"HTTP_{exc.status_code}")
-        return tool_error(code, str(exc.detail))
+        if exc.status_code >= 500:
+            logger.error("%s: HTTP %s raised by the handler or a dependency", action.label, exc.status_code)
+        code, recovery = http_code(exc.status_code)  # REST's code for the same status
+        return tool_error(code, http_detail(exc), recovery=recovery or None)
     if isinstance(exc, PresenterError):
         logger.error("%s: %s", action.label, exc)  # field names only, never values
         return error_response(invalid_output(action.label))

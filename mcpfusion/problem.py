@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from .errors import (
+    CONFLICT,
     FORBIDDEN,
     INTERNAL_ERROR,
     NOT_FOUND,
@@ -43,8 +44,9 @@ _HTTP_CODES: dict[int, tuple[str, str]] = {
     400: ("BAD_REQUEST", "Fix the request and send it again."),
     401: (UNAUTHORIZED, "Send Authorization: Bearer <token> with a valid token."),
     403: (FORBIDDEN, "Use credentials that are allowed to call this action."),
-    404: (NOT_FOUND, "Check the URL: REST actions live at /api/{tool}/{action}."),
+    404: (NOT_FOUND, "Check the identifiers you sent; list the available items first if you are unsure."),
     405: (METHOD_NOT_ALLOWED, "Use one of the methods listed in the Allow header."),
+    409: (CONFLICT, "Read the object's current state, then call again if the change still applies."),
     413: ("PAYLOAD_TOO_LARGE", "Send a smaller request body."),
     415: ("UNSUPPORTED_MEDIA_TYPE", "Send the parameters as application/json."),
     429: (RATE_LIMITED, "Wait for the time given in Retry-After, then call again."),
@@ -155,16 +157,31 @@ def problem_of_result(response: ToolResponse, *, instance: str | None = None) ->
     return problem(http_status(code), code, response.text, instance=instance)
 
 
+def http_code(status: int) -> tuple[str, str]:
+    """(tool error code, recovery) of an HTTP status raised as an `HTTPException`: REST and MCP name it alike."""
+    return _HTTP_CODES.get(status, (INTERNAL_ERROR if status >= 500 else f"HTTP_{status}", ""))
+
+
+def http_detail(exc: HTTPException) -> str:
+    """What an `HTTPException` tells the caller: its text detail, never a server error's (a 5xx detail is
+    the server's business and may name what must not leave), structured details as JSON."""
+    status, detail = exc.status_code, exc.detail
+    if status >= 500 or not detail:
+        return _title(status)
+    return detail if isinstance(detail, str) else dumps(detail)
+
+
 def problem_of_http(exc: HTTPException, *, instance: str | None = None) -> dict[str, Any]:
     """The problem for an `HTTPException` (a dependency's 401/403, routing's 404/405, a middleware's 429)."""
     status = exc.status_code
-    code, recovery = _HTTP_CODES.get(status, (INTERNAL_ERROR if status >= 500 else f"HTTP_{status}", ""))
-    detail = exc.detail if isinstance(exc.detail, str) and exc.detail else _title(status)
+    code, recovery = http_code(status)
+    detail = exc.detail if status < 500 and isinstance(exc.detail, str) and exc.detail else _title(status)
     if status == 405 and exc.headers and exc.headers.get("Allow"):
         recovery = f"Use one of these methods: {exc.headers['Allow']}."
     retry = (exc.headers or {}).get("Retry-After")
     retry_after = float(retry) if status == 429 and retry and retry.isdigit() else None
-    details = exc.detail if isinstance(exc.detail, dict) else None
+    details = None if status >= 500 else exc.detail if isinstance(exc.detail, dict) else \
+        {"detail": exc.detail} if isinstance(exc.detail, list) else None
     return problem(status, code, detail, recovery=recovery or None, details=details, retry_after=retry_after,
                    instance=instance)
 

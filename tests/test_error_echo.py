@@ -169,3 +169,32 @@ async def test_a_flattened_model_keeps_its_validators_and_aliases():
     assert made.data == {"taskTitle": "x", "start": 1, "end": 10}
     assert backwards.error_code == "VALIDATION_ERROR" and "end must be >= start" in backwards.text
     assert by_name.error_code == "VALIDATION_ERROR" and "accepts: taskTitle, start, end" in by_name.text
+
+
+async def test_an_http_exception_reads_the_same_on_mcp_and_rest_and_a_5xx_detail_stays_in():
+    from fastapi import HTTPException
+
+    raising = Tool("raising", description="x")
+
+    @raising.action(readonly=True)
+    async def find(kind: str) -> dict:
+        """Find"""
+        if kind == "missing":
+            raise HTTPException(404, "Order 7 was not found.")
+        if kind == "busy":
+            raise HTTPException(409, {"field": "state", "expected": "open"})
+        raise HTTPException(500, "db at postgresql://admin:hunter2@db failed")
+
+    fusion = MCPFusion("raising", tools=[raising], json_response=True)
+    t = ToolTester(fusion.registry)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=fusion.build_app()),
+                                 base_url="http://127.0.0.1") as http:
+        for kind, status, code in (("missing", 404, "NOT_FOUND"), ("busy", 409, "CONFLICT"),
+                                   ("boom", 500, "INTERNAL_ERROR")):
+            tested = await t.call("raising", "find", {"kind": kind})
+            rest = await http.post("/api/raising/find", json={"kind": kind})
+            assert tested.error_code == rest.json()["code"] == code and rest.status_code == status, kind
+            assert "hunter2" not in tested.text and "hunter2" not in rest.text
+            assert "Check the URL" not in rest.text
+        busy = await t.call("raising", "find", {"kind": "busy"})
+        assert '{"field":"state","expected":"open"}' in busy.text and "{'field'" not in busy.text
