@@ -25,9 +25,9 @@ from starlette.requests import Request
 from .context import Context
 from .dependencies import CONTEXT_SCOPE_KEY
 from .dispatch import ToolRegistry
-from .errors import FORBIDDEN, UNAUTHORIZED
+from .errors import FORBIDDEN, UNAUTHORIZED, ToolError
 from .identity import AUTH_SCOPE_KEY
-from .response import Suggestion, ToolResponse, tool_error
+from .response import Suggestion, ToolResponse, error_response, tool_error
 from .tool import DISCRIMINATOR, Tool
 from .ui import UIBlock
 
@@ -99,7 +99,25 @@ def make_request(app: Any, headers: Mapping[str, str] | None = None, context: Co
 class ToolTester:
     """Calls actions in-process through the same path as every transport."""
 
-    def __init__(self, tools: Iterable[Tool] | ToolRegistry, *, app: FastAPI | None = None) -> None:
+    def __init__(self, tools: Iterable[Tool] | ToolRegistry | Any, *, app: FastAPI | None = None) -> None:
+        """`tools`: the tools, a registry, an `MCPFusion` or the FastAPI app it built. Given the app (here or
+        as `app=`), calls go through the registry it serves, with its middleware and authorization, exactly
+        as on MCP and REST; a bare list of tools gets a registry of its own (no app-level middleware)."""
+        if isinstance(tools, FastAPI):
+            app, tools = tools, getattr(tools.state, "mcpfusion", None)
+            if tools is None:
+                raise TypeError("ToolTester(app): this FastAPI app serves no MCPFusion (build it with "
+                                "MCPFusion.build_app() or mount())")
+        served = getattr(tools, "registry", None)  # an MCPFusion
+        if isinstance(served, ToolRegistry):
+            tools = served
+        if not isinstance(tools, ToolRegistry):
+            tools = list(tools)
+            fusion = getattr(app.state, "mcpfusion", None) if app is not None else None
+            registry = getattr(fusion, "registry", None)
+            # The app's own registry when it serves these very tools: its middleware apply to the test too.
+            if isinstance(registry, ToolRegistry) and all(registry.tools.get(t.name) is t for t in tools):
+                tools = registry
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self.app = app if app is not None else FastAPI()
 
@@ -128,15 +146,18 @@ class ToolTester:
         if auth is not None:
             request.scope[AUTH_SCOPE_KEY] = auth
         target = self.registry.tools.get(tool)
-        if action is not None and target is not None and target.exposition != "grouped":
-            # flat or profiles: the action is reached by its tool and name, whatever MCP tool serves it
-            response = await self.registry.call_action(
-                self.registry.find(tool, action), args, request, raise_http=False, transport="tester"
-            )
-        else:
-            if action is not None:
-                args[DISCRIMINATOR] = action
-            response = await self.registry.call(tool, args, request, raise_http=False, transport="tester")
+        try:
+            if action is not None and target is not None and target.exposition != "grouped":
+                # flat or profiles: the action is reached by its tool and name, whatever MCP tool serves it
+                response = await self.registry.call_action(
+                    self.registry.find(tool, action, self.registry.granted(request)), args, request,
+                    raise_http=False, transport="tester")
+            else:
+                if action is not None:
+                    args[DISCRIMINATOR] = action
+                response = await self.registry.call(tool, args, request, raise_http=False, transport="tester")
+        except ToolError as exc:  # an unknown tool or action: the error MCP answers, as a result to look at
+            response = error_response(exc)
         return ToolResult(response)
 
     async def _authenticate(self, request: Request) -> Any:

@@ -198,3 +198,29 @@ async def test_an_http_exception_reads_the_same_on_mcp_and_rest_and_a_5xx_detail
             assert "Check the URL" not in rest.text
         busy = await t.call("raising", "find", {"kind": "busy"})
         assert '{"field":"state","expected":"open"}' in busy.text and "{'field'" not in busy.text
+
+
+async def test_the_tester_calls_through_the_served_registry_however_it_is_given():
+    from mcpfusion import ToolError as Refused
+
+    counter = Tool("counter", description="x", exposition="flat")
+
+    @counter.action(readonly=True)
+    async def a(x: int) -> int:
+        """A"""
+        return x
+
+    async def no_thirteen(call, call_next):
+        if call.arguments.get("x") == 13:
+            raise Refused("FORBIDDEN", "13 is refused by the app's middleware.")
+        return await call_next(call)
+
+    fusion = MCPFusion("f", tools=[counter], middleware=[no_thirteen])
+    app = fusion.build_app()
+    for tester in (ToolTester(fusion), ToolTester(app), ToolTester([counter], app=app)):
+        refused = await tester.call("counter", "a", {"x": 13})
+        assert refused.error_code == "FORBIDDEN", tester
+        assert (await tester.call("counter", "a", {"x": 1})).data == 1
+        unknown = await tester.call("nope", "a", {})
+        assert unknown.error_code == "UNKNOWN_TOOL" and unknown.is_error
+    assert (await ToolTester([counter]).call("counter", "a", {"x": 13})).data == 13  # no app: no app middleware
