@@ -316,6 +316,24 @@ class MCPFusion:
 
         return register
 
+    def _check_completions(self) -> None:
+        """Every completion names a declared prompt argument or resource-template variable (a typo would
+        otherwise never complete anything, silently)."""
+        for kind, target, argument in self.completions:
+            if kind == "ref/prompt":
+                prompt = self.prompts.prompts.get(target)
+                names = None if prompt is None else [a.get("name") for a in prompt.arguments]
+                what = f"prompt {target!r}"
+            else:
+                template = self.resources.template(target)
+                names = None if template is None else list(template.variables)
+                what = f"resource template {target!r}"
+            if names is None:
+                raise ValueError(f"completion(argument={argument!r}): there is no {what}")
+            if argument not in names:
+                raise ValueError(f"completion(argument={argument!r}): the {what} takes "
+                                 f"{', '.join(map(str, names)) or 'no arguments'}")
+
     # -- notifications ----------------------------------------------------------------------------------
 
     async def notify_tools_changed(self) -> None:
@@ -363,6 +381,7 @@ class MCPFusion:
         `/redoc` pages are switched to locally served assets (they work offline)."""
         from .swagger import serve_offline
 
+        self._check_completions()
         transport = self.transport
         transport.install(app)
         serve_offline(app)

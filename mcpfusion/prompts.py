@@ -121,6 +121,8 @@ class PromptRegistry:
         return bool(self.prompts)
 
     def add(self, prompt: Prompt) -> None:
+        if prompt.name in self.prompts:  # as tools: a second declaration is a mistake, never a silent swap
+            raise ValueError(f"duplicate prompt name {prompt.name!r} (remove_prompt() it first to replace it)")
         self.prompts[prompt.name] = prompt
 
     def list(self) -> list[dict[str, Any]]:

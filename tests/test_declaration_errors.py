@@ -130,3 +130,22 @@ async def test_the_usual_types_are_accepted_and_listed():
     assert listed and "point" in str(listed[0]["inputSchema"])
     called = await ToolTester(fusion.registry).call("fine", "everything", {"a": 1, "point": {"x": 1, "y": 2}})
     assert called.data == {"a": 1, "point": {"x": 1, "y": 2}, "color": "red"}
+
+
+def test_prompt_and_completion_mistakes_fail_at_declaration_or_build():
+    fusion = MCPFusion("p", tools=[])
+
+    @fusion.prompt()
+    def greet(name: str) -> str:
+        """Greet"""
+        return f"hi {name}"
+
+    with pytest.raises(ValueError, match="duplicate prompt name 'greet'"):
+        fusion.prompt(name="greet")(lambda: "again")
+    fusion.completion(argument="nmae", prompt="greet")(lambda value: ["ann"])
+    with pytest.raises(ValueError, match="the prompt 'greet' takes name"):
+        fusion.build_app()
+    other = MCPFusion("q", tools=[])
+    other.completion(argument="id", resource_template="notes://{id}")(lambda value: [])
+    with pytest.raises(ValueError, match="there is no resource template 'notes://{id}'"):
+        other.build_app()
