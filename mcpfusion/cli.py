@@ -21,6 +21,7 @@ import importlib
 import json
 import os
 import sys
+import traceback
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,22 @@ def _import_path(app_dir: str | None = None) -> None:
         sys.path.insert(0, folder)
 
 
+def _own_traceback(exc: BaseException) -> str:
+    """The traceback of an exception raised while importing an app, without importlib's and this module's
+    frames (a syntax error is its file, line and caret)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if "importlib" not in f.filename and f.filename != __file__]
+    lines = traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)
+    return "".join(lines).rstrip()
+
+
+def _port(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0-65535)")
+    return port
+
+
 def load(target: str, app_dir: str | None = None) -> tuple[Any, MCPFusion]:
     """(ASGI app, MCPFusion) for "module:attribute"."""
     module_name, sep, attr = target.partition(":")
@@ -58,6 +75,8 @@ def load(target: str, app_dir: str | None = None) -> tuple[Any, MCPFusion]:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise CliError(f"cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:  # the app's own code failed: where, in its files, without the import machinery
+        raise CliError(f"importing {module_name!r} failed:\n{_own_traceback(exc)}") from None
     try:
         obj = getattr(module, attr)
     except AttributeError:
@@ -216,8 +235,11 @@ def cmd_lock(args: argparse.Namespace) -> int:
     current = lock.contract(fusion.registry)
     path = args.file
     if not args.check:
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(lock.dumps(current))
+        try:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(lock.dumps(current))
+        except OSError as exc:
+            raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
         actions = sum(len(t["actions"]) for t in current["tools"].values())
         status(f"wrote {path}: {len(current['tools'])} tools, {actions} actions ({current['digest']})")
         return 0
@@ -256,7 +278,7 @@ def parser() -> argparse.ArgumentParser:
                             ("dev", "like serve, restarting on code changes")):
         p = with_app(name, help_text)
         p.add_argument("--host", default="127.0.0.1")
-        p.add_argument("--port", type=int, default=8000)
+        p.add_argument("--port", type=_port, default=8000)
         p.add_argument("--log-level", default="info")
         p.add_argument("--header-timeout", type=float, default=None, metavar="SECONDS",
                        help="close a connection whose request head is incomplete after this long (default 10, "

@@ -177,3 +177,23 @@ def test_stdio(env):
     text = replies[2]["result"]["content"][0]["text"]
     assert json.loads(text)["email"] == "[REDACTED]"
     assert proc.returncode == 0
+
+
+def test_an_app_that_fails_to_import_is_shown_in_its_own_files(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "broken_syntax.py").write_text("import os\nx = (\n")
+    (tmp_path / "raises_at_import.py").write_text("def f():\n    raise RuntimeError('boom at import')\nf()\n")
+    for module, says in (("broken_syntax", "SyntaxError"), ("raises_at_import", "RuntimeError: boom at import")):
+        run = subprocess.run([sys.executable, "-m", "mcpfusion.cli", "inspect", f"{module}:app"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2 and says in run.stderr and f"{module}.py" in run.stderr
+        assert "importlib" not in run.stderr and "cli.py" not in run.stderr
+    bad_port = subprocess.run([sys.executable, "-m", "mcpfusion.cli", "serve", "x:app", "--port", "99999"],
+                              capture_output=True, text=True, timeout=60)
+    assert bad_port.returncode == 2 and "99999 is not a TCP port" in bad_port.stderr
+    unwritable = subprocess.run([sys.executable, "-m", "mcpfusion.cli", "lock", "app.main:app", "--file",
+                                 str(tmp_path / "no" / "such" / "dir.lock")], capture_output=True, text=True,
+                                timeout=60)
+    assert unwritable.returncode == 2 and "cannot write" in unwritable.stderr and "Traceback" not in unwritable.stderr
