@@ -54,8 +54,11 @@ def _flatten_model(annotation: Any) -> type[BaseModel] | None:
     base = annotation
     if typing.get_origin(annotation) is typing.Annotated:
         base, *extras = typing.get_args(annotation)
-        if any(e is Flatten or isinstance(e, Flatten) for e in extras) and issubclass(base, BaseModel):
-            return typing.cast(type[BaseModel], base)
+        if any(e is Flatten or isinstance(e, Flatten) for e in extras):
+            if isinstance(base, type) and issubclass(base, BaseModel):
+                return typing.cast(type[BaseModel], base)
+            raise TypeError(f"Flatten spreads a pydantic model's fields into the action's parameters; {base!r} is "
+                            "not one (an optional model cannot be flattened: make its fields optional instead)")
     if isinstance(base, type) and issubclass(base, BaseModel) and getattr(base, "__mcpfusion_flatten__", False):
         return base
     return None
@@ -551,7 +554,10 @@ class Tool:
             if arg not in hints:  # not annotated
                 raise TypeError(f"{where}: parameter {arg!r} has no type annotation, so the agent would get "
                                 f"a schema without a type; annotate it (e.g. {arg}: str)")
-            owner, flat = _argument_kind(annotation)
+            try:
+                owner, flat = _argument_kind(annotation)
+            except TypeError as exc:  # a Flatten of something else than a model
+                raise TypeError(f"{where}: parameter {arg!r}: {exc}") from None
             if owner is not None:
                 raise TypeError(f"{where}: parameter {arg!r} uses {owner}'s read schema as input, which would "
                                 f"make its guarded fields writable; use {owner}.input_model('<operation>') instead")

@@ -93,6 +93,11 @@ async def clash(project_id: str, task: Annotated[Shared, Flatten]) -> dict:
     return {}
 
 
+async def optional_flatten(task: Annotated[Shared | None, Flatten] = None) -> dict:
+    """d"""
+    return {}
+
+
 @pytest.mark.parametrize(("fn", "says"), [
     (weird, "parameter 'x' has the type Weird, which pydantic cannot validate"),
     (weird_in_list, "parameter 'x' has the type Weird"),
@@ -104,6 +109,7 @@ async def clash(project_id: str, task: Annotated[Shared, Flatten]) -> dict:
     (agen, "a generator cannot be an action"),
     (gen, "a generator cannot be an action"),
     (clash, "clashes with another parameter"),
+    (optional_flatten, "parameter 'task': Flatten spreads a pydantic model's fields"),
     (functools.partial(positional_only, 1), "an action's handler is a function or method"),
 ])
 def test_a_declaration_mistake_fails_at_once_naming_it(fn, says):
