@@ -11,6 +11,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from starlette.requests import Request
 
 from .dependencies import CONTEXT_SCOPE_KEY, DependencyErrors, as_dependency, build_dependant, resolve
@@ -18,6 +19,14 @@ from .errors import NOT_FOUND, VALIDATION_ERROR, ToolError, field_path
 from .hints import type_hints
 from .mcp import jsonrpc
 from .mcp.jsonrpc import McpError
+
+
+class ArgumentErrors(ValueError):
+    """Arguments of a prompt or resource that do not fit their parameters' types (pydantic's errors)."""
+
+    def __init__(self, errors: list[Any]) -> None:
+        super().__init__("invalid arguments")
+        self.errors = errors
 
 
 class Injected:
@@ -44,11 +53,33 @@ class Injected:
                 self.arguments.append(param)
         self.names = frozenset(p.name for p in self.arguments)
         self.dependant = build_dependant(dependencies, None)
+        # Prompt arguments and URI variables arrive as text: typed parameters are converted and checked
+        # (pydantic's lax mode, as a query string is read), text and untyped ones passed as they are.
+        self._typed = any(p.annotation not in (str, Any) for p in self.arguments)
+        self._model: type[BaseModel] | None = None
+
+    def _validated(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """`kwargs` with each typed argument converted to its annotation; `ArgumentErrors` when one does not fit."""
+        if self._model is None:
+            fields: Any = {p.name: (p.annotation, ... if p.default is inspect.Parameter.empty else p.default)
+                           for p in self.arguments}
+            self._model = create_model(f"{getattr(self.fn, '__name__', 'fn')}_arguments",
+                                       __config__=ConfigDict(extra="ignore", arbitrary_types_allowed=True), **fields)
+        try:
+            model = self._model.model_validate(kwargs)
+        except ValidationError as exc:
+            raise ArgumentErrors(exc.errors(include_url=False)) from None
+        converted = {name: getattr(model, name) for name in self.names if name in kwargs or name in
+                     model.model_fields_set}
+        return {**kwargs, **converted}
+
 
     async def call(self, values: dict[str, Any], request: Request,
                    finish: Callable[[Any], Any] = lambda value: value) -> Any:
         """`fn(**values it takes, **dependencies)`, then `finish(result)` before yield dependencies close."""
         kwargs = dict(values) if self.takes_any else {k: v for k, v in values.items() if k in self.names}
+        if self._typed:
+            kwargs = self._validated(kwargs)
         async with AsyncExitStack() as stack:
             kwargs.update(await resolve(self.dependant, request, stack))
             value = self.fn(**kwargs)
@@ -69,8 +100,8 @@ async def call_injected(
         request.scope[CONTEXT_SCOPE_KEY] = context  # where `current_context` finds it
     try:
         return await injected.call(values, request, finish)
-    except DependencyErrors as exc:
-        fields = "; ".join(f"{field_path(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in exc.errors)
+    except (DependencyErrors, ArgumentErrors) as exc:
+        fields = "; ".join(f"{field_path(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in exc.errors[:20])
         raise McpError(jsonrpc.INVALID_PARAMS, f"Invalid request: {fields}") from None
     except ToolError as exc:
         code = jsonrpc.INVALID_PARAMS if exc.code in (NOT_FOUND, VALIDATION_ERROR) else jsonrpc.INTERNAL_ERROR

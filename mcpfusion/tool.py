@@ -56,7 +56,7 @@ def _flatten_model(annotation: Any) -> type[BaseModel] | None:
         base, *extras = typing.get_args(annotation)
         if any(e is Flatten or isinstance(e, Flatten) for e in extras):
             if isinstance(base, type) and issubclass(base, BaseModel):
-                return typing.cast(type[BaseModel], base)
+                return base
             raise TypeError(f"Flatten spreads a pydantic model's fields into the action's parameters; {base!r} is "
                             "not one (an optional model cannot be flattened: make its fields optional instead)")
     if isinstance(base, type) and issubclass(base, BaseModel) and getattr(base, "__mcpfusion_flatten__", False):

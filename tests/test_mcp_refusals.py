@@ -3,6 +3,8 @@ issued, methods the endpoint does not serve, bodies that are not JSON."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import httpx
 import pytest
 
@@ -193,3 +195,33 @@ async def test_a_compressed_body_is_refused_not_misread(encoding):
         plain = await http.post("/api/notes/add", json={"text": "hi"}, headers={"content-encoding": "identity"})
     assert rest.status_code == mcp.status_code == 415 and plain.status_code == 200
     assert "uncompressed" in rest.text and "uncompressed" in mcp.json()["error"]["message"]
+
+
+async def test_prompt_arguments_and_uri_variables_are_read_as_their_declared_types():
+    fusion = MCPFusion("typed", tools=[Tool("none", description="x")], json_response=True)
+
+    @fusion.prompt()
+    def count(n: int, mode: Literal["a", "b"] = "a") -> str:
+        """Count"""
+        return f"{n + 1} {mode}"
+
+    @fusion.resource_template("numbers://{n}")
+    def number(n: int) -> dict:
+        """A number"""
+        return {"n": n, "next": n + 1}
+
+    async with client(fusion.build_app()) as http:
+        headers = {**await session(http), "mcp-protocol-version": "2025-11-25"}
+
+        async def rpc(method, params):
+            return (await http.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": method,
+                                                                    "params": params})).json()
+
+        good = await rpc("prompts/get", {"name": "count", "arguments": {"n": "41", "mode": "b"}})
+        bad = await rpc("prompts/get", {"name": "count", "arguments": {"n": "abc", "mode": "z"}})
+        read = await rpc("resources/read", {"uri": "numbers://7"})
+        unread = await rpc("resources/read", {"uri": "numbers://seven"})
+    assert good["result"]["messages"][0]["content"]["text"] == "42 b"
+    assert bad["error"]["code"] == -32602 and "n:" in bad["error"]["message"] and "mode:" in bad["error"]["message"]
+    assert '"next":8' in read["result"]["contents"][0]["text"].replace(" ", "")
+    assert unread["error"]["code"] == -32602
