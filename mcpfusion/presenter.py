@@ -83,10 +83,15 @@ _not_none = functools.partial(operator.is_not, None)
 @functools.cache
 def _ignore_extra(model: type[BaseModel]) -> type[BaseModel]:
     """`model` reading attributes and ignoring extra keys: one subclass per model, whatever the number of
-    presenters built on it (a pydantic class costs milliseconds to make)."""
-    if model.model_config.get("extra") == "ignore" and model.model_config.get("from_attributes"):
+    presenters built on it (a pydantic class costs milliseconds to make). A field with an alias is read by
+    either name (a handler's dict by field name, an instance's attribute) and written by its alias, as the
+    advertised output schema (serialization mode) and FastAPI's response models write it."""
+    aliased = any(f.alias is not None or f.serialization_alias is not None for f in model.model_fields.values())
+    if model.model_config.get("extra") == "ignore" and model.model_config.get("from_attributes") and not aliased:
         return model
     config = {**model.model_config, "extra": "ignore", "from_attributes": True}
+    if aliased:
+        config.update(validate_by_name=True, serialize_by_alias=True)
     return type(model.__name__, (model,), {"model_config": config, "__module__": model.__module__})
 
 
@@ -473,8 +478,9 @@ class Presenter:
                 except ValidationError:
                     pass
         model: Any = self.item_model
-        one = model.__pydantic_validator__.validate_python(raw, from_attributes=True)
-        return model.__pydantic_serializer__.to_python(one, mode="json")
+        # Aliased fields (nested ones too) read by either name, written by alias: see `_ignore_extra`.
+        one = model.__pydantic_validator__.validate_python(raw, from_attributes=True, by_name=True)
+        return model.__pydantic_serializer__.to_python(one, mode="json", by_alias=True)
 
     def _dump_many(self, raws: Sequence[Any]) -> list[Any]:
         """`_dump_one` of a list, in one call."""
@@ -487,7 +493,7 @@ class Presenter:
                     pass
         adapter = self._items_adapter()
         return adapter.serializer.to_python(  # type: ignore[no-any-return]
-            adapter.validator.validate_python(raws, from_attributes=True), mode="json")
+            adapter.validator.validate_python(raws, from_attributes=True, by_name=True), mode="json", by_alias=True)
 
     def _lean(self, many: bool = False) -> dictschema.Codec | None:
         """The schema (as a list with `many`) as a dict schema, made on first use; None when it does not

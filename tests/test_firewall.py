@@ -611,3 +611,37 @@ async def test_structured_output_is_checked_as_written_over_stdio_too():
     assert by_id[2]["result"]["isError"] is True and "INVALID_OUTPUT" in by_id[2]["result"]["content"][0]["text"]
     assert by_id[3]["result"]["isError"] is False
     assert by_id[3]["result"]["structuredContent"] == {"ratio": 0.5, "spread": None}
+
+
+class PostalCode(BaseModel):
+    zip_code: str = Field(alias="zipCode")
+
+
+class Address(BaseModel):
+    street_name: str = Field(serialization_alias="streetName")
+    postal: PostalCode
+
+
+async def test_aliased_fields_are_written_by_alias_as_the_output_schema_says():
+    """As FastAPI's response models: read from an instance, or a dict by field name or alias; written by
+    alias, nested models too, so structuredContent fits the advertised outputSchema."""
+    from mcpfusion.app import MCPFusion
+    from mcpfusion.testing import ToolTester
+
+    places = Tool("places", description="x")
+
+    @places.action(readonly=True)
+    async def get(how: str) -> Address:
+        """Get an address"""
+        if how == "instance":
+            return Address(street_name="Main", postal=PostalCode(zipCode="1000"))
+        if how == "names":
+            return {"street_name": "Main", "postal": {"zip_code": "1000"}}  # type: ignore[return-value]
+        return {"street_name": "Main", "postal": {"zipCode": "1000"}}  # type: ignore[return-value]
+
+    fusion = MCPFusion("places", tools=[places])
+    schema = next(e for e in fusion.registry.mcp_tools() if e["name"] == "places")["outputSchema"]
+    for how in ("instance", "names", "aliases"):
+        result = await ToolTester(fusion).call("places", "get", {"how": how})
+        assert result.data == {"streetName": "Main", "postal": {"zipCode": "1000"}}, how
+        jsonschema.validate(result.structured_content, schema)
