@@ -772,6 +772,15 @@ class Presenter:
             full, ui_blocks, suggestions, directives = (rendered.data, rendered.ui_blocks, rendered.suggestions,
                                                         rendered.directives)
             embeds, rules, rules_block = rendered.embeds, rendered.rules, rendered.rules_block
+        for block in ui_blocks:
+            if not isinstance(block, UIBlock):
+                raise PresenterError(f"presenter {self.name!r}: its ui callback returned a {type(block).__name__}, "
+                                     "not a UI block (build blocks with mcpfusion.ui: ui.markdown(text), ...)")
+        for made in suggestions:
+            if not isinstance(made, Suggestion):
+                raise PresenterError(f"presenter {self.name!r}: its suggest callback returned a "
+                                     f"{type(made).__name__}, not a suggestion (build them with suggest(action, "
+                                     "reason))")
         removed: list[Any] = []
         tree = cache.redact
         if tree is False:

@@ -376,3 +376,28 @@ def test_flat_render_of_one_object_is_the_general_render_and_fits_the_output_sch
         assert answers[path].error is None and "ada@example.com" not in answers[path].raw
         jsonschema.validate(answers[path].data, schema)
     assert answers["mcp-2026"].texts == flat.texts
+
+
+async def test_a_callback_returning_the_wrong_kind_names_the_presenter(caplog):
+    from mcpfusion import Presenter, Tool
+    from mcpfusion.testing import ToolTester
+
+    tool = Tool("t", description="x")
+
+    @tool.action(readonly=True, returns=Presenter("chatty").schema({"id": str}).ui(lambda d: "just text"))
+    async def ui_text() -> dict:
+        """Ui"""
+        return {"id": "1"}
+
+    @tool.action(readonly=True, returns=Presenter("pushy").schema({"id": str}).suggest(lambda d: ["billing.remind"]))
+    async def suggest_text() -> dict:
+        """Suggest"""
+        return {"id": "1"}
+
+    tester = ToolTester([tool])
+    with caplog.at_level("ERROR"):
+        ui_result = await tester.call("t", "ui_text", {})
+        suggest_result = await tester.call("t", "suggest_text", {})
+    assert ui_result.error_code == suggest_result.error_code == "INVALID_OUTPUT"
+    assert "presenter 'chatty': its ui callback returned a str" in caplog.text
+    assert "presenter 'pushy': its suggest callback returned a str" in caplog.text
