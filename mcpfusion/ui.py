@@ -46,18 +46,20 @@ class UIBlock:
             if opening is None and len(_TYPE_ONLY) < 256:
                 opening = _TYPE_ONLY[kind] = _opening.__wrapped__(kind, None, None, None)
             if opening is not None:
-                return f"{opening}\n{_sealed(self.content)}\n</ui_passthrough>"
+                content = self.content
+                return f"{opening}\n{_sealed(content) if '</' in content else content}\n</ui_passthrough>"
         try:
             opening = _opening(self.type, self.title, self.width, self.priority)
         except TypeError:  # an attribute that does not hash: rendered for this block alone
             opening = _opening.__wrapped__(self.type, self.title, self.width, self.priority)
-        return f"{opening}\n{_sealed(self.content)}\n</ui_passthrough>"
+        content = self.content
+        return f"{opening}\n{_sealed(content) if '</' in content else content}\n</ui_passthrough>"
 
 
 def _sealed(content: str) -> str:
     """`content` unable to close its block early: a `</ui_passthrough` inside (in any case) loses its `<`, so
     text that follows it cannot pass for the framework's own blocks (rules, errors, suggestions)."""
-    if "</" not in content or _CLOSING.search(content) is None:
+    if _CLOSING.search(content) is None:
         return content
     return _CLOSING.sub("&lt;", content)
 

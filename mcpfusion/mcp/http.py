@@ -148,12 +148,14 @@ class McpHttpTransport:
         await self.broker.publish("server", message)
 
     def _refuse(self, request: Request) -> Response | None:
-        refusal = self.guard.refusal(header(request, b"host"), header(request, b"origin"))
-        if refusal is None:
+        host, origin = header(request, b"host"), header(request, b"origin")
+        if self.guard.check(host, origin) is None:
             if repeated(request, b"authorization"):
                 # Login and session check could otherwise read different credentials.
                 return http_error(400, "Bad Request: send exactly one Authorization header")
             return None
+        refusal = self.guard.refusal(host, origin)
+        assert refusal is not None  # the same verdict, with its status
         return http_error(*refusal)
 
     async def post(self, request: Request) -> Response:
@@ -162,7 +164,8 @@ class McpHttpTransport:
             return refusal
         if not is_json_media_type(header(request, b"content-type")):
             return http_error(415, "Unsupported Media Type: send the JSON-RPC message as application/json")
-        if not is_identity_encoding(header(request, b"content-encoding")):
+        encoding = header(request, b"content-encoding")
+        if encoding is not None and not is_identity_encoding(encoding):
             return http_error(415, "Unsupported Media Type: send the body uncompressed (no Content-Encoding)")
         try:
             body = await read_body(request, self.settings.max_body_bytes)

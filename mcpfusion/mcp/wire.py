@@ -54,7 +54,9 @@ def caller_key(request: Request) -> str:
 def repeated(request: Request, name: bytes) -> bool:
     """Whether header `name` (lower-case bytes) appears more than once: a request whose headers are all
     distinct (the dict `header` made holds as many as the list) is answered without counting."""
-    return any_repeated(request) and sum(1 for n, _ in request.scope["headers"] if n == name) > 1
+    scope = request.scope
+    raw = scope["headers"]
+    return len(_table(scope)) < len(raw) and sum(1 for n, _ in raw if n == name) > 1
 
 
 def any_repeated(request: Request) -> bool:
