@@ -582,7 +582,7 @@ class Tool:
         output.paginated = bool(paginate)
         dependant = build_dependant(dependencies, presenter_dependency)
         _check_paging(fn, paginate, takes_page(dependencies), (presenter, *candidates) if presenter else candidates,
-                      presenter_dependency is not None)
+                      presenter_dependency is not None, _return_annotation(fn, hints))
         return Action(
             tool=self,
             name=name,
@@ -736,11 +736,15 @@ def _scopes(scopes: Iterable[str], where: str) -> frozenset[str]:
 
 
 def _check_paging(fn: Callable[..., Any], paginate: int | bool | None, takes_page: bool,
-                  presenters: Sequence[Presenter], chosen: bool) -> None:
+                  presenters: Sequence[Presenter], chosen: bool, returns: Any = None) -> None:
     """Refuse a pagination declaration that could not work, naming the function and the fix."""
     where = fn.__qualname__
     if takes_page and not paginate:
         raise ValueError(f"{where} takes a Page: declare the page size with @tool.action(paginate=N)")
+    one = typing.get_origin(returns) or returns
+    if paginate and isinstance(one, type) and issubclass(one, (dict, BaseModel, str, bytes, int, float)):
+        raise ValueError(f"{where} is paginated but returns one {one.__name__}: a paginated action returns a "
+                         "list of rows (or page.keyset(...)); drop paginate= or return the list")
     if paginate is True:
         if not presenters or any(p.max_items is None for p in presenters):
             hint = " and list its candidates in presenters=[...]" if chosen else ""

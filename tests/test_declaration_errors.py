@@ -155,3 +155,14 @@ def test_prompt_and_completion_mistakes_fail_at_declaration_or_build():
     other.completion(argument="id", resource_template="notes://{id}")(lambda value: [])
     with pytest.raises(ValueError, match="there is no resource template 'notes://{id}'"):
         other.build_app()
+
+
+def test_a_paginated_action_returning_one_object_is_refused():
+    tool = Tool("t", description="x")
+
+    async def one() -> dict:
+        """One"""
+        return {}
+
+    with pytest.raises(ValueError, match="one is paginated but returns one dict"):
+        tool.action(readonly=True, paginate=2)(one)
