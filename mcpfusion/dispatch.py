@@ -6,7 +6,7 @@ through `ToolRegistry.call` / `call_action`."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, AsyncExitStack, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -380,6 +380,8 @@ class ToolRegistry:
                     result = await action.fn(**kwargs)
                 else:
                     result = await run_in_threadpool(action.fn, **kwargs)
+            if result.__class__ is not dict and result.__class__ is not list and isinstance(result, Iterator):
+                result = list(result)  # read once, here: every later step (and every transport) sees the rows
             result, next_key = pages.take(result) if pages is not None else (result, None)
             ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
             with phase("present"):

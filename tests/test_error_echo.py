@@ -224,3 +224,19 @@ async def test_the_tester_calls_through_the_served_registry_however_it_is_given(
         unknown = await tester.call("nope", "a", {})
         assert unknown.error_code == "UNKNOWN_TOOL" and unknown.is_error
     assert (await ToolTester([counter]).call("counter", "a", {"x": 13})).data == 13  # no app: no app middleware
+
+
+async def test_a_handler_returning_an_iterator_gives_every_transport_its_rows():
+    rows = Tool("rows", description="x")
+
+    @rows.action(readonly=True)
+    def numbers() -> list[int]:
+        """Numbers"""
+        return iter([1, 2, 3])  # type: ignore[return-value]
+
+    fusion = MCPFusion("rows", tools=[rows], json_response=True)
+    tested = await ToolTester(fusion).call("rows", "numbers", {})
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=fusion.build_app()),
+                                 base_url="http://127.0.0.1") as http:
+        rest = await http.post("/api/rows/numbers", json={})
+    assert tested.data == [1, 2, 3] and rest.json() == [1, 2, 3]
