@@ -42,7 +42,7 @@ METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
 # HTTP-level failures (raised by dependencies, routing or middleware) as tool error codes, with a recovery.
 _HTTP_CODES: dict[int, tuple[str, str]] = {
     400: ("BAD_REQUEST", "Fix the request and send it again."),
-    401: (UNAUTHORIZED, "Send Authorization: Bearer <token> with a valid token."),
+    401: (UNAUTHORIZED, "Send the header Authorization: Bearer TOKEN, with a valid token."),
     403: (FORBIDDEN, "Use credentials that are allowed to call this action."),
     404: (NOT_FOUND, "Check the identifiers you sent; list the available items first if you are unsure."),
     405: (METHOD_NOT_ALLOWED, "Use one of the methods listed in the Allow header."),
