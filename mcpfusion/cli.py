@@ -250,6 +250,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
         raise CliError(f"no lockfile at {path}: write it with `mcpfusion lock {args.app}`") from None
     except ValueError as exc:
         raise CliError(f"{path} is not valid JSON: {exc}") from None
+    pinned = lock.resealed(pinned)  # its digests from its content: an edit that kept them is still a change
     changes = lock.diff(pinned, current)
     if not changes and pinned.get("digest") == current["digest"]:
         status(f"{path} matches the served contract ({current['digest']})")

@@ -110,3 +110,16 @@ def test_check_without_a_lockfile_says_how_to_write_one(tmp_path):
     (copy / lock.FILENAME).unlink()
     run = cli(copy, "--check")
     assert run.returncode == 2 and "mcpfusion lock app.main:app" in run.stderr
+
+
+def test_a_lockfile_edited_by_hand_with_its_old_digests_is_still_a_change(tmp_path):
+    copy = copy_reference(tmp_path)
+    pinned = json.loads((copy / lock.FILENAME).read_text())
+    actions = pinned["tools"]["billing"]["actions"]
+    actions["get_invoice"]["description"] = "edited by hand"
+    del actions["remind"]  # the digests of the tool and of the file are kept as they were
+    (copy / lock.FILENAME).write_text(json.dumps(pinned, indent=2))
+    run = cli(copy, "--check")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert 'billing.get_invoice: description "edited by hand"' in run.stdout
+    assert "billing.remind: new action" in run.stdout

@@ -74,6 +74,28 @@ def contract(registry: ToolRegistry) -> dict[str, Any]:
     return {"mcpfusion_lock": FORMAT, "digest": digest(tools), "tools": tools}
 
 
+def resealed(lock: Any) -> Any:
+    """`lock` (a lockfile as read) with every digest worked out again from the content beside it: a hand
+    edit or a merge that kept the old digests is then a change like any other, never a match."""
+    if not isinstance(lock, dict) or not isinstance(lock.get("tools"), dict):
+        return lock
+    tools: dict[str, Any] = {}
+    for name, tool in lock["tools"].items():
+        if not isinstance(tool, dict):
+            tools[name] = tool
+            continue
+        found = tool.get("actions")
+        actions: dict[str, Any] = found if isinstance(found, dict) else {}
+        sealed_actions = {a: _sealed(body) if isinstance(body, dict) else body for a, body in actions.items()}
+        tools[name] = _sealed({**tool, "actions": sealed_actions})
+    return {**lock, "digest": digest(tools), "tools": tools}
+
+
+def _sealed(body: dict[str, Any]) -> dict[str, Any]:
+    content = {k: v for k, v in body.items() if k != "digest"}
+    return {"digest": digest(content), **content}
+
+
 def dumps(lock: dict[str, Any]) -> str:
     return json.dumps(lock, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
 
