@@ -146,3 +146,28 @@ async def test_bridge_answers_every_line_deep_nesting_and_unicode_names_included
     assert "Unknown tool: cust€mers" in by_id[3]["error"]["message"]  # routed: the name's header carried it
     assert by_id[4]["error"]["code"] == by_id[5]["error"]["code"] == -32600
     assert len(lines) == 5, lines
+
+
+async def test_a_problem_json_refusal_keeps_its_detail_over_stdio():
+    import json
+
+    from mcpfusion import MCPFusion, Tool
+    from mcpfusion.auth import RequireBearer
+    from mcpfusion.mcp.stdio import StdioBridge
+
+    app = MCPFusion("guarded", tools=[Tool("t", description="x")]).build_app()
+
+    async def authenticate(request):
+        from mcpfusion.auth import unauthorized
+
+        raise unauthorized("Send the header 'Authorization: Bearer TOKEN'.", error=None)
+
+    app.add_middleware(RequireBearer, authenticate=authenticate, prefixes=("/mcp",))
+    lines: list[dict] = []
+    bridge = StdioBridge(app, lambda text: lines.append(json.loads(text)), headers={})
+    await bridge.startup()
+    await bridge.handle_line(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+    await bridge.close()
+    assert lines[0]["id"] == 3 and lines[0]["error"]["data"]["status"] == 401
+    assert lines[0]["error"]["data"]["detail"] == "Send the header 'Authorization: Bearer TOKEN'."

@@ -153,7 +153,8 @@ class SessionWire(WirePipeline):
         try:
             session = await self.sessions.get(sid)
         except SessionLimitError:  # the store is unreachable: the session may exist, so never 404
-            return None, retry_later(503, "Service Unavailable: the session store is unreachable; retry later")
+            return None, retry_later(503, "Service Unavailable: the session store is unreachable; retry later",
+                                     request_id=msg_id)
         if session is None or (session.principal is not None
                                and session.principal != (await self.principal_of(request))[0]):
             return None, error_response(msg_id, jsonrpc.INVALID_REQUEST, "Session not found", status=404)

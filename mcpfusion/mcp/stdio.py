@@ -277,7 +277,8 @@ class StdioBridge:
             done.set()
         if parser is None and chunks:
             text = b"".join(chunks).decode("utf-8", "replace").strip()
-            if text and response_headers.get("content-type", "").startswith("application/json"):
+            media = response_headers.get("content-type", "").partition(";")[0].strip()
+            if text and (media == "application/json" or media.endswith("+json")):  # problem+json refusals too
                 try:
                     item = json.loads(text)
                 except ValueError:

@@ -102,15 +102,16 @@ def error_response(
     return json_response(error(request_id, code, message, data), status, headers)
 
 
-def http_error(status: int, message: str, code: int | None = None) -> Response:
+def http_error(status: int, message: str, code: int | None = None, request_id: Any = None) -> Response:
     """An HTTP-level refusal, still with a JSON-RPC error body so clients can show the reason (`code`:
-    invalid request unless given)."""
-    return json_response(error(None, jsonrpc.INVALID_REQUEST if code is None else code, message), status)
+    invalid request unless given; `request_id` when the request's is known)."""
+    return json_response(error(request_id, jsonrpc.INVALID_REQUEST if code is None else code, message), status)
 
 
-def retry_later(status: int, message: str, seconds: int = 5) -> Response:
-    """A refusal the client should retry after `seconds` (503 overload or outage, 429 quota)."""
-    response = http_error(status, message)
+def retry_later(status: int, message: str, seconds: int = 5, request_id: Any = None) -> Response:
+    """A refusal the client should retry after `seconds` (503 overload or outage, 429 quota), carrying the
+    request's id when known so the client can tell which request to send again."""
+    response = http_error(status, message, jsonrpc.INTERNAL_ERROR if status >= 500 else None, request_id)
     response.headers["Retry-After"] = str(seconds)
     return response
 
