@@ -451,3 +451,18 @@ async def test_subscriptions_listen_streams_are_capped_per_caller():
             await asyncio.sleep(0.2)  # the closed streams are counted out
             async with http.stream("POST", "/mcp", json=body, headers=headers("a")) as again:
                 assert again.status_code == 200 and await acknowledged(again)
+
+
+async def test_a_get_stream_ends_when_its_session_is_gone_from_the_store():
+    """A store that loses its sessions (a Redis restart) tells no stream: a quiet GET stream looks at its
+    session every ping interval and ends once it is gone."""
+    fusion = build_fusion(sse_ping_seconds=0.2)
+    with serve(fusion.build_app()) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+            headers = await initialize(http)
+            sid = headers["mcp-session-id"]
+            async with http.stream("GET", "/mcp", headers=headers) as stream:
+                assert stream.status_code == 200
+                fusion.transport.sessions._sessions.pop(sid)  # lost with its store, no one told
+                lines = await asyncio.wait_for(_collect(stream.aiter_lines()), 5)  # ends, never hangs
+    assert not any(line.startswith("data: {") for line in lines)

@@ -308,6 +308,13 @@ class SessionWire(WirePipeline):
             event["retry"] = self.settings.sse_retry_ms
         return event
 
+    async def _still_there(self, session_id: str) -> bool:
+        """Whether the store still has the session (an unreachable store: assume so, and look again later)."""
+        try:
+            return await self.sessions.get(session_id) is not None
+        except Exception:  # noqa: BLE001 - a store outage is not the session's end
+            return True
+
     async def _resume(self, session: Session, stream_id: str, last: str) -> AsyncIterator[dict[str, Any]]:
         """Replay what a client missed on a stream, then follow it live."""
         if stream_id.endswith("~get"):
@@ -347,8 +354,16 @@ class SessionWire(WirePipeline):
                     yield sse_event(event_id, message)
             if self._priming_wanted(session):  # after the replay, for the same reason as in `_resume`
                 yield await self._priming(stream_id)
+            check = self.settings.sse_ping_seconds or 15.0
             while True:
-                message = await sub.get()
+                try:
+                    message = await asyncio.wait_for(sub.get(), check)
+                except TimeoutError:
+                    # A quiet stream looks at its session now and then: one lost with its store (a Redis
+                    # restart) has no one left to end it, so the stream ends here.
+                    if not await self._still_there(session.id):
+                        return
+                    continue
                 if message is None:  # the session ended
                     return
                 if isinstance(message, (list, tuple)):
