@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from . import markup
+from .serializer import jsonable
 
 # Codes the framework itself emits; handlers may use any other upper-case code.
 VALIDATION_ERROR = "VALIDATION_ERROR"
@@ -79,7 +80,9 @@ class ToolError(Exception):
         self.recovery = recovery
         self.available_actions = list(available_actions)
         self.severity = severity
-        self.details = dict(details or {})
+        # The developer's own words about the error: JSON values as they are, anything else as its text,
+        # so a detail never stops the error itself from being written (REST, MCP and the tester alike).
+        self.details = {str(k): _detail_value(v) for k, v in (details or {}).items()}
         self.retry_after = retry_after
 
     def render(self) -> str:
@@ -190,3 +193,11 @@ def shortened(text: str, limit: int = 120) -> str:
 
 
 MAX_FIELDS_SHOWN = 20  # the bad fields one validation error lists
+
+
+def _detail_value(value: Any) -> Any:
+    """A detail of a `ToolError` as JSON can hold it (see `ToolError.details`)."""
+    try:
+        return jsonable(value)
+    except ValueError:  # pydantic-core's serialization error: a type JSON has no form for
+        return str(value)

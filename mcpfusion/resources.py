@@ -21,6 +21,7 @@ from starlette.requests import Request
 from mcpfusion.injection import Injected, call_injected
 from mcpfusion.mcp import jsonrpc
 from mcpfusion.mcp.jsonrpc import McpError
+from mcpfusion.serializer import jsonable
 from mcpfusion.slots import fields_repr
 
 _VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -112,7 +113,9 @@ def contents_of(uri: str, value: Any, mime_type: str | None) -> list[dict[str, A
         return [entry]
     if isinstance(value, str):
         return [{"uri": uri, "mimeType": mime_type or "text/plain", "text": value}]
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    # Converted as every answer is (ISO dates, Decimals as text); a value JSON cannot hold is refused, never
+    # written as its str() or repr (which may hold what must not leave).
+    text = json.dumps(jsonable(value), ensure_ascii=False)
     return [{"uri": uri, "mimeType": mime_type or "application/json", "text": text}]
 
 

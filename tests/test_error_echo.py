@@ -9,7 +9,7 @@ import httpx
 from pydantic import BaseModel, Field, model_validator
 from starlette.requests import Request
 
-from mcpfusion import Flatten, Presenter, Tool
+from mcpfusion import Flatten, Presenter, Tool, ToolError
 from mcpfusion.app import MCPFusion
 from mcpfusion.testing import ToolTester
 
@@ -240,3 +240,29 @@ async def test_a_handler_returning_an_iterator_gives_every_transport_its_rows():
                                  base_url="http://127.0.0.1") as http:
         rest = await http.post("/api/rows/numbers", json={})
     assert tested.data == [1, 2, 3] and rest.json() == [1, 2, 3]
+
+
+async def test_an_error_detail_json_cannot_hold_never_breaks_the_error():
+    class Ref:
+        def __str__(self) -> str:
+            return "ref-42"
+
+    failing = Tool("failing", description="x")
+
+    @failing.action(readonly=True)
+    async def a() -> dict:
+        """A"""
+        raise ToolError("CONFLICT", "Not now.", details={"ref": Ref(), "when": "later"})
+
+    fusion = MCPFusion("failing", tools=[failing], json_response=True)
+    tested = await ToolTester(fusion).call("failing", "a", {})
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=fusion.build_app()),
+                                 base_url="http://127.0.0.1") as http:
+        rest = await http.post("/api/failing/a", json={})
+        mcp = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "failing", "arguments": {"action": "a"}, "_meta": META}}, headers={
+            "accept": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+            "mcp-name": "failing"})
+    assert tested.error_code == "CONFLICT" and "ref-42" in tested.text
+    assert rest.status_code == 409 and rest.json()["details"] == {"ref": "ref-42", "when": "later"}
+    assert mcp.status_code == 200 and mcp.json()["result"]["isError"] and "ref-42" in mcp.text

@@ -225,3 +225,17 @@ async def test_prompt_arguments_and_uri_variables_are_read_as_their_declared_typ
     assert bad["error"]["code"] == -32602 and "n:" in bad["error"]["message"] and "mode:" in bad["error"]["message"]
     assert '"next":8' in read["result"]["contents"][0]["text"].replace(" ", "")
     assert unread["error"]["code"] == -32602
+
+
+async def test_a_resource_value_json_cannot_hold_is_an_error_not_its_repr():
+    class Conn:
+        def __repr__(self) -> str:
+            return "Conn(password='hunter2')"
+
+    fusion = MCPFusion("res", tools=[Tool("none", description="x")], json_response=True)
+    fusion.resource("conn://1", name="conn")(lambda: {"conn": Conn()})
+    async with client(fusion.build_app()) as http:
+        headers = {**await session(http), "mcp-protocol-version": "2025-11-25"}
+        read = await http.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+                                                              "params": {"uri": "conn://1"}})
+    assert read.json()["error"]["code"] == -32603 and "hunter2" not in read.text
