@@ -48,6 +48,18 @@ def shop() -> Tool:
     return tool
 
 
+async def rest_and_mcp(fusion: MCPFusion, tool: str, action: str) -> tuple[httpx.Response, httpx.Response]:
+    """One call of `tool`'s `action` over REST and over the 2026 MCP wire, on the app `fusion` builds."""
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=fusion.build_app()),
+                                 base_url="http://127.0.0.1") as http:
+        rest = await http.post(f"/api/{tool}/{action}", json={})
+        mcp = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": tool, "arguments": {"action": action}, "_meta": META}}, headers={
+            "accept": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+            "mcp-name": tool})
+    return rest, mcp
+
+
 def shop_tester() -> ToolTester:
     return ToolTester(MCPFusion("shop", tools=[shop()]).registry)
 
@@ -130,13 +142,7 @@ async def test_an_object_json_cannot_hold_is_an_internal_error_never_its_repr():
     fusion = MCPFusion("leaky", tools=[leaky], json_response=True)
     tested = await ToolTester(fusion.registry).call("leaky", "conn", {})
     assert tested.error_code == "INTERNAL_ERROR" and "hunter2" not in tested.text
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=fusion.build_app()),
-                                 base_url="http://127.0.0.1") as http:
-        rest = await http.post("/api/leaky/conn", json={})
-        mcp = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "leaky", "arguments": {"action": "conn"}, "_meta": META}}, headers={
-            "accept": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
-            "mcp-name": "leaky"})
+    rest, mcp = await rest_and_mcp(fusion, "leaky", "conn")
     assert rest.status_code == 500 and "hunter2" not in rest.text
     assert mcp.json()["result"]["isError"] and "hunter2" not in mcp.text
 
@@ -256,13 +262,7 @@ async def test_an_error_detail_json_cannot_hold_never_breaks_the_error():
 
     fusion = MCPFusion("failing", tools=[failing], json_response=True)
     tested = await ToolTester(fusion).call("failing", "a", {})
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=fusion.build_app()),
-                                 base_url="http://127.0.0.1") as http:
-        rest = await http.post("/api/failing/a", json={})
-        mcp = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "failing", "arguments": {"action": "a"}, "_meta": META}}, headers={
-            "accept": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
-            "mcp-name": "failing"})
+    rest, mcp = await rest_and_mcp(fusion, "failing", "a")
     assert tested.error_code == "CONFLICT" and "ref-42" in tested.text
     assert rest.status_code == 409 and rest.json()["details"] == {"ref": "ref-42", "when": "later"}
     assert mcp.status_code == 200 and mcp.json()["result"]["isError"] and "ref-42" in mcp.text
