@@ -69,9 +69,7 @@ class Injected:
             model = self._model.model_validate(kwargs)
         except ValidationError as exc:
             raise ArgumentErrors(exc.errors(include_url=False)) from None
-        converted = {name: getattr(model, name) for name in self.names if name in kwargs or name in
-                     model.model_fields_set}
-        return {**kwargs, **converted}
+        return {**kwargs, **{name: getattr(model, name) for name in self.names if name in kwargs}}
 
 
     async def call(self, values: dict[str, Any], request: Request,

@@ -271,31 +271,27 @@ class ModernWire(WirePipeline):
         async def events() -> AsyncIterator[dict[str, Any]]:
             self.listening[caller] = self.listening.get(caller, 0) + 1
             try:
-                async for event in follow():
-                    yield event
+                async with self.broker.subscribe("server") as sub:
+                    yield sse_event(None, notification("notifications/subscriptions/acknowledged",
+                                                       {"_meta": tag, "notifications": honored}))
+                    while True:
+                        message = await sub.get()
+                        if not isinstance(message, dict):
+                            continue
+                        method = message.get("method")
+                        if not isinstance(method, str):
+                            continue
+                        params = dict(message.get("params") or {})
+                        if method == "notifications/resources/updated":
+                            if params.get("uri") not in honored.get("resourceSubscriptions", ()):
+                                continue
+                        elif not honored.get(_FILTER_OF.get(method, ""), False):
+                            continue
+                        params["_meta"] = {**(params.get("_meta") or {}), **tag}
+                        yield sse_event(None, notification(method, params))
             finally:
                 left = self.listening.pop(caller, 1) - 1
                 if left > 0:
                     self.listening[caller] = left
-
-        async def follow() -> AsyncIterator[dict[str, Any]]:
-            async with self.broker.subscribe("server") as sub:
-                yield sse_event(None, notification("notifications/subscriptions/acknowledged",
-                                                   {"_meta": tag, "notifications": honored}))
-                while True:
-                    message = await sub.get()
-                    if not isinstance(message, dict):
-                        continue
-                    method = message.get("method")
-                    if not isinstance(method, str):
-                        continue
-                    params = dict(message.get("params") or {})
-                    if method == "notifications/resources/updated":
-                        if params.get("uri") not in honored.get("resourceSubscriptions", ()):
-                            continue
-                    elif not honored.get(_FILTER_OF.get(method, ""), False):
-                        continue
-                    params["_meta"] = {**(params.get("_meta") or {}), **tag}
-                    yield sse_event(None, notification(method, params))
 
         return event_source(events(), SSE_HEADERS, self.settings.sse_ping_seconds)
