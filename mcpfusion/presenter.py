@@ -135,8 +135,9 @@ def _suggest_each(target: list[Any], suggest: Callable[[Any, Any], Any], items: 
     for item in items:
         value = fn(item, ctx) if with_ctx else fn(item)
         # Neighbouring rows often answer the same suggestions: an equal new answer adds nothing (a list compares
-        # its items by identity first). The same object again is looked through: it may have changed since.
-        if value is None or (value is not last and value == last):
+        # its items by identity first), nor does the same tuple again (it cannot have changed). The same list
+        # again is looked through: it may have changed since.
+        if value is None or (value == last if value is not last else value.__class__ is tuple):
             continue
         last = value
         for s in value if isinstance(value, _SEQUENCES) else (value,):

@@ -108,25 +108,29 @@ _TOTALS_CHART = ui.echarts_template(
 def _list_ui(rows: list[dict[str, Any]]) -> list[ui.UIBlock]:
     # One pass over the page: each row's state is worked out once, for its table line and its status total.
     lines = []
-    totals: dict[str, float] = {}
+    totals: dict[str, int] = {}  # cents by state: exact sums, divided once per state
     for r in rows:
         state = "overdue" if r["overdue"] else r["status"]
-        lines.append([r["number"], _customer_name(r), state, money(r["total_cents"], r["currency"]), r["due_date"]])
-        totals[state] = totals.get(state, 0) + r["total_cents"] / 100
+        cents = r["total_cents"]
+        customer = r["customer"]
+        lines.append([r["number"], customer["name"] if customer else r["customer_id"], state,
+                      money(cents, r["currency"]), r["due_date"]])
+        totals[state] = totals.get(state, 0) + cents
     table = ui.table(["Number", "Customer", "Status", "Total", "Due"], lines, title="Invoices")
-    return [table, _TOTALS_CHART(states=list(totals), totals=[round(v, 2) for v in totals.values()])]
+    return [table, _TOTALS_CHART(states=list(totals), totals=[cents / 100 for cents in totals.values()])]
 
 
-# Suggestions are immutable: made once, not per invoice and call.
+# Suggestions are immutable: made once, not per invoice and call. Each state's are one tuple, the same object
+# row after row (a list's presenter skips a tuple it has just seen). Only a sent invoice can be overdue.
 REMIND = suggest("billing.remind", "An invoice is overdue: send a payment reminder")
 SEND = suggest("billing.update_invoice_status", "A draft is ready: send it (status=sent)")
 RECORD_PAYMENT = suggest("billing.record_payment", "Record a payment when the customer pays")
+_OVERDUE = (REMIND, RECORD_PAYMENT)
+_BY_STATUS = {"draft": (SEND,), "sent": (RECORD_PAYMENT,)}
 
 
-def _suggest(invoice: dict[str, Any]) -> list[Any]:
-    status = invoice["status"]
-    return [REMIND if invoice["overdue"] else None, SEND if status == "draft" else None,
-            RECORD_PAYMENT if status == "sent" else None]
+def _suggest(invoice: dict[str, Any]) -> tuple[Any, ...]:
+    return _OVERDUE if invoice["overdue"] else _BY_STATUS.get(invoice["status"], ())
 
 
 def _build(name: str, model: Any, *, detail: bool, support: bool) -> Presenter:
