@@ -114,7 +114,11 @@ async def authenticate(request: Request, settings: Settings | None = None) -> Pr
     if verifier is None:
         raise unauthorized("Unknown token." + (" Demo tokens: demo-admin, demo-support, demo-globex-admin."
                                                if settings.demo_mode else ""))
-    claims = await verifier.averify(token)
+    fusion = getattr(request.app.state, "mcpfusion", None)
+    resource = getattr(fusion, "authorization", None)
+    # Tokens name this service as their audience: the configured one, else the resource URL the metadata
+    # advertises (derived from the request), so a client that follows the metadata is let in.
+    claims = await verifier.averify(token, audience=resource.resource_url(request) if resource is not None else None)
     tenant = claims.get(settings.tenant_claim)
     role = claims.get(settings.role_claim)
     if not isinstance(tenant, str) or not tenant:

@@ -7,12 +7,13 @@ alike (the framework lets it propagate to FastAPI), with `WWW-Authenticate: Bear
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from fastapi import HTTPException
@@ -67,8 +68,15 @@ class IntrospectionVerifier:
         self.requests = 0
         self._cache: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
 
-    async def averify(self, token: str) -> dict[str, Any]:
-        """The token's introspection claims (`scope`, `sub`, `aud`, `exp`...), or an HTTP 401 / 503."""
+    async def averify(self, token: str, *, audience: str | None = None) -> dict[str, Any]:
+        """The token's introspection claims (`scope`, `sub`, `aud`, `exp`...), or an HTTP 401 / 503.
+        `audience`: what an `aud` it carries must name when this verifier has no audience of its own."""
+        claims = await self._claims(token)
+        if self.audience is None:
+            check_audience(claims, audience)
+        return claims
+
+    async def _claims(self, token: str) -> dict[str, Any]:
         digest = hashlib.sha256(token.encode()).hexdigest()
         now = self.clock()
         cached = self._cache.get(digest)
@@ -118,13 +126,31 @@ class IntrospectionVerifier:
         return claims
 
 
-def bearer_authenticator(verifier: Any) -> Callable[[Request], Any]:
-    """`authenticate(request)` for `RequireBearer`: the bearer token's claims, as `verifier.averify` gives them."""
+def bearer_authenticator(verifier: Any, resource_url: Callable[[Request], str] | None = None
+                         ) -> Callable[[Request], Any]:
+    """`authenticate(request)` for `RequireBearer`: the bearer token's claims, as `verifier.averify` gives them.
+    With `resource_url` (the protected resource's URL for a request), a verifier of this module that has no
+    audience of its own refuses a token issued for another audience than that URL."""
+    fallback = resource_url if isinstance(verifier, JWTVerifier | IntrospectionVerifier) else None
 
     async def authenticate(request: Request) -> Any:
-        return await verifier.averify(bearer_token(request))
+        if fallback is None:
+            return await verifier.averify(bearer_token(request))
+        return await verifier.averify(bearer_token(request), audience=fallback(request))
 
     return authenticate
+
+
+def check_audience(claims: Mapping[str, Any], audience: str | None) -> None:
+    """The 401 for a token whose `aud` claim is present and does not name `audience` (the resource URL a
+    server derived, when none was configured: a token without `aud` passes, one issued for another
+    service does not)."""
+    if audience is None or "aud" not in claims:
+        return
+    audiences = claims["aud"]
+    audiences = [audiences] if isinstance(audiences, str) else audiences if isinstance(audiences, list) else []
+    if audience not in audiences and audience.rstrip("/") not in audiences:
+        raise unauthorized("The token was not issued for this resource.")
 
 
 class ResourceChallenges(Protocol):
@@ -306,8 +332,15 @@ class JWTVerifier:
         self.leeway = leeway
         self.required = [*required_claims, *(["iss"] if issuer else []), *(["aud"] if audience else [])]
 
-    def verify(self, token: str) -> dict[str, Any]:
-        """The token's claims, or a 401 saying why (never the token itself)."""
+    def verify(self, token: str, *, audience: str | None = None) -> dict[str, Any]:
+        """The token's claims, or a 401 saying why (never the token itself). `audience`: what an `aud` it
+        carries must name when this verifier has no audience of its own (see `check_audience`)."""
+        claims = self._decode(token)
+        if self.audience is None:
+            check_audience(claims, audience)
+        return claims
+
+    def _decode(self, token: str) -> dict[str, Any]:
         jwt = self._jwt
         try:
             key: Any = self.key
@@ -326,7 +359,8 @@ class JWTVerifier:
                 issuer=self.issuer,
                 audience=self.audience,
                 leeway=self.leeway,
-                options={"require": self.required},
+                # Without an audience of its own, `aud` is `verify`'s to check (PyJWT refuses any then).
+                options={"require": self.required, "verify_aud": self.audience is not None},
             )
         except jwt.ExpiredSignatureError:
             raise unauthorized("The token has expired.") from None
@@ -341,11 +375,11 @@ class JWTVerifier:
             raise unauthorized(f"The token is invalid ({type(exc).__name__}).") from None
         return claims
 
-    async def averify(self, token: str) -> dict[str, Any]:
+    async def averify(self, token: str, *, audience: str | None = None) -> dict[str, Any]:
         """`verify` off the event loop (fetching a JWKS is blocking I/O)."""
         if self.jwks is None:
-            return self.verify(token)
-        return await run_in_threadpool(self.verify, token)
+            return self.verify(token, audience=audience)
+        return await run_in_threadpool(functools.partial(self.verify, token, audience=audience))
 
 
 class RequireBearer:

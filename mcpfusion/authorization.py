@@ -142,7 +142,7 @@ class ProtectedResource:
         self.authorization_servers = list(authorization_servers)
         if authenticate is not None and verifier is not None:
             raise ValueError("ProtectedResource takes authenticate= or verifier=, not both")
-        self.authenticate = authenticate if verifier is None else bearer_authenticator(verifier)
+        self.authenticate = authenticate if verifier is None else bearer_authenticator(verifier, self.resource_url)
         self.scope_descriptions = dict(scopes_supported) if isinstance(scopes_supported, Mapping) else {}
         self.declared_scopes = list(scopes_supported) if scopes_supported is not None else None
         self.required_scopes = frozenset(required_scopes)

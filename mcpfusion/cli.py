@@ -4,7 +4,7 @@
     mcpfusion dev app.main:app                              # uvicorn with auto-reload
     mcpfusion stdio app.main:app [--token T]                # MCP over stdin/stdout (local clients)
     mcpfusion inspect app.main:app [--json]                 # tools, actions, TOON descriptions
-    mcpfusion call app.main:app billing get_invoice --json '{"id": "inv_0001"}' [--token T]
+    mcpfusion call app.main:app billing get_invoice --json '{"id": "inv_0001"}' [--token T] [--yes]
     mcpfusion docs app.main:app --out site/ [--base-url URL]
     mcpfusion install claude-desktop|claude-code|cursor app.main:app [--token T | --url URL]
     mcpfusion lock app.main:app [--check] [--file mcpfusion.lock]
@@ -158,19 +158,29 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 async def _call(app: Any, fusion: MCPFusion, tool: str, action: str, arguments: dict[str, Any],
-                headers: dict[str, str]) -> Any:
-    from .testing import make_request
+                headers: dict[str, str], yes: bool = False) -> Any:
+    """The call as any transport makes it: the caller authenticated by the server's protected resource, the
+    action found among those its scopes allow (a hidden one answers as unknown), the app's middleware run.
+    With `yes`, a confirmation the action asks for is given with the token it issued, in this process (its
+    signing key is this process's own unless the server configures one)."""
+    from .confirm import CONFIRM_PARAM
+    from .errors import CONFIRMATION_REQUIRED
+    from .testing import ToolTester
 
     async with AsyncExitStack() as stack:
         lifespan = getattr(getattr(app, "router", None), "lifespan_context", None)
         if lifespan is not None:
             await stack.enter_async_context(lifespan(app))
-        target = fusion.registry.find(tool, action)
-        return await fusion.registry.call_action(target, arguments, make_request(app, headers), raise_http=False)
+        tester = ToolTester(fusion, app=app)
+        response = (await tester.call(tool, action, arguments, headers=headers)).raw
+        issued = (getattr(response.view.error, "details", None) or {}).get("confirm_token")
+        if yes and response.error_code == CONFIRMATION_REQUIRED and issued:
+            response = (await tester.call(tool, action, {**arguments, CONFIRM_PARAM: issued}, headers=headers)).raw
+        return response
 
 
 def cmd_call(args: argparse.Namespace) -> int:
-    from .errors import ToolError
+    from .errors import CONFIRMATION_REQUIRED, UNKNOWN_ACTION, UNKNOWN_TOOL
 
     try:
         arguments = json.loads(args.json) if args.json else {}
@@ -180,10 +190,12 @@ def cmd_call(args: argparse.Namespace) -> int:
         raise CliError("--json must be a JSON object of the action's parameters")
     app, fusion = load(args.app, args.app_dir)
     headers = {"authorization": f"Bearer {args.token}"} if args.token else {}
-    try:
-        response = asyncio.run(_call(app, fusion, args.tool, args.action, arguments, headers))
-    except ToolError as exc:  # unknown tool or action
-        print(exc.render())
+    response = asyncio.run(_call(app, fusion, args.tool, args.action, arguments, headers, args.yes))
+    if response.error_code == CONFIRMATION_REQUIRED:
+        status("this action asks for confirmation: run the same command again with --yes to confirm it "
+               "(a _confirm token from another process works only when the server has a fixed signing key)")
+    if response.error_code in (UNKNOWN_TOOL, UNKNOWN_ACTION):  # (or one the caller's scopes hide)
+        print(response.text)
         return 2
     if args.raw:
         print(json.dumps(response.to_mcp(), indent=2, ensure_ascii=False))
@@ -301,6 +313,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default="{}", help="the action's parameters as a JSON object")
     p.add_argument("--token", help="bearer token (sent as Authorization: Bearer ...)")
     p.add_argument("--raw", action="store_true", help="print the MCP CallToolResult as JSON")
+    p.add_argument("--yes", action="store_true",
+                   help="confirm an action that asks for the user's confirmation (confirm=True) in this call")
     p = with_app("docs", "export the tool documentation as a static site")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--base-url", default="http://127.0.0.1:8000", help="server the try-it forms call")

@@ -197,3 +197,31 @@ def test_an_app_that_fails_to_import_is_shown_in_its_own_files(tmp_path):
                                  str(tmp_path / "no" / "such" / "dir.lock")], capture_output=True, text=True,
                                 timeout=60)
     assert unwritable.returncode == 2 and "cannot write" in unwritable.stderr and "Traceback" not in unwritable.stderr
+
+
+def test_call_enforces_the_callers_scopes(env):
+    """`call --token` is one more transport: support (no billing:write) cannot create or pay, exactly as on
+    MCP and stdio (the write is answered as unknown), and nothing is stored."""
+    body = '{"customer_id": "cus_0002", "due_date": "2030-02-01", "lines": [{"description": "x", "unit_price_cents": 7}]}'
+    refused = cli(env, "call", APP, "billing", "create_invoice", "--token", "demo-support", "--json", body)
+    assert refused.returncode == 2 and 'code="UNKNOWN_TOOL"' in refused.stdout, refused.stdout
+    paid = cli(env, "call", APP, "billing", "record_payment", "--token", "demo-support", "--json",
+               '{"id": "inv_0001", "amount_cents": 1, "method": "card"}')
+    assert paid.returncode == 2, paid.stdout
+    listed = cli(env, "call", APP, "billing", "list_invoices", "--token", "demo-admin", "--raw", "--json",
+                 '{"customer_id": "cus_0002"}')
+    assert "ACME-0025" not in listed.stdout
+    invoice = cli(env, "call", APP, "billing", "get_invoice", "--token", "demo-admin", "--json", '{"id": "inv_0001"}')
+    assert '"paid_cents":0' in invoice.stdout
+
+
+def test_call_confirms_with_yes(env):
+    """A confirm=True action asks in one process and runs with --yes (the token it issued is used at once)."""
+    asked = cli(env, "call", APP, "billing", "void_invoice", "--token", "demo-admin", "--json",
+                '{"id": "inv_0003", "reason": "duplicate"}')
+    assert asked.returncode == 1 and 'code="CONFIRMATION_REQUIRED"' in asked.stdout
+    assert "--yes" in asked.stderr
+    done = cli(env, "call", APP, "billing", "void_invoice", "--token", "demo-admin", "--yes", "--json",
+               '{"id": "inv_0003", "reason": "duplicate"}')
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '"status":"void"' in done.stdout

@@ -209,3 +209,45 @@ def test_settings_from_environment():
     assert prod.database_url == "postgresql+asyncpg://u:p@db:5432/billing"
     assert prod.jwt_algorithms == ["HS256", "HS512"]
     assert Settings.from_env({"MCPFUSION_DB_PATH": "/tmp/x.db"}).database_url == "sqlite+aiosqlite:////tmp/x.db"
+
+
+async def test_without_a_configured_audience_tokens_name_the_advertised_resource(tmp_path):
+    """No jwt_audience and no resource URL: the resource URL the metadata advertises (derived from the
+    request) is the audience. A token for it is let in (a client following the metadata), one issued for
+    another service is a 401, and one without `aud` passes (set the resource URL in production)."""
+    app = build(tmp_path, demo_mode=False, jwt_key=SECRET, jwt_issuer=ISSUER)
+    async with asgi_client(app) as client:
+        advertised = (await client.get("/.well-known/oauth-protected-resource/mcp")).json()["resource"]
+        for audience, status in ((advertised, 200), ([advertised, "other"], 200), (None, 200),
+                                 ("https://other.example/mcp", 401), (["other"], 401)):
+            token = jwt.encode(claims(aud=audience), SECRET, algorithm="HS256")
+            for r in (await rest(client, "billing", "list_invoices", {}, token),
+                      await mcp(client, "billing", "list_invoices", {}, token)):
+                assert r.status_code == status, (audience, r.text)
+                if status == 401:
+                    assert "not issued for this resource" in r.text
+
+
+async def test_protected_resource_verifier_checks_the_resource_as_audience():
+    """A library verifier without an audience of its own, behind ProtectedResource(resource=...): a token
+    for another resource is refused, one for this resource (or without aud) is accepted."""
+    from fastapi import HTTPException
+    from starlette.requests import Request
+
+    from mcpfusion.auth import JWTVerifier
+    from mcpfusion.authorization import ProtectedResource
+
+    resource = ProtectedResource(resource="https://billing.example.com/mcp",
+                                 verifier=JWTVerifier(key=SECRET, algorithms=["HS256"]))
+
+    def request(token):
+        return Request({"type": "http", "method": "POST", "path": "/mcp", "headers": [
+            (b"authorization", f"Bearer {token}".encode()), (b"host", b"billing.example.com")]})
+
+    for audience in ("https://billing.example.com/mcp", None):
+        token = jwt.encode(claims(aud=audience), SECRET, algorithm="HS256")
+        assert (await resource.authenticate(request(token)))["sub"] == "user-1"
+    with pytest.raises(HTTPException) as refused:
+        await resource.authenticate(request(jwt.encode(claims(aud="https://other.example/mcp"), SECRET,
+                                                       algorithm="HS256")))
+    assert refused.value.status_code == 401
