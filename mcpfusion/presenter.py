@@ -131,7 +131,7 @@ def _suggest_each(target: list[Any], suggest: Callable[[Any, Any], Any], items: 
     fn: Callable[..., Any] = suggest if direct is None else direct[0]
     with_ctx = direct is None or direct[1]
     kept = {id(s) for s in target}  # ids of objects `target` holds (alive as long as it holds them)
-    last = None
+    last: Any = None
     for item in items:
         value = fn(item, ctx) if with_ctx else fn(item)
         # Neighbouring rows often answer the same suggestions: an equal new answer adds nothing (a list compares
