@@ -3,7 +3,8 @@ these exact arguments.
 
 - An MCP client that declared the `elicitation` capability is asked: on the 2025-11-25 wire with an
   `elicitation/create` request on the call's stream, on 2026-07-28 with an input-required result that its
-  retry answers. The question's key is bound to the arguments: a retry with other arguments asks again.
+  retry answers. The question's key is bound to the arguments and the caller (and keyed by the server's
+  secret): a retry with other arguments, or another caller's answer, asks again.
 - Any other caller (REST, stdio or MCP clients without elicitation, the tester) gets a self-healing
   `CONFIRMATION_REQUIRED` error carrying a token bound to the action, the exact arguments and the caller,
   valid ten minutes; the call runs when it is sent again with `"_confirm": "<token>"` added.
@@ -55,6 +56,14 @@ def token(call: ActionCall, digest: str, expires: int | None = None) -> str:
     return f"{expires}.{mac}"
 
 
+def question_key(call: ActionCall, digest: str) -> str:
+    """The input-request key of the confirmation question: bound to the arguments and the caller, and keyed
+    by the server's secret. A 2026-07-28 client may answer a key without the requestState (answers can be
+    sent ahead), so the key itself is what only the caller that was asked has learned."""
+    mac = hmac.new(call.guards.signing_key, f"question|{call.caller_key}|{digest}".encode(), hashlib.sha256)
+    return f"confirm-{mac.hexdigest()[:16]}"
+
+
 def _valid(call: ActionCall, digest: str, sent: Any) -> bool:
     if not isinstance(sent, str) or "." not in sent:
         return False
@@ -77,7 +86,7 @@ async def require_confirmation(call: ActionCall) -> None:
     ctx = call.context
     if not ctx.is_detached and "elicitation" in ctx.client_capabilities:
         try:
-            answer = await ctx.elicit(question(call), SCHEMA, key=f"confirm-{digest[:16]}")
+            answer = await ctx.elicit(question(call), SCHEMA, key=question_key(call, digest))
         except NoBackChannel:
             answer = None
         if answer is not None:

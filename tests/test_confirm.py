@@ -153,6 +153,14 @@ async def test_the_modern_wire_binds_the_answer_to_the_arguments():
                 "name": "ledger_void", "arguments": {"id": "inv_1", "reason": "dup"}, "_meta": meta,
                 "requestState": first["requestState"]}})
         assert stolen.json()["error"]["code"] == -32602 and voided == []
+        # Nor can it answer the question without the state: the key is the asking caller's own, so it is
+        # asked again (its own key differs).
+        unasked = await caller.client.post("/mcp", headers=headers, json={
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "ledger_void", "arguments": {"id": "inv_1", "reason": "dup"}, "_meta": meta,
+                "inputResponses": yes}})
+        assert unasked.json()["result"]["resultType"] == "input_required" and voided == []
+        assert key not in unasked.json()["result"]["inputRequests"]
         headers.update(caller.headers)
         done = await rpc({"id": "inv_1", "reason": "dup"}, yes, first["requestState"])
         assert done["content"][0]["text"] == "voided inv_1" and voided == ["inv_1"]
