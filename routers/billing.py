@@ -14,6 +14,7 @@
 
 import datetime as dt
 import hashlib
+import secrets
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import Depends
@@ -161,8 +162,10 @@ async def record_payment(
     store: BillingStore = Depends(get_store),
 ) -> dict[str, Any]:
     """Capture a payment for a sent invoice"""
-    # A real service would call the payment processor with api_key; the demo derives a reference from it.
-    reference = "ch_" + hashlib.sha256(f"{api_key}:{id}:{payment.amount_cents}".encode()).hexdigest()[:16]
+    # A real service would call the payment processor with api_key, which answers each charge's own id; the
+    # demo makes one from the key and a nonce (two payments of the same amount are two charges).
+    nonce = secrets.token_hex(8)
+    reference = "ch_" + hashlib.sha256(f"{api_key}:{id}:{payment.amount_cents}:{nonce}".encode()).hexdigest()[:16]
     return await store.record_payment(id, payment.amount_cents, payment.method, reference)
 
 

@@ -330,3 +330,21 @@ def test_money_writes_cents_as_units_with_two_decimals(cents, currency, text):
     from presenters.money import money
 
     assert money(cents, currency) == text
+
+
+async def test_two_payments_of_the_same_amount_are_two_charges(t, monkeypatch):
+    """Each captured payment carries its own processor reference: a second payment of the same amount (or
+    a retry) is never booked under the first one's charge."""
+    references: list[str] = []
+    record = BillingStore.record_payment
+
+    async def spy(self, invoice_id, amount_cents, method, processor_ref):
+        references.append(processor_ref)
+        return await record(self, invoice_id, amount_cents, method, processor_ref)
+
+    monkeypatch.setattr(BillingStore, "record_payment", spy)
+    for _ in range(2):
+        paid = await t.call("billing", "record_payment", {"id": "inv_0001", "amount_cents": 300}, headers=ADMIN)
+        assert paid.data["paid_cents"] == 300 * len(references)
+    assert len(references) == 2 and references[0] != references[1]
+    assert all(r.startswith("ch_") for r in references)
