@@ -8,7 +8,8 @@ read them) or extra fields kept, and no union of several models. Field schemas (
 plain before/after validators, defaults) and each model's config are reused as they are, so a dict that
 validates gives the same values, in the same order, as the model would dump. Anything else keeps the model:
 `codec` answers None. Callers try the dict schema on dicts only and fall back to the model on any
-`ValidationError`, so errors, attribute objects and model instances are the model's business.
+`ValidationError` but one (`not_finite`), so errors, attribute objects and model instances are the model's
+business. One deliberate difference: a float field refuses nan and inf (JSON cannot write them).
 A schema whose validated values already are JSON values also gets a validator that is its own dump (`dump`).
 """
 
@@ -47,6 +48,11 @@ def codec(model: type[BaseModel], *, many: bool = False) -> Codec | None:
     if many:
         schema = core_schema.list_schema(schema)
     return _codec(schema)
+
+
+def not_finite(exc: ValidationError) -> bool:
+    """Whether a dict schema refused a value for being nan or inf (the model would have written null)."""
+    return any(e["type"] == "finite_number" for e in exc.errors(include_url=False, include_input=False))
 
 
 def dump(codec: Codec, raw: Any) -> Any:
@@ -97,6 +103,10 @@ def _convert(schema: dict[str, Any]) -> dict[str, Any]:
     if "serialization" in schema:
         raise _Unsupported("a custom serializer")
     kind = schema["type"]
+    if kind == "float":
+        # JSON has no number for nan and inf: a result holding one would go out as null where the output
+        # schema promises a number. Refused here (the model would dump it as null), and the refusal stands.
+        return {**schema, "allow_inf_nan": False}
     if kind in _LEAVES or kind == "definition-ref":
         return schema
     if kind == "nullable":

@@ -87,9 +87,12 @@ def _ignore_extra(model: type[BaseModel]) -> type[BaseModel]:
     either name (a handler's dict by field name, an instance's attribute) and written by its alias, as the
     advertised output schema (serialization mode) and FastAPI's response models write it."""
     aliased = any(f.alias is not None or f.serialization_alias is not None for f in model.model_fields.values())
-    if model.model_config.get("extra") == "ignore" and model.model_config.get("from_attributes") and not aliased:
+    config = model.model_config
+    if (config.get("extra") == "ignore" and config.get("from_attributes") and config.get("allow_inf_nan") is False
+            and not aliased):
         return model
-    config = {**model.model_config, "extra": "ignore", "from_attributes": True}
+    # nan and inf refused: JSON would write them as null, against the number the output schema promises.
+    config = {**config, "extra": "ignore", "from_attributes": True, "allow_inf_nan": False}
     if aliased:
         config.update(validate_by_name=True, serialize_by_alias=True)
     return type(model.__name__, (model,), {"model_config": config, "__module__": model.__module__})
@@ -476,8 +479,9 @@ class Presenter:
             if lean is not None:
                 try:
                     return dictschema.dump(lean, raw)
-                except ValidationError:
-                    pass
+                except ValidationError as exc:
+                    if dictschema.not_finite(exc):
+                        raise
         model: Any = self.item_model
         # Aliased fields (nested ones too) read by either name, written by alias: see `_ignore_extra`.
         one = model.__pydantic_validator__.validate_python(raw, from_attributes=True, by_name=True)
@@ -490,8 +494,9 @@ class Presenter:
             if lean is not None:
                 try:
                     return dictschema.dump(lean, raws)  # type: ignore[no-any-return]
-                except ValidationError:
-                    pass
+                except ValidationError as exc:
+                    if dictschema.not_finite(exc):
+                        raise
         adapter = self._items_adapter()
         return adapter.serializer.to_python(  # type: ignore[no-any-return]
             adapter.validator.validate_python(raws, from_attributes=True, by_name=True), mode="json", by_alias=True)

@@ -645,3 +645,47 @@ async def test_aliased_fields_are_written_by_alias_as_the_output_schema_says():
         result = await ToolTester(fusion).call("places", "get", {"how": how})
         assert result.data == {"streetName": "Main", "postal": {"zipCode": "1000"}}, how
         jsonschema.validate(result.structured_content, schema)
+
+
+class Sample(BaseModel):
+    sensor: str
+    ratio: float
+
+
+class Station(BaseModel):
+    name: str
+    last: Sample
+
+
+async def test_nan_and_inf_never_go_out_as_null_where_the_schema_promises_a_number():
+    """JSON writes nan and inf as null: a firewall (typed return, presenter, nested model) refuses them
+    rather than sending a result that contradicts its own outputSchema; a list leaves that row out."""
+    sensors = Tool("sensors", description="Sensors")
+
+    @sensors.action(readonly=True)
+    async def typed() -> Sample:
+        """A model instance with nan"""
+        return Sample(sensor="s1", ratio=float("nan"))
+
+    @sensors.action(readonly=True, returns=Presenter("reading").schema(Sample))
+    async def presented() -> dict[str, Any]:
+        """A dict with inf"""
+        return {"sensor": "s1", "ratio": float("inf")}
+
+    @sensors.action(readonly=True, returns=Presenter("station").schema(Station))
+    async def nested() -> dict[str, Any]:
+        """A nested model's nan"""
+        return {"name": "north", "last": {"sensor": "s1", "ratio": float("-inf")}}
+
+    @sensors.action(readonly=True, returns=Presenter("readings").schema(Sample))
+    async def rows() -> list[dict[str, Any]]:
+        """One good row, one nan row"""
+        return [{"sensor": "ok", "ratio": 0.5}, {"sensor": "bad", "ratio": float("nan")}]
+
+    app = app_for(sensors)
+    for action in ("typed", "presented", "nested"):
+        for answer in (await every_path(app, "sensors", action)).values():
+            assert answer.error == "INVALID_OUTPUT", (action, answer.path, answer.raw[:300])
+    for answer in (await every_path(app, "sensors", "rows")).values():
+        assert answer.error is None and "bad" not in json.dumps(answer.data), (answer.path, answer.raw[:300])
+        assert "null" not in answer.raw
