@@ -87,12 +87,12 @@ def _ignore_extra(model: type[BaseModel]) -> type[BaseModel]:
     either name (a handler's dict by field name, an instance's attribute) and written by its alias, as the
     advertised output schema (serialization mode) and FastAPI's response models write it."""
     aliased = any(f.alias is not None or f.serialization_alias is not None for f in model.model_fields.values())
-    config = model.model_config
-    if (config.get("extra") == "ignore" and config.get("from_attributes") and config.get("allow_inf_nan") is False
-            and not aliased):
+    own = model.model_config
+    settled = own.get("extra") == "ignore" and own.get("from_attributes") and own.get("allow_inf_nan") is False
+    if settled and not aliased:
         return model
     # nan and inf refused: JSON would write them as null, against the number the output schema promises.
-    config = {**config, "extra": "ignore", "from_attributes": True, "allow_inf_nan": False}
+    config: dict[str, Any] = {**own, "extra": "ignore", "from_attributes": True, "allow_inf_nan": False}
     if aliased:
         config.update(validate_by_name=True, serialize_by_alias=True)
     return type(model.__name__, (model,), {"model_config": config, "__module__": model.__module__})
