@@ -25,7 +25,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from fastapi import HTTPException
+from starlette.exceptions import HTTPException
 
 from .mcp.jsonrpc import McpError, ProtocolSignal
 from .middleware import ActionCall, CallNext

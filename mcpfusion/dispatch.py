@@ -11,8 +11,8 @@ from contextlib import AbstractContextManager, AsyncExitStack, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fastapi import HTTPException
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException  # (FastAPI's is a subclass: both are HTTP errors)
 from starlette.requests import Request
 
 from .authorization import ScopesOf, insufficient_scope, scopes_of

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import httpx
-from fastapi import FastAPI, Request
+import pytest
+from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
@@ -60,10 +61,14 @@ async def test_overrides_middleware_and_exception_handlers_apply_to_mcp():
         r = await client.post("/mcp", json=legacy_call, headers=session)
         assert r.json()["result"]["content"][0]["text"] == "tenant=overridden"
 
-        # An HTTPException from the handler's dependencies goes to the app's exception handler.
+        # An HTTPException from the handler's dependencies other than 401/403 (which go to the app's exception
+        # handler, see below) is a JSON-RPC error with the call's id: a bare 404 on the MCP endpoint would
+        # tell the client its session is gone.
         r = await client.post("/mcp", json=call("billing_get_invoice", {"id": "http"}),
                               headers=modern("billing_get_invoice"))
-        assert (r.status_code, r.json()) == (404, {"custom": "no such invoice"})
+        assert r.status_code == 200 and r.json()["id"] == call("x", {})["id"]
+        assert r.json()["error"] == {"code": -32010, "message": "HTTP 404: no such invoice",
+                                     "data": {"status": 404, "detail": "no such invoice"}}
 
         # REST and /healthz are mounted next to /mcp.
         assert (await client.get("/healthz")).status_code == 200
@@ -118,3 +123,48 @@ async def test_the_mcp_route_keeps_fastapis_body_limit_and_closes_the_tools_yiel
         big = call("probe", {"action": "use", "pad": "x" * 5_000})
         r = await client.post("/mcp", json=big, headers=modern("probe"))
         assert r.status_code == 413
+
+
+@pytest.mark.parametrize("wire", ["2026-07-28", "2025-11-25"])
+async def test_http_exceptions_of_dependencies_on_mcp(wire):
+    """401 and 403 are the app's (its exception handler answers, with the challenge); any other status is a
+    JSON-RPC error with the request's id on both wires, and a server error's detail never leaves."""
+    from fastapi import Depends
+
+    from mcpfusion import MCPFusion, Tool
+
+    def gate(x_status: int = Header(0)) -> None:
+        if x_status:
+            raise HTTPException(x_status, "tenant gone" if x_status < 500 else "dsn=postgres://secret")
+
+    crm = Tool("crm", description="CRM")
+
+    @crm.action(readonly=True)
+    async def whoami(_: None = Depends(gate)) -> str:
+        """Who am I"""
+        return "me"
+
+    app = FastAPI()
+
+    @app.exception_handler(HTTPException)
+    async def custom(request: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse({"custom": exc.detail}, status_code=exc.status_code)
+
+    MCPFusion("crm", tools=[crm], json_response=True).mount(app)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        if wire == "2026-07-28":
+            body, headers = call("crm", {"action": "whoami"}, 7), modern("crm")
+        else:
+            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": wire, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+            r = await client.post("/mcp", json=init, headers=ACCEPT)
+            headers = {**ACCEPT, "mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": wire}
+            body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                    "params": {"name": "crm", "arguments": {"action": "whoami"}}}
+        for status, detail in ((404, "tenant gone"), (409, "tenant gone"), (503, "Service Unavailable")):
+            r = await client.post("/mcp", json=body, headers={**headers, "x-status": str(status)})
+            assert r.status_code == 200, r.text
+            assert r.json() == {"jsonrpc": "2.0", "id": 7, "error": {
+                "code": -32010, "message": f"HTTP {status}: {detail}", "data": {"status": status, "detail": detail}}}
+        r = await client.post("/mcp", json=body, headers={**headers, "x-status": "401"})
+        assert (r.status_code, r.json()) == (401, {"custom": "tenant gone"})

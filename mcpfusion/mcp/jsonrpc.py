@@ -183,16 +183,21 @@ def request(request_id: Any, method: str, params: dict[str, Any] | None = None) 
 def failure(request_id: Any, method: str, exc: Exception, *, inline: bool) -> dict[str, Any]:
     """The JSON-RPC error reply for an unexpected exception while handling `method`.
 
-    An `HTTPException` (e.g. a failing auth dependency) is re-raised when the HTTP response has not
-    started, so FastAPI's exception handlers answer it like on any route; inside a stream it becomes
-    `HTTP_ERROR`. Anything else is logged and answered as a generic internal error (no traceback)."""
+    An `HTTPException` of authentication (401, 403: a failing auth dependency) is re-raised when the HTTP
+    response has not started, so FastAPI's exception handlers answer it with its challenge, like on any
+    route. Any other status, or one inside a stream, is `HTTP_ERROR` with the request's id: a bare 404 on the
+    MCP endpoint would tell a client its session is gone. Anything else is logged and answered as a generic
+    internal error (no traceback)."""
     from starlette.exceptions import HTTPException
 
     if isinstance(exc, HTTPException):
-        if inline:
+        if inline and exc.status_code in (401, 403):
             raise exc
-        return error(request_id, HTTP_ERROR, f"HTTP {exc.status_code}: {exc.detail}",
-                     {"status": exc.status_code, "detail": exc.detail})
+        from ..problem import http_detail  # (a server error's detail never leaves)
+
+        detail = http_detail(exc)
+        return error(request_id, HTTP_ERROR, f"HTTP {exc.status_code}: {detail}",
+                     {"status": exc.status_code, "detail": detail})
     from mcp_types.jsonrpc import INTERNAL_ERROR
 
     logging.getLogger("mcpfusion.mcp").error("MCP %s failed", method, exc_info=exc)
