@@ -21,6 +21,7 @@ from .dependencies import CONTEXT_SCOPE_KEY, context_parameter
 from .dispatch import ToolRegistry
 from .errors import INTERNAL_ERROR, ToolError, UnknownToolError
 from .health import HEALTHZ_RESPONSES, READYZ_RESPONSES, Check, Readiness, healthz, readyz_endpoint
+from .listing import exposed
 from .mcp import jsonrpc
 from .mcp.callables import accepted_kwargs, invoke
 from .mcp.engine import Call, Engine
@@ -32,7 +33,7 @@ from .middleware import Middleware
 from .pagination import Paging
 from .prompts import Prompt, PromptRegistry
 from .resources import Resource, ResourceRegistry, ResourceTemplate
-from .tool import Tool
+from .tool import Tool, check_output_schema
 
 if TYPE_CHECKING:
     from .authorization import ProtectedResource, ScopesOf
@@ -212,6 +213,9 @@ class MCPFusion:
 
     def add_tool(self, tool: Tool) -> None:
         """Register a `Tool`; connected clients learn about it from `notify_tools_changed()`."""
+        clash = sorted({e.name for e in exposed(tool)} & set(self.raw_tools))
+        if clash:
+            raise ValueError(f"MCP tool name(s) {clash} of tool {tool.name!r} are already raw tools")
         self.registry.add(tool)
         self._tools_changed()
 
@@ -228,8 +232,13 @@ class MCPFusion:
         """Register a function as a tool that builds its own `CallToolResult` (str, content list or dict)."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            tool_name = name or fn.__name__
+            if tool_name in self.registry.mcp_names():
+                raise ValueError(f"raw_tool {tool_name!r}: an action is already served under this MCP tool name")
+            if output_schema is not None:
+                check_output_schema(output_schema, f"raw_tool {tool_name!r}")
             descriptor: dict[str, Any] = {
-                "name": name or fn.__name__,
+                "name": tool_name,
                 "inputSchema": input_schema or {"type": "object", "properties": {}},
             }
             desc = description or (fn.__doc__ or "").strip()

@@ -118,6 +118,10 @@ class ToolRegistry:
         self._routes.update(routes)
         self._hidden.clear()
 
+    def mcp_names(self) -> frozenset[str]:
+        """The MCP tool names the registry's actions are served under."""
+        return frozenset(self._routes)
+
     def mcp_tools(self, granted: frozenset[str] | None = None) -> list[dict[str, Any]]:
         """`tools/list` entries of every tool (built on each call; the engine caches the server's listing), as
         a caller with the `granted` scopes sees them (None: everything)."""

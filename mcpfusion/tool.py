@@ -489,6 +489,10 @@ class Tool:
                 returns, tuple(presenters), output_schema, title, paginate, input_schema,
             )
             action.middleware = tuple(middleware)
+            if isinstance(confirm, str):
+                from .confirm import check_template
+
+                check_template(confirm, action.declared_schema().get("properties") or {}, action.label)
             action.confirm = confirm
             own = _scopes(scopes, f"{self.name}.{action.name}")
             if own:
@@ -620,7 +624,7 @@ class Tool:
         explicit: dict[str, Any] | None = None
         model, many = None, None
         if isinstance(output_schema, dict):
-            explicit = output_schema
+            explicit = check_output_schema(output_schema, where)
         elif output_schema is not None:
             model, many = model_of(output_schema)
             if model is None:
@@ -777,6 +781,22 @@ def _named_properties(fn: Callable[..., Any], schema: dict[str, Any]) -> tuple[s
     parameters = inspect.signature(fn).parameters
     every = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
     return tuple(name for name in (schema.get("properties") or {}) if every or name in parameters)
+
+
+def check_output_schema(schema: dict[str, Any], where: str) -> dict[str, Any]:
+    """A hand-written output schema, refused at declaration when it is not a valid JSON schema or not an
+    object schema (MCP's outputSchema and structuredContent are objects)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise ValueError(f"{where}: output_schema is not a valid JSON schema ({exc.message})") from None
+    if schema.get("type") != "object":
+        raise ValueError(f"{where}: output_schema must be an object schema (\"type\": \"object\"): MCP's "
+                         "structuredContent is an object (a list goes out as {\"items\": [...]})")
+    return schema
 
 
 def _json_validator(fn: Callable[..., Any], schema: dict[str, Any], parameters: list[str]) -> Any:

@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import enum
 import functools
+import re
 import uuid
 from typing import Annotated, Literal
 
@@ -166,3 +167,61 @@ def test_a_paginated_action_returning_one_object_is_refused():
 
     with pytest.raises(ValueError, match="one is paginated but returns one dict"):
         tool.action(readonly=True, paginate=2)(one)
+
+
+@pytest.mark.parametrize(("schema", "says"), [
+    ({"type": "strin"}, "is not a valid JSON schema"),
+    ({"type": "array", "items": {"type": "integer"}}, "must be an object schema"),
+    ({"properties": {"a": {"type": "integer"}}}, "must be an object schema"),
+])
+def test_an_output_schema_that_cannot_serve_is_refused_at_declaration(schema, says):
+    tool = Tool("t", description="T")
+    with pytest.raises(ValueError, match=f"<locals>.get: output_schema {says}"):
+        @tool.action(readonly=True, output_schema=schema)
+        async def get() -> dict:
+            """Get"""
+            return {}
+
+    fusion = MCPFusion("s")
+    with pytest.raises(ValueError, match=f"raw_tool 'raw': output_schema {says}"):
+        @fusion.raw_tool("raw", output_schema=schema)
+        async def raw() -> str:
+            return "x"
+
+
+def test_a_raw_tool_cannot_take_an_actions_mcp_name_nor_the_reverse():
+    tool = Tool("t", description="T", exposition="flat")
+
+    @tool.action(readonly=True)
+    async def void(id: str) -> dict:
+        """Void"""
+        return {"id": id}
+
+    fusion = MCPFusion("s", tools=[tool])
+    with pytest.raises(ValueError, match="raw_tool 't_void': an action is already served under this MCP tool name"):
+        @fusion.raw_tool("t_void")
+        async def raw() -> str:
+            return "raw"
+
+    other = MCPFusion("s2")
+
+    @other.raw_tool("t_void")
+    async def first() -> str:
+        return "raw"
+
+    with pytest.raises(ValueError, match=r"MCP tool name\(s\) \['t_void'\] of tool 't' are already raw tools"):
+        other.add_tool(tool)
+
+
+@pytest.mark.parametrize(("template", "says"), [
+    ("Void invoice {idx}?", "names {idx}, which the action does not take (it takes id, reason)"),
+    ("Void {id.upper}, {missing[0]}?", "names {missing}"),
+    ("Void {id?", "is not a valid template"),
+])
+def test_a_confirm_template_naming_what_the_action_does_not_take_is_refused(template, says):
+    tool = Tool("t", description="T")
+    with pytest.raises(ValueError, match=re.escape(f"t/void: confirm={template!r} {says}")):
+        @tool.action(destructive=True, confirm=template)
+        async def void(id: str, reason: str = "") -> dict:
+            """Void"""
+            return {"id": id}
