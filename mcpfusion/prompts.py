@@ -10,6 +10,7 @@ holds several (strings become user messages); a dict with `messages` is the whol
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable
 from typing import Annotated, Any, get_args, get_origin
 
@@ -83,7 +84,24 @@ class Prompt:
         result = value if isinstance(value, dict) and "messages" in value else {"messages": _messages(value)}
         if self.description and "description" not in result:
             result = {"description": self.description, **result}
+        _check_result(self.name, result)
         return result
+
+
+def _check_result(name: str, result: dict[str, Any]) -> None:
+    """Refuse a prompt result MCP cannot carry (a `system` role, an unknown content block): the client's
+    SDK would reject it; the error names the prompt and what was wrong (paths, never values)."""
+    from mcp_types import GetPromptResult
+    from pydantic import ValidationError
+
+    try:
+        GetPromptResult.model_validate(result)
+    except ValidationError as exc:
+        wrong = sorted({".".join(map(str, e["loc"][:3])) for e in exc.errors()})
+        logging.getLogger("mcpfusion").error("prompt %r returned a result MCP cannot carry at %s", name, wrong)
+        raise McpError(jsonrpc.INTERNAL_ERROR, f"Prompt {name!r} returned messages MCP cannot carry (at "
+                       f"{', '.join(wrong[:5])}): a message's role is user or assistant and its content a text, "
+                       "image, audio or resource block") from None
 
 
 def _description(annotation: Any) -> str | None:

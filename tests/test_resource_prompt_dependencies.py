@@ -100,3 +100,24 @@ async def test_a_missing_required_header_is_invalid_params():
         with pytest.raises(MCPError) as caught:
             await mcp.read_resource("needs://header")
     assert caught.value.error.code == -32602 and "x-key" in caught.value.error.message
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_prompt_result_mcp_cannot_carry_is_an_error_naming_the_prompt(mode):
+    """A `system` role (MCP has user and assistant) never reaches the client, whose SDK would reject it."""
+    from mcp.shared.exceptions import MCPError
+
+    fusion = MCPFusion("prompts")
+
+    @fusion.prompt()
+    async def preamble() -> dict:
+        return {"role": "system", "content": "You are terse."}
+
+    @fusion.prompt()
+    async def fine() -> dict:
+        return {"role": "assistant", "content": "Noted."}
+
+    async with client(fusion.build_app(), mode) as session:
+        assert (await session.get_prompt("fine")).messages[0].role == "assistant"
+        with pytest.raises(MCPError, match=r"Prompt 'preamble' returned messages MCP cannot carry \(at messages.0.role\)"):
+            await session.get_prompt("preamble")
