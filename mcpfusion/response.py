@@ -113,8 +113,11 @@ class ToolResponse:
             self.written = (data, self.texts[0], raw)
         elif view.encoding == "pretty" and not isinstance(data, str):
             self.texts[0] = dumps(data, pretty=True)
-        if self.structured_content is not None and isinstance(data, dict):
+        structured = self.structured_content
+        if structured is not None and isinstance(data, dict):
             self.structured_content = data
+        elif isinstance(structured, dict) and isinstance(data, list) and "items" in structured:
+            self.structured_content = {**structured, "items": data}  # a list's wrapper (and its next cursor)
         view.data = data
 
     def drop_suggestions(self, hidden: Callable[[str], bool]) -> None:
@@ -229,18 +232,25 @@ def error_response(exc: ToolError | ValidationFailed) -> ToolResponse:
 
 
 def toon_success(data: Any) -> ToolResponse:
-    """The payload as pipe-delimited TOON: uniform collections cost about half the tokens of JSON."""
-    data = to_jsonable(data)
+    """The payload as pipe-delimited TOON: uniform collections cost about half the tokens of JSON. Values
+    are converted as the JSON path converts them (a UUID or Decimal as its exact text, a set as a list)."""
+    data = jsonable(to_jsonable(data))
     return ToolResponse([toon.encode(data)], view=ResponseView(data=data, encoding="toon"))
 
 
 def success_structured(data: Any, *, pretty: bool = False) -> ToolResponse:
-    """JSON text for older clients plus `structuredContent` for clients that read the output schema."""
+    """JSON text for older clients plus `structuredContent` for clients that read the output schema. A list
+    (of dicts or models) is sent as MCP wants structured content, an object: `{"items": [...]}`."""
     data = jsonable(to_jsonable(data))  # structuredContent is JSON: datetimes, sets... as the text has them
-    if not isinstance(data, dict):
-        raise TypeError("success_structured needs an object (dict or pydantic model)")
+    if isinstance(data, list):
+        structured = {"items": data}
+    elif isinstance(data, dict):
+        structured = data
+    else:
+        raise TypeError("success_structured needs an object or a list (dicts or pydantic models), "
+                        f"not {type(data).__name__}")
     view = ResponseView(data=data, encoding=_json(pretty))
-    return _written(ToolResponse([dumps(data, pretty=pretty)], structured_content=data, view=view))
+    return _written(ToolResponse([dumps(data, pretty=pretty)], structured_content=structured, view=view))
 
 
 class ResponseBuilder:

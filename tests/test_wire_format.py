@@ -196,7 +196,7 @@ def test_success_structured_sends_text_and_structured_content():
         "structuredContent": {"total": 3, "currency": "EUR"},
     }
     with pytest.raises(TypeError):
-        success_structured([1, 2])
+        success_structured(3)
 
 
 def test_toon_success_pipe_delimited_and_decodes_strictly():
@@ -252,3 +252,28 @@ def test_blocks_and_suggestions_made_without_init_are_their_frozen_classes():
         block.title = "changed"  # type: ignore[misc]
     with pytest.raises(TypeError):
         writable(Shouting)  # not a slotted class on object
+
+
+def test_toon_success_converts_values_as_the_json_path_does():
+    """A UUID, a set and a Decimal are written as JSON writes them (exact text, a list), never refused or
+    rounded through a float."""
+    import decimal
+    import uuid
+
+    rows = [{"id": uuid.UUID(int=1), "tags": {"a"}, "amount": decimal.Decimal("12345678901234567890.12")},
+            {"id": uuid.UUID(int=2), "tags": set(), "amount": decimal.Decimal("0.10")}]
+    text = toon_success(rows).texts[0]
+    assert "00000000-0000-0000-0000-000000000001" in text and "12345678901234567890.12" in text
+    assert '"0.10"' in text
+    decoded = toon_format.decode(text, strict=True)
+    assert [row["amount"] for row in decoded] == ["12345678901234567890.12", "0.10"]
+    assert decoded[0]["tags"] == ["a"] and decoded[1]["tags"] == []
+
+
+def test_success_structured_sends_a_list_in_its_items_object():
+    rows = [{"id": 1}, {"id": 2}]
+    answer = success_structured(rows)
+    assert answer.texts[0] == '[{"id":1},{"id":2}]'
+    assert answer.structured_content == {"items": rows} and answer.to_mcp()["structuredContent"] == {"items": rows}
+    with pytest.raises(TypeError, match="an object or a list"):
+        success_structured("text")
