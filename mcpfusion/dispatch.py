@@ -480,11 +480,19 @@ def _pop_select(action: Action, arguments: dict[str, Any]) -> list[str] | None:
     if not action.tool.select:
         return None  # validation reports it as an unknown field
     raw = arguments.pop(SELECT_PARAM)
-    allowed = action.tool.select_keys()
-    if not isinstance(raw, list) or not all(isinstance(k, str) and k in allowed for k in raw):
+    # The tool's enum is the union of its actions' fields: this action answers only its own (a field of a
+    # sibling action would select nothing, and the data would be lost to the agent).
+    own = action.output_keys()
+    if raw == []:
+        return raw  # nothing selected: the whole data
+    if not own:
+        raise ValidationFailed(action.label, [(SELECT_PARAM, f"{action.label} has no declared fields to select "
+                                                             "from: call it without _select.")])
+    if not isinstance(raw, list) or not all(isinstance(k, str) and k in own for k in raw):
         raise ValidationFailed(
             action.label,
-            [(SELECT_PARAM, f"Use a list of these field names: {', '.join(allowed)}. You sent: {sent_value(raw)}.")],
+            [(SELECT_PARAM, f"Use a list of these field names of {action.label}: {', '.join(own)}. "
+                            f"You sent: {sent_value(raw)}.")],
         )
     return raw
 

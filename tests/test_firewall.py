@@ -689,3 +689,33 @@ async def test_nan_and_inf_never_go_out_as_null_where_the_schema_promises_a_numb
     for answer in (await every_path(app, "sensors", "rows")).values():
         assert answer.error is None and "bad" not in json.dumps(answer.data), (answer.path, answer.raw[:300])
         assert "null" not in answer.raw
+
+
+async def test_select_answers_only_this_actions_fields():
+    """The tool's `_select` enum is the union of its actions' fields: a field of a sibling action (or any
+    field of an action without a schema) is a self-healing error naming this action's fields, never an
+    empty success that loses the data; an empty selection is the whole data."""
+    tool = Tool("crm", description="CRM", select=True)
+
+    @tool.action(readonly=True, returns=Presenter("c").schema(Customer))
+    async def customer() -> dict:
+        """A customer."""
+        return ROW
+
+    @tool.action(readonly=True, output_schema=Totals)
+    async def totals():
+        """Totals."""
+        return success_structured(Totals(total=3, currency="EUR"))
+
+    @tool.action(readonly=True)
+    async def loose() -> dict:
+        """No schema."""
+        return {"a": 1}
+
+    app = app_for(tool)
+    for action, keys, says in (("customer", ["total"], "field names of crm/customer: id, name, email, phone, tier"),
+                               ("loose", ["name"], "crm/loose has no declared fields to select from")):
+        for answer in (await every_path(app, "crm", action, {"_select": keys})).values():
+            assert answer.error is not None and says in answer.raw, (answer.path, answer.raw[:300])
+    for answer in (await every_path(app, "crm", "loose", {"_select": []})).values():
+        assert answer.error is None and answer.data == {"a": 1}, (answer.path, answer.raw[:300])
