@@ -484,7 +484,7 @@ def _pop_select(action: Action, arguments: dict[str, Any]) -> list[str] | None:
     # sibling action would select nothing, and the data would be lost to the agent).
     own = action.output_keys()
     if raw == []:
-        return raw  # nothing selected: the whole data
+        return []  # nothing selected: the whole data
     if not own:
         raise ValidationFailed(action.label, [(SELECT_PARAM, f"{action.label} has no declared fields to select "
                                                              "from: call it without _select.")])

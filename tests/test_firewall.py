@@ -718,4 +718,4 @@ async def test_select_answers_only_this_actions_fields():
         for answer in (await every_path(app, "crm", action, {"_select": keys})).values():
             assert answer.error is not None and says in answer.raw, (answer.path, answer.raw[:300])
     for answer in (await every_path(app, "crm", "loose", {"_select": []})).values():
-        assert answer.error is None and answer.data == {"a": 1}, (answer.path, answer.raw[:300])
+        assert answer.error is None and '{"a":1}' in answer.raw.replace('\\"', '"'), (answer.path, answer.raw[:300])
