@@ -466,3 +466,34 @@ async def test_a_get_stream_ends_when_its_session_is_gone_from_the_store():
                 fusion.transport.sessions._sessions.pop(sid)  # lost with its store, no one told
                 lines = await asyncio.wait_for(_collect(stream.aiter_lines()), 5)  # ends, never hangs
     assert not any(line.startswith("data: {") for line in lines)
+
+
+async def test_ids_7_and_string_7_are_two_requests_and_an_id_in_flight_is_not_reused(client):
+    """JSON-RPC ids keep their type: cancelling 7 cancels the integer request, never the string "7" one; a
+    second request with an id still in flight is refused (its cancel would be ambiguous)."""
+    headers = await initialize(client, {"elicitation": {}})
+    json_headers = {**headers, "accept": "application/json"}
+
+    def body(rid):
+        return {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                "params": {"name": "billing_confirm_delete", "arguments": {"id": "inv_1"}}}
+
+    async with contextlib.AsyncExitStack() as stack:
+        lines = {}
+        for rid in (7, "7"):
+            stream = await stack.enter_async_context(client.stream("POST", "/mcp", json=body(rid), headers=headers))
+            lines[rid] = stream.aiter_lines()
+            async for line in lines[rid]:
+                if line.startswith("data: {"):
+                    assert json.loads(line[6:])["method"] == "elicitation/create"
+                    break
+        again = await client.post("/mcp", json=body(7), headers=json_headers)
+        assert again.json()["error"]["code"] == -32600 and "already running" in again.json()["error"]["message"]
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+        assert (await client.post("/mcp", json=cancel, headers=json_headers)).status_code == 202
+        ended = await asyncio.wait_for(_collect(lines[7]), 5)  # the integer request ended, unanswered
+        assert not any('"result"' in line for line in ended)
+        cancel["params"]["requestId"] = "7"  # the string one was still running: this cancel ends it
+        assert (await client.post("/mcp", json=cancel, headers=json_headers)).status_code == 202
+        ended = await asyncio.wait_for(_collect(lines["7"]), 5)
+        assert not any('"result"' in line for line in ended)

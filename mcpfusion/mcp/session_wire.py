@@ -12,6 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from .. import serializer
 from . import jsonrpc, protocol
 from .broker import Broker, InMemoryBroker
 from .engine import Call, Engine, check_params
@@ -183,7 +184,7 @@ class SessionWire(WirePipeline):
                 await self.broker.publish("cancel", {"session": session.id, "requestId": rid, "reason": reason})
 
     def _cancel_local(self, session_id: Any, rid: Any, reason: Any) -> bool:
-        channel = self.inflight.get((str(session_id), str(rid)))
+        channel = self.inflight.get((str(session_id), _id_key(rid)))
         if channel is None:
             return False
         channel.cancel(reason if isinstance(reason, str) else None)
@@ -255,8 +256,11 @@ class SessionWire(WirePipeline):
     async def run(self, call: Call, inline: bool = True) -> dict[str, Any] | None:
         """The shared pipeline, with the call registered for `notifications/cancelled` while it runs."""
         channel = call.channel
-        key = (call.session.id, str(call.id)) if call.session else None
+        key = (call.session.id, _id_key(call.id)) if call.session else None
         if key is not None:
+            if key in self.inflight:  # an id already in flight in this session: its cancel would be ambiguous
+                return jsonrpc.error(call.id, jsonrpc.INVALID_REQUEST, "A request with this id is already "
+                                     "running in this session: use a new id for each request")
             self.inflight[key] = channel  # type: ignore[assignment]
             if channel.task is None:
                 channel.task = asyncio.current_task()
@@ -407,6 +411,11 @@ class SessionWire(WirePipeline):
             if sid == session_id and channel.task is not None:
                 channel.cancel("session terminated")
                 channel.task.cancel()
+
+
+def _id_key(request_id: Any) -> str:
+    """A request id as the in-flight table keys it: its JSON text, so 7 and "7" are two requests."""
+    return serializer.dumps(request_id) if isinstance(request_id, str | int) else repr(request_id)
 
 
 @functools.lru_cache(maxsize=16)
