@@ -196,8 +196,13 @@ class Context:
             raise NoBackChannel(f"{request['method']} needs an MCP client; this call was made outside MCP")
         self._check_capability(request["method"])
         if key is None:
-            return await self._channel.request(request["method"], request.get("params"))
-        answer: dict[str, Any] = (await self._channel.ask({key: request}))[key]
+            answer: dict[str, Any] = await self._channel.request(request["method"], request.get("params"))
+        else:
+            answer = (await self._channel.ask({key: request}))[key]
+        problem = _answer_problem(request, answer)
+        if problem is not None:
+            raise self._channel.fail(McpError(jsonrpc.INVALID_PARAMS, f"The client's answer to {request['method']} "
+                                              f"{problem}"))
         return answer
 
     def _check_capability(self, method: str) -> None:
@@ -207,3 +212,22 @@ class Context:
 
 
 _CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
+_RESULT_OF = {"elicitation/create": "ElicitResult", "sampling/createMessage": "CreateMessageResult",
+              "roots/list": "ListRootsResult"}
+
+
+def _answer_problem(request: dict[str, Any], answer: Any) -> str | None:
+    """What is wrong with a client's answer to a server request (None: nothing), on either wire: its shape,
+    as MCP's result type for the method has it."""
+    import mcp_types
+    from pydantic import ValidationError
+
+    method = request["method"]
+    try:
+        getattr(mcp_types, _RESULT_OF[method]).model_validate(answer)
+    except ValidationError as exc:
+        where = sorted({".".join(map(str, e["loc"])) or "(root)" for e in exc.errors()})
+        return f"is not a valid {_RESULT_OF[method]} (at {', '.join(where[:5])})"
+    # (An accepted elicitation's content is the handler's to check against what it asked: clients, the
+    # conformance suite's among them, answer forms loosely.)
+    return None

@@ -497,3 +497,24 @@ async def test_ids_7_and_string_7_are_two_requests_and_an_id_in_flight_is_not_re
         assert (await client.post("/mcp", json=cancel, headers=json_headers)).status_code == 202
         ended = await asyncio.wait_for(_collect(lines["7"]), 5)
         assert not any('"result"' in line for line in ended)
+
+
+async def test_a_malformed_elicitation_answer_is_refused_on_the_session_wire_too(client):
+    """An ElicitResult whose content is not an object never reaches the handler (the 2026 wire's params
+    validation refuses it the same way): the call ends with -32602 naming the method."""
+    headers = await initialize(client, {"elicitation": {}})
+    json_headers = {**headers, "accept": "application/json"}
+    body = {"jsonrpc": "2.0", "id": "ask-1", "method": "tools/call",
+            "params": {"name": "billing_confirm_delete", "arguments": {"id": "inv_1"}}}
+    async with client.stream("POST", "/mcp", json=body, headers=headers) as stream:
+        lines = stream.aiter_lines()
+        async for line in lines:
+            if line.startswith("data: {"):
+                asked = json.loads(line[6:])
+                break
+        answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": "x"}}
+        assert (await client.post("/mcp", json=answer, headers=json_headers)).status_code == 202
+        rest = await asyncio.wait_for(_collect(lines), 5)
+    [reply] = [json.loads(line[6:]) for line in rest if line.startswith("data: {")]
+    assert reply["id"] == "ask-1" and reply["error"]["code"] == -32602
+    assert "answer to elicitation/create is not a valid ElicitResult (at content)" in reply["error"]["message"]
