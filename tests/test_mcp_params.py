@@ -133,3 +133,17 @@ def test_only_tools_call_verdicts_are_remembered_and_the_set_is_bounded(monkeypa
     before = dict(params_module._ACCEPTED)
     check_params("tools/call", LEGACY, huge)
     assert before == params_module._ACCEPTED
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
+@pytest.mark.parametrize("token", [True, False, None, 1.5, [1]])
+def test_a_progress_token_is_a_string_or_an_integer(version: str, token: Any) -> None:
+    """The typed models read a boolean as an integer: true would be echoed back in notifications/progress."""
+    params = _params(version)
+    params["_meta"] = {**params.get("_meta", {}), "progressToken": token}
+    with pytest.raises(McpError) as refused:
+        check_params("tools/call", version, params)
+    assert refused.value.code == INVALID_PARAMS and "progressToken must be a string or an integer" in str(refused.value)
+    for fine in ("p-1", 7):
+        params["_meta"]["progressToken"] = fine
+        check_params("tools/call", version, params)

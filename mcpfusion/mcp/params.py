@@ -85,6 +85,11 @@ def check_params(method: str, version: str, params: dict[str, Any] | None, envel
     methods and versions the SDK does not know are left to their handler. The same check as
     `mcp_types.methods.validate_client_request`, calling the model's validator directly (its wrappers cost
     as much as the validation). `envelope`: `envelope_key(params)`, when the caller already has it."""
+    meta = params.get("_meta") if params is not None else None
+    if meta.__class__ is dict and "progressToken" in meta and not jsonrpc.is_valid_id(meta["progressToken"]):
+        # (the typed models read it laxly: true passed as the integer 1, and went back to the client as true)
+        raise McpError(jsonrpc.INVALID_PARAMS, f"Invalid params for {method}: _meta.progressToken must be a "
+                                               "string or an integer")
     validator, remembered = _request_validator(method, version)
     if validator is None:
         return
