@@ -423,6 +423,27 @@ async def test_a_clients_error_answer_is_told_back_bounded(client):
     assert "The client answered elicitation/create with an error" in text
 
 
+async def test_a_clients_error_code_is_named_never_taken_as_the_calls_own(client):
+    """The client's -32601 for elicitation/create would tell it tools/call does not exist: the call's error
+    is the server's -32603, naming the client's code."""
+    headers = await initialize(client, {"elicitation": {}})
+    json_headers = {**headers, "accept": "application/json"}
+    body = {"jsonrpc": "2.0", "id": "ask-2", "method": "tools/call",
+            "params": {"name": "billing_confirm_delete", "arguments": {"id": "inv_1"}}}
+    async with client.stream("POST", "/mcp", json=body, headers=headers) as stream:
+        lines = stream.aiter_lines()
+        async for line in lines:
+            if line.startswith("data: {"):
+                asked = json.loads(line[6:])
+                break
+        answer = {"jsonrpc": "2.0", "id": asked["id"], "error": {"code": -32601, "message": "Method not found"}}
+        assert (await client.post("/mcp", json=answer, headers=json_headers)).status_code == 202
+        rest = await asyncio.wait_for(_collect(lines), 5)
+    reply = next(json.loads(line[6:]) for line in rest if line.startswith("data: {"))
+    assert reply["error"] == {"code": -32603, "message": "The client answered elicitation/create with an error "
+                                                         "(-32601): Method not found"}
+
+
 async def test_subscriptions_listen_streams_are_capped_per_caller():
     fusion = build_fusion(max_sessions_per_principal=2)
     body = {"jsonrpc": "2.0", "id": "l", "method": "subscriptions/listen",

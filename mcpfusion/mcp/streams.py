@@ -120,13 +120,15 @@ class SessionChannel(Channel):
             except TimeoutError:
                 raise McpError(REQUEST_TIMEOUT, f"The client did not answer {method} within {timeout:g} s") from None
         if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
-            # The client's own error, told back in a few words: its code when it is one, its message cut
-            # short, its data left out (whatever the client sent is not the server's answer to repeat).
+            # The client's own error, told back in a few words under the server's code (the client's -32601
+            # would say the call's own method does not exist): its code named, its message cut short, its
+            # data left out (whatever the client sent is not the server's answer to repeat).
             err = reply["error"]
             code = err.get("code")
             said = err.get("message")
-            raise McpError(code if code.__class__ is int else jsonrpc.INTERNAL_ERROR,
-                           f"The client answered {method} with an error: "
+            raise McpError(jsonrpc.INTERNAL_ERROR,
+                           f"The client answered {method} with an error"
+                           f"{f' ({code})' if code.__class__ is int else ''}: "
                            f"{said[:200] if isinstance(said, str) else 'no message'}")
         result = reply.get("result") if isinstance(reply, dict) else None
         return result if isinstance(result, dict) else {}
