@@ -21,7 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette._utils import get_route_path
 from starlette.datastructures import URLPath
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
@@ -220,6 +220,8 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
             except BodyTooLarge:
                 too_large = StarletteHTTPException(413, f"The body exceeds the limit of {max_body_bytes} bytes.")
                 return http_problem_response(too_large, request.url.path)
+            except ClientDisconnect:  # gone while sending its body: nobody to answer (and nothing to log)
+                return Response(status_code=400)
             if raw.strip() and not (is_json_body(request.headers.get("content-type"))
                                     and is_identity_encoding(request.headers.get("content-encoding"))):
                 unsupported = StarletteHTTPException(415, "Send the action's parameters as application/json, "

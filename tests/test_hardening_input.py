@@ -297,3 +297,27 @@ def test_int_cast_of_a_model_refuses_fractions():
         model.read({"cents": 2.5})
     with pytest.raises(ValueError):
         model.input_model("create")(cents=2.9)
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/api/billing/whoami"])
+async def test_a_client_gone_while_sending_its_body_is_no_error(path):
+    """The client hangs up mid-body: nothing to answer, nothing raised (uvicorn logged a traceback)."""
+    from tests.mcp_app import build_fusion
+
+    app = build_fusion().build_app()
+    messages = iter([{"type": "http.request", "body": b'{"jsonrpc"', "more_body": True}, {"type": "http.disconnect"}])
+    sent: list[dict] = []
+
+    async def receive():
+        return next(messages)
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": path, "raw_path": path.encode(), "query_string": b"",
+             "root_path": "", "scheme": "http", "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1),
+             "http_version": "1.1", "app": app,
+             "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"), (b"content-length", b"1000"),
+                         (b"accept", b"application/json, text/event-stream"), (b"mcp-protocol-version", b"2026-07-28")]}
+    await app(scope, receive, send)
+    assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [400]

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import request_response
 
@@ -171,6 +171,8 @@ class McpHttpTransport:
             body = await read_body(request, self.settings.max_body_bytes)
         except BodyTooLarge:
             return http_error(413, f"Payload Too Large: the limit is {self.settings.max_body_bytes} bytes")
+        except ClientDisconnect:  # gone while sending its body: nobody to answer (and nothing to log)
+            return Response(status_code=400)
         try:
             message = parse_json(body)  # pydantic-core: about 3x json.loads on request-sized bodies
         except InvalidJSON as exc:
