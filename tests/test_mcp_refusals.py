@@ -88,6 +88,14 @@ async def test_other_methods_get_the_endpoints_405_naming_all_it_serves(method):
     assert refused.json()["error"]["code"] == -32600 and method in refused.json()["error"]["message"]
 
 
+@pytest.mark.parametrize("version", [None, "2025-11-25", "2026-07-28"])
+async def test_head_is_a_405_naming_all_the_endpoint_serves(version):
+    headers = {} if version is None else {"mcp-protocol-version": version}
+    async with client(app()) as http:
+        refused = await http.head("/mcp", headers=headers)
+    assert (refused.status_code, refused.headers["allow"]) == (405, "GET, POST, DELETE")
+
+
 @pytest.mark.parametrize(("content_type", "status"), [
     ("text/plain", 415), ("application/x-www-form-urlencoded", 415), ("application/json", 200),
     ("application/json; charset=utf-8", 200), ("application/merge-patch+json", 200), (None, 200)])

@@ -114,7 +114,8 @@ class McpHttpTransport:
                               name=f"mcp_{method.lower()}", route_class_override=McpRoute)
         # Any other method gets the endpoint's own refusal, naming every method it serves (Starlette's would
         # name the first route's alone, in a body that is not JSON-RPC).
-        app.router.add_route(path, _method_not_allowed, methods=["PUT", "PATCH", "OPTIONS", "TRACE", "CONNECT"],
+        app.router.add_route(path, _method_not_allowed, methods=["HEAD", "PUT", "PATCH", "OPTIONS", "TRACE",
+                                                                    "CONNECT"],
                              include_in_schema=False, name="mcp_other")
         # The MCP endpoint is the hot path: match it before /openapi.json, /docs and the app's own routes.
         routes = app.router.routes
