@@ -114,9 +114,8 @@ class McpHttpTransport:
                               name=f"mcp_{method.lower()}", route_class_override=McpRoute)
         # Any other method gets the endpoint's own refusal, naming every method it serves (Starlette's would
         # name the first route's alone, in a body that is not JSON-RPC).
-        app.router.add_route(path, _method_not_allowed, methods=["HEAD", "PUT", "PATCH", "OPTIONS", "TRACE",
-                                                                    "CONNECT"],
-                             include_in_schema=False, name="mcp_other")
+        app.router.add_route(path, _method_not_allowed, methods=OTHER_METHODS, include_in_schema=False,
+                             name="mcp_other")
         # The MCP endpoint is the hot path: match it before /openapi.json, /docs and the app's own routes.
         routes = app.router.routes
         mcp_routes = routes[-4:]
@@ -216,6 +215,7 @@ async def _method_not_allowed(request: Request) -> Response:
 
 
 ALLOWED_METHODS = "GET, POST, DELETE"
+OTHER_METHODS = ["HEAD", "PUT", "PATCH", "OPTIONS", "TRACE", "CONNECT"]  # (FastAPI's GET route takes no HEAD)
 
 
 def _repeats_session_headers(request: Request) -> bool:
