@@ -153,6 +153,7 @@ async def test_the_session_wire_refuses_a_request_whose_answer_the_client_cannot
                                     json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
     assert refused_init.status_code == refused.status_code == 406
     assert refused.json()["error"]["code"] == -32600
+    assert (refused_init.json()["id"], refused.json()["id"]) == (0, 1)  # the request was read: its id is known
     assert noted.status_code == 202 and no_accept.status_code == 200  # nothing to read; no header: anything
 
 

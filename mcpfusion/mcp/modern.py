@@ -135,9 +135,10 @@ class ModernWire(WirePipeline):
         method = message["method"]
         wants_json, wants_sse = accepts(request)
         if method == "subscriptions/listen" and not wants_sse:
-            return http_error(406, "Not Acceptable: subscriptions/listen answers with text/event-stream")
+            return http_error(406, "Not Acceptable: subscriptions/listen answers with text/event-stream",
+                              request_id=msg_id)
         if not wants_json and not wants_sse:
-            return http_error(406, "Not Acceptable: accept application/json or text/event-stream")
+            return http_error(406, "Not Acceptable: accept application/json or text/event-stream", request_id=msg_id)
         # Only the routing headers are decoded (the rest is read only for tools declaring x-mcp-header);
         # values are compared without surrounding whitespace (RFC 9110 optional whitespace).
         headers: dict[str, str] = {}

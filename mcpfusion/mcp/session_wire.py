@@ -96,7 +96,8 @@ class SessionWire(WirePipeline):
         if has_id:
             wants_json, wants_sse = accepts(request)
             if not wants_json and not wants_sse:  # an answer the client says it cannot read
-                return http_error(406, "Not Acceptable: accept application/json or text/event-stream")
+                return http_error(406, "Not Acceptable: accept application/json or text/event-stream",
+                                  request_id=msg_id)
         if message["method"] == "initialize":
             if not has_id:
                 return error_response(None, jsonrpc.INVALID_REQUEST, "initialize must be a request (with an id)")
