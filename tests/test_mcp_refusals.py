@@ -248,3 +248,14 @@ async def test_a_resource_value_json_cannot_hold_is_an_error_not_its_repr():
         read = await http.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "resources/read",
                                                               "params": {"uri": "conn://1"}})
     assert read.json()["error"]["code"] == -32603 and "hunter2" not in read.text
+
+
+async def test_an_unknown_version_on_a_session_request_is_told_as_such():
+    """A session client sending an unknown MCP-Protocol-Version hears that the version is unsupported, not
+    the 2026 wire's demand for a _meta envelope."""
+    async with client(app()) as http:
+        headers = {**await session(http), "mcp-protocol-version": "2024-01-01"}
+        refused = await http.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 43, "method": "ping"})
+    assert refused.status_code == 400
+    assert refused.json() == {"jsonrpc": "2.0", "id": 43, "error": {
+        "code": -32600, "message": "Unsupported MCP-Protocol-Version: 2024-01-01"}}

@@ -180,7 +180,10 @@ class McpHttpTransport:
         version = header(request, b"mcp-protocol-version")
         if version is not None:
             version = version.strip()
-            if version not in protocol.HANDSHAKE_PROTOCOL_VERSIONS:
+            # An unknown version with a session id is a session client's: its wire says the version is
+            # unsupported (the 2026 wire would ask for a _meta envelope it never heard of).
+            if version not in protocol.HANDSHAKE_PROTOCOL_VERSIONS and (
+                    version in protocol.MODERN_PROTOCOL_VERSIONS or header(request, b"mcp-session-id") is None):
                 return await self.modern_wire.post(request, message)
         elif _is_modern_body(message) and header(request, b"mcp-session-id") is None:
             return await self.modern_wire.post(request, message)
