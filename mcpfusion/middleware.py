@@ -199,9 +199,16 @@ def _bind(mw: Middleware, call_next: CallNext, on_error: Callable[[ActionCall, E
           ) -> CallNext:
     async def run(call: ActionCall) -> ToolResponse:
         try:
-            return await mw(call, call_next)
+            response = await mw(call, call_next)
         except Exception as exc:
             return on_error(call, exc)
+        if response.__class__ is not ToolResponse and not isinstance(response, ToolResponse):
+            # Its outer middleware and the transports read a response: the mistake is named here, once.
+            name = getattr(mw, "__qualname__", type(mw).__qualname__)
+            return on_error(call, TypeError(f"middleware {name} of {call.action.label} returned a "
+                                            f"{type(response).__name__}, not the ToolResponse of call_next "
+                                            "(or one it built)"))
+        return response
 
     return run
 

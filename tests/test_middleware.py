@@ -138,6 +138,22 @@ async def test_a_failing_middleware_is_an_internal_error_for_the_agent_and_outer
     assert log == ["outer>", "<outer:INTERNAL_ERROR"]
 
 
+async def test_a_middleware_returning_no_response_is_named_and_the_call_fails_cleanly(caller_for, caplog):
+    """A middleware that returns a dict (or None) instead of the ToolResponse: the agent gets an internal
+    error on every transport, its outer middleware see that error, and the log names the middleware."""
+    log: list[Any] = []
+
+    async def forgetful(call: ActionCall, call_next: CallNext) -> ToolResponse:
+        await call_next(call)
+        return {"content": "oops"}  # type: ignore[return-value]
+
+    caller = caller_for(build(log, app_middleware=[recorder("outer", log), forgetful]))
+    failed = await caller.call("echo", {"text": "x"})
+    assert failed.code == "INTERNAL_ERROR" and "oops" not in failed.text
+    assert (log[0], log[-1]) == ("outer>", "<outer:INTERNAL_ERROR")  # the inner layers ran, as call_next does
+    assert "forgetful" in caplog.text and "returned a dict, not the ToolResponse" in caplog.text
+
+
 async def test_no_middleware_means_no_pipeline():
     plain = Tool("plain")
 
