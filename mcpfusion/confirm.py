@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import string
 import time
-from collections.abc import Iterable
 from typing import Any
 
 from .context import NoBackChannel
@@ -38,20 +36,6 @@ SCHEMA: dict[str, Any] = {
 class _Keep(dict[str, Any]):
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
-
-
-def check_template(template: str, parameters: Iterable[str], where: str) -> None:
-    """Refuse a `confirm="..."` template naming something the action does not take (the user would be
-    asked the literal `{name}`), or one `str.format` cannot read."""
-    try:
-        named = {field.split(".", 1)[0].split("[", 1)[0] for _, field, _, _ in string.Formatter().parse(template)
-                 if field is not None}
-    except ValueError as exc:
-        raise ValueError(f"{where}: confirm={template!r} is not a valid template ({exc})") from None
-    unknown = sorted(named - set(parameters))
-    if unknown:
-        raise ValueError(f"{where}: confirm={template!r} names {', '.join('{' + u + '}' for u in unknown)}, which "
-                         f"the action does not take (it takes {', '.join(sorted(parameters)) or 'no parameters'})")
 
 
 def question(call: ActionCall) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import string
 import types
 import typing
 import warnings
@@ -490,9 +491,7 @@ class Tool:
             )
             action.middleware = tuple(middleware)
             if isinstance(confirm, str):
-                from .confirm import check_template
-
-                check_template(confirm, action.declared_schema().get("properties") or {}, action.label)
+                check_confirm_template(confirm, action.declared_schema().get("properties") or {}, action.label)
             action.confirm = confirm
             own = _scopes(scopes, f"{self.name}.{action.name}")
             if own:
@@ -781,6 +780,20 @@ def _named_properties(fn: Callable[..., Any], schema: dict[str, Any]) -> tuple[s
     parameters = inspect.signature(fn).parameters
     every = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
     return tuple(name for name in (schema.get("properties") or {}) if every or name in parameters)
+
+
+def check_confirm_template(template: str, parameters: Iterable[str], where: str) -> None:
+    """Refuse a `confirm="..."` template naming something the action does not take (the user would be
+    asked the literal `{name}`), or one `str.format` cannot read."""
+    try:
+        named = {field.split(".", 1)[0].split("[", 1)[0] for _, field, _, _ in string.Formatter().parse(template)
+                 if field is not None}
+    except ValueError as exc:
+        raise ValueError(f"{where}: confirm={template!r} is not a valid template ({exc})") from None
+    unknown = sorted(named - set(parameters))
+    if unknown:
+        raise ValueError(f"{where}: confirm={template!r} names {', '.join('{' + u + '}' for u in unknown)}, which "
+                         f"the action does not take (it takes {', '.join(sorted(parameters)) or 'no parameters'})")
 
 
 def check_output_schema(schema: dict[str, Any], where: str) -> dict[str, Any]:

@@ -193,15 +193,27 @@ def failure(request_id: Any, method: str, exc: Exception, *, inline: bool) -> di
     if isinstance(exc, HTTPException):
         if inline and exc.status_code in (401, 403):
             raise exc
-        from ..problem import http_detail  # (a server error's detail never leaves)
-
-        detail = http_detail(exc)
+        detail = _http_detail(exc)
         return error(request_id, HTTP_ERROR, f"HTTP {exc.status_code}: {detail}",
                      {"status": exc.status_code, "detail": detail})
     from mcp_types.jsonrpc import INTERNAL_ERROR
 
     logging.getLogger("mcpfusion.mcp").error("MCP %s failed", method, exc_info=exc)
     return error(request_id, INTERNAL_ERROR, f"Internal error while handling {method}")
+
+
+def _http_detail(exc: Any) -> str:
+    """What an HTTPException tells the client: its detail, never a server error's (it may name what must not
+    leave), structured details as JSON."""
+    from http import HTTPStatus
+
+    status, detail = exc.status_code, exc.detail
+    if status >= 500 or not detail:
+        try:
+            return HTTPStatus(status).phrase
+        except ValueError:
+            return "Error"
+    return detail if isinstance(detail, str) else serializer.dumps(detail)
 
 
 def is_valid_id(value: Any) -> bool:
