@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic_core import to_json
 
-from . import markup
+from . import markup, ui
 from .redaction import DEFAULT_CENSOR, RedactionError
 from .response import ResponseView, Suggestion, ToolResponse
 from .serializer import dumps
@@ -88,7 +88,8 @@ def _variants(value: str) -> tuple[str, ...]:
         markup.message(value),
         to_json(value).decode()[1:-1],
         json.dumps(value)[1:-1],
-        value.replace("|", "\\|").replace("\n", " "),
+        ui.table_cell(value),  # the one function that writes table cells
+        ui.sealed(value),  # a block's body, unable to close it early
     ]
     return tuple(dict.fromkeys(f for f in forms if f))
 

@@ -47,16 +47,16 @@ class UIBlock:
                 opening = _TYPE_ONLY[kind] = _opening.__wrapped__(kind, None, None, None)
             if opening is not None:
                 content = self.content
-                return f"{opening}\n{_sealed(content) if '</' in content else content}\n</ui_passthrough>"
+                return f"{opening}\n{sealed(content) if '</' in content else content}\n</ui_passthrough>"
         try:
             opening = _opening(self.type, self.title, self.width, self.priority)
         except TypeError:  # an attribute that does not hash: rendered for this block alone
             opening = _opening.__wrapped__(self.type, self.title, self.width, self.priority)
         content = self.content
-        return f"{opening}\n{_sealed(content) if '</' in content else content}\n</ui_passthrough>"
+        return f"{opening}\n{sealed(content) if '</' in content else content}\n</ui_passthrough>"
 
 
-def _sealed(content: str) -> str:
+def sealed(content: str) -> str:
     """`content` unable to close its block early: a `</ui_passthrough` inside (in any case) loses its `<`, so
     text that follows it cannot pass for the framework's own blocks (rules, errors, suggestions)."""
     if _CLOSING.search(content) is None:
@@ -108,8 +108,9 @@ def fence(language: str, body: str) -> str:
     return f"{ticks}{language}\n{body}\n{ticks}"
 
 
-def _cell(text: str) -> str:
-    # A cell is data (stored text a writer chose): it may not end the block or open a tag of the wire format.
+def table_cell(text: str) -> str:
+    """A table cell's text as written: a cell is data (stored text a writer chose), it may not end its row or
+    the block, nor open a tag of the wire format (the egress guard looks for values in this form too)."""
     if "|" in text or "\n" in text or "<" in text:
         text = text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
     return text
@@ -171,7 +172,7 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
                         return _made("markdown", text, title, width, priority)
     head = [_text(h) for h in headers]
     cells_text = [[_text(c) for c in row] for row in body]
-    text = _table([_cell(h) for h in head], [[_cell(c) for c in row] for row in cells_text])
+    text = _table([table_cell(h) for h in head], [[table_cell(c) for c in row] for row in cells_text])
     return _made("markdown", text, title, width, priority)
 
 

@@ -94,3 +94,19 @@ def test_a_value_ending_in_a_newline_is_looked_for_in_its_escaped_forms():
     assert "internal-note-7731\\n" in response.texts[0]  # the data block writes the newline as JSON does
     guard(response, [value])
     assert not any("internal-note-7731" in text for text in response.texts)
+
+
+@pytest.mark.parametrize("email", ["Tom & Jerry <tj@example.com>", "ada|x <ada@example.com>", "Ada\n<ada@example.com>",
+                                   "a </ui_passthrough> b@example.com", "plain@example.com"])
+def test_a_redacted_value_written_into_a_table_cell_is_censored_in_any_mix_of_escapes(email):
+    """A table cell escapes `|`, newlines and `<` at once: the guard looks for the value as the table writes
+    it, so the real value never leaves whatever mix of characters it holds."""
+    from mcpfusion import Presenter, ui
+
+    presenter = (Presenter("customer").schema({"name": str, "email": str}).redact_pii(["email"])
+                 .ui(lambda c: [ui.table(["field", "value"], [["email", c["email"]]]), ui.markdown(c["email"])]))
+    answer = presenter.present({"name": "Ada", "email": email})
+    wire = "\n".join(answer.texts)
+    assert "[REDACTED]" in answer.texts[1] and "[REDACTED]" in answer.texts[2]
+    for part in ("tj@example.com", "ada@example.com", "b@example.com", "plain@example.com"):
+        assert part not in wire, wire

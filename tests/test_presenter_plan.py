@@ -593,7 +593,7 @@ _CELLS = ["plain", "", "{x}", "{{", "}", "%s", "%%", "\\n", '"quoted"', "'", "é
 
 
 def _general_table(headers: list[Any], rows: list[list[Any]]) -> str:
-    return ui._table([ui._cell(ui._text(h)) for h in headers], [[ui._cell(ui._text(c)) for c in row] for row in rows])
+    return ui._table([ui.table_cell(ui._text(h)) for h in headers], [[ui.table_cell(ui._text(c)) for c in row] for row in rows])
 
 
 @pytest.mark.parametrize("width", [1, 2, 3, 5])
