@@ -174,6 +174,27 @@ def share(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def closed(schema: Any) -> Any:
+    """A copy of `schema` where every object schema listing its properties allows no other key (unless it
+    says what other keys may be)."""
+    if isinstance(schema, list):
+        return [closed(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _NAME_MAPS and isinstance(value, dict):  # names -> schemas (a field may be named "properties")
+            out[key] = {name: closed(sub) for name, sub in value.items()}
+        elif key in ("const", "enum", "default", "examples"):  # values, not schemas
+            out[key] = value
+        else:
+            out[key] = closed(value)
+    if isinstance(schema.get("properties"), dict) and "additionalProperties" not in schema \
+            and "patternProperties" not in schema:
+        out["additionalProperties"] = False
+    return out
+
+
 def wrap(data: Any) -> Any:
     """structuredContent for the data of a response (lists as `{"items": [...]}`)."""
     return {ITEMS: data} if isinstance(data, list) else data
@@ -320,7 +341,9 @@ class Output:
 
             cls = validator_for(schema)
             cls.check_schema(schema)
-            self._validator = cls(schema)
+            # A schema derived from models or presenters is their firewall's: an answer built around it (a
+            # handler's own success_structured) may not carry fields they strip, hidden ones above all.
+            self._validator = cls(schema if self.explicit is not None else closed(schema))
         error = next(iter(self._validator.iter_errors(structured)), None)
         if error is not None:
             from jsonschema.exceptions import best_match

@@ -164,12 +164,17 @@ def totals_tool() -> Tool:
     @tool.action(readonly=True, output_schema=Totals)
     async def good():
         """Fits."""
-        return success_structured({"total": 3, "currency": "EUR", "extra": "dropped?"})
+        return success_structured({"total": 3, "currency": "EUR"})
+
+    @tool.action(readonly=True, output_schema=Totals)
+    async def extra():
+        """A field the model does not declare (the model's firewall would strip it): refused."""
+        return success_structured({"total": 3, "currency": "EUR", "extra": "undeclared"})
 
     return tool
 
 
-@pytest.mark.parametrize("action", ["structured", "plain", "hand_schema"])
+@pytest.mark.parametrize("action", ["structured", "plain", "hand_schema", "extra"])
 async def test_structured_output_mismatch_is_a_self_healing_error_never_invalid_output(action, caplog):
     with caplog.at_level(logging.ERROR, logger="mcpfusion"):
         answers = await every_path(app_for(totals_tool()), "stats", action)
@@ -719,3 +724,36 @@ async def test_select_answers_only_this_actions_fields():
             assert answer.error is not None and says in answer.raw, (answer.path, answer.raw[:300])
     for answer in (await every_path(app, "crm", "loose", {"_select": []})).values():
         assert answer.error is None and '{"a":1}' in answer.raw.replace('\\"', '"'), (answer.path, answer.raw[:300])
+
+
+async def test_a_handler_built_answer_never_carries_a_models_hidden_field():
+    """output_schema=Model (or its presenter) with hidden fields, and a handler answering through
+    success_structured or toon_success around the firewall: the hidden value never leaves."""
+    from mcpfusion import toon_success
+
+    class Account(BaseModel):
+        id: str
+        token: str
+
+    account = Model(Account, hidden=["token"])
+    tool = Tool("acct", description="Accounts")
+
+    @tool.action(readonly=True, output_schema=account)
+    async def structured():
+        """Around the firewall"""
+        return success_structured({"id": "a1", "token": "tok_live_SECRET"})
+
+    @tool.action(readonly=True, returns=Presenter("acct").schema(account))
+    async def presented():
+        """Around the presenter"""
+        return success_structured({"id": "a1", "token": "tok_live_SECRET"})
+
+    @tool.action(readonly=True, output_schema=account)
+    async def toon():
+        """TOON around the firewall"""
+        return toon_success([{"id": "a1", "token": "tok_live_SECRET"}])
+
+    app = app_for(tool)
+    for action in ("structured", "presented", "toon"):
+        for answer in (await every_path(app, "acct", action)).values():
+            assert "tok_live_SECRET" not in answer.raw, (action, answer.path, answer.raw[:300])
