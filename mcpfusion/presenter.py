@@ -28,6 +28,7 @@ from .response import Suggestion, ToolResponse, assemble, to_jsonable
 from .schema import inline_refs, lean
 from .select import select_keys
 from .ui import UIBlock
+from .validatable import check_output_model, serialization_schema
 
 logger = logging.getLogger("mcpfusion")
 
@@ -98,11 +99,6 @@ def _ignore_extra(model: type[BaseModel]) -> type[BaseModel]:
     return type(model.__name__, (model,), {"model_config": config, "__module__": model.__module__})
 
 
-@functools.cache
-def _serialization_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """A model's serialization JSON schema, generated once per model (the presenters of a model share its
-    class): read only, `lean` and `inline_refs` build new dicts from it."""
-    return model.model_json_schema(mode="serialization")
 
 
 class _Rendered:
@@ -309,6 +305,7 @@ class Presenter:
             model = create_model(
                 self.name, __config__=ConfigDict(extra="ignore", from_attributes=True), **fields
             )
+        check_output_model(model, f"presenter {self.name!r}")
         self.item_model = model
         self._cache = _Cache()
         self.auto_rules = [f"{n}: {f.description}" for n, f in model.model_fields.items() if f.description]
@@ -430,7 +427,7 @@ class Presenter:
         if self.item_model is None:
             schema: dict[str, Any] = {"type": "object"}
         else:
-            schema = lean(inline_refs(_serialization_schema(self.item_model)))
+            schema = lean(inline_refs(serialization_schema(self.item_model)))
         for key, child in self.embeds.items():
             properties = schema.setdefault("properties", {})
             properties[key] = _embedded(child.wire_schema(), properties.get(key))

@@ -22,14 +22,14 @@ from .booleans import booleans_in, numbers_plan
 from .dependencies import build_dependant, is_empty, security_scopes, split_parameters, takes_page
 from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
 from .hints import per_annotation, type_hints
-from .model import READ_SCHEMA_OF
+from .model import READ_SCHEMA_OF, Model
 from .output import Output, bare, cardinality, model_of, shape
 from .pagination import CURSOR_ADVERTISED, CURSOR_PARAM, CURSOR_SCHEMA
 from .presenter import Presenter
 from .schema import copied, root_keys
 from .select import SELECT_PARAM, select_schema
 from .slots import fields_repr
-from .validatable import check_validatable
+from .validatable import check_output_model, check_validatable
 
 Exposition = Literal["grouped", "flat", "profiles"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -646,6 +646,8 @@ class Tool:
             raise TypeError(f"{where}: returns= takes a presenter, a dependency or a pydantic model, not {returns!r}")
         if model is None and presenter is None and dependency is None and explicit is None:
             model, many = model_of(annotation)
+        if model is not None:
+            check_output_model(model.schema if isinstance(model, Model) else model, where)
         declared = ((presenter,) if presenter else ()) + candidates
         for registered in declared:
             registered.freeze()  # the action answers with it: it must not change under the action

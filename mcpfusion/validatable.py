@@ -59,3 +59,21 @@ def _validatable(cls: type) -> bool:
     except (PydanticSchemaGenerationError, PydanticUserError):
         return False
     return True
+
+
+@functools.cache
+def serialization_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's serialization JSON schema, generated once per model (the presenters of a model share its
+    class): read only, callers build new dicts from it."""
+    return model.model_json_schema(mode="serialization")
+
+
+def check_output_model(model: type[BaseModel], where: str) -> None:
+    """Raise a `TypeError` naming `where` when `model` has no JSON schema: no outputSchema could be advertised,
+    and the first `tools/list` (and /openapi.json) would fail for every tool."""
+    try:
+        serialization_schema(model)
+    except PydanticUserError as exc:  # PydanticInvalidForJsonSchema among them
+        raise TypeError(f"{where}: the output model {model.__qualname__} has no JSON schema ({exc.message}); give "
+                        "each field a type with one, or a WithJsonSchema annotation") from None
+

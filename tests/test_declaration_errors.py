@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 import pytest
 from fastapi import Body, Header, Query
-from pydantic import BaseModel, PlainValidator
+from pydantic import BaseModel, ConfigDict, PlainValidator
 
 from mcpfusion import Flatten, Tool
 from mcpfusion.app import MCPFusion
@@ -225,3 +225,28 @@ def test_a_confirm_template_naming_what_the_action_does_not_take_is_refused(temp
         async def void(id: str, reason: str = "") -> dict:
             """Void"""
             return {"id": id}
+
+
+class Money:
+    pass
+
+
+class Price(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    amount: Money
+
+
+def test_an_output_model_without_a_json_schema_is_refused_at_declaration():
+    """A field type with no JSON schema: no outputSchema could be listed, and the first tools/list (and
+    /openapi.json) would fail for every tool of the server."""
+    from mcpfusion import Presenter
+
+    tool = Tool("shop", description="Shop")
+    with pytest.raises(TypeError, match="price: the output model Price has no JSON schema"):
+        @tool.action(readonly=True)
+        async def price() -> Price:
+            """Price"""
+            return Price(amount=Money())
+
+    with pytest.raises(TypeError, match="presenter 'price': the output model Price has no JSON schema"):
+        Presenter("price").schema(Price)
