@@ -85,6 +85,7 @@ def _variants(value: str) -> tuple[str, ...]:
     forms = [
         value,
         markup.attr(value),
+        markup.bullet(value),  # a rule, directive or suggestion line
         markup.message(value),
         to_json(value).decode()[1:-1],
         json.dumps(value)[1:-1],

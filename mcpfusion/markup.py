@@ -24,8 +24,17 @@ def bullet_block(tag: str, lines: list[str]) -> str:
     return _bullet_block(tag, tuple(lines))
 
 
+def bullet(line: object) -> str:
+    """One bullet's text: escaped, and on one line (a newline in stored text would start a bullet of its own,
+    a forged rule or suggestion)."""
+    text = attr(line)
+    if "\n" in text or "\r" in text:
+        text = " ".join(text.splitlines())
+    return text
+
+
 @lru_cache(maxsize=4096)
 def _bullet_block(tag: str, lines: tuple[str, ...]) -> str:
     # Rules and suggestions are mostly the same few lines call after call: render each set once.
-    body = "\n".join([f"- {attr(line)}" for line in lines])
+    body = "\n".join([f"- {bullet(line)}" for line in lines])
     return f"<{tag}>\n{body}\n</{tag}>"
