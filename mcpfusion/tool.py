@@ -125,6 +125,10 @@ class Flatten:
     """`Annotated[MyModel, Flatten]`: the model's fields become top-level parameters of the action."""
 
 
+# Arguments: unknown fields refused, and nan or inf never a number (JSON has none; 1e400 parses as inf).
+_ARGUMENTS_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
 class Action:
     """One operation of a tool: a handler, its argument model, its dependencies and its presenter.
 
@@ -213,7 +217,7 @@ class Action:
     def args_model(self) -> type[BaseModel]:
         """The pydantic model of the arguments (strict: unknown fields refused), made on first use (a call,
         tools/list, REST): declaring hundreds of actions stays cheap, and an action never used costs nothing."""
-        return create_model(f"{self.tool.name}_{self.name}_arguments", __config__=ConfigDict(extra="forbid"),
+        return create_model(f"{self.tool.name}_{self.name}_arguments", __config__=_ARGUMENTS_CONFIG,
                             **self.argument_fields)
 
     @functools.cached_property

@@ -321,3 +321,38 @@ async def test_a_client_gone_while_sending_its_body_is_no_error(path):
                          (b"accept", b"application/json, text/event-stream"), (b"mcp-protocol-version", b"2026-07-28")]}
     await app(scope, receive, send)
     assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [400]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400"])
+async def test_a_non_finite_number_is_a_validation_error_never_stored(value):
+    """JSON has no nan or inf (1e400 parses as inf): a float argument refuses them on every transport,
+    before the handler runs (it would store a number that comes back as null)."""
+    import httpx
+
+    from mcpfusion import MCPFusion, Tool
+    from mcpfusion.testing import ToolTester
+
+    stored: list[float] = []
+    tool = Tool("t", description="T")
+
+    @tool.action()
+    async def save(amount: float) -> dict:
+        """Save"""
+        stored.append(amount)
+        return {"saved": amount}
+
+    @tool.action(readonly=True)
+    async def echo(f: float = 0.0) -> dict:
+        """Echo"""
+        return {"f": f}
+
+    app = MCPFusion("t", tools=[tool]).build_app()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        posted = await http.post("/api/t/save", content=f'{{"amount": {value if value == "1e400" else "1e999"}}}',
+                                 headers={"content-type": "application/json"})
+        got = await http.get(f"/api/t/echo?f={value}")
+    assert posted.status_code == got.status_code == 422, (posted.text, got.text)
+    assert "finite number" in got.text
+    tested = await ToolTester([tool]).call("t", "save", {"amount": float(value)})
+    assert tested.is_error and "finite number" in tested.text
+    assert stored == []
