@@ -35,6 +35,7 @@ from .body import (
     parse_json,
     read_body,
 )
+from .confirm import CONFIRM_PARAM
 from .content import ResourceLink
 from .dispatch import ToolRegistry
 from .errors import INTERNAL_ERROR, ToolError, field_path
@@ -261,6 +262,17 @@ def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api
     _document_problem(app)
 
 
+def _body_schema(action: Action) -> dict[str, Any]:
+    """The POST body's schema: the action's parameters, plus `_confirm` for an action that asks for the user's
+    confirmation (a 428 CONFIRMATION_REQUIRED answer asks for the same body with it)."""
+    schema: dict[str, Any] = inline_refs(action.input_schema)
+    if not action.confirm:
+        return schema
+    token = {"type": "string", "description": "The confirm_token of a 428 CONFIRMATION_REQUIRED answer: send "
+             "it with exactly the same arguments, once the user agreed."}
+    return {**schema, "properties": {**schema.get("properties", {}), CONFIRM_PARAM: token}}
+
+
 def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: dict[str, Any],
                     item_schemas: dict[int, dict[str, Any]], max_body_bytes: int, host_check: HostCheck | None,
                     router: APIRouter) -> None:
@@ -286,7 +298,7 @@ def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: d
             "requestBody": {
                 # An empty body is `{}`: only an action with required parameters needs one.
                 "required": bool(action.required),
-                "content": {"application/json": {"schema": inline_refs(action.input_schema)}},
+                "content": {"application/json": {"schema": _body_schema(action)}},
             },
             "responses": responses,
         },

@@ -267,3 +267,28 @@ async def test_forbidden_and_throttled_dependencies_are_problems():
         assert assert_problem(throttled, 429, "RATE_LIMITED")["retry_after"] == 7
         assert throttled.headers["retry-after"] == "7"
         assert (await http.get("/api/guarded/payroll")).json() == {"who": "admin"}
+
+
+async def test_the_openapi_body_of_a_confirm_action_takes_the_token_its_428_asks_for():
+    """A strict client generated from /openapi.json can send the `_confirm` a 428 CONFIRMATION_REQUIRED
+    answer asks for (the body schema forbids other keys)."""
+    import jsonschema
+
+    from mcpfusion import MCPFusion, Tool
+
+    tool = Tool("ledger", description="Ledger")
+
+    @tool.action(destructive=True, confirm=True)
+    async def void(id: str) -> dict:
+        """Void"""
+        return {"id": id, "void": True}
+
+    app = MCPFusion("ledger", tools=[tool]).build_app()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        body = (await http.get("/openapi.json")).json()["paths"]["/api/ledger/void"]["post"]["requestBody"]
+        schema = body["content"]["application/json"]["schema"]
+        asked = await http.post("/api/ledger/void", json={"id": "a"})
+        assert asked.status_code == 428
+        confirmed = {"id": "a", "_confirm": asked.json()["details"]["confirm_token"]}
+        jsonschema.validate(confirmed, schema)
+        assert (await http.post("/api/ledger/void", json=confirmed)).json() == {"id": "a", "void": True}
