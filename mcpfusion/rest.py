@@ -126,13 +126,14 @@ def _fields_optional(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _output_schema(action: Action, seen: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """The 200 body: the data block's data (a presenter's items, or the structured output). `seen` keeps
-    each presenter's item schema for the other actions that return it (one per presenter, not per action).
+    """The 200 body: the data block's data (a presenter's items, one or a list as the handler's return
+    annotation says, or the structured output). `seen` keeps each presenter's item schema for the other
+    actions that return it (one per presenter, not per action).
     With `_select` (which keeps only the root fields asked for) every field is optional."""
     schemas: list[dict[str, Any]] = []
     for p in action.presenters:
-        if id(p) not in seen:
-            seen[id(p)] = inline_refs(p.item_schema())
+        if id(p) not in seen:  # as the item leaves the server: computed fields, embeds and censors included
+            seen[id(p)] = p.wire_schema()
         schemas.append(seen[id(p)])
     if not schemas:
         if action.output_schema is None:
@@ -142,7 +143,10 @@ def _output_schema(action: Action, seen: dict[int, dict[str, Any]]) -> dict[str,
     if action.tool.select:
         schemas = [_fields_optional(s) for s in schemas]
     items = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
-    return {"anyOf": [items, {"type": "array", "items": items}]}
+    many = action.output.many  # from the handler's return annotation: one object, a list, or either
+    if many is None:
+        return {"anyOf": [items, {"type": "array", "items": items}]}
+    return {"type": "array", "items": items} if many else items
 
 
 def _unwrapped(schema: dict[str, Any]) -> dict[str, Any]:

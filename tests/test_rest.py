@@ -292,3 +292,42 @@ async def test_the_openapi_body_of_a_confirm_action_takes_the_token_its_428_asks
         confirmed = {"id": "a", "_confirm": asked.json()["details"]["confirm_token"]}
         jsonschema.validate(confirmed, schema)
         assert (await http.post("/api/ledger/void", json=confirmed)).json() == {"id": "a", "void": True}
+
+
+async def test_the_openapi_200_of_a_presenter_is_the_item_as_sent_one_or_a_list_as_annotated():
+    """Serialization mode (a computed field is documented: it is sent), and one shape per action: an object
+    for `-> dict`, an array for `-> list[dict]` (generated clients get no union that never occurs)."""
+    import jsonschema
+    from pydantic import BaseModel, computed_field
+
+    from mcpfusion import MCPFusion, Presenter, Tool
+
+    class Line(BaseModel):
+        quantity: int
+        unit_cents: int
+
+        @computed_field  # type: ignore[prop-decorator]
+        @property
+        def amount_cents(self) -> int:
+            return self.quantity * self.unit_cents
+
+    view = Presenter("line").schema(Line)
+    tool = Tool("lines", description="Lines")
+
+    @tool.action(readonly=True, returns=view)
+    async def one() -> dict:
+        """One"""
+        return {"quantity": 2, "unit_cents": 5}
+
+    @tool.action(readonly=True, returns=view)
+    async def many() -> list[dict]:
+        """Many"""
+        return [{"quantity": 2, "unit_cents": 5}]
+
+    app = MCPFusion("lines", tools=[tool]).build_app()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        paths = (await http.get("/openapi.json")).json()["paths"]
+        for action, kind in (("one", "object"), ("many", "array")):
+            schema = paths[f"/api/lines/{action}"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+            assert schema["type"] == kind and "amount_cents" in json.dumps(schema)
+            jsonschema.validate((await http.post(f"/api/lines/{action}", json={})).json(), schema)
