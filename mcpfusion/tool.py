@@ -358,7 +358,10 @@ class Action:
         return {name: arguments[name] for name in self.plain_args if name in arguments}
 
     def _explain(self, exc: ValidationError) -> list[tuple[str, str]]:
-        valid = ", ".join(f.alias or n for n, f in self.args_model.model_fields.items())  # what the agent sends
+        # What the agent may send: its fields (by the names it sends them), then the framework's own.
+        names = [f.alias or n for n, f in self.args_model.model_fields.items()]
+        names += [p for p, on in ((CURSOR_PARAM, self.paginate), (SELECT_PARAM, self.tool.select)) if on]
+        valid = ", ".join(names)
         fields = []
         for err in exc.errors(include_url=False):
             name = field_path(err["loc"]) or "(arguments)"

@@ -104,7 +104,8 @@ async def test_unknown_field_wording_fits_where_it_was_sent():
     assert nested.error_code == no_arguments.error_code == "VALIDATION_ERROR"
     assert "lines[0].amount_cents" in nested.text and "lines[0] does not take it" in nested.text
     assert "This action accepts" not in nested.text
-    assert "this action takes no arguments" in no_arguments.text and "accepts: ." not in no_arguments.text
+    # (its tool has _select: the one parameter it takes; a tool without it says it takes no arguments)
+    assert "This action accepts: _select." in no_arguments.text and "accepts: ." not in no_arguments.text
 
 
 async def test_a_boolean_is_never_read_as_a_number():
@@ -266,3 +267,18 @@ async def test_an_error_detail_json_cannot_hold_never_breaks_the_error():
     assert tested.error_code == "CONFLICT" and "ref-42" in tested.text
     assert rest.status_code == 409 and rest.json()["details"] == {"ref": "ref-42", "when": "later"}
     assert mcp.status_code == 200 and mcp.json()["result"]["isError"] and "ref-42" in mcp.text
+
+
+async def test_an_unknown_field_names_every_parameter_the_action_takes():
+    """The framework's own parameters count: a page's cursor and the tool's _select."""
+    from mcpfusion import Page, Presenter
+
+    crm = Tool("crm", description="CRM", select=True)
+
+    @crm.action(readonly=True, returns=Presenter("c").schema({"id": str}), paginate=True)
+    async def search(page: Page, q: str = "") -> list[dict]:
+        """Search"""
+        return []
+
+    refused = await ToolTester([crm]).call("crm", "search", {"bogus": 1})
+    assert "Unknown field. This action accepts: q, cursor, _select." in refused.text
