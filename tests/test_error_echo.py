@@ -9,7 +9,7 @@ import httpx
 from pydantic import BaseModel, Field, model_validator
 from starlette.requests import Request
 
-from mcpfusion import Flatten, Presenter, Tool, ToolError
+from mcpfusion import Flatten, Page, Presenter, Tool, ToolError
 from mcpfusion.app import MCPFusion
 from mcpfusion.testing import ToolTester
 
@@ -271,11 +271,11 @@ async def test_an_error_detail_json_cannot_hold_never_breaks_the_error():
 
 async def test_an_unknown_field_names_every_parameter_the_action_takes():
     """The framework's own parameters count: a page's cursor and the tool's _select."""
-    from mcpfusion import Page, Presenter
+
 
     crm = Tool("crm", description="CRM", select=True)
 
-    @crm.action(readonly=True, returns=Presenter("c").schema({"id": str}), paginate=True)
+    @crm.action(readonly=True, returns=Presenter("c").schema({"id": str}), paginate=10)
     async def search(page: Page, q: str = "") -> list[dict]:
         """Search"""
         return []
