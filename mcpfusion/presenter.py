@@ -43,8 +43,11 @@ def _fields_of(exc: ValidationError, at: int) -> str:
     return ", ".join(sorted(fields)) or "root"
 
 
-def _flexible(fn: Callable[..., Any]) -> Callable[[Any, Any], Any]:
-    """Call `fn(data)` or `fn(data, ctx)`, whichever it accepts (decided once)."""
+def _flexible(fn: Callable[..., Any], what: str | None = None) -> Callable[[Any, Any], Any]:
+    """Call `fn(data)` or `fn(data, ctx)`, whichever it accepts (decided once). `what`: the builder it was
+    given to, named in the error when `fn` is not callable (it would fail every call, not here)."""
+    if what is not None and not callable(fn):
+        raise TypeError(f"Presenter.{what}() takes a function of (data[, ctx]), not {type(fn).__name__} {fn!r:.60}")
     try:
         params = [
             p
@@ -357,30 +360,30 @@ class Presenter:
 
     def ui(self, fn: Callable[..., Any]) -> Presenter:
         """UI blocks for one item: `fn(item[, ctx]) -> UIBlock | list[UIBlock | None]`."""
-        self._ui = _flexible(fn)
+        self._ui = _flexible(fn, "ui")
         return self
 
     def collection_ui(self, fn: Callable[..., Any]) -> Presenter:
         """UI blocks for a whole list: `fn(items[, ctx])`."""
-        self._collection_ui = _flexible(fn)
+        self._collection_ui = _flexible(fn, "collection_ui")
         return self
 
     def suggest(self, fn: Callable[..., Any]) -> Presenter:
         """Next actions for one item: `fn(item[, ctx]) -> list[Suggestion | None]`."""
-        self._suggest = _flexible(fn)
+        self._suggest = _flexible(fn, "suggest")
         return self
 
     def attach(self, fn: Callable[..., Any]) -> Presenter:
         """Content after the text blocks (images, documents, links): `fn(data[, ctx])` returns content helpers
         (or None). It sees the data *as presented* (after the schema firewall, redaction and `_select`), so a
         document drawn from it never carries a redacted value; text it copies anyway is censored too."""
-        self._attach = _flexible(fn)
+        self._attach = _flexible(fn, "attach")
         return self
 
     def limit(self, n: int) -> Presenter:
         """At most `n` items of a list reach the agent; the rest is announced, not sent."""
-        if n < 1:
-            raise ValueError("limit must be at least 1")
+        if n.__class__ is not int or n < 1:  # (a bool is no count either)
+            raise ValueError(f"Presenter.limit() takes a whole number of items, at least 1, not {n!r:.60}")
         self.max_items = n
         return self
 

@@ -250,3 +250,19 @@ def test_an_output_model_without_a_json_schema_is_refused_at_declaration():
 
     with pytest.raises(TypeError, match="presenter 'price': the output model Price has no JSON schema"):
         Presenter("price").schema(Price)
+
+
+@pytest.mark.parametrize(("build", "says"), [
+    (lambda p: p.ui("table"), "Presenter.ui() takes a function"),
+    (lambda p: p.collection_ui(None), "Presenter.collection_ui() takes a function"),
+    (lambda p: p.suggest(["crm.get"]), "Presenter.suggest() takes a function"),
+    (lambda p: p.attach("doc"), "Presenter.attach() takes a function"),
+    (lambda p: p.limit("5"), "Presenter.limit() takes a whole number"),
+    (lambda p: p.limit(True), "Presenter.limit() takes a whole number"),
+    (lambda p: p.limit(0), "Presenter.limit() takes a whole number"),
+])
+def test_a_presenter_builder_given_what_can_never_work_says_so_at_once(build, says):
+    from mcpfusion import Presenter
+
+    with pytest.raises((TypeError, ValueError), match=re.escape(says)):
+        build(Presenter("p").schema({"id": str}))
