@@ -17,6 +17,7 @@ from types import MappingProxyType, UnionType
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+from pydantic_core import PydanticSerializationError
 
 from . import censor as egress
 from . import dictschema, markup
@@ -485,7 +486,10 @@ class Presenter:
         model: Any = self.item_model
         # Aliased fields (nested ones too) read by either name, written by alias: see `_ignore_extra`.
         one = model.__pydantic_validator__.validate_python(raw, from_attributes=True, by_name=True)
-        return model.__pydantic_serializer__.to_python(one, mode="json", by_alias=True)
+        try:
+            return model.__pydantic_serializer__.to_python(one, mode="json", by_alias=True)
+        except (UnicodeDecodeError, PydanticSerializationError) as exc:  # e.g. bytes that are not UTF-8
+            raise self._unwritable(exc) from None
 
     def _dump_many(self, raws: Sequence[Any]) -> list[Any]:
         """`_dump_one` of a list, in one call."""
@@ -498,8 +502,15 @@ class Presenter:
                     if dictschema.not_finite(exc):
                         raise
         adapter = self._items_adapter()
-        return adapter.serializer.to_python(  # type: ignore[no-any-return]
-            adapter.validator.validate_python(raws, from_attributes=True, by_name=True), mode="json", by_alias=True)
+        items = adapter.validator.validate_python(raws, from_attributes=True, by_name=True)
+        try:
+            return adapter.serializer.to_python(items, mode="json", by_alias=True)  # type: ignore[no-any-return]
+        except (UnicodeDecodeError, PydanticSerializationError) as exc:
+            raise self._unwritable(exc) from None
+
+    def _unwritable(self, exc: Exception) -> PresenterError:
+        """A value that passed the schema but that JSON cannot carry as it is typed: the answer is not sent."""
+        return PresenterError(f"presenter {self.name!r}: a value cannot be written as JSON ({type(exc).__name__})")
 
     def _lean(self, many: bool = False) -> dictschema.Codec | None:
         """The schema (as a list with `many`) as a dict schema, made on first use; None when it does not

@@ -757,3 +757,20 @@ async def test_a_handler_built_answer_never_carries_a_models_hidden_field():
     for action in ("structured", "presented", "toon"):
         for answer in (await every_path(app, "acct", action)).values():
             assert "tok_live_SECRET" not in answer.raw, (action, answer.path, answer.raw[:300])
+
+
+class Blob(BaseModel):
+    name: str
+    data: bytes
+
+
+async def test_bytes_json_cannot_carry_are_invalid_output_not_an_internal_error():
+    tool = Tool("files", description="Files")
+
+    @tool.action(readonly=True)
+    async def get() -> Blob:
+        """A PNG header: not UTF-8"""
+        return Blob(name="x.png", data=b"\x89PNG\r\n")
+
+    for answer in (await every_path(app_for(tool), "files", "get")).values():
+        assert answer.error == "INVALID_OUTPUT", (answer.path, answer.raw[:300])
