@@ -33,7 +33,7 @@ from .errors import INVALID_OUTPUT, ToolError
 from .model import Model
 from .presenter import Presenter
 from .response import ToolResponse
-from .schema import without
+from .schema import closed, without
 from .serializer import as_written
 from .slots import fields_repr
 
@@ -171,27 +171,6 @@ def share(schema: dict[str, Any]) -> dict[str, Any]:
         defs[name] = json.loads(target)
     if defs:
         out["$defs"] = defs
-    return out
-
-
-def closed(schema: Any) -> Any:
-    """A copy of `schema` where every object schema listing its properties allows no other key (unless it
-    says what other keys may be)."""
-    if isinstance(schema, list):
-        return [closed(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key in _NAME_MAPS and isinstance(value, dict):  # names -> schemas (a field may be named "properties")
-            out[key] = {name: closed(sub) for name, sub in value.items()}
-        elif key in ("const", "enum", "default", "examples"):  # values, not schemas
-            out[key] = value
-        else:
-            out[key] = closed(value)
-    if isinstance(schema.get("properties"), dict) and "additionalProperties" not in schema \
-            and "patternProperties" not in schema:
-        out["additionalProperties"] = False
     return out
 
 

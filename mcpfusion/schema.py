@@ -25,6 +25,27 @@ def lean(schema: Any) -> Any:
     return out
 
 
+def closed(schema: Any) -> Any:
+    """A copy of `schema` where every object schema listing its properties allows no other key (unless it
+    says what other keys may be)."""
+    if isinstance(schema, list):
+        return [closed(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _NAME_MAPS and isinstance(value, dict):  # names -> schemas (a field may be named "properties")
+            out[key] = {name: closed(sub) for name, sub in value.items()}
+        elif key in ("const", "enum", "default", "examples"):  # values, not schemas
+            out[key] = value
+        else:
+            out[key] = closed(value)
+    if isinstance(schema.get("properties"), dict) and "additionalProperties" not in schema \
+            and "patternProperties" not in schema:
+        out["additionalProperties"] = False
+    return out
+
+
 #: What a schema walker descends into. The walkers (here and in `mcpfusion.exposition`) leave anything else as it
 #: is, and test for a node before calling themselves on a value: a call saved on each of a schema's many leaves.
 NODES = (dict, list)

@@ -400,12 +400,11 @@ async def test_an_sse_reply_leaves_no_reference_cycle_for_the_garbage_collector(
         gc.enable()
 
 
-async def test_a_clients_error_answer_is_told_back_bounded(client):
-    import asyncio
-
+async def _asked_and_answered(client, request_id: str, answer) -> dict:
+    """Call the tool that asks the user (elicitation on the POST's SSE stream), answer its question with
+    `answer(question_id)` (a JSON-RPC response), and return the call's final reply."""
     headers = await initialize(client, {"elicitation": {}})
-    json_headers = {**headers, "accept": "application/json"}
-    body = {"jsonrpc": "2.0", "id": "ask-1", "method": "tools/call",
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
             "params": {"name": "billing_confirm_delete", "arguments": {"id": "inv_1"}}}
     async with client.stream("POST", "/mcp", json=body, headers=headers) as stream:
         lines = stream.aiter_lines()
@@ -413,11 +412,15 @@ async def test_a_clients_error_answer_is_told_back_bounded(client):
             if line.startswith("data: {"):
                 asked = json.loads(line[6:])
                 break
-        answer = {"jsonrpc": "2.0", "id": asked["id"], "error": {"code": "not a number", "message": "x" * 100_000,
-                                                                   "data": {"secret": "y" * 10_000}}}
-        assert (await client.post("/mcp", json=answer, headers=json_headers)).status_code == 202
+        sent = await client.post("/mcp", json=answer(asked["id"]), headers={**headers, "accept": "application/json"})
+        assert sent.status_code == 202
         rest = await asyncio.wait_for(_collect(lines), 5)
-    reply = next(json.loads(line[6:]) for line in rest if line.startswith("data: {"))
+    return next(json.loads(line[6:]) for line in rest if line.startswith("data: {"))
+
+
+async def test_a_clients_error_answer_is_told_back_bounded(client):
+    reply = await _asked_and_answered(client, "ask-1", lambda asked: {"jsonrpc": "2.0", "id": asked, "error": {
+        "code": "not a number", "message": "x" * 100_000, "data": {"secret": "y" * 10_000}}})
     text = json.dumps(reply)
     assert len(text) < 2_000 and "yyyy" not in text, text[:300]
     assert "The client answered elicitation/create with an error" in text
@@ -426,20 +429,8 @@ async def test_a_clients_error_answer_is_told_back_bounded(client):
 async def test_a_clients_error_code_is_named_never_taken_as_the_calls_own(client):
     """The client's -32601 for elicitation/create would tell it tools/call does not exist: the call's error
     is the server's -32603, naming the client's code."""
-    headers = await initialize(client, {"elicitation": {}})
-    json_headers = {**headers, "accept": "application/json"}
-    body = {"jsonrpc": "2.0", "id": "ask-2", "method": "tools/call",
-            "params": {"name": "billing_confirm_delete", "arguments": {"id": "inv_1"}}}
-    async with client.stream("POST", "/mcp", json=body, headers=headers) as stream:
-        lines = stream.aiter_lines()
-        async for line in lines:
-            if line.startswith("data: {"):
-                asked = json.loads(line[6:])
-                break
-        answer = {"jsonrpc": "2.0", "id": asked["id"], "error": {"code": -32601, "message": "Method not found"}}
-        assert (await client.post("/mcp", json=answer, headers=json_headers)).status_code == 202
-        rest = await asyncio.wait_for(_collect(lines), 5)
-    reply = next(json.loads(line[6:]) for line in rest if line.startswith("data: {"))
+    reply = await _asked_and_answered(client, "ask-2", lambda asked: {"jsonrpc": "2.0", "id": asked, "error": {
+        "code": -32601, "message": "Method not found"}})
     assert reply["error"] == {"code": -32603, "message": "The client answered elicitation/create with an error "
                                                          "(-32601): Method not found"}
 
@@ -523,19 +514,7 @@ async def test_ids_7_and_string_7_are_two_requests_and_an_id_in_flight_is_not_re
 async def test_a_malformed_elicitation_answer_is_refused_on_the_session_wire_too(client):
     """An ElicitResult whose content is not an object never reaches the handler (the 2026 wire's params
     validation refuses it the same way): the call ends with -32602 naming the method."""
-    headers = await initialize(client, {"elicitation": {}})
-    json_headers = {**headers, "accept": "application/json"}
-    body = {"jsonrpc": "2.0", "id": "ask-1", "method": "tools/call",
-            "params": {"name": "billing_confirm_delete", "arguments": {"id": "inv_1"}}}
-    async with client.stream("POST", "/mcp", json=body, headers=headers) as stream:
-        lines = stream.aiter_lines()
-        async for line in lines:
-            if line.startswith("data: {"):
-                asked = json.loads(line[6:])
-                break
-        answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": "x"}}
-        assert (await client.post("/mcp", json=answer, headers=json_headers)).status_code == 202
-        rest = await asyncio.wait_for(_collect(lines), 5)
-    [reply] = [json.loads(line[6:]) for line in rest if line.startswith("data: {")]
-    assert reply["id"] == "ask-1" and reply["error"]["code"] == -32602
+    reply = await _asked_and_answered(client, "ask-3", lambda asked: {"jsonrpc": "2.0", "id": asked, "result": {
+        "action": "accept", "content": "x"}})
+    assert reply["id"] == "ask-3" and reply["error"]["code"] == -32602
     assert "answer to elicitation/create is not a valid ElicitResult (at content)" in reply["error"]["message"]
