@@ -38,7 +38,7 @@ from .body import (
 from .confirm import CONFIRM_PARAM
 from .content import ResourceLink
 from .dispatch import ToolRegistry
-from .errors import INTERNAL_ERROR, ToolError, field_path
+from .errors import CURSOR_EXPIRED, INTERNAL_ERROR, INVALID_CURSOR, ToolError, field_path
 from .output import ITEMS, NEXT_CURSOR
 from .problem import (
     PROBLEM_SCHEMA,
@@ -59,7 +59,12 @@ from .tool import Action, unknown_action
 def rest_body(response: ToolResponse, request: Request | None = None) -> Response:
     """The HTTP response for a tool response: the data block's JSON, or problem details."""
     if response.is_error:
-        return problem_response(problem_of_result(response, instance=request.url.path if request else None))
+        found = problem_of_result(response, instance=request.url.path if request else None)
+        if request is not None and found.get("code") in (INVALID_CURSOR, CURSOR_EXPIRED):
+            # The agent's recovery names the MCP tool; a REST client starts over on the route it called.
+            found["recovery"] = (f"Call {request.method} {request.url.path} again with the same parameters and no "
+                                 "cursor to start from the first page.")
+        return problem_response(found)
     if response.content:
         return _content_body(response)
     # The data block's data (after _select and redaction), whatever other shape structuredContent has.

@@ -9,7 +9,7 @@ import pytest
 from fastapi import Depends, Header, HTTPException
 from pydantic import BaseModel
 
-from mcpfusion import MCPFusion, Presenter, Tool, ToolError, ui
+from mcpfusion import MCPFusion, Page, Presenter, Tool, ToolError, ui
 
 INVOICES = {
     "inv_1": {"id": "inv_1", "email": "ada@example.com", "amount_cents": 1250, "status": "overdue", "secret": "s"},
@@ -331,3 +331,21 @@ async def test_the_openapi_200_of_a_presenter_is_the_item_as_sent_one_or_a_list_
             schema = paths[f"/api/lines/{action}"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
             assert schema["type"] == kind and "amount_cents" in json.dumps(schema)
             jsonschema.validate((await http.post(f"/api/lines/{action}", json={})).json(), schema)
+
+
+async def test_a_refused_cursor_over_rest_says_how_to_start_again_on_this_route():
+    from mcpfusion import MCPFusion, Presenter, Tool
+
+    tool = Tool("notes", description="Notes", exposition="profiles")
+
+    @tool.action(readonly=True, returns=Presenter("n").schema({"id": str}), paginate=2)
+    async def browse(page: Page) -> list[dict]:
+        """Browse"""
+        return [{"id": str(i)} for i in range(5)]
+
+    app = MCPFusion("notes", tools=[tool]).build_app()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        refused = await http.get("/api/notes/browse?cursor=forged")
+    assert refused.status_code == 404 and refused.json()["code"] == "INVALID_CURSOR"
+    assert refused.json()["recovery"] == ("Call GET /api/notes/browse again with the same parameters and no cursor "
+                                          "to start from the first page.")
