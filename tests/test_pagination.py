@@ -153,7 +153,8 @@ async def _refusal(client: httpx.AsyncClient, token: str, args: dict[str, Any]) 
     r = await rest(client, "billing", "list_invoices", args, token)
     assert r.headers["content-type"] == "application/problem+json", r.text
     problem = r.json()
-    assert "without cursor" in problem["recovery"] and problem["available_actions"] == ["billing.list_invoices"]
+    assert "no cursor" in problem["recovery"] and "/api/billing/list_invoices" in problem["recovery"]
+    assert problem["available_actions"] == ["billing.list_invoices"]
     result = (await mcp(client, "billing", "list_invoices", args, token)).json()["result"]
     assert result["isError"] is True
     text = result["content"][0]["text"]
