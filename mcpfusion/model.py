@@ -150,8 +150,9 @@ class Model:
 
     def _build_read_model(self) -> type[BaseModel]:
         fields = {n: self._field(n) for n in self.source.model_fields if n not in self.hidden}
+        # What the agent reads: nan and inf refused (JSON would write null where the schema says number).
         model = create_model(  # type: ignore[call-overload]
-            self.name, __config__=ConfigDict(extra="ignore", from_attributes=True), **fields
+            self.name, __config__=ConfigDict(extra="ignore", from_attributes=True, allow_inf_nan=False), **fields
         )
         setattr(model, READ_SCHEMA_OF, self.name)
         return model  # type: ignore[no-any-return]

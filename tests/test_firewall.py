@@ -774,3 +774,25 @@ async def test_bytes_json_cannot_carry_are_invalid_output_not_an_internal_error(
 
     for answer in (await every_path(app_for(tool), "files", "get")).values():
         assert answer.error == "INVALID_OUTPUT", (answer.path, answer.raw[:300])
+
+
+class _Gauge:
+    """An attribute object (as an ORM row is) holding a nan."""
+    sensor = "s1"
+    ratio = float("nan")
+
+
+async def test_a_model_presenter_refuses_nan_read_from_an_object_too():
+    class Sample2(BaseModel):
+        sensor: str
+        ratio: float
+
+    tool = Tool("g", description="G")
+
+    @tool.action(readonly=True, returns=Presenter("g").schema(Model(Sample2)))
+    async def get() -> dict:
+        """An object, not a dict"""
+        return _Gauge()  # type: ignore[return-value]
+
+    for answer in (await every_path(app_for(tool), "g", "get")).values():
+        assert answer.error == "INVALID_OUTPUT", (answer.path, answer.raw[:300])
