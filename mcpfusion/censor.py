@@ -91,6 +91,7 @@ def _variants(value: str) -> tuple[str, ...]:
         json.dumps(value)[1:-1],
         ui.table_cell(value),  # the one function that writes table cells
         ui.sealed(value),  # a block's body, unable to close it early
+        ui.sealed(to_json(value).decode()[1:-1]),  # inside a JSON block (ui.json, charts), sealed
     ]
     return tuple(dict.fromkeys(f for f in forms if f))
 

@@ -24,13 +24,16 @@ def bullet_block(tag: str, lines: list[str]) -> str:
     return _bullet_block(tag, tuple(lines))
 
 
+# Every character `str.splitlines` breaks at: each becomes a space, one for one (the same change wherever a
+# value sits in a line, so the egress guard finds it folded the same way).
+_BREAKS = str.maketrans(dict.fromkeys("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029", " "))
+
+
 def bullet(line: object) -> str:
-    """One bullet's text: escaped, and on one line (a newline in stored text would start a bullet of its own,
-    a forged rule or suggestion)."""
+    """One bullet's text: escaped, and on one line (a line break in stored text would start a bullet of its
+    own, a forged rule or suggestion)."""
     text = attr(line)
-    if "\n" in text or "\r" in text:
-        text = " ".join(text.splitlines())
-    return text
+    return text if text.isprintable() else text.translate(_BREAKS)
 
 
 @lru_cache(maxsize=4096)

@@ -436,13 +436,14 @@ class Presenter:
             properties = schema.setdefault("properties", {})
             properties[key] = _embedded(child.wire_schema(), properties.get(key))
         if self.redact_paths:
-            schema = redact_schema(schema, self.redact_paths, self.censor)
+            schema = redact_schema(schema, self.wire_paths(), self.censor)
         return schema
 
     def _check_paths(self) -> None:
         if not self.item_model or not self.redact_paths:
             return
-        known = set(self.field_names)
+        known = set(self.field_names) | {f.serialization_alias or f.alias for f in self.item_model.model_fields.values()
+                                         if (f.serialization_alias or f.alias)}
         for path in self.redact_paths:
             kind, name = parse_path(path)[0]
             if kind == "key" and name not in known:
@@ -763,8 +764,18 @@ class Presenter:
         return tree
 
     def _redaction_node(self) -> Node:
-        return Node(self.redact_paths, self.censor, self.guard_blocks,
+        return Node(self.wire_paths(), self.censor, self.guard_blocks,
                     [(key, child._redaction_node()) for key, child in self.embeds.items()])
+
+    def wire_paths(self) -> tuple[str, ...]:
+        """The redaction paths as the data is written: a field with an alias is written under it (FastAPI's
+        way, and the output schema's), so its path is followed under both names."""
+        paths: list[str] = []
+        for path in self.redact_paths:
+            for found in (path, _aliased_path(self.item_model, path)):
+                if found not in paths:
+                    paths.append(found)
+        return tuple(paths)
 
     def present(self, data: Any, ctx: Any = None, *, select: Collection[str] | None = None) -> ToolResponse:
         """The full response for `data`: the six blocks in order, plus the structured view for tests.
@@ -819,6 +830,36 @@ class Presenter:
 
     def __repr__(self) -> str:
         return f"Presenter({self.name!r})"
+
+
+def _aliased_path(model: Any, path: str) -> str:
+    """`path` with each field name written as the data has it (its serialization alias), following the
+    fields' models down (under a wildcard key `*`, every field's model)."""
+    models = [model] if isinstance(model, type) and issubclass(model, BaseModel) else []
+    out = []
+    for segment in path.split("."):
+        name, brackets, rest = segment.partition("[")
+        if name == "*":
+            fields = [f for m in models for f in m.model_fields.values()]
+        else:
+            fields = [f for m in models for key, f in m.model_fields.items()
+                      if name in (key, f.alias, f.serialization_alias)]
+            if fields:
+                name = fields[0].serialization_alias or fields[0].alias or name
+        out.append(name + brackets + rest)
+        models = [m for m in (_model_in(f.annotation) for f in fields) if m is not None]
+    return ".".join(out)
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model an annotation holds (`Model`, `Model | None`, `list[Model]`), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def _trusted(model: type[BaseModel] | None, key: str, child: Presenter) -> bool:

@@ -110,3 +110,25 @@ def test_a_redacted_value_written_into_a_table_cell_is_censored_in_any_mix_of_es
     assert "[REDACTED]" in answer.texts[1] and "[REDACTED]" in answer.texts[2]
     for part in ("tj@example.com", "ada@example.com", "b@example.com", "plain@example.com"):
         assert part not in wire, wire
+
+
+@pytest.mark.parametrize("breaker", ["\u2028", "\v", "\f", "\x85", "\x1c", "\u2029"])
+def test_a_redacted_value_with_an_unusual_line_break_is_censored_in_folded_lines(breaker):
+    from mcpfusion import Presenter, suggest
+
+    secret = f"Jane Doe{breaker}123-45-6789"
+    presenter = (Presenter("c").schema({"name": str, "ssn": str}).redact_pii(["ssn"])
+                 .rules(lambda c: [f"Customer {c['ssn']} is a VIP\nreally"])
+                 .suggest(lambda c: suggest("crm.call", f"Call {c['ssn']}\nnow")))
+    wire = "\n".join(presenter.present({"name": "x", "ssn": secret}).texts)
+    assert "123-45-6789" not in wire, wire
+
+
+def test_a_redacted_value_with_json_escapes_and_a_closing_tag_is_censored_in_a_json_block():
+    from mcpfusion import Presenter
+
+    secret = 'ab"cd</ui_passthrough>secret-tail'
+    presenter = (Presenter("c").schema({"token": str}).redact_pii(["token"])
+                 .ui(lambda c: ui.json({"token": c["token"]})))
+    wire = "\n".join(presenter.present({"token": secret}).texts)
+    assert "secret-tail" not in wire, wire

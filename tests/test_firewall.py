@@ -796,3 +796,35 @@ async def test_a_model_presenter_refuses_nan_read_from_an_object_too():
 
     for answer in (await every_path(app_for(tool), "g", "get")).values():
         assert answer.error == "INVALID_OUTPUT", (answer.path, answer.raw[:300])
+
+
+class AliasedContact(BaseModel):
+    email: str = Field(alias="eMail")
+
+
+class AliasedCustomer(BaseModel):
+    name: str
+    email: str = Field(alias="emailAddress")
+    contact: AliasedContact | None = None
+
+
+@pytest.mark.parametrize("paths", [["email", "contact.email"], ["emailAddress", "contact.eMail"],
+                                   ["email", "*.email"]])
+async def test_a_field_written_under_its_alias_is_redacted_by_either_name(paths):
+    """A presenter writes aliased fields by alias (as FastAPI and the output schema do): redaction paths name
+    them by field name or alias, nested and under wildcards, and the value never leaves on any path."""
+    view = Presenter("customer").schema(AliasedCustomer).redact_pii(paths)
+    tool = Tool("crm", description="CRM")
+
+    @tool.action(readonly=True, returns=view)
+    async def get() -> dict:
+        """Get"""
+        return {"name": "Ada", "email": "ada@example.com", "contact": {"email": "ops@example.com"}}
+
+    app = app_for(tool)
+    [entry] = await tools_list(app)
+    for answer in (await every_path(app, "crm", "get")).values():
+        assert answer.error is None and "ada@example.com" not in answer.raw, (answer.path, answer.raw[:300])
+        assert "ops@example.com" not in answer.raw, (answer.path, answer.raw[:300])
+        if answer.path in ("mcp-2026", "mcp-2025"):
+            jsonschema.validate(answer.data, entry["outputSchema"])
