@@ -255,16 +255,26 @@ _Item = TypeVar("_Item", bound=Frozen)
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/csv", "application/yaml")
 
 
+def _textual(mime_type: str) -> bool:
+    """Whether bytes of this type are text a redacted value could be written in (an SVG image, JSON-LD,
+    NDJSON and any `+json`/`+xml` type count)."""
+    return mime_type.startswith(_TEXT_TYPES) or mime_type.endswith(("+json", "+xml")) or "json" in mime_type
+
+
 def scrubbed(item: Content, scrub: Callable[[str], str]) -> Content:
-    """The item with redacted values censored out of its text (an attached document may not carry them)."""
+    """The item with redacted values censored out of its text and its URI (an attached document or link
+    may not carry them)."""
     if isinstance(item, EmbeddedResource):
         if item.text is not None:
-            return _replaced(item, text=scrub(item.text))
-        if item.blob is not None and item.mime_type.startswith(_TEXT_TYPES):
-            return _replaced(item, blob=scrub(item.blob.decode("utf-8", "replace")).encode())
+            return _replaced(item, uri=scrub(item.uri), text=scrub(item.text))
+        if item.blob is not None and _textual(item.mime_type):
+            return _replaced(item, uri=scrub(item.uri), blob=scrub(item.blob.decode("utf-8", "replace")).encode())
+        return _replaced(item, uri=scrub(item.uri))
     if isinstance(item, ResourceLink):
-        return _replaced(item, name=scrub(item.name), title=item.title and scrub(item.title),
-                       description=item.description and scrub(item.description))
+        return _replaced(item, uri=scrub(item.uri), name=scrub(item.name), title=item.title and scrub(item.title),
+                         description=item.description and scrub(item.description))
+    if isinstance(item, _Binary) and _textual(item.mime_type):  # an SVG image is text
+        return _replaced(item, data=scrub(item.data.decode("utf-8", "replace")).encode())
     return item
 
 

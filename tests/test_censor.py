@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 
 import pytest
 
@@ -132,3 +133,23 @@ def test_a_redacted_value_with_json_escapes_and_a_closing_tag_is_censored_in_a_j
                  .ui(lambda c: ui.json({"token": c["token"]})))
     wire = "\n".join(presenter.present({"token": secret}).texts)
     assert "secret-tail" not in wire, wire
+
+
+def test_attached_content_never_carries_a_redacted_value_in_a_uri_an_svg_or_any_json_type():
+    from mcpfusion import Presenter
+    from mcpfusion.content import document, image, link
+
+    def attached(c):
+        svg = f'<svg xmlns="http://www.w3.org/2000/svg"><text>{c["email"]}</text></svg>'.encode()
+        return [document("vcard", "text/plain", uri=f"mailto:{c['email']}"),
+                link(f"customer://{c['email']}", name="Ada"),
+                image(svg, mime_type="image/svg+xml"),
+                document(f'{{"email": "{c["email"]}"}}'.encode(), "application/vnd.api+json", uri="doc://a"),
+                document(f'{{"email": "{c["email"]}"}}'.encode(), "application/x-ndjson", uri="doc://b")]
+
+    presenter = Presenter("c").schema({"name": str, "email": str}).redact_pii(["email"]).attach(attached)
+    answer = presenter.present({"name": "Ada", "email": "ada.secret@example.com"})
+    sent = json.dumps(answer.to_mcp())
+    assert len(answer.content) == 5 and "ada.secret@example.com" not in sent
+    assert all("ada.secret" not in item.payload().decode("utf-8", "replace") for item in answer.content
+               if item.kind != "resource_link")
