@@ -243,7 +243,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 def cmd_lock(args: argparse.Namespace) -> int:
     from .docs import lock
 
-    _, fusion = load(args.app)
+    _, fusion = load(args.app, args.app_dir)
     current = lock.contract(fusion.registry)
     path = args.file
     if not args.check:
@@ -262,8 +262,14 @@ def cmd_lock(args: argparse.Namespace) -> int:
         raise CliError(f"no lockfile at {path}: write it with `mcpfusion lock {args.app}`") from None
     except ValueError as exc:
         raise CliError(f"{path} is not valid JSON: {exc}") from None
-    pinned = lock.resealed(pinned)  # its digests from its content: an edit that kept them is still a change
-    changes = lock.diff(pinned, current)
+    except OSError as exc:  # a directory, no permission...
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        pinned = lock.resealed(pinned)  # its digests from its content: an edit that kept them is still a change
+        changes = lock.diff(pinned, current)
+    except (AttributeError, TypeError, KeyError, ValueError):  # JSON, but not the shape `lock` writes
+        raise CliError(f"{path} is not a valid mcpfusion.lock (not the shape `mcpfusion lock` writes): write it "
+                       f"again with `mcpfusion lock {args.app}`") from None
     if not changes and pinned.get("digest") == current["digest"]:
         status(f"{path} matches the served contract ({current['digest']})")
         return 0

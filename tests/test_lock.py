@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mcpfusion import Presenter, Tool
 from mcpfusion.dispatch import ToolRegistry
 from mcpfusion.docs import lock
@@ -123,3 +125,17 @@ def test_a_lockfile_edited_by_hand_with_its_old_digests_is_still_a_change(tmp_pa
     assert run.returncode == 1, run.stdout + run.stderr
     assert 'billing.get_invoice: description "edited by hand"' in run.stdout
     assert "billing.remind: new action" in run.stdout
+
+
+@pytest.mark.parametrize("content", ["[]", "null", '{"tools": {"billing": "x"}}',
+                                     '{"tools": {"billing": {"actions": {"get_invoice": "x"}}}}', "directory"])
+def test_a_lockfile_that_is_not_one_is_a_clear_error(tmp_path, content):
+    copy = copy_reference(tmp_path)
+    (copy / lock.FILENAME).unlink()
+    if content == "directory":
+        (copy / lock.FILENAME).mkdir()
+    else:
+        (copy / lock.FILENAME).write_text(content)
+    run = cli(copy, "--check")
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "mcpfusion.lock" in run.stderr
