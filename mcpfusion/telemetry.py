@@ -36,6 +36,7 @@ costs a fifth more per record), so the histograms carry no exemplars.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -277,7 +278,9 @@ class Telemetry:
                     span.set_status(self._error)
                 tracing.finish(span, token)  # type: ignore[union-attr]  # a span means tracing is on
             if self.metrics:
-                method = call.method
+                # A method is a label only when MCP defines it: a client's made-up ones share one series (as
+                # OpenTelemetry's HTTP conventions fold unknown methods into _OTHER).
+                method = call.method if call.method in _known_methods() else "_OTHER"
                 if error_type is None:
                     metric = self._method_metric.get(method)
                     if metric is None:
@@ -287,6 +290,7 @@ class Telemetry:
                 self.operation_duration.record(duration, metric, self._no_span)
 
     # -- actions (the core call path) -------------------------------------------------------------------
+
 
     def action(self, action: Action, request: Request) -> ActionTrace:
         """The started trace of one action call (see `ActionTrace`)."""
@@ -435,3 +439,12 @@ async def _metrics() -> Response:
 
 
 __all__ = ["ActionTrace", "Telemetry"]
+
+
+@functools.cache
+def _known_methods() -> frozenset[str]:
+    """The request methods MCP defines, in any revision (what a metric may be labelled with)."""
+    from mcp_types.methods import CLIENT_REQUESTS
+
+    return frozenset(key[0] if isinstance(key, tuple) else key for key in CLIENT_REQUESTS)
+

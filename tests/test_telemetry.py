@@ -344,3 +344,15 @@ async def test_reference_service_exports_over_otlp_when_the_endpoint_is_set(tmp_
     assert b"POST /api/billing/get_invoice" in traces  # FastAPI's own server span of the REST call
     assert b"mcpfusion-billing" in traces  # the service name of the resource
     assert b"mcpfusion.action.calls" in b"".join(received.get("/v1/metrics", []))
+
+
+async def test_made_up_methods_share_one_metric_series():
+    """A client's invented methods never become labels: the series stay bounded whatever it sends."""
+    app, spans, metrics = build()
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28"}
+    async with client(app) as http:
+        for i in range(5):
+            body = {"jsonrpc": "2.0", "id": i, "method": f"made/up-{i}", "params": {"_meta": META_2026}}
+            await http.post("/mcp", json=body, headers={**headers, "mcp-method": f"made/up-{i}"})
+    labels = {p.attributes["mcp.method.name"] for p in metric_points(metrics)["mcp.server.operation.duration"]}
+    assert labels == {"_OTHER"}
