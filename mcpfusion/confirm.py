@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 import time
 from typing import Any
 
@@ -48,30 +49,34 @@ def question(call: ActionCall) -> str:
     return f"Confirm {call.action.qualified_name} ({what}) with {shown}?"
 
 
-def token(call: ActionCall, digest: str, expires: int | None = None) -> str:
-    """`<expiry>.<mac>`: bound to the call's digest (action + arguments) and its caller (tenant and principal)."""
+def token(call: ActionCall, digest: str, expires: int | None = None, nonce: str | None = None) -> str:
+    """`<expiry>.<nonce>.<mac>`: bound to the call's digest (action + arguments) and its caller (tenant and
+    principal); the nonce makes each one issued its own (a token is used once: see `GuardState.spend`)."""
     expires = expires if expires is not None else int(time.time() + TOKEN_TTL)
-    mac = hmac.new(call.guards.signing_key, f"confirm|{expires}|{call.caller_key}|{digest}".encode(),
+    nonce = nonce if nonce is not None else secrets.token_hex(4)
+    mac = hmac.new(call.guards.signing_key, f"confirm|{expires}|{nonce}|{call.caller_key}|{digest}".encode(),
                    hashlib.sha256).hexdigest()[:32]
-    return f"{expires}.{mac}"
+    return f"{expires}.{nonce}.{mac}"
 
 
-def question_key(call: ActionCall, digest: str) -> str:
-    """The input-request key of the confirmation question: bound to the arguments and the caller, and keyed
-    by the server's secret. A 2026-07-28 client may answer a key without the requestState (answers can be
-    sent ahead), so the key itself is what only the caller that was asked has learned."""
-    mac = hmac.new(call.guards.signing_key, f"question|{call.caller_key}|{digest}".encode(), hashlib.sha256)
+def question_key(call: ActionCall, digest: str, nonce: str) -> str:
+    """The input-request key of one confirmation question: bound to the arguments, the caller and the
+    question's nonce (carried by the signed requestState on 2026-07-28), keyed by the server's secret. An
+    answer sent without that state (answers may be sent ahead) names no question that was asked."""
+    mac = hmac.new(call.guards.signing_key, f"question|{call.caller_key}|{digest}|{nonce}".encode(), hashlib.sha256)
     return f"confirm-{mac.hexdigest()[:16]}"
 
 
 def _valid(call: ActionCall, digest: str, sent: Any) -> bool:
-    if not isinstance(sent, str) or "." not in sent:
+    if not isinstance(sent, str) or sent.count(".") != 2:
         return False
-    expiry, _, _ = sent.partition(".")
+    expiry, nonce, _ = sent.split(".")
     # ASCII digits of a plausible length only: `isdigit` also takes "²", and int() refuses 4,300 digits.
     if not (expiry.isascii() and expiry.isdigit() and len(expiry) <= 12) or int(expiry) < time.time():
         return False
-    return hmac.compare_digest(sent, token(call, digest, int(expiry)))
+    if not (nonce.isascii() and nonce.isalnum() and len(nonce) <= 16):
+        return False
+    return hmac.compare_digest(sent, token(call, digest, int(expiry), nonce))
 
 
 async def require_confirmation(call: ActionCall) -> None:
@@ -80,18 +85,28 @@ async def require_confirmation(call: ActionCall) -> None:
     name = call.action.qualified_name
     if call.confirmation is not None:
         if _valid(call, digest, call.confirmation):
-            return
+            if call.guards.spend(f"token|{call.confirmation}", time.time() + TOKEN_TTL):
+                return
+            raise _needs_token(call, digest, f"The {CONFIRM_PARAM} token was already used: one confirmation runs "
+                                             f"{name} once; nothing was done.")
         raise _needs_token(call, digest, f"The {CONFIRM_PARAM} token does not match this call of {name} "
                                          "(other arguments, another caller, or expired); nothing was done.")
     ctx = call.context
     if not ctx.is_detached and "elicitation" in ctx.client_capabilities:
+        # One question per run: its nonce comes back in the signed requestState of the 2026 wire's retry.
+        nonce = ctx.state if isinstance(ctx.state, str) and ctx.state.startswith("confirm:") else \
+            f"confirm:{secrets.token_hex(8)}"
+        key = question_key(call, digest, nonce)
         try:
-            answer = await ctx.elicit(question(call), SCHEMA, key=question_key(call, digest))
+            answer = (await ctx.ask({key: ctx.elicitation(question(call), SCHEMA)}, state=nonce))[key]
         except NoBackChannel:
             answer = None
         if answer is not None:
             if answer.get("action") == "accept" and (answer.get("content") or {}).get("confirm") is True:
-                return
+                if call.guards.spend(f"question|{key}", time.time() + TOKEN_TTL):
+                    return
+                raise ToolError(NOT_CONFIRMED, f"That confirmation of {name} was already used; nothing was done.",
+                                recovery=f"Call {name} again to ask the user once more.")
             raise ToolError(NOT_CONFIRMED, f"The user did not confirm {name}; nothing was done.",
                             recovery="Do not call it again unless the user asks for it.")
     raise _needs_token(call, digest, f"{name} needs the user's confirmation, and this client cannot ask "

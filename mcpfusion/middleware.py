@@ -28,6 +28,7 @@ import hashlib
 import hmac
 import json
 import secrets
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
@@ -64,6 +65,18 @@ class GuardState:
         self.signing_key = key.encode() if isinstance(key, str) else key
         self.semaphores: dict[int, asyncio.Semaphore] = {}
         self.buckets: Buckets = MemoryBuckets()  # `mcpfusion.redis.buckets.RedisBuckets` for replicas
+        self.spent: dict[str, float] = {}  # confirmations already used, until they expire (see `spend`)
+
+    def spend(self, confirmation: str, expires: float) -> bool:
+        """Use a confirmation once: True the first time, False for a replay before it expires. Kept in this
+        process (replicas behind a balancer each keep their own)."""
+        now = time.time()
+        if len(self.spent) >= 10_000:  # bounded: the expired ones go first
+            self.spent = {k: t for k, t in self.spent.items() if t > now}
+        if self.spent.get(confirmation, 0.0) > now:
+            return False
+        self.spent[confirmation] = expires
+        return True
 
     def semaphore(self, owner: object, limit: int) -> asyncio.Semaphore:
         found = self.semaphores.get(id(owner))

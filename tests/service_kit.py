@@ -214,7 +214,7 @@ async def call(transport: str, app: FastAPI, tool: str, action: str, args: dict[
         return Outcome(None, data, r.text)
 
 
-CONFIRM_TOKEN = re.compile(r"\d{10}\.[0-9a-f]{32}")
+CONFIRM_TOKEN = re.compile(r"\d{10}\.[0-9a-f]{8}\.[0-9a-f]{32}")
 
 
 def confirm_token(text: str) -> str:

@@ -219,3 +219,54 @@ async def test_a_malformed_confirmation_token_is_refused_not_a_crash(transport):
         assert voided == []
     finally:
         await caller.aclose()
+
+
+@pytest.mark.parametrize("transport", ["tester", "rest", "mcp-2026", "stdio"])
+async def test_one_confirmation_runs_the_action_once(transport):
+    """A `_confirm` token is spent by the run it confirms: sent again it is refused (with a new token to ask
+    the user again), so one "yes" never refunds or voids twice."""
+    voided: list[str] = []
+    caller = Caller(build(voided), transport, "ledger")
+    try:
+        args = {"id": "inv_1", "reason": "dup"}
+        asked = await caller.call("void", args)
+        token = confirm_token(asked.text)
+        assert (await caller.call("void", {**args, CONFIRM_PARAM: token})).code is None
+        again = await caller.call("void", {**args, CONFIRM_PARAM: token})
+        assert again.code == "CONFIRMATION_REQUIRED" and "already used" in again.text
+        assert voided == ["inv_1"]
+        fresh = confirm_token(again.text)
+        assert fresh != token and (await caller.call("void", {**args, CONFIRM_PARAM: fresh})).code is None
+        assert voided == ["inv_1", "inv_1"]
+    finally:
+        await caller.aclose()
+
+
+async def test_one_answer_on_the_2026_wire_runs_the_action_once():
+    """The question's key carries a nonce that comes back in the signed requestState: replaying the answer,
+    with or without that state, never runs the action a second time."""
+    voided: list[str] = []
+    caller = Caller(build(voided), "mcp-2026", "ledger")
+    meta = {**MODERN_META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    headers = {"accept": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+               "mcp-name": "ledger_void", **caller.headers}
+
+    async def rpc(**extra: Any) -> dict[str, Any]:
+        params = {"name": "ledger_void", "arguments": {"id": "inv_1", "reason": "dup"}, "_meta": meta, **extra}
+        r = await caller.client.post("/mcp", headers=headers,
+                                      json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+        return r.json()["result"]
+
+    try:
+        first = await rpc()
+        (key, _), = first["inputRequests"].items()
+        yes = {key: {"action": "accept", "content": {"confirm": True}}}
+        done = await rpc(inputResponses=yes, requestState=first["requestState"])
+        assert done["content"][0]["text"] == "voided inv_1"
+        replayed = await rpc(inputResponses=yes, requestState=first["requestState"])
+        assert replayed["isError"] is True and "already used" in replayed["content"][0]["text"]
+        ahead = await rpc(inputResponses=yes)  # no state: a question never asked
+        assert ahead["resultType"] == "input_required" and key not in ahead["inputRequests"]
+        assert voided == ["inv_1"]
+    finally:
+        await caller.aclose()
