@@ -58,6 +58,17 @@ def _own_traceback(exc: BaseException) -> str:
     return "".join(lines).rstrip()
 
 
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse type)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return seconds
+
+
 def _port(text: str) -> int:
     port = int(text)
     if not 0 <= port <= 65535:
@@ -94,8 +105,13 @@ def load(target: str, app_dir: str | None = None) -> tuple[Any, MCPFusion]:
 def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
     import uvicorn
 
-    from .server import uvicorn_options
+    from .server import env_header_timeout, uvicorn_options
 
+    if args.header_timeout is None:
+        try:
+            env_header_timeout()
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
     os.environ.setdefault(collector.ENV, "1")  # a serving process: the collector's serving profile
     _, fusion = load(args.app, args.app_dir)  # fail fast, with a clear message, before uvicorn starts
     base = f"http://{args.host}:{args.port}"
@@ -218,7 +234,10 @@ def cmd_docs(args: argparse.Namespace) -> int:
         raise CliError("the docs generator (mcpfusion.docs) is not available in this installation") from None
     _, fusion = load(args.app, args.app_dir)
     status(f"writing the tool documentation of {fusion.name} to {args.out}")
-    files = export_site(fusion, args.out, base_url=args.base_url)
+    try:
+        files = export_site(fusion, args.out, base_url=args.base_url)
+    except OSError as exc:  # not a folder, not writable...
+        raise CliError(f"cannot write the site to {args.out}: {exc.strerror or exc}") from None
     status(f"wrote {len(files)} files; open {os.path.join(args.out, 'index.html')}")
     return 0
 
@@ -234,6 +253,8 @@ def cmd_install(args: argparse.Namespace) -> int:
                               env=parse_env(args.env))
     except InstallError as exc:
         raise CliError(str(exc)) from None
+    except OSError as exc:  # the config path is a folder, not writable...
+        raise CliError(f"cannot write the client configuration: {exc.strerror or exc} ({exc.filename})") from None
     kind = f"HTTP {args.url}" if args.url else "stdio"
     status(f"wrote server {args.name or fusion.name!r} ({kind}) to {path}; restart {args.client} to load it")
     print(json.dumps(entry, indent=2, ensure_ascii=False))
@@ -298,13 +319,14 @@ def parser() -> argparse.ArgumentParser:
         p = with_app(name, help_text)
         p.add_argument("--host", default="127.0.0.1")
         p.add_argument("--port", type=_port, default=8000)
-        p.add_argument("--log-level", default="info")
-        p.add_argument("--header-timeout", type=float, default=None, metavar="SECONDS",
+        p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug",
+                                                                "trace"])
+        p.add_argument("--header-timeout", type=_seconds, default=None, metavar="SECONDS",
                        help="close a connection whose request head is incomplete after this long (default 10, "
                             "or MCPFUSION_HEADER_TIMEOUT)")
-        p.add_argument("--keep-alive-timeout", type=float, default=5.0, metavar="SECONDS",
+        p.add_argument("--keep-alive-timeout", type=_seconds, default=5.0, metavar="SECONDS",
                        help="close a connection idle between requests after this long (default 5)")
-        p.add_argument("--graceful-timeout", type=float, default=None, metavar="SECONDS",
+        p.add_argument("--graceful-timeout", type=_seconds, default=None, metavar="SECONDS",
                        help="on shutdown, cancel requests still running after this long (default 20: a call "
                             "waiting for the answer of a client that went away never holds the exit)")
         if name == "serve":

@@ -70,7 +70,28 @@ class HeaderTimeoutProtocol(_HeaderDeadline, _base_protocol()):  # type: ignore[
     """uvicorn's HTTP protocol (httptools when installed, else h11) with a request-head deadline of
     `MCPFUSION_HEADER_TIMEOUT` seconds (read at start-up, so `--workers` processes inherit it)."""
 
-    header_timeout = float(os.environ.get("MCPFUSION_HEADER_TIMEOUT") or DEFAULT_HEADER_TIMEOUT)
+    header_timeout = 0.0  # set below from the environment (a bad value is the CLI's to report)
+
+
+def env_header_timeout() -> float:
+    """`MCPFUSION_HEADER_TIMEOUT` in seconds (the default when unset); ValueError naming it when it is not a
+    positive number."""
+    text = os.environ.get("MCPFUSION_HEADER_TIMEOUT") or ""
+    if not text:
+        return DEFAULT_HEADER_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"MCPFUSION_HEADER_TIMEOUT={text!r} is not a number of seconds above 0")
+    return seconds
+
+
+try:
+    HeaderTimeoutProtocol.header_timeout = env_header_timeout()
+except ValueError:  # a bad value: the default here; `mcpfusion serve` refuses it with its name
+    HeaderTimeoutProtocol.header_timeout = DEFAULT_HEADER_TIMEOUT
 
 
 def uvicorn_options(

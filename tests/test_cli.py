@@ -225,3 +225,19 @@ def test_call_confirms_with_yes(env):
                '{"id": "inv_0003", "reason": "duplicate"}')
     assert done.returncode == 0, done.stdout + done.stderr
     assert '"status":"void"' in done.stdout
+
+
+def test_bad_arguments_files_and_settings_are_one_clean_error(env, tmp_path):
+    (tmp_path / "config.json").mkdir()
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    for args, extra, says in (
+        (["serve", APP, "--log-level", "bogus"], {}, "invalid choice: 'bogus'"),
+        (["serve", APP, "--graceful-timeout", "-1"], {}, "'-1' is not a number of seconds above 0"),
+        (["serve", APP, "--port", "0"], {"MCPFUSION_HEADER_TIMEOUT": "abc"}, "MCPFUSION_HEADER_TIMEOUT='abc'"),
+        (["docs", APP, "--out", str(a_file)], {}, "cannot write the site to"),
+        (["install", "cursor", APP, "--config", str(tmp_path / "config.json")], {},
+         "cannot write the client configuration"),
+    ):
+        out = cli({**env, **extra}, *args)
+        assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
