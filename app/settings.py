@@ -99,10 +99,19 @@ class Settings(BaseModel):
             "prometheus": _flag(env.get("MCPFUSION_PROMETHEUS"), False),
         }
         if env.get("MCPFUSION_RATE_LIMIT"):
-            values["rate_limit"] = int(env["MCPFUSION_RATE_LIMIT"])
+            values["rate_limit"] = _number(env, "MCPFUSION_RATE_LIMIT", int)
         if env.get("MCPFUSION_JWKS_REFETCH_FLOOR"):
-            values["jwks_refetch_floor"] = float(env["MCPFUSION_JWKS_REFETCH_FLOOR"])
+            values["jwks_refetch_floor"] = _number(env, "MCPFUSION_JWKS_REFETCH_FLOOR", float)
         if env.get("MCPFUSION_JWT_ALGORITHMS"):
             values["jwt_algorithms"] = _list(env["MCPFUSION_JWT_ALGORITHMS"])
         values.update(overrides)
         return cls.model_validate(values)
+
+
+def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) -> int | float:
+    """A numeric setting, or a ValueError that names its variable."""
+    try:
+        return kind(env[name])
+    except ValueError:
+        raise ValueError(f"{name}={env[name]!r} is not {'a whole number' if kind is int else 'a number'}") from None
+

@@ -92,8 +92,13 @@ def load(target: str, app_dir: str | None = None) -> tuple[Any, MCPFusion]:
         obj = getattr(module, attr)
     except AttributeError:
         raise CliError(f"module {module_name!r} has no attribute {attr!r}") from None
+    except Exception as exc:  # a module that builds its app on first access (a module __getattr__) failed
+        raise CliError(f"building {target} failed:\n{_own_traceback(exc)}") from None
     if isinstance(obj, MCPFusion):
-        return obj.build_app(), obj
+        try:
+            return obj.build_app(), obj
+        except Exception as exc:
+            raise CliError(f"building the app of {target} failed:\n{_own_traceback(exc)}") from None
     fusion = getattr(getattr(obj, "state", None), "mcpfusion", None)
     if not isinstance(fusion, MCPFusion):
         raise CliError(f"{target} is not an MCPFusion object nor an app built by MCPFusion (app.state.mcpfusion)")

@@ -241,3 +241,9 @@ def test_bad_arguments_files_and_settings_are_one_clean_error(env, tmp_path):
     ):
         out = cli({**env, **extra}, *args)
         assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
+
+
+def test_an_app_that_fails_while_being_built_is_a_clean_error_naming_the_setting(env):
+    out = cli({**env, "MCPFUSION_RATE_LIMIT": "abc"}, "inspect", APP)
+    assert out.returncode == 2 and "building app.main:app failed" in out.stderr
+    assert "MCPFUSION_RATE_LIMIT='abc' is not a whole number" in out.stderr
