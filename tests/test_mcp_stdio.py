@@ -171,3 +171,27 @@ async def test_a_problem_json_refusal_keeps_its_detail_over_stdio():
     await bridge.close()
     assert lines[0]["id"] == 3 and lines[0]["error"]["data"]["status"] == 401
     assert lines[0]["error"]["data"]["detail"] == "Send the header 'Authorization: Bearer TOKEN'."
+
+
+async def test_without_credentials_a_line_that_is_no_message_is_still_answered():
+    """An array or a string gets a null-id error even when the endpoint refuses the caller; a notification
+    gets nothing."""
+    import json
+
+    from mcpfusion import MCPFusion, Tool
+    from mcpfusion.auth import RequireBearer, unauthorized
+    from mcpfusion.mcp.stdio import StdioBridge
+
+    app = MCPFusion("guarded", tools=[Tool("t", description="x")]).build_app()
+
+    async def authenticate(request):
+        raise unauthorized("Send the header 'Authorization: Bearer TOKEN'.", error=None)
+
+    app.add_middleware(RequireBearer, authenticate=authenticate, prefixes=("/mcp",))
+    lines: list[dict] = []
+    bridge = StdioBridge(app, lambda text: lines.append(json.loads(text)), headers={})
+    await bridge.startup()
+    for line in ("[]", '"str"', '{"jsonrpc": "2.0", "method": "notifications/initialized"}'):
+        await bridge.handle_line(line)
+    await bridge.close()
+    assert [(m["id"], m["error"]["data"]["status"]) for m in lines] == [(None, 401), (None, 401)]

@@ -176,7 +176,9 @@ class StdioBridge:
                     self.protocol_version = version
             if self.session_id and self._get_stream is None:
                 self._get_stream = asyncio.create_task(self._follow_get_stream())
-        if status >= 400 and not messages and msg_id is not None:
+        # A request gets its answer; so does a line that is no message at all (an array, a string: JSON-RPC
+        # answers it with a null id); a notification gets none.
+        if status >= 400 and not messages and (msg_id is not None or not isinstance(message, dict)):
             self._emit(self._http_error(msg_id, status))
 
     def _http_error(self, msg_id: Any, status: int) -> dict[str, Any]:
