@@ -19,6 +19,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 CLIENTS = ("claude-desktop", "claude-code", "cursor")
 
@@ -67,12 +68,16 @@ def stdio_entry(app: str, app_dir: Path, token: str | None, env: Mapping[str, st
 
 
 def http_entry(client: str, url: str, token: str | None) -> dict[str, Any]:
+    if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
+        raise InstallError(f"--url must be the server's http(s) MCP endpoint, e.g. http://127.0.0.1:8000/mcp, "
+                           f"not {url!r}")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if client == "claude-desktop":
-        args = ["-y", "mcp-remote", url]
-        for name, value in headers.items():
-            args += ["--header", f"{name}: {value}"]
-        return {"command": "npx", "args": args}
+        bridge: dict[str, Any] = {"command": "npx", "args": ["-y", "mcp-remote", url]}
+        if token:  # from env, as mcp-remote reads it: the token never shows in a process listing
+            bridge["args"] += ["--header", "Authorization:${MCPFUSION_AUTHORIZATION}"]
+            bridge["env"] = {"MCPFUSION_AUTHORIZATION": f"Bearer {token}"}
+        return bridge
     entry: dict[str, Any] = {"type": "http", "url": url} if client == "claude-code" else {"url": url}
     if headers:
         entry["headers"] = headers

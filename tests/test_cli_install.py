@@ -60,8 +60,10 @@ def test_default_paths_per_client(tmp_path):
     ("claude-code", {"type": "http", "url": "http://127.0.0.1:8000/mcp",
                      "headers": {"Authorization": "Bearer demo-admin"}}),
     ("cursor", {"url": "http://127.0.0.1:8000/mcp", "headers": {"Authorization": "Bearer demo-admin"}}),
+    # (the token from env, as mcp-remote reads it: never in the arguments a process listing shows)
     ("claude-desktop", {"command": "npx", "args": ["-y", "mcp-remote", "http://127.0.0.1:8000/mcp",
-                                                   "--header", "Authorization: Bearer demo-admin"]}),
+                                                   "--header", "Authorization:${MCPFUSION_AUTHORIZATION}"],
+                        "env": {"MCPFUSION_AUTHORIZATION": "Bearer demo-admin"}}),
 ])
 def test_http_entries(tmp_path, client, expected):
     config = tmp_path / "mcp.json"
@@ -69,6 +71,12 @@ def test_http_entries(tmp_path, client, expected):
                    "--config", str(config))
     assert done.returncode == 0, done.stderr
     assert json.loads(config.read_text())["mcpServers"]["mcpfusion-billing"] == expected
+
+
+def test_an_url_that_is_no_http_endpoint_is_refused(tmp_path):
+    done = install(tmp_path, "cursor", APP, "--url", "ftp://x", "--config", str(tmp_path / "c.json"))
+    assert done.returncode == 2 and "--url must be the server's http(s) MCP endpoint" in done.stderr
+    assert not (tmp_path / "c.json").exists()
 
 
 def test_clear_errors(tmp_path):
