@@ -112,13 +112,13 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
 
     from .server import env_header_timeout, uvicorn_options
 
+    os.environ.setdefault(collector.ENV, "1")  # a serving process: the collector's serving profile
+    _, fusion = load(args.app, args.app_dir)  # fail fast, with a clear message, before uvicorn starts
     if args.header_timeout is None:
         try:
             env_header_timeout()
         except ValueError as exc:
             raise CliError(str(exc)) from None
-    os.environ.setdefault(collector.ENV, "1")  # a serving process: the collector's serving profile
-    _, fusion = load(args.app, args.app_dir)  # fail fast, with a clear message, before uvicorn starts
     base = f"http://{args.host}:{args.port}"
     status(f"serving {fusion.name} ({len(fusion.registry.tools)} tools) from {args.app}" + (" with reload" if reload
                                                                                             else ""))
