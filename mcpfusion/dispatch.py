@@ -482,9 +482,9 @@ def _pop_select(action: Action, arguments: dict[str, Any]) -> list[str] | None:
     raw = arguments.pop(SELECT_PARAM)
     # The tool's enum is the union of its actions' fields: this action answers only its own (a field of a
     # sibling action would select nothing, and the data would be lost to the agent).
-    own = action.output_keys()
     if raw == []:
         return []  # nothing selected: the whole data
+    own = action.output_keys()
     if not own:
         raise ValidationFailed(action.label, [(SELECT_PARAM, f"{action.label} has no declared fields to select "
                                                              "from: call it without _select.")])

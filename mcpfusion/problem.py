@@ -32,6 +32,7 @@ from .errors import (
     ValidationFailed,
     http_status,
 )
+from .mcp.jsonrpc import http_detail as http_detail  # one wording of an HTTP error, on every transport
 from .response import ToolResponse
 from .serializer import dumps
 
@@ -160,15 +161,6 @@ def problem_of_result(response: ToolResponse, *, instance: str | None = None) ->
 def http_code(status: int) -> tuple[str, str]:
     """(tool error code, recovery) of an HTTP status raised as an `HTTPException`: REST and MCP name it alike."""
     return _HTTP_CODES.get(status, (INTERNAL_ERROR if status >= 500 else f"HTTP_{status}", ""))
-
-
-def http_detail(exc: HTTPException) -> str:
-    """What an `HTTPException` tells the caller: its text detail, never a server error's (a 5xx detail is
-    the server's business and may name what must not leave), structured details as JSON."""
-    status, detail = exc.status_code, exc.detail
-    if status >= 500 or not detail:
-        return _title(status)
-    return detail if isinstance(detail, str) else dumps(detail)
 
 
 def problem_of_http(exc: HTTPException, *, instance: str | None = None) -> dict[str, Any]:

@@ -148,34 +148,8 @@ async def test_bridge_answers_every_line_deep_nesting_and_unicode_names_included
     assert len(lines) == 5, lines
 
 
-async def test_a_problem_json_refusal_keeps_its_detail_over_stdio():
-    import json
-
-    from mcpfusion import MCPFusion, Tool
-    from mcpfusion.auth import RequireBearer
-    from mcpfusion.mcp.stdio import StdioBridge
-
-    app = MCPFusion("guarded", tools=[Tool("t", description="x")]).build_app()
-
-    async def authenticate(request):
-        from mcpfusion.auth import unauthorized
-
-        raise unauthorized("Send the header 'Authorization: Bearer TOKEN'.", error=None)
-
-    app.add_middleware(RequireBearer, authenticate=authenticate, prefixes=("/mcp",))
-    lines: list[dict] = []
-    bridge = StdioBridge(app, lambda text: lines.append(json.loads(text)), headers={})
-    await bridge.startup()
-    await bridge.handle_line(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
-    await bridge.close()
-    assert lines[0]["id"] == 3 and lines[0]["error"]["data"]["status"] == 401
-    assert lines[0]["error"]["data"]["detail"] == "Send the header 'Authorization: Bearer TOKEN'."
-
-
-async def test_without_credentials_a_line_that_is_no_message_is_still_answered():
-    """An array or a string gets a null-id error even when the endpoint refuses the caller; a notification
-    gets nothing."""
+async def _bridge_to_a_refusing_endpoint(lines: list[dict]):
+    """A stdio bridge (started) to an app whose endpoint refuses every caller with a 401 problem."""
     import json
 
     from mcpfusion import MCPFusion, Tool
@@ -188,9 +162,28 @@ async def test_without_credentials_a_line_that_is_no_message_is_still_answered()
         raise unauthorized("Send the header 'Authorization: Bearer TOKEN'.", error=None)
 
     app.add_middleware(RequireBearer, authenticate=authenticate, prefixes=("/mcp",))
-    lines: list[dict] = []
     bridge = StdioBridge(app, lambda text: lines.append(json.loads(text)), headers={})
     await bridge.startup()
+    return bridge
+
+
+async def test_a_problem_json_refusal_keeps_its_detail_over_stdio():
+    import json
+
+    lines: list[dict] = []
+    bridge = await _bridge_to_a_refusing_endpoint(lines)
+    await bridge.handle_line(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+    await bridge.close()
+    assert lines[0]["id"] == 3 and lines[0]["error"]["data"]["status"] == 401
+    assert lines[0]["error"]["data"]["detail"] == "Send the header 'Authorization: Bearer TOKEN'."
+
+
+async def test_without_credentials_a_line_that_is_no_message_is_still_answered():
+    """An array or a string gets a null-id error even when the endpoint refuses the caller; a notification
+    gets nothing."""
+    lines: list[dict] = []
+    bridge = await _bridge_to_a_refusing_endpoint(lines)
     for line in ("[]", '"str"', '{"jsonrpc": "2.0", "method": "notifications/initialized"}'):
         await bridge.handle_line(line)
     await bridge.close()

@@ -193,7 +193,7 @@ def failure(request_id: Any, method: str, exc: Exception, *, inline: bool) -> di
     if isinstance(exc, HTTPException):
         if inline and exc.status_code in (401, 403):
             raise exc
-        detail = _http_detail(exc)
+        detail = http_detail(exc)
         return error(request_id, HTTP_ERROR, f"HTTP {exc.status_code}: {detail}",
                      {"status": exc.status_code, "detail": detail})
     from mcp_types.jsonrpc import INTERNAL_ERROR
@@ -202,9 +202,10 @@ def failure(request_id: Any, method: str, exc: Exception, *, inline: bool) -> di
     return error(request_id, INTERNAL_ERROR, f"Internal error while handling {method}")
 
 
-def _http_detail(exc: Any) -> str:
-    """What an HTTPException tells the client: its detail, never a server error's (it may name what must not
-    leave), structured details as JSON."""
+def http_detail(exc: Any) -> str:
+    """What an `HTTPException` tells the caller (on MCP and REST alike): its text detail, never a server
+    error's (a 5xx detail is the server's business and may name what must not leave), structured details as
+    JSON."""
     from http import HTTPStatus
 
     status, detail = exc.status_code, exc.detail

@@ -12,7 +12,6 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .. import serializer
 from . import jsonrpc, protocol
 from .broker import Broker, InMemoryBroker
 from .engine import Call, Engine, check_params
@@ -63,7 +62,7 @@ class SessionWire(WirePipeline):
         self.broker = broker
         # Exactly the in-process store and broker (a subclass may do I/O): replies skip the store timeout.
         self.local_stores = type(events) is InMemoryEventStore and type(broker) is InMemoryBroker
-        self.inflight: dict[tuple[str, str], SessionChannel] = {}
+        self.inflight: dict[tuple[str, Any], SessionChannel] = {}
         self.holds = Holds(settings)  # when a held SSE reply opens its live stream
         self._cancel_listener: asyncio.Task[Any] | None = None
 
@@ -185,7 +184,7 @@ class SessionWire(WirePipeline):
                 await self.broker.publish("cancel", {"session": session.id, "requestId": rid, "reason": reason})
 
     def _cancel_local(self, session_id: Any, rid: Any, reason: Any) -> bool:
-        channel = self.inflight.get((str(session_id), _id_key(rid)))
+        channel = self.inflight.get((str(session_id), rid))
         if channel is None:
             return False
         channel.cancel(reason if isinstance(reason, str) else None)
@@ -257,7 +256,8 @@ class SessionWire(WirePipeline):
     async def run(self, call: Call, inline: bool = True) -> dict[str, Any] | None:
         """The shared pipeline, with the call registered for `notifications/cancelled` while it runs."""
         channel = call.channel
-        key = (call.session.id, _id_key(call.id)) if call.session else None
+        # Keyed by the id as sent: 7 and "7" are two requests (a dict tells an int from a str).
+        key = (call.session.id, call.id) if call.session else None
         if key is not None:
             if key in self.inflight:  # an id already in flight in this session: its cancel would be ambiguous
                 return jsonrpc.error(call.id, jsonrpc.INVALID_REQUEST, "A request with this id is already "
@@ -412,11 +412,6 @@ class SessionWire(WirePipeline):
             if sid == session_id and channel.task is not None:
                 channel.cancel("session terminated")
                 channel.task.cancel()
-
-
-def _id_key(request_id: Any) -> str:
-    """A request id as the in-flight table keys it: its JSON text, so 7 and "7" are two requests."""
-    return serializer.dumps(request_id) if isinstance(request_id, str | int) else repr(request_id)
 
 
 @functools.lru_cache(maxsize=16)
