@@ -236,6 +236,7 @@ class Presenter:
         self._ui: Callable[[Any, Any], Any] | None = None
         self._collection_ui: Callable[[Any, Any], Any] | None = None
         self._suggest: Callable[[Any, Any], Any] | None = None
+        self._collection_suggest: Callable[[Any, Any], Any] | None = None
         self._attach: Callable[[Any, Any], Any] | None = None
         self._directives: list[str] | Callable[[Any, Any], Any] = []
         self.max_items: int | None = None
@@ -374,6 +375,12 @@ class Presenter:
         self._suggest = _flexible(fn, "suggest")
         return self
 
+    def collection_suggest(self, fn: Callable[..., Any]) -> Presenter:
+        """Next actions for a whole list, worked out once: `fn(items[, ctx]) -> list[Suggestion | None]`.
+        A list is then answered from it instead of `suggest` per item (one item still uses `suggest`)."""
+        self._collection_suggest = _flexible(fn, "collection_suggest")
+        return self
+
     def attach(self, fn: Callable[..., Any]) -> Presenter:
         """Content after the text blocks (images, documents, links): `fn(data[, ctx])` returns content helpers
         (or None). It sees the data *as presented* (after the schema firewall, redaction and `_select`), so a
@@ -406,6 +413,7 @@ class Presenter:
             and self._ui is None
             and self._collection_ui is None
             and self._suggest is None
+            and self._collection_suggest is None
             and self.max_items is None
             and not self.embeds
         )
@@ -642,7 +650,9 @@ class Presenter:
             elif self._ui is not None:
                 for item in full:
                     out.ui_blocks.extend(_as_list(self._ui(item, ctx)))
-            if self._suggest is not None:
+            if self._collection_suggest is not None:
+                _merge_unique(out.suggestions, _as_list(self._collection_suggest(full, ctx)))
+            elif self._suggest is not None:
                 _suggest_each(out.suggestions, self._suggest, full, ctx)
         else:
             full = self._validate_all([data], ctx, children)[0]

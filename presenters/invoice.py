@@ -120,8 +120,7 @@ def _list_ui(rows: list[dict[str, Any]]) -> list[ui.UIBlock]:
     return [table, _TOTALS_CHART(states=list(totals), totals=[cents / 100 for cents in totals.values()])]
 
 
-# Suggestions are immutable: made once, not per invoice and call. Each state's are one tuple, the same object
-# row after row (a list's presenter skips a tuple it has just seen). Only a sent invoice can be overdue.
+# Suggestions are immutable: made once, not per invoice and call. Only a sent invoice can be overdue.
 REMIND = suggest("billing.remind", "An invoice is overdue: send a payment reminder")
 SEND = suggest("billing.update_invoice_status", "A draft is ready: send it (status=sent)")
 RECORD_PAYMENT = suggest("billing.record_payment", "Record a payment when the customer pays")
@@ -131,6 +130,18 @@ _BY_STATUS = {"draft": (SEND,), "sent": (RECORD_PAYMENT,)}
 
 def _suggest(invoice: dict[str, Any]) -> tuple[Any, ...]:
     return _OVERDUE if invoice["overdue"] else _BY_STATUS.get(invoice["status"], ())
+
+
+def _suggest_rows(rows: list[dict[str, Any]]) -> list[Any]:
+    # A page's suggestions follow from the states on it, in the order they first appear: one pass over the
+    # page, each state's suggestions looked up once.
+    states = dict.fromkeys("overdue" if r["overdue"] else r["status"] for r in rows)
+    found: list[Any] = []
+    for state in states:
+        for s in _OVERDUE if state == "overdue" else _BY_STATUS.get(state, ()):
+            if s not in found:
+                found.append(s)
+    return found
 
 
 def _build(name: str, model: Any, *, detail: bool, support: bool) -> Presenter:
@@ -143,7 +154,7 @@ def _build(name: str, model: Any, *, detail: bool, support: bool) -> Presenter:
     if detail:
         presenter.ui(_detail_ui).embed("lines", line_presenter).embed("payments", payment_presenter)
     else:
-        presenter.collection_ui(_list_ui).limit(LIST_LIMIT)
+        presenter.collection_ui(_list_ui).collection_suggest(_suggest_rows).limit(LIST_LIMIT)
     if support:
         presenter.redact_pii(PII_PATHS)
     return presenter

@@ -109,6 +109,36 @@ def test_collection_ui_and_per_item_suggestions_deduplicated():
     assert result.texts[2] == "<action_suggestions>\n- x.pay: Pay it\n</action_suggestions>"
 
 
+def test_collection_suggest_answers_a_list_once_and_one_item_from_suggest():
+    """`collection_suggest` sees the validated rows once (hidden fields already gone), answers a list instead
+    of `suggest` per row, drops None and repeats; one item is still answered by `suggest`."""
+    seen: list[Any] = []
+    per_row: list[Any] = []
+
+    def for_page(rows: list[dict[str, Any]], ctx: Any) -> list[Any]:
+        seen.append((rows, ctx))
+        due = [r["id"] for r in rows if r["status"] == "due"]
+        return [suggest("x.pay", f"Pay {len(due)} rows") if due else None, suggest("x.export", "Export"),
+                suggest("x.export", "Export")]
+
+    def for_row(row: dict[str, Any]) -> Any:
+        per_row.append(row)
+        return suggest("x.open", "Open it")
+
+    presenter = (
+        Presenter("Row").schema({"id": int, "status": str})
+        .suggest(for_row).collection_suggest(for_page)
+    )
+    rows = [{"id": 1, "status": "due", "secret": "s"}, {"id": 2, "status": "ok"}]
+    result = presenter.present(rows, ctx="ctx")
+    assert seen == [([{"id": 1, "status": "due"}, {"id": 2, "status": "ok"}], "ctx")] and per_row == []
+    assert result.texts[-1] == "<action_suggestions>\n- x.pay: Pay 1 rows\n- x.export: Export\n</action_suggestions>"
+    assert [s.action for s in presenter.present({"id": 3, "status": "ok"}).view.suggestions] == ["x.open"]
+    assert len(seen) == 1
+    with pytest.raises(Exception, match="collection_suggest"):
+        Presenter("Bad").collection_suggest("not a function")  # type: ignore[arg-type]
+
+
 def test_per_item_suggestions_merge_as_merge_unique_does():
     """A list's suggestions are merged per row by identity first: the same suggestions, in the same order,
     as merging each row's list by equality, whatever the callback returns (a list, a tuple, one suggestion,
