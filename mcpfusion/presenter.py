@@ -424,6 +424,16 @@ class Presenter:
         names = list(self.item_model.model_fields) if self.item_model else []
         return names + [k for k in self.embeds if k not in names]
 
+    @property
+    def wire_names(self) -> list[str]:
+        """The root keys of an item as the data has them: each field under its (serialization) alias, the
+        computed fields, then the embeds (what `_select` names)."""
+        model = self.item_model
+        names = [f.serialization_alias or f.alias or key for key, f in model.model_fields.items()] if model else []
+        if model is not None:
+            names += [f.alias or key for key, f in model.model_computed_fields.items()]
+        return names + [k for k in self.embeds if k not in names]
+
     def item_schema(self) -> dict[str, Any]:
         """JSON schema of one item as the agent receives it."""
         schema: dict[str, Any] = self.item_model.model_json_schema() if self.item_model else {"type": "object"}

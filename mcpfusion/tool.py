@@ -302,7 +302,7 @@ class Action:
         keys: list[str] = []
         firewall = (self.output.firewall,) if self.output.firewall else ()
         for presenter in self.presenters + firewall:
-            keys += [k for k in presenter.field_names if k not in keys]
+            keys += [k for k in presenter.wire_names if k not in keys]
         if self.output.explicit is not None:
             keys += [k for k in root_keys(self.output.explicit) if k not in keys]
         return keys

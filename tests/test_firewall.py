@@ -726,6 +726,39 @@ async def test_select_answers_only_this_actions_fields():
         assert answer.error is None and '{"a":1}' in answer.raw.replace('\\"', '"'), (answer.path, answer.raw[:300])
 
 
+async def test_select_names_fields_as_the_data_writes_them():
+    """A field with an alias is written under it, a computed field is written too: `_select` (its enum and
+    the check) names them as the data has them, so selecting a field never answers an empty object."""
+    from pydantic import computed_field
+
+    class Order(BaseModel):
+        id: str
+        customer_email: str = Field(serialization_alias="email")
+        total: int = Field(alias="totalCents")
+
+        @computed_field  # type: ignore[prop-decorator]
+        @property
+        def large(self) -> bool:
+            return self.total > 10
+
+    tool = Tool("orders", description="Orders", select=True)
+
+    @tool.action(readonly=True, returns=Presenter("order").schema(Order))
+    async def get() -> dict:
+        """One order."""
+        return {"id": "o1", "customer_email": "a@b.example", "totalCents": 12}
+
+    app = app_for(tool)
+    listed = next(t for t in await tools_list(app) if t["name"] == "orders")
+    assert listed["inputSchema"]["properties"]["_select"]["items"]["enum"] == ["id", "email", "totalCents", "large"]
+    for keys, expected in ((["email"], {"email": "a@b.example"}), (["totalCents", "large"], {"totalCents": 12,
+                                                                                            "large": True})):
+        for answer in (await every_path(app, "orders", "get", {"_select": keys})).values():
+            assert answer.error is None and answer.data == expected, (answer.path, answer.raw[:300])
+    for answer in (await every_path(app, "orders", "get", {"_select": ["customer_email"]})).values():
+        assert answer.error is not None and "id, email, totalCents, large" in answer.raw, answer.raw[:300]
+
+
 async def test_a_handler_built_answer_never_carries_a_models_hidden_field():
     """output_schema=Model (or its presenter) with hidden fields, and a handler answering through
     success_structured or toon_success around the firewall: the hidden value never leaves."""
