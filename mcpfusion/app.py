@@ -399,10 +399,12 @@ class MCPFusion:
         if transport.shared is not None:
             self.readiness.add("redis", transport.shared.ping)
         redis_client = getattr(transport.shared, "client", None)
-        if redis_client is not None:  # replicas share Redis (mcpfusion.redis): their rate-limit buckets too
-            from .redis.buckets import RedisBuckets
+        if redis_client is not None:  # replicas share Redis (mcpfusion.redis): rate-limit buckets and spent
+            from .redis.buckets import RedisBuckets  # confirmations too
+            from .redis.spent import RedisSpent
 
             self.registry.guards.buckets = RedisBuckets(redis_client)
+            self.registry.guards.spent = RedisSpent(redis_client)
         app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"], summary="Liveness",
                           response_model=None, responses=HEALTHZ_RESPONSES)
         app.add_api_route("/readyz", readyz_endpoint(self.readiness), methods=["GET"], tags=["health"],

@@ -21,8 +21,9 @@ import time
 from typing import Any
 
 from .context import NoBackChannel
-from .errors import CONFIRMATION_REQUIRED, NOT_CONFIRMED, ToolError
+from .errors import BUSY, CONFIRMATION_REQUIRED, NOT_CONFIRMED, ToolError
 from .middleware import ActionCall
+from .spent import SpentUnavailable
 
 CONFIRM_PARAM = "_confirm"
 TOKEN_TTL = 600.0
@@ -85,7 +86,7 @@ async def require_confirmation(call: ActionCall) -> None:
     name = call.action.qualified_name
     if call.confirmation is not None:
         if _valid(call, digest, call.confirmation):
-            if call.guards.spend(f"token|{call.confirmation}", time.time() + TOKEN_TTL):
+            if await _spend(call, f"token|{call.confirmation}"):
                 return
             raise _needs_token(call, digest, f"The {CONFIRM_PARAM} token was already used: one confirmation runs "
                                              f"{name} once; nothing was done.")
@@ -103,7 +104,7 @@ async def require_confirmation(call: ActionCall) -> None:
             answer = None
         if answer is not None:
             if answer.get("action") == "accept" and (answer.get("content") or {}).get("confirm") is True:
-                if call.guards.spend(f"question|{key}", time.time() + TOKEN_TTL):
+                if await _spend(call, f"question|{key}"):
                     return
                 raise ToolError(NOT_CONFIRMED, f"That confirmation of {name} was already used; nothing was done.",
                                 recovery=f"Call {name} again to ask the user once more.")
@@ -111,6 +112,16 @@ async def require_confirmation(call: ActionCall) -> None:
                             recovery="Do not call it again unless the user asks for it.")
     raise _needs_token(call, digest, f"{name} needs the user's confirmation, and this client cannot ask "
                                      "the user; nothing was done.")
+
+
+async def _spend(call: ActionCall, confirmation: str) -> bool:
+    try:
+        return await call.guards.spend(confirmation, time.time() + TOKEN_TTL)
+    except SpentUnavailable:
+        raise ToolError(BUSY, f"The confirmation of {call.action.qualified_name} could not be recorded right now; "
+                              "nothing was done.",
+                        recovery="Retry the same call in a few seconds (the confirmation is still valid).",
+                        retry_after=2.0) from None
 
 
 def _needs_token(call: ActionCall, digest: str, message: str) -> ToolError:

@@ -28,7 +28,6 @@ import hashlib
 import hmac
 import json
 import secrets
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
@@ -41,6 +40,7 @@ from .context import Context
 from .dependencies import current_context
 from .identity import AUTH_SCOPE_KEY, is_claims  # where RequireBearer keeps the caller (no JWT machinery loaded)
 from .response import ToolResponse
+from .spent import MemorySpent, Spent
 
 if TYPE_CHECKING:
     from .tool import Action, Tool
@@ -65,18 +65,12 @@ class GuardState:
         self.signing_key = key.encode() if isinstance(key, str) else key
         self.semaphores: dict[int, asyncio.Semaphore] = {}
         self.buckets: Buckets = MemoryBuckets()  # `mcpfusion.redis.buckets.RedisBuckets` for replicas
-        self.spent: dict[str, float] = {}  # confirmations already used, until they expire (see `spend`)
+        self.spent: Spent = MemorySpent()  # `mcpfusion.redis.spent.RedisSpent` for replicas
 
-    def spend(self, confirmation: str, expires: float) -> bool:
-        """Use a confirmation once: True the first time, False for a replay before it expires. Kept in this
-        process (replicas behind a balancer each keep their own)."""
-        now = time.time()
-        if len(self.spent) >= 10_000:  # bounded: the expired ones go first
-            self.spent = {k: t for k, t in self.spent.items() if t > now}
-        if self.spent.get(confirmation, 0.0) > now:
-            return False
-        self.spent[confirmation] = expires
-        return True
+    async def spend(self, confirmation: str, expires: float) -> bool:
+        """Use a confirmation once: True the first time, False for a replay before it expires (on any
+        replica when they share Redis); `SpentUnavailable` when the shared store cannot be reached."""
+        return await self.spent.spend(confirmation, expires)
 
     def semaphore(self, owner: object, limit: int) -> asyncio.Semaphore:
         found = self.semaphores.get(id(owner))

@@ -237,6 +237,11 @@ def make_app():  # noqa: ANN201 - uvicorn factory
         """Three calls an hour per principal, counted in Redis across replicas."""
         return f"allowed on {name}"
 
+    @desk.action(destructive=True, confirm=True)
+    async def purge(item: str) -> str:
+        """Delete an item for good: runs once per confirmation, on whichever replica gets it."""
+        return f"purged {item} on {name}"
+
     @desk.action()
     async def redeploy() -> str:
         """Tell every connected client (on every replica) that the tool list changed."""

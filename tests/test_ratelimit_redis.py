@@ -5,11 +5,15 @@ wait); and the Redis buckets themselves, failing open when Redis is gone."""
 from __future__ import annotations
 
 import logging
+import time
 
 import httpx
+import pytest
 
 from mcpfusion.redis import connect
 from mcpfusion.redis.buckets import RedisBuckets
+from mcpfusion.redis.spent import RedisSpent
+from mcpfusion.spent import SpentUnavailable
 from tests.governance_kit import MODERN_META
 from tests.redis_helpers import replicas
 
@@ -43,6 +47,41 @@ async def test_two_replicas_share_one_bucket_per_principal(redis_server):
             assert rest.json()["code"] == "RATE_LIMITED" and rest.json()["retry_after"] >= 1
             other = await mcp_call(client, a.url, BOB)  # another principal keeps its own allowance
             assert other["isError"] is False and other["content"][0]["text"] == "allowed on A"
+
+
+async def test_one_confirmation_runs_once_across_replicas(redis_server):
+    """A `_confirm` token spent on one replica is a replay on every other (Redis keeps the spent ones)."""
+    with replicas(redis_server.url, names="AB") as started:
+        a, b = started["A"], started["B"]
+        async with httpx.AsyncClient(timeout=30) as client:
+            asked = await client.post(f"{a.base}/api/desk/purge", json={"item": "x"}, headers=ALICE)
+            assert asked.status_code == 428 and asked.json()["code"] == "CONFIRMATION_REQUIRED", asked.text
+            token = asked.json()["details"]["confirm_token"]
+            ran = await client.post(f"{b.base}/api/desk/purge", json={"item": "x", "_confirm": token}, headers=ALICE)
+            assert ran.status_code == 200 and ran.json() == "purged x on B", ran.text
+            for replica in (a, b):  # the same token again, on either replica: refused, nothing ran
+                again = await client.post(f"{replica.base}/api/desk/purge", json={"item": "x", "_confirm": token},
+                                          headers=ALICE)
+                assert again.status_code == 428 and "already used" in again.json()["detail"], again.text
+
+
+async def test_redis_spent_confirmations_fail_closed(redis_server, caplog):
+    client = connect(redis_server.url)
+    spent = RedisSpent(client, prefix="test:spent:")
+    try:
+        expires = time.time() + 60
+        assert [await spent.spend("token|abc", expires) for _ in range(2)] == [True, False]
+        assert await spent.spend("token|abd", expires) is True
+        keys = await client.keys("test:spent:*")
+        assert len(keys) == 2 and not any("abc" in k for k in keys)  # stored as digests, never the token
+        assert 0 < await client.pttl(keys[0]) <= 60_000  # gone once the confirmation has expired anyway
+        redis_server.stop()
+        caplog.set_level(logging.WARNING, logger="mcpfusion.confirm")
+        with pytest.raises(SpentUnavailable):  # Redis gone: the confirmation is not used (fail closed)
+            await spent.spend("token|new", expires)
+        assert "Redis is unreachable" in caplog.text
+    finally:
+        await client.aclose()
 
 
 async def test_redis_buckets_refill_and_fail_open(redis_server, caplog):
