@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from types import MappingProxyType, UnionType
 from typing import Any, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, RootModel, TypeAdapter, ValidationError, create_model
 from pydantic_core import PydanticSerializationError
 
 from . import censor as egress
@@ -227,6 +227,7 @@ class Presenter:
         self.name = name
         self.pretty = pretty
         self.item_model: type[BaseModel] | None = None
+        self.hidden_fields: frozenset[str] = frozenset()  # what the schema's `Model` hides: never embedded
         self.auto_rules: list[str] = []
         self._rules: list[str] | Callable[[Any, Any], Any] = []
         self._static_rules: list[str] | None = []  # auto + explicit rules when none is a function
@@ -260,6 +261,7 @@ class Presenter:
         """Make this presenter and its embedded children immutable (registration does it); returns it."""
         if self._frozen:
             return self
+        self._check_embeds()
         for child in self.embeds.values():
             child.freeze()
         self.embeds = MappingProxyType(dict(self.embeds))
@@ -279,6 +281,24 @@ class Presenter:
         object.__setattr__(self, "_frozen", True)
         return self
 
+    def _check_embeds(self) -> None:
+        """An embed never brings back what the schema keeps out, nor sits under a name the data does not use."""
+        model = self.item_model
+        for key in self.embeds:
+            if key in self.hidden_fields:
+                raise PresenterError(f"presenter {self.name!r}: embed({key!r}) names a field its Model hides, and a "
+                                     "hidden field never leaves the server: build this presenter without that "
+                                     "embed")
+            for name, field in model.model_fields.items() if model is not None else ():
+                wire = field.serialization_alias or field.alias or name
+                if key in (name, field.alias, field.serialization_alias) and wire != name:
+                    raise PresenterError(f"presenter {self.name!r}: embed({key!r}) names the field {name!r}, which "
+                                         f"the data writes as {wire!r} (its alias): an embedded field must be "
+                                         "written under its own name (drop the alias, or do not embed it)")
+                if key == name and field.exclude:
+                    raise PresenterError(f"presenter {self.name!r}: embed({key!r}) names a field its schema "
+                                         "excludes from the data: do not embed it")
+
     def copy(self, name: str | None = None) -> Presenter:
         """An unfrozen copy (optionally renamed) to build a variant on; embedded children are shared."""
         new = copy.copy(self)
@@ -293,10 +313,18 @@ class Presenter:
     # -- builder -----------------------------------------------------------------------------------
     def schema(self, spec: Model | type[BaseModel] | Mapping[str, Any]) -> Presenter:
         """The fields that exist for the agent; everything else is stripped."""
+        hidden: frozenset[str] = frozenset()
         if isinstance(spec, Model):
-            model = spec.schema
+            model, hidden = spec.schema, spec.hidden
+        elif isinstance(spec, type) and issubclass(spec, RootModel):
+            raise TypeError(f"presenter {self.name!r}: schema() takes the model of one item, not a RootModel "
+                            f"({spec.__name__}): give the item's model (a list is presented item by item)")
         elif isinstance(spec, type) and issubclass(spec, BaseModel):
             model = _ignore_extra(spec)
+        elif not isinstance(spec, Mapping):
+            raise TypeError(f"presenter {self.name!r}: schema() takes a pydantic model, an mcpfusion Model or a "
+                            f"mapping of field names to types, not {getattr(spec, '__name__', type(spec).__name__)!s:.80}"
+                            " (a dataclass or TypedDict: declare it as a pydantic BaseModel)")
         else:
             fields = {}
             for name, value in spec.items():
@@ -312,8 +340,11 @@ class Presenter:
             )
         check_output_model(model, f"presenter {self.name!r}")
         self.item_model = model
+        self.hidden_fields = hidden
         self._cache = _Cache()
-        self.auto_rules = [f"{n}: {f.description}" for n, f in model.model_fields.items() if f.description]
+        # An excluded field never reaches the data: its description is no rule of what the agent sees.
+        self.auto_rules = [f"{n}: {f.description}" for n, f in model.model_fields.items()
+                           if f.description and not f.exclude]
         self._prepare_rules()
         self._check_paths()
         return self
@@ -429,7 +460,8 @@ class Presenter:
         """The root keys of an item as the data has them: each field under its (serialization) alias, the
         computed fields, then the embeds (what `_select` names)."""
         model = self.item_model
-        names = [f.serialization_alias or f.alias or key for key, f in model.model_fields.items()] if model else []
+        names = [f.serialization_alias or f.alias or key for key, f in model.model_fields.items()
+                 if not f.exclude] if model else []
         if model is not None:
             names += [f.alias or key for key, f in model.model_computed_fields.items()]
         return names + [k for k in self.embeds if k not in names]
@@ -792,7 +824,7 @@ class Presenter:
         way, and the output schema's), so its path is followed under both names."""
         paths: list[str] = []
         for path in self.redact_paths:
-            for found in (path, _aliased_path(self.item_model, path)):
+            for found in (path, *_aliased_paths(self.item_model, path)):
                 if found not in paths:
                     paths.append(found)
         return tuple(paths)
@@ -852,34 +884,31 @@ class Presenter:
         return f"Presenter({self.name!r})"
 
 
-def _aliased_path(model: Any, path: str) -> str:
-    """`path` with each field name written as the data has it (its serialization alias), following the
-    fields' models down (under a wildcard key `*`, every field's model)."""
+def _aliased_paths(model: Any, path: str) -> list[str]:
+    """`path` with each field name written as the data may have it (its serialization alias), following the
+    fields' models down (under a wildcard key `*`, every field's model; in a union, every member's): one
+    path per way of writing it, when members of a union write the same field under different names."""
     models = [model] if isinstance(model, type) and issubclass(model, BaseModel) else []
-    out = []
+    found = [""]
     for segment in path.split("."):
         name, brackets, rest = segment.partition("[")
         if name == "*":
             fields = [f for m in models for f in m.model_fields.values()]
+            names = [name]
         else:
             fields = [f for m in models for key, f in m.model_fields.items()
                       if name in (key, f.alias, f.serialization_alias)]
-            if fields:
-                name = fields[0].serialization_alias or fields[0].alias or name
-        out.append(name + brackets + rest)
-        models = [m for m in (_model_in(f.annotation) for f in fields) if m is not None]
-    return ".".join(out)
+            names = list(dict.fromkeys(f.serialization_alias or f.alias or name for f in fields)) or [name]
+        found = [f"{head}.{n}{brackets}{rest}" if head else f"{n}{brackets}{rest}" for head in found for n in names]
+        models = [m for f in fields for m in _models_in(f.annotation)]
+    return found
 
 
-def _model_in(annotation: Any) -> Any:
-    """The pydantic model an annotation holds (`Model`, `Model | None`, `list[Model]`), or None."""
+def _models_in(annotation: Any) -> list[Any]:
+    """The pydantic models an annotation holds (`Model`, `Model | None`, `list[Model]`, `A | B`)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in get_args(annotation):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
 
 
 def _trusted(model: type[BaseModel] | None, key: str, child: Presenter) -> bool:

@@ -79,8 +79,14 @@ def _walk(node: Any, steps: Steps, i: int, censor: Any, path: str, removed: list
     elif kind == "each":
         if not isinstance(node, list):
             raise RedactionError(f"redaction path {path!r} expected a list")
-        for item in node:
-            _walk(item, steps, i + 1, censor, path, removed)
+        every = i + 2 == len(steps)  # `phones[*]`: each item whole (its `any` step was added by parse_path)
+        for index, item in enumerate(node):
+            if every and item is not None and not isinstance(item, dict | list):
+                if removed is not None:
+                    removed.append(item)
+                node[index] = censor  # a scalar item is itself the value to censor
+            else:
+                _walk(item, steps, i + 1, censor, path, removed)
     else:  # any: every value of an object or item of a list
         if isinstance(node, dict):
             if last:
@@ -264,6 +270,12 @@ def _censored(schema: dict[str, Any], censor: Any) -> dict[str, Any]:
     return out
 
 
+def _holds_values(schema: dict[str, Any]) -> bool:
+    """Whether a schema's values are objects or lists (a path's `any` step looks into them)."""
+    return bool(schema.get("properties") or schema.get("additionalProperties") or schema.get("items")
+                or schema.get("type") in ("object", "array"))
+
+
 def _walk_schema(schema: dict[str, Any], steps: Steps, i: int, censor: Any) -> None:
     kind, name = steps[i]
     last = i == len(steps) - 1
@@ -284,8 +296,15 @@ def _walk_schema(schema: dict[str, Any], steps: Steps, i: int, censor: Any) -> N
                 else:
                     _walk_schema(extra, steps, i + 1, censor)
         elif kind == "each":
-            if isinstance(branch.get("items"), dict):
-                _walk_schema(branch["items"], steps, i + 1, censor)
+            items = branch.get("items")
+            if isinstance(items, dict):
+                if i + 2 == len(steps) and not any(_holds_values(b) for b in _branches(items)):
+                    # `phones[*]` on scalars: each item censored (a null item stays null)
+                    censored = _censored(items, censor)
+                    nullable = any(b.get("type") == "null" for b in _branches(items))
+                    branch["items"] = {"anyOf": [censored, {"type": "null"}]} if nullable else censored
+                else:
+                    _walk_schema(items, steps, i + 1, censor)
         else:
             targets = [s for s in (branch.get("properties") or {}).values() if isinstance(s, dict)]
             if isinstance(branch.get("additionalProperties"), dict):

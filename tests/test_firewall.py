@@ -9,7 +9,7 @@ import json
 import logging
 import warnings
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import jsonschema
 import pytest
@@ -861,3 +861,101 @@ async def test_a_field_written_under_its_alias_is_redacted_by_either_name(paths)
         assert "ops@example.com" not in answer.raw, (answer.path, answer.raw[:300])
         if answer.path in ("mcp-2026", "mcp-2025"):
             jsonschema.validate(answer.data, entry["outputSchema"])
+
+
+class CardMethod(BaseModel):
+    kind: Literal["card"] = "card"
+    number: str = Field(serialization_alias="cardNumber")
+
+
+class BankMethod(BaseModel):
+    kind: Literal["bank"] = "bank"
+    number: str = Field(serialization_alias="accountNumber")
+
+
+class Settlement(BaseModel):
+    id: str
+    method: CardMethod | BankMethod
+    phones: list[str | None] = []
+
+
+async def test_redaction_follows_every_union_members_alias_and_censors_scalar_list_items():
+    """`method.number` is written `cardNumber` by one member of a union and `accountNumber` by the other: both
+    are censored; `phones[*]` over a list of strings censors each string (a null stays null), and the
+    output schema says so. Nothing leaves on any path, and the answer fits the advertised schema."""
+    view = Presenter("settlement").schema(Settlement).redact_pii(["method.number", "phones[*]"])
+    tool = Tool("pay", description="Payments")
+
+    @tool.action(readonly=True, returns=view)
+    async def get(kind: str) -> dict:
+        """Get"""
+        return {"id": "s1", "method": {"kind": kind, "number": "DE89370400440532013000"},
+                "phones": ["+33 6 12 34 56 78", None]}
+
+    app = app_for(tool)
+    [entry] = await tools_list(app)
+    for kind in ("card", "bank"):
+        for answer in (await every_path(app, "pay", "get", {"kind": kind})).values():
+            assert answer.error is None, (answer.path, answer.raw[:300])
+            assert "DE8937" not in answer.raw and "+33 6" not in answer.raw, (answer.path, answer.raw[:300])
+            assert answer.data["phones"] == ["[REDACTED]", None], answer.path
+            if answer.path in ("mcp-2026", "mcp-2025"):
+                jsonschema.validate(answer.data, entry["outputSchema"])
+
+
+def test_an_embed_never_brings_back_a_hidden_excluded_or_renamed_field():
+    """A presenter refuses, when it is frozen, an embed under a key its `Model` hides (a variant made with
+    copy() keeps the embeds of the original), a key its schema excludes, or a key the data writes under
+    an alias (the child would never meet its value: its redaction would not run)."""
+    from mcpfusion.presenter import PresenterError
+
+    class Contact(BaseModel):
+        name: str
+        email: str
+
+    class Account(BaseModel):
+        id: str
+        contact: Contact | None = None
+        lines: list[Contact] = Field(default=[], serialization_alias="lineItems")
+        secret: Contact | None = Field(default=None, exclude=True)
+
+    child = Presenter("contact").schema(Contact).redact_pii(["email"])
+    admin = Presenter("account").schema(Model(Account)).embed("contact", child)
+    support = admin.copy("account_support").schema(Model(Account, name="SupportAccount", hidden=["contact"]))
+    with pytest.raises(PresenterError, match="names a field its Model hides"):
+        support.present({"id": "a1", "contact": {"name": "Ada", "email": "ada@example.com"}})
+    for key, says in (("lines", "writes as 'lineItems'"), ("lineItems", "writes as 'lineItems'"),
+                      ("secret", "excludes")):
+        with pytest.raises(PresenterError, match=says):
+            Presenter("p").schema(Account).embed(key, child).freeze()
+    assert admin.present({"id": "a1", "contact": {"name": "Ada", "email": "ada@example.com"}}).view.data == {
+        "id": "a1", "contact": {"name": "Ada", "email": "[REDACTED]"}, "lineItems": []}
+
+
+def test_an_excluded_fields_description_is_no_rule_and_not_selectable():
+    class Item(BaseModel):
+        sku: str = Field(description="Stock keeping unit.")
+        cost_cents: int = Field(exclude=True, description="Our purchase cost: confidential.")
+
+    view = Presenter("item").schema(Item)
+    assert view.auto_rules == ["sku: Stock keeping unit."] and view.wire_names == ["sku"]
+    assert "confidential" not in "".join(view.present({"sku": "A1", "cost_cents": 777}).texts)
+
+
+@pytest.mark.parametrize("spec", ["root", "dataclass", "typeddict"])
+def test_schema_names_what_it_takes_when_given_another_kind_of_type(spec):
+    import dataclasses
+
+    from pydantic import RootModel
+    from typing_extensions import TypedDict
+
+    @dataclasses.dataclass
+    class AsDataclass:
+        a: str
+
+    class AsTypedDict(TypedDict):
+        a: str
+
+    given = {"root": RootModel[list[AsDataclass]], "dataclass": AsDataclass, "typeddict": AsTypedDict}[spec]
+    with pytest.raises(TypeError, match="presenter 'p': schema\\(\\) takes "):
+        Presenter("p").schema(given)  # type: ignore[arg-type]
