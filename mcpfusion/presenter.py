@@ -322,9 +322,10 @@ class Presenter:
         elif isinstance(spec, type) and issubclass(spec, BaseModel):
             model = _ignore_extra(spec)
         elif not isinstance(spec, Mapping):
+            given = getattr(spec, "__name__", type(spec).__name__)
             raise TypeError(f"presenter {self.name!r}: schema() takes a pydantic model, an mcpfusion Model or a "
-                            f"mapping of field names to types, not {getattr(spec, '__name__', type(spec).__name__)!s:.80}"
-                            " (a dataclass or TypedDict: declare it as a pydantic BaseModel)")
+                            f"mapping of field names to types, not {given!s:.80} (a dataclass or TypedDict: "
+                            "declare it as a pydantic BaseModel)")
         else:
             fields = {}
             for name, value in spec.items():
