@@ -15,6 +15,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, create_model
 from pydantic.fields import FieldInfo
 
+from .stripping import stripping_annotation
+
 Cast = Callable[[Any], Any] | type | str
 READ_SCHEMA_OF = "__mcpfusion_read_schema_of__"  # set on a Model's read schema: never an input type
 
@@ -150,6 +152,8 @@ class Model:
 
     def _build_read_model(self) -> type[BaseModel]:
         fields = {n: self._field(n) for n in self.source.model_fields if n not in self.hidden}
+        # Nested models keep no undeclared key either (a nested `extra="allow"` would send what it kept).
+        fields = {n: (stripping_annotation(a), info) for n, (a, info) in fields.items()}
         # What the agent reads: nan and inf refused (JSON would write null where the schema says number).
         model = create_model(  # type: ignore[call-overload]
             self.name, __config__=ConfigDict(extra="ignore", from_attributes=True, allow_inf_nan=False), **fields

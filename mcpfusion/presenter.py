@@ -28,6 +28,7 @@ from .redaction import DEFAULT_CENSOR, Node, Redactor, compile_tree, parse_path,
 from .response import Suggestion, ToolResponse, assemble, to_jsonable
 from .schema import inline_refs, lean
 from .select import select_keys
+from .stripping import stripping_model
 from .ui import UIBlock
 from .validatable import check_output_model, serialization_schema
 
@@ -85,24 +86,8 @@ _SEQUENCES = (list, tuple)  # a tuple: `isinstance(x, list | tuple)` builds the 
 _not_none = functools.partial(operator.is_not, None)
 
 
-@functools.cache
-def _ignore_extra(model: type[BaseModel]) -> type[BaseModel]:
-    """`model` reading attributes and ignoring extra keys: one subclass per model, whatever the number of
-    presenters built on it (a pydantic class costs milliseconds to make). A field with an alias is read by
-    either name (a handler's dict by field name, an instance's attribute) and written by its alias, as the
-    advertised output schema (serialization mode) and FastAPI's response models write it."""
-    aliased = any(f.alias is not None or f.serialization_alias is not None for f in model.model_fields.values())
-    own = model.model_config
-    settled = own.get("extra") == "ignore" and own.get("from_attributes") and own.get("allow_inf_nan") is False
-    if settled and not aliased:
-        return model
-    # nan and inf refused: JSON would write them as null, against the number the output schema promises.
-    config: dict[str, Any] = {**own, "extra": "ignore", "from_attributes": True, "allow_inf_nan": False}
-    if aliased:
-        config.update(validate_by_name=True, serialize_by_alias=True)
-    return type(model.__name__, (model,), {"model_config": config, "__module__": model.__module__})
-
-
+# The model a schema validates with: extra keys ignored at every depth (see `stripping`).
+_ignore_extra = stripping_model
 
 
 class _Rendered:

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 import jsonschema
 import pytest
 from fastapi import Depends, Header
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from mcpfusion import Flatten, Model, Presenter, Tool, success_structured, suggest, ui
 from tests.firewall_kit import PATHS, app_for, every_path, tools_list
@@ -959,3 +959,52 @@ def test_schema_names_what_it_takes_when_given_another_kind_of_type(spec):
     given = {"root": RootModel[list[AsDataclass]], "dataclass": AsDataclass, "typeddict": AsTypedDict}[spec]
     with pytest.raises(TypeError, match="presenter 'p': schema\\(\\) takes "):
         Presenter("p").schema(given)  # type: ignore[arg-type]
+
+
+class OpenAddress(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    city: str
+
+
+class OpenNode(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+    kids: list[OpenNode] = []
+
+
+class OpenCustomer(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+    address: OpenAddress
+    others: dict[str, OpenAddress] = {}
+    tree: OpenNode | None = None
+
+
+@pytest.mark.parametrize("how", ["model", "Model", "annotation"])
+async def test_undeclared_keys_are_stripped_at_every_depth(how):
+    """Nested models declared with extra="allow" (in lists, dicts, unions, a model containing itself) keep
+    nothing undeclared on the way out: presenter schemas, `Model` read schemas and typed returns alike."""
+    row = {"name": "Ada", "ssn": "S-1", "address": {"city": "Paris", "ssn": "S-2"},
+           "others": {"home": {"city": "Oslo", "ssn": "S-3"}},
+           "tree": {"name": "r", "ssn": "S-4", "kids": [{"name": "k", "ssn": "S-5", "kids": [{"name": "g", "ssn": "S-6"}]}]}}
+    tool = Tool("crm", description="CRM")
+    if how == "annotation":
+        @tool.action(readonly=True)
+        async def get() -> OpenCustomer:
+            """Get"""
+            return OpenCustomer.model_validate(row)
+    else:
+        view = Presenter("c").schema(OpenCustomer if how == "model" else Model(OpenCustomer))
+
+        @tool.action(readonly=True, returns=view)
+        async def get() -> dict:
+            """Get"""
+            return row
+
+    app = app_for(tool)
+    [entry] = await tools_list(app)
+    for answer in (await every_path(app, "crm", "get")).values():
+        assert answer.error is None and "S-" not in answer.raw, (answer.path, answer.raw[:400])
+        assert answer.data["tree"]["kids"][0]["kids"] == [{"name": "g", "kids": []}], answer.path
+        if answer.path in ("mcp-2026", "mcp-2025"):
+            jsonschema.validate(answer.data, entry["outputSchema"])
