@@ -51,8 +51,8 @@ def model_of(spec: Any) -> tuple[Model | type[BaseModel] | None, bool | None]:
     if origin in (typing.Union, types.UnionType) and type(None) in args and len(args) == 2:
         return model_of(next(a for a in args if a is not type(None)))  # `-> Model | None`: None is NOT_FOUND
     if isinstance(origin, type) and issubclass(origin, abc.Sequence) and not issubclass(origin, str | bytes):
-        inner, _ = model_of(args[0]) if args else (None, None)
-        if inner is not None:
+        inner, nested = model_of(args[0]) if args else (None, None)
+        if inner is not None and not nested:  # (a list of lists of models is no list of models)
             return inner, True
     return None, None
 

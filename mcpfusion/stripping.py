@@ -84,13 +84,14 @@ def _keeps_extra(model: type[BaseModel], seen: frozenset[type[BaseModel]] = froz
     if model.model_config.get("extra") == "allow":
         return True
     seen = seen | {model}
-    return any(_keeps_extra(m, seen) for f in model.model_fields.values() for m in _models_in(f.annotation)
+    return any(_keeps_extra(m, seen) for f in model.model_fields.values() for m in models_in(f.annotation)
                if m not in seen)
 
 
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
+def models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a type is made of (`dict[str, A] | B` -> A, B)."""
     if isinstance(annotation, type):
         return [annotation] if issubclass(annotation, BaseModel) else []
     if typing.get_origin(annotation) is typing.Literal:
         return []
-    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+    return [m for arg in typing.get_args(annotation) for m in models_in(arg)]

@@ -29,6 +29,7 @@ from .presenter import Presenter
 from .schema import copied, root_keys
 from .select import SELECT_PARAM, select_schema
 from .slots import fields_repr
+from .stripping import models_in
 from .validatable import check_output_model, check_validatable
 
 Exposition = Literal["grouped", "flat", "profiles"]
@@ -653,6 +654,11 @@ class Tool:
             raise TypeError(f"{where}: returns= takes a presenter, a dependency or a pydantic model, not {returns!r}")
         if model is None and presenter is None and dependency is None and explicit is None:
             model, many = model_of(annotation)
+            if model is None and models_in(annotation):
+                raise TypeError(f"{where}: the return annotation {_type_name(annotation)} holds pydantic models, "
+                                "and the schema firewall applies to a model, a list of one or an optional one: "
+                                "return one of those (a model may hold a dict or list of models), or declare "
+                                "returns= / output_schema=")
         if model is not None:
             check_output_model(model.schema if isinstance(model, Model) else model, where)
         declared = ((presenter,) if presenter else ()) + candidates
@@ -832,3 +838,10 @@ def _json_validator(fn: Callable[..., Any], schema: dict[str, Any], parameters: 
     if unknown:
         raise ValueError(f"{fn.__qualname__}: parameter(s) {', '.join(unknown)} are not properties of input_schema")
     return Draft202012Validator(schema)
+
+
+def _type_name(annotation: Any) -> str:
+    """A type as written in code: `Customer`, `dict[str, Customer]`."""
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return annotation.__qualname__
+    return re.sub(r"\b[\w.]+\.(\w+)", r"\1", str(annotation))

@@ -1008,3 +1008,15 @@ async def test_undeclared_keys_are_stripped_at_every_depth(how):
         assert answer.data["tree"]["kids"][0]["kids"] == [{"name": "g", "kids": []}], answer.path
         if answer.path in ("mcp-2026", "mcp-2025"):
             jsonschema.validate(answer.data, entry["outputSchema"])
+
+
+@pytest.mark.parametrize("annotation", ["dict[str, OpenAddress]", "OpenAddress | OpenNode",
+                                        "list[list[OpenAddress]]"])
+def test_a_return_annotation_the_firewall_cannot_apply_to_is_refused_at_declaration(annotation):
+    """A return annotation holding models that is not a model, a list of one or an optional one would be
+    answered unchecked (undeclared fields and all): refused when declared, naming it and what to do."""
+    tool = Tool("crm", description="CRM")
+    namespace: dict[str, Any] = {}
+    exec(f"async def rows() -> {annotation}:\n    'Rows.'\n    return []", globals(), namespace)  # noqa: S102
+    with pytest.raises(TypeError, match=r"the return annotation .* holds pydantic models.*returns= / output_schema="):
+        tool.action(readonly=True)(namespace["rows"])
