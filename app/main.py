@@ -57,8 +57,10 @@ def create_fusion(settings: Settings, routers: str | Path = ROUTERS) -> MCPFusio
         **transport,
     )
     # billing.invoice_pdf's documents, read back with resources/read (the same view of the invoice).
+    # The scope of billing_read: a caller that may not read invoices neither lists nor reads this resource.
     fusion.resource_template("invoice://{id}", name="invoice_pdf", title="Invoice (PDF)", mime_type="application/pdf",
-                             description="An invoice as a PDF document, as the caller may see it")(invoice_resource)
+                             description="An invoice as a PDF document, as the caller may see it",
+                             scopes=["billing:read"])(invoice_resource)
     return fusion
 
 

@@ -167,6 +167,8 @@ class MCPFusion:
         self.cursor_ttl = cursor_ttl
         self.resources = ResourceRegistry()
         self.prompts = PromptRegistry()
+        # Resources and prompts declared with scopes exist for callers holding them, as actions do.
+        self.resources.granted = self.prompts.granted = self._granted
         self.completions: dict[tuple[str, str, str], Callable[..., Any]] = {}
         self.raw_tools: dict[str, RawTool] = {}
         self.output_schemas = output_schemas  # False: tools/list advertises no outputSchema (saves tokens)
@@ -201,6 +203,16 @@ class MCPFusion:
             self._registry.authorization = self.authorization
             self._pending_tools = []
         return self._registry
+
+    def _declared_scopes(self) -> set[str]:
+        """The scopes the resources and prompts declare (advertised with the actions')."""
+        found = {s for r in self.resources.resources.values() for s in r.scopes}
+        found.update(s for t in self.resources.templates for s in t.scopes)
+        found.update(s for p in self.prompts.prompts.values() for s in p.scopes)
+        return found
+
+    def _granted(self, request: Request) -> frozenset[str] | None:
+        return self.registry.granted(request)  # (the registry is made on first use: looked up per call)
 
     def readiness_check(self, name: str) -> Callable[[Check], Check]:
         """Register an async check for `/readyz` (raise, or return False, while the dependency is down)."""
@@ -265,39 +277,44 @@ class MCPFusion:
 
     def resource(
         self, uri: str, *, name: str | None = None, title: str | None = None, description: str | None = None,
-        mime_type: str | None = None, annotations: dict[str, Any] | None = None,
+        mime_type: str | None = None, annotations: dict[str, Any] | None = None, scopes: Iterable[str] = (),
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """A static resource at `uri`; the function returns str (text), bytes (blob) or JSON data."""
+        """A static resource at `uri`; the function returns str (text), bytes (blob) or JSON data. With
+        `scopes`, only callers holding them see and read it (others are told it does not exist)."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             self.resources.add(Resource(uri=uri, fn=fn, name=name or fn.__name__, title=title,
                                         description=description or _doc(fn), mime_type=mime_type,
-                                        annotations=annotations))
+                                        annotations=annotations, scopes=scopes))
             return fn
 
         return register
 
     def resource_template(
         self, uri_template: str, *, name: str | None = None, title: str | None = None,
-        description: str | None = None, mime_type: str | None = None,
+        description: str | None = None, mime_type: str | None = None, scopes: Iterable[str] = (),
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """A family of resources (`users://{id}/profile`); template variables are function arguments."""
+        """A family of resources (`users://{id}/profile`); template variables are function arguments. With
+        `scopes`, only callers holding them see and read it."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             self.resources.add_template(ResourceTemplate(
                 uri_template=uri_template, fn=fn, name=name or fn.__name__, title=title,
-                description=description or _doc(fn), mime_type=mime_type))
+                description=description or _doc(fn), mime_type=mime_type, scopes=scopes))
             return fn
 
         return register
 
     def prompt(
-        self, name: str | None = None, *, description: str | None = None, title: str | None = None
+        self, name: str | None = None, *, description: str | None = None, title: str | None = None,
+        scopes: Iterable[str] = (),
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """A prompt whose arguments are the function's parameters."""
+        """A prompt whose arguments are the function's parameters. With `scopes`, only callers holding them
+        see and get it."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            self.prompts.add(Prompt.from_function(fn, name=name, description=description, title=title))
+            self.prompts.add(Prompt.from_function(fn, name=name, description=description, title=title,
+                                                  scopes=scopes))
             return fn
 
         return register
@@ -395,6 +412,7 @@ class MCPFusion:
         transport.install(app)
         serve_offline(app)
         if self.authorization is not None:
+            self.authorization.scope_sources.append(self._declared_scopes)
             self.authorization.install(app, self.registry, mcp_path=self.settings.path)
         if transport.shared is not None:
             self.readiness.add("redis", transport.shared.ping)

@@ -146,6 +146,8 @@ class ProtectedResource:
         self.scope_descriptions = dict(scopes_supported) if isinstance(scopes_supported, Mapping) else {}
         self.declared_scopes = list(scopes_supported) if scopes_supported is not None else None
         self.required_scopes = frozenset(required_scopes)
+        # More declared scopes to advertise besides the actions' (the server's resources and prompts).
+        self.scope_sources: list[Callable[[], Iterable[str]]] = []
         self.bearer_methods = list(bearer_methods)
         self.resource_name = resource_name
         self.resource_documentation = resource_documentation
@@ -179,6 +181,8 @@ class ProtectedResource:
         if self.registry is not None:
             for action in self.registry.actions():
                 found |= action.scopes
+        for source in self.scope_sources:
+            found.update(source())
         return sorted(found)
 
     def metadata(self, request: Request | None = None) -> dict[str, Any]:

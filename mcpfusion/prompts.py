@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any, get_args, get_origin
 
 from starlette.requests import Request
@@ -20,17 +20,20 @@ from mcpfusion.errors import sent_value
 from mcpfusion.injection import Injected, call_injected
 from mcpfusion.mcp import jsonrpc
 from mcpfusion.mcp.jsonrpc import McpError
+from mcpfusion.scopes import Granted, declared_scopes, visible
 from mcpfusion.slots import fields_repr
 
 
 class Prompt:
     """One declared prompt (a plain class: a dataclass would compile its methods at every process's start)."""
 
-    _FIELDS = ("name", "fn", "title", "description", "arguments", "injected")
+    _FIELDS = ("name", "fn", "title", "description", "arguments", "injected", "scopes")
 
     def __init__(self, name: str, fn: Callable[..., Any], title: str | None = None, description: str | None = None,
-                 arguments: list[dict[str, Any]] | None = None, injected: Injected | None = None) -> None:
+                 arguments: list[dict[str, Any]] | None = None, injected: Injected | None = None,
+                 scopes: Iterable[str] = ()) -> None:
         self.name = name
+        self.scopes = declared_scopes(scopes, f"prompt {name!r}")
         self.fn = fn
         self.title = title
         self.description = description
@@ -43,7 +46,7 @@ class Prompt:
     @classmethod
     def from_function(
         cls, fn: Callable[..., Any], name: str | None = None, description: str | None = None,
-        title: str | None = None,
+        title: str | None = None, scopes: Iterable[str] = (),
     ) -> Prompt:
         """The prompt's arguments are `fn`'s parameters; its dependencies (`Depends`, `Context`...) are not."""
         injected = Injected(fn)
@@ -56,7 +59,7 @@ class Prompt:
             args.append(arg)
         doc = inspect.getdoc(fn)
         return cls(name=name or fn.__name__, fn=fn, title=title, description=description or doc,
-                   arguments=args, injected=injected)
+                   arguments=args, injected=injected, scopes=scopes)
 
     def descriptor(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
@@ -132,8 +135,12 @@ def _messages(value: Any) -> list[dict[str, Any]]:
 
 
 class PromptRegistry:
+    """The prompts of one server; those declared with scopes exist only for callers holding them (`granted`,
+    as for resources)."""
+
     def __init__(self) -> None:
         self.prompts: dict[str, Prompt] = {}
+        self.granted: Granted | None = None
 
     def __bool__(self) -> bool:
         return bool(self.prompts)
@@ -143,17 +150,24 @@ class PromptRegistry:
             raise ValueError(f"duplicate prompt name {prompt.name!r} (remove_prompt() it first to replace it)")
         self.prompts[prompt.name] = prompt
 
-    def list(self) -> list[dict[str, Any]]:
-        return [p.descriptor() for p in self.prompts.values()]
+    def visible(self, request: Request | None) -> list[Prompt]:
+        return [p for p in self.prompts.values() if visible(p.scopes, self.granted, request)]
+
+    def find(self, name: str, request: Request | None = None) -> Prompt | None:
+        prompt = self.prompts.get(name)
+        return prompt if prompt is not None and visible(prompt.scopes, self.granted, request) else None
+
+    def list(self, request: Request | None = None) -> list[dict[str, Any]]:
+        return [p.descriptor() for p in self.visible(request)]
 
     async def get(self, name: Any, arguments: Any, context: Any = None, request: Request | None = None
                   ) -> dict[str, Any]:
         if not isinstance(name, str):
             raise McpError(jsonrpc.INVALID_PARAMS, "prompts/get needs a string 'name'")
-        prompt = self.prompts.get(name)
+        prompt = self.find(name, request)
         if prompt is None:
             raise McpError(jsonrpc.INVALID_PARAMS, f"Unknown prompt {sent_value(name)}. Available prompts: "
-                           + (", ".join(self.prompts) or "none"))
+                           + (", ".join(p.name for p in self.visible(request)) or "none"))
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):

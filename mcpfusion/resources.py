@@ -13,7 +13,7 @@ import base64
 import builtins
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from starlette.requests import Request
@@ -21,6 +21,7 @@ from starlette.requests import Request
 from mcpfusion.injection import Injected, call_injected
 from mcpfusion.mcp import jsonrpc
 from mcpfusion.mcp.jsonrpc import McpError
+from mcpfusion.scopes import Granted, declared_scopes, visible
 from mcpfusion.serializer import jsonable
 from mcpfusion.slots import fields_repr
 
@@ -30,11 +31,12 @@ _VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 class Resource:
     """One static resource (a plain class: a dataclass would compile its methods at every process's start)."""
 
-    _FIELDS = ("uri", "fn", "name", "title", "description", "mime_type", "size", "annotations", "meta")
+    _FIELDS = ("uri", "fn", "name", "title", "description", "mime_type", "size", "annotations", "meta", "scopes")
 
     def __init__(self, uri: str, fn: Callable[..., Any], name: str, title: str | None = None,
                  description: str | None = None, mime_type: str | None = None, size: int | None = None,
-                 annotations: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> None:
+                 annotations: dict[str, Any] | None = None, meta: dict[str, Any] | None = None,
+                 scopes: Iterable[str] = ()) -> None:
         self.uri = uri
         self.fn = fn
         self.name = name
@@ -44,6 +46,7 @@ class Resource:
         self.size = size
         self.annotations = annotations
         self.meta = meta
+        self.scopes = declared_scopes(scopes, f"resource {uri!r}")
         self.injected = Injected(fn)
 
     def __repr__(self) -> str:
@@ -60,11 +63,11 @@ class ResourceTemplate:
     """One URI template (a plain class: a dataclass would compile its methods at every process's start)."""
 
     _FIELDS = ("uri_template", "fn", "name", "title", "description", "mime_type", "annotations", "pattern",
-               "variables")
+               "variables", "scopes")
 
     def __init__(self, uri_template: str, fn: Callable[..., Any], name: str, title: str | None = None,
                  description: str | None = None, mime_type: str | None = None,
-                 annotations: dict[str, Any] | None = None) -> None:
+                 annotations: dict[str, Any] | None = None, scopes: Iterable[str] = ()) -> None:
         self.uri_template = uri_template
         self.fn = fn
         self.name = name
@@ -72,6 +75,7 @@ class ResourceTemplate:
         self.description = description
         self.mime_type = mime_type
         self.annotations = annotations
+        self.scopes = declared_scopes(scopes, f"resource template {uri_template!r}")
         self.injected = Injected(fn)
         self.variables = _VAR.findall(self.uri_template)
         regex, pos = "", 0
@@ -120,11 +124,14 @@ def contents_of(uri: str, value: Any, mime_type: str | None) -> list[dict[str, A
 
 
 class ResourceRegistry:
-    """The resources and templates of one server, and which URIs have a reader."""
+    """The resources and templates of one server, and which URIs have a reader. Those declared with scopes
+    exist only for callers holding them (`granted`: the server's view of a request's scopes): unlisted, and
+    read or subscribed to as an unknown URI, as an action the caller may not call is an unknown tool."""
 
     def __init__(self) -> None:
         self.resources: dict[str, Resource] = {}
         self.templates: list[ResourceTemplate] = []
+        self.granted: Granted | None = None
 
     def __bool__(self) -> bool:
         return bool(self.resources or self.templates)
@@ -135,32 +142,40 @@ class ResourceRegistry:
     def add_template(self, template: ResourceTemplate) -> None:
         self.templates.append(template)
 
-    def list(self) -> list[dict[str, Any]]:
-        return [r.descriptor() for r in self.resources.values()]
+    def list(self, request: Request | None = None) -> list[dict[str, Any]]:
+        return [r.descriptor() for r in self.resources.values() if visible(r.scopes, self.granted, request)]
 
-    def list_templates(self) -> builtins.list[dict[str, Any]]:  # `list` is the method above here
-        return [t.descriptor() for t in self.templates]
+    def list_templates(self, request: Request | None = None) -> builtins.list[dict[str, Any]]:
+        return [t.descriptor() for t in self.templates if visible(t.scopes, self.granted, request)]
 
-    def template(self, uri_template: str) -> ResourceTemplate | None:
-        return next((t for t in self.templates if t.uri_template == uri_template), None)
+    def template(self, uri_template: str, request: Request | None = None) -> ResourceTemplate | None:
+        return next((t for t in self.templates if t.uri_template == uri_template
+                     and visible(t.scopes, self.granted, request)), None)
 
-    def exists(self, uri: str) -> bool:
-        return uri in self.resources or any(t.match(uri) is not None for t in self.templates)
+    def exists(self, uri: str, request: Request | None = None) -> bool:
+        return self._find(uri, request) is not None
+
+    def _find(self, uri: str, request: Request | None) -> tuple[Resource | ResourceTemplate, dict[str, str]] | None:
+        """The resource (or template, with its variables) serving `uri` to the caller of `request`."""
+        resource = self.resources.get(uri)
+        if resource is not None:
+            return (resource, {}) if visible(resource.scopes, self.granted, request) else None
+        for template in self.templates:
+            variables = template.match(uri)
+            if variables is not None and visible(template.scopes, self.granted, request):
+                return template, variables
+        return None
 
     async def read(self, uri: Any, context: Any = None, request: Request | None = None) -> dict[str, Any]:
         """The contents at `uri`; the function's dependencies are solved against `request` like an action's."""
         if not isinstance(uri, str) or not uri:
             raise McpError(jsonrpc.INVALID_PARAMS, "resources/read needs a non-empty string 'uri'")
-        resource = self.resources.get(uri)
-        if resource is not None:
-            return await self._read(resource.injected, {"uri": uri}, uri, resource.mime_type, context, request)
-        for template in self.templates:
-            variables = template.match(uri)
-            if variables is not None:
-                values = {**variables, "uri": uri}
-                return await self._read(template.injected, values, uri, template.mime_type, context, request)
-        # -32602 with data.uri: what 2026-07-28 requires (SEP-2164); harmless on older wires.
-        raise McpError(jsonrpc.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+        found = self._find(uri, request)
+        if found is None:
+            # -32602 with data.uri: what 2026-07-28 requires (SEP-2164); harmless on older wires.
+            raise McpError(jsonrpc.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+        served, variables = found
+        return await self._read(served.injected, {**variables, "uri": uri}, uri, served.mime_type, context, request)
 
     @staticmethod
     async def _read(injected: Injected, values: dict[str, Any], uri: str, mime_type: str | None, context: Any,

@@ -27,6 +27,7 @@ from .output import Output, bare, cardinality, model_of, shape
 from .pagination import CURSOR_ADVERTISED, CURSOR_PARAM, CURSOR_SCHEMA
 from .presenter import Presenter
 from .schema import copied, root_keys
+from .scopes import declared_scopes
 from .select import SELECT_PARAM, select_schema
 from .slots import fields_repr
 from .stripping import models_in
@@ -742,15 +743,7 @@ class Tool:
         return f"Tool({self.name!r}, actions={list(self.actions)})"
 
 
-def _scopes(scopes: Iterable[str], where: str) -> frozenset[str]:
-    """Declared scopes, checked: RFC 6749 scope tokens (printable ASCII, no space, quote or backslash)."""
-    if isinstance(scopes, str):
-        raise TypeError(f"{where}: scopes= takes a list of scope names, e.g. [{scopes!r}]")
-    out = frozenset(scopes) or _NONE
-    for scope in out:
-        if not isinstance(scope, str) or not scope or any(c in ' "\\' or not 32 < ord(c) < 127 for c in scope):
-            raise ValueError(f"{where}: {scope!r} is not a valid OAuth scope (printable ASCII, no spaces or quotes)")
-    return out
+_scopes = declared_scopes
 
 
 def _check_paging(fn: Callable[..., Any], paginate: int | bool | None, takes_page: bool,

@@ -611,3 +611,85 @@ async def test_rest_404s_name_only_what_the_caller_may_see():
     assert "rename" not in reader.text and "erase" not in reader.text and "crm.get" in reader.text
     assert "crm.rename" in writer.text
     assert "crm" not in no_tool.json().get("available_actions", []) and '"books"' not in no_tool.text
+
+
+# -- resources and prompts declared with scopes ----------------------------------------------------------
+
+def scoped_fusion() -> MCPFusion:
+    server = fusion()
+
+    @server.resource_template("crm://{id}", name="card", scopes=["crm:write"])
+    async def card(id: str) -> dict:
+        """A customer card"""
+        return {"id": id, "secret": "only writers"}
+
+    @server.resource("crm://stats", name="stats", scopes=["crm:admin"])
+    async def stats() -> dict:
+        """Stats"""
+        return {"customers": 3}
+
+    @server.resource("crm://about", name="about")
+    async def about() -> str:
+        """About"""
+        return "a CRM"
+
+    @server.prompt(scopes=["crm:write"])
+    async def draft(id: str) -> str:
+        """Draft a letter"""
+        return f"Write to {id}"
+
+    @server.completion(argument="id", resource_template="crm://{id}")
+    async def ids(value: str) -> list[str]:
+        return ["c1", "c2"]
+
+    return server
+
+
+@pytest.mark.parametrize("wire", ["2025-11-25", "2026-07-28"])
+async def test_resources_and_prompts_with_scopes_exist_only_for_callers_holding_them(wire):
+    """A caller without a resource's (or prompt's) scopes neither lists nor reads, subscribes to, completes
+    or gets it: it is answered as an unknown one, on both wires; a caller holding them uses them."""
+    app = scoped_fusion().build_app()
+    async with client(app) as http:
+        async def rpc(token, method, params=None):
+            if wire == "2025-11-25":
+                return await Session(http, token).rpc(method, params)
+            named = (params or {}).get("name") or (params or {}).get("uri")
+            r = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": method,
+                                              "params": {**(params or {}), "_meta": META}},
+                                headers={"accept": "application/json", "mcp-protocol-version": wire, "mcp-method": method,
+                                         **({"mcp-name": named} if named else {}), **auth(token)})
+            return r.json()
+
+        for token, seen in (("reader", set()), ("writer", {"card", "draft"}), ("scp", {"card", "draft", "stats"})):
+            resources = (await rpc(token, "resources/list"))["result"]["resources"]
+            templates = (await rpc(token, "resources/templates/list"))["result"]["resourceTemplates"]
+            prompts = (await rpc(token, "prompts/list"))["result"]["prompts"]
+            listed = {r["name"] for r in resources + templates + prompts}
+            assert listed == seen | {"about"}, (token, listed)
+            read = await rpc(token, "resources/read", {"uri": "crm://c1"})
+            got = await rpc(token, "prompts/get", {"name": "draft", "arguments": {"id": "c1"}})
+            completed = await rpc(token, "completion/complete", {"ref": {"type": "ref/resource", "uri": "crm://{id}"},
+                                                                 "argument": {"name": "id", "value": "c"}})
+            if "card" in seen:
+                assert "only writers" in json.dumps(read["result"]) and "result" in got and "result" in completed
+            else:
+                assert read["error"]["code"] == -32602 and "Resource not found" in read["error"]["message"]
+                assert "only writers" not in json.dumps(read)
+                assert got["error"]["code"] == -32602 and "Unknown prompt" in got["error"]["message"]
+                assert "draft" not in got["error"]["message"].split("Available prompts:")[1]
+                assert completed["error"]["code"] == -32602, completed
+            if wire == "2025-11-25":
+                subscribed = await rpc(token, "resources/subscribe", {"uri": "crm://stats"})
+                assert ("error" in subscribed) == ("stats" not in seen), (token, subscribed)
+
+
+async def test_resource_and_prompt_scopes_are_advertised_in_the_metadata():
+    app = scoped_fusion().build_app()
+    async with client(app) as http:
+        document = (await http.get("/.well-known/oauth-protected-resource")).json()
+    assert document["scopes_supported"] == ["crm:admin", "crm:read", "crm:write"]
+    server = MCPFusion("x", authorization=ProtectedResource(authorization_servers=[AS], authenticate=authenticate))
+    server.resource("x://a", scopes=["docs:read"])(lambda: "a")
+    async with client(server.build_app()) as http:
+        assert (await http.get("/.well-known/oauth-protected-resource")).json()["scopes_supported"] == ["docs:read"]

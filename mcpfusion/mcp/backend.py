@@ -38,19 +38,19 @@ class ResourceBackend(Protocol):
 
     def __bool__(self) -> bool: ...
 
-    def list(self) -> list[dict[str, Any]]:
-        """`resources/list` entries."""
+    def list(self, request: Request | None = None) -> list[dict[str, Any]]:
+        """`resources/list` entries the caller of `request` may see."""
         ...
 
-    def list_templates(self) -> builtins.list[dict[str, Any]]:  # `list` is the method above here
-        """`resources/templates/list` entries."""
+    def list_templates(self, request: Request | None = None) -> builtins.list[dict[str, Any]]:  # (`list`: above)
+        """`resources/templates/list` entries the caller of `request` may see."""
         ...
 
-    def template(self, uri_template: str) -> Any:
-        """The template registered under `uri_template`, or None."""
+    def template(self, uri_template: str, request: Request | None = None) -> Any:
+        """The template registered under `uri_template` that the caller may see, or None."""
         ...
 
-    def exists(self, uri: str) -> bool:
+    def exists(self, uri: str, request: Request | None = None) -> bool:
         """Whether `uri` names a static resource or matches a template (subscriptions are refused otherwise)."""
         ...
 
@@ -70,8 +70,12 @@ class PromptBackend(Protocol):
 
     def __bool__(self) -> bool: ...
 
-    def list(self) -> list[dict[str, Any]]:
-        """`prompts/list` entries."""
+    def list(self, request: Request | None = None) -> list[dict[str, Any]]:
+        """`prompts/list` entries the caller of `request` may see."""
+        ...
+
+    def find(self, name: str, request: Request | None = None) -> Any:
+        """The prompt `name` if the caller of `request` may see it, else None."""
         ...
 
     async def get(self, name: Any, arguments: Any, context: Any = None, request: Request | None = None

@@ -291,11 +291,11 @@ class Engine:
 
     async def _resources_list(self, call: Call) -> dict[str, Any]:
         _one_page(call)
-        return {"resources": self.resources.list() if self.resources is not None else []}
+        return {"resources": self.resources.list(call.request) if self.resources is not None else []}
 
     async def _templates_list(self, call: Call) -> dict[str, Any]:
         _one_page(call)
-        return {"resourceTemplates": self.resources.list_templates() if self.resources is not None else []}
+        return {"resourceTemplates": self.resources.list_templates(call.request) if self.resources is not None else []}
 
     async def _resources_read(self, call: Call) -> dict[str, Any]:
         resources = self.resources
@@ -311,7 +311,7 @@ class Engine:
 
     async def _subscribe(self, call: Call) -> dict[str, Any]:
         uri = self._subscription_uri(call)
-        if self.resources is None or not self.resources.exists(uri):
+        if self.resources is None or not self.resources.exists(uri, call.request):
             # The code resources/read answers for the same URI (SEP-2164: -32602 with data.uri).
             raise McpError(jsonrpc.INVALID_PARAMS, f"Resource not found: {uri}: subscribe to a listed resource or "
                            "one of its templates", {"uri": uri})
@@ -323,13 +323,13 @@ class Engine:
             session.subscriptions.append(uri)
         return {}
 
-    def allowed_subscriptions(self, uris: Any) -> list[str]:
+    def allowed_subscriptions(self, uris: Any, request: Any = None) -> list[str]:
         """The resource URIs of a 2026 `subscriptions/listen` this server honours: known, bounded in length
         and number."""
         if not isinstance(uris, list) or self.resources is None:
             return []
         honored = [u for u in uris if isinstance(u, str) and len(u) <= self.max_uri_length
-                   and self.resources.exists(u)]
+                   and self.resources.exists(u, request)]
         return list(dict.fromkeys(honored))[: self.max_subscriptions]
 
     async def _unsubscribe(self, call: Call) -> dict[str, Any]:
@@ -349,7 +349,7 @@ class Engine:
 
     async def _prompts_list(self, call: Call) -> dict[str, Any]:
         _one_page(call)
-        return {"prompts": self.prompts.list() if self.prompts is not None else []}
+        return {"prompts": self.prompts.list(call.request) if self.prompts is not None else []}
 
     async def _prompts_get(self, call: Call) -> dict[str, Any]:
         prompts = self.prompts
@@ -376,7 +376,7 @@ class Engine:
                 or not isinstance(value, str)):
             raise McpError(jsonrpc.INVALID_PARAMS, "completion/complete: ref needs a type ref/prompt (name) or "
                            "ref/resource (uri), and argument needs string 'name' and 'value'")
-        self._check_completion_target(kind, target)
+        self._check_completion_target(kind, target, call.request)
         context = call.params.get("context")
         context_args = context.get("arguments") if isinstance(context, dict) else None
         if not isinstance(context_args, dict):
@@ -391,12 +391,12 @@ class Engine:
             completion = {"values": items[:100], "total": len(items), "hasMore": len(items) > 100}
         return {"completion": completion}
 
-    def _check_completion_target(self, kind: str, target: str) -> None:
+    def _check_completion_target(self, kind: str, target: str, request: Any) -> None:
         if kind == "ref/prompt":
-            if self.prompts is None or target not in self.prompts.prompts:
+            if self.prompts is None or self.prompts.find(target, request) is None:
                 raise McpError(jsonrpc.INVALID_PARAMS, f"Unknown prompt {target!r}")
         elif self.resources is None or (
-            self.resources.template(target) is None and target not in self.resources.resources
+            self.resources.template(target, request) is None and not self.resources.exists(target, request)
         ):
             raise McpError(jsonrpc.INVALID_PARAMS, f"Unknown resource template {target!r}")
 

@@ -260,7 +260,7 @@ class ModernWire(WirePipeline):
             honored["resourcesListChanged"] = True
         uris = requested.get("resourceSubscriptions")
         if isinstance(uris, list) and "resources" in caps:
-            honored["resourceSubscriptions"] = self.engine.allowed_subscriptions(uris)
+            honored["resourceSubscriptions"] = self.engine.allowed_subscriptions(uris, call.request)
         tag = {SUBSCRIPTION_ID_KEY: call.id}
         # Open streams per caller, in this process, capped as sessions are on the other wire.
         caller = caller_key(call.request)
