@@ -141,11 +141,24 @@ async def test_concurrent_inserts_never_repeat_or_skip_an_existing_invoice(clien
 
 
 def _tamper(cursor: str) -> str:
-    payload, mac = cursor.split(".")
-    body = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    body["s"] = "someone-else"
-    forged = base64.urlsafe_b64encode(json.dumps(body).encode()).decode().rstrip("=")
-    return f"{forged}.{mac}"
+    """The cursor with one bit of its sealed body flipped."""
+    sealed = bytearray(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    sealed[len(sealed) // 2] ^= 1
+    return base64.urlsafe_b64encode(bytes(sealed)).decode().rstrip("=")
+
+
+def test_a_cursor_is_sealed_its_position_unreadable():
+    """A keyset position is the last row's key values (which a presenter may redact): the cursor carries it
+    encrypted, and any change to it is refused."""
+    paging = pagination.Paging("key")
+    cursor = paging.issue("crm.list", "scope", "filters", ["ada@example.com", 7])
+    raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    assert b"ada@example.com" not in raw and b"crm.list" not in raw and "ada" not in cursor
+    restart = pagination.ToolError("INVALID_CURSOR", "")
+    assert paging.read(cursor, "crm.list", "scope", "filters", restart=restart) == ["ada@example.com", 7]
+    for forged in (_tamper(cursor), pagination.Paging("other key").issue("crm.list", "scope", "filters", [1])):
+        with pytest.raises(pagination.ToolError):
+            paging.read(forged, "crm.list", "scope", "filters", restart=restart)
 
 
 async def _refusal(client: httpx.AsyncClient, token: str, args: dict[str, Any]) -> tuple[str, str]:
