@@ -90,6 +90,7 @@ def _variants(value: str) -> tuple[str, ...]:
         to_json(value).decode()[1:-1],
         json.dumps(value)[1:-1],
         ui.table_cell(value),  # the one function that writes table cells
+        ui.line(value),  # a summary or list item
         ui.sealed(value),  # a block's body, unable to close it early
         ui.sealed(to_json(value).decode()[1:-1]),  # inside a JSON block (ui.json, charts), sealed
     ]
@@ -191,6 +192,16 @@ def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENS
         raise RedactionError("a redacted value is still in the data block (an object key?)")
     response.view.data = data
     response.view.rewritten = True
+
+
+def scrub_blocks(texts: list[str], removed: list[Any], censor: Any = DEFAULT_CENSOR) -> list[str]:
+    """`texts` (blocks other than the data block) with every form of the long removed values censored, as
+    `guard` censors the blocks of a response."""
+    _, _, every = _values(removed)
+    mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
+    joined = "\n".join(texts)
+    found = [form for value in every for form in _variants(value) if form in joined]
+    return [_scrub_text(text, found, mask) for text in texts] if found else texts
 
 
 def _clean(texts: list[str], removed: list[Any]) -> bool:

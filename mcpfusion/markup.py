@@ -29,6 +29,11 @@ def bullet_block(tag: str, lines: list[str]) -> str:
 _BREAKS = str.maketrans(dict.fromkeys("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029", " "))
 
 
+def fold_breaks(text: str) -> str:
+    """`text` on one line: each line break (of any kind Python splits lines at) becomes a space."""
+    return text.translate(_BREAKS)
+
+
 def bullet(line: object) -> str:
     """One bullet's text: escaped, and on one line (a line break in stored text would start a bullet of its
     own, a forged rule or suggestion)."""

@@ -848,16 +848,27 @@ class Presenter:
                                      f"{type(made).__name__}, not a suggestion (build them with suggest(action, "
                                      "reason))")
         removed: list[Any] = []
+        # The values of embedded children that opted out of the guard for their own blocks: guarded everywhere
+        # else (this presenter's blocks, the data) when this one did not opt out.
+        loose: list[Any] | None = [] if self.embeds and self.guard_blocks else None
         tree = cache.redact
         if tree is False:
             tree = self._redactor()
         if tree is not None:
-            tree(full, removed)  # type: ignore[operator]
+            tree(full, removed, loose)  # type: ignore[operator]
         wire = select_keys(full, select) if select else full
         # Its view is the data as on the wire, plus rules, UI blocks, suggestions (render's lists, which hold
         # no None: the response takes them over).
         response = assemble(wire, self.pretty, ui_blocks, embeds, directives, rules, suggestions, rules_block)
-        if removed:
+        if loose:
+            start = 1 + len(ui_blocks)  # the children's own blocks: after the data and this one's UI blocks
+            end = start + len(embeds)
+            own = response.texts[start:end]
+            every = removed + loose
+            egress.guard(response, every, self.censor, pretty=self.pretty)
+            response.texts[start:end] = egress.scrub_blocks(own, removed, self.censor) if removed else own
+            response.view.scrub = egress.Scrubber(every, self.censor)
+        elif removed:
             egress.guard(response, removed, self.censor, pretty=self.pretty)
             response.view.scrub = egress.Scrubber(removed, self.censor)  # for documents attached afterwards
         if self._attach is not None:

@@ -21,7 +21,9 @@ DEFAULT_CENSOR = "[REDACTED]"
 _SEGMENT = re.compile(r"^(\*|[A-Za-z_][\w-]*)((?:\[\*\])*)$")
 
 Steps = tuple[tuple[str, str | None], ...]
-Redactor = Callable[..., None]  # redact(data, removed: list | None): the real values censored go to `removed`
+# redact(data, removed, loose): the real values censored go to `removed`, those of presenters that opted out of
+# the egress guard for their own blocks to `loose` (either may be None: not kept)
+Redactor = Callable[..., None]
 
 
 class RedactionError(Exception):
@@ -171,10 +173,10 @@ class _Source:
         # `x.__class__ is not dict and ...` before `isinstance`: the validated data is made of plain dicts,
         # and the class test costs less than the call.
         # Removed values with nobody to take them go to a list of this call alone (one test here, none per leaf).
-        lines = [f"def {name}(data, removed):", "    if data.__class__ is not dict and isinstance(data, list):",
-                 "        for item in data:",
-                 f"            {name}(item, removed)", "        return", "    if removed is None:",
-                 "        removed = []", *body]
+        lines = [f"def {name}(data, removed, loose=None):",
+                 "    if data.__class__ is not dict and isinstance(data, list):", "        for item in data:",
+                 f"            {name}(item, removed, loose)", "        return", "    if removed is None:",
+                 "        removed = []", "    if loose is None:", "        loose = []", *body]
         self.lines += [*lines, ""]
         return name
 
@@ -195,7 +197,7 @@ class _Source:
                 self._keys(run, var, censor, node.guarded, out, pad)
                 run = []
             applier = self._bind("path", _steps_path(path, steps, node.censor))
-            out.append(f"{pad}{applier}({var}, {'removed' if node.guarded else 'None'})")
+            out.append(f"{pad}{applier}({var}, {'removed' if node.guarded else 'loose'})")
         if run:
             self._keys(run, var, censor, node.guarded, out, pad)
         children = [(key, child) for key, child in node.children if not child.empty()]
@@ -210,13 +212,13 @@ class _Source:
                 sub = self.tree(child)
                 out += [f"{inner}{value} = {var}.get({key!r})", f"{inner}if {value}.__class__ is list:",
                         f"{inner}    for {item} in {value}:", f"{inner}        if {item}.__class__ is list:",
-                        f"{inner}            {sub}({item}, removed)", f"{inner}        else:"]
+                        f"{inner}            {sub}({item}, removed, loose)", f"{inner}        else:"]
                 self._apply(child, item, out, inner + "            ")
-                out += [f"{inner}elif {value} is not None:", f"{inner}    {sub}({value}, removed)"]
+                out += [f"{inner}elif {value} is not None:", f"{inner}    {sub}({value}, removed, loose)"]
             else:
                 sub = self.tree(child)
                 out += [f"{inner}{value} = {var}.get({key!r})", f"{inner}if {value} is not None:",
-                        f"{inner}    {sub}({value}, removed)"]
+                        f"{inner}    {sub}({value}, removed, loose)"]
 
     def _keys(self, run: list[tuple[str, list[str]]], var: str, censor: str, guarded: bool, out: list[str],
               pad: str) -> None:
@@ -238,8 +240,7 @@ class _Source:
         for _, path_names in run:
             leaf = path_names[-1]
             out.append(f"{pad}    if {leaf!r} in {current}:")
-            if guarded:
-                out.append(f"{pad}        removed.append({current}[{leaf!r}])")
+            out.append(f"{pad}        {'removed' if guarded else 'loose'}.append({current}[{leaf!r}])")
             out.append(f"{pad}        {current}[{leaf!r}] = {censor}")
 
 

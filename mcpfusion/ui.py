@@ -116,6 +116,15 @@ def table_cell(text: str) -> str:
     return text
 
 
+def line(text: str) -> str:
+    """A one-line text as written into a summary or a list item: stored text a writer chose may not start a
+    line of its own (a forged rule or suggestion after the block), nor open a tag of the wire format (the
+    egress guard looks for values in this form too)."""
+    if "<" in text:
+        text = text.replace("<", "&lt;")
+    return text if text.isprintable() else markup.fold_breaks(text)
+
+
 def _text(value: Any) -> str:
     """A cell's text: a string's own characters (`str.__str__` of a subclass: what joining it writes),
     anything else as `str()` writes it."""
@@ -198,8 +207,8 @@ def _layout(width: int, height: int) -> tuple[tuple[str, ...], str, int, int]:
 
 def list(items: Iterable[Any], *, title: str | None = None,  # noqa: A001 - mirrors ui.list of the spec
          width: Width | None = None, priority: int | None = None) -> UIBlock:
-    """A markdown bullet list."""
-    return _made("markdown", "\n".join(f"- {item}" for item in items), title, width, priority)
+    """A markdown bullet list: one line per item (see `line`)."""
+    return _made("markdown", "\n".join(f"- {line(_text(item))}" for item in items), title, width, priority)
 
 
 def json_block(obj: Any, *, title: str | None = None, width: Width | None = None,
@@ -341,8 +350,8 @@ def markdown(text: str, *, title: str | None = None, width: Width | None = None,
 
 def summary(text: str, *, title: str | None = None, width: Width | None = None,
             priority: int | None = None) -> UIBlock:
-    """`📊 **Summary**: {text}` as markdown."""
-    return _made("markdown", f"📊 **Summary**: {text}", title, width, priority)
+    """`📊 **Summary**: {text}` as markdown, on one line (see `line`)."""
+    return _made("markdown", f"📊 **Summary**: {line(text)}", title, width, priority)
 
 
 json = json_block  # `ui.json(obj)`, as the spec names it
