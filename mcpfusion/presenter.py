@@ -24,7 +24,15 @@ from . import dictschema, markup
 from . import ui as ui_helpers
 from .content import scrubbed
 from .model import Model
-from .redaction import DEFAULT_CENSOR, Node, Redactor, compile_tree, parse_path, redact_schema
+from .redaction import (
+    DEFAULT_CENSOR,
+    Node,
+    Redactor,
+    compile_tree,
+    parse_path,
+    redact_schema,
+    unconstrained_strings,
+)
 from .response import Suggestion, ToolResponse, assemble, to_jsonable
 from .schema import inline_refs, lean
 from .select import select_keys
@@ -473,6 +481,10 @@ class Presenter:
             properties[key] = _embedded(child.wire_schema(), properties.get(key))
         if self.redact_paths:
             schema = redact_schema(schema, self.wire_paths(), self.censor)
+        if not self._redaction_node().empty():
+            # The egress guard censors a redacted value wherever the data quotes it: any string may then be
+            # rewritten, and a pattern or a length it had to meet no longer holds.
+            schema = unconstrained_strings(schema)
         return schema
 
     def _check_paths(self) -> None:

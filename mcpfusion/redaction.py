@@ -328,3 +328,16 @@ def redact_schema(schema: dict[str, Any], paths: Sequence[str], censor: Any = DE
     for path in paths:
         _walk_schema(out, parse_path(path), 0, censor)
     return out
+
+
+_STRING_RULES = ("minLength", "maxLength", "pattern", "format")
+
+
+def unconstrained_strings(schema: Any) -> Any:
+    """A copy of a JSON schema without the rules a string's content must meet (length, pattern, format)."""
+    if isinstance(schema, dict):
+        return {k: unconstrained_strings(v) for k, v in schema.items()
+                if k not in _STRING_RULES or not isinstance(v, int | str)}
+    if isinstance(schema, list):
+        return [unconstrained_strings(v) for v in schema]
+    return schema

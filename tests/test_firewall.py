@@ -1046,3 +1046,29 @@ def test_a_childs_opt_out_of_the_guard_covers_its_own_blocks_only():
                            "lines": [{"sku": "A", "card": "4242424242424242"}]}).texts
     assert "4242424242424242" not in texts[0] and "4242424242424242" not in texts[1]  # data, the parent's block
     assert texts[2].count("4242424242424242") == 1  # the child's own block, as it opted out
+
+
+async def test_a_field_quoting_a_redacted_value_is_censored_and_the_answer_still_fits_its_schema():
+    """The guard rewrites a field that quotes a redacted value; a length or pattern the field had to meet may
+    no longer hold, so the advertised schema does not promise them: the record is answered, never refused as
+    INVALID_OUTPUT, and it fits the schema a client validates it against."""
+    class Ticket(BaseModel):
+        id: str
+        email: str
+        subject: str = Field(max_length=12)
+        reply_to: str = Field(pattern=r"^[^\[\] ]+$")
+
+    desk = Tool("desk", description="Desk")
+
+    @desk.action(readonly=True, returns=Presenter("ticket").schema(Ticket).redact_pii(["email"]))
+    async def get() -> dict:
+        """Get a ticket."""
+        return {"id": "t1", "email": "ada@x.io", "subject": "re ada@x.io", "reply_to": "ada@x.io"}
+
+    app = app_for(desk)
+    [entry] = await tools_list(app)
+    assert "maxLength" not in json.dumps(entry["outputSchema"]) and "pattern" not in json.dumps(entry["outputSchema"])
+    for answer in (await every_path(app, "desk", "get")).values():
+        assert answer.error is None and "ada@x.io" not in answer.raw, (answer.path, answer.raw[:300])
+        if answer.path in ("mcp-2026", "mcp-2025"):
+            jsonschema.validate(answer.data, entry["outputSchema"])
