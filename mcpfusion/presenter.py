@@ -490,8 +490,7 @@ class Presenter:
     def _check_paths(self) -> None:
         if not self.item_model or not self.redact_paths:
             return
-        known = set(self.field_names) | {f.serialization_alias or f.alias for f in self.item_model.model_fields.values()
-                                         if (f.serialization_alias or f.alias)}
+        known = set(self.field_names) | set(self.wire_names) | set(self.item_model.model_computed_fields)
         for path in self.redact_paths:
             kind, name = parse_path(path)[0]
             if kind == "key" and name not in known:

@@ -1072,3 +1072,31 @@ async def test_a_field_quoting_a_redacted_value_is_censored_and_the_answer_still
         assert answer.error is None and "ada@x.io" not in answer.raw, (answer.path, answer.raw[:300])
         if answer.path in ("mcp-2026", "mcp-2025"):
             jsonschema.validate(answer.data, entry["outputSchema"])
+
+
+async def test_a_computed_field_can_be_redacted():
+    from pydantic import computed_field
+
+    class Person(BaseModel):
+        first: str
+        last: str
+
+        @computed_field  # type: ignore[prop-decorator]
+        @property
+        def full_name(self) -> str:
+            return f"{self.first} {self.last}"
+
+    crm = Tool("crm", description="CRM")
+
+    @crm.action(readonly=True, returns=Presenter("person").schema(Person).redact_pii(["full_name", "last"]))
+    async def get() -> dict:
+        """Get"""
+        return {"first": "Ada", "last": "Lovelace"}
+
+    app = app_for(crm)
+    [entry] = await tools_list(app)
+    for answer in (await every_path(app, "crm", "get")).values():
+        assert answer.error is None and "Lovelace" not in answer.raw, (answer.path, answer.raw[:300])
+        assert answer.data["full_name"] == "[REDACTED]"
+        if answer.path in ("mcp-2026", "mcp-2025"):
+            jsonschema.validate(answer.data, entry["outputSchema"])
