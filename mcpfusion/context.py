@@ -16,11 +16,28 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from .errors import ToolError
 from .mcp import jsonrpc
 from .mcp.channel import Channel, NoBackChannel
 from .mcp.jsonrpc import McpError
 
-__all__ = ["Context", "NoBackChannel"]
+__all__ = ["NO_BACK_CHANNEL", "ClientUnreachable", "Context", "NoBackChannel"]
+
+NO_BACK_CHANNEL = "NO_BACK_CHANNEL"
+
+
+class ClientUnreachable(NoBackChannel, ToolError):
+    """The client declared what a call asks of it, but the transport has no way to send it the request now
+    (the session wire in JSON mode without a GET stream). Still a `NoBackChannel` for handlers that catch one;
+    uncaught, the call answers a self-healing tool error saying what the client must change."""
+
+    def __init__(self, method: str, reason: str) -> None:
+        ToolError.__init__(
+            self, NO_BACK_CHANNEL, f"This call needs to send {method} to the client, and cannot: {reason}.",
+            recovery="The client must keep a way open for the server's requests (streamable HTTP: accept "
+                     "text/event-stream on the call's POST, or open the session's GET stream first), then call "
+                     "again.",
+        )
 
 
 class Context:
@@ -153,9 +170,14 @@ class Context:
         with the answers; `state` (any JSON value) comes back signed as `ctx.state` on that retry."""
         if self.is_detached:
             raise NoBackChannel("asking the client needs an MCP client; this call was made outside MCP")
-        for req in requests.values():
-            self._check_capability(req["method"])
-        return await self._channel.ask(requests, state)
+        self._require(*(_CAPABILITY_OF.get(req["method"]) for req in requests.values()))
+        try:
+            return await self._channel.ask(requests, state)
+        except ClientUnreachable:
+            raise
+        except NoBackChannel as exc:
+            raise ClientUnreachable(", ".join(dict.fromkeys(r["method"] for r in requests.values())), str(exc)) \
+                from None
 
     @property
     def state(self) -> Any:
@@ -180,11 +202,18 @@ class Context:
 
     def require_capability(self, name: str) -> None:
         """Fail the request with JSON-RPC -32021 when the client did not declare capability `name`."""
-        if self.is_detached or name in self.client_capabilities:
+        self._require(name)
+
+    def _require(self, *names: str | None) -> None:
+        """`require_capability` of every capability named (None: none needed), all missing ones in one error."""
+        missing = [name for name in dict.fromkeys(names) if name and name not in self.client_capabilities]
+        if self.is_detached or not missing:
             return
+        listed = ", ".join(map(repr, missing))
         raise self._channel.fail(McpError(
-            jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY, f"This request needs the client capability {name!r}",
-            {"requiredCapabilities": {name: {}}},
+            jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY,
+            f"This request needs the client capabilit{'y' if len(missing) == 1 else 'ies'} {listed}",
+            {"requiredCapabilities": {name: {} for name in missing}},
         ))
 
     def close_stream(self) -> None:
@@ -194,21 +223,22 @@ class Context:
     async def _one(self, request: dict[str, Any], key: str | None) -> dict[str, Any]:
         if self.is_detached:
             raise NoBackChannel(f"{request['method']} needs an MCP client; this call was made outside MCP")
-        self._check_capability(request["method"])
-        if key is None:
-            answer: dict[str, Any] = await self._channel.request(request["method"], request.get("params"))
-        else:
-            answer = (await self._channel.ask({key: request}))[key]
+        method = request["method"]
+        self._require(_CAPABILITY_OF.get(method))
+        try:
+            if key is None:
+                answer: dict[str, Any] = await self._channel.request(method, request.get("params"))
+            else:
+                answer = (await self._channel.ask({key: request}))[key]
+        except ClientUnreachable:
+            raise
+        except NoBackChannel as exc:
+            raise ClientUnreachable(method, str(exc)) from None
         problem = _answer_problem(request, answer)
         if problem is not None:
             raise self._channel.fail(McpError(jsonrpc.INVALID_PARAMS, f"The client's answer to {request['method']} "
                                               f"{problem}"))
         return answer
-
-    def _check_capability(self, method: str) -> None:
-        capability = _CAPABILITY_OF.get(method)
-        if capability and capability not in self.client_capabilities:
-            raise NoBackChannel(f"the client did not declare the {capability!r} capability; cannot send {method}")
 
 
 _CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}

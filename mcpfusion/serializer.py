@@ -18,12 +18,15 @@ import secrets
 from typing import Any
 
 import orjson
-from pydantic_core import from_json, to_json, to_jsonable_python
+from pydantic_core import PydanticSerializationError, from_json, to_json, to_jsonable_python
 
 # orjson writes datetimes, dataclasses and subclasses its own way: it refuses them here (and big integers,
 # non-string keys, lone surrogates), and pydantic-core writes them.
 _PLAIN = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
 _PRETTY = _PLAIN | orjson.OPT_INDENT_2
+UNWRITABLE = PydanticSerializationError
+"""What `json_bytes` raises for data it refuses: a value of no JSON type, or text JSON cannot carry in UTF-8
+(a lone surrogate, as `os.fsdecode` makes of a file name that is not UTF-8)."""
 # The classes of JSON's scalars: a value of one is written as it is, with nothing to convert.
 JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 

@@ -192,7 +192,10 @@ def test_protocol_constants_are_read_from_mcp_types():
     assert jsonrpc.INVALID_PARAMS == mcp_types.jsonrpc.INVALID_PARAMS
     assert jsonrpc.http_status(mcp_types.jsonrpc.METHOD_NOT_FOUND) == 404
     assert jsonrpc.http_status(jsonrpc.REQUEST_TIMEOUT) == 200
-    assert protocol.HANDSHAKE_PROTOCOL_VERSIONS is mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS
+    # Those of mcp_types this server serves (the older ones require JSON-RPC batches).
+    served = tuple(v for v in mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS if v >= protocol.OLDEST_SERVED_VERSION)
+    assert served == protocol.HANDSHAKE_PROTOCOL_VERSIONS
+    assert "2025-03-26" not in protocol.HANDSHAKE_PROTOCOL_VERSIONS
     assert protocol.PROTOCOL_VERSION_META_KEY == mcp_types.PROTOCOL_VERSION_META_KEY
     with pytest.raises(AttributeError, match="NOT_A_CODE"):
         _ = jsonrpc.NOT_A_CODE

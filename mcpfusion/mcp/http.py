@@ -99,10 +99,12 @@ class McpHttpTransport:
         self.engine = engine
         self.settings = settings = settings or TransportSettings()
         self.shared = shared
-        self.sessions: SessionStore = settings.session_store or (shared.sessions if shared else None) or \
-            InMemorySessionStore(settings.session_idle_timeout, limits=settings.session_limits())
-        self.events: EventStore = settings.event_store or (shared.events if shared else None) or InMemoryEventStore()
-        self.broker: Broker = settings.broker or (shared.broker if shared else None) or InMemoryBroker()
+        # Chosen by `is None`, never by truth: an in-memory session store is falsy while it holds no session.
+        self.sessions: SessionStore = _first(
+            settings.session_store, shared and shared.sessions,
+            lambda: InMemorySessionStore(settings.session_idle_timeout, limits=settings.session_limits()))
+        self.events: EventStore = _first(settings.event_store, shared and shared.events, InMemoryEventStore)
+        self.broker: Broker = _first(settings.broker, shared and shared.broker, InMemoryBroker)
         self.guard = HostOriginGuard(settings.allowed_hosts, settings.allowed_origins)
         self.session_wire = SessionWire(engine, settings, self.sessions, self.events, self.broker)
         self.modern_wire = ModernWire(engine, settings, self.broker)
@@ -204,11 +206,22 @@ class McpHttpTransport:
         if refusal is not None:
             return refusal
         version = header(request, b"mcp-protocol-version")
-        if version is not None and version.strip() not in protocol.HANDSHAKE_PROTOCOL_VERSIONS:
-            return Response(status_code=405, headers={"Allow": "POST"})
+        if version is not None and (version := version.strip()) not in protocol.HANDSHAKE_PROTOCOL_VERSIONS:
+            if version in protocol.MODERN_PROTOCOL_VERSIONS:
+                return Response(status_code=405, headers={"Allow": "POST"})
+            # As POST answers it (the specification: an unsupported version is a 400).
+            return error_response(None, jsonrpc.INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}",
+                                  status=400)
         if _repeats_session_headers(request):
             return http_error(400, "Bad Request: send the MCP-Protocol-Version and Mcp-Session-Id headers once each")
         return None
+
+
+def _first(explicit: Any, shared: Any, default: Callable[[], Any]) -> Any:
+    """The store set explicitly, else the shared one, else a new `default()`."""
+    if explicit is not None:
+        return explicit
+    return shared if shared is not None else default()
 
 
 async def _method_not_allowed(request: Request) -> Response:

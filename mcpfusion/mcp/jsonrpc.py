@@ -104,9 +104,8 @@ class McpError(ProtocolSignal):
 
 
 def dumps(message: Any) -> str:
-    """Compact JSON text of one message (non-JSON values fall back to `str`, never a crash), written by the
-    serializer of REST bodies and data blocks."""
-    return serializer.dumps(message)
+    """Compact JSON text of one message: `encode`'s bytes (a reply that cannot be written is an error)."""
+    return encode(message).decode() if message.__class__ is dict else serializer.dumps(message)
 
 
 class EncodedList(list[Any]):
@@ -134,13 +133,28 @@ class EncodedList(list[Any]):
 def encode(message: dict[str, Any]) -> bytes:
     """The JSON bytes of one message (`serializer.json_bytes`, the bytes `dumps` writes), a result's
     `tools` taken from what its `EncodedList` keeps, a tool result's content blocks and `Prewritten`
-    structuredContent as `serializer.message_json` writes them."""
-    result = message.get("result")
-    if result.__class__ is dict:
-        if result.get("tools").__class__ is EncodedList:
-            return _object(message)
-        return serializer.message_json(message)
-    return serializer.json_bytes(message)
+    structuredContent as `serializer.message_json` writes them.
+
+    A reply holding what JSON cannot carry (a lone surrogate in a string, as `os.listdir` gives for a file
+    name that is not UTF-8; an object of no JSON type) is written as an internal error with its id: the
+    client gets an answer, never a broken response. (Writing the surrogate as the escape `\\ud800` would be
+    JSON text that pydantic-core, the SDKs' parser, and orjson refuse to read.) Any other message that
+    cannot be written raises, in whoever sends it."""
+    try:
+        result = message.get("result")
+        if result.__class__ is dict:
+            if result.get("tools").__class__ is EncodedList:
+                return _object(message)
+            return serializer.message_json(message)
+        return serializer.json_bytes(message)
+    except serializer.UNWRITABLE as exc:
+        if "method" in message or "id" not in message or ("result" not in message and "error" not in message):
+            raise
+        logging.getLogger("mcpfusion.mcp").error("the reply to %r cannot be written as JSON: %s", message["id"], exc)
+        from mcp_types.jsonrpc import INTERNAL_ERROR
+
+        return serializer.json_bytes(error(message["id"], INTERNAL_ERROR, "Internal error: the result holds a value "
+                                           "JSON cannot carry (e.g. text that is not valid Unicode)"))
 
 
 def _object(value: dict[str, Any]) -> bytes:

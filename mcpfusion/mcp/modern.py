@@ -30,7 +30,17 @@ from .params import ACCEPTED_SIZE, envelope_key
 from .pipeline import WirePipeline, check_request_shape, invalid_request
 from .settings import TransportSettings
 from .streams import sse_event
-from .wire import SSE_HEADERS, accepts, caller_key, error_response, event_source, header, http_error, retry_later
+from .wire import (
+    SSE_HEADERS,
+    Releasing,
+    accepts,
+    caller_key,
+    error_response,
+    event_source,
+    header,
+    http_error,
+    retry_later,
+)
 
 # Set in the ASGI scope by in-process transports (stdio) whose routing headers are derived from the body.
 TRUSTED_HEADERS_KEY = "mcpfusion.trusted_headers"
@@ -265,34 +275,36 @@ class ModernWire(WirePipeline):
         # Open streams per caller, in this process, capped as sessions are on the other wire.
         caller = caller_key(call.request)
         cap = self.settings.max_sessions_per_principal
-        if self.listening.get(caller, 0) >= cap:
+        open_streams = self.listening.get(caller, 0)
+        if open_streams >= cap:
             return retry_later(429, f"Too Many Requests: at most {cap} open subscriptions/listen streams per "
                                     "caller; close one first")
+        # The slot is taken now, not when the stream starts: requests sent together are each counted.
+        self.listening[caller] = open_streams + 1
+
+        def release() -> None:
+            left = self.listening.pop(caller, 1) - 1
+            if left > 0:
+                self.listening[caller] = left
 
         async def events() -> AsyncIterator[dict[str, Any]]:
-            self.listening[caller] = self.listening.get(caller, 0) + 1
-            try:
-                async with self.broker.subscribe("server") as sub:
-                    yield sse_event(None, notification("notifications/subscriptions/acknowledged",
-                                                       {"_meta": tag, "notifications": honored}))
-                    while True:
-                        message = await sub.get()
-                        if not isinstance(message, dict):
+            async with self.broker.subscribe("server") as sub:
+                yield sse_event(None, notification("notifications/subscriptions/acknowledged",
+                                                   {"_meta": tag, "notifications": honored}))
+                while True:
+                    message = await sub.get()
+                    if not isinstance(message, dict):
+                        continue
+                    method = message.get("method")
+                    if not isinstance(method, str):
+                        continue
+                    params = dict(message.get("params") or {})
+                    if method == "notifications/resources/updated":
+                        if params.get("uri") not in honored.get("resourceSubscriptions", ()):
                             continue
-                        method = message.get("method")
-                        if not isinstance(method, str):
-                            continue
-                        params = dict(message.get("params") or {})
-                        if method == "notifications/resources/updated":
-                            if params.get("uri") not in honored.get("resourceSubscriptions", ()):
-                                continue
-                        elif not honored.get(_FILTER_OF.get(method, ""), False):
-                            continue
-                        params["_meta"] = {**(params.get("_meta") or {}), **tag}
-                        yield sse_event(None, notification(method, params))
-            finally:
-                left = self.listening.pop(caller, 1) - 1
-                if left > 0:
-                    self.listening[caller] = left
+                    elif not honored.get(_FILTER_OF.get(method, ""), False):
+                        continue
+                    params["_meta"] = {**(params.get("_meta") or {}), **tag}
+                    yield sse_event(None, notification(method, params))
 
-        return event_source(events(), SSE_HEADERS, self.settings.sse_ping_seconds)
+        return Releasing(event_source(events(), SSE_HEADERS, self.settings.sse_ping_seconds), release)

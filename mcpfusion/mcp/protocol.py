@@ -35,6 +35,7 @@ __all__ = [
     "LATEST_HANDSHAKE_VERSION",
     "LOG_LEVEL_META_KEY",
     "MODERN_PROTOCOL_VERSIONS",
+    "OLDEST_SERVED_VERSION",
     "PROTOCOL_VERSION_META_KEY",
     "SERVER_INFO_META_KEY",
     "is_version_at_least",
@@ -57,9 +58,25 @@ def lazy_names(namespace: dict[str, Any], sources: dict[str, str]) -> Callable[[
     return __getattr__
 
 
-__getattr__ = lazy_names(globals(), {
+OLDEST_SERVED_VERSION = "2025-06-18"
+"""The oldest handshake revision served. Older ones (2025-03-26, 2024-11-05) require JSON-RPC batches, which
+this server does not take: an `initialize` asking for one is answered with the latest revision (the
+specification's version negotiation), and they are neither advertised nor accepted in headers."""
+
+_lazy = lazy_names(globals(), {
     **dict.fromkeys(("CLIENT_CAPABILITIES_META_KEY", "CLIENT_INFO_META_KEY", "LOG_LEVEL_META_KEY",
                      "PROTOCOL_VERSION_META_KEY", "SERVER_INFO_META_KEY"), "mcp_types"),
-    **dict.fromkeys(("HANDSHAKE_PROTOCOL_VERSIONS", "LATEST_HANDSHAKE_VERSION", "MODERN_PROTOCOL_VERSIONS",
-                     "is_version_at_least"), "mcp_types.version"),
+    **dict.fromkeys(("LATEST_HANDSHAKE_VERSION", "MODERN_PROTOCOL_VERSIONS", "is_version_at_least"),
+                    "mcp_types.version"),
 })
+
+
+def __getattr__(name: str) -> Any:
+    """`lazy_names`, and `HANDSHAKE_PROTOCOL_VERSIONS`: those of `mcp_types` this server serves."""
+    if name != "HANDSHAKE_PROTOCOL_VERSIONS":
+        return _lazy(name)
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS as known
+    from mcp_types.version import is_version_at_least as at_least
+
+    served = globals()[name] = tuple(v for v in known if at_least(v, OLDEST_SERVED_VERSION))
+    return served

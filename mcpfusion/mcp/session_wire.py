@@ -13,14 +13,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from . import jsonrpc, protocol
-from .broker import Broker, InMemoryBroker
+from .broker import Broker, InMemoryBroker, Subscription
 from .engine import Call, Engine, check_params
 from .events import EventStore, InMemoryEventStore, parse_event_id
-from .jsonrpc import McpError, result
+from .events import event_id as nth_event_id
+from .jsonrpc import McpError, is_valid_id, result
 from .pipeline import WirePipeline, invalid_request
 from .sessions import Session, SessionLimitError, SessionQuotaError, SessionStore, new_session_id
 from .settings import TransportSettings
 from .streams import (
+    STREAM_END,
     Holds,
     PostStream,
     SessionChannel,
@@ -28,6 +30,7 @@ from .streams import (
     encode_message,
     encode_priming,
     is_response,
+    is_stream_end,
     new_stream_id,
     sse_event,
 )
@@ -109,7 +112,10 @@ class SessionWire(WirePipeline):
             return error_response(msg_id, jsonrpc.INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}",
                                   status=400)
         if not has_id:
-            await self._client_notification(session, message)
+            try:
+                await self._client_notification(session, message)
+            except SessionLimitError:  # the store cannot save the session now: the client may send it again
+                return retry_later(503, "Service Unavailable: the session store is unreachable; retry later")
             return Response(status_code=202)
         return await self._request(request, session, message, wants_sse)
 
@@ -136,9 +142,9 @@ class SessionWire(WirePipeline):
         try:
             await self.sessions.create(session)
         except SessionQuotaError as exc:
-            return retry_later(429, f"Too Many Requests: {exc}")
+            return retry_later(429, f"Too Many Requests: {exc}", request_id=msg_id)
         except SessionLimitError as exc:
-            return retry_later(503, f"Service Unavailable: {exc}; retry later")
+            return retry_later(503, f"Service Unavailable: {exc}; retry later", request_id=msg_id)
         body = result(msg_id, self.engine.initialize_result(version))
         headers = {"Mcp-Session-Id": session.id}
         if self.settings.json_response or not wants_sse:
@@ -178,12 +184,16 @@ class SessionWire(WirePipeline):
                 await self.sessions.save(session)
         elif method == "notifications/cancelled":
             rid = params.get("requestId")
+            if not is_valid_id(rid):  # none (optional in 2025-11-25), null or not an id: it names no request
+                return
             reason = params.get("reason")
             if not self._cancel_local(session.id, rid, reason):
                 # The request may run on another replica (shared broker); its cancel listener acts.
                 await self.broker.publish("cancel", {"session": session.id, "requestId": rid, "reason": reason})
 
     def _cancel_local(self, session_id: Any, rid: Any, reason: Any) -> bool:
+        if not is_valid_id(rid):  # (a bool would find the request whose id is 1)
+            return False
         channel = self.inflight.get((str(session_id), rid))
         if channel is None:
             return False
@@ -204,9 +214,11 @@ class SessionWire(WirePipeline):
             async with self.broker.subscribe("cancel") as sub:
                 while True:
                     msg = await sub.get()
-                    if isinstance(msg, dict) and msg.get("requestId") is None:  # the session was deleted
+                    if not isinstance(msg, dict):
+                        continue
+                    if msg.get("deleted") is True:  # said in so many words: never inferred from a missing id
                         self._cancel_session(str(msg.get("session")))
-                    elif isinstance(msg, dict):
+                    else:
                         self._cancel_local(msg.get("session"), msg.get("requestId"), msg.get("reason"))
 
         task = self._cancel_listener = asyncio.create_task(listen(), name="mcpfusion-cancel-listener")
@@ -246,6 +258,7 @@ class SessionWire(WirePipeline):
                 await channel.finish(reply)
             else:
                 channel.close_stream()
+                await self._end_stream(stream_id)
 
         # The call runs while the response is sent: most send nothing before their reply and get one body
         # (priming event + reply, both stored for Last-Event-ID); progress, logging, a server request or a
@@ -270,6 +283,14 @@ class SessionWire(WirePipeline):
         finally:
             if key is not None:
                 self.inflight.pop(key, None)
+
+    async def _end_stream(self, stream_id: str) -> None:
+        """Store the end of a request's stream that ends without a response (the request was cancelled), so
+        a client resuming it is told at once instead of waiting for a response that never comes."""
+        try:
+            await self.broker.publish_event(self.events, stream_id, f"stream:{stream_id}", STREAM_END)
+        except Exception as exc:  # noqa: BLE001 - an unreachable store: a resumer still ends with the session
+            logger.warning("could not store the end of %s (%r)", stream_id, exc)
 
     async def finish(self, call: Call, value: dict[str, Any]) -> dict[str, Any]:
         """Methods that change the session (log level, subscriptions) save it before answering."""
@@ -321,18 +342,24 @@ class SessionWire(WirePipeline):
             return True
 
     async def _resume(self, session: Session, stream_id: str, last: str) -> AsyncIterator[dict[str, Any]]:
-        """Replay what a client missed on a stream, then follow it live."""
+        """Replay what a client missed on a stream, then follow it live until its response, the end of a
+        cancelled request, or the end of the session."""
         if stream_id.endswith("~get"):
             async for event in self._standalone(session, last):
                 yield event
             return
-        async with self.broker.subscribe(f"stream:{stream_id}") as sub:
-            # Subscribed before replaying, so nothing emitted in between is lost; duplicates are skipped.
-            replay = await self.events.replay_after(last)
+        async with self.broker.subscribe(f"stream:{stream_id}", f"ended:{session.id}") as sub:
+            # Subscribed before replaying, so nothing emitted in between is lost; duplicates are skipped. The
+            # whole stream is read, not only what follows `last`: a stream that ended at or before `last`
+            # (its response, or the end of a cancelled request) has nothing more to come.
+            replay = await self.events.replay_after(nth_event_id(stream_id, 0))
             seen = _number(last)
-            for event_id, message in (replay[1] if replay else []):
-                seen = max(seen, _number(event_id))
-                yield sse_event(event_id, message)
+            for number_id, message in (replay[1] if replay else []):
+                if is_stream_end(message):
+                    return
+                if _number(number_id) > seen:
+                    seen = _number(number_id)
+                    yield sse_event(number_id, message)
                 if is_response(message):
                     return
             # Primed after the replay: a priming id is newer than the replayed events, so a client cut right
@@ -340,12 +367,28 @@ class SessionWire(WirePipeline):
             if self._priming_wanted(session):
                 yield await self._priming(stream_id)
             while True:
-                event_id, message = await sub.get()
-                if _number(event_id) <= seen:
+                item = await self._next_event(sub, session)
+                if item is None:  # the session ended
+                    return
+                number_id, message = item
+                if is_stream_end(message):
+                    return
+                if _number(number_id) <= seen:
                     continue
-                yield sse_event(event_id, message)
+                yield sse_event(number_id, message)
                 if is_response(message):
                     return
+
+    async def _next_event(self, sub: Subscription, session: Session) -> Any:
+        """The next message of `sub`, or None once the session is gone: deleted (None published on
+        `ended:{id}`), or lost with its store, which nobody announces (looked at when the stream is quiet)."""
+        check = self.settings.sse_ping_seconds or 15.0
+        while True:
+            try:
+                return await asyncio.wait_for(sub.get(), check)
+            except TimeoutError:
+                if not await self._still_there(session.id):
+                    return None
 
     async def _standalone(self, session: Session, last: str | None) -> AsyncIterator[dict[str, Any]]:
         """The session's GET stream: server notifications and requests not tied to a client request."""
@@ -402,8 +445,9 @@ class SessionWire(WirePipeline):
             return retry_later(503, "Service Unavailable: the session store is unreachable; retry later")
         await self.broker.publish(f"session:{session.id}", None)
         self._cancel_session(session.id)
+        await self.broker.publish(f"ended:{session.id}", None)  # resumed request streams (`_resume`)
         if self.broker.distributed:  # calls of this session running on other replicas
-            await self.broker.publish("cancel", {"session": session.id, "requestId": None,
+            await self.broker.publish("cancel", {"session": session.id, "requestId": None, "deleted": True,
                                                  "reason": "session terminated"})
         return Response(status_code=200)
 

@@ -53,6 +53,15 @@ def is_response(message: Any) -> bool:
     return isinstance(message, dict) and "method" not in message and ("result" in message or "error" in message)
 
 
+STREAM_END = {"mcpfusion/streamEnd": True}
+"""Stored (never sent) as the last event of a request's stream that ends without a response (the request
+was cancelled): a client resuming that stream is ended at once."""
+
+
+def is_stream_end(message: Any) -> bool:
+    return isinstance(message, dict) and message.get("mcpfusion/streamEnd") is True
+
+
 def sse_event(event_id: str | None, message: dict[str, Any]) -> dict[str, Any]:
     event = {"event": "message", "data": dumps(message)}
     if event_id is not None:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import AsyncIterable, MutableMapping
+import weakref
+from collections.abc import AsyncIterable, Callable, MutableMapping
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
-from mcpfusion.identity import AUTH_SCOPE_KEY, identity_of
+from mcpfusion.identity import AUTH_SCOPE_KEY, credential_digest, identity_of
 
 from . import jsonrpc
 from .jsonrpc import encode, error
@@ -36,13 +37,13 @@ def header(request: Request, name: bytes) -> str | None:
 
 def default_principal(request: Request) -> tuple[str | None, str | None]:
     """Who is calling, as (principal, tenant): the verified identity an authentication middleware left in
-    the scope (`RequireBearer`: issuer, subject, tenant), else a digest of the Authorization header
-    (credentials are never stored in clear)."""
+    the scope (`RequireBearer`: issuer, subject, tenant), else a digest of the Authorization header's
+    credentials, however its scheme is spelled (credentials are never stored in clear)."""
     verified = identity_of(request.scope.get(AUTH_SCOPE_KEY))
     if verified is not None:
         return verified
     auth = header(request, b"authorization")
-    return (hashlib.sha256(auth.encode()).hexdigest()[:32] if auth else None), None
+    return (credential_digest(auth) if auth else None), None
 
 
 def caller_key(request: Request) -> str:
@@ -86,6 +87,25 @@ class JSONMessage(Response):
         self.background = None
         self.body = encode(message)  # same bytes as jsonrpc.dumps, without a str round trip
         self.raw_headers = [(b"content-length", str(len(self.body)).encode()), (b"content-type", b"application/json")]
+
+
+class Releasing(Response):
+    """`response`, then `release()` once it has been sent, cut short, or dropped unsent (garbage-collected):
+    a slot taken for it is always given back, once."""
+
+    def __init__(self, response: Response, release: Callable[[], None]) -> None:
+        self.response = response
+        self.status_code = response.status_code
+        self.background = None
+        self.raw_headers = response.raw_headers
+        # Holds `release`, never this response: a response nobody sends is still collected and released.
+        self._release = weakref.finalize(self, release)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.response(scope, receive, send)
+        finally:
+            self._release()
 
 
 def json_response(message: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

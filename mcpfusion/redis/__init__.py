@@ -55,8 +55,9 @@ class RedisStores:
         await self.client.aclose()
 
     async def ping(self) -> bool:
-        """Readiness: one round trip to Redis (raises while it is unreachable)."""
-        return bool(await self.client.ping())
+        """Readiness: one round trip to Redis that writes, as every new session does: raises while Redis is
+        unreachable or refuses writes (out of memory under `noeviction`, a read-only replica)."""
+        return bool(await self.client.set(f"{self.sessions.prefix}ready", "1", px=10_000))
 
 
 def from_url(

@@ -13,10 +13,13 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry  # the asyncio one: the sync class never awaits, so never retries
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-# What a dead or restarting server raises; stores turn these into clear protocol answers.
-UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OSError)
+# What a dead or restarting server raises, and what one that answers but refuses the command raises
+# (`ResponseError`: out of memory under `noeviction`, a read-only replica, a database index it does not
+# have); stores turn these into clear protocol answers (503, retry later), never a 500.
+UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OSError, ResponseError)
 
 
 def connect(url: str, **kwargs: Any) -> aioredis.Redis:
