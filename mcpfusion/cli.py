@@ -49,11 +49,15 @@ def _import_path(app_dir: str | None = None) -> None:
         sys.path.insert(0, folder)
 
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 def _own_traceback(exc: BaseException) -> str:
-    """The traceback of an exception raised while importing an app, without importlib's and this module's
-    frames (a syntax error is its file, line and caret)."""
+    """The traceback of an exception raised while importing an app, in the app's own files: without
+    importlib's frames nor mcpfusion's (whose errors name the setting or call at fault), so a syntax error is
+    its file, line and caret."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if "importlib" not in f.filename and f.filename != __file__]
+              if "importlib" not in f.filename and not f.filename.startswith(_PACKAGE)]
     lines = traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)
     return "".join(lines).rstrip()
 
@@ -70,10 +74,31 @@ def _seconds(text: str) -> float:
 
 
 def _port(text: str) -> int:
-    port = int(text)
+    """A TCP port number (argparse type; its own message, not argparse's `invalid _port value`)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
     if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0-65535)")
+        raise argparse.ArgumentTypeError(f"{text} is not a TCP port (0-65535)")
     return port
+
+
+def _workers(text: str) -> int:
+    """A number of worker processes, 1 or more (argparse type)."""
+    try:
+        workers = int(text)
+    except ValueError:
+        workers = 0
+    if workers < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of worker processes (1 or more)")
+    return workers
+
+
+def _startup_failed(target: str, exc: BaseException | str) -> CliError:
+    """The one-line error of an app whose lifespan start-up raised (like an import failure: no traceback)."""
+    what = exc if isinstance(exc, str) else "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return CliError(f"starting {target} failed (its lifespan start-up raised): {what}")
 
 
 def load(target: str, app_dir: str | None = None) -> tuple[Any, MCPFusion]:
@@ -119,6 +144,9 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
             env_header_timeout()
         except ValueError as exc:
             raise CliError(str(exc)) from None
+    if not reload and args.workers > 1 and getattr(fusion.telemetry, "prometheus", False):
+        status(f"warning: /metrics shows the counters of whichever of the {args.workers} workers answers the "
+               "scrape; run one worker per container, or export with OTLP (see docs/observability.md)")
     base = f"http://{args.host}:{args.port}"
     status(f"serving {fusion.name} ({len(fusion.registry.tools)} tools) from {args.app}" + (" with reload" if reload
                                                                                             else ""))
@@ -141,15 +169,26 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
 def cmd_stdio(args: argparse.Namespace) -> int:
     import logging
 
-    from .mcp.stdio import env_headers, serve_stdio
+    from .mcp.stdio import StartupFailed, StdioConfigError, check_header, env_headers, serve_stdio
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout is the protocol channel
-    app, fusion = load(args.app, args.app_dir)
-    headers = env_headers()
-    if args.token:
-        headers["authorization"] = f"Bearer {args.token}"
-    status(f"serving {fusion.name} over stdio (one JSON-RPC message per line; Ctrl-D to stop)")
-    asyncio.run(serve_stdio(app, headers=headers))
+    try:
+        headers = env_headers()
+        if args.token:
+            check_header("authorization", f"Bearer {args.token}", "--token")
+            headers["authorization"] = f"Bearer {args.token}"
+    except StdioConfigError as exc:
+        raise CliError(str(exc)) from None
+    # stdout is the protocol channel from the first byte: a print() while the app is imported goes to stderr.
+    protocol, sys.stdout = sys.stdout, sys.stderr
+    try:
+        app, fusion = load(args.app, args.app_dir)
+        status(f"serving {fusion.name} over stdio (one JSON-RPC message per line; Ctrl-D to stop)")
+        asyncio.run(serve_stdio(app, headers=headers, stdout=protocol))
+    except StartupFailed as exc:
+        raise _startup_failed(args.app, str(exc)) from None
+    finally:
+        sys.stdout = protocol
     return 0
 
 
@@ -179,7 +218,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 async def _call(app: Any, fusion: MCPFusion, tool: str, action: str, arguments: dict[str, Any],
-                headers: dict[str, str], yes: bool = False) -> Any:
+                headers: dict[str, str], yes: bool = False, target: str = "the app") -> Any:
     """The call as any transport makes it: the caller authenticated by the server's protected resource, the
     action found among those its scopes allow (a hidden one answers as unknown), the app's middleware run.
     With `yes`, a confirmation the action asks for is given with the token it issued, in this process (its
@@ -191,7 +230,10 @@ async def _call(app: Any, fusion: MCPFusion, tool: str, action: str, arguments: 
     async with AsyncExitStack() as stack:
         lifespan = getattr(getattr(app, "router", None), "lifespan_context", None)
         if lifespan is not None:
-            await stack.enter_async_context(lifespan(app))
+            try:
+                await stack.enter_async_context(lifespan(app))
+            except Exception as exc:
+                raise _startup_failed(target, exc) from None
         tester = ToolTester(fusion, app=app)
         response = (await tester.call(tool, action, arguments, headers=headers)).raw
         issued = (getattr(response.view.error, "details", None) or {}).get("confirm_token")
@@ -211,7 +253,7 @@ def cmd_call(args: argparse.Namespace) -> int:
         raise CliError("--json must be a JSON object of the action's parameters")
     app, fusion = load(args.app, args.app_dir)
     headers = {"authorization": f"Bearer {args.token}"} if args.token else {}
-    response = asyncio.run(_call(app, fusion, args.tool, args.action, arguments, headers, args.yes))
+    response = asyncio.run(_call(app, fusion, args.tool, args.action, arguments, headers, args.yes, args.app))
     if response.error_code == CONFIRMATION_REQUIRED:
         status("this action asks for confirmation: run the same command again with --yes to confirm it "
                "(a _confirm token from another process works only when the server has a fixed signing key)")
@@ -335,7 +377,8 @@ def parser() -> argparse.ArgumentParser:
                        help="on shutdown, cancel requests still running after this long (default 20: a call "
                             "waiting for the answer of a client that went away never holds the exit)")
         if name == "serve":
-            p.add_argument("--workers", type=int, default=1)
+            p.add_argument("--workers", type=_workers, default=1,
+                           help="worker processes (default 1; each keeps its own /metrics counters)")
     p = with_app("stdio", "serve MCP over stdin/stdout for local clients")
     p.add_argument("--token", help="bearer token sent as the Authorization header (or MCPFUSION_AUTHORIZATION)")
     p = with_app("inspect", "list tools, actions and their (TOON) descriptions")

@@ -2,8 +2,8 @@
 
 Liveness only says the process answers. Readiness runs every registered check (the database, Redis, ...)
 concurrently, each under a timeout, and answers 503 while any fails, so traffic leaves a replica that cannot
-serve and comes back once it can. Check failures are reported by name and exception type only: a
-connection string or password in an exception message never reaches the response.
+serve and comes back once it can. Check failures are reported and logged by name and exception type only:
+a connection string or password in an exception message never reaches the response nor the log.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ class Readiness:
         except TimeoutError:
             logger.warning("readiness check %r timed out after %ss", name, self.timeout)
             return "timeout"
-        except Exception as exc:
-            logger.warning("readiness check %r failed: %s", name, exc)
+        except Exception as exc:  # its type only: the message may hold a connection string (every probe logs)
+            logger.warning("readiness check %r failed: %s", name, type(exc).__name__)
             return f"unavailable ({type(exc).__name__})"
         return "unavailable" if outcome is False else "ok"
 

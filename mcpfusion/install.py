@@ -13,9 +13,12 @@ folder; a token goes into `env` as `MCPFUSION_AUTHORIZATION`, never into the arg
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -84,8 +87,11 @@ def http_entry(client: str, url: str, token: str | None) -> dict[str, Any]:
     return entry
 
 
-def write_entry(path: Path, name: str, entry: dict[str, Any]) -> None:
-    """Set `mcpServers[name]` in the JSON file at `path`, keeping everything else; written atomically."""
+def write_entry(path: Path, name: str, entry: dict[str, Any], *, private: bool = False) -> None:
+    """Set `mcpServers[name]` in the JSON file at `path`, keeping everything else; written atomically.
+
+    The file keeps its permissions (a private 0600 config stays private); a new one is created 0600 when
+    `private` (it will hold a token or the server's environment), else as the umask says."""
     config: Any = {}
     if path.exists() and path.read_text().strip():
         try:
@@ -95,10 +101,37 @@ def write_entry(path: Path, name: str, entry: dict[str, Any]) -> None:
         if not isinstance(config, dict) or not isinstance(config.get("mcpServers", {}), dict):
             raise InstallError(f"{path} does not hold a JSON object with an 'mcpServers' object")
     config.setdefault("mcpServers", {})[name] = entry
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
-    tmp.replace(path)
+    target = Path(os.path.realpath(path))  # a symlinked config (dotfiles) stays a symlink
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _replace(target, json.dumps(config, indent=2, ensure_ascii=False) + "\n", _mode(target, private))
+
+
+def _mode(path: Path, private: bool) -> int:
+    """The permissions the written file gets: its current ones, else 0600 or what the umask leaves of 0666."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        pass
+    if private:
+        return 0o600
+    umask = os.umask(0)  # (read, then restored: there is no other way to read it)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _replace(path: Path, text: str, mode: int) -> None:
+    """Write `text` to a private temporary file next to `path` (unpredictable name, 0600 from the start: the
+    token is never readable by others, even for a moment), give it `mode`, and move it over `path`."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def install(client: str, app: str, *, name: str, app_dir: Path, config: Path | None = None, url: str | None = None,
@@ -110,7 +143,7 @@ def install(client: str, app: str, *, name: str, app_dir: Path, config: Path | N
         raise InstallError("--env applies to stdio servers only; an HTTP server reads its own environment")
     entry = http_entry(client, url, token) if url else stdio_entry(app, app_dir, token, env or {})
     path = config or default_config_path(client)
-    write_entry(path, name, entry)
+    write_entry(path, name, entry, private=bool(token or env))
     return path, entry
 
 

