@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -189,13 +190,14 @@ def single_authorization(request: Request) -> str | None:
 
 
 def bearer_token(request: Request) -> str:
-    """The token of `Authorization: Bearer <token>`, or a 401 (a 400 for repeated Authorization headers)."""
+    """The token of `Authorization: Bearer <token>`, or a 401 (a 400 for repeated Authorization headers).
+    A request carrying no bearer token (no header, another scheme, `Bearer` alone) is challenged without an
+    error code: RFC 6750 section 3.1 keeps `invalid_request` for a 400."""
     header = single_authorization(request) or ""
     scheme, _, token = header.partition(" ")
-    if not header:
-        raise unauthorized("Send the header 'Authorization: Bearer TOKEN'.", error=None)
     if scheme.lower() != "bearer" or not token.strip():
-        raise unauthorized("The Authorization header must be 'Bearer TOKEN'.", error="invalid_request")
+        raise unauthorized("The Authorization header must be 'Bearer TOKEN'." if header
+                           else "Send the header 'Authorization: Bearer TOKEN'.", error=None)
     return token.strip()
 
 
@@ -235,14 +237,34 @@ def _load_key(key: str) -> tuple[Any, frozenset[str]]:
     return public, _family_of(public)
 
 
+class _Fetch:
+    """One JWKS fetch in flight: the lookups that need its outcome wait for it, none starts another."""
+
+    __slots__ = ("deadline", "done", "refetch")
+
+    def __init__(self, timeout: float, refetch: bool) -> None:
+        self.done = threading.Event()
+        # The fetch's own timeout decides first; a server that trickles its answer cannot hold waiters longer.
+        self.deadline = time.monotonic() + timeout + 1
+        self.refetch = refetch  # for a key id the set lacked (rate-limited by the floor)
+
+    def wait(self) -> bool:
+        """Whether the fetch ended before its deadline."""
+        return self.done.wait(max(0.0, self.deadline - time.monotonic()))
+
+
 class JWKSKeys:
     """The signing keys a JWKS URL publishes, as `JWTVerifier` needs them through key rotations.
 
-    Fetched on first use and again after `lifespan` seconds. A token naming a key id the set does not have
-    (the authorization server rotated its key) refetches the set once; such refetches happen at most every
-    `refetch_floor` seconds, so a flood of tokens with made-up key ids cannot hammer the authorization
-    server. A key removed from the set stops being accepted at the next fetch. A failed fetch keeps the
-    keys already known."""
+    Fetched on first use and again after `lifespan` seconds, then in the background: a lookup of a key
+    already known never waits for a fetch. A token naming a key id the set does not have (the authorization
+    server rotated its key) waits for a refetch of the set; such refetches happen at most every
+    `refetch_floor` seconds, counted from the end of the last one, and one at a time (lookups arriving
+    meanwhile share it), so a flood of tokens with made-up key ids cannot hammer the authorization server. A
+    key removed from the set stops being accepted at the next fetch. A failed fetch (unreachable, not a JSON
+    key set, no signing key in it) keeps the keys already known and is retried `refetch_floor` seconds after
+    it ended; until then a key id not known is `PyJWKClientConnectionError` (the token may be fine), with
+    `retry_after` seconds."""
 
     def __init__(self, url: str, *, lifespan: float = 300, refetch_floor: float = 10, timeout: float = 10,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -253,45 +275,94 @@ class JWKSKeys:
         self.url = url
         self.lifespan = lifespan
         self.refetch_floor = refetch_floor
+        self.timeout = timeout
         self.clock = clock
         self.fetches = 0
         self._keys: dict[str | None, Any] = {}
-        self._fetched_at: float | None = None
-        self._refetched_at: float | None = None
-        self._lock = threading.Lock()
+        self._fetched_at: float | None = None  # when the keys known were fetched
+        self._ended_at: float | None = None  # when the last fetch ended, whatever its outcome
+        self._failed = False  # whether that fetch failed
+        self._refetched_at: float | None = None  # when the last refetch for an unknown key id ended
+        self._fetch: _Fetch | None = None  # the fetch in flight
+        self._lock = threading.Lock()  # guards the fields above; never held during a fetch
 
     def key(self, kid: str | None) -> Any:
-        """The `PyJWK` of `kid` (a set of one key also serves tokens without a kid), or `PyJWKClientError`."""
+        """The `PyJWK` of `kid` (a set of one key also serves tokens without a kid), or `PyJWKClientError`
+        (`PyJWKClientConnectionError` while the set cannot be fetched)."""
         with self._lock:
             now = self.clock()
-            if self._fetched_at is None or now - self._fetched_at >= self.lifespan:
-                self._load(now)
             found = self._find(kid)
-            if found is None and (self._refetched_at is None or now - self._refetched_at >= self.refetch_floor):
-                self._refetched_at = now
-                self._load(now)
-                found = self._find(kid)
-        if found is None:
-            raise self._jwt.PyJWKClientError(f"no signing key {kid!r} in the JWKS")
-        return found
+            if found is not None:
+                if self._may_fetch(now) and (self._fetched_at is None or now - self._fetched_at >= self.lifespan):
+                    self._start(refetch=False)  # the known key serves meanwhile
+                return found
+            fetch = self._fetch
+            if fetch is None and self._may_fetch(now, refetch=self._fetched_at is not None):
+                fetch = self._start(refetch=self._fetched_at is not None)
+        ended = fetch.wait() if fetch is not None else True
+        with self._lock:
+            found = self._find(kid)
+            if found is not None:
+                return found
+            if ended and not self._failed and self._fetched_at is not None:
+                raise self._jwt.PyJWKClientError(f"no signing key {kid!r} in the JWKS")
+            unavailable = self._jwt.PyJWKClientConnectionError(f"the JWKS at {self.url} cannot be fetched")
+            unavailable.retry_after = self._retry_after(self.clock())
+            raise unavailable
 
     def _find(self, kid: str | None) -> Any:
         if kid is None and len(self._keys) == 1:
             return next(iter(self._keys.values()))
         return self._keys.get(kid)
 
-    def _load(self, now: float) -> None:
+    def _may_fetch(self, now: float, *, refetch: bool = False) -> bool:
+        """Whether a fetch may start now: none in flight, none failed within the floor, and for an unknown key
+        id none refetched within it."""
+        if self._fetch is not None:
+            return False
+        if self._failed and self._ended_at is not None and now - self._ended_at < self.refetch_floor:
+            return False
+        return not (refetch and self._refetched_at is not None and now - self._refetched_at < self.refetch_floor)
+
+    def _retry_after(self, now: float) -> int:
+        """Whole seconds until the set may be fetched again (at least 1)."""
+        if self._fetch is not None:
+            wait = self._fetch.deadline - time.monotonic()
+        else:
+            wait = self.refetch_floor - (now - (self._ended_at if self._ended_at is not None else now))
+        return max(1, math.ceil(wait))
+
+    def _start(self, *, refetch: bool) -> _Fetch:
+        fetch = self._fetch = _Fetch(self.timeout, refetch)
         self.fetches += 1
+        threading.Thread(target=self._run, args=(fetch,), name="mcpfusion-jwks", daemon=True).start()
+        return fetch
+
+    def _run(self, fetch: _Fetch) -> None:
+        keys: dict[str | None, Any] | None = None
         try:
-            jwk_set = self.client.get_jwk_set(refresh=True)
-        except self._jwt.PyJWKClientError:
-            if not self._keys:
-                raise
-            logger.warning("JWKS %s could not be fetched; the keys fetched before are kept", self.url)
-            self._fetched_at = now - self.lifespan + self.refetch_floor  # try again after the floor
-            return
-        self._keys = {k.key_id: k for k in jwk_set.keys if k.public_key_use in ("sig", None)}
-        self._fetched_at = now
+            keys = self._download()
+        except Exception as exc:  # whatever the cause, it is the authorization server's, never a token's
+            logger.warning("JWKS %s could not be used (%s); the keys fetched before are kept",
+                           self.url, type(exc).__name__)
+        finally:
+            with self._lock:
+                now = self.clock()
+                self._ended_at, self._failed, self._fetch = now, keys is None, None
+                if keys is not None:
+                    self._keys, self._fetched_at = keys, now
+                if fetch.refetch:
+                    self._refetched_at = now
+            fetch.done.set()
+
+    def _download(self) -> dict[str | None, Any]:
+        """The signing keys of the set the URL serves now; an error for an unusable answer (not JSON, a JSON
+        without keys: an HTML page of a proxy, an empty set)."""
+        jwk_set = self.client.get_jwk_set(refresh=True)
+        keys = {k.key_id: k for k in jwk_set.keys if k.public_key_use in ("sig", None)}
+        if not keys:
+            raise self._jwt.PyJWKSetError("the JWKS holds no signing key")
+        return keys
 
 
 class JWTVerifier:
@@ -364,9 +435,10 @@ class JWTVerifier:
             )
         except jwt.ExpiredSignatureError:
             raise unauthorized("The token has expired.") from None
-        except jwt.PyJWKClientConnectionError:  # no key known yet and the JWKS is unreachable: not the token's fault
+        except jwt.PyJWKClientConnectionError as exc:  # the key set cannot be fetched now: not the token's fault
+            retry_after = getattr(exc, "retry_after", 5)
             raise HTTPException(status_code=503, detail="The authorization server's keys could not be fetched; "
-                                "retry later.", headers={"Retry-After": "5"}) from None
+                                "retry later.", headers={"Retry-After": str(retry_after)}) from None
         except jwt.PyJWKClientError:
             raise unauthorized("The token's signing key is unknown.") from None
         except (jwt.InvalidTokenError, jwt.InvalidKeyError) as exc:

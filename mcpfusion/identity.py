@@ -53,4 +53,13 @@ def identity_of(auth: Any) -> tuple[str, str | None] | None:
     return hashlib.sha256(who.encode()).hexdigest()[:32], tenant
 
 
-__all__ = ["AUTH_SCOPE_KEY", "identity_of", "is_claims"]
+def credential_digest(authorization: str) -> str:
+    """A digest of the credentials an Authorization header carries, whatever the spelling of its scheme
+    (case-insensitive, RFC 9110 section 11.1) and the whitespace around them: `Bearer x`, `bearer  x` and
+    `BEARER x` are one caller. What per-caller state is keyed by when the caller names no subject."""
+    scheme, _, credentials = authorization.strip().replace("\t", " ").partition(" ")
+    canonical = f"{scheme.lower()} {credentials.strip()}"
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+__all__ = ["AUTH_SCOPE_KEY", "credential_digest", "identity_of", "is_claims"]

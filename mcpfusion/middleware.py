@@ -38,7 +38,7 @@ from starlette.requests import Request
 from .buckets import Buckets, MemoryBuckets
 from .context import Context
 from .dependencies import current_context
-from .identity import AUTH_SCOPE_KEY, is_claims  # where RequireBearer keeps the caller (no JWT machinery loaded)
+from .identity import AUTH_SCOPE_KEY, credential_digest, is_claims  # (no JWT machinery loaded)
 from .response import ToolResponse
 from .spent import MemorySpent, Spent
 
@@ -52,6 +52,7 @@ Middleware = Callable[["ActionCall", CallNext], Awaitable[ToolResponse]]
 _STDIO_SCOPE_KEY = "mcpfusion.trusted_headers"
 _PRINCIPAL_ID = ("subject", "sub", "id", "user_id")
 _TENANT = ("tenant", "tenant_id")
+_ISSUER = ("issuer", "iss")
 
 
 class GuardState:
@@ -132,8 +133,8 @@ class ActionCall:
 
     @property
     def principal_id(self) -> str:
-        """Who calls: the principal's subject/id, else a digest of the Authorization header, else the
-        client address (never a credential in clear)."""
+        """Who calls: the principal's subject/id, else a digest of the credentials of the Authorization header
+        (however its scheme is spelled), else the client address (never a credential in clear)."""
         found = _field(self.principal, _PRINCIPAL_ID)
         if found is not None:
             return found
@@ -141,7 +142,7 @@ class ActionCall:
             return self.principal
         auth = self.request.headers.get("authorization")
         if auth:
-            return "token:" + hashlib.sha256(auth.encode()).hexdigest()[:32]
+            return "token:" + credential_digest(auth)
         client = self.request.client
         return f"anonymous:{client.host if client else '-'}"
 
@@ -151,11 +152,15 @@ class ActionCall:
 
     @property
     def caller_key(self) -> str:
-        """`principal_id` within its tenant: what per-caller state (rate-limit buckets, confirmation tokens)
-        is keyed by, since two tenants of one identity provider may each have a subject of the same name."""
+        """`principal_id` within its tenant and issuer: what per-caller state (rate-limit buckets, confirmation
+        tokens) is keyed by, since two tenants, or two authorization servers, may each have a subject of the
+        same name (MCP sessions are bound the same way, `mcpfusion.identity.identity_of`)."""
         tenant = self.tenant
         principal = self.principal_id
-        return principal if tenant is None else f"{tenant}/{principal}"
+        issuer = _field(self.principal, _ISSUER)
+        if issuer is not None:  # unambiguous whatever the names hold
+            return json.dumps([issuer, tenant, principal], separators=(",", ":"), ensure_ascii=False)
+        return principal if tenant is None else f"{tenant}/{principal}"  # as it always was: tokens stay valid
 
     @property
     def request_id(self) -> str:

@@ -23,9 +23,10 @@ KeyFunction = Callable[[ActionCall], str]
 class RateLimit:
     """At most `calls` per `per` seconds for each caller, with bursts up to `burst` (default `calls`).
 
-    `key` says who "each caller" is: "principal" (default), "tenant" (the principal's tenant), or a
-    function of the `ActionCall`. Declared on the app or a tool, one bucket per caller covers all of its
-    actions; give two limits with the same numbers distinct `name`s to keep their buckets apart."""
+    `key` says who "each caller" is: "principal" (default: `ActionCall.caller_key`, the principal within
+    its tenant and issuer), "tenant" (the principal's tenant), or a function of the `ActionCall`. Declared on
+    the app or a tool, one bucket per caller covers all of its actions; give two limits with the same numbers
+    distinct `name`s to keep their buckets apart."""
 
     def __init__(
         self,
@@ -52,7 +53,7 @@ class RateLimit:
         if callable(self.key):
             return str(self.key(call))
         if self.key == "tenant":
-            return call.tenant or call.principal_id
+            return call.tenant or call.caller_key  # (no tenant: the caller's own bucket, issuer-bound)
         return call.caller_key
 
     async def __call__(self, call: ActionCall, call_next: CallNext) -> ToolResponse:
