@@ -408,6 +408,11 @@ class MCPFusion:
         from .swagger import serve_offline
 
         self._check_completions()
+        path = self.settings.path
+        if any(getattr(route, "path", None) == path for route in app.router.routes):
+            raise ValueError(f"MCPFusion {self.name!r}: the app already serves MCP at {path} (another MCPFusion, or "
+                             "this one mounted twice): give every tool to one MCPFusion (tools=[...]), or serve "
+                             "this one at another path (MCPFusion(..., path='/mcp-other'))")
         transport = self.transport
         transport.install(app)
         serve_offline(app)
@@ -482,8 +487,11 @@ def _redis_stores(settings: TransportSettings) -> RedisStores | None:
         logger.warning("MCPFUSION_REDIS_URL is set but MCPFUSION_SIGNING_KEY is not: each replica signs "
                        "2026-07-28 requestState with its own random key, so input-required rounds cannot "
                        "continue on another replica")
-    return from_url(settings.redis_url, idle_timeout=settings.session_idle_timeout,
-                    limits=settings.session_limits())
+    try:
+        return from_url(settings.redis_url, idle_timeout=settings.session_idle_timeout,
+                        limits=settings.session_limits())
+    except ValueError as exc:  # (redis-py's words; the URL itself is not repeated: it may hold a password)
+        raise ValueError(f"MCPFUSION_REDIS_URL (redis_url) is not a Redis URL: {exc}") from None
 
 
 def _context_of(call: Call) -> Context:

@@ -150,14 +150,32 @@ def split_parameters(
                             "dependency is passed by name; drop the `/`")
         http = _http_source(annotation, default)
         if http is not None:
+            kind_name = _annotation_name(annotation)
             raise TypeError(f"{fn.__qualname__}: parameter {name!r} is declared with FastAPI's {http}(...), which "
                             "reads an HTTP request's own URL or body: an action's arguments come from the tool "
-                            f"call. Declare it as a plain parameter ({name}: int = 3, or Annotated[int, Field(...)])")
+                            f"call. Declare it as a plain parameter ({name}: {kind_name} = ..., or "
+                            f"Annotated[{kind_name}, Field(...)])")
+        if isinstance(annotation, type) and issubclass(annotation, Response):
+            raise TypeError(f"{fn.__qualname__}: parameter {name!r} is a {annotation.__name__}: a FastAPI route sets "
+                            "headers, cookies or its status through it, but an action answers the agent (MCP and "
+                            "REST alike) with its return value: return the data (set HTTP headers in the app's "
+                            "own middleware)")
         if is_dependency(annotation, default):
             dependencies.append(_provided_as(inspect.Parameter(name, kind, annotation=annotation, default=default)))
         else:
             arguments.append((name, annotation, default))
     return arguments, dependencies
+
+
+def _annotation_name(annotation: Any) -> str:
+    """A parameter's type as written in code (`int`, `dict[str, int]`), `int` when it has none."""
+    if annotation is Any or annotation is inspect.Parameter.empty:
+        return "int"
+    if typing.get_origin(annotation) is Annotated:
+        annotation = typing.get_args(annotation)[0]
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
 
 
 _POSITIONAL, _KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY

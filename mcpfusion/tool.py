@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from starlette.responses import Response
 
 from . import exposition as expo
 from . import toon
@@ -631,6 +632,10 @@ class Tool:
         is the handler's return annotation."""
         explicit: dict[str, Any] | None = None
         model, many = None, None
+        if isinstance(annotation, type) and issubclass(annotation, Response):
+            raise TypeError(f"{where}: returns a {annotation.__name__}, but an action answers the agent (MCP and REST "
+                            "alike) with data: return the data itself (a dict, a model, a ToolResponse from "
+                            "success_structured / toon_success / response()), not an HTTP response")
         if isinstance(output_schema, dict):
             explicit = check_output_schema(output_schema, where)
         elif output_schema is not None:

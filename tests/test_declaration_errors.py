@@ -13,7 +13,9 @@ from typing import Annotated, Literal
 
 import pytest
 from fastapi import Body, Header, Query
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, PlainValidator
+from starlette.responses import Response
 
 from mcpfusion import Flatten, Tool
 from mcpfusion.app import MCPFusion
@@ -266,3 +268,35 @@ def test_a_presenter_builder_given_what_can_never_work_says_so_at_once(build, sa
 
     with pytest.raises((TypeError, ValueError), match=re.escape(says)):
         build(Presenter("p").schema({"id": str}))
+
+
+def test_http_responses_are_refused_as_an_actions_return_or_parameter():
+    """FastAPI's Response (a return value, or a parameter to set headers on) means nothing to an agent: refused
+    when declared, naming what to do, rather than a 500 on every call or headers silently dropped."""
+
+    tool = Tool("t", description="T")
+
+    async def made() -> JSONResponse:
+        """Made."""
+        return JSONResponse({"a": 1})
+
+    async def headers(response: Response) -> dict:
+        """Headers."""
+        response.headers["x-a"] = "1"
+        return {}
+
+    with pytest.raises(TypeError, match="returns a JSONResponse.*return the data itself"):
+        tool.action(readonly=True)(made)
+    with pytest.raises(TypeError, match="parameter 'response' is a Response.*return the data"):
+        tool.action(readonly=True)(headers)
+
+
+def test_a_refused_query_parameter_is_told_its_own_type():
+    tool = Tool("t", description="T")
+
+    async def find(filters: dict[str, int] = Query(default={})) -> dict:  # noqa: B008
+        """Find."""
+        return filters
+
+    with pytest.raises(TypeError, match=r"filters: dict\[str, int\] = \.\.\."):
+        tool.action(readonly=True)(find)

@@ -168,3 +168,19 @@ async def test_http_exceptions_of_dependencies_on_mcp(wire):
                 "code": -32010, "message": f"HTTP {status}: {detail}", "data": {"status": status, "detail": detail}}}
         r = await client.post("/mcp", json=body, headers={**headers, "x-status": "401"})
         assert (r.status_code, r.json()) == (401, {"custom": "tenant gone"})
+
+
+def test_a_second_mcpfusion_at_the_same_path_is_refused_and_another_path_serves_both():
+    """Two MCPFusion objects (or one twice) on one app at one path would leave one silently unserved."""
+    from mcpfusion import MCPFusion, Tool
+
+    first, second = Tool("a", description="A"), Tool("b", description="B")
+    app = FastAPI()
+    MCPFusion("one", tools=[first]).mount(app)
+    with pytest.raises(ValueError, match="already serves MCP at /mcp"):
+        MCPFusion("two", tools=[second]).mount(app)
+    other = MCPFusion("two", tools=[second], path="/mcp-b")
+    other.mount(app)
+    assert "/mcp-b" in [getattr(r, "path", None) for r in app.routes]
+    with pytest.raises(ValueError, match="already serves MCP at /mcp-b"):
+        other.mount(app)
