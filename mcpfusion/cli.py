@@ -135,7 +135,7 @@ def load(target: str, app_dir: str | None = None) -> tuple[Any, MCPFusion]:
 def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
     import uvicorn
 
-    from .server import env_header_timeout, uvicorn_options
+    from .server import env_header_timeout, log_config, uvicorn_options
 
     os.environ.setdefault(collector.ENV, "1")  # a serving process: the collector's serving profile
     _, fusion = load(args.app, args.app_dir)  # fail fast, with a clear message, before uvicorn starts
@@ -152,6 +152,7 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
                                                                                             else ""))
     status(f"MCP {base}/mcp | REST {base}/api | tool docs {base}/tools | OpenAPI {base}/docs | health {base}/healthz")
     options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": args.log_level,
+                               "log_config": log_config(args.log_level),
                                **uvicorn_options(header_timeout=args.header_timeout,
                                                  keep_alive_timeout=args.keep_alive_timeout)}
     if args.graceful_timeout is not None:

@@ -12,6 +12,7 @@ balancer), set the same limits there.
 
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any
 
@@ -142,3 +143,14 @@ def uvicorn_options(
         HeaderTimeoutProtocol.header_timeout = header_timeout
     return {"http": "mcpfusion.server:HeaderTimeoutProtocol", "timeout_keep_alive": keep_alive_timeout,
             "timeout_graceful_shutdown": graceful_timeout}
+
+
+def log_config(level: str = "info") -> dict[str, Any]:
+    """uvicorn's logging configuration plus mcpfusion's own loggers (the audit trail, refused content, failed
+    redactions...) on stderr at `level`: without a handler, Python prints warnings only, so an INFO audit
+    event would be lost."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["mcpfusion"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
+    return config

@@ -400,3 +400,17 @@ def test_a_slow_body_that_keeps_coming_is_served():
             time.sleep(0.2)
         reply = answer(conn)
         assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b'"steady"'), reply
+
+
+def test_serve_logs_mcpfusions_own_info_events_such_as_the_audit_trail():
+    """`mcpfusion serve` configures uvicorn's logging with mcpfusion's loggers on stderr: an INFO event of
+    `mcpfusion.audit` (every mutation) is written, not dropped by Python's warnings-only default."""
+    import subprocess
+    import sys
+
+    code = ("import logging.config; from mcpfusion.server import log_config; logging.config.dictConfig(log_config('info'));"
+            "logging.getLogger('mcpfusion.audit').info('{\"event\":\"audit\"}');"
+            "logging.getLogger('mcpfusion.audit').debug('hidden at info')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert '{"event":"audit"}' in done.stderr and "hidden at info" not in done.stderr, done.stderr
+    assert done.stdout == ""
