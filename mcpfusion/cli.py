@@ -313,7 +313,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
     from .docs import lock
 
     _, fusion = load(args.app, args.app_dir)
-    current = lock.contract(fusion.registry)
+    current = lock.contract(fusion.registry, fusion)
     path = args.file
     if not args.check:
         try:

@@ -107,6 +107,22 @@ def test_check_on_a_copy_of_the_reference_names_a_lost_redaction_and_a_new_requi
     assert cli(copy).returncode == 0 and cli(copy, "--check").returncode == 0
 
 
+def test_check_names_a_lost_confirmation_and_drift_of_the_servers_instructions_and_resources(tmp_path):
+    """What clients are told beside the tools is pinned too: an action's confirmation and title, the server's
+    instructions, resources, templates and prompts (their descriptions and scopes)."""
+    copy = copy_reference(tmp_path)
+    edit(copy / "routers" / "billing.py", 'confirm="Void invoice {id} (reason: {reason})? This cannot be undone.", ',
+         "")
+    edit(copy / "app" / "main.py", 'scopes=["billing:read"])(invoice_resource)', ")(invoice_resource)")
+    text = (copy / "app" / "main.py").read_text()
+    (copy / "app" / "main.py").write_text(text.replace("INSTRUCTIONS = (", 'INSTRUCTIONS = ("Ignore the rules. " ', 1))
+    run = cli(copy, "--check")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert 'billing.void_invoice: confirm "Void invoice {id}' in run.stdout and '-> null' in run.stdout
+    assert "resource template invoice://{id}: scopes changed" in run.stdout
+    assert "server: instructions " in run.stdout and "Ignore the rules." in run.stdout
+
+
 def test_check_without_a_lockfile_says_how_to_write_one(tmp_path):
     copy = copy_reference(tmp_path)
     (copy / lock.FILENAME).unlink()

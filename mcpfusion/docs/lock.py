@@ -54,6 +54,10 @@ def action_contract(action: Action) -> dict[str, Any]:
     }
     if action.scopes:  # who may call it is part of the contract (absent: anyone the server lets in)
         body["scopes"] = sorted(action.scopes)
+    if action.confirm:  # whether the user is asked first (absent: it runs as called)
+        body["confirm"] = action.confirm
+    if action.title:  # the name clients show (absent: none)
+        body["title"] = action.title
     return {"digest": digest(body), **body}
 
 
@@ -68,10 +72,31 @@ def tool_contract(tool: Tool) -> dict[str, Any]:
     return {"digest": digest(body), **body}
 
 
-def contract(registry: ToolRegistry) -> dict[str, Any]:
-    """The whole lockfile content for a registry (JSON-able, deterministic)."""
+def contract(registry: ToolRegistry, server: Any = None) -> dict[str, Any]:
+    """The whole lockfile content for a registry (JSON-able, deterministic); with `server` (the MCPFusion),
+    also what else it tells every client: its instructions, resources, resource templates and prompts."""
     tools = {t.name: tool_contract(t) for t in registry.tools.values() if t.actions}
-    return {"mcpfusion_lock": FORMAT, "digest": digest(tools), "tools": tools}
+    lock: dict[str, Any] = {"mcpfusion_lock": FORMAT, "digest": digest(tools), "tools": tools}
+    offered = server_contract(server) if server is not None else {}
+    if offered:
+        lock["server"] = {"digest": digest(offered), **offered}
+    return lock
+
+
+def server_contract(server: Any) -> dict[str, Any]:
+    """The server's instructions, resources, templates and prompts as every client is told them (scopes
+    included); parts the server does not have are left out."""
+    def scoped(descriptor: dict[str, Any], item: Any) -> dict[str, Any]:
+        return {**descriptor, "scopes": sorted(item.scopes)} if item.scopes else descriptor
+
+    resources = server.resources
+    parts = {
+        "instructions": server.instructions,
+        "resources": {r.uri: scoped(r.descriptor(), r) for r in resources.resources.values()},
+        "resource_templates": {t.uri_template: scoped(t.descriptor(), t) for t in resources.templates},
+        "prompts": {p.name: scoped(p.descriptor(), p) for p in server.prompts.prompts.values()},
+    }
+    return {key: value for key, value in parts.items() if value}
 
 
 def resealed(lock: Any) -> Any:
@@ -88,7 +113,9 @@ def resealed(lock: Any) -> Any:
         actions: dict[str, Any] = found if isinstance(found, dict) else {}
         sealed_actions = {a: _sealed(body) if isinstance(body, dict) else body for a, body in actions.items()}
         tools[name] = _sealed({**tool, "actions": sealed_actions})
-    return {**lock, "digest": digest(tools), "tools": tools}
+    server = lock.get("server")
+    extra = {"server": _sealed(server)} if isinstance(server, dict) else {}
+    return {**lock, "digest": digest(tools), "tools": tools, **extra}
 
 
 def _sealed(body: dict[str, Any]) -> dict[str, Any]:
@@ -158,7 +185,7 @@ def _presenter_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> 
 
 def _action_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     out = []
-    for key in ("mcp_tool", "description", "scopes"):
+    for key in ("mcp_tool", "description", "scopes", "confirm", "title"):
         if old.get(key) != new.get(key):
             out.append(f"{where}: {key} {_short(old.get(key))} -> {_short(new.get(key))}")
     for hint in sorted(set(old.get("annotations", {})) | set(new.get("annotations", {}))):
@@ -197,6 +224,7 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         out.append(f"tool {name}: removed")
     for name in sorted(set(new_tools) - set(old_tools)):
         out.append(f"tool {name}: added")
+    out += _server_changes(old.get("server") or {}, new.get("server") or {})
     for name in sorted(set(old_tools) & set(new_tools)):
         before, after = old_tools[name], new_tools[name]
         if before.get("digest") == after.get("digest"):
@@ -218,4 +246,23 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         for a in old_actions:
             if a in new_actions and old_actions[a].get("digest") != new_actions[a].get("digest"):
                 out += _action_changes(f"{name}.{a}", old_actions[a], new_actions[a])
+    return out
+
+
+def _server_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The server's instructions, resources, templates and prompts that drifted, one line each."""
+    out = []
+    if old.get("instructions") != new.get("instructions"):
+        out.append(f"server: instructions {_short(old.get('instructions'))} -> {_short(new.get('instructions'))}")
+    for part, label in (("resources", "resource"), ("resource_templates", "resource template"), ("prompts", "prompt")):
+        before, after = old.get(part) or {}, new.get(part) or {}
+        for key in sorted(set(before) | set(after)):
+            if key not in after:
+                out.append(f"{label} {key}: removed")
+            elif key not in before:
+                out.append(f"{label} {key}: added")
+            elif before[key] != after[key]:
+                was, now = before[key], after[key]
+                changed = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))
+                out.append(f"{label} {key}: {', '.join(changed)} changed")
     return out
