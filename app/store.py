@@ -480,6 +480,10 @@ class BillingStore:
             query = query.where(or_(_CUST.c.name > name, and_(_CUST.c.name == name, _CUST.c.id > ident)))
         if limit is not None:
             query = query.limit(limit)
+        if search and "\x00" in search:
+            # No name or country holds NUL (PostgreSQL text cannot; SQLite's LIKE would end the pattern at it
+            # and match every row), so nothing matches.
+            return []
         if search:
             # a literal substring: autoescape escapes LIKE's wildcards (% and _) and its escape character
             query = query.where(or_(func.lower(_CUST.c.name).contains(search.lower(), autoescape=True),

@@ -430,9 +430,13 @@ class MCPFusion:
             self.registry.guards.spent = RedisSpent(redis_client)
         app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"], summary="Liveness",
                           response_model=None, responses=HEALTHZ_RESPONSES)
-        app.add_api_route("/readyz", readyz_endpoint(self.readiness), methods=["GET"], tags=["health"],
+        ready = readyz_endpoint(self.readiness)
+        app.add_api_route("/readyz", ready, methods=["GET"], tags=["health"],
                           summary="Readiness: database, Redis and the app's own checks",
                           responses=READYZ_RESPONSES)
+        # HEAD wherever GET is served (RFC 9110), as probes may send it; undocumented (no second operation)
+        app.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=False, response_model=None)
+        app.add_api_route("/readyz", ready, methods=["HEAD"], include_in_schema=False)
         if self.telemetry is not None:
             self.telemetry.install(app)
         if collector.wanted(self.gc_tuning):

@@ -47,7 +47,7 @@ from .pagination import (
     fingerprint,
 )
 from .presenter import Presenter, PresenterError
-from .problem import http_code, http_detail
+from .problem import http_code, http_detail, is_error_status
 from .redaction import RedactionError
 from .response import ToolResponse, error_response, success, to_jsonable, tool_error
 from .select import SELECT_PARAM, select_keys
@@ -430,6 +430,10 @@ def _failure(action: Action, exc: Exception, raise_http: bool) -> ToolResponse:
     if isinstance(exc, HTTPException):
         if raise_http:
             raise exc
+        if not is_error_status(exc.status_code):  # 1xx-3xx, 600, 0: a server bug, not an answer to the call
+            logger.error("%s: HTTPException with status %r (not an HTTP error) raised by the handler or a "
+                         "dependency", action.label, exc.status_code)
+            return _internal_error(action)
         if exc.status_code >= 500:
             logger.error("%s: HTTP %s raised by the handler or a dependency", action.label, exc.status_code)
         code, recovery = http_code(exc.status_code)  # REST's code for the same status
@@ -447,11 +451,16 @@ def _failure(action: Action, exc: Exception, raise_http: bool) -> ToolResponse:
     if isinstance(exc, ProtocolSignal):
         raise exc  # the MCP engine's own control flow (input required, protocol errors)
     logger.error("internal error in %s", action.label, exc_info=exc)
+    return _internal_error(action)
+
+
+def _internal_error(action: Action) -> ToolResponse:
     return tool_error(
         INTERNAL_ERROR,
         f"{action.label} failed with an internal error.",
         recovery="This is a server problem, not your call; retry later or try another action.",
     )
+
 
 def check_content(action: Action, items: Iterable[Content], max_bytes: int) -> None:
     """Nothing leaves that is too large or not what its MIME type says (or not one the action declared)."""

@@ -13,6 +13,7 @@ and by middleware (`RequireBearer`) all come through `problem_response`.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
@@ -36,6 +37,8 @@ from .mcp.jsonrpc import http_detail as http_detail  # one wording of an HTTP er
 from .response import ToolResponse
 from .serializer import dumps
 
+logger = logging.getLogger("mcpfusion")
+
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 TYPE_PREFIX = "urn:mcpfusion:error:"
 METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
@@ -49,9 +52,12 @@ _HTTP_CODES: dict[int, tuple[str, str]] = {
     405: (METHOD_NOT_ALLOWED, "Use one of the methods listed in the Allow header."),
     409: (CONFLICT, "Read the object's current state, then call again if the change still applies."),
     413: ("PAYLOAD_TOO_LARGE", "Send a smaller request body."),
-    415: ("UNSUPPORTED_MEDIA_TYPE", "Send the parameters as application/json."),
+    415: ("UNSUPPORTED_MEDIA_TYPE", "Send the parameters as application/json: UTF-8, uncompressed."),
     429: (RATE_LIMITED, "Wait for the time given in Retry-After, then call again."),
 }
+INTERNAL_RECOVERY = "This is a server problem, not your call; retry later."
+# The agent's recovery of a validation error points at the fields listed above it; REST lists them in `errors`.
+REST_VALIDATION_RECOVERY = "Fix the fields listed in errors and send the request again."
 
 # Every status a REST operation may answer with a problem, for OpenAPI.
 DOCUMENTED = {
@@ -61,7 +67,7 @@ DOCUMENTED = {
     404: "Unknown tool or action, or the object (or the page a cursor names) does not exist for this caller",
     409: "The object is not in a state that allows the call",
     413: "Request body too large",
-    415: "The body is not JSON",
+    415: "The body is not UTF-8 JSON (another media type, charset or content encoding)",
     422: "Invalid parameters (errors lists every invalid field)",
     428: "The action needs the caller's confirmation first (recovery says how to confirm)",
     429: "Rate limited (see Retry-After)",
@@ -158,14 +164,25 @@ def problem_of_result(response: ToolResponse, *, instance: str | None = None) ->
     return problem(http_status(code), code, response.text, instance=instance)
 
 
+def is_error_status(status: object) -> bool:
+    """Whether an `HTTPException`'s status is one an error can be answered with (4xx, 5xx). Anything else (1xx
+    to 3xx, 600, 0, -1) is a server bug: HTTP cannot carry it as an error, so it is answered as one (500)."""
+    return isinstance(status, int) and 400 <= status <= 599
+
+
 def http_code(status: int) -> tuple[str, str]:
     """(tool error code, recovery) of an HTTP status raised as an `HTTPException`: REST and MCP name it alike."""
     return _HTTP_CODES.get(status, (INTERNAL_ERROR if status >= 500 else f"HTTP_{status}", ""))
 
 
 def problem_of_http(exc: HTTPException, *, instance: str | None = None) -> dict[str, Any]:
-    """The problem for an `HTTPException` (a dependency's 401/403, routing's 404/405, a middleware's 429)."""
+    """The problem for an `HTTPException` (a dependency's 401/403, routing's 404/405, a middleware's 429); one
+    raised with a status that is not an error's is a 500 INTERNAL_ERROR."""
     status = exc.status_code
+    if not is_error_status(status):
+        logger.error("%s: HTTPException raised with status %r, which is not an HTTP error: answered 500",
+                     instance or "request", status)
+        return problem(500, INTERNAL_ERROR, _title(500), recovery=INTERNAL_RECOVERY, instance=instance)
     code, recovery = http_code(status)
     detail = exc.detail if status < 500 and isinstance(exc.detail, str) and exc.detail else _title(status)
     if status == 405 and exc.headers and exc.headers.get("Allow"):
@@ -190,12 +207,19 @@ def problem_response(body: dict[str, Any], headers: Mapping[str, str] | None = N
 
 
 def http_problem_response(exc: HTTPException, path: str | None = None) -> Response:
-    """`problem_response` for an `HTTPException`, keeping its headers (WWW-Authenticate, Allow...)."""
-    return problem_response(problem_of_http(exc, instance=path), exc.headers)
+    """`problem_response` for an `HTTPException`, keeping its headers (WWW-Authenticate, Allow...). A 204 or
+    304 (a dependency's "nothing to send" or "not modified") is answered as itself: without a body, as
+    FastAPI's own handler answers it."""
+    if exc.status_code in (204, 304):
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    body = problem_of_http(exc, instance=path)
+    return problem_response(body, exc.headers if body["status"] == exc.status_code else None)
 
 
 def validation_problem(label: str, fields: list[tuple[str, str]], path: str | None = None) -> Response:
-    return problem_response(problem_of(ValidationFailed(label, fields), instance=path))
+    """The 422 for invalid parameters of a REST call."""
+    found = problem_of(ValidationFailed(label, fields), instance=path)
+    return problem_response({**found, "recovery": REST_VALIDATION_RECOVERY})
 
 
 def openapi_errors(schema_ref: str = "#/components/schemas/Problem") -> dict[str, Any]:

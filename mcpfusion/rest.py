@@ -7,12 +7,14 @@ problem details (`mcpfusion.problem`) with the same code, message, recovery and 
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import copy
 import functools
 import inspect
 import typing
 from collections.abc import Callable, Iterator
+from email.message import Message
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
@@ -38,10 +40,21 @@ from .body import (
 from .confirm import CONFIRM_PARAM
 from .content import ResourceLink
 from .dispatch import ToolRegistry
-from .errors import CURSOR_EXPIRED, INTERNAL_ERROR, INVALID_CURSOR, ToolError, field_path
+from .errors import (
+    CURSOR_EXPIRED,
+    INTERNAL_ERROR,
+    INVALID_CURSOR,
+    UNKNOWN_TOOL,
+    VALIDATION_ERROR,
+    ToolError,
+    UnknownToolError,
+    field_path,
+)
 from .output import ITEMS, NEXT_CURSOR
 from .problem import (
+    INTERNAL_RECOVERY,
     PROBLEM_SCHEMA,
+    REST_VALIDATION_RECOVERY,
     http_problem_response,
     openapi_errors,
     problem_of,
@@ -51,7 +64,7 @@ from .problem import (
 )
 from .response import ToolResponse
 from .schema import inline_refs
-from .select import SELECT_PARAM
+from .select import SELECT_PARAM, select_schema
 from .serializer import dumps
 from .tool import Action, unknown_action
 
@@ -60,16 +73,24 @@ def rest_body(response: ToolResponse, request: Request | None = None) -> Respons
     """The HTTP response for a tool response: the data block's JSON, or problem details."""
     if response.is_error:
         found = problem_of_result(response, instance=request.url.path if request else None)
-        if request is not None and found.get("code") in (INVALID_CURSOR, CURSOR_EXPIRED):
-            # The agent's recovery names the MCP tool; a REST client starts over on the route it called.
-            found["recovery"] = (f"Call {request.method} {request.url.path} again with the same parameters and no "
-                                 "cursor to start from the first page.")
-        return problem_response(found)
+        return problem_response(_rest_recovery(found, request))
     if response.content:
         return _content_body(response)
     # The data block's data (after _select and redaction), whatever other shape structuredContent has.
     return Response(dumps(response.view.data), media_type="application/json",
                     headers=_next_page(response.view.next_cursor, request))
+
+
+def _rest_recovery(found: dict[str, Any], request: Request | None) -> dict[str, Any]:
+    """`found` with a recovery a REST client can follow where the agent's names MCP calls or markup."""
+    code = found.get("code")
+    if code == VALIDATION_ERROR:
+        found["recovery"] = REST_VALIDATION_RECOVERY
+    elif request is not None and code in (INVALID_CURSOR, CURSOR_EXPIRED):
+        # The agent's recovery names the MCP tool; a REST client starts over on the route it called.
+        found["recovery"] = (f"Call {request.method} {request.url.path} again with the same parameters and no "
+                             "cursor to start from the first page.")
+    return found
 
 
 def _content_body(response: ToolResponse) -> Response:
@@ -108,7 +129,7 @@ def _next_page(cursor: str | None, request: Request | None) -> dict[str, str] | 
     if cursor is None:
         return None
     headers = {"Next-Cursor": cursor}
-    if request is not None and request.method == "GET":
+    if request is not None and request.method in ("GET", "HEAD"):
         url = request.url.include_query_params(cursor=cursor)
         headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
     return headers
@@ -187,7 +208,7 @@ def query_parameters(action: Action) -> list[dict[str, Any]] | None:
     parameters are scalars (`_select` is a repeated parameter)."""
     if not action.readonly:
         return None
-    schema = inline_refs(action.input_schema)
+    schema = _own_select(action, inline_refs(action.input_schema))
     required = set(schema.get("required", []))
     parameters = []
     for name, prop in schema.get("properties", {}).items():
@@ -211,11 +232,47 @@ def _query_arguments(request: Request) -> dict[str, Any]:
     return arguments
 
 
+def _query_on_post(request: Request, get_too: bool) -> list[tuple[str, str]]:
+    """The invalid fields of a POST that has a query string: POST reads its parameters from the body only,
+    and a query parameter ignored would answer another call than the one meant (a `Link: rel="next"` URL
+    POSTed to would return the first page again, forever)."""
+    where = " (or call GET: a GET URL, such as a Link rel=\"next\", is followed with GET)" if get_too else ""
+    return [(name, f"POST takes the parameters in its JSON body, not in the query: move it to the body{where}.")
+            for name in request.query_params]
+
+
+def _not_utf8(content_type: str | None) -> str | None:
+    """The charset of a JSON body's Content-Type when it is not UTF-8 (the body is read as UTF-8 JSON only,
+    RFC 8259), else None."""
+    if content_type is None or ";" not in content_type:
+        return None
+    header = Message()
+    header["content-type"] = content_type
+    charset = header.get_content_charset()
+    if charset is None:
+        return None
+    try:
+        return None if codecs.lookup(charset).name == "utf-8" else charset
+    except LookupError:  # a charset Python does not know is not UTF-8 either
+        return charset
+
+
+def _unsupported_body(content_type: str | None, content_encoding: str | None) -> StarletteHTTPException | None:
+    """The 415 for a body this adapter cannot read as UTF-8 JSON, else None."""
+    if not (is_json_body(content_type) and is_identity_encoding(content_encoding)):
+        return StarletteHTTPException(415, "Send the action's parameters as application/json, uncompressed.")
+    charset = _not_utf8(content_type)
+    if charset is not None:
+        return StarletteHTTPException(415, f"Send the body as UTF-8 JSON (application/json without a charset, or "
+                                           f"charset=utf-8): charset={charset[:40]} is not read.")
+    return None
+
+
 HostCheck = Callable[[str | None, str | None], tuple[int, str] | None]  # (Host, Origin) -> None, or (status, why)
 
 
 def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_bytes: int,
-              host_check: HostCheck | None) -> Any:
+              host_check: HostCheck | None, get_too: bool = False) -> Any:
     async def call_action(request: Request) -> Response:
         if host_check is not None:
             headers = request.headers
@@ -224,6 +281,8 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
                 return http_problem_response(StarletteHTTPException(*refusal), request.url.path)
         if method == "GET":
             arguments: Any = _query_arguments(request)
+        elif request.query_params:
+            return validation_problem(action.label, _query_on_post(request, get_too), request.url.path)
         else:
             try:
                 raw = await read_body(request, max_body_bytes)
@@ -232,10 +291,9 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
                 return http_problem_response(too_large, request.url.path)
             except ClientDisconnect:  # gone while sending its body: nobody to answer (and nothing to log)
                 return Response(status_code=400)
-            if raw.strip() and not (is_json_body(request.headers.get("content-type"))
-                                    and is_identity_encoding(request.headers.get("content-encoding"))):
-                unsupported = StarletteHTTPException(415, "Send the action's parameters as application/json, "
-                                                          "uncompressed.")
+            unsupported = _unsupported_body(request.headers.get("content-type"),
+                                            request.headers.get("content-encoding")) if raw.strip() else None
+            if unsupported is not None:
                 return http_problem_response(unsupported, request.url.path)
             try:
                 arguments = parse_json(raw) if raw.strip() else {}
@@ -271,10 +329,23 @@ def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api
     _document_problem(app)
 
 
+def _own_select(action: Action, schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with a `_select` of this action's own fields: the tool's input schema lists every action's
+    (MCP shows one schema per tool), but a call selecting another action's field is refused. Without any
+    (an action without a declared output) it takes no `_select`."""
+    properties = schema.get("properties", {})
+    if SELECT_PARAM not in properties:
+        return schema
+    keys = action.output_keys()
+    own = {**properties, SELECT_PARAM: select_schema(keys)} if keys else \
+        {k: v for k, v in properties.items() if k != SELECT_PARAM}
+    return {**schema, "properties": own}
+
+
 def _body_schema(action: Action) -> dict[str, Any]:
     """The POST body's schema: the action's parameters, plus `_confirm` for an action that asks for the user's
     confirmation (a 428 CONFIRMATION_REQUIRED answer asks for the same body with it)."""
-    schema: dict[str, Any] = inline_refs(action.input_schema)
+    schema = _own_select(action, inline_refs(action.input_schema))
     if not action.confirm:
         return schema
     token = {"type": "string", "description": "The confirm_token of a 428 CONFIRMATION_REQUIRED answer: send "
@@ -300,8 +371,10 @@ def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: d
         "description": action.fn.__doc__ or action.description,
         "tags": [action.tool.name],
     }
+    parameters = query_parameters(action)
     router.add_api_route(
-        path, _endpoint(registry, action, "POST", max_body_bytes, host_check), methods=["POST"],
+        path, _endpoint(registry, action, "POST", max_body_bytes, host_check, parameters is not None),
+        methods=["POST"],
         name=f"{action.tool.name}.{action.name}", operation_id=f"{action.tool.name}_{action.name}", **common,
         openapi_extra={
             "requestBody": {
@@ -312,13 +385,17 @@ def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: d
             "responses": responses,
         },
     )
-    parameters = query_parameters(action)
     if parameters is not None:
+        get = _endpoint(registry, action, "GET", max_body_bytes, host_check)
         router.add_api_route(
-            path, _endpoint(registry, action, "GET", max_body_bytes, host_check), methods=["GET"],
+            path, get, methods=["GET"],
             name=f"{action.tool.name}.{action.name}.get", operation_id=f"{action.tool.name}_{action.name}_get",
             **common, openapi_extra={"parameters": parameters, "responses": responses},
         )
+        # HEAD wherever GET is served (RFC 9110): the GET's status and headers, no body (the server drops it).
+        # Left out of OpenAPI: a HEAD operation would repeat the GET's, operation id included.
+        router.add_api_route(path, get, methods=["HEAD"], name=f"{action.tool.name}.{action.name}.head",
+                             include_in_schema=False)
 
 
 class ActionRoute(BaseRoute):
@@ -399,14 +476,28 @@ async def _answer(handler: Any, request: Request, exc: Exception) -> Response:
     return typing.cast(Response, response)
 
 
-def _unknown(registry: ToolRegistry, request: Request, prefix: str) -> ToolError:
-    """Why `path` (under `prefix`) names no action: an unknown tool, or an unknown action of a tool."""
+def _unknown(registry: ToolRegistry, request: Request, prefix: str) -> dict[str, Any]:
+    """The problem of a path (under `prefix`) that names no action: an unknown tool, or an unknown action of
+    a tool. Its recovery names REST routes (the agent's names MCP calls: tools/list, the action argument)."""
     tool_name, _, action_name = request.url.path[len(prefix) + 1:].partition("/")
     try:
         registry.find(tool_name, action_name, registry.granted(request))
+        error: ToolError = unknown_action(registry.tools[tool_name], action_name)  # a deeper path under an action
     except ToolError as exc:
-        return exc
-    return unknown_action(registry.tools[tool_name], action_name)  # a deeper path under a real action
+        error = exc
+    found = problem_of(error, instance=request.url.path)
+    base = request.scope.get("root_path", "") + prefix
+    openapi = request.app.openapi_url
+    see = f"; {request.scope.get('root_path', '')}{openapi} documents every route" if openapi else ""
+    if error.code == UNKNOWN_TOOL:
+        tools = error.available if isinstance(error, UnknownToolError) else []
+        found.pop("available_actions", None)  # tool names, not actions
+        found["recovery"] = (f"Call {base}/{{tool}}/{{action}} with one of these tools: {', '.join(tools)}{see}."
+                             if tools else "These credentials may call no tool.")
+    else:
+        actions = [name[len(tool_name) + 1:] for name in error.available_actions]
+        found["recovery"] = f"Call {base}/{tool_name}/{{action}} with one of these actions: {', '.join(actions)}{see}."
+    return found
 
 
 def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str = "/api") -> None:
@@ -424,10 +515,10 @@ def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str =
             return await _answer(previous_http, request, exc)
         path = request.url.path
         if exc.status_code == 404 and exc.detail == "Not Found":  # routing found no action at this path
-            return problem_response(problem_of(_unknown(registry, request, prefix), instance=path))
+            return problem_response(_unknown(registry, request, prefix))
         if exc.status_code == 405:  # Allow lists every documented method of the path, not one route's
             methods = {m for r in request.app.routes if getattr(r, "path", None) == path
-                       for m in getattr(r, "methods", None) or () if m != "HEAD"}
+                       for m in getattr(r, "methods", None) or ()}
             exc = StarletteHTTPException(405, exc.detail, headers={**(exc.headers or {}),
                                                                     "Allow": ", ".join(sorted(methods))})
         return http_problem_response(exc, path)
@@ -443,8 +534,7 @@ def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str =
             if previous_crash is not None:
                 return await _answer(previous_crash, request, exc)
             return PlainTextResponse("Internal Server Error", status_code=500)
-        failed = ToolError(INTERNAL_ERROR, "The request failed with an internal error.",
-                           recovery="This is a server problem, not your call; retry later.")
+        failed = ToolError(INTERNAL_ERROR, "The request failed with an internal error.", recovery=INTERNAL_RECOVERY)
         return problem_response(problem_of(failed, instance=request.url.path))
 
     app.add_exception_handler(StarletteHTTPException, on_http)
