@@ -67,6 +67,8 @@ class RawTool:
             value = await invoke(self.fn, kwargs)
         except ProtocolSignal:
             raise
+        except ToolError as exc:  # raised for the agent, as from an action (no back channel: NO_BACK_CHANNEL)
+            return {"content": [{"type": "text", "text": exc.render()}], "isError": True}
         except Exception:
             # Same contract as actions: a self-healing error text, never the exception's own message.
             logger.exception("raw tool %s failed", self.descriptor["name"])

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -220,14 +221,22 @@ class ModernWire(WirePipeline):
     async def _stream(self, call: Call, channel: InputResponsesChannel) -> Response:
         """Answer JSON unless the handler sends a notification first; then switch to SSE."""
         queue: asyncio.Queue[Any] = asyncio.Queue()
+        streamed = False  # once the handler sent a notification, the answer is a stream
 
         async def sink(message: dict[str, Any]) -> None:
+            nonlocal streamed
+            streamed = True
             queue.put_nowait(message)
 
         channel.sink = sink
 
         async def run() -> None:
-            reply = await self.run(call, inline=False)
+            try:
+                # Nothing sent yet: the response has not started, a 401/403 can still be its status.
+                reply = await self.run(call, inline=lambda: not streamed)
+            except HTTPException as exc:  # (only then) raised again in the request's task, for its handlers
+                queue.put_nowait((_DONE, exc))
+                return
             if reply is not None:  # None: cancelled by closing the response stream, nobody reads any more
                 queue.put_nowait((_DONE, reply))
 
@@ -236,6 +245,8 @@ class ModernWire(WirePipeline):
         task.add_done_callback(self.tasks.discard)
         first = await queue.get()
         if isinstance(first, tuple) and first[0] is _DONE:
+            if isinstance(first[1], HTTPException):
+                raise first[1]
             return self.respond(first[1])
 
         async def events() -> AsyncIterator[dict[str, Any]]:

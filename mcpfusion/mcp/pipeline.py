@@ -9,6 +9,7 @@ goes out (`finish`), whether an error's code sets the HTTP status (`status_for_e
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from starlette.responses import Response
@@ -59,9 +60,10 @@ class WirePipeline:
         """Hook: what the wire does with a method's result before it is sent."""
         return value
 
-    async def run(self, call: Call, inline: bool = True) -> dict[str, Any] | None:
+    async def run(self, call: Call, inline: bool | Callable[[], bool] = True) -> dict[str, Any] | None:
         """The JSON-RPC reply to `call`, or None when the client cancelled it. `inline`: the HTTP response
-        has not started, so an HTTPException can still become an HTTP status (see `jsonrpc.failure`)."""
+        has not started, so an HTTPException can still become an HTTP status (see `jsonrpc.failure`); a
+        callable is asked when the call fails (a streamed response may still be unstarted then)."""
         try:
             return result(call.id, await self.finish(call, await self.engine.handle(call)))
         except McpError as exc:
@@ -74,7 +76,7 @@ class WirePipeline:
                 task.uncancel()
             return None
         except Exception as exc:
-            return failure(call.id, call.method, exc, inline=inline)
+            return failure(call.id, call.method, exc, inline=inline if isinstance(inline, bool) else inline())
 
     def respond(self, reply: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
         """A reply as one JSON response."""

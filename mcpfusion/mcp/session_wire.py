@@ -6,7 +6,7 @@ import asyncio
 import functools
 import inspect
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -253,7 +253,10 @@ class SessionWire(WirePipeline):
                 logger.warning("no priming event for %s (event store: %r)", stream_id, exc)
 
         async def run() -> None:
-            reply = await self.run(call, inline=False)
+            # Until the stream opens, a failing auth dependency (HTTPException 401/403) is raised out of the
+            # response, whose exception handlers answer it as an HTTP status with its challenge (an MCP client
+            # starts its OAuth flow on a 401, never on a JSON-RPC error); after, it is -32010 in the stream.
+            reply = await self.run(call, inline=lambda: not stream.started)
             if reply is not None:
                 await channel.finish(reply)
             else:
@@ -266,7 +269,7 @@ class SessionWire(WirePipeline):
         stream = channel.stream = PostStream(run, priming, session.id, self.holds, self.settings.sse_ping_seconds)
         return stream
 
-    async def run(self, call: Call, inline: bool = True) -> dict[str, Any] | None:
+    async def run(self, call: Call, inline: bool | Callable[[], bool] = True) -> dict[str, Any] | None:
         """The shared pipeline, with the call registered for `notifications/cancelled` while it runs."""
         channel = call.channel
         # Keyed by the id as sent: 7 and "7" are two requests (a dict tells an int from a str).

@@ -42,6 +42,9 @@ _CONNECTION_CLOSED = -32000  # the SDKs' code for a request whose peer went away
 _BLOCKED_HEADERS = {"host", "content-length", "content-type", "accept", "mcp-session-id"}
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # visible Latin-1, spaces and tabs: no CR, LF, NUL
+# What a 401/403 tells the client over stdio: the Authorization header is this process's setting.
+_TOKEN_HINT = ("Start this stdio server with --token TOKEN, or set MCPFUSION_AUTHORIZATION to 'Bearer TOKEN' in "
+               "its environment.")
 
 
 class StdioConfigError(ValueError):
@@ -230,8 +233,7 @@ class StdioBridge:
         message = f"HTTP {status} from the MCP endpoint" + (f": {detail}" if isinstance(detail, str) else "")
         message = message.rstrip(".") + "."
         if status in (401, 403):
-            message += (" Start this stdio server with --token TOKEN, or set MCPFUSION_AUTHORIZATION "
-                        "to 'Bearer TOKEN' in its environment.")
+            message += " " + _TOKEN_HINT
         return error(msg_id, HTTP_ERROR, message, {"status": status, "detail": detail})
 
     def _headers_for(self, message: Any) -> dict[str, str]:
@@ -342,6 +344,7 @@ class StdioBridge:
         if isinstance(message, dict) and "method" in message and message.get("id") is not None:
             self._client_requests.add(message["id"])  # (elicitation, sampling, roots: the client must answer)
             self._asked.set()
+        _hint_token(message)
         self.write(json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n")
 
     async def drain(self, timeout: float = 30.0) -> None:
@@ -372,6 +375,18 @@ class StdioBridge:
             with contextlib.suppress(Exception):
                 await self._request("DELETE", {**self.headers, "mcp-session-id": self.session_id}, b"")
         await self.shutdown()
+
+
+def _hint_token(message: Any) -> None:
+    """Add the `--token` hint to a 401/403 the endpoint answered as JSON-RPC -32010 (an auth dependency that
+    failed once its response had started): the client's header is this process's setting."""
+    err = message.get("error") if isinstance(message, dict) else None
+    if not isinstance(err, dict) or err.get("code") != HTTP_ERROR:
+        return
+    data, text = err.get("data"), err.get("message")
+    if isinstance(data, dict) and data.get("status") in (401, 403) and isinstance(text, str) \
+            and _TOKEN_HINT not in text:
+        err["message"] = text.rstrip(".") + ". " + _TOKEN_HINT
 
 
 def _read_lines(fd: int, deliver: Callable[[bytes | None], None]) -> None:

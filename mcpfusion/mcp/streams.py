@@ -339,6 +339,11 @@ class PostStream(Response):
             # channel, which holds this response (a cycle of ~35 objects per SSE reply under uvicorn).
             self._send = None
 
+    @property
+    def started(self) -> bool:
+        """Whether the response has started (its headers are sent or on their way)."""
+        return self._head is not None
+
     def open(self) -> asyncio.Future[None]:
         """Start the live stream (headers and priming event; once): the call runs on, or has to send first."""
         if self._head is None:
