@@ -258,8 +258,16 @@ class Action:
         return self.input_schema if self.tool.select or self.paginate else self.declared_schema()
 
     def advertised_input_schema(self) -> dict[str, Any]:
-        """Its input schema as `tools/list` shows it on its own (flat): compact, see `mcpfusion.exposition`."""
-        return expo.action_input_schema(self.input_schema, advertised=ADVERTISED_PARAMS)
+        """Its input schema as `tools/list` shows it on its own (flat): compact, see `mcpfusion.exposition`;
+        its `_select` names its own fields (a grouped tool's names every action's)."""
+        schema = self.input_schema
+        if self.tool.select:
+            own = self.output_keys()
+            if own:
+                schema["properties"][SELECT_PARAM] = select_schema(own)
+            else:
+                del schema["properties"][SELECT_PARAM]
+        return expo.action_input_schema(schema, advertised=ADVERTISED_PARAMS)
 
     @property
     def required(self) -> list[str]:

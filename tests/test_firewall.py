@@ -1100,3 +1100,27 @@ async def test_a_computed_field_can_be_redacted():
         assert answer.data["full_name"] == "[REDACTED]"
         if answer.path in ("mcp-2026", "mcp-2025"):
             jsonschema.validate(answer.data, entry["outputSchema"])
+
+
+async def test_a_flat_tools_select_names_its_own_fields_only():
+    tool = Tool("crm", description="CRM", select=True, exposition="flat")
+
+    @tool.action(readonly=True, returns=Presenter("c").schema({"id": str, "name": str}))
+    async def customer() -> dict:
+        """A customer."""
+        return {"id": "c1", "name": "Ada"}
+
+    @tool.action(readonly=True, returns=Presenter("t").schema({"total": int}))
+    async def totals() -> dict:
+        """Totals."""
+        return {"total": 3}
+
+    @tool.action(readonly=True)
+    async def loose() -> dict:
+        """No schema."""
+        return {"a": 1}
+
+    listed = {t["name"]: t["inputSchema"]["properties"] for t in await tools_list(app_for(tool))}
+    assert listed["crm_customer"]["_select"]["items"]["enum"] == ["id", "name"]
+    assert listed["crm_totals"]["_select"]["items"]["enum"] == ["total"]
+    assert "_select" not in listed["crm_loose"]
