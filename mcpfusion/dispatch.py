@@ -258,6 +258,8 @@ class ToolRegistry:
             return await self._run(call.action, dict(call.arguments), call.request, call.select, call.cursor,
                                    call.phase)
         except Exception as exc:
+            if _for_the_app(exc, call.request, call.transport):
+                raise
             return _failure(call.action, self._hints_for(exc, call.request), call.raise_http)
 
     # -- calls ----------------------------------------------------------------------------------------------
@@ -314,6 +316,8 @@ class ToolRegistry:
             call.select, call.cursor, call.confirmation, call.raise_http = select, cursor, confirmation, raise_http
             return await pipeline(call)
         except Exception as exc:
+            if _for_the_app(exc, request, transport):
+                raise
             return _failure(action, self._hints_for(exc, request), raise_http)
 
     def _hints_for(self, exc: Exception, request: Request) -> Exception:
@@ -416,7 +420,24 @@ def _allows(granted: frozenset[str]) -> Callable[[Action], bool]:
 
 
 def _failure_of(call: ActionCall, exc: Exception) -> ToolResponse:
+    if _for_the_app(exc, call.request, call.transport):
+        raise exc
     return _failure(call.action, exc, call.raise_http)
+
+
+def _for_the_app(exc: Exception, request: Request, transport: str) -> bool:
+    """Whether a REST call's exception goes to the app's own handler of its class (`@app.exception_handler`),
+    as it would from the app's own routes. MCP answers it as an internal error: a JSON-RPC reply is no HTTP
+    response a handler could make."""
+    if transport != "rest" or isinstance(exc, ToolError | ValidationFailed | HTTPException | ProtocolSignal):
+        return False
+    handlers = getattr(request.app, "exception_handlers", None) or {}
+    for cls in type(exc).__mro__:
+        if cls is Exception:
+            return False
+        if cls in handlers:
+            return True
+    return False
 
 
 def _failure(action: Action, exc: Exception, raise_http: bool) -> ToolResponse:

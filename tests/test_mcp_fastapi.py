@@ -184,3 +184,44 @@ def test_a_second_mcpfusion_at_the_same_path_is_refused_and_another_path_serves_
     assert "/mcp-b" in [getattr(r, "path", None) for r in app.routes]
     with pytest.raises(ValueError, match="already serves MCP at /mcp-b"):
         other.mount(app)
+
+
+async def test_the_apps_exception_handlers_answer_an_actions_exception_on_rest():
+    """An exception the app has its own handler for is answered by it on REST, as from the app's own routes;
+    MCP answers it as an internal error (no HTTP response there), and an exception without a handler is
+    the usual INTERNAL_ERROR on both."""
+    from mcpfusion import MCPFusion, Tool
+
+    class OutOfStock(Exception):
+        pass
+
+    class Broken(Exception):
+        pass
+
+    app = FastAPI()
+
+    @app.exception_handler(OutOfStock)
+    async def out_of_stock(request: Request, exc: OutOfStock) -> JSONResponse:
+        return JSONResponse({"detail": "out of stock"}, status_code=409)
+
+    shop = Tool("shop", description="Shop", exposition="flat")
+
+    @shop.action(destructive=False)
+    async def buy(sku: str) -> str:
+        """Buy one."""
+        raise OutOfStock()
+
+    @shop.action(destructive=False)
+    async def fail(sku: str) -> str:
+        """Fail."""
+        raise Broken()
+
+    MCPFusion("shop", tools=[shop]).mount(app)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        bought = await http.post("/api/shop/buy", json={"sku": "a"})
+        assert bought.status_code == 409 and bought.json() == {"detail": "out of stock"}
+        failed = await http.post("/api/shop/fail", json={"sku": "a"})
+        assert failed.status_code == 500 and failed.json()["code"] == "INTERNAL_ERROR"
+        r = await http.post("/mcp", headers=modern("shop_buy"), json=call("shop_buy", {"sku": "a"}))
+        result = r.json()["result"]
+        assert r.status_code == 200 and result["isError"] and 'code="INTERNAL_ERROR"' in result["content"][0]["text"]
