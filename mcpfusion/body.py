@@ -3,6 +3,8 @@ parsing that turns hostile input (deep nesting, huge numbers) into a refusal ins
 
 from __future__ import annotations
 
+import codecs
+from email.message import Message
 from typing import Any
 
 from pydantic_core import from_json
@@ -73,6 +75,22 @@ def is_json_media_type(content_type: str | None) -> bool:
     if content_type == "application/json":  # what nearly every client sends, decided without parsing
         return True
     return content_type.partition(";")[0].strip().lower() == "application/json"
+
+
+def charset_not_utf8(content_type: str | None) -> str | None:
+    """The charset of a JSON body's Content-Type when it is not UTF-8 (JSON is read as UTF-8 only, RFC 8259),
+    else None."""
+    if content_type is None or ";" not in content_type:
+        return None
+    header = Message()
+    header["content-type"] = content_type
+    charset = header.get_content_charset()
+    if charset is None:
+        return None
+    try:
+        return None if codecs.lookup(charset).name == "utf-8" else charset
+    except LookupError:  # a charset Python does not know is not UTF-8 either
+        return charset
 
 
 def is_json_body(content_type: str | None) -> bool:

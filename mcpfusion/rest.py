@@ -7,14 +7,12 @@ problem details (`mcpfusion.problem`) with the same code, message, recovery and 
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import copy
 import functools
 import inspect
 import typing
 from collections.abc import Callable, Iterator
-from email.message import Message
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
@@ -32,6 +30,7 @@ from .body import (
     DEFAULT_MAX_BODY_BYTES,
     BodyTooLarge,
     InvalidJSON,
+    charset_not_utf8,
     is_identity_encoding,
     is_json_body,
     parse_json,
@@ -241,27 +240,11 @@ def _query_on_post(request: Request, get_too: bool) -> list[tuple[str, str]]:
             for name in request.query_params]
 
 
-def _not_utf8(content_type: str | None) -> str | None:
-    """The charset of a JSON body's Content-Type when it is not UTF-8 (the body is read as UTF-8 JSON only,
-    RFC 8259), else None."""
-    if content_type is None or ";" not in content_type:
-        return None
-    header = Message()
-    header["content-type"] = content_type
-    charset = header.get_content_charset()
-    if charset is None:
-        return None
-    try:
-        return None if codecs.lookup(charset).name == "utf-8" else charset
-    except LookupError:  # a charset Python does not know is not UTF-8 either
-        return charset
-
-
 def _unsupported_body(content_type: str | None, content_encoding: str | None) -> StarletteHTTPException | None:
     """The 415 for a body this adapter cannot read as UTF-8 JSON, else None."""
     if not (is_json_body(content_type) and is_identity_encoding(content_encoding)):
         return StarletteHTTPException(415, "Send the action's parameters as application/json, uncompressed.")
-    charset = _not_utf8(content_type)
+    charset = charset_not_utf8(content_type)
     if charset is not None:
         return StarletteHTTPException(415, f"Send the body as UTF-8 JSON (application/json without a charset, or "
                                            f"charset=utf-8): charset={charset[:40]} is not read.")

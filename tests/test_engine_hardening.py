@@ -385,3 +385,25 @@ async def test_redis_database_it_does_not_have_is_unavailable(redis_server):
             await stores.sessions.create(Session(id="s", protocol_version=VERSION))
     finally:
         await stores.aclose()
+
+
+async def test_a_json_rpc_message_in_another_charset_than_utf8_is_415():
+    """JSON is read as UTF-8 (RFC 8259): a body declared in another charset is refused for what it is, not
+    answered as a parse error of its bytes; charset=utf-8 is read."""
+    import httpx
+
+    from mcpfusion import MCPFusion
+
+    app = MCPFusion("charsets").build_app()
+    body = '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":' \
+           '"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":' \
+           '{"name":"t","version":"1"}}}}'
+    headers = {"accept": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        for charset, encoded, status in (("utf-16", body.encode("utf-16"), 415), ("latin-1", body.encode(), 415),
+                                         ("UTF-8", body.encode(), 200)):
+            r = await http.post("/mcp", content=encoded,
+                                headers={**headers, "content-type": f"application/json; charset={charset}"})
+            assert r.status_code == status, (charset, r.text)
+            if status == 415:
+                assert "UTF-8" in r.json()["error"]["message"]

@@ -25,7 +25,15 @@ try:  # FastAPI's own route wrapping for a route's `max_body_size` (a private mo
 except ImportError:  # pragma: no cover - present in every FastAPI the package allows
     wrap_app_with_body_limit = None  # type: ignore[assignment]
 
-from mcpfusion.body import BodyTooLarge, InvalidJSON, is_identity_encoding, is_json_media_type, parse_json, read_body
+from mcpfusion.body import (
+    BodyTooLarge,
+    InvalidJSON,
+    charset_not_utf8,
+    is_identity_encoding,
+    is_json_media_type,
+    parse_json,
+    read_body,
+)
 
 from . import jsonrpc, protocol
 from .broker import Broker, InMemoryBroker
@@ -164,8 +172,13 @@ class McpHttpTransport:
         refusal = self._refuse(request)
         if refusal is not None:
             return refusal
-        if not is_json_media_type(header(request, b"content-type")):
+        content_type = header(request, b"content-type")
+        if not is_json_media_type(content_type):
             return http_error(415, "Unsupported Media Type: send the JSON-RPC message as application/json")
+        charset = charset_not_utf8(content_type)
+        if charset is not None:
+            return http_error(415, "Unsupported Media Type: send the JSON-RPC message as UTF-8 "
+                                   f"(charset={charset[:40]} is not read)")
         encoding = header(request, b"content-encoding")
         if encoding is not None and not is_identity_encoding(encoding):
             return http_error(415, "Unsupported Media Type: send the body uncompressed (no Content-Encoding)")
