@@ -107,9 +107,16 @@ def cli(app_dir: Path, *args: str, env: dict[str, str] | None = None, stdin: str
                           env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=60)
 
 
+def _interruptible() -> None:
+    # As a terminal starts it: a shell running the tests in the background (CI, `make test &`) has its children
+    # ignore SIGINT, and a Python started so keeps ignoring it (no KeyboardInterrupt).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_stdio(app_dir: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "mcpfusion", "stdio", "opsapp:app"], cwd=app_dir,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=_interruptible)  # noqa: PLW1509 (no threads started before exec)
 
 
 def send(proc: subprocess.Popen[bytes], message: dict) -> None:
