@@ -233,6 +233,7 @@ class ProtectedResource:
             app.add_api_route(path, self._endpoint, methods=["GET"], tags=["authorization"],
                               summary="OAuth protected resource metadata (RFC 9728)",
                               include_in_schema=path == WELL_KNOWN)
+            app.add_api_route(path, self._endpoint, methods=["HEAD"], include_in_schema=False)  # (RFC 9110)
         if self.authenticate is not None:
             app.add_middleware(RequireBearer, authenticate=self.authenticate, prefixes=prefixes, resource=self)
         if registry is not None:

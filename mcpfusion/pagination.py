@@ -40,7 +40,7 @@ from fastapi.dependencies.utils import get_dependant
 from starlette.requests import Request
 
 from . import ui
-from .errors import CURSOR_EXPIRED, INVALID_CURSOR, ToolError
+from .errors import CURSOR_EXPIRED, INTERNAL_ERROR, INVALID_CURSOR, ToolError
 from .memo import by_identity
 from .serializer import JSON_SCALARS, canonical_bytes, json_bytes, jsonable
 from .slots import Fields
@@ -52,7 +52,7 @@ T = TypeVar("T")
 CURSOR_PARAM = "cursor"
 PAGE_SCOPE_KEY = "mcpfusion.page"
 SCOPE_VALUE = "mcpfusion.cursor_scope"  # the cursor scope's value among a paginated action's dependencies
-MAX_CURSOR_LENGTH = 2048
+MAX_CURSOR_LENGTH = 8192  # the longest cursor a page is issued with (and accepted back)
 CURSOR_SCHEMA: dict[str, Any] = {
     "type": ["string", "null"],  # null (what agents send for "no value") is the first page, as when omitted
     "minLength": 1,
@@ -183,7 +183,13 @@ class Paging:
     def issue(self, action: str, scope: str, filters: str, position: Any, *, now: float | None = None) -> str:
         body = {"a": action, "s": scope, "f": filters, "k": position, "e": int((now or time.time()) + self.ttl)}
         nonce = os.urandom(12)
-        return _b64(nonce + self._aead().encrypt(nonce, json_bytes(body), _CURSOR_AD))
+        cursor = _b64(nonce + self._aead().encrypt(nonce, json_bytes(body), _CURSOR_AD))
+        if len(cursor) > MAX_CURSOR_LENGTH:  # never issue a cursor the next call would refuse
+            raise ToolError(INTERNAL_ERROR, f"{action} cannot page on: the position of its next page (its keyset "
+                            "key) is too large to carry in a cursor.",
+                            recovery="Narrow the query with filters so that one page holds every row, or report "
+                                     "it (the action pages by a key too long for a cursor).")
+        return cursor
 
     def read(self, cursor: str, action: str, scope: str, filters: str, *, restart: ToolError) -> Any:
         """The position `cursor` carries, or the self-healing error saying why it cannot be used."""

@@ -855,7 +855,9 @@ class Presenter:
                                      "not a UI block (build blocks with mcpfusion.ui: ui.markdown(text), ...)")
         for made in suggestions:
             if not isinstance(made, Suggestion):
-                raise PresenterError(f"presenter {self.name!r}: its suggest callback returned a "
+                which = "collection_suggest" if self._collection_suggest is not None and isinstance(
+                    data, _SEQUENCES) else "suggest"
+                raise PresenterError(f"presenter {self.name!r}: its {which} callback returned a "
                                      f"{type(made).__name__}, not a suggestion (build them with suggest(action, "
                                      "reason))")
         removed: list[Any] = []

@@ -13,6 +13,7 @@ balancer), set the same limits there.
 from __future__ import annotations
 
 import copy
+import logging
 import os
 from typing import Any
 
@@ -147,10 +148,32 @@ def uvicorn_options(
 
 def log_config(level: str = "info") -> dict[str, Any]:
     """uvicorn's logging configuration plus mcpfusion's own loggers (the audit trail, refused content, failed
-    redactions...) on stderr at `level`: without a handler, Python prints warnings only, so an INFO audit
-    event would be lost."""
+    redactions...) at `level`: without a handler, Python prints warnings only, so an INFO audit event would be
+    lost. They still propagate: an app that configured the root logger (a file, a log shipper) gets them
+    there, and then nothing more is written to stderr."""
     from uvicorn.config import LOGGING_CONFIG
 
     config = copy.deepcopy(LOGGING_CONFIG)
-    config["loggers"]["mcpfusion"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
+    config["formatters"]["mcpfusion"] = {"()": "mcpfusion.server.LogFormatter"}
+    config["handlers"]["mcpfusion"] = {"()": "mcpfusion.server.FallbackHandler", "formatter": "mcpfusion",
+                                       "stream": "ext://sys.stderr"}
+    config["loggers"]["mcpfusion"] = {"handlers": ["mcpfusion"], "level": level.upper(), "propagate": True}
     return config
+
+
+class FallbackHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes a record only when the root logger has no handler of its own (the app did not configure it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not logging.getLogger().handlers:
+            super().emit(record)
+
+
+class LogFormatter(logging.Formatter):
+    """An audit event as its JSON line alone (what log pipelines parse); other records with level and logger."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.name == "mcpfusion.audit":
+            return record.getMessage()
+        return f"{record.levelname}:{' ' * max(1, 9 - len(record.levelname))}{record.name}: {record.getMessage()}" + (
+            "\n" + self.formatException(record.exc_info) if record.exc_info else "")

@@ -18,9 +18,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-# Models being rebuilt, by the name their own fields refer to the new class with (a model that contains
-# itself: `kids: list[Tree]`); resolved once the class exists.
+# Models being rebuilt, by the name their own fields (or their nested models') refer to the new class with (a
+# model that contains itself, `kids: list[Tree]`, or models that contain each other); resolved once the
+# outermost model is made, when every class those names stand for exists.
 _building: dict[type[BaseModel], str] = {}
+_made: dict[str, type[BaseModel]] = {}  # the classes made under those names
+_incomplete: list[type[BaseModel]] = []  # made while a name they refer to had no class yet
 
 
 @functools.cache
@@ -48,8 +51,14 @@ def stripping_model(model: type[BaseModel]) -> type[BaseModel]:
         namespace["__annotations__"] = fields
         namespace.update({key: copy.copy(model.model_fields[key]) for key in fields})
     made: type[BaseModel] = type(model.__name__, (model,), namespace)
-    if not made.__pydantic_complete__:  # it refers to itself: by the name given above
-        made.model_rebuild(_types_namespace={name: made})
+    _made[name] = made
+    if not made.__pydantic_complete__:  # it refers to a model still being made (itself, or one containing it)
+        _incomplete.append(made)
+    if not _building:  # the outermost model: every class the names stand for exists now
+        waiting = list(_incomplete)
+        _incomplete.clear()
+        for cls in waiting:
+            cls.model_rebuild(_types_namespace=dict(_made))
     return made
 
 

@@ -693,3 +693,32 @@ async def test_resource_and_prompt_scopes_are_advertised_in_the_metadata():
     server.resource("x://a", scopes=["docs:read"])(lambda: "a")
     async with client(server.build_app()) as http:
         assert (await http.get("/.well-known/oauth-protected-resource")).json()["scopes_supported"] == ["docs:read"]
+
+
+async def test_a_hidden_templates_completion_is_not_reached_through_a_visible_template_matching_its_text():
+    """A completion target is a template by its exact text (or a static resource by its URI): a visible
+    template whose pattern happens to match the hidden one's text runs nothing of the hidden one."""
+    server = fusion()
+
+    @server.resource_template("crm://customers/{id}", name="customer", scopes=["crm:admin"])
+    async def customer(id: str) -> dict:
+        """A customer"""
+        return {"id": id}
+
+    @server.resource_template("crm://{kind}/{id}", name="anything")
+    async def anything(kind: str, id: str) -> dict:
+        """Anything"""
+        return {"id": id}
+
+    @server.completion(argument="id", resource_template="crm://customers/{id}")
+    async def ids(value: str) -> list[str]:
+        return ["SECRET-1"]
+
+    async with client(server.build_app()) as http:
+        for token, hidden in (("reader", True), ("scp", False)):
+            completed = await Session(http, token).rpc("completion/complete", {
+                "ref": {"type": "ref/resource", "uri": "crm://customers/{id}"}, "argument": {"name": "id", "value": ""}})
+            if hidden:
+                assert completed["error"]["code"] == -32602 and "SECRET" not in json.dumps(completed)
+            else:
+                assert completed["result"]["completion"]["values"] == ["SECRET-1"]

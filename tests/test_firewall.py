@@ -1124,3 +1124,25 @@ async def test_a_flat_tools_select_names_its_own_fields_only():
     assert listed["crm_customer"]["_select"]["items"]["enum"] == ["id", "name"]
     assert listed["crm_totals"]["_select"]["items"]["enum"] == ["total"]
     assert "_select" not in listed["crm_loose"]
+
+
+class OpenEmployee(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+    team: OpenTeam | None = None
+
+
+class OpenTeam(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    title: str
+    lead: OpenEmployee | None = None
+
+
+OpenEmployee.model_rebuild()
+
+
+def test_models_that_contain_each_other_are_stripped_too():
+    view = Presenter("employee").schema(OpenEmployee)
+    data = view.present({"name": "ada", "ssn": "S-1", "team": {"title": "core", "budget": 9,
+                                                               "lead": {"name": "bo", "ssn": "S-2"}}}).view.data
+    assert data == {"name": "ada", "team": {"title": "core", "lead": {"name": "bo", "team": None}}}

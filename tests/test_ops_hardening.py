@@ -419,5 +419,11 @@ def test_serve_logs_mcpfusions_own_info_events_such_as_the_audit_trail():
             "logging.getLogger('mcpfusion.audit').info('{\"event\":\"audit\"}');"
             "logging.getLogger('mcpfusion.audit').debug('hidden at info')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert '{"event":"audit"}' in done.stderr and "hidden at info" not in done.stderr, done.stderr
+    assert done.stderr.splitlines() == ['{"event":"audit"}'], done.stderr  # the JSON line alone
     assert done.stdout == ""
+    # An app that configured the root logger gets the events there, and nothing more goes to stderr.
+    rooted = code.replace("logging.getLogger('mcpfusion.audit').info",
+                          "logging.getLogger().addHandler(logging.StreamHandler(__import__('sys').stdout));"
+                          "logging.getLogger('mcpfusion.audit').info", 1)
+    done = subprocess.run([sys.executable, "-c", rooted], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == ['{"event":"audit"}'] and done.stderr == "", (done.stdout, done.stderr)

@@ -273,3 +273,13 @@ def test_page_keeps_the_dataclass_behaviour():
         hash(page)
     page.size = 5
     assert page.size == 5
+
+
+def test_a_position_too_large_for_a_cursor_is_refused_when_issued_not_after():
+    """The server never issues a cursor the next call would refuse for its length: a keyset key that long is
+    a self-healing error on the page that would have carried it."""
+    paging = pagination.Paging("key")
+    assert len(paging.issue("a.list", "s", "f", ["x" * 1500, 7])) <= pagination.MAX_CURSOR_LENGTH
+    with pytest.raises(pagination.ToolError) as refused:
+        paging.issue("a.list", "s", "f", ["x" * 7000, 7])
+    assert refused.value.code == "INTERNAL_ERROR" and "too large to carry in a cursor" in refused.value.message

@@ -294,3 +294,16 @@ async def test_customer_search_with_nul_matches_nothing(tmp_path, search):
         assert len((await client.get("/api/customers/list", headers=ADMIN)).json()) > 0
     result = await in_process(app).call("customers", "list", {"search": search}, headers=ADMIN)
     assert not result.is_error and result.data == []
+
+
+async def test_head_is_answered_on_the_tool_docs_and_the_protected_resource_metadata():
+    import httpx
+
+    from mcpfusion import MCPFusion
+    from mcpfusion.authorization import ProtectedResource
+
+    app = MCPFusion("h", authorization=ProtectedResource(authorization_servers=["https://as.example"])).build_app()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+        for path in ("/tools", "/tools.json", "/.well-known/oauth-protected-resource"):
+            got, head = await http.get(path), await http.head(path)
+            assert got.status_code == head.status_code == 200 and head.content == b"", path

@@ -83,7 +83,7 @@ def add_docs_routes(app: FastAPI, registry: ToolRegistry, *, path: str = "/tools
             raise HTTPException(404, f"No docs asset {name!r}.") from None
         return Response(content, media_type=assets.MEDIA_TYPES[name], headers={"Cache-Control": "public, max-age=300"})
 
-    app.add_api_route(path, page, methods=["GET"], include_in_schema=False, response_class=HTMLResponse)
-    app.add_api_route(f"{path}.json", manifest_json, methods=["GET"], include_in_schema=False)
-    app.add_api_route(f"{path}.toon", manifest_in_toon, methods=["GET"], include_in_schema=False)
-    app.add_api_route(f"{path}/static/{{name}}", static, methods=["GET"], include_in_schema=False)
+    app.add_api_route(path, page, methods=["GET", "HEAD"], include_in_schema=False, response_class=HTMLResponse)
+    app.add_api_route(f"{path}.json", manifest_json, methods=["GET", "HEAD"], include_in_schema=False)
+    app.add_api_route(f"{path}.toon", manifest_in_toon, methods=["GET", "HEAD"], include_in_schema=False)
+    app.add_api_route(f"{path}/static/{{name}}", static, methods=["GET", "HEAD"], include_in_schema=False)

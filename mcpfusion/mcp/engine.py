@@ -396,7 +396,10 @@ class Engine:
             if self.prompts is None or self.prompts.find(target, request) is None:
                 raise McpError(jsonrpc.INVALID_PARAMS, f"Unknown prompt {target!r}")
         elif self.resources is None or (
-            self.resources.template(target, request) is None and not self.resources.exists(target, request)
+            # A template by its exact text, or a static resource by its URI: never a URI that some other (visible)
+            # template happens to match, which would run a hidden template's completion.
+            self.resources.template(target, request) is None
+            and not (target in self.resources.resources and self.resources.exists(target, request))
         ):
             raise McpError(jsonrpc.INVALID_PARAMS, f"Unknown resource template {target!r}")
 
