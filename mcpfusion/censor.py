@@ -173,8 +173,7 @@ def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENS
         return
     mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
     if every and len(texts) > 1:
-        blocks = texts[1] if len(texts) == 2 else "\n".join(texts[1:])  # one scan per form; most find nothing
-        found = [form for value in every for form in _variants(value) if form in blocks]
+        found = _forms_in(every, texts[1:])
         if found:
             for i in range(1, len(texts)):
                 texts[i] = _scrub_text(texts[i], found, mask)
@@ -199,9 +198,14 @@ def scrub_blocks(texts: list[str], removed: list[Any], censor: Any = DEFAULT_CEN
     `guard` censors the blocks of a response."""
     _, _, every = _values(removed)
     mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
-    joined = "\n".join(texts)
-    found = [form for value in every for form in _variants(value) if form in joined]
+    found = _forms_in(every, texts)
     return [_scrub_text(text, found, mask) for text in texts] if found else texts
+
+
+def _forms_in(every: list[str], texts: list[str]) -> list[str]:
+    """The forms of the removed values that `texts` hold (one scan of them all per form; most find nothing)."""
+    blocks = texts[0] if len(texts) == 1 else "\n".join(texts)
+    return [form for value in every for form in _variants(value) if form in blocks]
 
 
 def _clean(texts: list[str], removed: list[Any]) -> bool:

@@ -35,7 +35,7 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from .context import Context
-from .hints import per_annotation, type_hints
+from .hints import per_annotation, type_hints, type_name
 from .memo import by_identity
 from .pagination import Page, current_page
 
@@ -150,7 +150,7 @@ def split_parameters(
                             "dependency is passed by name; drop the `/`")
         http = _http_source(annotation, default)
         if http is not None:
-            kind_name = _annotation_name(annotation)
+            kind_name = "int" if annotation is Any else type_name(annotation)  # (no annotation: Any)
             raise TypeError(f"{fn.__qualname__}: parameter {name!r} is declared with FastAPI's {http}(...), which "
                             "reads an HTTP request's own URL or body: an action's arguments come from the tool "
                             f"call. Declare it as a plain parameter ({name}: {kind_name} = ..., or "
@@ -165,17 +165,6 @@ def split_parameters(
         else:
             arguments.append((name, annotation, default))
     return arguments, dependencies
-
-
-def _annotation_name(annotation: Any) -> str:
-    """A parameter's type as written in code (`int`, `dict[str, int]`), `int` when it has none."""
-    if annotation is Any or annotation is inspect.Parameter.empty:
-        return "int"
-    if typing.get_origin(annotation) is Annotated:
-        annotation = typing.get_args(annotation)[0]
-    if isinstance(annotation, type) and not typing.get_args(annotation):
-        return annotation.__name__
-    return str(annotation).replace("typing.", "")
 
 
 _POSITIONAL, _KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY

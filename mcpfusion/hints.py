@@ -19,6 +19,7 @@ is evaluated anew each time, as `typing` does.
 from __future__ import annotations
 
 import ast
+import re
 import types
 import typing
 from collections.abc import Callable
@@ -263,3 +264,13 @@ def _settled(value: Any) -> bool:
 # extras): `type_hints` gives every handler written with the same annotation one shared object, so a server's
 # repeated parameters are looked at once.
 per_annotation = memo.by_identity
+
+
+def type_name(annotation: Any) -> str:
+    """A type as written in code, for messages: `Customer`, `dict[str, Customer]` (module paths and an
+    `Annotated` wrapper left out)."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return annotation.__name__
+    return re.sub(r"\b[\w.]+\.(\w+)", r"\1", str(annotation))

@@ -36,7 +36,7 @@ from .redaction import (
 from .response import Suggestion, ToolResponse, assemble, to_jsonable
 from .schema import inline_refs, lean
 from .select import select_keys
-from .stripping import stripping_model
+from .stripping import models_in, stripping_model
 from .ui import UIBlock
 from .validatable import check_output_model, serialization_schema
 
@@ -92,10 +92,6 @@ def _as_list(value: Any) -> list[Any]:
 
 _SEQUENCES = (list, tuple)  # a tuple: `isinstance(x, list | tuple)` builds the union at every call
 _not_none = functools.partial(operator.is_not, None)
-
-
-# The model a schema validates with: extra keys ignored at every depth (see `stripping`).
-_ignore_extra = stripping_model
 
 
 class _Rendered:
@@ -313,7 +309,7 @@ class Presenter:
             raise TypeError(f"presenter {self.name!r}: schema() takes the model of one item, not a RootModel "
                             f"({spec.__name__}): give the item's model (a list is presented item by item)")
         elif isinstance(spec, type) and issubclass(spec, BaseModel):
-            model = _ignore_extra(spec)
+            model = stripping_model(spec)
         elif not isinstance(spec, Mapping):
             given = getattr(spec, "__name__", type(spec).__name__)
             raise TypeError(f"presenter {self.name!r}: schema() takes a pydantic model, an mcpfusion Model or a "
@@ -532,7 +528,7 @@ class Presenter:
                     if dictschema.not_finite(exc):
                         raise
         model: Any = self.item_model
-        # Aliased fields (nested ones too) read by either name, written by alias: see `_ignore_extra`.
+        # Aliased fields (nested ones too) read by either name, written by alias: see `stripping_model`.
         one = model.__pydantic_validator__.validate_python(raw, from_attributes=True, by_name=True)
         try:
             return model.__pydantic_serializer__.to_python(one, mode="json", by_alias=True)
@@ -910,15 +906,8 @@ def _aliased_paths(model: Any, path: str) -> list[str]:
                       if name in (key, f.alias, f.serialization_alias)]
             names = list(dict.fromkeys(f.serialization_alias or f.alias or name for f in fields)) or [name]
         found = [f"{head}.{n}{brackets}{rest}" if head else f"{n}{brackets}{rest}" for head in found for n in names]
-        models = [m for f in fields for m in _models_in(f.annotation)]
+        models = [m for f in fields for m in models_in(f.annotation)]
     return found
-
-
-def _models_in(annotation: Any) -> list[Any]:
-    """The pydantic models an annotation holds (`Model`, `Model | None`, `list[Model]`, `A | B`)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    return [m for arg in get_args(annotation) for m in _models_in(arg)]
 
 
 def _trusted(model: type[BaseModel] | None, key: str, child: Presenter) -> bool:
@@ -954,7 +943,7 @@ def _trusted(model: type[BaseModel] | None, key: str, child: Presenter) -> bool:
         return False
     if annotation.model_config.get("extra") not in (None, "ignore", "forbid"):
         return False
-    return target is annotation or (target.__bases__ == (annotation,) and target is _ignore_extra(annotation))
+    return target is annotation or (target.__bases__ == (annotation,) and target is stripping_model(annotation))
 
 
 def _embedded(one: dict[str, Any], declared: dict[str, Any] | None) -> dict[str, Any]:

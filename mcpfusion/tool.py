@@ -22,7 +22,7 @@ from .argschema import Arguments, arguments
 from .booleans import booleans_in, numbers_plan
 from .dependencies import build_dependant, is_empty, security_scopes, split_parameters, takes_page
 from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
-from .hints import per_annotation, type_hints
+from .hints import per_annotation, type_hints, type_name
 from .model import READ_SCHEMA_OF, Model
 from .output import Output, bare, cardinality, model_of, shape
 from .pagination import CURSOR_ADVERTISED, CURSOR_PARAM, CURSOR_SCHEMA
@@ -429,7 +429,7 @@ class Tool:
         self.profile_hints = tuple(profile_hints)
         self.title = title
         self.middleware = tuple(middleware)  # around every action of this tool (see mcpfusion.middleware)
-        self.scopes = _scopes(scopes, f"tool {name!r}")  # needed by every action of this tool
+        self.scopes = declared_scopes(scopes, f"tool {name!r}")  # needed by every action of this tool
         self.actions: dict[str, Action] = {}
         self.source: str | None = None  # set by discovery: the file that defined it
 
@@ -511,7 +511,7 @@ class Tool:
             if isinstance(confirm, str):
                 check_confirm_template(confirm, action.declared_schema().get("properties") or {}, action.label)
             action.confirm = confirm
-            own = _scopes(scopes, f"{self.name}.{action.name}")
+            own = declared_scopes(scopes, f"{self.name}.{action.name}")
             if own:
                 action.own_scopes |= own
             if content_types is not None:
@@ -629,7 +629,7 @@ class Tool:
             paginate=paginate,
             json_schema=dict(input_schema) if input_schema is not None else None,
             json_validator=json_validator,
-            own_scopes=_scopes(security_scopes(dependant), where),  # `Security(dep, scopes=[...])` counts too
+            own_scopes=declared_scopes(security_scopes(dependant), where),  # `Security(dep, scopes=[...])` counts too
         )
 
     def _output(
@@ -669,7 +669,7 @@ class Tool:
         if model is None and presenter is None and dependency is None and explicit is None:
             model, many = model_of(annotation)
             if model is None and models_in(annotation):
-                raise TypeError(f"{where}: the return annotation {_type_name(annotation)} holds pydantic models, "
+                raise TypeError(f"{where}: the return annotation {type_name(annotation)} holds pydantic models, "
                                 "and the schema firewall applies to a model, a list of one or an optional one: "
                                 "return one of those (a model may hold a dict or list of models), or declare "
                                 "returns= / output_schema=")
@@ -754,9 +754,6 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r}, actions={list(self.actions)})"
-
-
-_scopes = declared_scopes
 
 
 def _check_paging(fn: Callable[..., Any], paginate: int | bool | None, takes_page: bool,
@@ -844,10 +841,3 @@ def _json_validator(fn: Callable[..., Any], schema: dict[str, Any], parameters: 
     if unknown:
         raise ValueError(f"{fn.__qualname__}: parameter(s) {', '.join(unknown)} are not properties of input_schema")
     return Draft202012Validator(schema)
-
-
-def _type_name(annotation: Any) -> str:
-    """A type as written in code: `Customer`, `dict[str, Customer]`."""
-    if isinstance(annotation, type) and not typing.get_args(annotation):
-        return annotation.__qualname__
-    return re.sub(r"\b[\w.]+\.(\w+)", r"\1", str(annotation))

@@ -22,8 +22,9 @@ from pydantic import (
 
 from mcpfusion import Model, Presenter, suggest, ui
 from mcpfusion.dictschema import codec, dump
-from mcpfusion.presenter import PresenterError, _ignore_extra
+from mcpfusion.presenter import PresenterError
 from mcpfusion.redaction import _steps_path, parse_path
+from mcpfusion.stripping import stripping_model
 
 
 class Ref(BaseModel):
@@ -468,7 +469,7 @@ def test_a_native_dict_schema_validates_straight_to_the_models_json_dump(model, 
     raw = _NATIVE_INPUTS[index]
     lean = codec(model)
     assert lean is not None
-    expected = _model_dump(_ignore_extra(model), raw)
+    expected = _model_dump(stripping_model(model), raw)
     ours = dump(lean, raw)
     assert _exactly(ours, expected), (ours, expected)
     assert _exactly(dump(codec(model, many=True), [raw, raw]), [expected, expected])
@@ -529,7 +530,7 @@ def test_a_model_that_serializes_its_own_way_keeps_the_model(config):
     assert codec(Configured) is None
     raw = {"on": dt.date(2026, 1, 2), "took": dt.timedelta(seconds=3), "blob": b"ab"}
     presented = Presenter("configured").schema(Configured).present(raw).view.data
-    assert _exactly(presented, _model_dump(_ignore_extra(Configured), raw))
+    assert _exactly(presented, _model_dump(stripping_model(Configured), raw))
 
 
 def test_a_native_dict_schema_refuses_what_the_model_refuses():
@@ -538,7 +539,7 @@ def test_a_native_dict_schema_refuses_what_the_model_refuses():
     for bad in [{"tags": [], "meta": {}}, {"id": 1, "tags": [], "meta": {}}, {"id": "x", "tags": [1], "meta": {}},
                 {"id": "x", "tags": [], "meta": {}, "status": "other"}, {"id": "x", "tags": [], "meta": []}]:
         with pytest.raises(ValidationError):
-            _model_dump(_ignore_extra(NativeLeaves), bad)
+            _model_dump(stripping_model(NativeLeaves), bad)
         with pytest.raises(ValidationError):
             dump(lean, bad)
 
@@ -566,9 +567,9 @@ def test_a_recursive_model_takes_one_pass_too():
     lean = codec(Tree)
     assert lean is not None and lean[2] is not None
     raw = {"name": "a", "kids": [{"name": "b", "kids": [], "meta": {"x": [1, None]}, "y": 1}], "z": 2}
-    assert _exactly(dump(lean, raw), _model_dump(_ignore_extra(Tree), raw))
+    assert _exactly(dump(lean, raw), _model_dump(stripping_model(Tree), raw))
     dated = {"name": "a", "kids": [{"name": "b", "kids": [], "meta": dt.datetime(2026, 1, 2, 3, 4)}]}
-    assert _exactly(dump(lean, dated), _model_dump(_ignore_extra(Tree), dated))
+    assert _exactly(dump(lean, dated), _model_dump(stripping_model(Tree), dated))
 
 
 # -- the response's hot-path construction (ui.table's filled layout, a block's tag, assemble) ---------------
