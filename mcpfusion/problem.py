@@ -209,11 +209,16 @@ def problem_response(body: dict[str, Any], headers: Mapping[str, str] | None = N
 def http_problem_response(exc: HTTPException, path: str | None = None) -> Response:
     """`problem_response` for an `HTTPException`, keeping its headers (WWW-Authenticate, Allow...). A 204 or
     304 (a dependency's "nothing to send" or "not modified") is answered as itself: without a body, as
-    FastAPI's own handler answers it."""
-    if exc.status_code in (204, 304):
+    FastAPI's own handler answers it. A redirect that says where to (a `Location` header: a dependency sending
+    the caller to a login page) is answered as itself too; one that says nowhere is a server bug (500)."""
+    if exc.status_code in (204, 304) or (300 <= exc.status_code < 400 and _location(exc.headers)):
         return Response(status_code=exc.status_code, headers=exc.headers)
     body = problem_of_http(exc, instance=path)
     return problem_response(body, exc.headers if body["status"] == exc.status_code else None)
+
+
+def _location(headers: Mapping[str, str] | None) -> bool:
+    return any(k.lower() == "location" and v for k, v in (headers or {}).items())
 
 
 def validation_problem(label: str, fields: list[tuple[str, str]], path: str | None = None) -> Response:

@@ -141,6 +141,25 @@ def test_rest_answers_204_and_304_without_a_body():
         assert "content-type" not in r.headers
 
 
+def _redirect(x_to: str | None = Header(None)) -> None:
+    raise HTTPException(307, "login first", headers={"Location": x_to} if x_to else None)
+
+
+@raising.action(readonly=True)
+async def redirected(_: None = Depends(_redirect)) -> dict:
+    """A dependency redirects (X-To: where)."""
+    return {}
+
+
+def test_rest_answers_a_redirect_with_a_location_as_itself():
+    """A dependency sending the caller elsewhere (FastAPI answers its route with the redirect)."""
+    client = TestClient(MCPFusion("p", tools=[raising]).build_app(), raise_server_exceptions=False)
+    r = client.get("/api/t/redirected", headers={"X-To": "/login?next=1"}, follow_redirects=False)
+    assert (r.status_code, r.headers["location"], r.content) == (307, "/login?next=1", b"")
+    nowhere = client.get("/api/t/redirected", follow_redirects=False)  # a redirect to nowhere is a server bug
+    assert (nowhere.status_code, nowhere.json()["code"]) == (500, "INTERNAL_ERROR")
+
+
 def test_non_error_statuses_leave_the_connection_usable():
     """Over a real server: before, a 1xx/600/0 broke the status line or dropped the connection."""
     with serve(MCPFusion("p", tools=[raising]).build_app()) as base, httpx.Client(base_url=base, timeout=5) as c:
