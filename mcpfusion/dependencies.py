@@ -29,6 +29,7 @@ from fastapi import params
 from fastapi.dependencies.models import Dependant
 from fastapi.dependencies.utils import get_dependant, solve_dependencies
 from fastapi.security import SecurityScopes
+from fastapi.security.base import SecurityBase
 from starlette.background import BackgroundTasks
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
@@ -243,6 +244,21 @@ def security_scopes(dependant: Dependant) -> frozenset[str]:
     for sub in dependant.dependencies:
         found |= security_scopes(sub)
     return frozenset(found)
+
+
+def security_schemes(dependant: Dependant, scopes: tuple[str, ...] = ()) -> dict[str, tuple[Any, list[str]]]:
+    """The security schemes (`HTTPBearer()`, `OAuth2PasswordBearer(...)`, `APIKeyHeader(...)`) among an action's
+    dependencies, by scheme name: each scheme's OpenAPI model and the scopes asked of it, as FastAPI documents a
+    route that depends on them."""
+    scopes = (*scopes, *(dependant.own_oauth_scopes or ()))
+    found: dict[str, tuple[Any, list[str]]] = {}
+    if isinstance(dependant.call, SecurityBase):
+        found[dependant.call.scheme_name] = (dependant.call.model, list(dict.fromkeys(scopes)))
+    for sub in dependant.dependencies:
+        for name, (model, asked) in security_schemes(sub, scopes).items():
+            known = found.setdefault(name, (model, []))[1]
+            known += [scope for scope in asked if scope not in known]
+    return found
 
 
 @functools.cache

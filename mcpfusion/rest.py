@@ -38,6 +38,7 @@ from .body import (
 )
 from .confirm import CONFIRM_PARAM
 from .content import ResourceLink
+from .dependencies import security_schemes
 from .dispatch import ToolRegistry
 from .errors import (
     CURSOR_EXPIRED,
@@ -303,13 +304,14 @@ def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api
     is generated (`ActionRoute`): a server of hundreds of actions starts without building them all."""
     errors = openapi_errors()
     item_schemas: dict[int, dict[str, Any]] = {}
+    schemes: dict[str, Any] = {}  # the security schemes the actions' dependencies use, filled as routes are made
     for action in registry.actions():
         path = f"{prefix}/{action.tool.name}/{action.name}"
-        declare = functools.partial(_declare_routes, registry, action, path, errors, item_schemas, max_body_bytes,
-                                    host_check)
+        declare = functools.partial(_declare_routes, registry, action, path, errors, item_schemas, schemes,
+                                    max_body_bytes, host_check)
         app.router.routes.append(ActionRoute(app.router, path, f"{action.tool.name}.{action.name}", declare))
     install_problem_handlers(app, registry, prefix)
-    _document_problem(app)
+    _document_problem(app, schemes)
 
 
 def _own_select(action: Action, schema: dict[str, Any]) -> dict[str, Any]:
@@ -337,9 +339,11 @@ def _body_schema(action: Action) -> dict[str, Any]:
 
 
 def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: dict[str, Any],
-                    item_schemas: dict[int, dict[str, Any]], max_body_bytes: int, host_check: HostCheck | None,
-                    router: APIRouter) -> None:
-    """Add the FastAPI routes of one action to `router`: POST, and GET when its parameters fit a query."""
+                    item_schemas: dict[int, dict[str, Any]], schemes: dict[str, Any], max_body_bytes: int,
+                    host_check: HostCheck | None, router: APIRouter) -> None:
+    """Add the FastAPI routes of one action to `router`: POST, and GET when its parameters fit a query. The
+    security schemes its dependencies use (`Security(HTTPBearer())`...) are documented on both, and added to
+    `schemes` for the document's components, as FastAPI documents its own routes."""
     responses = {
         "200": {
             "description": "The data, exactly as the MCP data block carries it"
@@ -354,6 +358,7 @@ def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: d
         "description": action.fn.__doc__ or action.description,
         "tags": [action.tool.name],
     }
+    security = _security(action, schemes)
     parameters = query_parameters(action)
     router.add_api_route(
         path, _endpoint(registry, action, "POST", max_body_bytes, host_check, parameters is not None),
@@ -366,6 +371,7 @@ def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: d
                 "content": {"application/json": {"schema": _body_schema(action)}},
             },
             "responses": responses,
+            **security,
         },
     )
     if parameters is not None:
@@ -373,7 +379,7 @@ def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: d
         router.add_api_route(
             path, get, methods=["GET"],
             name=f"{action.tool.name}.{action.name}.get", operation_id=f"{action.tool.name}_{action.name}_get",
-            **common, openapi_extra={"parameters": parameters, "responses": responses},
+            **common, openapi_extra={"parameters": parameters, "responses": responses, **security},
         )
         # HEAD wherever GET is served (RFC 9110): the GET's status and headers, no body (the server drops it).
         # Left out of OpenAPI: a HEAD operation would repeat the GET's, operation id included.
@@ -525,15 +531,26 @@ def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str =
     app.add_exception_handler(Exception, on_crash)
 
 
-def _document_problem(app: FastAPI) -> None:
-    """Add the `Problem` schema the error responses refer to."""
+def _security(action: Action, schemes: dict[str, Any]) -> dict[str, Any]:
+    """The `security` of an action's operations (none without a security scheme among its dependencies)."""
+    found = security_schemes(action.dependant)
+    for name, (model, _) in found.items():
+        schemes.setdefault(name, model.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return {"security": [{name: scopes} for name, (_, scopes) in found.items()]} if found else {}
+
+
+def _document_problem(app: FastAPI, schemes: dict[str, Any]) -> None:
+    """Add the `Problem` schema the error responses refer to, and the security schemes the actions use."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             with _materialised(app):
                 schema = generate()
-            schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+            components = schema.setdefault("components", {})
+            components.setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+            if schemes:  # the app's own definition of a scheme of the same name stands
+                components["securitySchemes"] = {**schemes, **components.get("securitySchemes", {})}
             app.openapi_schema = schema
         return app.openapi_schema
 

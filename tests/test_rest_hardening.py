@@ -326,3 +326,47 @@ async def test_head_is_answered_on_the_tool_docs_and_the_protected_resource_meta
         for path in ("/tools", "/tools.json", "/.well-known/oauth-protected-resource"):
             got, head = await http.get(path), await http.head(path)
             assert got.status_code == head.status_code == 200 and head.content == b"", path
+
+
+# -- OpenAPI documents the security schemes the actions' dependencies use ------------------------------------
+
+def test_openapi_documents_security_dependencies_as_fastapi_does():
+    """`Security(HTTPBearer())` or an OAuth2 scheme among an action's dependencies shows in its operations and
+    in components, as FastAPI documents a route with the same dependencies (Swagger's Authorize button)."""
+    from fastapi import FastAPI, Security
+    from fastapi.security import HTTPBearer, OAuth2PasswordBearer
+
+    bearer = HTTPBearer(auto_error=False)
+    oauth = OAuth2PasswordBearer(tokenUrl="/token", scopes={"read": "r", "write": "w"}, auto_error=False)
+
+    def user(token: str | None = Security(oauth, scopes=["read"])) -> str | None:
+        return token
+
+    secured = Tool("secured", description="Secured actions")
+
+    @secured.action(readonly=True)
+    async def by_bearer(credentials: object = Depends(bearer)) -> dict:
+        """Bearer."""
+        return {}
+
+    @secured.action()
+    async def by_oauth(who: str | None = Security(user, scopes=["write"])) -> dict:
+        """OAuth2."""
+        return {}
+
+    @secured.action(readonly=True)
+    async def open_one() -> dict:
+        """No scheme."""
+        return {}
+
+    plain = FastAPI()
+    plain.get("/bearer")(lambda credentials=Depends(bearer): {})
+    plain.post("/oauth")(lambda who=Security(user, scopes=["write"]): {})
+    expected = plain.openapi()
+    spec = TestClient(MCPFusion("p", tools=[secured]).build_app()).get("/openapi.json").json()
+    assert spec["components"]["securitySchemes"] == expected["components"]["securitySchemes"]
+    paths = spec["paths"]
+    assert paths["/api/secured/by_bearer"]["get"]["security"] == expected["paths"]["/bearer"]["get"]["security"]
+    assert paths["/api/secured/by_bearer"]["post"]["security"] == [{"HTTPBearer": []}]
+    assert paths["/api/secured/by_oauth"]["post"]["security"] == expected["paths"]["/oauth"]["post"]["security"]
+    assert "security" not in paths["/api/secured/open_one"]["post"]
