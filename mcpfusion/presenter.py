@@ -53,6 +53,11 @@ def _fields_of(exc: ValidationError, at: int) -> str:
     return ", ".join(sorted(fields)) or "root"
 
 
+def _lines(items: Iterable[Any]) -> Iterable[Any]:
+    """A list of texts as given, a single text as a list of one (not one item per character)."""
+    return [items] if isinstance(items, str) else items
+
+
 def _flexible(fn: Callable[..., Any], what: str | None = None) -> Callable[[Any, Any], Any]:
     """Call `fn(data)` or `fn(data, ctx)`, whichever it accepts (decided once). `what`: the builder it was
     given to, named in the error when `fn` is not callable (it would fail every call, not here)."""
@@ -340,8 +345,9 @@ class Presenter:
         return self
 
     def rules(self, rules: Iterable[str | None] | Callable[..., Any]) -> Presenter:
-        """System rules sent with every response: a list, or a function of (data[, ctx])."""
-        self._rules = _flexible(rules) if callable(rules) else [r for r in rules if r]
+        """System rules sent with every response: a list (a single string is one rule), or a function of
+        (data[, ctx])."""
+        self._rules = _flexible(rules) if callable(rules) else [r for r in _lines(rules) if r]
         self._prepare_rules()
         return self
 
@@ -354,8 +360,8 @@ class Presenter:
             _merge_unique(self._static_rules, self._rules)
 
     def directives(self, lines: Iterable[str | None] | Callable[..., Any]) -> Presenter:
-        """`<llm_directives>` lines: a list, or a function of (data[, ctx])."""
-        self._directives = _flexible(lines) if callable(lines) else [d for d in lines if d]
+        """`<llm_directives>` lines: a list (a single string is one line), or a function of (data[, ctx])."""
+        self._directives = _flexible(lines) if callable(lines) else [d for d in _lines(lines) if d]
         return self
 
     @classmethod
@@ -371,9 +377,10 @@ class Presenter:
         """Censor these paths just before serialization (callbacks still see real values).
 
         The egress guard then keeps the removed values out of every other block (see `mcpfusion.censor`);
-        `guard_blocks=False` is the explicit opt-out for blocks meant for a human operator.
+        `guard_blocks=False` is the explicit opt-out for blocks meant for a human operator. A single string
+        is one path.
         """
-        self.redact_paths = tuple(paths)
+        self.redact_paths = tuple(_lines(paths))
         for path in self.redact_paths:
             parse_path(path)
         self.censor = censor

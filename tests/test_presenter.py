@@ -431,3 +431,18 @@ async def test_a_callback_returning_the_wrong_kind_names_the_presenter(caplog):
     assert ui_result.error_code == suggest_result.error_code == "INVALID_OUTPUT"
     assert "presenter 'chatty': its ui callback returned a str" in caplog.text
     assert "presenter 'pushy': its suggest callback returned a str" in caplog.text
+
+
+def test_a_single_string_is_one_rule_one_directive_and_one_path():
+    """`.rules("text")` is one rule, not a rule per character; the same for directives and redaction paths."""
+    from pydantic import BaseModel
+
+    class Contact(BaseModel):
+        email: str
+        name: str
+
+    presenter = (Presenter("contact").schema(Contact).rules("Amounts are in cents.").directives("Be brief.")
+                 .redact_pii("email"))
+    texts = presenter.present({"email": "ada@example.com", "name": "Ada"}).texts
+    assert texts == ['{"email":"[REDACTED]","name":"Ada"}', "<llm_directives>\n- Be brief.\n</llm_directives>",
+                     "<domain_rules>\n- Amounts are in cents.\n</domain_rules>"]
