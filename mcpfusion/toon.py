@@ -27,15 +27,20 @@ def params_cell(params: Sequence[str], required: Sequence[str], values: Mapping[
 
 
 def action_table(rows: Sequence[tuple[str, str, str]]) -> str:
-    """The root TOON table `[N|]{action|params|desc}:` of a grouped tool description (`params` as
-    `params_cell` writes it): what each action takes, so the input schema need not repeat it per parameter.
+    """The root TOON table `[N|]{action|desc|required}:` of a grouped tool description: one row per action,
+    its description, and what it takes (`required`, as `params_cell` writes it: the parameters to send, an
+    optional one marked `?`), so the input schema need not repeat per parameter which action takes it.
 
     Every row carries all three keys so the table stays uniform and tabular.
     """
-    return encode([{"action": a, "params": p, "desc": d} for a, d, p in rows])
+    return encode([{"action": a, "desc": d, "required": p} for a, d, p in rows])
 
 
 def describe(description: str, rows: Sequence[tuple[str, str, str]]) -> str:
-    """`{description}.` + blank line + the action table (its `action` column names the discriminator)."""
+    """`{description}. Select operation via the `action` parameter.` + blank line + the action table."""
     head = description.strip().rstrip(".")
-    return f"{head}.\n\n{action_table(rows)}" if head else action_table(rows)
+    lead = f"{head}. {SELECT_OPERATION}" if head else SELECT_OPERATION
+    return f"{lead}\n\n{action_table(rows)}"
+
+
+SELECT_OPERATION = "Select operation via the `action` parameter."

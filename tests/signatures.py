@@ -62,8 +62,8 @@ def _split(params: str) -> list[str]:
 def lines(entry: dict[str, Any]) -> dict[str, dict[str, Param]]:
     """Each action of a grouped entry: its parameters as its line says them."""
     text = entry["description"]
-    if "]{action|params|desc}:" in text:
-        rows = [(r["action"], r["params"]) for r in toon_format.decode(text.rsplit("\n\n", 1)[-1], strict=True)]
+    if "]{action|desc|required}:" in text:
+        rows = [(r["action"], r["required"]) for r in toon_format.decode(text.rsplit("\n\n", 1)[-1], strict=True)]
     else:
         rows = _ROW.findall(text)
     return {action: dict(param(p) for p in _split(params)) for action, params in rows}

@@ -211,8 +211,8 @@ async def test_tools_list_shows_each_caller_only_what_its_scopes_allow_on_both_w
             assert everything["crm"]["inputSchema"]["properties"]["action"]["enum"] == ["get", "rename", "erase"]
             assert "rename" not in reader["crm"]["description"] and "name" not in reader["crm"]["inputSchema"][
                 "properties"]
-            assert "[1|]{action|params|desc}" in reader["crm"]["description"]  # the TOON table: one row
-            assert "  rename|id,name|Rename a customer" in writer["crm"]["description"]
+            assert "[1|]{action|desc|required}" in reader["crm"]["description"]  # the TOON table: one row
+            assert "  rename|Rename a customer|id,name" in writer["crm"]["description"]
             assert reader["crm"]["annotations"] == {"readOnlyHint": True}  # the hints of what it sees
 
 

@@ -44,13 +44,13 @@ def test_toon_description_verbatim_and_decoded_as_a_table(manifest):
     assert entry["advertised"] is True
     assert entry["text"] == billing.grouped_description()
     assert entry["table"] == [
-        {"action": a.name, "params": a.signature(), "desc": a.description} for a in billing.actions.values()
+        {"action": a.name, "desc": a.description, "required": a.signature()} for a in billing.actions.values()
     ]
-    assert all(set(r["params"].replace("?", "").split(",")) >= set(a.required) - {""}
+    assert all(set(r["required"].replace("?", "").split(",")) >= set(a.required) - {""}
                for r, a in zip(entry["table"], billing.actions.values(), strict=True))
     # A tool without TOON descriptions still shows what its TOON form would be, flagged as not advertised.
     assert tool(manifest, "customers")["toon_description"]["advertised"] is False
-    assert tool(manifest, "customers")["toon_description"]["text"].endswith("create|name,tier?|Create a customer.")
+    assert tool(manifest, "customers")["toon_description"]["text"].endswith("create|Create a customer.|name,tier?")
 
 
 def test_tags_exposition_and_aggregated_annotations(manifest):

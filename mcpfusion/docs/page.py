@@ -284,8 +284,8 @@ def tool_section(tool: dict[str, Any], api_base: str) -> str:
     toon = tool["toon_description"]
     state = ("advertised as this tool's description" if toon["advertised"]
              else "not advertised (toon_description is off or the tool is flat); shown for comparison")
-    table = _table(["action", "params (? optional)", "desc"], [
-        [f"<code>{_e(r.get('action', ''))}</code>", _e(r.get("params", "")), _e(r.get("desc", ""))]
+    table = _table(["action", "desc", "required (? optional)"], [
+        [f"<code>{_e(r.get('action', ''))}</code>", _e(r.get("desc", "")), _e(r.get("required", ""))]
         for r in toon["table"]
     ], "toon-table") if toon["table"] else ""
     badges = f'<span class="badge">{_e(tool["exposition"])}</span>'
