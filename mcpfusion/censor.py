@@ -2,17 +2,21 @@
 
 Redaction is late (UI, rule, directive and suggestion callbacks compute on real values), so a callback may
 copy a value that the data block censors: `ui.summary(customer["email"])`. Before a presenter's response
-leaves, the guard takes the real values its redaction removed and censors them everywhere else:
+leaves, the guard takes the real values its redaction removed (a removed mapping's keys too) and censors them
+everywhere else:
 
 - text blocks (UI, embeds, directives, rules, suggestions): every occurrence of a removed value at least
-  `MIN_LENGTH` characters long, as written, as escaped for the XML-ish blocks, as escaped inside JSON text
-  and as written in a markdown table cell, is replaced by the censor;
-- the structured data (the data block, `structuredContent`, the REST body): a string equal to a removed
-  string, or containing a removed value at least `MIN_LENGTH` characters long, is censored.
+  `MIN_LENGTH` characters long, as written or JSON-escaped (`json.dumps` of it), each as escaped for the
+  XML-ish blocks, inside JSON text and in a markdown table cell, is replaced by the censor; the wire format's
+  own markup (tags, attribute names, a block's type, a suggestion's action) is never touched;
+- the structured data (the data block, `structuredContent`, the REST body): a string VALUE equal to a removed
+  string, or containing a removed value at least `MIN_LENGTH` characters long (a number as its text, a string
+  as written or JSON-escaped), is censored. Object keys are structure, never censored; nor is a string that
+  the schema fixes (an enum or const member: `keep`), which a censor would turn into invalid output.
 
 Values shorter than `MIN_LENGTH` ("1", "EU", "") are matched only as whole strings of the structured data:
-scanning free text for them would censor ordinary words and numbers. Booleans and `None` are never guarded,
-numbers only in text blocks. The guard matches exact values (not a lower-cased or partial copy). A presenter that
+scanning free text for them would censor ordinary words and numbers. Booleans and `None` are never guarded.
+The guard matches exact values (not a lower-cased, URL-encoded or partial copy). A presenter that
 deliberately shows redacted values to a human operator opts out with `redact_pii(..., guard_blocks=False)`:
 its data block and structured data are still redacted, its other blocks are not guarded.
 """
@@ -29,19 +33,18 @@ from typing import Any
 from pydantic_core import to_json
 
 from . import markup, ui
-from .redaction import DEFAULT_CENSOR, RedactionError
+from .redaction import DEFAULT_CENSOR
 from .response import ResponseView, Suggestion, ToolResponse
 from .serializer import dumps
 
 MIN_LENGTH = 4
 
 
-def _values(removed: list[Any]) -> tuple[set[str], list[str], list[str]]:
-    """(every removed string, the long removed strings, the long removed values as text), longest first."""
+def _values(removed: list[Any]) -> tuple[set[str], list[str]]:
+    """(every removed string, the long removed values as text: strings and numbers, longest first)."""
     if all(v.__class__ is str or v is None for v in removed):  # the common case: censored string fields
         strings = {v for v in removed if v}
-        longest = sorted([v for v in strings if len(v) >= MIN_LENGTH], key=len, reverse=True)
-        return strings, longest, longest
+        return strings, sorted([v for v in strings if len(v) >= MIN_LENGTH], key=len, reverse=True)
     exact: set[str] = set()
     long: set[str] = set()
     numbers: set[str] = set()
@@ -55,6 +58,9 @@ def _values(removed: list[Any]) -> tuple[set[str], list[str], list[str]]:
                     long.add(value)
         elif isinstance(value, dict):
             stack.extend(value.values())
+            # A removed mapping's keys were removed with it (a dict keyed by email); short ones ("id") are
+            # words, not worth censoring in every other answer.
+            stack.extend(k for k in value if isinstance(k, str) and len(k) >= MIN_LENGTH)
         elif isinstance(value, (list, tuple)):
             stack.extend(value)
         elif value is None or isinstance(value, bool):
@@ -67,8 +73,7 @@ def _values(removed: list[Any]) -> tuple[set[str], list[str], list[str]]:
                     long.add(text)
             elif len(text) >= MIN_LENGTH:
                 numbers.add(text)
-    every = long | numbers if numbers else long
-    return exact, sorted(long, key=len, reverse=True), sorted(every, key=len, reverse=True)
+    return exact, sorted(long | numbers, key=len, reverse=True)
 
 
 # Nothing any block escapes: printable ASCII but & < " \ |. Written as the characters it allows (the complement
@@ -77,23 +82,48 @@ def _values(removed: list[Any]) -> tuple[set[str], list[str], list[str]]:
 _PLAIN = re.compile(r"[\x20\x21\x23-\x25\x27-\x3b\x3d-\x5b\x5d-\x7b\x7d\x7e]*")
 
 
+def _escaped(text: str) -> str:
+    """`text` as a JSON string writes it, without the quotes (the data block's and `ui.json`'s escaping)."""
+    return to_json(text).decode()[1:-1]
+
+
 @lru_cache(maxsize=4096)
-def _variants(value: str) -> tuple[str, ...]:
-    """The forms a value takes once rendered into a block (just itself for plain ASCII text)."""
+def _data_forms(value: str) -> tuple[str, ...]:
+    """The forms a value takes inside a string of the data: as written, and JSON-escaped (a JSON text the
+    application built or stored, `json.dumps` escaping non-ASCII or not). Just itself for plain ASCII text."""
     if _PLAIN.fullmatch(value):
         return (value,)
-    forms = [
-        value,
-        markup.attr(value),
-        markup.bullet(value),  # a rule, directive or suggestion line
-        markup.message(value),
-        to_json(value).decode()[1:-1],
-        json.dumps(value)[1:-1],
-        ui.table_cell(value),  # the one function that writes table cells
-        ui.line(value),  # a summary or list item
-        ui.sealed(value),  # a block's body, unable to close it early
-        ui.sealed(to_json(value).decode()[1:-1]),  # inside a JSON block (ui.json, charts), sealed
-    ]
+    return tuple(dict.fromkeys(f for f in (value, _escaped(value), json.dumps(value)[1:-1]) if f))
+
+
+@lru_cache(maxsize=4096)
+def _head_forms(value: str) -> tuple[str, ...]:
+    """The forms a value takes in the data block's text: each of its data forms, as JSON writes a string."""
+    forms = _data_forms(value)
+    return forms if len(forms) == 1 else tuple(dict.fromkeys(_escaped(f) for f in forms))
+
+
+@lru_cache(maxsize=4096)
+def _variants(value: str) -> tuple[str, ...]:
+    """The forms a value takes once rendered into a block, or into the data block's text (just itself for
+    plain ASCII text): each data form as written and as each block escapes it."""
+    if _PLAIN.fullmatch(value):
+        return (value,)
+    forms: list[str] = []
+    for text in _data_forms(value):
+        escaped = _escaped(text)
+        forms += [
+            text,
+            markup.attr(text),  # an attribute, or a rule, directive or suggestion line
+            markup.bullet(text),
+            markup.message(text),
+            escaped,
+            json.dumps(text)[1:-1],
+            ui.table_cell(text),  # the one function that writes table cells
+            ui.line(text),  # a summary or list item
+            ui.sealed(text),  # a block's body, unable to close it early
+            ui.sealed(escaped),  # inside a JSON block (ui.json, charts), sealed
+        ]
     return tuple(dict.fromkeys(f for f in forms if f))
 
 
@@ -110,16 +140,111 @@ def _scrub_text(text: str, needles: list[str], censor: str) -> str:
     return text
 
 
-def _scrub_data(data: Any, exact: set[str], long: list[str], censor: str) -> Any:
+def _scrub_data(data: Any, exact: set[str], needles: list[str], keep: frozenset[str], censor: str) -> Any:
+    """`data` with its string values censored: equal to a removed string, or holding a needle. Keys stay (they
+    are the structure), and so do strings in `keep`. Returns `data` itself when nothing changed."""
     if isinstance(data, str):
+        if data in keep:
+            return data
         if data in exact:
             return censor
-        return _scrub_text(data, long, censor)
+        return _scrub_text(data, needles, censor)
     if isinstance(data, dict):
-        return {k: _scrub_data(v, exact, long, censor) for k, v in data.items()}
+        items = {k: _scrub_data(v, exact, needles, keep, censor) for k, v in data.items()}
+        return data if all(items[k] is v for k, v in data.items()) else items
     if isinstance(data, list):
-        return [_scrub_data(v, exact, long, censor) for v in data]
+        values = [_scrub_data(v, exact, needles, keep, censor) for v in data]
+        return data if all(new is old for new, old in zip(values, data, strict=True)) else values
     return data
+
+
+# -- text blocks: the removed values censored, the wire format's own markup kept ---------------------------
+
+# A block of the wire format: its opening tag first (`ui.py`, `markup.bullet_block`), its closing tag last.
+_OPENING = re.compile(r'<(ui_passthrough|domain_rules|llm_directives|action_suggestions)((?: [a-z_]+="[^"]*")*)>\n')
+_TITLE = re.compile(r' title="([^"]*)"')  # the one attribute a writer's text may fill
+_BULLETS = ("domain_rules", "llm_directives", "action_suggestions")
+
+
+def _markup(text: str) -> list[tuple[int, int]]:
+    """The spans of `text` that are the wire format's own markup, in order: a block's tags and attributes
+    (but a title's value), each bullet's `- ` and a suggestion's action. None for any other text."""
+    opening = _OPENING.match(text)
+    if opening is None:
+        return []
+    tag, end = opening.group(1), opening.end()
+    closing = f"\n</{tag}>"
+    body_end = len(text) - len(closing) if text.endswith(closing) else len(text)
+    spans: list[tuple[int, int]] = []
+    at = 0
+    for title in _TITLE.finditer(text, 0, end):
+        spans.append((at, title.start(1)))
+        at = title.end(1)
+    spans.append((at, end))
+    if tag in _BULLETS:
+        start = end
+        while start < body_end:
+            stop = text.find("\n", start, body_end)
+            stop = body_end if stop < 0 else stop
+            if text.startswith("- ", start):
+                # A suggestion's action name, up to its `: `, is the framework's vocabulary too.
+                colon = text.find(": ", start, stop) if tag == "action_suggestions" else -1
+                spans.append((start, colon + 2 if colon >= 0 else start + 2))
+            start = stop + 1
+    if body_end < len(text):
+        spans.append((body_end, len(text)))
+    return spans
+
+
+def _hits(text: str, needles: list[str]) -> list[tuple[int, int]]:
+    """Every occurrence of every needle in `text` (overlapping ones too), overlapping spans merged."""
+    found: list[tuple[int, int]] = []
+    for needle in needles:
+        at = text.find(needle)
+        while at >= 0:
+            found.append((at, at + len(needle)))
+            at = text.find(needle, at + 1)
+    found.sort()
+    merged: list[tuple[int, int]] = []
+    for start, end in found:
+        if merged and start < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _outside(spans: list[tuple[int, int]], kept: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`spans` without the parts of them in `kept` (both in order)."""
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        for k_start, k_end in kept:
+            if k_end <= start or k_start >= end:
+                continue
+            if k_start > start:
+                out.append((start, k_start))
+            start = max(start, k_end)
+        if start < end:
+            out.append((start, end))
+    return out
+
+
+def _scrub_block(text: str, needles: list[str], censor: str) -> str:
+    """`text` (a block of the wire format, or any text) with every needle censored but in its markup: a
+    stored value equal to a tag or an action name never breaks the format (fail closed: the rest of an
+    occurrence that straddles markup is censored)."""
+    if not any(needle in text for needle in needles):
+        return text
+    kept = _markup(text)
+    if not kept:
+        return _scrub_text(text, needles, censor)
+    parts: list[str] = []
+    at = 0
+    for start, end in _outside(_hits(text, needles), kept):
+        parts += [text[at:start], censor]
+        at = end
+    parts.append(text[at:])
+    return "".join(parts)
 
 
 def _scrub_view(view: ResponseView, found: list[str], mask: str) -> None:
@@ -147,10 +272,10 @@ class Scrubber:
     def __call__(self, text: str) -> str:
         needles = self._needles
         if needles is None:
-            _, _, every = _values(self._removed)
+            _, every = _values(self._removed)
             needles = self._needles = [form for value in every for form in _variants(value)]
         censor = self._censor
-        return _scrub_text(text, needles, censor if isinstance(censor, str) else DEFAULT_CENSOR)
+        return _scrub_block(text, needles, censor if isinstance(censor, str) else DEFAULT_CENSOR)
 
 
 def scrubber(removed: list[Any], censor: Any = DEFAULT_CENSOR) -> Callable[[str], str]:
@@ -159,16 +284,22 @@ def scrubber(removed: list[Any], censor: Any = DEFAULT_CENSOR) -> Callable[[str]
     return Scrubber(removed, censor)
 
 
-def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENSOR, *, pretty: bool = False) -> None:
+def _nothing() -> frozenset[str]:
+    return frozenset()
+
+
+def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENSOR, *, pretty: bool = False,
+          keep: Callable[[], frozenset[str]] = _nothing) -> None:
     """Censor the removed values out of every block of a presenter's response, in place.
 
     The first text block is the serialized data: it is rebuilt from the guarded data, never edited as text
-    (editing could break its JSON). Fails closed when a value survives (e.g. as an object key).
+    (editing could break its JSON). `keep()` gives the strings the data's schema fixes (enum members),
+    asked for only when the data holds a removed value.
     """
     texts = response.texts
     if _clean(texts, removed):
         return
-    exact, long, every = _values(removed)
+    exact, every = _values(removed)
     if not exact and not every:
         return
     mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
@@ -176,36 +307,41 @@ def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENS
         found = _forms_in(every, texts[1:])
         if found:
             for i in range(1, len(texts)):
-                texts[i] = _scrub_text(texts[i], found, mask)
+                texts[i] = _scrub_block(texts[i], found, mask)
             _scrub_view(response.view, found, mask)
     data = response.view.data
     if data is None or isinstance(data, str):
         return
-    head = texts[0]
-    needles = [form for value in long for form in _variants(value)]
-    if not _contains(head, needles, exact):
+    if not _contains(texts[0], [form for value in every for form in _head_forms(value)], exact):
         return
-    data = _scrub_data(data, exact, long, mask)
-    texts[0] = dumps(data, pretty=pretty)
-    if _contains(texts[0], needles, ()):
-        raise RedactionError("a redacted value is still in the data block (an object key?)")
-    response.view.data = data
+    needles = [form for value in every for form in _data_forms(value)]
+    scrubbed = _scrub_data(data, exact, needles, keep(), mask)
+    if scrubbed is data:  # found in a key, or in a string the schema fixes: nothing to rewrite
+        return
+    texts[0] = dumps(scrubbed, pretty=pretty)
+    response.view.data = scrubbed
     response.view.rewritten = True
 
 
 def scrub_blocks(texts: list[str], removed: list[Any], censor: Any = DEFAULT_CENSOR) -> list[str]:
     """`texts` (blocks other than the data block) with every form of the long removed values censored, as
     `guard` censors the blocks of a response."""
-    _, _, every = _values(removed)
+    _, every = _values(removed)
     mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
     found = _forms_in(every, texts)
-    return [_scrub_text(text, found, mask) for text in texts] if found else texts
+    return [_scrub_block(text, found, mask) for text in texts] if found else texts
 
 
 def _forms_in(every: list[str], texts: list[str]) -> list[str]:
-    """The forms of the removed values that `texts` hold (one scan of them all per form; most find nothing)."""
+    """The forms of the removed values that `texts` hold, every form of such a value (the structured view
+    holds it unescaped); one scan of them all per form, and most find nothing."""
     blocks = texts[0] if len(texts) == 1 else "\n".join(texts)
-    return [form for value in every for form in _variants(value) if form in blocks]
+    found: list[str] = []
+    for value in every:
+        forms = _variants(value)
+        if any(form in blocks for form in forms):
+            found += forms
+    return sorted(found, key=len, reverse=True)
 
 
 def _clean(texts: list[str], removed: list[Any]) -> bool:

@@ -32,6 +32,7 @@ from .redaction import (
     parse_path,
     redact_schema,
     unconstrained_strings,
+    vocabulary,
 )
 from .response import Suggestion, ToolResponse, assemble, to_jsonable
 from .schema import inline_refs, lean
@@ -156,7 +157,7 @@ _new = object.__new__
 class _Cache:
     """What the hot path computes once per presenter, kept apart from its configuration."""
 
-    __slots__ = ("items_adapter", "lean_one", "lean_many", "plain", "trusted", "plan", "redact")
+    __slots__ = ("items_adapter", "lean_one", "lean_many", "plain", "trusted", "plan", "redact", "words")
 
     def __init__(self) -> None:
         self.items_adapter: TypeAdapter[list[Any]] | None = None
@@ -172,6 +173,8 @@ class _Cache:
         # The redaction of this presenter and its children as one function (`redaction.compile_tree`), made
         # on first use once frozen; False: not made yet.
         self.redact: Redactor | None | bool = False
+        # The strings the wire schema fixes (enum members), which the egress guard keeps; None: not made yet.
+        self.words: frozenset[str] | None = None
 
 
 # What a flat render makes (`Presenter._flat_parts`): data, UI blocks, suggestions, directives, rule set.
@@ -819,6 +822,13 @@ class Presenter:
         return Node(self.wire_paths(), self.censor, self.guard_blocks,
                     [(key, child._redaction_node()) for key, child in self.embeds.items()])
 
+    def _words(self) -> frozenset[str]:
+        """The strings this presenter's wire schema fixes (enum and const members), made once."""
+        words = self._cache.words
+        if words is None:
+            words = self._cache.words = vocabulary(self.wire_schema())
+        return words
+
     def wire_paths(self) -> tuple[str, ...]:
         """The redaction paths as the data is written: a field with an alias is written under it (FastAPI's
         way, and the output schema's), so its path is followed under both names."""
@@ -881,11 +891,11 @@ class Presenter:
             end = start + len(embeds)
             own = response.texts[start:end]
             every = removed + loose
-            egress.guard(response, every, self.censor, pretty=self.pretty)
+            egress.guard(response, every, self.censor, pretty=self.pretty, keep=self._words)
             response.texts[start:end] = egress.scrub_blocks(own, removed, self.censor) if removed else own
             response.view.scrub = egress.Scrubber(every, self.censor)
         elif removed:
-            egress.guard(response, removed, self.censor, pretty=self.pretty)
+            egress.guard(response, removed, self.censor, pretty=self.pretty, keep=self._words)
             response.view.scrub = egress.Scrubber(removed, self.censor)  # for documents attached afterwards
         if self._attach is not None:
             items = [item for item in _as_list(self._attach(response.view.data, ctx)) if item is not None]

@@ -341,3 +341,21 @@ def unconstrained_strings(schema: Any) -> Any:
     if isinstance(schema, list):
         return [unconstrained_strings(v) for v in schema]
     return schema
+
+
+def vocabulary(schema: Any) -> frozenset[str]:
+    """The strings a JSON schema fixes (`enum` and `const` members, at any depth): the schema's own words,
+    which the egress guard leaves in the data (a censored enum member would no longer fit the schema)."""
+    words: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("const"), str):
+                words.add(node["const"])
+            if isinstance(node.get("enum"), list):
+                words.update(v for v in node["enum"] if isinstance(v, str))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return frozenset(words)
