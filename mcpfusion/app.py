@@ -19,7 +19,7 @@ from . import collector
 from .context import Context
 from .dependencies import CONTEXT_SCOPE_KEY, context_parameter
 from .dispatch import ToolRegistry
-from .errors import INTERNAL_ERROR, ToolError, UnknownToolError
+from .errors import INTERNAL_ERROR, ToolError, UnknownToolError, ValidationFailed, field_path, sent_value
 from .health import HEALTHZ_RESPONSES, READYZ_RESPONSES, Check, Readiness, healthz, readyz_endpoint
 from .listing import exposed
 from .mcp import jsonrpc
@@ -33,6 +33,7 @@ from .middleware import Middleware
 from .pagination import Paging
 from .prompts import Prompt, PromptRegistry
 from .resources import Resource, ResourceRegistry, ResourceTemplate
+from .tool import _NAME as TOOL_NAME
 from .tool import Tool, check_output_schema
 
 if TYPE_CHECKING:
@@ -46,11 +47,15 @@ _SETTING_NAMES = set(TransportSettings._fields)
 
 class RawTool:
     """A tool answering its `CallToolResult` itself (content blocks of any type, a hand-written schema).
-    The escape hatch for what actions and presenters do not cover; prefer `Tool` + `@tool.action`."""
+    The escape hatch for what actions and presenters do not cover; prefer `Tool` + `@tool.action`.
 
-    def __init__(self, fn: Callable[..., Any], descriptor: dict[str, Any]) -> None:
+    Its arguments are checked against its input schema (when it declares one) and its result against MCP's
+    `CallToolResult` before it leaves: a bad call is a `VALIDATION_ERROR`, a bad result an `INTERNAL_ERROR`."""
+
+    def __init__(self, fn: Callable[..., Any], descriptor: dict[str, Any], validator: Any = None) -> None:
         self.fn = fn
         self.descriptor = descriptor
+        self.validator = validator  # a jsonschema validator of the declared input schema, or None
         self.context_arg = context_parameter(fn)
         params = inspect.signature(fn).parameters
         # Which arguments the function takes, computed once (None: it takes **kwargs, so all of them).
@@ -58,7 +63,14 @@ class RawTool:
             None if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()) else frozenset(params)
         )
 
+    @property
+    def name(self) -> str:
+        return str(self.descriptor["name"])
+
     async def call(self, arguments: dict[str, Any], context: Any) -> dict[str, Any]:
+        invalid = self._invalid(arguments)
+        if invalid is not None:
+            return _error_result(invalid)
         accepts = self.accepts
         kwargs = dict(arguments) if accepts is None else {k: v for k, v in arguments.items() if k in accepts}
         if self.context_arg:
@@ -68,20 +80,81 @@ class RawTool:
         except ProtocolSignal:
             raise
         except ToolError as exc:  # raised for the agent, as from an action (no back channel: NO_BACK_CHANNEL)
-            return {"content": [{"type": "text", "text": exc.render()}], "isError": True}
+            return _error_result(exc)
         except Exception:
             # Same contract as actions: a self-healing error text, never the exception's own message.
-            logger.exception("raw tool %s failed", self.descriptor["name"])
-            text = ToolError(
-                INTERNAL_ERROR, f"{self.descriptor['name']} failed with an internal error.",
-                recovery="This is a server problem, not your call; retry later or try another tool.",
-            ).render()
-            return {"content": [{"type": "text", "text": text}], "isError": True}
-        if isinstance(value, dict) and "content" in value:
-            return value
-        if isinstance(value, list):
-            return {"content": value, "isError": False}
-        return {"content": [{"type": "text", "text": "OK" if value is None else str(value)}], "isError": False}
+            logger.exception("raw tool %s failed", self.name)
+            return self._internal_error()
+        return self._checked(_raw_result(value))
+
+    def _invalid(self, arguments: dict[str, Any]) -> ValidationFailed | None:
+        """The arguments' faults against the declared input schema, each naming its field (None: valid)."""
+        if self.validator is None:
+            return None
+        errors = sorted(self.validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        if not errors:
+            return None
+        fields: dict[tuple[str, str], None] = {}  # (ordered, without repeats: one per missing field)
+        for error in errors:
+            path = tuple(error.absolute_path)
+            if error.validator == "required" and isinstance(error.instance, dict):
+                fields.update({(field_path((*path, name)), "Field required."): None
+                               for name in error.validator_value if name not in error.instance})
+            else:
+                fields[(field_path(path) or "(arguments)",
+                        f"{error.message.rstrip('.')}. You sent: {sent_value(error.instance)}.")] = None
+        return ValidationFailed(self.name, list(fields))
+
+    def _checked(self, result: dict[str, Any]) -> dict[str, Any]:
+        """`result` when MCP's `CallToolResult` accepts it; else an internal error (a client's SDK would refuse
+        the result: the agent would get nothing it can act on), logged with where it is wrong, never values."""
+        from mcp_types import CallToolResult
+        from pydantic import ValidationError
+
+        try:
+            CallToolResult.model_validate(result)
+        except ValidationError as exc:
+            wrong = sorted({".".join(map(str, e["loc"][:2])) or "(root)" for e in exc.errors()})
+            logger.error("raw tool %s returned a result that is not an MCP CallToolResult (at %s): a result is a "
+                         "str, a list of content blocks or a {\"content\": [...]} dict", self.name, ", ".join(wrong))
+            return self._internal_error()
+        return result
+
+    def _internal_error(self) -> dict[str, Any]:
+        return _error_result(ToolError(
+            INTERNAL_ERROR, f"{self.name} failed with an internal error.",
+            recovery="This is a server problem, not your call; retry later or try another tool.",
+        ))
+
+
+def _raw_result(value: Any) -> dict[str, Any]:
+    """A raw tool's return value as a `CallToolResult` dict: a whole result, content blocks, or text."""
+    if isinstance(value, dict) and "content" in value:
+        return value
+    if isinstance(value, list):
+        return {"content": value, "isError": False}
+    return {"content": [{"type": "text", "text": "OK" if value is None else str(value)}], "isError": False}
+
+
+def _error_result(error: ToolError | ValidationFailed) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": error.render()}], "isError": True}
+
+
+def _input_validator(schema: dict[str, Any], where: str) -> Any:
+    """A validator of a raw tool's hand-written input schema, refused at declaration when it is not a valid
+    JSON schema of an object (MCP's arguments are one)."""
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+
+    cls = validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        raise ValueError(f"{where}: input_schema is not a valid JSON schema ({exc.message})") from None
+    if schema.get("type") != "object":
+        raise ValueError(f"{where}: input_schema must be an object schema (\"type\": \"object\"): MCP's "
+                         "arguments are an object")
+    return cls(schema)
 
 
 class FusionBackend:
@@ -181,6 +254,7 @@ class MCPFusion:
         self._pending_tools: list[Tool] = list(tools)
         self.middleware = tuple(middleware)  # around every action, outside the tools' own (mcpfusion.middleware)
         self._transport: McpHttpTransport | None = None
+        self.app: FastAPI | None = None  # the app it was last mounted on (`ToolTester(fusion)` calls through it)
         self.readiness = Readiness()
         if telemetry is True:
             from .telemetry import Telemetry
@@ -247,10 +321,13 @@ class MCPFusion:
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             tool_name = name or fn.__name__
+            if not TOOL_NAME.match(tool_name):  # the rule `Tool()` applies: what MCP clients accept
+                raise ValueError(f"raw_tool name {tool_name!r} must match {TOOL_NAME.pattern}")
             if tool_name in self.registry.mcp_names():
                 raise ValueError(f"raw_tool {tool_name!r}: an action is already served under this MCP tool name")
             if output_schema is not None:
                 check_output_schema(output_schema, f"raw_tool {tool_name!r}")
+            validator = None if input_schema is None else _input_validator(input_schema, f"raw_tool {tool_name!r}")
             descriptor: dict[str, Any] = {
                 "name": tool_name,
                 "inputSchema": input_schema or {"type": "object", "properties": {}},
@@ -261,7 +338,7 @@ class MCPFusion:
             for key, value in (("title", title), ("outputSchema", output_schema), ("annotations", annotations)):
                 if value is not None:
                     descriptor[key] = value
-            self.raw_tools[descriptor["name"]] = RawTool(fn, descriptor)
+            self.raw_tools[descriptor["name"]] = RawTool(fn, descriptor, validator)
             self._tools_changed()
             return fn
 
@@ -453,6 +530,7 @@ class MCPFusion:
 
             add_docs_routes(app, self.registry, path=docs, title=self.title or self.name)
         app.state.mcpfusion = self
+        self.app = app
         return app
 
     def build_app(self, **fastapi_kwargs: Any) -> FastAPI:

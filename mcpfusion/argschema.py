@@ -17,18 +17,25 @@ pydantic's own schema.
 
 from __future__ import annotations
 
+import collections.abc as abc
 import dataclasses
+import datetime as dt
+import decimal
+import enum
 import operator
 import threading
+import types
 import typing
+import uuid
 from collections.abc import Callable
+from pathlib import PurePath
 from typing import Any
 
-from annotated_types import BaseMetadata
-from pydantic import BaseModel
+from annotated_types import BaseMetadata, GroupedMetadata
+from pydantic import BaseModel, PydanticUndefinedAnnotation, PydanticUserError, create_model
 from pydantic.fields import FieldInfo
 
-from .hints import per_annotation
+from .hints import per_annotation, type_name
 from .schema import lean
 from .slots import fields_repr
 
@@ -216,3 +223,66 @@ def arguments(fields: dict[str, tuple[Any, Any]], model: Callable[[], type[BaseM
     built = model()
     schema = _learn(keys, built)
     return Arguments(schema, tuple(n for n, f in built.model_fields.items() if f.is_required()))
+
+
+# What surely has a JSON schema: these classes (and their subclasses), and these generic forms of them.
+_LISTABLE = (str, int, float, bool, bytes, type(None), decimal.Decimal, dt.date, dt.time, dt.timedelta, uuid.UUID,
+             PurePath, enum.Enum)
+_LISTABLE_FORMS = frozenset({list, tuple, set, frozenset, dict, typing.Union, types.UnionType, abc.Sequence,
+                             abc.Mapping, abc.Set, typing.Literal})
+
+
+def check_listable(annotation: Any, where: str) -> None:
+    """Raise a `TypeError` naming `where` when a parameter's type has no JSON schema (`Callable`, `Iterator`,
+    `typing.TypedDict` on Python < 3.12): pydantic may validate it, but no input schema could be advertised,
+    and tools/list, /openapi.json and /tools would fail for every tool. The usual types are known at a glance;
+    anything else gets its schema made once, here."""
+    problem = _schema_problem(annotation)
+    if problem:
+        raise TypeError(f"{where} has the type {type_name(annotation)}, which has no JSON schema, so no input "
+                        f"schema could describe it ({problem}); use a type with one (a pydantic model, "
+                        "typing_extensions.TypedDict, a list...), or give it one (Annotated[..., WithJsonSchema(...)])")
+
+
+@per_annotation
+def _schema_problem(annotation: Any) -> str | None:
+    """Why `annotation` has no JSON schema in an argument model, None when it has one."""
+    if _surely_listable(annotation, set()):
+        return None
+    try:
+        create_model("_probe", value=(annotation, ...)).model_json_schema()
+    except PydanticUndefinedAnnotation:
+        return None  # a forward reference its model resolves later (model_rebuild): judged when it is used
+    except PydanticUserError as exc:
+        return None if exc.code == "class-not-fully-defined" else exc.message.split("\n", 1)[0]
+    return None
+
+
+def _surely_listable(annotation: Any, seen: set[type]) -> bool:
+    """True when `annotation` is made only of types that have a JSON schema (models walked field by field);
+    False when it may not (then its schema is tried)."""
+    if annotation is Any:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        base, *extras = typing.get_args(annotation)
+        # Constraints and Field() never take a schema away; another extra may make one (WithJsonSchema): tried.
+        return all(isinstance(e, (FieldInfo, BaseMetadata, GroupedMetadata)) for e in extras) and \
+            _surely_listable(base, seen)
+    if origin is typing.Literal:
+        return True
+    if origin is not None:
+        return origin in _LISTABLE_FORMS and all(a is Ellipsis or _surely_listable(a, seen)
+                                                 for a in typing.get_args(annotation))
+    if not isinstance(annotation, type):
+        return False
+    if issubclass(annotation, _LISTABLE) or annotation in _LISTABLE_FORMS:  # (not dict's subclasses: TypedDicts)
+        return True
+    if issubclass(annotation, BaseModel) and annotation.__pydantic_complete__:
+        if annotation in seen:  # a recursive model: walked once
+            return True
+        seen.add(annotation)
+        return all(_surely_listable(f.annotation, seen) and all(isinstance(m, (BaseMetadata, GroupedMetadata))
+                                                                 for m in f.metadata)
+                   for f in annotation.model_fields.values())
+    return False

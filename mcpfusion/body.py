@@ -4,6 +4,7 @@ parsing that turns hostile input (deep nesting, huge numbers) into a refusal ins
 from __future__ import annotations
 
 import codecs
+import sys
 from email.message import Message
 from typing import Any
 
@@ -18,13 +19,17 @@ class BodyTooLarge(Exception):  # noqa: N818
 
 
 class InvalidJSON(ValueError):
-    """The body is not JSON, or nests deeper than the parser allows."""
+    """The body is not JSON, nests deeper than the parser allows, or holds an integer too long to read."""
 
     @property
     def reason(self) -> str:
-        """What is wrong, as the client is told (the parser's own words name neither case plainly)."""
-        if "recursion limit" in str(self):
+        """What is wrong, as the client is told (the parser's own words name no case plainly)."""
+        text = str(self)
+        if "recursion limit" in text:
             return "the JSON nests deeper than this server reads (about 200 levels)"
+        if "number out of range" in text:  # valid JSON: Python's cap on the digits of an int it converts
+            return (f"the body holds a number too large to read (more than {sys.get_int_max_str_digits()} "
+                    "digits)")
         return "the body is not valid JSON"
 
 
@@ -60,9 +65,10 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 def parse_json(body: bytes) -> Any:
-    """The JSON value of `body` (pydantic-core: fast, and nesting is capped), or `InvalidJSON`."""
+    """The JSON value of `body` (pydantic-core: fast, and nesting is capped), or `InvalidJSON`. `NaN` and
+    `Infinity` are not JSON (RFC 8259): refused like any other syntax error."""
     try:
-        return from_json(body)
+        return from_json(body, allow_inf_nan=False)
     except (ValueError, RecursionError) as exc:
         # Not only syntax errors: huge integer literals raise ValueError, deep nesting a recursion error.
         raise InvalidJSON(str(exc)) from None

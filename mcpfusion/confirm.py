@@ -46,7 +46,7 @@ def question(call: ActionCall) -> str:
     if isinstance(template, str):
         return template.format_map(_Keep(call.raw_arguments))
     shown = ", ".join(f"{k}={v!r}" for k, v in call.raw_arguments.items()) or "no arguments"
-    what = call.action.description.rstrip(".") or call.action.qualified_name
+    what = call.action.summary.rstrip(".") or call.action.qualified_name
     return f"Confirm {call.action.qualified_name} ({what}) with {shown}?"
 
 
@@ -103,6 +103,7 @@ async def require_confirmation(call: ActionCall) -> None:
         except NoBackChannel:
             answer = None
         if answer is not None:
+            # `ask` let through only a valid ElicitResult whose accepted content matches SCHEMA (else -32602).
             if answer.get("action") == "accept" and (answer.get("content") or {}).get("confirm") is True:
                 if await _spend(call, f"question|{key}"):
                     return

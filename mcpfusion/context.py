@@ -172,12 +172,15 @@ class Context:
             raise NoBackChannel("asking the client needs an MCP client; this call was made outside MCP")
         self._require(*(_CAPABILITY_OF.get(req["method"]) for req in requests.values()))
         try:
-            return await self._channel.ask(requests, state)
+            answers = await self._channel.ask(requests, state)
         except ClientUnreachable:
             raise
         except NoBackChannel as exc:
             raise ClientUnreachable(", ".join(dict.fromkeys(r["method"] for r in requests.values())), str(exc)) \
                 from None
+        for key, request in requests.items():
+            self._check_answer(request, answers.get(key))
+        return answers
 
     @property
     def state(self) -> Any:
@@ -234,11 +237,16 @@ class Context:
             raise
         except NoBackChannel as exc:
             raise ClientUnreachable(method, str(exc)) from None
+        self._check_answer(request, answer)
+        return answer
+
+    def _check_answer(self, request: dict[str, Any], answer: Any) -> None:
+        """Fail the request with -32602 when the client's answer to `request` is malformed (every way of
+        asking goes through here: the handler never sees an answer it did not ask for)."""
         problem = _answer_problem(request, answer)
         if problem is not None:
             raise self._channel.fail(McpError(jsonrpc.INVALID_PARAMS, f"The client's answer to {request['method']} "
                                               f"{problem}"))
-        return answer
 
 
 _CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
@@ -248,7 +256,7 @@ _RESULT_OF = {"elicitation/create": "ElicitResult", "sampling/createMessage": "C
 
 def _answer_problem(request: dict[str, Any], answer: Any) -> str | None:
     """What is wrong with a client's answer to a server request (None: nothing), on either wire: its shape,
-    as MCP's result type for the method has it."""
+    as MCP's result type for the method has it, and an accepted elicitation's content against the schema asked."""
     import mcp_types
     from pydantic import ValidationError
 
@@ -258,6 +266,28 @@ def _answer_problem(request: dict[str, Any], answer: Any) -> str | None:
     except ValidationError as exc:
         where = sorted({".".join(map(str, e["loc"])) or "(root)" for e in exc.errors()})
         return f"is not a valid {_RESULT_OF[method]} (at {', '.join(where[:5])})"
-    # (An accepted elicitation's content is the handler's to check against what it asked: clients, the
-    # conformance suite's among them, answer forms loosely.)
+    if method == "elicitation/create" and isinstance(answer, dict) and answer.get("action") == "accept":
+        return _content_problem((request.get("params") or {}).get("requestedSchema"), answer.get("content"))
     return None
+
+
+def _content_problem(schema: Any, content: Any) -> str | None:
+    """What is wrong with accepted elicitation `content` against the `requestedSchema` sent (None: nothing).
+    MCP's form schemas are flat objects of primitives: a property the form did not ask for is refused too
+    (unless the schema itself allows more), so a handler can trust every key and type it reads."""
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+
+    if not isinstance(schema, dict):
+        return None
+    closed = {"additionalProperties": False, **schema}
+    cls = validator_for(closed)
+    try:
+        cls.check_schema(closed)
+    except SchemaError:  # the handler's own schema is broken: nothing to check the client against
+        return None
+    errors = list(cls(closed).iter_errors({} if content is None else content))
+    if not errors:
+        return None
+    said = sorted({f"{'.'.join(['content', *map(str, e.absolute_path)])}: {e.message[:120]}" for e in errors})
+    return f"does not match the requestedSchema ({'; '.join(said[:5])})"

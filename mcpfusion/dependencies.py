@@ -16,12 +16,14 @@ concurrency) and any call while `app.dependency_overrides` is set goes through `
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import inspect
+import logging
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import AsyncExitStack
 from typing import Annotated, Any
 
@@ -31,6 +33,7 @@ from fastapi.dependencies.utils import get_dependant, solve_dependencies
 from fastapi.security import SecurityScopes
 from fastapi.security.base import SecurityBase
 from starlette.background import BackgroundTasks
+from starlette.datastructures import UploadFile
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
@@ -39,6 +42,8 @@ from .context import Context
 from .hints import per_annotation, type_hints, type_name
 from .memo import by_identity
 from .pagination import Page, current_page
+
+logger = logging.getLogger("mcpfusion")
 
 CONTEXT_SCOPE_KEY = "mcpfusion.context"
 PRESENTER_KEY = "__mcpfusion_presenter__"
@@ -161,11 +166,34 @@ def split_parameters(
                             "headers, cookies or its status through it, but an action answers the agent (MCP and "
                             "REST alike) with its return value: return the data (set HTTP headers in the app's "
                             "own middleware)")
+        _refuse_http_only(fn, name, annotation)
         if is_dependency(annotation, default):
             dependencies.append(_provided_as(inspect.Parameter(name, kind, annotation=annotation, default=default)))
         else:
             arguments.append((name, annotation, default))
     return arguments, dependencies
+
+
+def _refuse_http_only(fn: Callable[..., Any], name: str, annotation: Any) -> None:
+    """Refuse a parameter only a FastAPI route can be given: a WebSocket, an uploaded file (every call would
+    fail: a tool call is neither a WebSocket nor a multipart form)."""
+    base = typing.get_args(annotation)[0] if typing.get_origin(annotation) is Annotated else annotation
+    if isinstance(base, type) and issubclass(base, WebSocket):
+        raise TypeError(f"{fn.__qualname__}: parameter {name!r} is a WebSocket, which only a FastAPI WebSocket "
+                        "route receives: an action is called with one request and answers once; send progress or "
+                        "log messages through Context instead (see docs/context.md)")
+    if any(issubclass(cls, UploadFile) for cls in _classes_in(annotation)):
+        raise TypeError(f"{fn.__qualname__}: parameter {name!r} is an UploadFile, which FastAPI reads from a "
+                        "multipart form: an action's arguments come from the tool call as JSON, so no file is "
+                        f"ever uploaded to it. Take the content as base64 text ({name}: pydantic.Base64Bytes) or "
+                        "a URL to fetch it from")
+
+
+def _classes_in(annotation: Any) -> list[type]:
+    """The classes an annotation is made of (`list[UploadFile] | None` -> UploadFile, NoneType)."""
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return [annotation]
+    return [cls for arg in typing.get_args(annotation) for cls in _classes_in(arg)]
 
 
 _POSITIONAL, _KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
@@ -235,6 +263,27 @@ def build_dependant(
 
     collect.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     return get_dependant(path="", call=collect)
+
+
+_UNREACHABLE = (("query_params", "a query parameter"), ("path_params", "a path parameter"),
+                ("body_params", "a field of the request body"))
+
+
+def check_dependency_parameters(dependant: Dependant, where: str) -> None:
+    """Refuse a dependency parameter FastAPI would read from the URL or the body (FastAPI's "common
+    parameters" dependency): a tool call has neither, so its value could never be given, as `Query()` on an
+    action cannot. Headers, cookies and sub-dependencies still apply."""
+    for sub in dependant.dependencies:
+        for field, what in _UNREACHABLE:
+            params_of = getattr(sub, field)
+            if params_of:
+                owner = getattr(sub.call, "__qualname__", repr(sub.call))
+                name = params_of[0].name
+                raise TypeError(f"{where}: the dependency {owner} takes {name!r}, which FastAPI reads as {what}; a "
+                                "tool call has no URL or body of its own, so nothing could set it. Declare it on the "
+                                "action (a plain parameter, or the fields of a pydantic model spread with "
+                                "Annotated[Model, Flatten]) and pass it on, or give it a Header() or a Depends()")
+        check_dependency_parameters(sub, where)
 
 
 def security_scopes(dependant: Dependant) -> frozenset[str]:
@@ -412,7 +461,46 @@ async def resolve(dependant: Dependant, request: Request, stack: AsyncExitStack)
     if solved.errors:
         raise DependencyErrors(list(solved.errors))
     if solved.background_tasks is not None:
-        # Run once the call is answered (the stack closes after presenting), like FastAPI after a response.
-        stack.push_async_callback(solved.background_tasks)
+        # Pushed after the yield dependencies: it sees the call's own outcome before any of them closes.
+        stack.push_async_exit(_after_success(solved.background_tasks, scope))
     return solved.values
 
+
+BACKGROUND_KEY = "mcpfusion.background"  # the scope's list of the background tasks its calls started
+# The background tasks running: the event loop keeps only weak references to its tasks.
+_background: set[asyncio.Task[None]] = set()
+
+
+def _after_success(tasks: BackgroundTasks, scope: MutableMapping[str, Any]) -> Callable[..., Awaitable[bool]]:
+    """The exit callback that starts `tasks` once the call has been answered, as FastAPI runs them after the
+    response: only when the call succeeded, and without delaying its answer."""
+
+    async def schedule(exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        if exc_type is None:
+            task = asyncio.get_running_loop().create_task(_run_background(tasks))
+            _background.add(task)
+            task.add_done_callback(_background.discard)
+            scope.setdefault(BACKGROUND_KEY, []).append(task)
+        return False  # an exception goes on: the tasks of a failed call never run
+
+    return schedule
+
+
+async def _run_background(tasks: BackgroundTasks) -> None:
+    """Run `tasks` in order (starlette's way: a failing one stops the rest); a failure is logged, never
+    reported to the caller, whose call was answered already."""
+    for task in tasks.tasks:
+        try:
+            await task()
+        except Exception:
+            logger.exception("background task %s failed (the call that queued it had succeeded)",
+                             getattr(task.func, "__qualname__", repr(task.func)))
+            return
+
+
+async def background_done(request: Request) -> None:
+    """Wait for the background tasks the calls of `request` started (the tester waits for them, as FastAPI's
+    `TestClient` waits for a response's)."""
+    started = request.scope.get(BACKGROUND_KEY)
+    if started:
+        await asyncio.wait(started)

@@ -369,40 +369,47 @@ class ToolRegistry:
             action.dependant if pages is None else self.paging.with_scope(action.dependant)
         plan = None if dependant is None else planned(dependant, request)
         # Nothing to close (no dependency, or only plain `async def` ones): no exit stack (the hot path).
+        failed: BaseException | None = None
         async with nullcontext(None) if dependant is None or plan is not None else AsyncExitStack() as stack:
-            dependencies: dict[str, Any] = {}
-            if dependant is not None:
-                with phase("dependencies"):
-                    if plan is not None:
-                        dependencies = await plan.run(request)
+            try:
+                dependencies: dict[str, Any] = {}
+                if dependant is not None:
+                    with phase("dependencies"):
+                        if plan is not None:
+                            dependencies = await plan.run(request)
+                        else:
+                            assert stack is not None  # (no plan: FastAPI's solver, on an exit stack)
+                            dependencies = await resolve(dependant, request, stack)
+                scope = dependencies.pop(SCOPE_VALUE) if pages is not None else None
+                presenter = _presenter(action, dependencies)
+                kwargs.update(dependencies)
+                if pages is not None:
+                    pages.open(cursor, self.paging.scope_print(scope), action.page_size(presenter))
+                with phase("handler"):
+                    if action.is_async:
+                        result = await action.fn(**kwargs)
                     else:
-                        assert stack is not None  # (no plan: FastAPI's solver, on an exit stack)
-                        dependencies = await resolve(dependant, request, stack)
-            scope = dependencies.pop(SCOPE_VALUE) if pages is not None else None
-            presenter = _presenter(action, dependencies)
-            kwargs.update(dependencies)
-            if pages is not None:
-                pages.open(cursor, self.paging.scope_print(scope), action.page_size(presenter))
-            with phase("handler"):
-                if action.is_async:
-                    result = await action.fn(**kwargs)
-                else:
-                    result = await run_in_threadpool(action.fn, **kwargs)
-            if result.__class__ is not dict and result.__class__ is not list and isinstance(result, Iterator):
-                result = list(result)  # read once, here: every later step (and every transport) sees the rows
-            result, next_key = pages.take(result) if pages is not None else (result, None)
-            ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
-            with phase("present"):
-                response, presenter = present(action, result, presenter, ctx, select)
-                if response.view.suggestions and AUTH_SCOPE_KEY in request.scope:  # (scopes to enforce)
-                    self._callable_suggestions(response, request)
-                if response.content:
-                    check_content(action, response.content, self.max_content_bytes)
-                if response.view.data is not None or not response.content:  # content alone: no data to type
-                    response = action.output.check(response, presenter)
-            if pages is not None:
-                pages.finish(response, next_key)
-            return response
+                        result = await run_in_threadpool(action.fn, **kwargs)
+                if result.__class__ is not dict and result.__class__ is not list and isinstance(result, Iterator):
+                    result = list(result)  # read once, here: every later step (and every transport) sees the rows
+                result, next_key = pages.take(result) if pages is not None else (result, None)
+                ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
+                with phase("present"):
+                    response, presenter = present(action, result, presenter, ctx, select)
+                    if response.view.suggestions and AUTH_SCOPE_KEY in request.scope:  # (scopes to enforce)
+                        self._callable_suggestions(response, request)
+                    if response.content:
+                        check_content(action, response.content, self.max_content_bytes)
+                    if response.view.data is not None or not response.content:  # content alone: no data to type
+                        response = action.output.check(response, presenter)
+                if pages is not None:
+                    pages.finish(response, next_key)
+                return response
+            except BaseException as exc:
+                failed = exc  # seen before the yield dependencies close: one of them may swallow it
+                raise
+        # Reached only when a yield dependency caught what failed and did not raise it again.
+        return _swallowed(action, failed)
 
     def _page_call(self, action: Action, filters: dict[str, Any], request: Request) -> PageCall:
         """The page of this call (its handler's `Page` dependency reads it from the request scope)."""
@@ -472,6 +479,17 @@ def _failure(action: Action, exc: Exception, raise_http: bool) -> ToolResponse:
     if isinstance(exc, ProtocolSignal):
         raise exc  # the MCP engine's own control flow (input required, protocol errors)
     logger.error("internal error in %s", action.label, exc_info=exc)
+    return _internal_error(action)
+
+
+def _swallowed(action: Action, exc: BaseException | None) -> ToolResponse:
+    """The answer of a call whose exception a yield dependency caught without raising it again (the
+    "rollback in except" slip; FastAPI raises a `FastAPIError` there): an internal error, and the real
+    cause in the log."""
+    if exc is not None and (isinstance(exc, ProtocolSignal) or not isinstance(exc, Exception)):
+        raise exc  # the MCP engine's control flow, or a cancellation: not the dependency's to swallow
+    logger.error("internal error in %s, swallowed by a dependency with yield: its except block must raise the "
+                 "exception again", action.label, exc_info=exc)
     return _internal_error(action)
 
 

@@ -2,6 +2,7 @@
 
     from mcpfusion.testing import ToolTester
     tester = ToolTester([billing], app=app)          # app: for app.dependency_overrides (optional)
+    tester = ToolTester(fusion)                       # through the app the fusion is served by, if any
     result = await tester.call("billing", "get_invoice", {"id": "inv_1"}, headers={"authorization": "Bearer x"})
     assert result.data["id"] == "inv_1" and not result.is_error
     await tester.call("billing", "void_invoice", {...}, auth={"sub": "u1", "scope": "billing:read"})
@@ -23,7 +24,7 @@ from fastapi import FastAPI, HTTPException
 from starlette.requests import Request
 
 from .context import Context
-from .dependencies import CONTEXT_SCOPE_KEY
+from .dependencies import CONTEXT_SCOPE_KEY, background_done
 from .dispatch import ToolRegistry
 from .errors import FORBIDDEN, UNAUTHORIZED, ToolError
 from .identity import AUTH_SCOPE_KEY
@@ -100,9 +101,11 @@ class ToolTester:
     """Calls actions in-process through the same path as every transport."""
 
     def __init__(self, tools: Iterable[Tool] | ToolRegistry | Any, *, app: FastAPI | None = None) -> None:
-        """`tools`: the tools, a registry, an `MCPFusion` or the FastAPI app it built. Given the app (here or
-        as `app=`), calls go through the registry it serves, with its middleware and authorization, exactly
-        as on MCP and REST; a bare list of tools gets a registry of its own (no app-level middleware)."""
+        """`tools`: the tools, a registry, an `MCPFusion` or the FastAPI app it built. Given the app (here, as
+        `app=`, or as the app the `MCPFusion` is served by), calls go through the registry it serves, with its
+        middleware, authorization, `dependency_overrides` and `state`, exactly as on MCP and REST; a bare list
+        of tools gets a registry of its own (no app-level middleware)."""
+        self._fusion: Any = None  # an MCPFusion given without app=: its app is looked up on each call
         if isinstance(tools, FastAPI):
             app, tools = tools, getattr(tools.state, "mcpfusion", None)
             if tools is None:
@@ -110,6 +113,7 @@ class ToolTester:
                                 "MCPFusion.build_app() or mount())")
         served = getattr(tools, "registry", None)  # an MCPFusion
         if isinstance(served, ToolRegistry):
+            self._fusion = tools if app is None else None
             tools = served
         if not isinstance(tools, ToolRegistry):
             tools = list(tools)
@@ -119,7 +123,19 @@ class ToolTester:
             if isinstance(registry, ToolRegistry) and all(registry.tools.get(t.name) is t for t in tools):
                 tools = registry
         self.registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
-        self.app = app if app is not None else FastAPI()
+        self._app = app
+        self._unserved: FastAPI | None = None  # stands for the app while there is none
+
+    @property
+    def app(self) -> FastAPI:
+        """The app whose `dependency_overrides` and `state` the calls see: the one given, else the one the
+        `MCPFusion` is served by (built or mounted, even after the tester was made), else a blank one."""
+        served = self._app or getattr(self._fusion, "app", None)
+        if isinstance(served, FastAPI):
+            return served
+        if self._unserved is None:
+            self._unserved = FastAPI()
+        return self._unserved
 
     @property
     def dependency_overrides(self) -> dict[Any, Any]:
@@ -158,6 +174,7 @@ class ToolTester:
                 response = await self.registry.call(tool, args, request, raise_http=False, transport="tester")
         except ToolError as exc:  # an unknown tool or action: the error MCP answers, as a result to look at
             response = error_response(exc)
+        await background_done(request)  # its BackgroundTasks have run when it returns, as with TestClient
         return ToolResult(response)
 
     async def _authenticate(self, request: Request) -> Any:

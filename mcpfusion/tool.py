@@ -18,9 +18,16 @@ from starlette.responses import Response
 
 from . import exposition as expo
 from . import toon
-from .argschema import Arguments, arguments
+from .argschema import Arguments, arguments, check_listable
 from .booleans import booleans_in, numbers_plan
-from .dependencies import build_dependant, is_empty, security_scopes, split_parameters, takes_page
+from .dependencies import (
+    build_dependant,
+    check_dependency_parameters,
+    is_empty,
+    security_scopes,
+    split_parameters,
+    takes_page,
+)
 from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
 from .hints import per_annotation, type_hints, type_name
 from .model import READ_SCHEMA_OF, Model
@@ -37,6 +44,8 @@ from .validatable import check_output_model, check_validatable
 Exposition = Literal["grouped", "flat", "profiles"]
 F = TypeVar("F", bound=Callable[..., Any])
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+#: The longest MCP tool name (MCP 2025-11-25: names SHOULD be 1 to 128 characters).
+MCP_NAME_MAX = 128
 DISCRIMINATOR = "action"
 #: Framework parameters advertised in a form of their own (their full schema stays the one that validates).
 ADVERTISED_PARAMS: dict[str, Any] = {CURSOR_PARAM: CURSOR_ADVERTISED}
@@ -46,11 +55,27 @@ _NONE: frozenset[str] = frozenset()
 
 
 def _first_line(text: str | None) -> str:
+    """The first paragraph of a docstring, on one line (a summary: confirmations, OpenAPI's `summary`)."""
     if not text:
         return ""
     if "\n" not in text:  # a one-line docstring: what cleandoc would make of it, without its line bookkeeping
         return text.expandtabs().strip()
     return inspect.cleandoc(text).split("\n\n")[0].replace("\n", " ").strip()
+
+
+def _docstring(text: str | None) -> str:
+    """A docstring as the agent reads it: all of it (guidance after the first paragraph matters to it),
+    cleaned as FastAPI cleans a route's (`inspect.cleandoc`)."""
+    if not text:
+        return ""
+    if "\n" not in text:  # a one-line docstring: what cleandoc would make of it, without its line bookkeeping
+        return text.expandtabs().strip()
+    return inspect.cleandoc(text)
+
+
+def _one_line(text: str) -> str:
+    """`text` on one line (a grouped description has one line per action): paragraphs joined by spaces."""
+    return " ".join(text.split()) if "\n" in text else text
 
 
 def _flatten_model(annotation: Any) -> type[BaseModel] | None:
@@ -215,6 +240,12 @@ class Action:
     @property
     def label(self) -> str:
         return f"{self.tool.name}/{self.name}"
+
+    @property
+    def summary(self) -> str:
+        """The first paragraph of its description, on one line: where a line is read (a confirmation,
+        OpenAPI's `summary`); the agent gets the whole description."""
+        return _first_line(self.description)
 
     @functools.cached_property
     def args_model(self) -> type[BaseModel]:
@@ -524,6 +555,12 @@ class Tool:
     def actions_add(self, action: Action) -> None:
         if action.name in self.actions:
             raise ValueError(f"tool {self.name!r} already has an action {action.name!r}")
+        if self.exposition != "grouped" and len(self.name) + 1 + len(action.name) > MCP_NAME_MAX:
+            # flat (and profiles, for an action alone in its group): the MCP tool is named `{tool}_{action}`
+            raise ValueError(f"tool {self.name!r}, action {action.name!r}: under the {self.exposition} exposition "
+                             f"its MCP tool name {self.name}_{action.name} would be longer than {MCP_NAME_MAX} "
+                             "characters (MCP's limit; many model APIs refuse longer ones): shorten the tool's "
+                             "or the action's name")
         self.actions[action.name] = action
 
     def _build(
@@ -560,6 +597,7 @@ class Tool:
             raise TypeError(f"{where}: its annotations cannot be evaluated ({type(exc).__name__}: {exc}); every name "
                             "they use must be importable from the function's module at declaration") from exc
         arguments, dependencies = split_parameters(fn, hints)
+        named = f"{where} (action {self.name}.{name})"
         json_validator = None
         if input_schema is not None:
             json_validator = _json_validator(fn, input_schema, [arg[0] for arg in arguments])
@@ -588,13 +626,20 @@ class Tool:
                         raise TypeError(f"{where}: {flat.__name__}'s field {field_name!r}, flattened into the action's "
                                         "parameters, clashes with another parameter of that name; rename one")
                     fields[field_name] = (info.annotation, info)
+                check_listable(flat, f"{named}: parameter {arg!r}")
                 flattened[arg] = (flat, tuple(flat.model_fields))
                 guarded |= getattr(flat, "__mcpfusion_guarded__", frozenset())
                 hidden |= getattr(flat, "__mcpfusion_hidden__", frozenset())
                 continue
             if arg in fields:
                 raise TypeError(f"{where}: parameter {arg!r} clashes with a field of a flattened model; rename one")
+            if arg.startswith("_"):
+                raise ValueError(f"{named}: parameter {arg!r} starts with an underscore, which pydantic keeps for "
+                                 "private attributes: it would be left out of the input schema and never passed. "
+                                 f"Rename it ({arg.lstrip('_') or 'value'}), or give the new name the alias "
+                                 f"(Annotated[..., Field(alias={arg!r})]) if the agent must send {arg!r}")
             check_validatable(annotation, f"{where}: parameter {arg!r}")
+            check_listable(annotation, f"{named}: parameter {arg!r}")
             fields[arg] = (annotation, ... if default is inspect.Parameter.empty else default)
             plain.append(arg)
         presenter, presenter_dependency, candidates, output = self._output(
@@ -602,13 +647,14 @@ class Tool:
         )
         output.paginated = bool(paginate)
         dependant = build_dependant(dependencies, presenter_dependency)
+        check_dependency_parameters(dependant, named)
         _check_paging(fn, paginate, takes_page(dependencies), (presenter, *candidates) if presenter else candidates,
                       presenter_dependency is not None, _return_annotation(fn, hints))
         return Action(
             tool=self,
             name=name,
             fn=fn,
-            description=description if description is not None else _first_line(fn.__doc__),
+            description=description if description is not None else _docstring(fn.__doc__),
             readonly=readonly,
             destructive=(not readonly) if destructive is None else destructive,
             idempotent=idempotent,
@@ -720,7 +766,7 @@ class Tool:
         if self.toon_description:
             return self.toon_text(schema)
         lines = [self.description.strip()] if self.description.strip() else []
-        lines.extend(f"{a.name}({params}): {a.description}" for a, params in self._signatures(schema))
+        lines.extend(f"{a.name}({params}): {_one_line(a.description)}" for a, params in self._signatures(schema))
         return "\n".join(lines)
 
     def _signatures(self, schema: dict[str, Any] | None) -> list[tuple[Action, str]]:
@@ -749,7 +795,7 @@ class Tool:
 
     def toon_text(self, schema: dict[str, Any] | None = None) -> str:
         """The TOON description (what `toon_description=True` advertises), whatever the tool's setting."""
-        rows = [(a.name, a.description, params) for a, params in self._signatures(schema)]
+        rows = [(a.name, _one_line(a.description), params) for a, params in self._signatures(schema)]
         return toon.describe(self.description, rows)
 
     def __repr__(self) -> str:

@@ -160,7 +160,7 @@ def test_shared_parameters_merge_into_one_schema_that_accepts_each():
     # the merged schema leaves out of its own: the values of the united `status` it takes (listed, or the fewer
     # it does not take), its type of `n`, its bounds of `text` and `n`, its defaults
     table = toon_format.decode(entry["description"].split("\n\n", 1)[1], strict=True)
-    assert {r["action"]: r["params"] for r in table} == {
+    assert {r["action"]: r["required"] for r in table} == {
         "a": 'status?:x|y,n?:type=integer default=0,text?:maxLength=10 default="",limit?,day?',
         "b": "status:y|z,n:type=string,text:minLength=2 maxLength=20,note,flag?", "c": "item,items?,ratio?",
         "d": "tree,shape,mapping?,only?", "e": "customer,note?,n?:type=integer minimum=0 maximum=5 default=1",

@@ -310,11 +310,16 @@ class Engine:
         )
 
     async def _subscribe(self, call: Call) -> dict[str, Any]:
+        """Subscribe the session to `uri` once the caller has read it: a subscription tells of changes to data,
+        so only a caller who may read the data is told (whatever decides it: scopes, or the tenancy only the
+        resource's function knows). The read answers the call's errors, as `resources/read` would."""
         uri = self._subscription_uri(call)
-        if self.resources is None or not self.resources.exists(uri, call.request):
+        resources = self.resources
+        if resources is None or not resources.exists(uri, call.request):
             # The code resources/read answers for the same URI (SEP-2164: -32602 with data.uri).
             raise McpError(jsonrpc.INVALID_PARAMS, f"Resource not found: {uri}: subscribe to a listed resource or "
                            "one of its templates", {"uri": uri})
+        await self._with_input(call, uri, lambda: resources.read(uri, self.make_context(call), call.request))
         session = call.session
         if session is not None and uri not in session.subscriptions:
             if len(session.subscriptions) >= self.max_subscriptions:
@@ -323,14 +328,29 @@ class Engine:
             session.subscriptions.append(uri)
         return {}
 
-    def allowed_subscriptions(self, uris: Any, request: Any = None) -> list[str]:
-        """The resource URIs of a 2026 `subscriptions/listen` this server honours: known, bounded in length
-        and number."""
+    async def allowed_subscriptions(self, uris: Any, call: Call) -> list[str]:
+        """The resource URIs of a 2026 `subscriptions/listen` this server honours: bounded in length and
+        number, and read successfully by the caller (as `resources/subscribe` checks; any failure drops the
+        URI, which the acknowledgement then leaves out)."""
         if not isinstance(uris, list) or self.resources is None:
             return []
-        honored = [u for u in uris if isinstance(u, str) and len(u) <= self.max_uri_length
-                   and self.resources.exists(u, request)]
-        return list(dict.fromkeys(honored))[: self.max_subscriptions]
+        wanted = [u for u in dict.fromkeys(u for u in uris if isinstance(u, str)) if len(u) <= self.max_uri_length]
+        honored: list[str] = []
+        for uri in wanted:
+            if len(honored) >= self.max_subscriptions:
+                break
+            if self.resources.exists(uri, call.request) and await self._readable(uri, call):
+                honored.append(uri)
+        return honored
+
+    async def _readable(self, uri: str, call: Call) -> bool:
+        """Whether the caller of `call` can read `uri` now (the contents are dropped)."""
+        assert self.resources is not None
+        try:
+            await self.resources.read(uri, self.make_context(call), call.request)
+        except Exception:  # noqa: BLE001 - whatever the read raised, this caller is not told of the URI
+            return False
+        return True
 
     async def _unsubscribe(self, call: Call) -> dict[str, Any]:
         uri = self._subscription_uri(call)

@@ -30,7 +30,7 @@ from .jsonrpc import McpError, notification
 from .params import ACCEPTED_SIZE, envelope_key
 from .pipeline import WirePipeline, check_request_shape, invalid_request
 from .settings import TransportSettings
-from .streams import sse_event
+from .streams import SSEBody, encode_message, sse_event
 from .wire import (
     SSE_HEADERS,
     Releasing,
@@ -40,6 +40,7 @@ from .wire import (
     event_source,
     header,
     http_error,
+    not_acceptable,
     retry_later,
 )
 
@@ -148,8 +149,9 @@ class ModernWire(WirePipeline):
         if method == "subscriptions/listen" and not wants_sse:
             return http_error(406, "Not Acceptable: subscriptions/listen answers with text/event-stream",
                               request_id=msg_id)
-        if not wants_json and not wants_sse:
-            return http_error(406, "Not Acceptable: accept application/json or text/event-stream", request_id=msg_id)
+        refusal = not_acceptable(wants_json, wants_sse, msg_id)
+        if refusal is not None:
+            return refusal
         # Only the routing headers are decoded (the rest is read only for tools declaring x-mcp-header);
         # values are compared without surrounding whitespace (RFC 9110 optional whitespace).
         headers: dict[str, str] = {}
@@ -187,15 +189,24 @@ class ModernWire(WirePipeline):
                 check_params(method, call.protocol_version, params)
             except McpError as exc:
                 return error_response(msg_id, exc.code, exc.message)
-            return self._listen(call)
-        streamable = wants_sse and not self.settings.json_response and (
+            return await self._listen(call)
+        # (json_response: JSON, unless the client reads SSE only)
+        streamable = wants_sse and not (self.settings.json_response and wants_json) and (
             channel.progress_token is not None or channel.log_level is not None
         )
         if not streamable:
             reply = await self.run(call)
             assert reply is not None  # cancelling needs the response stream this answer is not
-            return self.respond(reply)
-        return await self._stream(call, channel)
+            return self._answer(reply, sse_only=not wants_json)
+        return await self._stream(call, channel, sse_only=not wants_json)
+
+    def _answer(self, reply: dict[str, Any], sse_only: bool) -> Response:
+        """The reply as JSON, or as a one-event SSE body to a client that accepts only text/event-stream (an
+        error whose code sets an HTTP status stays a JSON refusal)."""
+        err = reply.get("error")
+        if sse_only and (err is None or jsonrpc.http_status(err["code"]) == 200):
+            return SSEBody(encode_message(None, reply))
+        return self.respond(reply)
 
     def _notification(self, request: Request, message: dict[str, Any]) -> Response:
         if check_request_shape(message) is not None:
@@ -218,8 +229,9 @@ class ModernWire(WirePipeline):
             else {protocol.SERVER_INFO_META_KEY: self.engine.server_info}
         return value
 
-    async def _stream(self, call: Call, channel: InputResponsesChannel) -> Response:
-        """Answer JSON unless the handler sends a notification first; then switch to SSE."""
+    async def _stream(self, call: Call, channel: InputResponsesChannel, sse_only: bool) -> Response:
+        """Answer JSON unless the handler sends a notification first (or the client reads SSE only); then
+        switch to SSE."""
         queue: asyncio.Queue[Any] = asyncio.Queue()
         streamed = False  # once the handler sent a notification, the answer is a stream
 
@@ -247,7 +259,7 @@ class ModernWire(WirePipeline):
         if isinstance(first, tuple) and first[0] is _DONE:
             if isinstance(first[1], HTTPException):
                 raise first[1]
-            return self.respond(first[1])
+            return self._answer(first[1], sse_only)
 
         async def events() -> AsyncIterator[dict[str, Any]]:
             item = first
@@ -266,7 +278,7 @@ class ModernWire(WirePipeline):
 
         return event_source(events(), SSE_HEADERS, self.settings.sse_ping_seconds)
 
-    def _listen(self, call: Call) -> Response:
+    async def _listen(self, call: Call) -> Response:
         requested = call.params.get("notifications")
         if not isinstance(requested, dict):
             return error_response(call.id, jsonrpc.INVALID_PARAMS,
@@ -281,7 +293,7 @@ class ModernWire(WirePipeline):
             honored["resourcesListChanged"] = True
         uris = requested.get("resourceSubscriptions")
         if isinstance(uris, list) and "resources" in caps:
-            honored["resourceSubscriptions"] = self.engine.allowed_subscriptions(uris, call.request)
+            honored["resourceSubscriptions"] = await self.engine.allowed_subscriptions(uris, call)
         tag = {SUBSCRIPTION_ID_KEY: call.id}
         # Open streams per caller, in this process, capped as sessions are on the other wire.
         caller = caller_key(call.request)

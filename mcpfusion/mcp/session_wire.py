@@ -6,6 +6,7 @@ import asyncio
 import functools
 import inspect
 import logging
+import secrets
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -36,6 +37,7 @@ from .streams import (
 )
 from .wire import (
     SSE_HEADERS,
+    Releasing,
     accepts,
     default_principal,
     error_response,
@@ -43,12 +45,15 @@ from .wire import (
     header,
     http_error,
     json_response,
+    not_acceptable,
     retry_later,
 )
 
 logger = logging.getLogger("mcpfusion.mcp")
 DEFAULT_LOG_LEVEL = "info"
 _STATE_METHODS = frozenset({"logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
+_GET_STREAM_KEY = "mcpfusion/getStream"
+"""A control message on a session's GET-stream topic: None probes for a stream, a token takes over."""
 
 
 class SessionWire(WirePipeline):
@@ -67,6 +72,7 @@ class SessionWire(WirePipeline):
         self.local_stores = type(events) is InMemoryEventStore and type(broker) is InMemoryBroker
         self.inflight: dict[tuple[str, Any], SessionChannel] = {}
         self.holds = Holds(settings)  # when a held SSE reply opens its live stream
+        self.get_streams: dict[str, str] = {}  # session id -> the token of its GET stream in this process
         self._cancel_listener: asyncio.Task[Any] | None = None
 
     async def principal_of(self, request: Request) -> tuple[str | None, str | None]:
@@ -94,16 +100,16 @@ class SessionWire(WirePipeline):
             return refusal
         msg_id = message.get("id")
         has_id = "id" in message
-        wants_sse = False
+        wants_json = wants_sse = False
         if has_id:
             wants_json, wants_sse = accepts(request)
-            if not wants_json and not wants_sse:  # an answer the client says it cannot read
-                return http_error(406, "Not Acceptable: accept application/json or text/event-stream",
-                                  request_id=msg_id)
+            refusal = not_acceptable(wants_json, wants_sse, msg_id)
+            if refusal is not None:
+                return refusal
         if message["method"] == "initialize":
             if not has_id:
                 return error_response(None, jsonrpc.INVALID_REQUEST, "initialize must be a request (with an id)")
-            return await self._initialize(request, message, wants_sse)
+            return await self._initialize(request, message, wants_json, wants_sse)
         session, refusal = await self._session(request, msg_id)
         if refusal is not None:
             return refusal
@@ -117,9 +123,15 @@ class SessionWire(WirePipeline):
             except SessionLimitError:  # the store cannot save the session now: the client may send it again
                 return retry_later(503, "Service Unavailable: the session store is unreachable; retry later")
             return Response(status_code=202)
-        return await self._request(request, session, message, wants_sse)
+        return await self._request(request, session, message, self._use_sse(wants_json, wants_sse))
 
-    async def _initialize(self, request: Request, message: dict[str, Any], wants_sse: bool) -> Response:
+    def _use_sse(self, wants_json: bool, wants_sse: bool) -> bool:
+        """Whether a request's answer is an SSE stream: whenever the client reads SSE, unless the server
+        answers JSON (`settings.json_response`) and the client reads that too."""
+        return wants_sse and not (self.settings.json_response and wants_json)
+
+    async def _initialize(self, request: Request, message: dict[str, Any], wants_json: bool, wants_sse: bool
+                          ) -> Response:
         params = message.get("params") or {}
         msg_id = message["id"]
         requested = params.get("protocolVersion")
@@ -147,7 +159,7 @@ class SessionWire(WirePipeline):
             return retry_later(503, f"Service Unavailable: {exc}; retry later", request_id=msg_id)
         body = result(msg_id, self.engine.initialize_result(version))
         headers = {"Mcp-Session-Id": session.id}
-        if self.settings.json_response or not wants_sse:
+        if not self._use_sse(wants_json, wants_sse):
             return json_response(body, headers=headers)
 
         return SSEBody(encode_message(None, body), session.id)
@@ -225,14 +237,13 @@ class SessionWire(WirePipeline):
         # A broker outage ends the listener; the next request starts a new one.
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
-    async def _request(self, request: Request, session: Session, message: dict[str, Any], wants_sse: bool
+    async def _request(self, request: Request, session: Session, message: dict[str, Any], use_sse: bool
                        ) -> Response:
         self._listen_for_cancels()
         params = message.get("params") or {}
         meta = params.get("_meta")
         progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
         headers = {"Mcp-Session-Id": session.id}
-        use_sse = wants_sse and not self.settings.json_response
         stream_id = new_stream_id(session.id) if use_sse else None
         channel = SessionChannel(self, session, stream_id, progress_token=progress_token,
                                  log_level=session.log_level or DEFAULT_LOG_LEVEL)
@@ -318,14 +329,50 @@ class SessionWire(WirePipeline):
             stream_id = parsed[0] if parsed is not None else ""
             if not stream_id.startswith(session.id + "~"):
                 return http_error(404, "Unknown Last-Event-ID for this session")
+            if stream_id.endswith("~get"):  # the GET stream itself always goes on live
+                return self._get_stream(session, headers, last)
             # A request's stream the store no longer knows (expired, evicted, or never issued) has nothing to
             # replay and nothing will ever follow on it: say so rather than hold an empty stream open forever
-            # (and store nothing under an id the client chose). The GET stream itself always goes on live.
-            if not stream_id.endswith("~get") and await self.events.replay_after(last) is None:
+            # (and store nothing under an id the client chose).
+            if await self.events.replay_after(last) is None:
                 return http_error(404, "Unknown Last-Event-ID: the stream has expired or was never issued; send "
                                        "the request again")
             return event_source(self._resume(session, stream_id, last), headers, self.settings.sse_ping_seconds)
-        return event_source(self._standalone(session, None), headers, self.settings.sse_ping_seconds)
+        return await self._new_get_stream(session, headers)
+
+    async def _new_get_stream(self, session: Session, headers: dict[str, str]) -> Response:
+        """A GET stream without Last-Event-ID, or 409 while the session has one (the spec: a message goes on
+        one stream only, never broadcast; the SDK refuses the same way). One that resumes with Last-Event-ID
+        takes over instead (`_get_stream`): its client lost the first, which the server may not know yet."""
+        if session.id in self.get_streams:
+            return _get_conflict()
+        self.get_streams[session.id] = token = secrets.token_hex(8)  # taken before any await: no race here
+        try:
+            elsewhere = self.broker.distributed and await self._listened_elsewhere(session.id)
+        except Exception:  # noqa: BLE001 - the broker is unreachable: so would the stream be
+            self._release_get_stream(session.id, token)
+            return retry_later(503, "Service Unavailable: the message broker is unreachable; retry later")
+        if elsewhere:
+            self._release_get_stream(session.id, token)
+            return _get_conflict()
+        return self._get_stream(session, headers, None, token)
+
+    def _get_stream(self, session: Session, headers: dict[str, str], last: str | None, token: str | None = None
+                    ) -> Response:
+        """The session's GET stream (`last`: resumed, taking over from any other), released when it ends."""
+        if token is None:
+            self.get_streams[session.id] = token = secrets.token_hex(8)
+        response = event_source(self._standalone(session, last, token), headers, self.settings.sse_ping_seconds)
+        return Releasing(response, functools.partial(self._release_get_stream, session.id, token))
+
+    def _release_get_stream(self, session_id: str, token: str) -> None:
+        if self.get_streams.get(session_id) == token:  # (a stream taken over leaves its successor's alone)
+            del self.get_streams[session_id]
+
+    async def _listened_elsewhere(self, session_id: str) -> bool:
+        """Whether another replica holds a GET stream of the session: the topic it listens on has receivers
+        (a probe its streams ignore)."""
+        return await self.broker.publish(f"session:{session_id}", {_GET_STREAM_KEY: None}) > 0
 
     @staticmethod
     def _priming_wanted(session: Session) -> bool:
@@ -347,10 +394,6 @@ class SessionWire(WirePipeline):
     async def _resume(self, session: Session, stream_id: str, last: str) -> AsyncIterator[dict[str, Any]]:
         """Replay what a client missed on a stream, then follow it live until its response, the end of a
         cancelled request, or the end of the session."""
-        if stream_id.endswith("~get"):
-            async for event in self._standalone(session, last):
-                yield event
-            return
         async with self.broker.subscribe(f"stream:{stream_id}", f"ended:{session.id}") as sub:
             # Subscribed before replaying, so nothing emitted in between is lost; duplicates are skipped. The
             # whole stream is read, not only what follows `last`: a stream that ended at or before `last`
@@ -393,12 +436,15 @@ class SessionWire(WirePipeline):
                 if not await self._still_there(session.id):
                     return None
 
-    async def _standalone(self, session: Session, last: str | None) -> AsyncIterator[dict[str, Any]]:
-        """The session's GET stream: server notifications and requests not tied to a client request."""
+    async def _standalone(self, session: Session, last: str | None, token: str) -> AsyncIterator[dict[str, Any]]:
+        """The session's GET stream: server notifications and requests not tied to a client request. It ends
+        when another stream of the session, `token` its own, takes over."""
         stream_id = f"{session.id}~get"
         async with self.broker.subscribe(f"session:{session.id}", "server") as sub:
             replayed: set[str] = set()
             if last is not None:
+                # Subscribed first, so this stream hears its own announcement and what follows it.
+                await self.broker.publish(f"session:{session.id}", {_GET_STREAM_KEY: token})
                 replay = await self.events.replay_after(last)
                 for event_id, message in (replay[1] if replay else []):
                     replayed.add(event_id)
@@ -417,6 +463,11 @@ class SessionWire(WirePipeline):
                     continue
                 if message is None:  # the session ended
                     return
+                if isinstance(message, dict) and _GET_STREAM_KEY in message:
+                    taker = message[_GET_STREAM_KEY]
+                    if taker is not None and taker != token:  # a resumed stream took over (None: a probe)
+                        return
+                    continue
                 if isinstance(message, (list, tuple)):
                     # Stored by its publisher (`broker.publish_event`); may also have been replayed above.
                     event_id, message = message
@@ -465,6 +516,11 @@ class SessionWire(WirePipeline):
 def _primes(version: str) -> bool:
     """Streams of this protocol version start with a priming event (2025-11-25 on)."""
     return protocol.is_version_at_least(version, "2025-11-25")
+
+
+def _get_conflict() -> Response:
+    return http_error(409, "Conflict: this session already has a GET stream open, and a session has one only; "
+                           "close it first, or resume it with Last-Event-ID")
 
 
 def _number(event_id: str) -> int:

@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 from ..body import InvalidJSON, parse_json
 from . import jsonrpc, protocol
-from .jsonrpc import HTTP_ERROR, error
+from .jsonrpc import HTTP_ERROR, error, is_valid_id
 from .wire import TRANSPORT_SCOPE_KEY
 
 logger = logging.getLogger("mcpfusion.stdio")
@@ -203,6 +203,8 @@ class StdioBridge:
             self._emit(error(None, jsonrpc.PARSE_ERROR, f"Parse error: {reason}"))
             return
         msg_id = message.get("id") if isinstance(message, dict) else None
+        if not is_valid_id(msg_id):  # 1.5, true, an object: no id to answer with (JSON-RPC says null)
+            msg_id = None
         if isinstance(message, dict) and "method" not in message:  # the client's answer to a server request
             self._client_requests.discard(msg_id)
         try:
@@ -223,7 +225,7 @@ class StdioBridge:
                 self._get_stream = asyncio.create_task(self._follow_get_stream())
         # A request gets its answer; so does a line that is no message at all (an array, a string: JSON-RPC
         # answers it with a null id); a notification gets none.
-        if status >= 400 and not messages and (msg_id is not None or not isinstance(message, dict)):
+        if status >= 400 and not messages and (not isinstance(message, dict) or "id" in message):
             self._emit(self._http_error(msg_id, status))
 
     def _http_error(self, msg_id: Any, status: int) -> dict[str, Any]:

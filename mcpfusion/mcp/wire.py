@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import re
 import weakref
 from collections.abc import AsyncIterable, Callable, MutableMapping
 from typing import Any
@@ -137,11 +139,69 @@ def retry_later(status: int, message: str, seconds: int = 5, request_id: Any = N
 
 
 def accepts(request: Request) -> tuple[bool, bool]:
-    """(accepts JSON, accepts SSE). A missing Accept header or a wildcard accepts both."""
+    """(accepts JSON, accepts SSE): whether the Accept header gives `application/json` and
+    `text/event-stream` a q-value above 0. A missing or empty Accept header accepts both."""
     accept = header(request, b"accept")
     if not accept:
         return True, True
-    accept = accept.lower()
-    if "*/*" in accept:
-        return True, True
-    return ("application/json" in accept or "application/*" in accept), "text/event-stream" in accept
+    return _acceptable(accept)
+
+
+def not_acceptable(wants_json: bool, wants_sse: bool, request_id: Any) -> Response | None:
+    """The 406 for a request whose answer the client can read in neither form, else None."""
+    if wants_json or wants_sse:
+        return None
+    return http_error(406, "Not Acceptable: accept application/json or text/event-stream (with a q-value above 0)",
+                      request_id=request_id)
+
+
+_MEDIA_RANGE = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+)/([!#$%&'*+\-.^_`|~0-9A-Za-z]+)")  # RFC 9110 tokens
+_QVALUE = re.compile(r"0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?")
+
+
+@functools.lru_cache(maxsize=64)  # clients send the same header with every request
+def _acceptable(accept: str) -> tuple[bool, bool]:
+    ranges = _media_ranges(accept)
+    return _quality(ranges, "application", "json") > 0, _quality(ranges, "text", "event-stream") > 0
+
+
+def _media_ranges(accept: str) -> list[tuple[str, str, float]]:
+    """The Accept header's media ranges as (type, subtype, q), lower-case (RFC 9110 section 12.5.1); a range
+    that is not `type/subtype` (or `*/*`, `type/*`) or whose q is not a qvalue is left out."""
+    ranges = []
+    for item in accept.split(","):
+        media, *params = item.split(";")
+        match = _MEDIA_RANGE.fullmatch(media.strip())
+        if match is None:
+            continue
+        kind, sub = match.group(1).lower(), match.group(2).lower()
+        if kind == "*" and sub != "*":
+            continue
+        q: float | None = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                q = float(value.strip()) if _QVALUE.fullmatch(value.strip()) else None
+                break  # what follows q is accept-ext, not media type parameters
+        if q is not None:
+            ranges.append((kind, sub, q))
+    return ranges
+
+
+def _quality(ranges: list[tuple[str, str, float]], kind: str, sub: str) -> float:
+    """The q-value `ranges` give `kind/sub`: the most specific range that matches it decides (0 if none)."""
+    best, quality = -1, 0.0
+    for range_kind, range_sub, q in ranges:
+        if range_kind == kind and range_sub == sub:
+            specificity = 2
+        elif range_kind == kind and range_sub == "*":
+            specificity = 1
+        elif range_kind == "*":
+            specificity = 0
+        else:
+            continue
+        if specificity > best:
+            best, quality = specificity, q
+        elif specificity == best:
+            quality = max(quality, q)
+    return quality

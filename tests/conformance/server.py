@@ -79,8 +79,9 @@ async def elicitation(message: str, ctx: Context) -> str:
     """Tests server-initiated elicitation (user input request)"""
     schema = {
         "type": "object",
-        "properties": {"response": {"type": "string", "description": "User's response"}},
-        "required": ["response"],
+        "properties": {"username": {"type": "string", "description": "User's response"},
+                       "email": {"type": "string", "description": "User's email address"}},
+        "required": ["username", "email"],
     }
     result = await ctx.elicit(message, schema)
     return f"User response: action={result.get('action')}, content={json.dumps(result.get('content') or {})}"
@@ -114,30 +115,30 @@ async def elicitation_sep1330_enums(ctx: Context) -> str:
     schema = {
         "type": "object",
         "properties": {
-            "untitledSingle": {"type": "string", "enum": ["active", "inactive", "pending"]},
+            "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
             "titledSingle": {
                 "type": "string",
                 "oneOf": [
-                    {"const": "low", "title": "Low Priority"},
-                    {"const": "medium", "title": "Medium Priority"},
-                    {"const": "high", "title": "High Priority"},
+                    {"const": "value1", "title": "First Option"},
+                    {"const": "value2", "title": "Second Option"},
+                    {"const": "value3", "title": "Third Option"},
                 ],
             },
-            "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["read", "write", "execute"]}},
+            "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
             "titledMulti": {
                 "type": "array",
                 "items": {
                     "anyOf": [
-                        {"const": "feature", "title": "New Feature"},
-                        {"const": "bug", "title": "Bug Fix"},
-                        {"const": "docs", "title": "Documentation"},
+                        {"const": "value1", "title": "First Choice"},
+                        {"const": "value2", "title": "Second Choice"},
+                        {"const": "value3", "title": "Third Choice"},
                     ]
                 },
             },
             "legacyEnum": {
                 "type": "string",
-                "enum": ["small", "medium", "large"],
-                "enumNames": ["Small Size", "Medium Size", "Large Size"],
+                "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"],
             },
         },
         "required": ["untitledSingle", "titledSingle", "untitledMulti", "titledMulti", "legacyEnum"],
