@@ -7,13 +7,18 @@ operation accepts only its fillable fields.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import datetime as dt
 import decimal
+import inspect
 from collections.abc import Callable, Iterable, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, create_model
+from pydantic._internal._decorators import Decorator, PydanticDescriptorProxy
 from pydantic.fields import FieldInfo
+from pydantic.json_schema import SkipJsonSchema
 
 from .stripping import stripping_annotation
 
@@ -25,15 +30,28 @@ READ_SCHEMA_OF = "__mcpfusion_read_schema_of__"  # set on a Model's read schema:
 _DECIMAL_OR_STR = (decimal.Decimal, str)
 _NUMERIC = (decimal.Decimal, float, str)
 _FLOAT_SOURCES = (decimal.Decimal, int, str)
+_MAX_DIGITS = 4300  # Python's own limit on the digits of an int read from text
 
 # The named casts below take None as it is (a missing value stays missing), and return what they cannot
 # convert unchanged for the field's own validation to judge. The common value (already of the field's type)
 # is looked at first: a cast runs for every field of every row a presenter validates.
 
 
+def _decimal(value: Any) -> decimal.Decimal:
+    """A finite decimal of a stored number or numeric text; a ValueError (the field's validation error, one row
+    left out) for anything else: text that is no number, nan, infinity, or more digits than an int converts."""
+    try:
+        number = decimal.Decimal(value.strip() if isinstance(value, str) else value)
+    except decimal.InvalidOperation:
+        raise ValueError(f"{value!r} is not a number") from None
+    if not number.is_finite() or number.adjusted() >= _MAX_DIGITS:  # int("1e999999999") would never end
+        raise ValueError(f"{value!r} is not a finite number")
+    return number
+
+
 def _number(value: Any) -> Any:
     if isinstance(value, _DECIMAL_OR_STR):
-        number = decimal.Decimal(value)
+        number = _decimal(value)
         return int(number) if number == number.to_integral_value() else float(number)
     return value
 
@@ -54,17 +72,19 @@ def _integer(value: Any) -> Any:
         return value
     if isinstance(value, bool) or not isinstance(value, _NUMERIC):
         return int(value) if isinstance(value, bool) else value
-    try:
-        number = decimal.Decimal(value.strip() if isinstance(value, str) else value)
-    except decimal.InvalidOperation:
-        raise ValueError(f"{value!r} is not a number") from None
-    if not number.is_finite() or number != number.to_integral_value():
+    number = _decimal(value)
+    if number != number.to_integral_value():
         raise ValueError(f"{value!r} is not a whole number")
     return int(number)
 
 
 def _float(value: Any) -> Any:
-    return float(value) if isinstance(value, _FLOAT_SOURCES) else value
+    if not isinstance(value, _FLOAT_SOURCES):
+        return value
+    try:
+        return float(value)
+    except OverflowError:  # an int past float's range (a ValueError is the field's validation error already)
+        raise ValueError("too large for a float") from None
 
 
 def _str(value: Any) -> Any:
@@ -105,7 +125,58 @@ def _cast_function(cast: Cast) -> Callable[[Any], Any]:
         fn = cast
     if id(fn) in _NONE_SAFE:
         return fn
-    return lambda value: None if value is None else fn(value)
+    return _given_cast(fn)
+
+
+def _given_cast(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A cast given as a callable: None kept, and whatever it raises a ValueError (`Decimal("n/a")` raises
+    `InvalidOperation`, `int([])` a TypeError): a stored value it cannot convert is that row's validation
+    error, never the whole answer's internal error."""
+    def cast(value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return fn(value)
+        except (ValueError, AssertionError):
+            raise  # pydantic's own validation errors (PydanticCustomError is a ValueError)
+        except Exception as exc:
+            raise ValueError(f"cannot be cast ({type(exc).__name__})") from None
+    return cast
+
+
+# Of the source's config, what would describe it under the derived model's name: the schema's title, and its
+# extra JSON schema (examples of a whole row would show hidden fields).
+_OWN_SCHEMA: dict[str, Any] = {"title": None, "json_schema_extra": None}
+
+
+def _has_code(model: type[BaseModel]) -> bool:
+    """Whether `model` declares validators, serializers or computed fields (code that may read any field)."""
+    found = model.__pydantic_decorators__
+    return any(getattr(found, f.name) for f in dataclasses.fields(found))
+
+
+def _validators(source: type[BaseModel], kept: set[str]) -> dict[str, Any]:
+    """The source's validators for a model of only the `kept` fields: field validators and serializers
+    narrowed to those fields (dropped when they name none: the field is not there to validate), model
+    validators as they are. Computed fields and model serializers describe what is read: not an input's."""
+    found = source.__pydantic_decorators__
+    out: dict[str, Any] = {}
+    by_field: list[Decorator[Any]] = [*found.validators.values(), *found.field_validators.values(),
+                                      *found.field_serializers.values()]
+    for dec in by_field:
+        fields = tuple(f for f in dec.info.fields if f == "*" or f in kept)
+        if fields:
+            out[dec.cls_var_name] = _redeclared(source, dec, dataclasses.replace(dec.info, fields=fields,
+                                                                                   check_fields=False))
+    by_model: list[Decorator[Any]] = [*found.root_validators.values(), *found.model_validators.values()]
+    for dec in by_model:
+        out[dec.cls_var_name] = _redeclared(source, dec, dec.info)
+    return out
+
+
+def _redeclared(source: type[BaseModel], dec: Decorator[Any], info: Any) -> PydanticDescriptorProxy[Any]:
+    """`dec` as its decorator (`field_validator(...)` and the like) makes it, for another model's namespace."""
+    return PydanticDescriptorProxy(inspect.getattr_static(source, dec.cls_var_name), info, dec.shim)
 
 
 class Model:
@@ -140,6 +211,7 @@ class Model:
             blocked = set(fields) & (self.guarded | self.hidden)
             if blocked:
                 raise ValueError(f"{self.name}: fillable[{op}] lists guarded or hidden fields {sorted(blocked)}")
+        self._check_code()
         self._read_model = self._build_read_model()
         self._inputs: dict[str, type[BaseModel]] = {}
 
@@ -150,16 +222,47 @@ class Model:
             annotation = Annotated[annotation, BeforeValidator(self.casts[name])]
         return annotation, info
 
+    def _check_code(self) -> None:
+        """Refuse what the source's own code would do unsafely on the derived models (never drop it silently)."""
+        found = self.source.__pydantic_decorators__
+        source = self.source.__name__
+        if self.hidden and found.model_serializers:
+            raise ValueError(f"{self.name}: {source} declares a model serializer, which could write the hidden fields "
+                             f"{sorted(self.hidden)}: serialize field by field (field_serializer, computed_field)")
+        partial = sorted(op for op in self.fillable if op in self.partial_operations)
+        if partial and (found.model_validators or found.root_validators):
+            raise ValueError(f"{self.name}: {source} declares model validators, which would see None for every "
+                             f"field a partial operation ({', '.join(partial)}) is not sent: validate those fields "
+                             "with field validators, or leave the operation out of partial_operations")
+
     def _build_read_model(self) -> type[BaseModel]:
-        fields = {n: self._field(n) for n in self.source.model_fields if n not in self.hidden}
-        # Nested models keep no undeclared key either (a nested `extra="allow"` would send what it kept).
-        fields = {n: (stripping_annotation(a), info) for n, (a, info) in fields.items()}
+        """A subclass of the source, so that its validators, serializers, computed fields and methods hold:
+        casts applied, nested models ignoring undeclared keys, hidden fields never written.
+
+        A hidden field is dropped, unless the source has code (validators, serializers, computed fields)
+        that may read it: then it is kept for that code, excluded from every dump and schema."""
+        keep_hidden = _has_code(self.source)
+        annotations: dict[str, Any] = {}
+        namespace: dict[str, Any] = {}
+        for name, info in self.source.model_fields.items():
+            annotation, _ = self._field(name)
+            if name in self.hidden and not keep_hidden:
+                annotations[name] = ClassVar[Any]  # a class variable is no field: the subclass has no such field
+            elif name in self.hidden:
+                annotations[name] = Annotated[annotation, SkipJsonSchema()]  # type: ignore[type-arg]
+                # Optional: a row without it reads as before (the code reading it gets None).
+                namespace[name] = FieldInfo.merge_field_infos(
+                    info, exclude=True, **({"default": None} if info.is_required() else {}))
+            elif (annotation := stripping_annotation(annotation)) is not info.annotation:
+                annotations[name] = annotation
+                namespace[name] = copy.copy(info)
         # What the agent reads: nan and inf refused (JSON would write null where the schema says number).
-        model = create_model(  # type: ignore[call-overload]
-            self.name, __config__=ConfigDict(extra="ignore", from_attributes=True, allow_inf_nan=False), **fields
-        )
+        config = {**self.source.model_config, "extra": "ignore", "from_attributes": True, "allow_inf_nan": False,
+                  **_OWN_SCHEMA, "title": self.name}
+        namespace.update(__annotations__=annotations, __module__=self.source.__module__, model_config=config)
+        model: type[BaseModel] = type(self.name, (self.source,), namespace)
         setattr(model, READ_SCHEMA_OF, self.name)
-        return model  # type: ignore[no-any-return]
+        return model
 
     @property
     def schema(self) -> type[BaseModel]:
@@ -173,7 +276,7 @@ class Model:
     def descriptions(self) -> dict[str, str]:
         """Visible fields' descriptions: a presenter turns them into domain rules."""
         return {
-            n: f.description for n, f in self._read_model.model_fields.items() if f.description
+            n: f.description for n, f in self._read_model.model_fields.items() if f.description and not f.exclude
         }
 
     def read(self, obj: Any) -> dict[str, Any]:
@@ -181,7 +284,8 @@ class Model:
         return self._read_model.model_validate(obj, from_attributes=True).model_dump(mode="json")
 
     def input_model(self, operation: str) -> type[BaseModel]:
-        """The input model of one operation: only its fillable fields, unknown and guarded keys rejected.
+        """The input model of one operation: only its fillable fields, unknown and guarded keys rejected, the
+        source's validators of those fields and its model validators applied (see `_validators`).
 
         Used as a handler parameter type, its fields become the action's own parameters.
         """
@@ -198,9 +302,11 @@ class Model:
                     info = FieldInfo.merge_field_infos(info, default=None)
                     annotation = annotation | None
                 fields[name] = (annotation, info)
+            config = ConfigDict(**{**self.source.model_config, "extra": "forbid", **_OWN_SCHEMA})  # type: ignore[typeddict-item]
             model = create_model(
                 f"{self.name}{operation.title().replace('_', '')}Input",
-                __config__=ConfigDict(extra="forbid"),
+                __config__=config,
+                __validators__=_validators(self.source, set(fields)),
                 **fields,
             )
             model.__mcpfusion_flatten__ = True

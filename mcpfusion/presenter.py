@@ -37,7 +37,7 @@ from .redaction import (
 from .response import Suggestion, ToolResponse, assemble, to_jsonable
 from .schema import inline_refs, lean
 from .select import select_keys
-from .stripping import models_in, stripping_model
+from .stripping import models_in, stripping_annotation, stripping_model
 from .ui import UIBlock
 from .validatable import check_output_model, serialization_schema
 
@@ -324,7 +324,7 @@ class Presenter:
                             f"mapping of field names to types, not {given!s:.80} (a dataclass or TypedDict: "
                             "declare it as a pydantic BaseModel)")
         else:
-            fields = {}
+            fields: dict[str, Any] = {}
             for name, value in spec.items():
                 if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], str):
                     from pydantic import Field
@@ -332,7 +332,7 @@ class Presenter:
                     value = (value[0], Field(description=value[1]))
                 elif not isinstance(value, tuple):
                     value = (value, ...)
-                fields[name] = value
+                fields[name] = (stripping_annotation(value[0]), *value[1:])  # nested models keep no extra key
             model = create_model(
                 self.name, __config__=ConfigDict(extra="ignore", from_attributes=True), **fields
             )

@@ -5,7 +5,7 @@ inside an output model it would hand the agent whatever the handler's data held 
 `stripping_model` gives the model the firewall uses: undeclared keys ignored, attributes read, nan and inf
 refused, aliases read by either name and written by alias, and every nested model that would keep extra keys
 replaced, wherever it sits in a field's type (`list[Address]`, `dict[str, Address]`, `A | B`, `Annotated`,
-a model that contains itself).
+a model that contains itself); so is a TypedDict whose `__pydantic_config__` keeps them.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import typing
 from typing import Any
 
 from pydantic import BaseModel
+from typing_extensions import is_typeddict
 
 # Models being rebuilt, by the name their own fields (or their nested models') refer to the new class with (a
 # model that contains itself, `kids: list[Tree]`, or models that contain each other); resolved once the
@@ -63,8 +64,10 @@ def stripping_model(model: type[BaseModel]) -> type[BaseModel]:
 
 
 def stripping_annotation(annotation: Any) -> Any:
-    """`annotation` with every nested model that keeps extra keys replaced by its stripping model; the
-    annotation itself (the same object) when none does."""
+    """`annotation` with every nested model or TypedDict that keeps extra keys replaced by its stripping
+    model; the annotation itself (the same object) when none does."""
+    if is_typeddict(annotation):
+        return _stripping_typeddict(annotation) if _keeps_extra(annotation) else annotation
     if isinstance(annotation, type):
         if not (issubclass(annotation, BaseModel) and _keeps_extra(annotation)):
             return annotation
@@ -88,13 +91,61 @@ def stripping_annotation(annotation: Any) -> Any:
     return copy_with(new) if copy_with is not None else annotation
 
 
-def _keeps_extra(model: type[BaseModel], seen: frozenset[type[BaseModel]] = frozenset()) -> bool:
-    """Whether `model`, or a model anywhere in its fields' types, keeps keys it does not declare."""
-    if model.model_config.get("extra") == "allow":
-        return True
+_typeddicts_building: set[type] = set()  # a TypedDict that contains itself is kept as it is at the inner level
+
+
+def _stripping_typeddict(typeddict: type) -> Any:
+    """A TypedDict subclass ignoring extra keys at every depth (pydantic reads `__pydantic_config__`)."""
+    if typeddict in _typeddicts_building:
+        return typeddict
+    _typeddicts_building.add(typeddict)
+    try:
+        changed = {key: new for key, hint in _hints(typeddict).items()
+                   if (new := stripping_annotation(hint)) is not hint}
+    finally:
+        _typeddicts_building.discard(typeddict)
+    namespace = {"__annotations__": changed, "__module__": typeddict.__module__,
+                 "__pydantic_config__": {**_typeddict_config(typeddict), "extra": "ignore"}}
+    return types.new_class(typeddict.__name__, (typeddict,), exec_body=lambda ns: ns.update(namespace))
+
+
+def _typeddict_config(typeddict: type) -> dict[str, Any]:
+    return dict(getattr(typeddict, "__pydantic_config__", None) or {})
+
+
+def _hints(typeddict: type) -> dict[str, Any]:
+    """A TypedDict's keys and types, `Required` and `NotRequired` kept (the types as written when a name in
+    them cannot be resolved here: pydantic resolves them, the nested models in them are not replaced)."""
+    try:
+        return typing.get_type_hints(typeddict, include_extras=True)
+    except (NameError, TypeError):
+        return dict(typeddict.__annotations__)
+
+
+def _keeps_extra(model: Any, seen: frozenset[type] = frozenset()) -> bool:
+    """Whether `model` (a model or a TypedDict), or one anywhere in its fields' types, keeps keys it does not
+    declare."""
+    if is_typeddict(model):
+        if _typeddict_config(model).get("extra") == "allow":
+            return True
+        annotations = list(_hints(model).values())
+    else:
+        if model.model_config.get("extra") == "allow":
+            return True
+        annotations = [f.annotation for f in model.model_fields.values()]
     seen = seen | {model}
-    return any(_keeps_extra(m, seen) for f in model.model_fields.values() for m in models_in(f.annotation)
-               if m not in seen)
+    return any(_keeps_extra(m, seen) for a in annotations for m in _containers_in(a) if m not in seen)
+
+
+def _containers_in(annotation: Any) -> list[type]:
+    """The pydantic models and TypedDicts a type is made of."""
+    if is_typeddict(annotation):
+        return [annotation]
+    if isinstance(annotation, type):
+        return [annotation] if issubclass(annotation, BaseModel) else []
+    if typing.get_origin(annotation) is typing.Literal:
+        return []
+    return [m for arg in typing.get_args(annotation) for m in _containers_in(arg)]
 
 
 def models_in(annotation: Any) -> list[type[BaseModel]]:
