@@ -5,9 +5,10 @@
 An answer over the limit is cut, never in the middle of a JSON value: UI blocks go first (from the last),
 then the rows of a list (or the lines of a text) are cut to the ones that fit, re-encoded in the data
 block's own format (compact or pretty JSON, TOON). A notice block after the data says how much was left
-out. Domain rules and suggestions stay. When even that cannot fit, the agent gets a self-healing
-`RESPONSE_TOO_LARGE` error instead. The limit counts the text blocks (what the agent reads);
-structuredContent is cut to the same rows.
+out; REST, which sends no UI block, says it in a `Truncated: shown=24, total=100, unit=rows` header (the
+view's `truncated`). Domain rules and suggestions stay. When even that cannot fit, or not even the first
+row (or line) fits, the caller gets a self-healing `RESPONSE_TOO_LARGE` error instead. The limit counts the
+text blocks (what the agent reads); structuredContent is cut to the same rows.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ class EgressLimit:
             if encode is None:
                 raise self._too_large(call)
             fit = self._rows_that_fit(rows, encode, [reserve, *rest])
-            if fit is None:
+            if not fit:  # not even the first row (or line): an empty answer would pass for "nothing found"
                 raise self._too_large(call)
             shown = fit
             head = encode(rows[:shown])
@@ -125,7 +126,8 @@ class EgressLimit:
         if structured is not None and kept is not data:
             structured = {k: kept if v == data else v for k, v in structured.items()}
         view = replace(response.view, data=kept,
-                       ui_blocks=[b for b in response.view.ui_blocks if b.render() in rest])
+                       ui_blocks=[b for b in response.view.ui_blocks if b.render() in rest],
+                       truncated=(shown, len(rows), unit) if shown < len(rows) else response.view.truncated)
         return ToolResponse([head, notice, *rest], structured_content=structured, view=view)
 
     def _rows_that_fit(self, rows: list[Any], encode: Callable[[Any], str], others: list[str]) -> int | None:

@@ -10,8 +10,10 @@ from functools import lru_cache
 
 
 def attr(value: object) -> str:
-    """Escape an attribute value, or the element text of perception blocks (`&`, `<`, `"`)."""
-    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace('"', "&quot;")
+    """Escape an attribute value, or the element text of perception blocks (`&`, `<`, `"`), on one line: a
+    line break in stored text would write a line of its own inside the tag (see `fold_breaks`)."""
+    text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace('"', "&quot;")
+    return text if text.isprintable() else text.translate(_BREAKS)
 
 
 def message(value: object) -> str:
@@ -36,9 +38,8 @@ def fold_breaks(text: str) -> str:
 
 def bullet(line: object) -> str:
     """One bullet's text: escaped, and on one line (a line break in stored text would start a bullet of its
-    own, a forged rule or suggestion)."""
-    text = attr(line)
-    return text if text.isprintable() else text.translate(_BREAKS)
+    own, a forged rule or suggestion): what `attr` writes."""
+    return attr(line)
 
 
 @lru_cache(maxsize=4096)

@@ -57,6 +57,7 @@ class ResponseView:
     error_code: str | None = None
     error: ToolError | ValidationFailed | None = None  # what REST turns into problem details
     next_cursor: str | None = None  # a paginated list's next page (REST sends it as headers)
+    truncated: tuple[int, int, str] | None = None  # rows (or lines) shown, of how many, which: an egress cut
     rewritten: bool = False  # the egress guard changed the data: it is checked against the schema again
     encoding: str = "json"  # how the data block is written: json, pretty, toon or text (to rewrite it)
     scrub: Callable[[str], str] | None = None  # censors redacted values out of documents attached later
@@ -329,6 +330,7 @@ def assemble(
     view.error_code = None
     view.error = None
     view.next_cursor = None
+    view.truncated = None
     view.rewritten = False
     view.encoding = encoding
     view.scrub = None

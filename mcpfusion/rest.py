@@ -80,8 +80,12 @@ def rest_body(response: ToolResponse, request: Request | None = None) -> Respons
     if response.content:
         return _content_body(response)
     # The data block's data (after _select and redaction), whatever other shape structuredContent has.
-    return Response(dumps(response.view.data), media_type="application/json",
-                    headers=_next_page(response.view.next_cursor, request))
+    view = response.view
+    headers = _next_page(view.next_cursor, request)
+    if view.truncated is not None:  # an egress limit cut the data: said here, the agent's notice is a UI block
+        shown, total, unit = view.truncated
+        headers = {**(headers or {}), "Truncated": f"shown={shown}, total={total}, unit={unit}"}
+    return Response(dumps(view.data), media_type="application/json", headers=headers)
 
 
 def _rest_recovery(found: dict[str, Any], request: Request | None) -> dict[str, Any]:

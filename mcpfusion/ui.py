@@ -32,6 +32,8 @@ class UIBlock:
                  priority: int | None = None) -> None:
         # Frozen, yet set through the slots' own setters (below): the frozen dataclass's generated
         # `__init__` goes through `object.__setattr__` per field, about a third of a block's cost.
+        if width is not None or priority is not None:
+            _check_options(width, priority)
         _type(self, type)
         _content(self, content)
         _title(self, title)
@@ -87,10 +89,23 @@ def _opening(type: str, title: str | None, width: str | None, priority: int | No
     return f"<ui_passthrough {attrs}>"
 
 
+_WIDTHS = ("full", "half", "third")
+
+
+def _check_options(width: object, priority: object) -> None:
+    """Refuse a `width` or `priority` the spec does not know: a client would get a block it cannot lay out."""
+    if width is not None and (width.__class__ is not str or width not in _WIDTHS):
+        raise ValueError(f"a UI block's width is 'full', 'half' or 'third' (or None), not {width!r}")
+    if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
+        raise ValueError(f"a UI block's priority is an int (or None), not {priority!r}")
+
+
 def _made(type: str, content: str, title: str | None, width: Width | None, priority: int | None) -> UIBlock:
     """`UIBlock(type, content, title, width, priority)` without the call of `__init__` (every helper below
     ends here: a presented answer makes a few blocks per item). The helpers take the options as keywords of
     their own, not as `**options`: no dict to make and read per block."""
+    if width is not None or priority is not None:
+        _check_options(width, priority)
     block = _Writable()
     block.type, block.content, block.title, block.width, block.priority = type, content, title, width, priority
     block.__class__ = UIBlock
@@ -111,9 +126,9 @@ def fence(language: str, body: str) -> str:
 def table_cell(text: str) -> str:
     """A table cell's text as written: a cell is data (stored text a writer chose), it may not end its row or
     the block, nor open a tag of the wire format (the egress guard looks for values in this form too)."""
-    if "|" in text or "\n" in text or "<" in text:
-        text = text.replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
-    return text
+    if "|" in text or "<" in text:
+        text = text.replace("|", "\\|").replace("<", "&lt;")
+    return text if text.isprintable() else markup.fold_breaks(text)
 
 
 def line(text: str) -> str:
@@ -135,9 +150,9 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
           width: Width | None = None, priority: int | None = None) -> UIBlock:
     """A markdown table."""
     body: Sequence[Sequence[Any]] = rows if rows.__class__ is builtins.list else [*rows]
-    if len(body) <= 64 and headers.__class__ in _SIZED:
+    if len(body) <= 64 and headers.__class__ in _SIZED and headers:
         # Tables sit on the hot path: a rectangular one is its layout (cached) filled with the cells, unless a
-        # cell holds a `|` or a newline of its own and needs escaping. Strings alone go into the gaps of the
+        # cell holds a `|` or a line break of its own and needs escaping. Strings alone go into the gaps of the
         # text between them (a list, joined: ~half what `%` costs per cell); other cells through `%s`, which
         # writes `str()` of each (`_text`'s text but for a string subclass, which the general path takes).
         columns = len(headers)
@@ -148,7 +163,7 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
             cells += row
         else:
             # Every cell a string (the usual table): joining them is the check, and their characters looked
-            # through at once for a `|` or newline. A subclass joins as its own characters, which is what the
+            # through at once for a `|` or line break. A subclass joins as its own characters, which is what the
             # general path writes of it. A join that fails raises a TypeError, dearer than looking at a few
             # cells' classes: a small table (a record's fields and values, often a number among them) is
             # looked at first.
@@ -165,7 +180,10 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
                 else:
                     joined = "".join(cells)
             if joined is not None:
-                if "|" not in joined and "\n" not in joined and "<" not in joined:
+                # Any line break ends a row, not only `\n`: `splitlines` finds them all in one scan, cheaper than
+                # `isprintable` or a scan per kind (text with none is its one line, the string itself; one
+                # ending in a break is not: the break is left out).
+                if "|" not in joined and "<" not in joined and joined.splitlines() == [joined]:
                     between = _layout(columns, len(body))[0]
                     parts = [*between]  # the text between the cells, the cells in its gaps
                     parts[1::2] = cells
@@ -177,9 +195,16 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
                 else:
                     _, layout, pipes, lines = _layout(columns, len(body))
                     text = layout % tuple(cells)
-                    if text.count("|") == pipes and text.count("\n") == lines and "<" not in text:
+                    # No line break but the layout's own newlines: in ASCII text (known at once) the few other
+                    # kinds are looked for one by one (memchr), cheaper than splitting the whole table.
+                    if text.count("|") == pipes and text.count("\n") == lines and "<" not in text and (
+                            "\r" not in text and "\x0b" not in text and "\x0c" not in text and "\x1c" not in text
+                            and "\x1d" not in text and "\x1e" not in text if text.isascii()
+                            else len(text.splitlines()) == lines + 1):
                         return _made("markdown", text, title, width, priority)
     head = [_text(h) for h in headers]
+    if not head:
+        raise ValueError("ui.table needs at least one column header")
     cells_text = [[_text(c) for c in row] for row in body]
     text = _table([table_cell(h) for h in head], [[table_cell(c) for c in row] for row in cells_text])
     return _made("markdown", text, title, width, priority)
@@ -219,8 +244,14 @@ def json_block(obj: Any, *, title: str | None = None, width: Width | None = None
 
 def code_block(language: str, code: str, *, title: str | None = None, width: Width | None = None,
                priority: int | None = None) -> UIBlock:
-    """Source code; the block's type is its language."""
+    """Source code; the block's type is its language: one token (`sql`, `c++`, `objective-c`), which the
+    fence's first line and the block's type both carry."""
+    if not isinstance(language, str) or _LANGUAGE.fullmatch(language) is None:
+        raise ValueError(f"ui.code_block's language is one word (letters, digits, _ + # . -), not {language!r}")
     return _made(language, fence(language, code), title, width, priority)
+
+
+_LANGUAGE = re.compile(r"[\w+#.-]+")
 
 
 def echarts(config: Any, *, title: str | None = None, width: Width | None = None,
@@ -281,6 +312,7 @@ class EChartsTemplate:
 
     def __init__(self, config: Any, *, title: str | None = None, width: Width | None = None,
                  priority: int | None = None) -> None:
+        _check_options(width, priority)  # refused now, not at the template's first call
         self.config, self.title, self.width, self.priority = config, title, width, priority
         names: builtins.list[str] = []
 
