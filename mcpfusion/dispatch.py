@@ -48,6 +48,7 @@ from .pagination import (
 )
 from .presenter import Presenter, PresenterError
 from .problem import http_code, http_detail, is_error_status
+from .ratelimit import charge_refused
 from .redaction import RedactionError
 from .response import ToolResponse, error_response, success, to_jsonable, tool_error
 from .select import SELECT_PARAM, select_keys
@@ -318,6 +319,12 @@ class ToolRegistry:
         except Exception as exc:
             if _for_the_app(exc, request, transport):
                 raise
+            if isinstance(exc, ToolError | ValidationFailed):  # refused before the middleware: a call all the same
+                try:
+                    refused = ActionCall(action, {}, arguments, request, transport, self.guards, phase)
+                    await charge_refused(refused, [mw for mw in self.layers(action) if applies(mw, action)])
+                except ToolError as limited:
+                    exc = limited
             return _failure(action, self._hints_for(exc, request), raise_http)
 
     def _hints_for(self, exc: Exception, request: Request) -> Exception:

@@ -6,18 +6,22 @@
 Buckets live in memory (one process), or in Redis when the app runs with `MCPFUSION_REDIS_URL`, so that
 replicas share them: a caller gets the same allowance whichever replica answers. Over the limit, MCP
 answers a self-healing `RATE_LIMITED` error saying how long to wait, REST a 429 with `Retry-After`.
+A call refused before the middleware run (arguments that do not validate) counts too (`charge_refused`).
 """
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from .errors import RATE_LIMITED, ToolError
 from .middleware import ActionCall, CallNext
 from .response import ToolResponse
 
 KeyFunction = Callable[[ActionCall], str]
+logger = logging.getLogger("mcpfusion")
 
 
 class RateLimit:
@@ -57,6 +61,11 @@ class RateLimit:
         return call.caller_key
 
     async def __call__(self, call: ActionCall, call_next: CallNext) -> ToolResponse:
+        await self.charge(call)
+        return await call_next(call)
+
+    async def charge(self, call: ActionCall) -> None:
+        """Count `call` against its caller's allowance; `RATE_LIMITED` when none is left."""
         wait = await call.guards.buckets.take(f"{self.name}:{self.subject(call)}", self.capacity, self.refill)
         if wait > 0:
             seconds = max(1, math.ceil(wait))
@@ -67,8 +76,23 @@ class RateLimit:
                 recovery=f"Wait {seconds} s, then call {call.action.qualified_name} again.",
                 retry_after=seconds,
             )
-        return await call_next(call)
 
     def describe(self) -> str:
         who = self.key if isinstance(self.key, str) else "custom key"
         return f"rate limit: {self.calls} calls per {self.per:g} s per {who}"
+
+
+async def charge_refused(call: ActionCall, layers: Iterable[Any]) -> None:
+    """Count a call refused before its middleware ran (its arguments did not validate) against the rate
+    limits among `layers`, as if it had reached them: invalid calls are calls too, and must not buy a caller
+    free CPU past its limit. `RATE_LIMITED` when one of them has no allowance left. `call.arguments` is
+    empty (none validated): a `key` function that needs them fails, and that call is not counted."""
+    for layer in layers:
+        if isinstance(layer, RateLimit):
+            try:
+                await layer.charge(call)
+            except ToolError:
+                raise
+            except Exception:  # the refusal is still answered; this limit just does not see it
+                logger.warning("%s: a refused call of %s was not counted", layer.name, call.action.label,
+                               exc_info=True)

@@ -262,13 +262,28 @@ def _local_ref(node: dict[str, Any], _root: bool) -> dict[str, Any]:
     return node
 
 
+#: The most distinct query parameter names a call may send: an action declares far fewer, and the rest are
+#: refused anyway (each one a field of the 422), so a flood is refused at once, before it is read.
+MAX_QUERY_NAMES = 256
+
+
+def _too_many_query_names(request: Request) -> list[tuple[str, str]] | None:
+    """The invalid field of a query string with more than `MAX_QUERY_NAMES` names, else None."""
+    count = len(request.query_params)  # distinct names
+    if count <= MAX_QUERY_NAMES:
+        return None
+    return [("(query)", f"At most {MAX_QUERY_NAMES} query parameters are read; this URL has {count}. "
+                        "Send only the action's parameters.")]
+
+
 def _query_arguments(request: Request) -> dict[str, Any]:
-    """Query parameters as arguments: text values, validated (and coerced) like a JSON body's."""
-    arguments: dict[str, Any] = {}
-    for name in request.query_params:
-        values = request.query_params.getlist(name)
-        arguments[name] = values if name == SELECT_PARAM or len(values) > 1 else values[0]
-    return arguments
+    """Query parameters as arguments: text values, validated (and coerced) like a JSON body's; a repeated
+    name is a list. One pass over the pairs (`getlist` per name scans them all: quadratic in the URL)."""
+    grouped: dict[str, list[str]] = {}
+    for name, value in request.query_params.multi_items():
+        grouped.setdefault(name, []).append(value)
+    return {name: values if name == SELECT_PARAM or len(values) > 1 else values[0]
+            for name, values in grouped.items()}
 
 
 def _query_on_post(request: Request, get_too: bool) -> list[tuple[str, str]]:
@@ -302,6 +317,9 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
             refusal = host_check(headers.get("host"), headers.get("origin"))
             if refusal is not None:  # as /mcp answers: 421 for a foreign Host, 403 for a foreign Origin
                 return http_problem_response(StarletteHTTPException(*refusal), request.url.path)
+        too_many = _too_many_query_names(request)
+        if too_many is not None:
+            return validation_problem(action.label, too_many, request.url.path)
         if method == "GET":
             arguments: Any = _query_arguments(request)
         elif request.query_params:

@@ -6,8 +6,10 @@ nothing, one header byte a second, or a Content-Length of 100 and then 4 bytes, 
 `HeaderTimeoutProtocol` closes a connection `header_timeout` seconds after it opened (or after the previous
 response) when no complete request head has arrived by then, and answers 408 (then closes) when a request's
 body sends nothing for `header_timeout` seconds (a pause between chunks, like nginx's `client_body_timeout`:
-a large upload that keeps coming is never cut). Behind another server (gunicorn, nginx, a cloud load
-balancer), set the same limits there.
+a large upload that keeps coming is never cut). A request head (request line and headers) larger than
+`max_head_bytes` (64 KiB, as common servers allow) is answered 431 and the connection closed: uvicorn's
+httptools parser sets no limit, and a head of megabytes costs seconds of CPU before any token is checked.
+Behind another server (gunicorn, nginx, a cloud load balancer), set the same limits there.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import Any
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_KEEP_ALIVE_TIMEOUT = 5.0
 DEFAULT_GRACEFUL_TIMEOUT = 20.0  # under the 30 s a container orchestrator gives before it kills
+DEFAULT_MAX_HEAD_BYTES = 64 * 1024
+_HEAD_TOO_LARGE_TEXT = b"Request Header Fields Too Large: the request line and headers exceed %d bytes"
 _BODY_TIMEOUT_TEXT = b"Request Timeout: the request body stopped arriving"
 _BODY_TIMEOUT = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
                  b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_BODY_TIMEOUT_TEXT), _BODY_TIMEOUT_TEXT))
@@ -30,6 +34,7 @@ class _HeaderDeadline:
     `more_body`, `response_started`, `waiting_for_100_continue`; and the read side's `flow`)."""
 
     header_timeout = DEFAULT_HEADER_TIMEOUT
+    max_head_bytes = DEFAULT_MAX_HEAD_BYTES
     cycle: Any
     loop: Any
     transport: Any
@@ -41,13 +46,17 @@ class _HeaderDeadline:
         self._head_cycle: Any = None
         self._body_timer: Any = None
         self._body_seen = 0.0
+        self._head_bytes = 0
         self._arm()
 
     def data_received(self, data: bytes) -> None:
         cycle = self.cycle
-        if cycle is None or cycle.response_complete:  # bytes of a new request head
+        in_head = cycle is None or cycle.response_complete  # bytes of a new request head
+        if in_head:
             self._arm()
         super().data_received(data)  # type: ignore[misc]
+        if in_head and self._head_too_large(cycle, len(data)):
+            return
         cycle = self.cycle
         if cycle is not None and cycle.more_body and not cycle.response_complete:  # a body is on its way
             self._body_seen = self.loop.time()
@@ -60,6 +69,23 @@ class _HeaderDeadline:
                 timer.cancel()
         self._head_timer = self._body_timer = None
         super().connection_lost(exc)  # type: ignore[misc]
+
+    def _head_too_large(self, before: Any, size: int) -> bool:
+        """Count `size` bytes read while a request head was awaited (`before`: the cycle then); past
+        `max_head_bytes` with no head complete, answer 431 and close (what was read is at most one read more)."""
+        if self.cycle is not before:  # the head completed: the next one counts from zero
+            self._head_bytes = 0
+            return False
+        self._head_bytes += size
+        if self._head_bytes <= self.max_head_bytes:
+            return False
+        if not self.transport.is_closing():  # (the parser may have refused the bytes already, and answered)
+            text = _HEAD_TOO_LARGE_TEXT % self.max_head_bytes
+            self.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; "
+                                 b"charset=utf-8\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+                                 % (len(text), text))
+            self.transport.close()
+        return True
 
     def _arm(self) -> None:
         if self._head_timer is None:
@@ -105,7 +131,7 @@ def _base_protocol() -> type:
 class HeaderTimeoutProtocol(_HeaderDeadline, _base_protocol()):  # type: ignore[misc]
     """uvicorn's HTTP protocol (httptools when installed, else h11) with a request-head deadline, and a limit on
     the pauses inside a request body, of `MCPFUSION_HEADER_TIMEOUT` seconds (read at start-up, so `--workers`
-    processes inherit it)."""
+    processes inherit it), and a request head of at most `max_head_bytes` (a subclass may change it)."""
 
     header_timeout = 0.0  # set below from the environment (a bad value is the CLI's to report)
 

@@ -29,6 +29,7 @@ from .dispatch import ToolRegistry
 from .errors import FORBIDDEN, UNAUTHORIZED, ToolError
 from .identity import AUTH_SCOPE_KEY
 from .response import Suggestion, ToolResponse, error_response, tool_error
+from .serializer import as_written
 from .tool import DISCRIMINATOR, Tool
 from .ui import UIBlock
 
@@ -69,7 +70,10 @@ class ToolResult:
 
     @property
     def structured_content(self) -> dict[str, Any] | None:
-        return self.raw.structured_content
+        """`structuredContent` as a client reads it (a NaN is null there, a date its ISO text); `raw` keeps
+        the values the action returned."""
+        content = self.raw.structured_content
+        return None if content is None else as_written(content)
 
 
 def make_request(app: Any, headers: Mapping[str, str] | None = None, context: Context | None = None) -> Request:

@@ -28,7 +28,15 @@ from .dependencies import (
     split_parameters,
     takes_page,
 )
-from .errors import MISSING_DISCRIMINATOR, UNKNOWN_ACTION, ToolError, ValidationFailed, field_path, sent_value
+from .errors import (
+    MAX_FIELDS_SHOWN,
+    MISSING_DISCRIMINATOR,
+    UNKNOWN_ACTION,
+    ToolError,
+    ValidationFailed,
+    field_path,
+    sent_value,
+)
 from .hints import per_annotation, type_hints, type_name
 from .model import READ_SCHEMA_OF, Model
 from .output import Output, bare, cardinality, model_of, shape
@@ -371,6 +379,10 @@ class Action:
         """Strictly validated keyword arguments for the handler (flattened models rebuilt)."""
         if self.json_validator is not None:
             return self._validate_json(arguments)
+        accepted = self.accepted_keys
+        unknown = [key for key in arguments if key not in accepted]
+        if len(unknown) > MAX_FIELDS_SHOWN:
+            raise ValidationFailed(self.label, self._unknown_flood(arguments, unknown))
         numbers = self.numbers
         if numbers is not None:
             wrong = booleans_in(numbers, arguments)
@@ -399,28 +411,65 @@ class Action:
                  f"{e.message.rstrip('.')}. You sent: {sent_value(e.instance)}.") for e in errors])
         return {name: arguments[name] for name in self.plain_args if name in arguments}
 
-    def _explain(self, exc: ValidationError) -> list[tuple[str, str]]:
-        # What the agent may send: its fields (by the names it sends them), then the framework's own.
+    @functools.cached_property
+    def accepted_keys(self) -> frozenset[str]:
+        """Every top-level key the argument model may take (names and aliases: more than it accepts is fine,
+        the model still judges them); any other key is refused."""
+        keys = set()
+        for name, field in self.args_model.model_fields.items():
+            keys.add(name)
+            for alias in (field.alias, field.validation_alias):
+                if isinstance(alias, str):
+                    keys.add(alias)
+                elif alias is not None:  # AliasChoices / AliasPath: the first step of each path
+                    for path in getattr(alias, "choices", [alias]):
+                        steps = path.path if hasattr(path, "path") else [path]
+                        keys.update(step for step in steps[:1] if isinstance(step, str))
+        return frozenset(keys)
+
+    def _unknown_flood(self, arguments: dict[str, Any], unknown: list[str]) -> list[tuple[str, str]]:
+        """The invalid fields of arguments with more unknown keys than an error lists (100,000 keys in 4 MB):
+        the model judges the known keys alone, and the unknown ones past those listed are only counted
+        (pydantic would build an error for every one of them, a second of CPU for nothing)."""
+        try:
+            self.validate({key: value for key, value in arguments.items() if key in self.accepted_keys})
+            fields: list[tuple[str, str]] = []
+        except ValidationFailed as exc:
+            fields = exc.fields
+        valid = self._valid_names()
+        fields += [(field_path((key,)) or "(arguments)", self._unknown_message((key,), valid))
+                   for key in unknown[:MAX_FIELDS_SHOWN]]
+        # ValidationFailed lists the first fields and counts the others: those left unbuilt are counted too.
+        return fields + [fields[-1]] * (len(unknown) - MAX_FIELDS_SHOWN)
+
+    def _valid_names(self) -> str:
+        """What the agent may send: its fields (by the names it sends them), then the framework's own."""
         names = [f.alias or n for n, f in self.args_model.model_fields.items()]
         names += [p for p, on in ((CURSOR_PARAM, self.paginate), (SELECT_PARAM, self.tool.select)) if on]
-        valid = ", ".join(names)
+        return ", ".join(names)
+
+    def _unknown_message(self, loc: tuple[Any, ...], valid: str) -> str:
+        """What to tell of a key the arguments (or an object inside them, `loc` longer than one) do not take."""
+        root = str(loc[0]) if loc else ""
+        if root in self.guarded:
+            return "This field is guarded: it cannot be written by the agent. Remove it."
+        if root in self.hidden:
+            return "Unknown field. Remove it."
+        if len(loc) > 1:  # inside an object: the action's own fields would mislead
+            return f"Unknown field: {field_path(loc[:-1])} does not take it. Remove it."
+        if not valid:
+            return "Unknown field: this action takes no arguments. Remove it."
+        return f"Unknown field. This action accepts: {valid}."
+
+    def _explain(self, exc: ValidationError) -> list[tuple[str, str]]:
+        valid = self._valid_names()
         fields = []
         for err in exc.errors(include_url=False):
             name = field_path(err["loc"]) or "(arguments)"
             if err["type"] == "missing":
                 message = "Field required."
             elif err["type"] == "extra_forbidden":
-                root = str(err["loc"][0]) if err["loc"] else ""
-                if root in self.guarded:
-                    message = "This field is guarded: it cannot be written by the agent. Remove it."
-                elif root in self.hidden:
-                    message = "Unknown field. Remove it."
-                elif len(err["loc"]) > 1:  # inside an object: the action's own fields would mislead
-                    message = f"Unknown field: {field_path(err['loc'][:-1])} does not take it. Remove it."
-                elif not valid:
-                    message = "Unknown field: this action takes no arguments. Remove it."
-                else:
-                    message = f"Unknown field. This action accepts: {valid}."
+                message = self._unknown_message(tuple(err["loc"]), valid)
             else:
                 message = f"{err['msg'].rstrip('.')}. You sent: {sent_value(err.get('input'))}."
             fields.append((name, message))

@@ -37,6 +37,12 @@ MODERN_METHODS = frozenset({
 LISTING_CACHE_SIZE = 64  # views of the tools kept (one per set of granted scopes seen recently)
 CACHEABLE = frozenset({"tools/list", "resources/list", "resources/templates/list", "resources/read",
                        "prompts/list", "server/discover"})
+ECHO_MAX = 120  # characters of a name the client sent that an error repeats (as unknown tool names are cut)
+
+
+def _echoed(name: str) -> str:
+    """`name` as an error may repeat it: a method name sent can be megabytes."""
+    return name if len(name) <= ECHO_MAX else name[:ECHO_MAX - 3] + "..."
 
 
 class Call:
@@ -187,7 +193,7 @@ class Engine:
         allowed = MODERN_METHODS if call.modern else SESSION_METHODS
         handler = self._handlers.get(call.method) if call.method in allowed else None
         if handler is None:
-            raise McpError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {call.method}")
+            raise McpError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {_echoed(call.method)}")
         check_params(call.method, call.protocol_version, call.params, call.envelope)
         result = await handler(call)
         if call.modern:

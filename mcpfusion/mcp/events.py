@@ -43,12 +43,17 @@ def parse_event_id(value: str) -> tuple[str, int] | None:
 
 class InMemoryEventStore:
     """Bounded in-process event store: `max_events` newest events per stream, at most `max_streams`
-    streams, each forgotten `retention` seconds after it started (a client resumes within seconds)."""
+    streams, each forgotten `retention` seconds after it started (a client resumes within seconds), and
+    the oldest streams forgotten while the stored messages exceed `max_bytes` of JSON (a few large replies
+    would otherwise hold gigabytes within the other bounds)."""
 
-    def __init__(self, max_events: int = 1000, max_streams: int = 2000, retention: float = 300.0) -> None:
+    def __init__(self, max_events: int = 1000, max_streams: int = 2000, retention: float = 300.0,
+                 max_bytes: int = 64 * 1024 * 1024) -> None:
         self.max_events = max_events
         self.max_streams = max_streams
         self.retention = retention
+        self.max_bytes = max_bytes
+        self._bytes = 0  # the JSON bytes of every stored message
         # Each stream's events as a list of (number, data) (data None: a priming event): an SSE reply stores
         # two events on a new stream, and under load every such call also drops the oldest stream, so both
         # are kept to a few allocations. Streams are dropped oldest first, found through `_order` (a plain
@@ -63,9 +68,13 @@ class InMemoryEventStore:
 
     def _forget_old(self, now: float) -> None:
         horizon = now - self.retention
-        order, streams = self._order, self._streams
+        order = self._order
         while order and (len(order) >= self.max_streams or order[0][0] < horizon):
-            del streams[order.popleft()[1]]
+            self._forget_oldest()
+
+    def _forget_oldest(self) -> None:
+        events = self._streams.pop(self._order.popleft()[1])
+        self._bytes -= sum(len(data) for _, data in events if data is not None)
 
     async def store_event(self, stream_id: str, message: dict[str, Any] | None) -> str:
         events = self._streams.get(stream_id)
@@ -82,8 +91,12 @@ class InMemoryEventStore:
             data = encode(message)
             events.append((seq, data))
             self._last = (message, data)
+            self._bytes += len(data)
         if len(events) > self.max_events:
-            del events[0]  # a list: most streams hold two events (a deque costs more for them)
+            dropped = events.pop(0)[1]  # a list: most streams hold two events (a deque costs more for them)
+            self._bytes -= len(dropped) if dropped is not None else 0
+        while self._bytes > self.max_bytes and self._order:  # (this very stream too, when it alone is over)
+            self._forget_oldest()
         return event_id(stream_id, seq)
 
     def encoded(self, message: dict[str, Any]) -> bytes | None:

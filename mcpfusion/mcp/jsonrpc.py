@@ -231,6 +231,19 @@ def http_detail(exc: Any) -> str:
     return detail if isinstance(detail, str) else serializer.dumps(detail)
 
 
+MAX_ID_LENGTH = 256
+"""Longest string id (request id, progress token) accepted: an id is echoed in replies and kept with them
+(event store, in-flight table), and real ones are a counter or a UUID."""
+
+
 def is_valid_id(value: Any) -> bool:
-    """JSON-RPC ids are strings or integers (MCP forbids null; bools are not integers)."""
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    """JSON-RPC ids are strings (of at most `MAX_ID_LENGTH` characters) or integers (MCP forbids null; bools
+    are not integers)."""
+    if isinstance(value, str):
+        return len(value) <= MAX_ID_LENGTH
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_overlong_id(value: Any) -> bool:
+    """A string id longer than `MAX_ID_LENGTH` (its own refusal message names the limit)."""
+    return isinstance(value, str) and len(value) > MAX_ID_LENGTH

@@ -88,8 +88,10 @@ def check_params(method: str, version: str, params: dict[str, Any] | None, envel
     meta = params.get("_meta") if params is not None else None
     if meta.__class__ is dict and "progressToken" in meta and not jsonrpc.is_valid_id(meta["progressToken"]):
         # (the typed models read it laxly: true passed as the integer 1, and went back to the client as true)
-        raise McpError(jsonrpc.INVALID_PARAMS, f"Invalid params for {method}: _meta.progressToken must be a "
-                                               "string or an integer")
+        token = meta["progressToken"]
+        problem = f"is too long (at most {jsonrpc.MAX_ID_LENGTH} characters)" if jsonrpc.is_overlong_id(token) \
+            else "must be a string or an integer"
+        raise McpError(jsonrpc.INVALID_PARAMS, f"Invalid params for {method}: _meta.progressToken {problem}")
     validator, remembered = _request_validator(method, version)
     if validator is None:
         return

@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from . import jsonrpc
 from .engine import Call, Engine
-from .jsonrpc import McpError, failure, is_valid_id, result
+from .jsonrpc import McpError, failure, is_overlong_id, is_valid_id, result
 from .settings import TransportSettings
 from .wire import error_response, json_response
 
@@ -33,6 +33,8 @@ def check_request_shape(message: Any) -> str | None:
     if params is not None and not isinstance(params, dict):
         return "'params' must be an object"
     if "id" in message and not is_valid_id(message["id"]):
+        if is_overlong_id(message["id"]):
+            return f"'id' is too long: a string id has at most {jsonrpc.MAX_ID_LENGTH} characters"
         return "'id' must be a string or an integer"
     return None
 

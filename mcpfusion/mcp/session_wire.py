@@ -20,7 +20,15 @@ from .events import EventStore, InMemoryEventStore, parse_event_id
 from .events import event_id as nth_event_id
 from .jsonrpc import McpError, is_valid_id, result
 from .pipeline import WirePipeline, invalid_request
-from .sessions import Session, SessionLimitError, SessionQuotaError, SessionStore, new_session_id
+from .sessions import (
+    MAX_CLIENT_FIELD_BYTES,
+    Session,
+    SessionLimitError,
+    SessionQuotaError,
+    SessionStore,
+    new_session_id,
+    oversized_client_field,
+)
 from .settings import TransportSettings
 from .streams import (
     STREAM_END,
@@ -144,6 +152,11 @@ class SessionWire(WirePipeline):
         version = self.engine.negotiate(requested)
         caps = params.get("capabilities")
         info = params.get("clientInfo")
+        oversized = oversized_client_field(caps, info)
+        if oversized is not None:  # kept for the session's whole life: refused rather than held
+            return error_response(msg_id, jsonrpc.INVALID_PARAMS, f"Invalid params for initialize: params."
+                                  f"{oversized} is larger than {MAX_CLIENT_FIELD_BYTES} bytes as JSON, the most "
+                                  "a session keeps")
         principal, tenant = await self.principal_of(request)
         session = Session(
             id=new_session_id(), protocol_version=version,

@@ -11,7 +11,13 @@ import time
 from copy import deepcopy
 from typing import Any, Protocol
 
+from pydantic_core import to_json
+
 from mcpfusion.slots import FACTORY, Fields, Frozen
+
+MAX_CLIENT_FIELD_BYTES = 64 * 1024
+"""Largest `capabilities` / `clientInfo` (as JSON) a session keeps: both live as long as the session, in
+every store, and real ones are a few hundred bytes."""
 
 
 class Session(Fields):
@@ -44,6 +50,15 @@ class Session(Fields):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Session:
         return cls(**data)
+
+
+def oversized_client_field(capabilities: Any, client_info: Any) -> str | None:
+    """The name of the initialize param (`capabilities` or `clientInfo`) longer than
+    `MAX_CLIENT_FIELD_BYTES` as JSON, or None when both fit."""
+    for name, value in (("capabilities", capabilities), ("clientInfo", client_info)):
+        if isinstance(value, dict) and len(to_json(value)) > MAX_CLIENT_FIELD_BYTES:
+            return name
+    return None
 
 
 def new_session_id() -> str:
