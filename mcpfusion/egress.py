@@ -84,14 +84,13 @@ class EgressLimit:
         return " / ".join(x for x in (f"{self.bytes} bytes" if self.bytes else "",
                                        f"{self.tokens} tokens" if self.tokens else "") if x)
 
-    def _notice(self, shown: int, total: int, unit: str, dropped: int) -> str:
+    def _notice(self, shown: int, total: int, unit: str, dropped: int, cursor: str | None = None) -> str:
         parts = [f"{shown} of {total} {unit} shown"] if total else []
         if dropped:
             parts.append(f"{dropped} UI block(s) left out")
-        return summary(
-            f"⚠️ Response cut to fit the egress limit ({self._label()}): {', '.join(parts)}. "
-            "Use filters, pagination or _select to get the rest."
-        ).render()
+        rest = (f'The next page starts after the last row shown: send the same arguments with cursor="{cursor}".'
+                if cursor else "Use filters, pagination or _select to get the rest.")
+        return summary(f"⚠️ Response cut to fit the egress limit ({self._label()}): {', '.join(parts)}. {rest}").render()
 
     # -- cutting ------------------------------------------------------------------------------------
 
@@ -102,7 +101,11 @@ class EgressLimit:
         rows: list[Any] = data.split("\n") if isinstance(data, str) else list(data) if encode else []
         unit = "lines" if isinstance(data, str) else "rows"
         dropped = 0
-        reserve = self._notice(len(rows), len(rows), unit, len(rest))  # the longest notice we may add
+        # A page cut short goes on after its last row sent, not after rows the agent never saw: its notice
+        # then carries that cursor (reserved at the length of one such cursor).
+        resume = response.view.resume if rows and not isinstance(data, str) else None
+        sample = resume(len(rows)) if resume is not None else None
+        reserve = self._notice(len(rows), len(rows), unit, len(rest), sample)  # the longest notice we may add
         while not self.fits([head, reserve, *rest]):
             last_ui = next((i for i in range(len(rest) - 1, -1, -1) if rest[i].startswith(_UI_PREFIX)), None)
             if last_ui is None:
@@ -118,14 +121,29 @@ class EgressLimit:
                 raise self._too_large(call)
             shown = fit
             head = encode(rows[:shown])
+        cursor = response.view.next_cursor
+        resumed = resume is not None and shown < len(rows)
+        notice = self._notice(shown, len(rows), unit, dropped)
+        if resumed:
+            assert resume is not None and encode is not None
+            previous = cursor
+            while True:  # (a row's key may make its cursor longer than the one reserved for)
+                cursor = resume(shown)
+                notice = self._notice(shown, len(rows), unit, dropped, cursor)
+                if shown == 1 or self.fits([head, notice, *rest]):
+                    break
+                shown -= 1
+                head = encode(rows[:shown])
+            rest = [text.replace(previous, cursor) for text in rest] if previous else rest
         kept: Any = data
         if encode is not None and shown < len(rows):
             kept = "\n".join(rows[:shown]) if isinstance(data, str) else rows[:shown]
-        notice = self._notice(shown, len(rows), unit, dropped)
         structured = response.structured_content
         if structured is not None and kept is not data:
             structured = {k: kept if v == data else v for k, v in structured.items()}
-        view = replace(response.view, data=kept,
+            if resumed and "next_cursor" in structured:
+                structured["next_cursor"] = cursor
+        view = replace(response.view, data=kept, next_cursor=cursor,
                        ui_blocks=[b for b in response.view.ui_blocks if b.render() in rest],
                        truncated=(shown, len(rows), unit) if shown < len(rows) else response.view.truncated)
         return ToolResponse([head, notice, *rest], structured_content=structured, view=view)

@@ -68,11 +68,15 @@ CURSOR_ADVERTISED: dict[str, Any] = {"type": "string"}
 
 
 class Paged(list[T], Generic[T]):
-    """One page of rows (a list) and the keyset position after its last row (None: it is the last page)."""
+    """One page of rows (a list) and the keyset position after its last row (None: it is the last page).
+    `position(i)`, when known, is the position after the row at index `i`: where the next page starts when
+    only the first rows reach the agent (an egress limit cut the page)."""
 
-    def __init__(self, rows: Iterable[T], next_key: Any = None) -> None:
+    def __init__(self, rows: Iterable[T], next_key: Any = None, *,
+                 position: Callable[[int], Any] | None = None) -> None:
         super().__init__(rows)
         self.next_key = next_key
+        self.position = position
 
 
 class Page(Fields):
@@ -90,10 +94,9 @@ class Page(Fields):
     def keyset(self, rows: Sequence[T], key: Callable[[T], Any]) -> Paged[T]:
         """The page from `rows` fetched after `after` with a limit of `size + 1` (the extra row only says
         that another page exists). `key(row)` is the row's position in the query's order (JSON values)."""
-        if len(rows) <= self.size:
-            return Paged(rows)
         page = list(rows[: self.size])
-        return Paged(page, jsonable(key(page[-1])))
+        position = lambda index: jsonable(key(page[index]))  # noqa: E731 (called only after an egress cut)
+        return Paged(page, jsonable(key(page[-1])) if len(rows) > self.size else None, position=position)
 
 
 def current_page(request: Request) -> Page:
@@ -255,7 +258,7 @@ class PageCall:
     """One call of a paginated action: its `Page`, and what its cursors are bound to (a plain slotted class:
     a dataclass would compile its generated methods at every process's start)."""
 
-    __slots__ = ("paging", "action", "how", "filters", "page", "scope")
+    __slots__ = ("paging", "action", "how", "filters", "page", "scope", "position")
 
     def __init__(self, paging: Paging, action: str, how: str, filters: str, page: Page, scope: str = "") -> None:
         self.paging = paging
@@ -264,6 +267,7 @@ class PageCall:
         self.filters = filters
         self.page = page
         self.scope = scope
+        self.position: Callable[[int], Any] | None = None  # the position after a row of the page, by index
 
     def restart(self) -> ToolError:
         return ToolError(INVALID_CURSOR, "", recovery=f"Call {self.how} again without cursor to start from the "
@@ -280,11 +284,13 @@ class PageCall:
         """(the rows of this page, the position after them or None): a handler's `Paged` as it is, a whole
         list sliced at the page (offset pagination), anything else untouched."""
         if isinstance(result, Paged):
+            self.position = result.position
             return list(result), result.next_key
         if not isinstance(result, (list, tuple)):
             return result, None
         offset = self.page.after if isinstance(self.page.after, int) else 0
         end = offset + self.page.size
+        self.position = lambda index: offset + index + 1
         return list(result[offset:end]), end if len(result) > end else None
 
     def finish(self, response: Any, next_key: Any) -> None:
@@ -297,6 +303,8 @@ class PageCall:
         response.structured_content = {**(structured if isinstance(structured, dict) else
                                           {"items": response.view.data}), "next_cursor": cursor}
         response.view.next_cursor = cursor
+        if self.position is not None:
+            response.view.resume = self.resume
         if cursor is not None:
             notice = ui.summary(
                 f"{len(response.view.data)} shown; more results exist. Next page: call {self.how} with the same "
@@ -304,3 +312,8 @@ class PageCall:
             )
             response.texts.insert(1, notice.render())  # first of the UI blocks, as a truncation notice is
             response.view.ui_blocks.insert(0, notice)
+
+    def resume(self, shown: int) -> str:
+        """The cursor of the page after the first `shown` rows of this one (an egress limit sent only those)."""
+        assert self.position is not None
+        return self.paging.issue(self.action, self.scope, self.filters, self.position(shown - 1))

@@ -58,6 +58,7 @@ class ResponseView:
     error: ToolError | ValidationFailed | None = None  # what REST turns into problem details
     next_cursor: str | None = None  # a paginated list's next page (REST sends it as headers)
     truncated: tuple[int, int, str] | None = None  # rows (or lines) shown, of how many, which: an egress cut
+    resume: Callable[[int], str] | None = None  # a page's next cursor when only its first n rows are sent
     rewritten: bool = False  # the egress guard changed the data: it is checked against the schema again
     encoding: str = "json"  # how the data block is written: json, pretty, toon or text (to rewrite it)
     scrub: Callable[[str], str] | None = None  # censors redacted values out of documents attached later
@@ -331,6 +332,7 @@ def assemble(
     view.error = None
     view.next_cursor = None
     view.truncated = None
+    view.resume = None
     view.rewritten = False
     view.encoding = encoding
     view.scrub = None
