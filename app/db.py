@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import Connection, event, inspect, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
-from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 
 from . import sqlite
 from .seed import demo_rows
@@ -22,10 +25,22 @@ from .tables import Base, CustomerRecord, InvoiceRecord, LineRecord, PaymentReco
 
 logger = logging.getLogger("app.db")
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
+# How long a write waits for SQLite's write lock while another process (a replica, a backup, a migration) holds
+# it, and for its turn among this process's writes: together shorter than the actions' Timeout guards, so a
+# write answers DatabaseBusy (a retryable error) instead of being cancelled, or failing after the guard. A
+# write waiting in SQLite's busy handler cannot be cancelled (its thread sleeps in SQLite, and cleaning up a
+# cancelled write waits for that thread): the busy timeout is the longest a write can outlive its guard.
+# Both together (8 s) stay under remind's Timeout(10).
+SQLITE_BUSY_TIMEOUT_MS = 3_000
+WRITE_TURN_WAIT_S = 5.0
 # The execution option of a write's connection: on SQLite its transaction begins IMMEDIATE (`_sqlite_begin`);
 # Postgres locks the rows a write reads with FOR UPDATE instead.
 WRITE_LOCK = "billing_write_lock"
+
+
+class DatabaseBusy(Exception):
+    """A call could not have the database in time (SQLite's lock held by another process, or this process's
+    earlier writes still waiting for it); nothing was written. Retry later."""
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -68,6 +83,38 @@ def _add_missing_columns(conn: Any) -> None:
         index.create(conn, checkfirst=True)
 
 
+@contextmanager
+def _busy_is_transient() -> Iterator[None]:
+    """SQLite's "database is locked" (its busy timeout passed) as `DatabaseBusy`, logged without a traceback."""
+    try:
+        yield
+    except OperationalError as exc:
+        if not sqlite.busy(exc.orig):
+            raise
+        logger.warning("database busy: SQLite stayed locked for %d ms; answered BUSY", SQLITE_BUSY_TIMEOUT_MS)
+        raise DatabaseBusy("the database is locked by another writer") from None
+
+
+@asynccontextmanager
+async def _turn(turns: WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]) -> AsyncIterator[None]:
+    """This process's turn to write (its event loop's lock in `turns`), waited for up to `WRITE_TURN_WAIT_S`
+    (then `DatabaseBusy`)."""
+    loop = asyncio.get_running_loop()
+    turn = turns.get(loop)
+    if turn is None:
+        turn = turns[loop] = asyncio.Lock()
+    try:
+        async with asyncio.timeout(WRITE_TURN_WAIT_S):
+            await turn.acquire()
+    except TimeoutError:
+        logger.warning("database busy: a write waited %.0f s for its turn; answered BUSY", WRITE_TURN_WAIT_S)
+        raise DatabaseBusy("earlier writes are still waiting for it") from None
+    try:
+        yield
+    finally:
+        turn.release()
+
+
 class Database:
     """One engine and its session factory; `ready()` creates the schema and demo data once."""
 
@@ -90,6 +137,9 @@ class Database:
         # the same pool; a write's transaction takes the write lock first (see `_sqlite_begin`)
         self.writer = self.engine.execution_options(**{WRITE_LOCK: True})
         self.writes = async_sessionmaker(self.writer, expire_on_commit=False)
+        # SQLite: this process's writes take turns (per event loop: an asyncio lock belongs to one loop)
+        self._turns: WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] | None = (
+            WeakKeyDictionary() if url.startswith("sqlite") else None)
         self._ready = False
         self._lock: asyncio.Lock | None = None
 
@@ -128,6 +178,28 @@ class Database:
                 logger.info("database seeded with demo data for tenants acme and globex")
             except IntegrityError:  # another replica seeded first
                 await session.rollback()
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncSession]:
+        """The session of one write (`writes`), on SQLite after this process's earlier writes, in order: SQLite
+        lets one writer in at a time, and its busy handler polls, so writers of one process racing for the lock
+        starve some of them for seconds; an asyncio lock queues them fairly and a queued write stays
+        cancellable. A write that cannot have the database in time is `DatabaseBusy`, its session rolled back."""
+        if self._turns is None:  # Postgres: writes run side by side, each locking its own rows
+            async with self.writes() as session:
+                yield session
+            return
+        async with _turn(self._turns):
+            with _busy_is_transient():
+                async with self.writes() as session:
+                    yield session
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        """A session for reads (`sessions`); SQLite still locked after its busy timeout is `DatabaseBusy`."""
+        with _busy_is_transient():
+            async with self.sessions() as session:
+                yield session
 
     async def ping(self) -> None:
         """Readiness: one round trip to the database (raises while it is unreachable)."""

@@ -206,7 +206,7 @@ class Reader:
             return conn.execute(query, params).all()
         except BaseException as exc:
             self._drop(conn)
-            if isinstance(exc, OperationalError) and _BUSY.search(str(exc.orig)):
+            if isinstance(exc, OperationalError) and busy(exc.orig):
                 return None
             raise
 
@@ -224,7 +224,7 @@ class Reader:
         except BaseException as exc:
             self._drop(conn)
             if isinstance(exc, sqlite3.Error):
-                if isinstance(exc, sqlite3.OperationalError) and _BUSY.search(str(exc)):
+                if busy(exc):
                     return None
                 raise DBAPIError.instance(plan.sql, arguments, exc, sqlite3.Error) from exc  # as SQLAlchemy raises it
             raise
@@ -245,6 +245,12 @@ class Reader:
 
 
 _BUSY = re.compile(r"locked|busy", re.IGNORECASE)
+
+
+def busy(exc: BaseException | None) -> bool:
+    """Whether sqlite3 raised `exc` because the database was busy or locked (held by another connection):
+    transient, unlike the other OperationalErrors (a missing table, a full disk...)."""
+    return isinstance(exc, sqlite3.OperationalError) and _BUSY.search(str(exc)) is not None
 
 
 def _read_only(dbapi_connection: Any, _record: Any) -> None:

@@ -30,7 +30,7 @@ from mcpfusion import ToolError
 from models import InvoiceModel
 
 from .auth import Principal
-from .db import Database
+from .db import Database, DatabaseBusy
 from .tables import CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, TenantRecord
 
 # The invoice lifecycle: update_invoice_status makes draft -> sent; record_payment makes a sent invoice paid
@@ -38,6 +38,8 @@ from .tables import CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, Te
 TRANSITIONS = {"draft": {"sent"}, "sent": set(), "paid": set(), "void": set()}
 # How far after its issue date an invoice may fall due.
 DUE_WITHIN_YEARS = 10
+# Seconds a caller is told to wait after BUSY (the database locked by another writer).
+BUSY_RETRY_AFTER = 5
 
 
 def not_found(kind: str, ident: str, list_action: str) -> ToolError:
@@ -48,6 +50,12 @@ def not_found(kind: str, ident: str, list_action: str) -> ToolError:
         recovery=f"Call {list_action} first to find a valid id.",  # the qualified name, whatever the exposition
         available_actions=[list_action],
     )
+
+
+def busy(exc: DatabaseBusy) -> ToolError:
+    """A call that could not have the database in time: nothing was written, the same call works later."""
+    return ToolError("BUSY", f"The database is busy ({exc}); nothing was changed.",
+                     recovery=f"Wait {BUSY_RETRY_AFTER} s and make the same call again.", retry_after=BUSY_RETRY_AFTER)
 
 
 def conflict(message: str, recovery: str, *actions: str) -> ToolError:
@@ -75,6 +83,13 @@ def payment_refused(invoice_id: str, status: str) -> ToolError:
                     "billing.get_invoice")
 
 
+def nothing_owed(invoice_id: str, outcome: str) -> ToolError:
+    """A sent invoice that owes nothing (a zero total, from before create_invoice refused them) is settled by
+    marking it paid: no payment (at least 1 cent) or reminder applies to it."""
+    return conflict(f'Invoice "{invoice_id}" is sent but nothing is owed on it (0 cents); {outcome}.',
+                    "Settle it with update_invoice_status status=paid.", "billing.update_invoice_status")
+
+
 def check_due_date(due_date: dt.date, issued_on: dt.date) -> None:
     """A due date from the issue date to `DUE_WITHIN_YEARS` after it (an earlier one is a typo or a made-up
     overdue invoice, a later one a mistyped year)."""
@@ -91,6 +106,18 @@ def check_due_date(due_date: dt.date, issued_on: dt.date) -> None:
                     recovery=f"Send a due_date from {issued_on.isoformat()} to {latest.isoformat()} (YYYY-MM-DD), "
                              "e.g. 30 days after today, and call create_invoice again.",
                     details={"field": "due_date"})
+
+
+def check_total(lines: list[Any]) -> None:
+    """An invoice owes something: a zero total could never be paid (a payment is at least 1 cent), so it would
+    stay sent, and be reminded, forever. A free item is a 0-priced line beside priced ones."""
+    if sum(line.quantity * line.unit_price_cents for line in lines) > 0:
+        return
+    raise ToolError("VALIDATION_ERROR",
+                    "The lines total 0 cents; an invoice must total more than 0 (nothing would be owed on it).",
+                    recovery="Give at least one line a unit_price_cents above 0 (a free item can stay a 0-priced "
+                             "line beside it), or do not create the invoice.",
+                    details={"field": "lines"})
 
 
 _INV, _CUST = InvoiceRecord.__table__, CustomerRecord.__table__
@@ -226,10 +253,13 @@ class BillingStore:
     async def _writing(self) -> AsyncIterator[AsyncSession]:
         """The session of one write: rolled back unless `_commit` committed it, closed when the write ends. On
         SQLite it holds the write lock from its first statement (`Database.writes`), so what it reads and checks
-        cannot change before it commits."""
+        cannot change before it commits. A database too busy to take it is a retryable BUSY error."""
         await self.db.ready()
-        async with self.db.writes() as session:
-            yield session
+        try:
+            async with self.db.write() as session:
+                yield session
+        except DatabaseBusy as exc:
+            raise busy(exc) from None
 
     async def _rows(self, query: Executable, params: dict[str, Any], session: AsyncSession | None = None, *,
                     built_once: bool = True) -> Sequence[Any]:
@@ -245,8 +275,11 @@ class BillingStore:
             rows = reader.fetch(query, params) if built_once else reader(query, params)  # type: ignore[arg-type]
             if rows is not None:
                 return rows
-        async with self.db.sessions() as own:
-            return (await own.execute(query, params)).all()
+        try:
+            async with self.db.read() as own:
+                return (await own.execute(query, params)).all()
+        except DatabaseBusy as exc:
+            raise busy(exc) from None
 
     # -- invoices: reads ---------------------------------------------------------------------------
     async def _invoice_row(self, session: AsyncSession, invoice_id: str) -> InvoiceRecord:
@@ -341,6 +374,7 @@ class BillingStore:
         self, customer_id: str, due_date: dt.date, lines: list[Any], internal_note: str | None
     ) -> dict[str, Any]:
         check_due_date(due_date, self.today())  # before any session: a refused date costs no transaction
+        check_total(lines)
         async with self._writing() as session:
             return await self._create_invoice(session, customer_id, due_date, lines, internal_note)
 
@@ -385,12 +419,14 @@ class BillingStore:
                                "billing.void_invoice")
             if status == "paid" and row.status == "sent":
                 # Paid is what the payments make it: marking it here would leave paid_cents above the sum of
-                # the payments on record (and settle it without the payments scope).
+                # the payments on record (and settle it without the payments scope). Only an invoice that owes
+                # nothing (a zero total, from before create_invoice refused them) is settled as it stands.
                 owed = row.total_cents - row.paid_cents
-                raise conflict(f'Invoice "{invoice_id}" becomes paid when its payments cover it ({owed} cents '
-                               "are owed).", f"Record the payment with record_payment (amount_cents={owed}).",
-                               "billing.record_payment")
-            if status not in TRANSITIONS[row.status]:
+                if owed:
+                    raise conflict(f'Invoice "{invoice_id}" becomes paid when its payments cover it ({owed} cents '
+                                   "are owed).", f"Record the payment with record_payment (amount_cents={owed}).",
+                                   "billing.record_payment")
+            elif status not in TRANSITIONS[row.status]:
                 allowed = ", ".join(sorted(TRANSITIONS[row.status])) or (
                     "none here; its payments make it paid (record_payment)" if row.status == "sent"
                     else "none (it is final)")
@@ -408,6 +444,8 @@ class BillingStore:
             if row.status != "sent":
                 raise conflict(f'Invoice "{invoice_id}" is {row.status}; only sent invoices can be reminded.',
                                "Pick a sent invoice (list_invoices with status=sent).", "billing.list_invoices")
+            if row.total_cents == row.paid_cents:
+                raise nothing_owed(invoice_id, "no reminder was sent")
             row.reminders_sent += 1
             return await self._commit(session, invoice_id)
 
@@ -436,6 +474,8 @@ class BillingStore:
         owed = row.total_cents - row.paid_cents
         if row.status != "sent":
             raise payment_refused(invoice_id, row.status)
+        if not owed:
+            raise nothing_owed(invoice_id, "no payment was recorded")
         if amount_cents > owed:
             raise conflict(f"The amount exceeds what is owed ({owed} cents).",
                            f"Send amount_cents of at most {owed}.", "billing.record_payment")

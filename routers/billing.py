@@ -108,7 +108,7 @@ async def get_invoice(id: InvoiceId, store: BillingStore = Depends(get_store)) -
 
 @billing.action(destructive=False, scopes=WRITE, open_world=False, **DETAIL)
 async def create_invoice(invoice: InvoiceCreate, store: BillingStore = Depends(get_store)) -> dict[str, Any]:
-    """Create a draft invoice for a customer"""
+    """Create a draft invoice for a customer; its lines must total more than 0 cents (free items beside paid ones)"""
     return await store.create_invoice(invoice.customer_id, invoice.due_date, invoice.lines, invoice.internal_note)
 
 
