@@ -91,7 +91,7 @@ def rest_body(response: ToolResponse, request: Request | None = None) -> Respons
 def _rest_recovery(found: dict[str, Any], request: Request | None) -> dict[str, Any]:
     """`found` with a recovery a REST client can follow where the agent's names MCP calls or markup."""
     code = found.get("code")
-    if code == VALIDATION_ERROR:
+    if code == VALIDATION_ERROR and found.get("errors"):  # (a handler's own one keeps its recovery)
         found["recovery"] = REST_VALIDATION_RECOVERY
     elif request is not None and code in (INVALID_CURSOR, CURSOR_EXPIRED):
         # The agent's recovery names the MCP tool; a REST client starts over on the route it called.

@@ -79,3 +79,26 @@ async def test_missing_credential_is_a_documented_503(tmp_path, monkeypatch):
         assert r.status_code == 503
         problem = check_against_openapi(spec, "post", "/api/billing/record_payment", r)
     assert problem["code"] == "MISSING_CREDENTIAL" and "PAYMENT_API_KEY" in problem["detail"] + problem["recovery"]
+
+
+def test_a_handlers_own_validation_error_keeps_its_recovery_on_rest():
+    """REST's "fix the fields listed in errors" is for a problem that lists fields; a handler's own
+    VALIDATION_ERROR without fields keeps the recovery it wrote."""
+    from fastapi.testclient import TestClient
+
+    from mcpfusion import MCPFusion, Tool, ToolError
+
+    orders = Tool("orders", description="Orders")
+
+    @orders.action()
+    async def make(total: int) -> dict:
+        """Make an order."""
+        if total <= 0:
+            raise ToolError("VALIDATION_ERROR", "The lines total 0.", recovery="Add a priced line and send it again.")
+        return {}
+
+    client = TestClient(MCPFusion("p", tools=[orders]).build_app())
+    own = client.post("/api/orders/make", json={"total": 0}).json()
+    assert (own["status"], own["recovery"]) == (422, "Add a priced line and send it again.") and "errors" not in own
+    listed = client.post("/api/orders/make", json={"total": "x"}).json()
+    assert listed["recovery"] == "Fix the fields listed in errors and send the request again." and listed["errors"]
