@@ -6,6 +6,7 @@ through `ToolRegistry.call` / `call_action`."""
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, AsyncExitStack, nullcontext
 from dataclasses import dataclass, field
@@ -48,7 +49,6 @@ from .pagination import (
 )
 from .presenter import Presenter, PresenterError
 from .problem import http_code, http_detail, is_error_status
-from .ratelimit import charge_refused
 from .redaction import RedactionError
 from .response import ToolResponse, error_response, success, to_jsonable, tool_error
 from .select import SELECT_PARAM, select_keys
@@ -319,10 +319,13 @@ class ToolRegistry:
         except Exception as exc:
             if _for_the_app(exc, request, transport):
                 raise
-            if isinstance(exc, ToolError | ValidationFailed):  # refused before the middleware: a call all the same
+            # Refused before the middleware: a call all the same, for the rate limits (a RateLimit exists only
+            # once its module is loaded: a server without one never imports it).
+            limits = sys.modules.get("mcpfusion.ratelimit")
+            if limits is not None and isinstance(exc, ToolError | ValidationFailed):
                 try:
                     refused = ActionCall(action, {}, arguments, request, transport, self.guards, phase)
-                    await charge_refused(refused, [mw for mw in self.layers(action) if applies(mw, action)])
+                    await limits.charge_refused(refused, [mw for mw in self.layers(action) if applies(mw, action)])
                 except ToolError as limited:
                     exc = limited
             return _failure(action, self._hints_for(exc, request), raise_http)
