@@ -16,7 +16,16 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from types import MappingProxyType, UnionType
 from typing import Any, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, RootModel, TypeAdapter, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PlainSerializer,
+    RootModel,
+    TypeAdapter,
+    ValidationError,
+    WrapSerializer,
+    create_model,
+)
 from pydantic_core import PydanticSerializationError
 
 from . import censor as egress
@@ -27,6 +36,7 @@ from .model import Model
 from .redaction import (
     DEFAULT_CENSOR,
     Node,
+    RedactionError,
     Redactor,
     compile_tree,
     parse_path,
@@ -37,6 +47,7 @@ from .redaction import (
 from .response import Suggestion, ToolResponse, assemble, to_jsonable
 from .schema import inline_refs, lean
 from .select import select_keys
+from .serializer import UNWRITABLE, json_bytes
 from .stripping import models_in, stripping_annotation, stripping_model
 from .ui import UIBlock
 from .validatable import check_output_model, serialization_schema
@@ -144,6 +155,14 @@ def _suggest_each(target: list[Any], suggest: Callable[[Any, Any], Any], items: 
             if s not in target:
                 target.append(s)
                 kept.add(id(s))
+
+
+def _join(out: _Rendered, part: _Rendered) -> None:
+    """What `_embed` put in `part` added to `out`, as if it had been put there."""
+    out.embeds.extend(part.embeds)
+    _merge_unique(out.rules, part.rules)
+    _merge_unique(out.suggestions, part.suggestions)
+    _merge_unique(out.directives, part.directives)
 
 
 def _merged(target: list[Any], items: Iterable[Any]) -> list[Any]:
@@ -501,6 +520,11 @@ class Presenter:
             kind, name = parse_path(path)[0]
             if kind == "key" and name not in known:
                 raise ValueError(f"presenter {self.name!r}: redaction path {path!r} names no field of its schema")
+            writer = _own_writer(self.item_model, path)
+            if writer is not None:
+                raise ValueError(f"presenter {self.name!r}: redaction path {path!r} goes through {writer}, which "
+                                 "may write the data under keys the redactor cannot know: censor the value in "
+                                 "that serializer, or drop the serializer")
 
     # -- pipeline ----------------------------------------------------------------------------------
     def _validate(self, raws: Sequence[Any], notices: list[str] | None = None) -> tuple[list[Any], Sequence[Any]]:
@@ -636,21 +660,32 @@ class Presenter:
             _merge_unique(out.directives, rendered.directives)
 
     def _validate_all(
-        self, raws: Sequence[Any], ctx: Any, out: _Rendered | None, notices: list[str] | None = None
+        self, raws: Sequence[Any], ctx: Any, out: _Rendered | None, notices: list[str] | None = None,
+        sift: Callable[[Any], str | None] | None = None,
     ) -> list[Any]:
         items, raws = self._validate(raws, notices)
-        if out is None:
+        if out is None and sift is None:
             return items
         if notices is None:
+            assert out is not None  # (`sift` is for lists only)
             self._embed(raws[0], items[0], ctx, out)
             return items
         kept, bad = [], []
         for index, (raw, item) in enumerate(zip(raws, items, strict=True)):
+            # Sifted, a row's children render apart: what they add joins `out` only if the row is kept.
+            part = None if sift is None or out is None else _Rendered()
             try:
-                self._embed(raw, item, ctx, out)
+                if out is not None:
+                    self._embed(raw, item, ctx, out if part is None else part)
             except PresenterError as exc:  # an embedded child that does not fit: leave this item out
                 bad.append(f"#{index} ({exc})")
                 continue
+            why = None if sift is None else sift(item)
+            if why is not None:
+                bad.append(f"#{index} ({why})")
+                continue
+            if part is not None and out is not None:
+                _join(out, part)
             kept.append(item)
         if bad:
             self._announce(len(items), bad, notices)
@@ -671,8 +706,9 @@ class Presenter:
                 return out
         return self._render_general(data, ctx)
 
-    def _render_general(self, data: Any, ctx: Any) -> _Rendered:
-        """`render` without the flat plan: lists, children with their own blocks, callback rules."""
+    def _render_general(self, data: Any, ctx: Any, sift: Callable[[Any], str | None] | None = None) -> _Rendered:
+        """`render` without the flat plan: lists, children with their own blocks, callback rules. `sift`: why
+        a row of a list cannot be sent (see `_unsendable`), to leave it out before any callback sees it."""
         out = _Rendered()
         # Embedded children's rules, suggestions and directives come after this presenter's own.
         children = _Rendered(out.embeds) if self.embeds else None
@@ -688,7 +724,7 @@ class Presenter:
                     )
                 )
             notices: list[str] = []
-            full: Any = self._validate_all(items, ctx, children, notices)
+            full: Any = self._validate_all(items, ctx, children, notices, sift)
             out.ui_blocks.extend(ui_helpers.summary(n) for n in notices)
             if self._collection_ui is not None:
                 out.ui_blocks.extend(_as_list(self._collection_ui(full, ctx)))
@@ -849,6 +885,12 @@ class Presenter:
             raise PresenterError(f"presenter {self.name!r}: nothing to present (the handler returned None)")
         if not self._frozen:
             self.freeze()
+        return self._respond(data, ctx, select, None)
+
+    def _respond(self, data: Any, ctx: Any, select: Collection[str] | None,
+                 sift: Callable[[Any], str | None] | None) -> ToolResponse:
+        """`present` of frozen data. A list whose redaction or JSON writing fails is presented again with
+        `sift`, which leaves out the rows that cannot be sent (one bad row never fails a list)."""
         cache = self._cache
         plan = cache.plan
         # A flat render's parts go straight into the response (no `_Rendered` in between: the hot path).
@@ -858,7 +900,7 @@ class Presenter:
             embeds: list[str] = []
             rules = list(static_rules)
         else:
-            rendered = self._render_general(data, ctx)
+            rendered = self._render_general(data, ctx, sift)
             full, ui_blocks, suggestions, directives = (rendered.data, rendered.ui_blocks, rendered.suggestions,
                                                         rendered.directives)
             embeds, rules, rules_block = rendered.embeds, rendered.rules, rendered.rules_block
@@ -881,11 +923,21 @@ class Presenter:
         if tree is False:
             tree = self._redactor()
         if tree is not None:
-            tree(full, removed, loose)  # type: ignore[operator]
+            try:
+                tree(full, removed, loose)  # type: ignore[operator]
+            except RedactionError:
+                if sift is None and isinstance(data, _SEQUENCES):
+                    return self._respond(data, ctx, select, functools.partial(self._unsendable, select))
+                raise
         wire = select_keys(full, select) if select else full
         # Its view is the data as on the wire, plus rules, UI blocks, suggestions (render's lists, which hold
         # no None: the response takes them over).
-        response = assemble(wire, self.pretty, ui_blocks, embeds, directives, rules, suggestions, rules_block)
+        try:
+            response = assemble(wire, self.pretty, ui_blocks, embeds, directives, rules, suggestions, rules_block)
+        except UNWRITABLE as exc:  # e.g. a lone surrogate in a string (from a JSON column): JSON cannot carry it
+            if sift is None and isinstance(data, _SEQUENCES):
+                return self._respond(data, ctx, select, functools.partial(self._unsendable, select))
+            raise self._unwritable(exc) from None
         if loose:
             start = 1 + len(ui_blocks)  # the children's own blocks: after the data and this one's UI blocks
             end = start + len(embeds)
@@ -902,6 +954,22 @@ class Presenter:
             scrub = response.view.scrub
             response.content = tuple(scrubbed(item, scrub) if scrub else item for item in items)
         return response
+
+    def _unsendable(self, select: Collection[str] | None, item: Any) -> str | None:
+        """Why one validated row of a list cannot be sent (None: it can): its redaction fails closed, or its
+        data cannot be written as JSON. Tried on a copy, as `present` redacts and writes it."""
+        sent = copy.deepcopy(item)
+        tree = self._redactor() if self._cache.redact is False else self._cache.redact
+        try:
+            if tree is not None:
+                tree(sent, None)  # type: ignore[operator]
+        except RedactionError:
+            return "a redacted path does not fit it"
+        try:
+            json_bytes(select_keys(sent, select) if select else sent)
+        except UNWRITABLE:
+            return "a value cannot be written as JSON"
+        return None
 
     def __repr__(self) -> str:
         return f"Presenter({self.name!r})"
@@ -925,6 +993,30 @@ def _aliased_paths(model: Any, path: str) -> list[str]:
         found = [f"{head}.{n}{brackets}{rest}" if head else f"{n}{brackets}{rest}" for head in found for n in names]
         models = [m for f in fields for m in models_in(f.annotation)]
     return found
+
+
+def _own_writer(model: Any, path: str) -> str | None:
+    """What writes the data along `path` its own way (a custom `model_serializer` of a model the path goes
+    through, a serializer of a field it goes through to reach a deeper key), named; None: the data is written
+    as the schema declares it, so the redactor finds the path (fail closed: it cannot follow a serializer)."""
+    models = [model] if isinstance(model, type) and issubclass(model, BaseModel) else []
+    segments = path.split(".")
+    for position, segment in enumerate(segments):
+        for found in models:
+            if found.__pydantic_decorators__.model_serializers:
+                return f"model {found.__name__}'s custom model_serializer"
+        name = segment.partition("[")[0]
+        fields = [(found, key, field) for found in models for key, field in found.model_fields.items()
+                  if name in ("*", key, field.alias, field.serialization_alias)]
+        if position == len(segments) - 1:
+            break  # a serializer of the last field writes the value the redactor then censors whole
+        for found, key, field in fields:
+            serializers = found.__pydantic_decorators__.field_serializers.values()
+            if (any(key in s.info.fields or "*" in s.info.fields for s in serializers)
+                    or any(isinstance(m, PlainSerializer | WrapSerializer) for m in field.metadata)):
+                return f"the serializer of {found.__name__}.{key}"
+        models = [m for _, _, field in fields for m in models_in(field.annotation)]
+    return None
 
 
 def _trusted(model: type[BaseModel] | None, key: str, child: Presenter) -> bool:
