@@ -138,7 +138,7 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
     from .server import env_header_timeout, log_config, uvicorn_options
 
     os.environ.setdefault(collector.ENV, "1")  # a serving process: the collector's serving profile
-    _, fusion = load(args.app, args.app_dir)  # fail fast, with a clear message, before uvicorn starts
+    app, fusion = load(args.app, args.app_dir)  # fail fast, with a clear message, before uvicorn starts
     if args.header_timeout is None:
         try:
             env_header_timeout()
@@ -163,8 +163,29 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
         options.update(reload=True, reload_dirs=[os.path.abspath(args.app_dir or os.getcwd())])
     else:
         options["workers"] = args.workers
-    uvicorn.run(args.app, **options)
+    target: Any = args.app
+    if app is not _attribute(args.app):  # an MCPFusion: uvicorn serves the app it built
+        if reload or args.workers > 1:  # (processes of their own, each building its app from the fusion)
+            os.environ[FUSION_TARGET_ENV] = args.app
+            target, options["factory"] = f"{__name__}:{fusion_app.__name__}", True
+        else:
+            target = app
+    uvicorn.run(target, **options)
     return 0
+
+
+FUSION_TARGET_ENV = "MCPFUSION_SERVE_FUSION"
+
+
+def _attribute(target: str) -> Any:
+    """The object `target` ("module:attribute") names; its module is imported already (`load`)."""
+    module_name, _, attr = target.partition(":")
+    return getattr(sys.modules[module_name], attr)
+
+
+def fusion_app() -> Any:
+    """The app of the MCPFusion `serve` was given (an app factory: each worker, each reload builds its own)."""
+    return load(os.environ[FUSION_TARGET_ENV])[0]
 
 
 def cmd_stdio(args: argparse.Namespace) -> int:

@@ -247,3 +247,37 @@ def test_an_app_that_fails_while_being_built_is_a_clean_error_naming_the_setting
     out = cli({**env, "MCPFUSION_RATE_LIMIT": "abc"}, "inspect", APP)
     assert out.returncode == 2 and "building app.main:app failed" in out.stderr
     assert "MCPFUSION_RATE_LIMIT='abc' is not a whole number" in out.stderr
+
+
+FUSION_MODULE = '''
+from mcpfusion import MCPFusion, Tool
+
+things = Tool("things", description="Things")
+
+
+@things.action(readonly=True)
+async def ping() -> dict:
+    """Answer pong."""
+    return {"pong": True}
+
+
+fusion = MCPFusion("things", tools=[things])
+'''
+
+
+@pytest.mark.parametrize("extra", [[], ["--workers", "2"]])
+def test_serve_an_mcpfusion_object(tmp_path, env, extra):
+    """docs/cli.md: APP may name an MCPFusion object; `serve` serves the app it builds (each worker its own),
+    where it answered 500 to every request ('MCPFusion' object is not callable)."""
+    (tmp_path / "things_app.py").write_text(FUSION_MODULE)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "mcpfusion.cli", "serve", "things_app:fusion", "--app-dir",
+                             str(tmp_path), "--port", str(port), *extra], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert wait_healthy(proc, f"http://127.0.0.1:{port}/healthz"), proc.stderr.read()
+        r = httpx.post(f"http://127.0.0.1:{port}/api/things/ping", json={}, timeout=10)
+        assert (r.status_code, r.json()) == (200, {"pong": True})
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=30)
