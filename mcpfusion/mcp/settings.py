@@ -114,7 +114,7 @@ class TransportSettings(Fields):
         self.event_store = event_store
         self.session_store = session_store
         self.broker = broker
-        self.signing_key = os.environ.get("MCPFUSION_SIGNING_KEY") if signing_key is FACTORY else signing_key
+        self.signing_key = _env_signing_key() if signing_key is FACTORY else _checked_key(signing_key)
         self.request_state_ttl = request_state_ttl
         self.client_request_timeout = client_request_timeout
         self.reply_store_timeout = reply_store_timeout
@@ -125,3 +125,24 @@ class TransportSettings(Fields):
 
     def session_limits(self) -> SessionLimits:
         return SessionLimits(self.max_sessions, self.max_sessions_per_principal, self.max_sessions_per_tenant)
+
+
+def _checked_key(key: bytes | str | None) -> bytes | str | None:
+    """A signing key given in code: None (a random key per process) or some bytes, never an empty one (an
+    empty HMAC key is public: anyone could sign cursors, confirmations and requestState)."""
+    if key is not None and not (key.strip() if isinstance(key, str) else key):
+        raise ValueError("signing_key is empty: pass None for a random key per process, or a secret shared by "
+                         "the replicas")
+    return key
+
+
+def _env_signing_key() -> str | None:
+    """`MCPFUSION_SIGNING_KEY`; set but empty (a compose file's unset `${VAR}`) is unset, and said so."""
+    key = os.environ.get("MCPFUSION_SIGNING_KEY")
+    if key is not None and not key.strip():
+        import logging
+
+        logging.getLogger("mcpfusion").warning(
+            "MCPFUSION_SIGNING_KEY is set but empty: ignored, this process signs with a random key of its own")
+        return None
+    return key
