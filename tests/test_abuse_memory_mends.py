@@ -134,7 +134,8 @@ async def test_an_overlong_request_id_is_an_invalid_request_on_both_wires():
         refused = replies[wire, long_id]
         assert refused.status_code == 400, (wire, refused.text)
         assert refused.json() == {"jsonrpc": "2.0", "id": None, "error": {
-            "code": -32600, "message": f"'id' is too long: a string id has at most {MAX_ID_LENGTH} characters"}}
+            "code": -32600, "message": f"'id' is too long: a string id has at most {MAX_ID_LENGTH} characters, "
+                                        "an integer id fits in 64 bits"}}
         assert replies[wire, longest].status_code == 200 and longest in replies[wire, longest].text
     # Nothing of the refused request was kept for resumption.
     assert all(long_id.encode() not in data for events in fusion.transport.events._streams.values()
@@ -159,7 +160,8 @@ async def test_an_overlong_progress_token_is_invalid_params():
         r = await http.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
             "_meta": {**META, "progressToken": "t" * (MAX_ID_LENGTH + 1)}}})
     assert r.json()["error"]["code"] == -32602
-    assert f"progressToken is too long (at most {MAX_ID_LENGTH} characters)" in r.json()["error"]["message"]
+    assert (f"progressToken is too long (a string of at most {MAX_ID_LENGTH} characters, or a 64-bit integer)"
+            in r.json()["error"]["message"])
 
 
 async def test_the_event_store_forgets_the_oldest_streams_beyond_its_byte_budget():
@@ -183,3 +185,17 @@ async def test_tool_tester_structured_content_is_what_a_client_reads():
     assert result.structured_content == {"ratio": None, "count": 2}  # as the wire and REST send it
     raw = result.raw.structured_content
     assert raw is not None and raw["ratio"] != raw["ratio"]  # `raw` keeps the NaN the action returned
+
+
+async def test_an_integer_id_beyond_64_bits_is_refused_and_the_largest_one_answered():
+    """A 4,000-digit integer id was echoed and kept; the string id's limit now has its integer counterpart."""
+    huge, largest = 10**4000, 2**63 - 1
+    async with client(MCPFusion("int-ids").build_app()) as http:
+        headers = {"accept": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"}
+        refused = await http.post("/mcp", headers={**headers, "content-type": "application/json"}, content=json.dumps(
+            {"jsonrpc": "2.0", "id": huge, "method": "tools/list", "params": {"_meta": META}}))
+        answered = await http.post("/mcp", headers=headers, json={
+            "jsonrpc": "2.0", "id": largest, "method": "tools/list", "params": {"_meta": META}})
+    assert refused.status_code == 400 and refused.json()["id"] is None
+    assert refused.json()["error"]["code"] == -32600 and "64 bits" in refused.json()["error"]["message"]
+    assert answered.status_code == 200 and answered.json()["id"] == largest

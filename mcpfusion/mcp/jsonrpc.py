@@ -236,14 +236,21 @@ MAX_ID_LENGTH = 256
 (event store, in-flight table), and real ones are a counter or a UUID."""
 
 
+MAX_INT_ID = 2**63 - 1
+"""Largest integer id (in absolute value) accepted: a 64-bit integer, what clients' JSON-RPC ids are (a counter);
+a longer one would be echoed and kept as the overlong string id would."""
+
+
 def is_valid_id(value: Any) -> bool:
-    """JSON-RPC ids are strings (of at most `MAX_ID_LENGTH` characters) or integers (MCP forbids null; bools
-    are not integers)."""
+    """JSON-RPC ids are strings (of at most `MAX_ID_LENGTH` characters) or 64-bit integers (MCP forbids null;
+    bools are not integers)."""
     if isinstance(value, str):
         return len(value) <= MAX_ID_LENGTH
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int) and not isinstance(value, bool) and -MAX_INT_ID <= value <= MAX_INT_ID
 
 
 def is_overlong_id(value: Any) -> bool:
-    """A string id longer than `MAX_ID_LENGTH` (its own refusal message names the limit)."""
-    return isinstance(value, str) and len(value) > MAX_ID_LENGTH
+    """A string id longer than `MAX_ID_LENGTH`, or an integer beyond 64 bits (the refusal names the limit)."""
+    if isinstance(value, str):
+        return len(value) > MAX_ID_LENGTH
+    return isinstance(value, int) and not isinstance(value, bool) and not -MAX_INT_ID <= value <= MAX_INT_ID

@@ -89,7 +89,8 @@ def check_params(method: str, version: str, params: dict[str, Any] | None, envel
     if meta.__class__ is dict and "progressToken" in meta and not jsonrpc.is_valid_id(meta["progressToken"]):
         # (the typed models read it laxly: true passed as the integer 1, and went back to the client as true)
         token = meta["progressToken"]
-        problem = f"is too long (at most {jsonrpc.MAX_ID_LENGTH} characters)" if jsonrpc.is_overlong_id(token) \
+        problem = f"is too long (a string of at most {jsonrpc.MAX_ID_LENGTH} characters, or a 64-bit integer)" \
+            if jsonrpc.is_overlong_id(token) \
             else "must be a string or an integer"
         raise McpError(jsonrpc.INVALID_PARAMS, f"Invalid params for {method}: _meta.progressToken {problem}")
     validator, remembered = _request_validator(method, version)

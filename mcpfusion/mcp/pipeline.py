@@ -34,7 +34,8 @@ def check_request_shape(message: Any) -> str | None:
         return "'params' must be an object"
     if "id" in message and not is_valid_id(message["id"]):
         if is_overlong_id(message["id"]):
-            return f"'id' is too long: a string id has at most {jsonrpc.MAX_ID_LENGTH} characters"
+            return (f"'id' is too long: a string id has at most {jsonrpc.MAX_ID_LENGTH} characters, an integer id "
+                    "fits in 64 bits")
         return "'id' must be a string or an integer"
     return None
 
