@@ -289,3 +289,20 @@ async def test_stdio_names_a_number_too_large_and_refuses_nan():
     assert big["code"] == nan["code"] == -32700
     assert "the line holds a number too large" in big["message"]
     assert nan["message"] == "Parse error: the line is not valid JSON"
+
+
+def test_a_missing_mcp_method_header_is_named_missing():
+    """2026-07-28: a request without Mcp-Method was told the header "does not match" the body's method."""
+    from fastapi.testclient import TestClient
+
+    from mcpfusion import MCPFusion
+
+    client = TestClient(MCPFusion("m").build_app())
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
+    headers = {"accept": "application/json", "mcp-protocol-version": "2026-07-28"}
+    missing = client.post("/mcp", json=body, headers=headers)
+    assert missing.status_code == 400 and missing.json()["error"]["code"] == -32020
+    assert missing.json()["error"]["message"].startswith("The Mcp-Method header is missing: send Mcp-Method: tools/list")
+    wrong = client.post("/mcp", json=body, headers={**headers, "mcp-method": "tools/call"})
+    assert "does not match" in wrong.json()["error"]["message"]

@@ -166,6 +166,9 @@ class ModernWire(WirePipeline):
         params = raw_params or {}
         verdict = _classify(message, headers, envelope)
         if not isinstance(verdict, tuple):
+            if "mcp-method" not in headers:  # (the ladder says "does not match" of a header never sent)
+                return error_response(msg_id, verdict.code, f"The Mcp-Method header is missing: send Mcp-Method: "
+                                      f"{method[:120]} with this request", verdict.data)
             return error_response(msg_id, verdict.code, verdict.message, verdict.data)
         version, info, caps = verdict
         if method == "tools/call" and not request.scope.get(TRUSTED_HEADERS_KEY):
