@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import FastAPI
 from starlette.requests import Request
@@ -18,7 +18,7 @@ from starlette.requests import Request
 from . import collector
 from .context import Context
 from .dependencies import CONTEXT_SCOPE_KEY, context_parameter
-from .dispatch import ToolRegistry
+from .dispatch import ToolRegistry, _failure_of, no_phase
 from .errors import INTERNAL_ERROR, ToolError, UnknownToolError, ValidationFailed, field_path, sent_value
 from .health import HEALTHZ_RESPONSES, READYZ_RESPONSES, Check, Readiness, healthz, readyz_endpoint
 from .listing import exposed
@@ -29,10 +29,11 @@ from .mcp.http import McpHttpTransport
 from .mcp.jsonrpc import McpError, ProtocolSignal, notification
 from .mcp.settings import TransportSettings
 from .mcp.state import RequestStateSigner
-from .middleware import Middleware
+from .middleware import ActionCall, CallNext, Middleware, applies, chain
 from .pagination import Paging
 from .prompts import Prompt, PromptRegistry
 from .resources import Resource, ResourceRegistry, ResourceTemplate
+from .response import ResponseView, ToolResponse
 from .tool import _NAME as TOOL_NAME
 from .tool import Tool, check_output_schema
 
@@ -40,9 +41,64 @@ if TYPE_CHECKING:
     from .authorization import ProtectedResource, ScopesOf
     from .redis import RedisStores
     from .telemetry import Telemetry
+    from .tool import Action
 
 logger = logging.getLogger("mcpfusion")
 _SETTING_NAMES = set(TransportSettings._fields)
+
+
+class RawAction:
+    """A raw tool as the app's middleware see it (`call.action`, and `call.tool`: a raw tool is a tool of one
+    action): its name and the hints of its annotations. Unless `readOnlyHint` is true it is a mutation (MCP's
+    default), so `Audit()` of mutations audits it."""
+
+    middleware: tuple[Any, ...] = ()
+    scopes: frozenset[str] = frozenset()
+    confirm = False
+    paginate = None
+
+    def __init__(self, descriptor: dict[str, Any]) -> None:
+        hints = descriptor.get("annotations") or {}
+        self.name = str(descriptor["name"])
+        self.description = str(descriptor.get("description", ""))
+        self.readonly = hints.get("readOnlyHint") is True
+        self.destructive = not self.readonly and hints.get("destructiveHint") is not False
+        self.idempotent = hints.get("idempotentHint") is True
+        self.open_world = hints.get("openWorldHint") is not False
+
+    @property
+    def tool(self) -> RawAction:
+        return self
+
+    @property
+    def actions(self) -> dict[str, RawAction]:
+        return {self.name: self}
+
+    @property
+    def qualified_name(self) -> str:
+        return self.name
+
+    label = qualified_name
+
+    def __repr__(self) -> str:
+        return f"RawAction({self.name!r})"
+
+
+class RawResponse(ToolResponse):
+    """A raw tool's `CallToolResult` as middleware see it (its text blocks, whether it failed and with which
+    code); it answers that result unchanged unless a middleware answers another response."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result: dict[str, Any], code: str | None = None) -> None:
+        texts = [b["text"] for b in result.get("content") or () if isinstance(b, dict) and b.get("type") == "text"
+                 and isinstance(b.get("text"), str)]
+        failed = result.get("isError") is True
+        super().__init__(texts, is_error=failed, view=ResponseView(error_code=code or ("ERROR" if failed else None)))
+        self.result = result
+
+    def to_mcp(self) -> dict[str, Any]:
+        return self.result
 
 
 class RawTool:
@@ -50,13 +106,16 @@ class RawTool:
     The escape hatch for what actions and presenters do not cover; prefer `Tool` + `@tool.action`.
 
     Its arguments are checked against its input schema (when it declares one) and its result against MCP's
-    `CallToolResult` before it leaves: a bad call is a `VALIDATION_ERROR`, a bad result an `INTERNAL_ERROR`."""
+    `CallToolResult` before it leaves: a bad call is a `VALIDATION_ERROR`, a bad result an `INTERNAL_ERROR`.
+    The app's middleware (`Audit`, `RateLimit`, ...) wrap its calls as they wrap an action's."""
 
     def __init__(self, fn: Callable[..., Any], descriptor: dict[str, Any], validator: Any = None) -> None:
         self.fn = fn
         self.descriptor = descriptor
         self.validator = validator  # a jsonschema validator of the declared input schema, or None
         self.context_arg = context_parameter(fn)
+        self.action = RawAction(descriptor)
+        self._pipelines: dict[tuple[Any, ...], CallNext | None] = {}
         params = inspect.signature(fn).parameters
         # Which arguments the function takes, computed once (None: it takes **kwargs, so all of them).
         self.accepts: frozenset[str] | None = (
@@ -68,6 +127,36 @@ class RawTool:
         return str(self.descriptor["name"])
 
     async def call(self, arguments: dict[str, Any], context: Any) -> dict[str, Any]:
+        """The `CallToolResult` of one call (no middleware: `call_through` runs them)."""
+        return (await self.respond(arguments, context)).to_mcp()
+
+    async def call_through(self, middleware: tuple[Any, ...], arguments: dict[str, Any], request: Request,
+                           context: Any, guards: Any) -> dict[str, Any]:
+        """One call inside `middleware` (the app's): they see it as an action call (`RawAction`), so a raw tool
+        is audited and rate-limited like the actions beside it."""
+        pipeline = self._pipeline(middleware)
+        if pipeline is None:
+            return await self.call(arguments, context)
+        request.scope[CONTEXT_SCOPE_KEY] = context  # (`call.context` reads it there)
+        action = cast("Action", self.action)  # (duck-typed: what middleware read of an action)
+        call = ActionCall(action, dict(arguments), arguments, request, "mcp", guards, no_phase)
+        return (await pipeline(call)).to_mcp()
+
+    def _pipeline(self, middleware: tuple[Any, ...]) -> CallNext | None:
+        """The chain of the middleware that apply to this tool (None: none do), composed once."""
+        try:
+            return self._pipelines[middleware]
+        except KeyError:
+            pass
+        layers = [mw for mw in middleware if applies(mw, cast("Action", self.action))]
+        found = self._pipelines[middleware] = chain(layers, self._endpoint, _failure_of) if layers else None
+        return found
+
+    async def _endpoint(self, call: ActionCall) -> ToolResponse:
+        return await self.respond(call.arguments, call.request.scope.get(CONTEXT_SCOPE_KEY))
+
+    async def respond(self, arguments: dict[str, Any], context: Any) -> RawResponse:
+        """Validate the arguments, run the function, check its result."""
         invalid = self._invalid(arguments)
         if invalid is not None:
             return _error_result(invalid)
@@ -105,7 +194,7 @@ class RawTool:
                         f"{error.message.rstrip('.')}. You sent: {sent_value(error.instance)}.")] = None
         return ValidationFailed(self.name, list(fields))
 
-    def _checked(self, result: dict[str, Any]) -> dict[str, Any]:
+    def _checked(self, result: dict[str, Any]) -> RawResponse:
         """`result` when MCP's `CallToolResult` accepts it; else an internal error (a client's SDK would refuse
         the result: the agent would get nothing it can act on), logged with where it is wrong, never values."""
         from mcp_types import CallToolResult
@@ -118,9 +207,9 @@ class RawTool:
             logger.error("raw tool %s returned a result that is not an MCP CallToolResult (at %s): a result is a "
                          "str, a list of content blocks or a {\"content\": [...]} dict", self.name, ", ".join(wrong))
             return self._internal_error()
-        return result
+        return RawResponse(result)
 
-    def _internal_error(self) -> dict[str, Any]:
+    def _internal_error(self) -> RawResponse:
         return _error_result(ToolError(
             INTERNAL_ERROR, f"{self.name} failed with an internal error.",
             recovery="This is a server problem, not your call; retry later or try another tool.",
@@ -136,8 +225,8 @@ def _raw_result(value: Any) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": "OK" if value is None else str(value)}], "isError": False}
 
 
-def _error_result(error: ToolError | ValidationFailed) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": error.render()}], "isError": True}
+def _error_result(error: ToolError | ValidationFailed) -> RawResponse:
+    return RawResponse({"content": [{"type": "text", "text": error.render()}], "isError": True}, error.code)
 
 
 def _input_validator(schema: dict[str, Any], where: str) -> Any:
@@ -174,7 +263,8 @@ class FusionBackend:
     async def call_tool(self, name: str, arguments: dict[str, Any], request: Request, context: Any) -> dict[str, Any]:
         raw = self.fusion.raw_tools.get(name)
         if raw is not None:
-            return await raw.call(arguments, context)
+            registry = self.fusion.registry
+            return await raw.call_through(registry.middleware, arguments, request, context, registry.guards)
         request.scope[CONTEXT_SCOPE_KEY] = context  # where the core's dependency resolution finds it
         try:
             response = await self.fusion.registry.call(name, arguments, request)

@@ -11,7 +11,12 @@ names - never their values), how it ended (outcome, error code), how long it too
      "arguments": {"digest": "hmac-sha256:…", "fields": ["id", "reason"]},
      "outcome": "ok", "error_code": null, "duration_ms": 3.2}
 
-Read-only actions are not audited unless `mutations_only=False`.
+Read-only actions are not audited unless `mutations_only=False`. A call refused before the middleware ran is
+an event too when it was refused for the caller's scopes (`FORBIDDEN`) or rate limit (`RATE_LIMITED`); raw
+tools are audited unless their annotations say `readOnlyHint`. The principal of a caller without a subject and
+the arguments' digest are keyed with the app's signing key (`MCPFUSION_SIGNING_KEY`: random per process when
+unset, so set it to compare digests across workers, replicas and restarts). `request_id` is the caller's
+`X-Request-ID` only when it is short printable ASCII.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ import asyncio
 import inspect
 import json
 import logging
+import re
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -36,11 +43,21 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("mcpfusion.audit")
 Sink = Callable[[dict[str, Any]], Any]
+# An `X-Request-ID` the event keeps: printable ASCII without spaces, at most 128 characters (a UUID is 36).
+_REQUEST_ID = re.compile(r"[!-~]{1,128}")
 
 
 def log_sink(event: dict[str, Any]) -> None:
-    """The default sink: the event as one JSON line on the `mcpfusion.audit` logger (level INFO)."""
-    logger.info(json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str))
+    """The default sink: the event as one JSON line on the `mcpfusion.audit` logger (level INFO). ASCII only:
+    a character some readers split lines at (NEL, U+2028) arrives escaped, so the line stays one line."""
+    logger.info(json.dumps(event, ensure_ascii=True, separators=(",", ":"), default=str))
+
+
+def request_id(call: ActionCall) -> str:
+    """The call's request id: the caller's `X-Request-ID` when it is one a log line can hold, else a new one
+    (what the caller chose is never trusted to be short or printable)."""
+    sent = call.request_id
+    return sent if _REQUEST_ID.fullmatch(sent) else uuid.uuid4().hex
 
 
 class Audit:
@@ -81,7 +98,7 @@ class Audit:
         event = {
             "event": "audit",
             "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
-            "request_id": call.request_id,
+            "request_id": request_id(call),
             "transport": call.transport,
             "principal": call.principal_id,
             "tenant": call.tenant,
@@ -98,5 +115,18 @@ class Audit:
         except Exception:
             logger.exception("audit sink failed for %s", call.action.qualified_name)
 
+    async def refused(self, call: ActionCall, code: str) -> None:
+        """Record a call refused before the middleware ran (`FORBIDDEN`, `RATE_LIMITED`)."""
+        if self.applies_to(call.action):
+            await self._emit(call, time.perf_counter(), "error", code)
+
     def describe(self) -> str:
         return "audit: one event per mutating call" if self.mutations_only else "audit: one event per call"
+
+
+async def audit_refused(call: ActionCall, layers: Iterable[Any], code: str) -> None:
+    """Record `call`, refused before its middleware ran (the caller lacks its scopes: `FORBIDDEN`; it is over
+    its rate limit: `RATE_LIMITED`), in each `Audit` among `layers`: a refused write is an event of the trail."""
+    for layer in layers:
+        if isinstance(layer, Audit):
+            await layer.refused(call, code)

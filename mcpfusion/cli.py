@@ -152,7 +152,7 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
                                                                                             else ""))
     status(f"MCP {base}/mcp | REST {base}/api | tool docs {base}/tools | OpenAPI {base}/docs | health {base}/healthz")
     options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": args.log_level,
-                               "log_config": log_config(args.log_level),
+                               "log_config": keep_audit(log_config(args.log_level)),
                                **uvicorn_options(header_timeout=args.header_timeout,
                                                  keep_alive_timeout=args.keep_alive_timeout)}
     if args.graceful_timeout is not None:
@@ -188,12 +188,38 @@ def fusion_app() -> Any:
     return load(os.environ[FUSION_TARGET_ENV])[0]
 
 
-def cmd_stdio(args: argparse.Namespace) -> int:
+AUDIT_LOGGER = "mcpfusion.audit"
+
+
+def keep_audit(config: dict[str, Any]) -> dict[str, Any]:
+    """A logging configuration whose audit trail is written whatever `--log-level` says: the audit events
+    (INFO records of `mcpfusion.audit`) are a record of who changed what, not diagnostics to quieten."""
+    config["loggers"][AUDIT_LOGGER] = {"level": "INFO", "propagate": True}
+    return config
+
+
+def stdio_logging() -> None:
+    """Log records on stderr (stdout is the protocol channel), as `serve` writes them: warnings and errors,
+    and the audit trail (one JSON line per event), which a warnings-only configuration would drop."""
     import logging
 
+    from .server import LogFormatter
+
+    root = logging.getLogger()
+    if not root.handlers:  # (a configuration the process already has is kept)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(LogFormatter())
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)
+    audit = logging.getLogger(AUDIT_LOGGER)
+    if audit.getEffectiveLevel() > logging.INFO:
+        audit.setLevel(logging.INFO)
+
+
+def cmd_stdio(args: argparse.Namespace) -> int:
     from .mcp.stdio import StartupFailed, StdioConfigError, check_header, env_headers, serve_stdio
 
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout is the protocol channel
+    stdio_logging()
     try:
         headers = env_headers()
         if args.token:

@@ -26,6 +26,7 @@ from .errors import (
     FORBIDDEN,
     INTERNAL_ERROR,
     NOT_FOUND,
+    RATE_LIMITED,
     ToolError,
     UnknownToolError,
     ValidationFailed,
@@ -271,11 +272,13 @@ class ToolRegistry:
     ) -> ToolResponse:
         """One MCP `tools/call`. Unknown tools (and tools the caller's scopes hide) raise `UnknownToolError`
         (a protocol error on MCP)."""
+        granted = self.granted(request)
         try:
-            action, arguments = self.route(name, arguments or {}, self.granted(request))
-        except UnknownToolError:
-            raise
+            action, arguments = self.route(name, arguments or {}, granted)
         except ToolError as exc:
+            await self._audit_hidden(name, arguments or {}, request, transport, granted)
+            if isinstance(exc, UnknownToolError):
+                raise
             return error_response(exc)
         return await self.call_action(action, arguments, request, raise_http=raise_http, transport=transport)
 
@@ -320,7 +323,7 @@ class ToolRegistry:
             if _for_the_app(exc, request, transport):
                 raise
             # Refused before the middleware: a call all the same, for the rate limits (a RateLimit exists only
-            # once its module is loaded: a server without one never imports it).
+            # once its module is loaded: a server without one never imports it), and for the audit trail.
             limits = sys.modules.get("mcpfusion.ratelimit")
             if limits is not None and isinstance(exc, ToolError | ValidationFailed):
                 try:
@@ -328,7 +331,42 @@ class ToolRegistry:
                     await limits.charge_refused(refused, [mw for mw in self.layers(action) if applies(mw, action)])
                 except ToolError as limited:
                     exc = limited
+            if isinstance(exc, ToolError) and exc.code == RATE_LIMITED:
+                await self._audit_refused(action, arguments, request, transport, RATE_LIMITED)
+            elif isinstance(exc, ToolError | HTTPException) and not self.allows(action, request):
+                await self._audit_refused(action, arguments, request, transport, FORBIDDEN)
             return _failure(action, self._hints_for(exc, request), raise_http)
+
+    def allows(self, action: Action, request: Request) -> bool:
+        """Whether the caller's scopes allow `action` (always, when nothing authenticated it)."""
+        needed = action.scopes
+        if not needed:
+            return True
+        granted = self.granted(request)
+        return granted is None or needed <= granted
+
+    async def _audit_refused(self, action: Action, arguments: dict[str, Any], request: Request, transport: str,
+                             code: str) -> None:
+        """Record a call its middleware never saw (refused for the caller's scopes, or over its rate limit) in
+        the `Audit` among them: an attempted write is audited even when it was refused (an Audit exists only
+        once its module is loaded)."""
+        audits = sys.modules.get("mcpfusion.audit")
+        if audits is not None:
+            refused = ActionCall(action, {}, arguments, request, transport, self.guards, no_phase)
+            await audits.audit_refused(refused, [mw for mw in self.layers(action) if applies(mw, action)], code)
+
+    async def _audit_hidden(self, name: str, arguments: dict[str, Any], request: Request, transport: str,
+                            granted: frozenset[str] | None) -> None:
+        """Audit a call MCP answered as unknown although its action exists: the caller's scopes hide it."""
+        if granted is None or "mcpfusion.audit" not in sys.modules:
+            return
+        tool, action = self._routes.get(name, (None, None))
+        if tool is not None and action is None:
+            chosen = arguments.get(DISCRIMINATOR)
+            action = tool.actions.get(chosen) if isinstance(chosen, str) else None
+        if action is not None and not action.scopes <= granted:
+            sent = {k: v for k, v in arguments.items() if k != DISCRIMINATOR}
+            await self._audit_refused(action, sent, request, transport, FORBIDDEN)
 
     def _hints_for(self, exc: Exception, request: Request) -> Exception:
         """An error's `available_actions` without those the caller's scopes hide (their names never leak)."""

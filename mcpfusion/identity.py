@@ -7,6 +7,7 @@ An authentication middleware (`mcpfusion.auth.RequireBearer`) keeps what it veri
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -53,13 +54,19 @@ def identity_of(auth: Any) -> tuple[str, str | None] | None:
     return hashlib.sha256(who.encode()).hexdigest()[:32], tenant
 
 
-def credential_digest(authorization: str) -> str:
+def credential_digest(authorization: str, key: bytes | None = None) -> str:
     """A digest of the credentials an Authorization header carries, whatever the spelling of its scheme
     (case-insensitive, RFC 9110 section 11.1) and the whitespace around them: `Bearer x`, `bearer  x` and
-    `BEARER x` are one caller. What per-caller state is keyed by when the caller names no subject."""
+    `BEARER x` are one caller. What per-caller state is keyed by when the caller names no subject.
+
+    With `key` (the server's signing key) it is an HMAC: what is logged (the audit's principal) or stored
+    under it cannot be brute-forced back to a weak password or API key without the key, and replicas sharing
+    `MCPFUSION_SIGNING_KEY` agree on it."""
     scheme, _, credentials = authorization.strip().replace("\t", " ").partition(" ")
-    canonical = f"{scheme.lower()} {credentials.strip()}"
-    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+    canonical = f"{scheme.lower()} {credentials.strip()}".encode()
+    if key is None:
+        return hashlib.sha256(canonical).hexdigest()[:32]
+    return hmac.new(key, b"credential|" + canonical, hashlib.sha256).hexdigest()[:32]
 
 
 __all__ = ["AUTH_SCOPE_KEY", "credential_digest", "identity_of", "is_claims"]

@@ -142,7 +142,7 @@ class ActionCall:
             return self.principal
         auth = self.request.headers.get("authorization")
         if auth:
-            return "token:" + credential_digest(auth)
+            return "token:" + credential_digest(auth, self.guards.signing_key)  # keyed: it is logged
         client = self.request.client
         return f"anonymous:{client.host if client else '-'}"
 

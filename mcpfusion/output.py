@@ -330,5 +330,35 @@ class Output:
             worst = best_match(self._validator.iter_errors(structured)) or error
             # The path and the rule that failed, never the value (it may be what the schema keeps out).
             logger.error("%s: structured result does not match its output schema at %s (%s)",
-                         self.label, worst.json_path, worst.validator)
+                         self.label, masked_path(worst.absolute_path, declared_names(schema)), worst.validator)
             raise invalid_output(self.label)
+
+
+def masked_path(path: abc.Iterable[Any], declared: abc.Set[str]) -> str:
+    """The JSON path of a failing value, with the keys the data chose rather than the schema declared shown
+    as `[*]`: the key of a free-form mapping is data (an e-mail, any text, control characters)."""
+    parts = ["$"]
+    for part in path:
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        elif part in declared:
+            parts.append(f".{part}" if part.isidentifier() else f"[{part!r}]")
+        else:
+            parts.append("[*]")
+    return "".join(parts)
+
+
+def declared_names(schema: Any) -> set[str]:
+    """Every property name a JSON schema declares, anywhere in it (`properties` of nested and `$defs` schemas)."""
+    names: set[str] = set()
+    pending = [schema]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            properties = node.get("properties")
+            if isinstance(properties, dict):
+                names.update(k for k in properties if isinstance(k, str))
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return names

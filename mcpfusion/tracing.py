@@ -593,6 +593,47 @@ class Tracing:
             (sinks.sampled if flags & _SAMPLED else sinks.unsampled)(spans)
 
 
+class QueryScrubbing(trace.TracerProvider):
+    """`provider` as FastAPI's REST telemetry is given it: a span started with a `url.query` (FastAPI's server
+    span of a request with a query string: a REST GET's arguments) gets `scrub(url.query)` instead, since
+    FastAPI offers no hook of its own. Everything else is `provider`'s."""
+
+    def __init__(self, provider: Any, scrub: Callable[[str], str]) -> None:
+        self._provider = provider
+        self._scrub = scrub
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
+        return _QueryScrubbingTracer(self._provider.get_tracer(*args, **kwargs), self._scrub)
+
+    def __getattr__(self, name: str) -> Any:  # force_flush, shutdown, ...
+        return getattr(self._provider, name)
+
+
+class _QueryScrubbingTracer(trace.Tracer):
+    """A tracer whose spans' `url.query` is scrubbed before the tracer (its sampler, its processors) sees it."""
+
+    def __init__(self, tracer: trace.Tracer, scrub: Callable[[str], str]) -> None:
+        self._tracer = tracer
+        self._scrub = scrub
+
+    def _scrubbed(self, attributes: Any) -> Any:
+        query = attributes.get("url.query") if attributes else None
+        return attributes if not isinstance(query, str) else {**attributes, "url.query": self._scrub(query)}
+
+    def start_span(self, name: str, context: Any = None, kind: Any = _INTERNAL, attributes: Any = None,
+                   links: Any = None, start_time: int | None = None, record_exception: bool = True,
+                   set_status_on_exception: bool = True) -> trace.Span:
+        return self._tracer.start_span(name, context, kind, self._scrubbed(attributes), links, start_time,
+                                       record_exception, set_status_on_exception)
+
+    def start_as_current_span(self, name: str, context: Any = None, kind: Any = _INTERNAL, attributes: Any = None,
+                              links: Any = None, start_time: int | None = None, record_exception: bool = True,
+                              set_status_on_exception: bool = True, end_on_exit: bool = True) -> Any:
+        return self._tracer.start_as_current_span(name, context, kind, self._scrubbed(attributes), links, start_time,
+                                                  record_exception, set_status_on_exception, end_on_exit)
+
+
 CURRENT = CurrentSpan()
 
-__all__ = ["CURRENT", "LIGHT", "CurrentSpan", "DroppedSpan", "FinishedSpan", "LightSpan", "Sinks", "Tracing"]
+__all__ = ["CURRENT", "LIGHT", "CurrentSpan", "DroppedSpan", "FinishedSpan", "LightSpan", "QueryScrubbing", "Sinks",
+           "Tracing"]
