@@ -618,7 +618,8 @@ class MCPFusion:
         if docs is not None:
             from .docs.routes import add_docs_routes
 
-            add_docs_routes(app, self.registry, path=docs, title=self.title or self.name)
+            add_docs_routes(app, self.registry, path=docs, title=self.title or self.name,
+                            host_check=transport.guard.refusal)
         app.state.mcpfusion = self
         self.app = app
         return app

@@ -333,6 +333,8 @@ def cmd_docs(args: argparse.Namespace) -> int:
         files = export_site(fusion, args.out, base_url=args.base_url)
     except OSError as exc:  # not a folder, not writable...
         raise CliError(f"cannot write the site to {args.out}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a --base-url that is no http(s) URL
+        raise CliError(str(exc)) from None
     status(f"wrote {len(files)} files; open {os.path.join(args.out, 'index.html')}")
     return 0
 
@@ -375,7 +377,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
         with open(path, encoding="utf-8") as handle:
             pinned = json.load(handle)
     except FileNotFoundError:
-        raise CliError(f"no lockfile at {path}: write it with `mcpfusion lock {args.app}`") from None
+        raise CliError(f"no lockfile at {path}: write it with `{lock.command(args.app, path, args.app_dir)}`") from None
     except ValueError as exc:
         raise CliError(f"{path} is not valid JSON: {exc}") from None
     except OSError as exc:  # a directory, no permission...
@@ -385,15 +387,14 @@ def cmd_lock(args: argparse.Namespace) -> int:
         changes = lock.diff(pinned, current)
     except (AttributeError, TypeError, KeyError, ValueError):  # JSON, but not the shape `lock` writes
         raise CliError(f"{path} is not a valid mcpfusion.lock (not the shape `mcpfusion lock` writes): write it "
-                       f"again with `mcpfusion lock {args.app}`") from None
+                       f"again with `{lock.command(args.app, path, args.app_dir)}`") from None
     if not changes and pinned.get("digest") == current["digest"]:
         status(f"{path} matches the served contract ({current['digest']})")
         return 0
     changes = changes or ["the contract changed (digests differ)"]
     print(f"{path} does not match the served contract ({len(changes)} change(s)):")
     print("\n".join(f"  {line}" for line in changes))
-    print(f"If the change is intended, regenerate it: mcpfusion lock {args.app}" +
-          ("" if path == lock.FILENAME else f" --file {path}"))
+    print(f"If the change is intended, regenerate it: {lock.command(args.app, path, args.app_dir)}")
     return 1
 
 

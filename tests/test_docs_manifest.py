@@ -82,7 +82,10 @@ def test_presenter_details_including_sampled_ui_types_and_suggestions(manifest):
     assert p["automatic_rules"][2] == "amount_cents: Amount in CENTS. Divide by 100."
     assert p["rules"] == ["Overdue invoices need a reminder."]  # a function rule, seen on a sample list
     assert p["redacted_paths"] == ["email"] and p["censor"] == "[REDACTED]"
-    assert {(b["type"], b["title"]) for b in p["ui_blocks"]} == {("markdown", "Invoice"), ("echarts", "Amounts")}
+    # Sampled as each action answers: a list gets collection_ui (instead of .ui per item), one invoice .ui.
+    assert {(b["type"], b["title"]) for b in p["ui_blocks"]} == {("echarts", "Amounts")}
+    (one,) = action(manifest, "billing", "get_invoice")["presenters"]
+    assert {(b["type"], b["title"]) for b in one["ui_blocks"]} == {("markdown", "Invoice")}
     # Only an overdue invoice gets the suggestion: the samples cycle through the status enum.
     assert p["suggestions"] == [{"action": "billing.remind", "reason": "Send a payment reminder"}]
     assert p["limit"] == 5

@@ -32,9 +32,14 @@ def toon_description(tool: Tool) -> str:
     return tool.toon_text()
 
 
-def grouped_entry(tool: Tool) -> dict[str, Any]:
-    """The tool as one grouped MCP tool with its TOON description."""
-    return listing.grouped_entry(tool, tool.toon_text())
+def grouped_entry(tool: Tool, *, output: bool = True) -> dict[str, Any]:
+    """The tool as one grouped MCP tool with its TOON description (without `output`: no outputSchema)."""
+    entry = listing.grouped_entry(tool, tool.toon_text())
+    return entry if output else _without_output(entry)
+
+
+def _without_output(entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k != "outputSchema"}
 
 
 def flat_entries(tool: Tool, *, output: bool = False) -> list[dict[str, Any]]:
@@ -69,7 +74,7 @@ def exposition_figures(tool: Tool) -> dict[str, dict[str, Any]]:
         variant.exposition = name
         entries = listing.tool_entries(variant)
         with_output = tokens.count_json(entries)
-        without = tokens.count_json([{k: v for k, v in e.items() if k != "outputSchema"} for e in entries])
+        without = tokens.count_json([_without_output(e) for e in entries])
         figures[name] = {"mcp_tools": len(entries), "tokens": with_output,
                          "vs_plain": _ratio(with_output, plain_output),
                          "no_output": without, "no_output_vs_plain": _ratio(without, plain)}
@@ -88,7 +93,9 @@ def _saving(before: int, after: int) -> dict[str, Any]:
 
 
 def description_economy(tool: Tool) -> dict[str, Any]:
-    grouped, flat = grouped_entry(tool), flat_entries(tool)
+    """The grouped TOON entry against the flat JSON entries, like for like: both without outputSchema (the
+    description and input schemas are what grouping saves on)."""
+    grouped, flat = grouped_entry(tool, output=False), flat_entries(tool)
     toon_tokens = tokens.count(toon_description(tool))
     grouped_tokens = tokens.count_json(grouped)
     flat_tokens = tokens.count_json(flat)
@@ -103,13 +110,17 @@ def description_economy(tool: Tool) -> dict[str, Any]:
 
 
 def advertised_economy(tool: Tool, advertised: list[dict[str, Any]]) -> dict[str, Any]:
-    """`description_economy` plus what is advertised now, and its ratio to the conventional listing."""
+    """`description_economy` plus what is advertised now, and its ratio to the conventional listing, like for
+    like: both without outputSchema, and (when outputSchemas are advertised) both with them."""
     figures = description_economy(tool)
     figures["advertised"] = tokens.count_json(advertised)
+    figures["advertised_no_output"] = tokens.count_json([_without_output(e) for e in advertised])
     # What typed outputs cost in tools/list: the outputSchema entries (MCPFusion(output_schemas=False) drops them).
     figures["output_schemas"] = sum(tokens.count_json(e["outputSchema"]) for e in advertised if "outputSchema" in e)
-    plain = figures["flat_json_entries"]
-    figures["ratio_vs_plain"] = _ratio(figures["advertised"], plain)
+    figures["ratio_vs_plain"] = _ratio(figures["advertised_no_output"], figures["flat_json_entries"])
+    figures["flat_json_entries_output"] = tokens.count_json(flat_entries(tool, output=True))
+    figures["ratio_vs_plain_output"] = (_ratio(figures["advertised"], figures["flat_json_entries_output"])
+                                        if figures["output_schemas"] else None)
     return figures
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..dispatch import ToolRegistry
 from ..tool import Tool
@@ -31,16 +33,34 @@ def as_registry(source: Any) -> ToolRegistry:
     raise TypeError(f"cannot document {type(source).__name__}: pass an MCPFusion, its app, a ToolRegistry or tools")
 
 
+# host[:port] of an http(s) URL: a name, an IPv4 or a bracketed IPv6 address (it goes into the page's CSP).
+_NETLOC = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+                     r"|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
+_PATH = re.compile(r"[A-Za-z0-9._~/%-]*")
+
+
+def check_base_url(base_url: str) -> str:
+    """`base_url` without its trailing slash, or ValueError unless it is an http(s) URL of a host (and path):
+    it is written into the page's Content-Security-Policy and into the try-it forms' target."""
+    parts = urlsplit(base_url.strip())
+    if (parts.scheme not in ("http", "https") or not _NETLOC.fullmatch(parts.netloc)
+            or not _PATH.fullmatch(parts.path) or parts.query or parts.fragment):
+        raise ValueError(f"--base-url {base_url!r} is not an http(s) URL of the server, "
+                         "e.g. https://api.example.com or http://127.0.0.1:8000")
+    return f"{parts.scheme}://{parts.netloc}{parts.path}".rstrip("/")
+
+
 def export_site(source: Any, out_dir: str | Path, *, base_url: str = DEFAULT_BASE_URL,
                 title: str | None = None) -> list[Path]:
     """Write the docs site to `out_dir`; the try-it forms and curl examples target `base_url`.
 
-    Note: a page opened from disk (or another origin) calling `base_url` needs CORS allowed by that server.
+    Note: a page opened from disk (or another origin) calling `base_url` needs CORS allowed by that server;
+    the page says so. ValueError for a `base_url` that is not an http(s) URL.
     """
+    base_url = check_base_url(base_url)
     registry = as_registry(source)
-    base_url = base_url.rstrip("/")
     name = title or getattr(source, "title", None) or getattr(source, "name", None) or "Tools"
-    manifest = build_manifest(registry, title=name, curl_base=base_url or DEFAULT_BASE_URL)
+    manifest = build_manifest(registry, title=name, curl_base=base_url)
     out = Path(out_dir)
     (out / "static").mkdir(parents=True, exist_ok=True)
     files = {

@@ -1,7 +1,8 @@
 """The lockfile of tool contracts (`mcpfusion.lock`): what the agent is promised, pinned and diffed.
 
 For every tool and action: names (the action's and the MCP tool serving it), descriptions, annotations,
-input and output schemas, and each presenter's fields, redactions, rules, limit and embeds. Each tool and
+input and output schemas, and each presenter's fields, redactions, rules, limit and embeds; per MCP tool, what
+`tools/list` advertises of it (title, description, outputSchema). Each tool and
 action carries a digest of its readable form, so a lockfile is both greppable and cheap to compare.
 `check` explains a drift in words a reviewer can act on: a renamed action, a new required parameter, a field
 no longer redacted, a hint that changed.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from typing import Any
 
 from .. import listing
@@ -18,8 +20,18 @@ from ..dispatch import CallContext, ToolRegistry
 from ..tool import Action, Tool
 from . import presenters
 
-FORMAT = 1
+FORMAT = 2  # 2: each tool's title and what tools/list advertises (`advertised`)
 FILENAME = "mcpfusion.lock"
+
+
+def command(app: str, path: str = FILENAME, app_dir: str | None = None) -> str:
+    """The `mcpfusion lock` command line that writes the lockfile at `path` (for hints to copy and run)."""
+    words = ["mcpfusion", "lock", app]
+    if app_dir:
+        words += ["--app-dir", app_dir]
+    if path != FILENAME:
+        words += ["--file", path]
+    return shlex.join(words)
 
 
 def digest(value: Any) -> str:
@@ -50,7 +62,8 @@ def action_contract(action: Action) -> dict[str, Any]:
         "required": sorted(schema.get("required", [])),
         "input_schema": schema,
         "output_schema": action.output_schema,
-        "presenters": {p.name: _presenter(presenters.describe(p, ctx)) for p in action.presenters},
+        "presenters": {p.name: _presenter(presenters.describe(p, ctx, presenters.many(action)))
+                       for p in action.presenters},
     }
     if action.scopes:  # who may call it is part of the contract (absent: anyone the server lets in)
         body["scopes"] = sorted(action.scopes)
@@ -61,12 +74,26 @@ def action_contract(action: Action) -> dict[str, Any]:
     return {"digest": digest(body), **body}
 
 
-def tool_contract(tool: Tool) -> dict[str, Any]:
+def advertised(tool: Tool, output_schemas: bool = True) -> dict[str, dict[str, Any]]:
+    """What `tools/list` says of each MCP tool `tool` is served as: its title, its description as sent (the
+    TOON table too) and the digest of its outputSchema (None: none advertised)."""
+    out = {}
+    for entry in listing.tool_entries(tool):
+        schema = entry.get("outputSchema") if output_schemas else None
+        out[entry["name"]] = {"title": entry.get("title"), "description": entry["description"],
+                              "output_schema": digest(schema) if schema else None}
+    return out
+
+
+def tool_contract(tool: Tool, output_schemas: bool = True) -> dict[str, Any]:
+    """A tool's contract; `output_schemas` False: the server advertises no outputSchema."""
     actions = {a.name: action_contract(a) for a in tool.actions.values()}
     body: dict[str, Any] = {
+        "title": tool.title,
         "description": tool.description,
         "exposition": tool.exposition,
         "mcp_tools": [e.name for e in listing.exposed(tool)],
+        "advertised": advertised(tool, output_schemas),
         "actions": actions,
     }
     return {"digest": digest(body), **body}
@@ -75,7 +102,7 @@ def tool_contract(tool: Tool) -> dict[str, Any]:
 def contract(registry: ToolRegistry, server: Any = None) -> dict[str, Any]:
     """The whole lockfile content for a registry (JSON-able, deterministic); with `server` (the MCPFusion),
     also what else it tells every client: its instructions, resources, resource templates and prompts."""
-    tools = {t.name: tool_contract(t) for t in registry.tools.values() if t.actions}
+    tools = {t.name: tool_contract(t, registry.output_schemas) for t in registry.tools.values() if t.actions}
     lock: dict[str, Any] = {"mcpfusion_lock": FORMAT, "digest": digest(tools), "tools": tools}
     offered = server_contract(server) if server is not None else {}
     if offered:
@@ -134,25 +161,48 @@ def _short(value: Any) -> str:
     return text if len(text) <= 100 else text[:97] + "..."
 
 
-def _schema_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def _schema_changes(where: str, old: dict[str, Any], new: dict[str, Any], noun: str = "parameter") -> list[str]:
+    """The parameters (or, of a nested model, the fields) that were added, removed, made (not) required or
+    changed; nested models (`$defs`) are compared model by model and field by field."""
     out = []
     old_req, new_req = set(old.get("required", [])), set(new.get("required", []))
     old_props, new_props = old.get("properties", {}), new.get("properties", {})
     for name in sorted(new_req - old_req):
-        out.append(f'{where}: new required parameter "{name}"' if name not in old_props
-                   else f'{where}: parameter "{name}" is now required')
+        out.append(f'{where}: new required {noun} "{name}"' if name not in old_props
+                   else f'{where}: {noun} "{name}" is now required')
     for name in sorted(old_req - new_req):
         if name in new_props:
-            out.append(f'{where}: parameter "{name}" is no longer required')
+            out.append(f'{where}: {noun} "{name}" is no longer required')
     for name in sorted(set(new_props) - set(old_props) - new_req):
-        out.append(f'{where}: new optional parameter "{name}"')
+        out.append(f'{where}: new optional {noun} "{name}"')
     for name in sorted(set(old_props) - set(new_props)):
-        out.append(f'{where}: parameter "{name}" was removed')
+        out.append(f'{where}: {noun} "{name}" was removed')
     for name in sorted(set(old_props) & set(new_props)):
         if old_props[name] != new_props[name]:
-            out.append(f'{where}: parameter "{name}" changed: {_short(old_props[name])} -> {_short(new_props[name])}')
-    rest = [k for k in sorted(set(old) | set(new)) if k not in ("required", "properties") and old.get(k) != new.get(k)]
-    out += [f"{where}: input schema {k!r} changed" for k in rest]
+            out.append(f'{where}: {noun} "{name}" changed: {_short(old_props[name])} -> {_short(new_props[name])}')
+    out += _defs_changes(where, old.get("$defs") or {}, new.get("$defs") or {})
+    skip = ("required", "properties", "$defs")
+    rest = [k for k in sorted(set(old) | set(new)) if k not in skip and old.get(k) != new.get(k)]
+    schema = "input schema" if noun == "parameter" else "schema"
+    out += [f"{where}: {schema} {k!r} changed" for k in rest]
+    return out
+
+
+def _defs_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Nested models by name: added, removed, or their fields' changes."""
+    out = []
+    for name in sorted(set(old) | set(new)):
+        label = f'{where}: object "{name}"'
+        if name not in new:
+            out.append(f"{label} was removed")
+        elif name not in old:
+            out.append(f"{label} was added")
+        elif old[name] != new[name]:
+            before, after = old[name], new[name]
+            if isinstance(before, dict) and isinstance(after, dict):
+                out += _schema_changes(f'{where} object "{name}"', before, after, noun="field")
+            else:
+                out.append(f"{label} changed: {_short(before)} -> {_short(after)}")
     return out
 
 
@@ -229,24 +279,66 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         before, after = old_tools[name], new_tools[name]
         if before.get("digest") == after.get("digest"):
             continue
-        for key in ("description", "exposition", "mcp_tools"):
-            if before.get(key) != after.get(key):
-                out.append(f"tool {name}: {key} {_short(before.get(key))} -> {_short(after.get(key))}")
+        lines = _tool_changes(name, before, after)
         old_actions, new_actions = before.get("actions", {}), after.get("actions", {})
         gone = [a for a in old_actions if a not in new_actions]
         added = [a for a in new_actions if a not in old_actions]
         for a in list(gone):
             twin = next((b for b in added if _same_shape(old_actions[a], new_actions[b])), None)
             if twin is not None:
-                out.append(f"{name}.{a}: renamed to {name}.{twin}")
+                lines.append(f"{name}.{a}: renamed to {name}.{twin}")
                 gone.remove(a)
                 added.remove(twin)
-        out += [f"{name}.{a}: action removed" for a in gone]
-        out += [f"{name}.{a}: new action" for a in added]
+        lines += [f"{name}.{a}: action removed" for a in gone]
+        lines += [f"{name}.{a}: new action" for a in added]
         for a in old_actions:
             if a in new_actions and old_actions[a].get("digest") != new_actions[a].get("digest"):
-                out += _action_changes(f"{name}.{a}", old_actions[a], new_actions[a])
+                lines += _action_changes(f"{name}.{a}", old_actions[a], new_actions[a])
+        out += lines + _advertised_changes(name, before, after, explained=bool(lines))
     return out
+
+
+def _tool_changes(name: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    out = []
+    for key in ("title", "description", "exposition", "mcp_tools"):
+        if key == "title" and key not in old:
+            continue  # a lockfile of format 1 did not pin it: the format change says so
+        if old.get(key) != new.get(key):
+            out.append(f"tool {name}: {key} {_short(old.get(key))} -> {_short(new.get(key))}")
+    return out
+
+
+def _advertised_changes(name: str, old: dict[str, Any], new: dict[str, Any], explained: bool) -> list[str]:
+    """What `tools/list` advertises differently. An outputSchema that appears or goes is always named; a new
+    description, title or outputSchema only when nothing else of the tool explains it (a new parameter
+    changes a grouped tool's description too: once is enough)."""
+    before, after = old.get("advertised"), new.get("advertised")
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return []  # a lockfile of format 1 did not pin them
+    out, rest = [], []
+    for mcp in [n for n in after if n in before]:
+        was, now = before[mcp] or {}, after[mcp] or {}
+        label = f'tool {name}: MCP tool "{mcp}"'
+        had, has = was.get("output_schema"), now.get("output_schema")
+        if bool(had) != bool(has):
+            out.append(f"{label} {'now advertises an' if has else 'no longer advertises its'} outputSchema")
+        elif had != has:
+            rest.append(f"{label}: advertised outputSchema changed")
+        if was.get("title") != now.get("title"):
+            rest.append(f"{label}: title {_short(was.get('title'))} -> {_short(now.get('title'))}")
+        if was.get("description") != now.get("description"):
+            rest.append(f"{label}: description {_text_change(was.get('description'), now.get('description'))}")
+    return out if explained else out + rest
+
+
+def _text_change(old: Any, new: Any) -> str:
+    """A description's change: whole when short, else its first line that differs."""
+    if not isinstance(old, str) or not isinstance(new, str) or len(old) + len(new) <= 120:
+        return f"{_short(old)} -> {_short(new)}"
+    was, now = old.splitlines(), new.splitlines()
+    at = next((i for i, (a, b) in enumerate(zip(was, now, strict=False)) if a != b), min(len(was), len(now)))
+    was_line, now_line = (lines[at] if at < len(lines) else None for lines in (was, now))
+    return f"line {at + 1}: {_short(was_line)} -> {_short(now_line)}"
 
 
 def _server_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

@@ -19,6 +19,7 @@ from .schema_table import rows
 
 logger = logging.getLogger("mcpfusion.docs")
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+Memo = dict[tuple[int, bool | None], dict[str, Any]]  # (id of a presenter, how it is sampled) -> its description
 
 
 def _toon_table(text: str) -> list[dict[str, Any]]:
@@ -31,13 +32,14 @@ def _toon_table(text: str) -> list[dict[str, Any]]:
     return decoded if isinstance(decoded, list) else []
 
 
-def action_entry(action: Action, curl_base: str, memo: dict[int, dict[str, Any]] | None = None,
+def action_entry(action: Action, curl_base: str, memo: Memo | None = None,
                  registry: ToolRegistry | None = None) -> dict[str, Any]:
     ctx = CallContext(action, {}, None)
-    memo = {} if memo is None else memo  # one description per presenter, however many actions share it
+    memo = {} if memo is None else memo  # one description per presenter and shape, however many actions share it
+    shape = presenters.many(action)
     for p in action.presenters:
-        if id(p) not in memo:
-            memo[id(p)] = presenters.describe(p, ctx)
+        if (id(p), shape) not in memo:
+            memo[(id(p), shape)] = presenters.describe(p, ctx, shape)
     arguments = examples.example_arguments(action)
     return {
         "name": action.name,
@@ -54,7 +56,7 @@ def action_entry(action: Action, curl_base: str, memo: dict[int, dict[str, Any]]
         "input_schema": action.input_schema,
         "output_schema": action.output_schema,
         "content_types": sorted(action.content_types or ()),
-        "presenters": [memo[id(p)] for p in action.presenters],
+        "presenters": [memo[(id(p), shape)] for p in action.presenters],
         "presenter_by_dependency": action.presenter_dependency is not None,
         "example_arguments": arguments,
         "examples": {
@@ -65,10 +67,12 @@ def action_entry(action: Action, curl_base: str, memo: dict[int, dict[str, Any]]
     }
 
 
-def tool_entry(tool: Tool, curl_base: str, memo: dict[int, dict[str, Any]] | None = None,
+def tool_entry(tool: Tool, curl_base: str, memo: Memo | None = None,
                registry: ToolRegistry | None = None) -> dict[str, Any]:
     text = economy.toon_description(tool)
     advertised = listing.tool_entries(tool)
+    if registry is not None and not registry.output_schemas:  # as tools/list advertises them then
+        advertised = [{k: v for k, v in e.items() if k != "outputSchema"} for e in advertised]
     return {
         "name": tool.name,
         "title": tool.title,
@@ -93,7 +97,7 @@ def build_manifest(
     registry: ToolRegistry, *, title: str = "Tools", curl_base: str = DEFAULT_BASE_URL
 ) -> dict[str, Any]:
     """The manifest of every registered tool. `curl_base` is the server URL written into curl examples."""
-    memo: dict[int, dict[str, Any]] = {}
+    memo: Memo = {}
     return {
         "title": title,
         "generator": f"mcpfusion {__version__}",

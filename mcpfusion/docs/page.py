@@ -19,6 +19,12 @@ HINTS = (("readOnlyHint", "read-only"), ("destructiveHint", "destructive"), ("id
          ("openWorldHint", "open world"))
 
 
+def action_id(tool: str, action: str) -> str:
+    """The HTML id of an action's section: `action-{tool}-{action}`, a "-" inside a name written "~" (never in
+    a name), so that tool "a-b" action "c" and tool "a" action "b-c" get different ids."""
+    return f"action-{tool.replace('-', '~')}-{action.replace('-', '~')}"
+
+
 def _e(value: Any) -> str:
     return escape(str(value), quote=True)
 
@@ -175,7 +181,11 @@ def action_economy(t: dict[str, Any] | None) -> str:
             + _table(["", "tokens before", "tokens after", "saved"], rows, "economy"))
 
 
-def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str) -> str:
+def _hidden(shown: bool) -> str:
+    return "" if shown else " hidden"
+
+
+def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str, shown: bool = True) -> str:
     route = (f'MCP tool <code>{_e(a["mcp_name"])}</code>'
              + (f' with <code>action="{_e(a["name"])}"</code>' if a.get("discriminated", True) else "")
              + f' · REST <code>POST {_e(a["rest_path"])}</code>')
@@ -208,8 +218,9 @@ def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str) -> st
     )
     title = f' <span class="muted">— {_e(a["title"])}</span>' if a.get("title") else ""
     return (
-        f'<article class="action" id="action-{_e(tool["name"])}-{_e(a["name"])}" '
-        f'data-keys="{_e(search.action_keys(a))}" data-mcp-name="{_e(a["mcp_name"])}" data-action="{_e(a["name"])}">'
+        f'<article class="action" id="{_e(action_id(tool["name"], a["name"]))}" '
+        f'data-keys="{_e(search.action_keys(a))}" data-mcp-name="{_e(a["mcp_name"])}" data-action="{_e(a["name"])}"'
+        f'{_hidden(shown)}>'
         f'<h3><code>{_e(a["qualified_name"])}</code>{title}</h3>{_hints(a["annotations"])}'
         f'<p class="desc">{_e(a["description"]) or "<span class=muted>No description.</span>"}</p>'
         f'<p class="route">{route}</p>'
@@ -240,20 +251,30 @@ def tool_economy(t: dict[str, Any] | None) -> str:
     if t is None:
         return f'<p class="muted">{_e(tokens.EXTRA_HINT)}</p>'
     s = t["saving"]
+
+    def ratio(value: float | None) -> str:
+        return f"<strong>{value}x</strong>" if value is not None else "-"
+
+    # Like for like: the listings are compared without outputSchema on either side, then with it on both.
     rows = [
         ["TOON description (text)", str(t["toon_description"])],
         ["Grouped MCP tool: TOON description + input schema", str(t["grouped_toon_entry"])],
         [f"Plain JSON schemas ({t['flat_tool_count']} MCP tools, one per action, every hint)",
          str(t["flat_json_entries"])],
-        ["As advertised now in <code>tools/list</code> (compact)", str(t["advertised"])],
-        ["of which <code>outputSchema</code> (typed results; <code>MCPFusion(output_schemas=False)</code> drops it)",
-         str(t.get("output_schemas", 0))],
-        ["Advertised vs one plain JSON-schema tool per action (FastMCP-style)",
-         f'<strong>{t["ratio_vs_plain"]}x</strong>' if t.get("ratio_vs_plain") is not None else "-"],
         ["Saved by grouping with TOON vs flat JSON",
          f'<strong>{s["saved"]}</strong> ({s["percent"]}%) '
          f'<meter min="0" max="100" value="{max(s["percent"], 0)}">{s["percent"]}%</meter>'],
+        ["As advertised now in <code>tools/list</code>, without <code>outputSchema</code>",
+         str(t["advertised_no_output"])],
+        ["Advertised vs plain JSON (FastMCP-style), both without <code>outputSchema</code>",
+         ratio(t.get("ratio_vs_plain"))],
+        ["As advertised now, with <code>outputSchema</code> (typed results; "
+         "<code>MCPFusion(output_schemas=False)</code> drops it)", str(t["advertised"])],
+        ["of which <code>outputSchema</code>", str(t.get("output_schemas", 0))],
     ]
+    if t.get("ratio_vs_plain_output") is not None:
+        rows += [["Plain JSON schemas with each action's output schema", str(t["flat_json_entries_output"])],
+                 ["Advertised vs plain JSON, both with <code>outputSchema</code>", ratio(t["ratio_vs_plain_output"])]]
     return _table(["", "tokens (o200k)"], rows, "economy") + exposition_table(t.get("expositions", {}))
 
 
@@ -276,11 +297,13 @@ def exposition_table(figures: dict[str, dict[str, Any]]) -> str:
 def _summary_tokens(t: dict[str, Any] | None) -> list[str]:
     if t is None:  # no tokenizer installed (the `tokens` extra)
         return ["–"] * 4
-    return [str(t["advertised"]), str(t["flat_json_entries"]), f'{t["ratio_vs_plain"]}x',
+    return [str(t["advertised_no_output"]), str(t["flat_json_entries"]), f'{t["ratio_vs_plain"]}x',
             f'{t["saving"]["saved"]} ({t["saving"]["percent"]}%)']
 
 
-def tool_section(tool: dict[str, Any], api_base: str) -> str:
+def tool_section(tool: dict[str, Any], api_base: str, kept: dict[str, set[str]] | None = None) -> str:
+    """A tool and its actions; with `kept` (tool -> actions a search keeps), the others are rendered hidden."""
+    shown = kept.get(tool["name"], set()) if kept is not None else {a["name"] for a in tool["actions"]}
     toon = tool["toon_description"]
     state = ("advertised as this tool's description" if toon["advertised"]
              else "not advertised (toon_description is off or the tool is flat); shown for comparison")
@@ -293,7 +316,8 @@ def tool_section(tool: dict[str, Any], api_base: str) -> str:
         badges += '<span class="badge">_select</span>'
     title = f' <span class="muted">— {_e(tool["title"])}</span>' if tool.get("title") else ""
     return (
-        f'<section class="tool" id="tool-{_e(tool["name"])}" data-keys="{_e(search.tool_keys(tool))}">'
+        f'<section class="tool" id="tool-{_e(tool["name"])}" data-keys="{_e(search.tool_keys(tool))}"'
+        f'{_hidden(bool(shown))}>'
         f'<header class="tool-head"><h2>{_e(tool["name"])}{title}</h2>{badges}{_tags(tool["tags"])}</header>'
         f'<p class="desc">{_e(tool["description"])}</p>'
         f'<p class="label">Aggregated annotations</p>{_hints(tool["annotations"])}'
@@ -304,27 +328,30 @@ def tool_section(tool: dict[str, Any], api_base: str) -> str:
         "</div>"
         f'<details class="schema"><summary>MCP <code>tools/list</code> entries as advertised</summary>'
         f'{_pre(_json(tool["mcp_tools"]), "json")}</details>'
-        + "".join(action_section(tool, a, api_base) for a in tool["actions"])
+        + "".join(action_section(tool, a, api_base, a["name"] in shown) for a in tool["actions"])
         + "</section>"
     )
 
 
-def sidebar(manifest: dict[str, Any]) -> str:
+def sidebar(manifest: dict[str, Any], kept: dict[str, set[str]] | None = None) -> str:
+    """Every tool and action; with `kept` (as `tool_section`), the others hidden."""
     items = []
     for tool in manifest["tools"]:
+        shown = kept.get(tool["name"], set()) if kept is not None else {a["name"] for a in tool["actions"]}
         actions = "".join(
-            f'<li class="nav-action" data-keys="{_e(search.action_keys(a))}">'
-            f'<a href="#action-{_e(tool["name"])}-{_e(a["name"])}">{_e(a["name"])}</a></li>'
+            f'<li class="nav-action" data-keys="{_e(search.action_keys(a))}"{_hidden(a["name"] in shown)}>'
+            f'<a href="#{_e(action_id(tool["name"], a["name"]))}">{_e(a["name"])}</a></li>'
             for a in tool["actions"]
         )
         tags = "".join(f'<span class="tag">{_e(t)}</span>' for t in tool["tags"])
         items.append(
-            f'<li class="nav-tool" data-keys="{_e(search.tool_keys(tool))}">'
+            f'<li class="nav-tool" data-keys="{_e(search.tool_keys(tool))}"{_hidden(bool(shown))}>'
             f'<a href="#tool-{_e(tool["name"])}">{_e(tool["name"])}</a>{tags}<ul>{actions}</ul></li>'
         )
     return ('<nav id="sidebar" class="sidebar" aria-label="Tools and actions">'
             f'<ul class="nav">{"".join(items)}</ul>'
-            '<p class="no-results muted" hidden>No tool or action matches.</p></nav>')
+            f'<p class="no-results muted"{_hidden(kept is not None and not any(kept.values()))}>'
+            "No tool or action matches.</p></nav>")
 
 
 def _csp(api_base: str) -> str:
@@ -335,6 +362,16 @@ def _csp(api_base: str) -> str:
             connect += f" {parts.scheme}://{parts.netloc}"
     return (f"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
             f"connect-src {connect}; base-uri 'none'; form-action 'self'")
+
+
+def _cors_note(api_base: str) -> str:
+    """What an exported page (another origin than `api_base`) needs for its try-it forms to work."""
+    if not urlsplit(api_base).scheme:
+        return ""  # same origin: nothing to allow
+    return (f'<p class="muted cors-note">The try-it forms call <code>{_e(api_base)}</code>. From another origin '
+            "(this file opened from disk has the origin <code>null</code>) the browser only reads the answer when "
+            "that server allows this origin with CORS; or use the docs the server serves at "
+            f'<code>{_e(api_base)}/tools</code>, or the curl examples.</p>')
 
 
 def render_page(
@@ -354,13 +391,17 @@ def render_page(
     n_actions = sum(len(t["actions"]) for t in tools)
     extra = "".join(f'<a href="{_e(href)}">{_e(label)}</a>' for label, href in (links or {}).items())
     summary = _table(
-        ["tool", "actions", "advertised", "plain JSON (one tool per action)", "ratio", "saved by TOON grouping"],
+        ["tool", "actions", "advertised (no outputSchema)", "plain JSON (one tool per action)", "ratio",
+         "saved by TOON grouping"],
         [[f'<a href="#tool-{_e(t["name"])}">{_e(t["name"])}</a>', str(len(t["actions"])), *_summary_tokens(t["tokens"])]
          for t in tools],
         "economy summary",
     )
-    body = "".join(tool_section(t, api_base) for t in shown["tools"])
-    empty = "" if shown["tools"] else '<p class="muted">No tool or action matches this search.</p>'
+    # Every tool is on the page (a new search, typed or submitted, may find any of them); what `query` does not
+    # match is rendered hidden, so the page reads filtered with JavaScript off too.
+    kept = {t["name"]: {a["name"] for a in t["actions"]} for t in shown["tools"]}
+    body = "".join(tool_section(t, api_base, kept) for t in tools)
+    empty = f'<p class="no-results muted"{_hidden(not shown["tools"])}>No tool or action matches this search.</p>'
     return f"""<!doctype html>
 <html lang="en">
 <head>
@@ -386,13 +427,14 @@ def render_page(
 <button type="button" class="theme-toggle" hidden aria-label="Switch theme">Theme: auto</button>
 </header>
 <div class="layout">
-{sidebar(shown)}
+{sidebar(manifest, kept)}
 <main id="main">
 <section class="overview">
 <h1>{_e(title)}</h1>
 <p>{len(tools)} tools, {n_actions} actions, generated from the registered tools. Token counts use the
 <code>{_e(manifest["token_encoding"])}</code> encoding.</p>
 {summary}
+{_cors_note(api_base)}
 </section>
 {empty}{body}
 </main>

@@ -2,11 +2,16 @@
 
 UI blocks, suggestions and function rules are only known by running the presenter's callbacks, so they are
 rendered (read-only) on sample items built from the presenter's own schema. Samples cycle through enum
-values so conditional blocks (e.g. a reminder suggested for `overdue` invoices) show up.
+values, and through the values the callbacks compare a field with (`inv["status"] == "overdue"`), so
+conditional blocks (e.g. a reminder suggested for `overdue` invoices) show up.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
+import linecache
 import logging
 from typing import Any
 
@@ -19,30 +24,124 @@ _MAX_VARIANTS = 6
 
 
 def sample_item(presenter: Presenter, variant: int = 0) -> dict[str, Any]:
-    """One raw item that fits the presenter's schema (embeds get a list of two child items)."""
+    """One raw item that fits the presenter's schema (embeds get a list of two child items); past variant 0,
+    a field its callbacks test takes the values they test it against in turn."""
     item: dict[str, Any] = {}
     if presenter.item_model is not None:
         schema = presenter.item_model.model_json_schema()
         item = samples.sample(schema, schema, variant=variant) or {}
+        if variant:
+            for key, values in tested_values(presenter).items():
+                if key in item:
+                    item[key] = values[(variant - 1) % len(values)]
     for key, child in presenter.embeds.items():
         item[key] = [sample_item(child, variant + i) for i in range(2)]
     return item
 
 
 def variants(presenter: Presenter) -> int:
-    """How many distinct samples cover the enums of the schema (at least 3)."""
-    widest = 0
+    """How many distinct samples cover the enums of the schema and the tested values (at least 3)."""
+    widest = max((len(v) + 1 for v in tested_values(presenter).values()), default=0)
     for row in rows(presenter.item_model.model_json_schema() if presenter.item_model else None):
         widest = max(widest, len(row["enum"] or ()))
     return max(3, min(widest, _MAX_VARIANTS))
+
+
+def tested_values(presenter: Presenter) -> dict[str, list[Any]]:
+    """Field -> the constants the presenter's callbacks compare it with (read from their source)."""
+    found: dict[str, list[Any]] = {}
+    for name in ("_rules", "_ui", "_suggest", "_collection_ui", "_collection_suggest", "_directives"):
+        callback = getattr(presenter, name, None)
+        if callable(callback):
+            for key, values in _compared(getattr(callback, "__mcpfusion_data_only__", callback)).items():
+                found.setdefault(key, []).extend(v for v in values if v not in found.get(key, []))
+    return found
+
+
+def _compared(fn: Any) -> dict[str, list[Any]]:
+    """`x["key"] == const` (also `!=`, `in (...)`, `x.get("key")`) in the function's source."""
+    code = getattr(fn, "__code__", None)
+    try:
+        tree = _module_ast(inspect.getsourcefile(fn) or "") if code is not None else None
+    except (TypeError, OSError):  # a builtin or a callable object: nothing to read
+        tree = None
+    found: dict[str, list[Any]] = {}
+    if tree is None or code is None:
+        return found
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef) and _starts_at(node, code):
+            for compare in (n for n in ast.walk(node) if isinstance(n, ast.Compare)):
+                sides = [compare.left, *compare.comparators]
+                for a, b in zip(sides, sides[1:], strict=False):
+                    for key, const in ((_key(a), _constants(b)), (_key(b), _constants(a))):
+                        if key is not None:
+                            found.setdefault(key, []).extend(c for c in const if c not in found[key])
+    return {k: v for k, v in found.items() if v}
+
+
+def _starts_at(node: ast.AST, code: Any) -> bool:
+    lines = {getattr(node, "lineno", -1), *(d.lineno for d in getattr(node, "decorator_list", []))}
+    return code.co_firstlineno in lines
+
+
+@functools.lru_cache(maxsize=64)
+def _module_ast(filename: str) -> ast.Module | None:
+    try:
+        return ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _key(node: ast.AST) -> str | None:
+    """The field a node reads: `item["key"]` or `item.get("key")`."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        return node.slice.value
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+            and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        return node.args[0].value
+    return None
+
+
+def _constants(node: ast.AST) -> list[Any]:
+    if isinstance(node, ast.Constant) and node.value is not None:
+        return [node.value]
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return [e.value for e in node.elts if isinstance(e, ast.Constant) and e.value is not None]
+    return []
 
 
 def sample_items(presenter: Presenter, count: int | None = None) -> list[dict[str, Any]]:
     return [sample_item(presenter, i) for i in range(count if count is not None else variants(presenter))]
 
 
-def describe(presenter: Presenter, ctx: Any = None) -> dict[str, Any]:
-    """A JSON-able description of `presenter` (and, recursively, of its embedded children)."""
+def many(action: Any) -> bool | None:
+    """Whether `action` answers a list (True), one object (False) or either (None): what to sample."""
+    return True if action.paginate else action.output.many
+
+
+def _renders(presenter: Presenter, ctx: Any, many: bool | None) -> tuple[list[Any], str | None]:
+    """The presenter rendered on samples of the shape the action returns (either shape when unknown): every
+    render that worked, and the first error when no shape rendered whole (a callback needing real data)."""
+    items = sample_items(presenter)
+    samples: dict[bool, list[Any]] = {False: items, True: [items[: presenter.max_items or None]]}
+    done: list[Any] = []
+    error: str | None = None
+    whole = False
+    for shape in ([many] if many is not None else [False, True]):
+        failed = False
+        for data in samples[shape]:
+            try:
+                done.append(presenter.render(data, ctx))
+            except Exception as exc:  # a callback that needs real dependencies: say so rather than fail the page
+                logger.debug("presenter %s could not render a sample", presenter.name, exc_info=True)
+                error, failed = error or f"{type(exc).__name__}: {exc}", True
+        whole = whole or not failed
+    return done, None if whole else error
+
+
+def describe(presenter: Presenter, ctx: Any = None, many: bool | None = None) -> dict[str, Any]:
+    """A JSON-able description of `presenter` (and, recursively, of its embedded children), sampled as the
+    action answers: one object (`many` False), a list (True), or both (None)."""
     info: dict[str, Any] = {
         "name": presenter.name,
         "fields": rows(presenter.item_schema()),
@@ -59,14 +158,7 @@ def describe(presenter: Presenter, ctx: Any = None) -> dict[str, Any]:
     }
     inherited = {r for e in info["embeds"] for r in e["presenter"]["automatic_rules"] + e["presenter"]["rules"]}
     inherited_suggestions = {(s["action"], s["reason"]) for e in info["embeds"] for s in e["presenter"]["suggestions"]}
-    items = sample_items(presenter)
-    try:
-        renders = [presenter.render(item, ctx) for item in items]
-        renders.append(presenter.render(items[: presenter.max_items or None], ctx))
-    except Exception as exc:  # a callback that needs real dependencies: say so rather than fail the page
-        logger.debug("presenter %s could not render a sample", presenter.name, exc_info=True)
-        info["sample_error"] = f"{type(exc).__name__}: {exc}"
-        return info
+    renders, info["sample_error"] = _renders(presenter, ctx, many)
     seen_blocks: set[tuple[str, str | None]] = set()
     for rendered in renders:
         for rule in rendered.rules:

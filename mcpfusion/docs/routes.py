@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
@@ -40,18 +41,32 @@ class _ManifestCache:
         return rebase(manifest, curl_base)
 
 
+HostCheck = Callable[[str | None, str | None], tuple[int, str] | None]  # as mcpfusion.rest.HostCheck
+
+
 def _server_url(request: Request) -> str:
     return str(request.base_url).rstrip("/")
 
 
-def add_docs_routes(app: FastAPI, registry: ToolRegistry, *, path: str = "/tools", title: str | None = None) -> None:
+def add_docs_routes(app: FastAPI, registry: ToolRegistry, *, path: str = "/tools", title: str | None = None,
+                    host_check: HostCheck | None = None) -> None:
     """Serve the generated tool docs at `path` (HTML), `path.json`, `path.toon` and `path/static/…`.
 
-    The page links its assets and manifests relatively, so it also works under a mount prefix.
+    The page links its assets and manifests relatively, so it also works under a mount prefix. The curl
+    examples are aimed at the URL the request came in on, so with `host_check` (the MCP endpoint's
+    DNS-rebinding guard) a Host `/mcp` refuses is refused here too (421): no example that carries a bearer
+    token is ever aimed at a host the server does not answer as.
     """
     path = "/" + path.strip("/")
     leaf = path.rsplit("/", 1)[-1]
     cache = _ManifestCache(registry, title or app.title)
+
+    def manifest_for(request: Request) -> dict[str, Any]:
+        """The manifest aimed at the request's URL, or `HTTPException` 421 for a Host the server refuses."""
+        refusal = host_check(request.headers.get("host"), None) if host_check is not None else None
+        if refusal is not None:  # Origin is not checked: the page and manifests are read-only and not CORS-shared
+            raise HTTPException(*refusal)
+        return cache.get(_server_url(request))
 
     # sync endpoints: FastAPI runs them in its thread pool, so a first (token-counting) build never blocks the loop.
     # They read `q` and `name` from the request rather than as typed parameters: a parameter makes FastAPI import
@@ -62,18 +77,18 @@ def add_docs_routes(app: FastAPI, registry: ToolRegistry, *, path: str = "/tools
         q = request.query_params.get("q", "")
         root = request.scope.get("root_path", "").rstrip("/")
         links = {"OpenAPI": root + app.docs_url} if app.docs_url else {}
-        html = render_page(cache.get(_server_url(request)), asset_prefix=f"{leaf}/static/", manifest_href=leaf,
+        html = render_page(manifest_for(request), asset_prefix=f"{leaf}/static/", manifest_href=leaf,
                            api_base=root, query=q, links=links)
         return HTMLResponse(html)
 
     def manifest_json(request: Request) -> Response:
-        body = json.dumps(cache.get(_server_url(request)), ensure_ascii=False, indent=2, default=str)
+        body = json.dumps(manifest_for(request), ensure_ascii=False, indent=2, default=str)
         return Response(body, media_type="application/json")
 
     def manifest_in_toon(request: Request) -> Response:
         from .manifest import manifest_toon
 
-        return Response(manifest_toon(cache.get(_server_url(request))), media_type="text/plain; charset=utf-8")
+        return Response(manifest_toon(manifest_for(request)), media_type="text/plain; charset=utf-8")
 
     def static(request: Request) -> Response:
         name = request.path_params["name"]

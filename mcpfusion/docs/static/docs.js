@@ -67,6 +67,19 @@
 
   /* -- try it: POST the JSON body to the REST endpoint ----------------------------------------------- */
   var apiBase = (document.body.getAttribute("data-api-base") || "").replace(/\/+$/, "");
+  /* another origin (an export opened from disk has the origin "null"): the browser needs the server's CORS */
+  var foreign = false;
+  if (apiBase) {
+    try { foreign = new URL(apiBase).origin !== window.location.origin; } catch (e) { foreign = true; }
+  }
+  document.querySelectorAll(".cors-note").forEach(function (note) { note.hidden = !foreign; });
+  function unreachable(error) {
+    if (!foreign) { return String(error) + "\n\nThe server did not answer: is it running?"; }
+    return String(error) + "\n\nThis page (origin " + window.location.origin + ") calls " + apiBase +
+      ", another origin: the browser blocks the answer unless that server allows this origin with CORS " +
+      "(FastAPI's CORSMiddleware; a page opened from a file has the origin null). Or use the docs the server " +
+      "serves itself (" + apiBase + "/tools), or the curl example above.";
+  }
   function show(form, status, text, ok) {
     var out = form.querySelector(".response");
     out.hidden = false;
@@ -103,7 +116,7 @@
           show(form, "HTTP " + response.status + " " + response.statusText, pretty, response.ok);
         });
       }).catch(function (e) {
-        show(form, "Request failed", String(e), false);
+        show(form, "Request failed", unreachable(e), false);
       }).finally(function () { button.disabled = false; });
     });
   });
