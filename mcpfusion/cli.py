@@ -232,12 +232,11 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     try:
         app, fusion = load(args.app, args.app_dir)
         status(f"serving {fusion.name} over stdio (one JSON-RPC message per line; Ctrl-D to stop)")
-        asyncio.run(serve_stdio(app, headers=headers, stdout=protocol))
+        return asyncio.run(serve_stdio(app, headers=headers, stdout=protocol))  # (143 on SIGTERM: see serve_stdio)
     except StartupFailed as exc:
         raise _startup_failed(args.app, str(exc)) from None
     finally:
         sys.stdout = protocol
-    return 0
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -340,7 +339,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from .install import InstallError, install, parse_env
+    from .install import InstallError, install, parse_env, redacted
 
     _, fusion = load(args.app, args.app_dir)  # the APP must load here before a client tries to start it
     app_dir = os.path.abspath(args.app_dir or os.getcwd())
@@ -354,7 +353,7 @@ def cmd_install(args: argparse.Namespace) -> int:
         raise CliError(f"cannot write the client configuration: {exc.strerror or exc} ({exc.filename})") from None
     kind = f"HTTP {args.url}" if args.url else "stdio"
     status(f"wrote server {args.name or fusion.name!r} ({kind}) to {path}; restart {args.client} to load it")
-    print(json.dumps(entry, indent=2, ensure_ascii=False))
+    print(json.dumps(redacted(entry), indent=2, ensure_ascii=False))  # (the file holds the secrets)
     return 0
 
 

@@ -8,7 +8,8 @@ Clients and the file each reads (its `mcpServers` object; other entries are kept
 - cursor: `~/.cursor/mcp.json`. Stdio, or `{"url", "headers"}`.
 
 A stdio entry runs this installation's `mcpfusion stdio APP --app-dir DIR`, so the client may start it from any
-folder; a token goes into `env` as `MCPFUSION_AUTHORIZATION`, never into the arguments.
+folder; a token goes into `env` as `MCPFUSION_AUTHORIZATION`, never into the arguments. A token (or a header
+setting in `--env`) the server would refuse at start-up is refused here; `redacted(entry)` is the entry to show.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 CLIENTS = ("claude-desktop", "claude-code", "cursor")
+_HIDDEN = "***"
 
 
 class InstallError(Exception):
@@ -134,6 +136,34 @@ def _replace(path: Path, text: str, mode: int) -> None:
         raise
 
 
+def check_settings(token: str | None, env: Mapping[str, str]) -> None:
+    """Refuse, as the stdio server would at start-up, a token or a header setting no HTTP header can carry
+    (a line break, a character outside Latin-1): the client would start a server that exits at once."""
+    from .mcp.stdio import StdioConfigError, check_header, env_headers
+
+    try:
+        if token:
+            check_header("authorization", f"Bearer {token}", "--token")
+        env_headers({k: v for k, v in env.items() if k in ("MCPFUSION_AUTHORIZATION", "MCPFUSION_STDIO_HEADERS")})
+    except StdioConfigError as exc:
+        raise InstallError(str(exc).replace("MCPFUSION_", "--env MCPFUSION_", 1)) from None
+
+
+def redacted(entry: dict[str, Any]) -> dict[str, Any]:
+    """`entry` fit to print: the values of its `env` and `headers` (the token, secrets given with --env) hidden;
+    the configuration file holds them."""
+    shown = dict(entry)
+    for key in ("env", "headers"):
+        if isinstance(shown.get(key), dict):
+            shown[key] = {name: _hidden(value) for name, value in shown[key].items()}
+    return shown
+
+
+def _hidden(value: Any) -> str:
+    scheme, space, _ = str(value).partition(" ")
+    return f"{scheme} {_HIDDEN}" if space and scheme.lower() == "bearer" else _HIDDEN  # (the scheme tells nothing)
+
+
 def install(client: str, app: str, *, name: str, app_dir: Path, config: Path | None = None, url: str | None = None,
             token: str | None = None, env: Mapping[str, str] | None = None) -> tuple[Path, dict[str, Any]]:
     """Write the entry of server `name` into `client`'s configuration; returns (file, entry)."""
@@ -141,6 +171,7 @@ def install(client: str, app: str, *, name: str, app_dir: Path, config: Path | N
         raise InstallError(f"unknown client {client!r}; use one of {', '.join(CLIENTS)}")
     if url is not None and env:
         raise InstallError("--env applies to stdio servers only; an HTTP server reads its own environment")
+    check_settings(token, env or {})
     entry = http_entry(client, url, token) if url else stdio_entry(app, app_dir, token, env or {})
     path = config or default_config_path(client)
     write_entry(path, name, entry, private=bool(token or env))

@@ -44,7 +44,7 @@ from .security import HostOriginGuard
 from .session_wire import SessionWire
 from .sessions import InMemorySessionStore, SessionStore
 from .settings import TransportSettings
-from .wire import any_repeated, error_response, header, http_error, repeated
+from .wire import TRANSPORT_SCOPE_KEY, any_repeated, error_response, header, http_error, repeated
 
 
 class McpRoute(APIRoute):
@@ -159,7 +159,8 @@ class McpHttpTransport:
 
     def _refuse(self, request: Request) -> Response | None:
         host, origin = header(request, b"host"), header(request, b"origin")
-        if self.guard.check(host, origin) is None:
+        # The stdio bridge calls in process: no network peer, nothing for DNS rebinding to reach.
+        if request.scope.get(TRANSPORT_SCOPE_KEY) == "stdio" or self.guard.check(host, origin) is None:
             if repeated(request, b"authorization"):
                 # Login and session check could otherwise read different credentials.
                 return http_error(400, "Bad Request: send exactly one Authorization header")

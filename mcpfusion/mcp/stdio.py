@@ -10,8 +10,15 @@ Headers that dependencies need come from the environment:
   MCPFUSION_STDIO_HEADERS   a JSON object of extra headers ({"X-Tenant": "acme"})
 (checked at start-up: a header HTTP cannot carry is refused there, naming the variable).
 
+stdout carries UTF-8 JSON-RPC lines only, whatever the locale: the protocol writes to a private copy of file
+descriptor 1, which is pointed at stderr, so neither `print()` nor a handler's child process can corrupt it. A
+stdin line longer than the endpoint's body limit is refused unread (-32600 Payload Too Large).
+
 The server stops at the end of stdin, once the calls still running are answered (a request it sent the client
-is answered "connection closed" in its place), and at once when its task is cancelled (Ctrl-C).
+is answered "connection closed" in its place); a call still running 30 s later is cancelled and answered with
+an error (exit status 1). On SIGTERM (exit status 143) and Ctrl-C (SIGINT, 130) it stops at once: running calls
+are cancelled and answered, the app's lifespan shutdown runs. When the client closes stdout, the server stops
+starting calls, logs one line and exits (status 1).
 
     python -m mcpfusion.mcp.stdio package.module:app      # an ASGI app (`mcpfusion stdio` takes an MCPFusion too)
 """
@@ -25,12 +32,14 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, TextIO
 
-from ..body import InvalidJSON, parse_json
+from ..body import DEFAULT_MAX_BODY_BYTES, InvalidJSON, parse_json
 from . import jsonrpc, protocol
 from .jsonrpc import HTTP_ERROR, error, is_valid_id
 from .wire import TRANSPORT_SCOPE_KEY
@@ -39,6 +48,11 @@ logger = logging.getLogger("mcpfusion.stdio")
 
 _NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _CONNECTION_CLOSED = -32000  # the SDKs' code for a request whose peer went away
+DRAIN_TIMEOUT = 30.0  # seconds the calls still running at the end of stdin get to answer
+# Exit statuses (the shell's 128 + signal for the signals): every request answered, some were not (a call
+# cancelled at the drain cap, stdout closed by the client), stopped by SIGTERM.
+EXIT_OK, EXIT_UNANSWERED, EXIT_SIGTERM = 0, 1, 128 + signal.SIGTERM
+_READ_CHUNK = 1 << 16
 _BLOCKED_HEADERS = {"host", "content-length", "content-type", "accept", "mcp-session-id"}
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # visible Latin-1, spaces and tabs: no CR, LF, NUL
@@ -146,6 +160,9 @@ class StdioBridge:
         self._lifespan_events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._client_requests: set[Any] = set()  # ids of the server's requests the client has not answered
         self._asked = asyncio.Event()  # set when the server sends the client a request
+        self._requests: dict[asyncio.Task[Any], Any] = {}  # the client's request each running line task serves
+        self.gone = False  # stdout is closed: nothing can be answered any more
+        self.on_gone: Callable[[], None] | None = None  # called once when stdout is found closed
 
     # -- lifespan -------------------------------------------------------------------------------------
 
@@ -186,7 +203,16 @@ class StdioBridge:
         """Handle one stdin line concurrently with the others (a call may wait for a later answer line)."""
         task = asyncio.create_task(self.handle_line(line))
         self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[Any]) -> None:
+        self.tasks.discard(task)
+        self._requests.pop(task, None)
+
+    def refuse_oversized(self, line: Oversized) -> None:
+        """Answer a line the reader refused for its size, with its id when the line starts by stating it."""
+        self._emit(error(_leading_id(line.head), jsonrpc.INVALID_REQUEST,
+                         f"Payload Too Large: the limit is {line.limit} bytes"))
 
     async def handle_line(self, line: str) -> None:
         line = line.strip()
@@ -207,14 +233,23 @@ class StdioBridge:
             msg_id = None
         if isinstance(message, dict) and "method" not in message:  # the client's answer to a server request
             self._client_requests.discard(msg_id)
-        try:
-            headers = self._headers_for(message)
-            status, response_headers, messages = await self._request("POST", headers, raw, reply_id=msg_id)
+        elif msg_id is not None and (task := asyncio.current_task()) in self.tasks:
+            self._requests[task] = msg_id  # (answered at shutdown if still running)
+        if _version_not_a_string(message):
+            # The SDK ladder's verdict for a transport without headers (HTTP's is a header mismatch): no
+            # routing header could mirror a number or null.
+            if msg_id is not None:
+                self._emit(error(msg_id, jsonrpc.INVALID_PARAMS,
+                                 "Invalid params: the protocol-version envelope value must be a string"))
+            return
+        try:  # (only the headers: an error while the app runs or the answer is written is no bad request)
+            headers = _encode_headers(self._headers_for(message))
         except UnicodeEncodeError:  # a routing value (method, protocol version) no HTTP header can carry
             if msg_id is not None:
                 self._emit(error(msg_id, jsonrpc.INVALID_REQUEST, "Invalid request: the method and the protocol "
                                  "version are ASCII names"))
             return
+        status, response_headers, messages = await self._request("POST", headers, raw, reply_id=msg_id)
         if isinstance(message, dict) and message.get("method") == "initialize" and status == 200:
             self.session_id = response_headers.get("mcp-session-id", self.session_id)
             for reply in messages:
@@ -264,19 +299,16 @@ class StdioBridge:
         headers = {**self.headers, "accept": "text/event-stream", "mcp-session-id": self.session_id or ""}
         if self.protocol_version:
             headers["mcp-protocol-version"] = self.protocol_version
-        await self._request("GET", headers, b"")
+        await self._request("GET", _encode_headers(headers), b"")
 
     # -- ASGI -----------------------------------------------------------------------------------------
 
-    async def _request(self, method: str, headers: dict[str, str], body: bytes, *, reply_id: Any = None
-                       ) -> tuple[int, dict[str, str], list[Any]]:
+    async def _request(self, method: str, headers: list[tuple[bytes, bytes]], body: bytes, *,
+                       reply_id: Any = None) -> tuple[int, dict[str, str], list[Any]]:
         """One in-process HTTP exchange; SSE events are written out as they arrive. An error the endpoint
         answered with a null id (it refused the body unread: too large) gets `reply_id`, the id of the request
         this bridge did read, so the client is not left waiting."""
-        raw_headers = [(b"host", b"localhost")] + [
-            (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
-        ]
-        raw_headers.append((b"content-length", str(len(body)).encode()))
+        raw_headers = [(b"host", b"localhost"), *headers, (b"content-length", str(len(body)).encode())]
         scope = {
             "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
             "scheme": "http", "path": self.path, "raw_path": self.path.encode(), "query_string": b"",
@@ -343,19 +375,31 @@ class StdioBridge:
         return status, response_headers, written
 
     def _emit(self, message: Any) -> None:
+        if self.gone:
+            return
         if isinstance(message, dict) and "method" in message and message.get("id") is not None:
             self._client_requests.add(message["id"])  # (elicitation, sampling, roots: the client must answer)
             self._asked.set()
         _hint_token(message)
-        self.write(json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n")
+        line = json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n"
+        try:
+            self.write(line)
+        except (OSError, ValueError):  # EPIPE, or the file object closed: the client stopped reading
+            self._output_closed()
 
-    async def drain(self, timeout: float = 30.0) -> None:
+    def _output_closed(self) -> None:
+        self.gone = True
+        logger.warning("stdout was closed by the client: stopping (no more calls are started)")
+        if self.on_gone is not None:
+            self.on_gone()
+
+    async def drain(self, timeout: float = DRAIN_TIMEOUT) -> None:
         """After stdin closed: let the calls still running finish (for at most `timeout` seconds). The requests
         the server sent the client and still waits for (elicitation, sampling) are answered here with an
         error, since the client can no longer answer: the call that asked goes on instead of waiting."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while self.tasks and loop.time() < deadline:
+        while self.tasks and loop.time() < deadline and not self.gone:
             unanswered, self._client_requests = self._client_requests, set()
             for request_id in unanswered:
                 self.submit(json.dumps(error(request_id, _CONNECTION_CLOSED, "Connection closed: the client "
@@ -368,15 +412,32 @@ class StdioBridge:
             finally:
                 asked.cancel()
 
-    async def close(self) -> None:
-        for task in list(self.tasks):
+    async def cancel_calls(self, reason: str) -> int:
+        """Cancel the lines still being handled; each request among them is answered with an error saying
+        `reason` (the client would otherwise wait for it forever). Returns how many were."""
+        running = {task: self._requests.get(task) for task in self.tasks}
+        for task in running:
             task.cancel()
+        if running:
+            await asyncio.wait(running, timeout=2)
+        abandoned = [request_id for task, request_id in running.items()
+                     if request_id is not None and (task.cancelled() or not task.done())]
+        for request_id in abandoned:
+            self._emit(error(request_id, jsonrpc.INTERNAL_ERROR, f"Request cancelled: {reason}"))
+        return len(abandoned)
+
+    async def close(self, reason: str = "the server is stopping") -> int:
+        """Cancel what still runs (see `cancel_calls`), end the session, run the lifespan shutdown; returns
+        the number of requests answered as cancelled."""
+        abandoned = await self.cancel_calls(reason)
         if self._get_stream is not None:
             self._get_stream.cancel()
         if self.session_id:
             with contextlib.suppress(Exception):
-                await self._request("DELETE", {**self.headers, "mcp-session-id": self.session_id}, b"")
+                await self._request("DELETE", _encode_headers({**self.headers, "mcp-session-id": self.session_id}),
+                                    b"")
         await self.shutdown()
+        return abandoned
 
 
 def _hint_token(message: Any) -> None:
@@ -391,81 +452,240 @@ def _hint_token(message: Any) -> None:
         err["message"] = text.rstrip(".") + ". " + _TOKEN_HINT
 
 
-def _read_lines(fd: int, deliver: Callable[[bytes | None], None]) -> None:
-    """Deliver each line read from `fd`, then None at end of input (the body of the reader thread).
+def _encode_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    """ASGI header pairs (`UnicodeEncodeError` for a value outside Latin-1)."""
+    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
 
-    `os.read` on the descriptor, not `sys.stdin`: a thread blocked in `sys.stdin.readline` holds the buffer's
-    lock, which the interpreter needs at exit."""
+
+def _version_not_a_string(message: Any) -> bool:
+    """Whether `message` is a 2026-07-28 envelope whose protocol version is not a string."""
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and protocol.PROTOCOL_VERSION_META_KEY in meta \
+        and not isinstance(meta[protocol.PROTOCOL_VERSION_META_KEY], str)
+
+
+_SPACE = re.compile(r"[ \t\r\n]*")
+
+
+def _skip_space(text: str, pos: int) -> int:
+    match = _SPACE.match(text, pos)
+    return match.end() if match else pos
+
+
+def _leading_id(head: bytes) -> Any:
+    """The `id` of the JSON object that `head` begins, when the members before it are whole (a line too large to
+    read is still answered with its id, which clients put first); else None, as JSON-RPC answers an unread id."""
+    text = head.decode("utf-8", "replace")
+    decoder = json.JSONDecoder()
+    pos = _skip_space(text, 0)
+    if not text.startswith("{", pos):
+        return None
+    try:
+        while True:  # one member a turn: "key": value,
+            key, pos = decoder.raw_decode(text, _skip_space(text, pos + 1))
+            pos = _skip_space(text, pos)
+            if not isinstance(key, str) or not text.startswith(":", pos):
+                return None
+            value, pos = decoder.raw_decode(text, _skip_space(text, pos + 1))
+            if key == "id":
+                return value if is_valid_id(value) else None
+            pos = _skip_space(text, pos)
+            if not text.startswith(",", pos):
+                return None
+    except (ValueError, RecursionError):  # cut off inside a member (or nested too deep to scan)
+        return None
+
+
+@dataclass(frozen=True)
+class Oversized:
+    """A stdin line longer than `limit` bytes, refused unread: its first bytes and the limit."""
+
+    head: bytes
+    limit: int
+
+
+def _body_limit(app: Any) -> int:
+    """The body limit of the app's MCP endpoint (an `MCPFusion` mounted on it says), in bytes."""
+    settings = getattr(getattr(getattr(app, "state", None), "mcpfusion", None), "settings", None)
+    limit = getattr(settings, "max_body_bytes", None)
+    return limit if isinstance(limit, int) and limit > 0 else DEFAULT_MAX_BODY_BYTES
+
+
+def _read_lines(read: Callable[[], bytes], deliver: Callable[[bytes | Oversized | None], None], limit: int) -> None:
+    """Deliver each line `read` returns (in chunks; b"" at the end of input), then None (the body of the reader
+    thread). A line longer than `limit` bytes is delivered as `Oversized` as soon as it passes the limit, and
+    the rest of it is skipped unread: memory stays bounded whatever the client sends."""
     pending: list[bytes] = []
-    while True:
-        try:
-            chunk = os.read(fd, 1 << 16)
-        except OSError:  # stdin closed under us: end of input
-            chunk = b""
-        if not chunk:
-            if pending:
-                deliver(b"".join(pending))
-            deliver(None)
-            return
+    size = 0
+    skipping = False  # inside a refused line: dropping bytes up to its end
+    while chunk := read():
         while chunk:
             end = chunk.find(b"\n") + 1
-            if not end:
-                pending.append(chunk)
-                break
-            pending.append(chunk[:end])
-            deliver(b"".join(pending))
-            pending, chunk = [], chunk[end:]
+            part, chunk = (chunk[:end], chunk[end:]) if end else (chunk, b"")
+            if not skipping:
+                pending.append(part)
+                size += len(part) - (1 if end else 0)
+                if size > limit:
+                    deliver(Oversized(b"".join(pending)[:_READ_CHUNK], limit))
+                    skipping = True
+                elif end:
+                    deliver(b"".join(pending))
+            if end or skipping:
+                pending, size = [], 0
+            if end:
+                skipping = False
+    if pending:
+        deliver(b"".join(pending))
+    deliver(None)
 
 
-def _stdin_lines(loop: asyncio.AbstractEventLoop) -> asyncio.Queue[str | None]:
+def _stdin_lines(loop: asyncio.AbstractEventLoop, limit: int) -> asyncio.Queue[str | Oversized | None]:
     """stdin's lines (None at the end), read by a daemon thread: unlike the loop's default executor, which
     `asyncio.run` joins on the way out, it never holds the exit (Ctrl-C while the client keeps stdin open)."""
-    queue: asyncio.Queue[str | None] = asyncio.Queue()
+    queue: asyncio.Queue[str | Oversized | None] = asyncio.Queue()
 
-    def deliver(line: bytes | None) -> None:
+    def deliver(line: bytes | Oversized | None) -> None:
         # Bytes that are not UTF-8 become lone surrogates, which `handle_line` answers as a parse error.
-        item = None if line is None else line.decode("utf-8", "surrogateescape")
+        item = line.decode("utf-8", "surrogateescape") if isinstance(line, bytes) else line
         with contextlib.suppress(RuntimeError):  # the loop is closed: the server is exiting
             loop.call_soon_threadsafe(queue.put_nowait, item)
 
     try:
         fd = sys.stdin.fileno()
     except (AttributeError, OSError, ValueError):  # a stdin replaced by an object without a descriptor
-        def read() -> None:
-            for line in iter(sys.stdin.readline, ""):
-                deliver(line.encode("utf-8", "surrogateescape"))
-            deliver(None)
+        def read() -> bytes:
+            return sys.stdin.readline(_READ_CHUNK).encode("utf-8", "surrogateescape")
     else:
-        def read() -> None:
-            _read_lines(fd, deliver)
-    threading.Thread(target=read, name="mcpfusion-stdin", daemon=True).start()
+        # `os.read` on the descriptor, not `sys.stdin`: a thread blocked in `sys.stdin.readline` holds the
+        # buffer's lock, which the interpreter needs at exit.
+        def read() -> bytes:
+            try:
+                return os.read(fd, _READ_CHUNK)
+            except OSError:  # stdin closed under us: end of input
+                return b""
+    threading.Thread(target=_read_lines, args=(read, deliver, limit), name="mcpfusion-stdin", daemon=True).start()
     return queue
 
 
+@contextlib.contextmanager
+def _protocol_output(stdout: Any) -> Iterator[Callable[[str], None]]:
+    """A writer of protocol lines to `stdout`, as UTF-8 whatever its encoding (a Windows pipe's is the ANSI code
+    page). When `stdout` has a descriptor, the protocol writes to a private copy of it and descriptor 1 is
+    pointed at stderr meanwhile: a handler's child process (or C code) writing to fd 1 cannot corrupt it."""
+    try:
+        fd = stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # an in-memory stream
+        fd = None
+    if fd is None:
+        binary = getattr(stdout, "buffer", None)
+
+        def write(text: str) -> None:
+            if binary is None:
+                stdout.write(text)
+                stdout.flush()
+            else:
+                binary.write(text.encode("utf-8", "backslashreplace"))
+                binary.flush()
+
+        yield write
+        return
+    with contextlib.suppress(OSError, ValueError):
+        stdout.flush()  # whatever its text layer holds goes out first
+    channel = os.fdopen(os.dup(fd), "wb")
+    moved = fd == 1 and _point_fd1_at_stderr()
+
+    def write_bytes(text: str) -> None:
+        # (a lone surrogate can only sit in a JSON string, where its backslash escape is valid JSON)
+        channel.write(text.encode("utf-8", "backslashreplace"))
+        channel.flush()
+
+    try:
+        yield write_bytes
+    finally:
+        if moved:
+            with contextlib.suppress(OSError):
+                os.dup2(channel.fileno(), 1)
+        with contextlib.suppress(OSError):
+            channel.close()
+
+
+def _point_fd1_at_stderr() -> bool:
+    """Point descriptor 1 at stderr (at /dev/null when there is none); whether it was moved."""
+    try:
+        os.dup2(2, 1)
+    except OSError:
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+        except OSError:
+            return False
+        os.dup2(null, 1)
+        os.close(null)
+    return True
+
+
+@contextlib.contextmanager
+def _on_sigterm(task: asyncio.Task[Any]) -> Iterator[list[bool]]:
+    """While inside, SIGTERM cancels `task` as Ctrl-C does (MCP hosts stop a stdio server so); the list
+    yielded holds True once it did."""
+    loop = asyncio.get_running_loop()
+    received: list[bool] = []
+
+    def terminate() -> None:
+        if not received:  # (a second SIGTERM would interrupt the shutdown it started)
+            received.append(True)
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, terminate)
+    except (NotImplementedError, RuntimeError, ValueError):  # Windows, or not the main thread: the default
+        yield received
+        return
+    try:
+        yield received
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
 async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] | None = None,
-                      stdout: TextIO | None = None) -> None:
+                      stdout: TextIO | None = None) -> int:
     """Serve `app`'s MCP endpoint on this process's stdin/stdout until stdin closes (or the task is
-    cancelled: Ctrl-C). `stdout`: the protocol channel when the caller already moved `sys.stdout` away (to
-    keep prints made while importing the app off it); by default the current `sys.stdout`."""
+    cancelled: Ctrl-C; or SIGTERM). `stdout`: the protocol channel when the caller already moved `sys.stdout`
+    away (to keep prints made while importing the app off it); by default the current `sys.stdout`.
+
+    Returns the exit status: `EXIT_OK`, `EXIT_UNANSWERED` (calls cancelled unanswered at the drain cap, or
+    stdout closed by the client) or `EXIT_SIGTERM`."""
     out = stdout or sys.stdout
     previous = sys.stdout
     # stdout carries the protocol only: a stray print() in user code goes to stderr instead.
     sys.stdout = sys.stderr
-
-    def write(text: str) -> None:
-        out.write(text)
-        out.flush()
-
-    bridge = StdioBridge(app, write, path=path, headers=headers)
-    try:
-        await bridge.startup()
-        lines = _stdin_lines(asyncio.get_running_loop())
-        while (line := await lines.get()) is not None:
-            bridge.submit(line)
-        await bridge.drain()  # answers to the last lines, unless they wait for the client
-    finally:
-        await bridge.close()
-        sys.stdout = previous
+    main = asyncio.current_task()
+    assert main is not None
+    status, reason = EXIT_OK, "the server was interrupted"
+    with _protocol_output(out) as write, _on_sigterm(main) as terminated:
+        bridge = StdioBridge(app, write, path=path, headers=headers)
+        try:
+            await bridge.startup()
+            lines = _stdin_lines(asyncio.get_running_loop(), _body_limit(app))
+            bridge.on_gone = lambda: lines.put_nowait(None)  # wakes the loop below, which then stops
+            while (line := await lines.get()) is not None and not bridge.gone:
+                if isinstance(line, Oversized):
+                    bridge.refuse_oversized(line)
+                else:
+                    bridge.submit(line)
+            await bridge.drain(DRAIN_TIMEOUT)  # answers to the last lines, unless they wait for the client
+            reason = f"the server stops {DRAIN_TIMEOUT:g} s after stdin closes, and this call was still running"
+        except asyncio.CancelledError:
+            if not terminated:
+                raise  # Ctrl-C: asyncio.run turns it into KeyboardInterrupt once the server has closed
+            main.uncancel()
+            status, reason = EXIT_SIGTERM, "the server was stopped (SIGTERM)"
+        finally:
+            abandoned = await bridge.close(reason)
+            sys.stdout = previous
+    if status == EXIT_OK and (abandoned or bridge.gone):
+        status = EXIT_UNANSWERED
+    return status
 
 
 def load_app(target: str) -> Any:
@@ -489,13 +709,15 @@ def main(argv: list[str] | None = None) -> None:
     try:
         headers = env_headers()
         app = load_app(args[0])
-        asyncio.run(serve_stdio(app, headers=headers, stdout=protocol))
+        status = asyncio.run(serve_stdio(app, headers=headers, stdout=protocol))
     except (StdioConfigError, StartupFailed) as exc:
         raise SystemExit(f"mcpfusion: error: {exc}") from None
     except KeyboardInterrupt:
         raise SystemExit(130) from None
     finally:
         sys.stdout = protocol
+    if status:
+        raise SystemExit(status)
 
 
 if __name__ == "__main__":
