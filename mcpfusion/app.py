@@ -17,7 +17,7 @@ from starlette.requests import Request
 
 from . import collector
 from .context import Context
-from .dependencies import CONTEXT_SCOPE_KEY, context_parameter
+from .dependencies import CONTEXT_SCOPE_KEY, context_parameter, draining
 from .dispatch import ToolRegistry, _failure_of, no_phase
 from .errors import INTERNAL_ERROR, ToolError, UnknownToolError, ValidationFailed, field_path, sent_value
 from .health import HEALTHZ_RESPONSES, READYZ_RESPONSES, Check, Readiness, healthz, readyz_endpoint
@@ -610,6 +610,8 @@ class MCPFusion:
             self.telemetry.install(app)
         if collector.wanted(self.gc_tuning):
             app.router.lifespan_context = collector.serving(app.router.lifespan_context)
+        # Outermost: a shutdown first waits for the calls' background tasks, then the app's pools close.
+        app.router.lifespan_context = draining(self.registry.background, app.router.lifespan_context)
         if rest:
             from .rest import add_rest_routes
 

@@ -23,8 +23,9 @@ import inspect
 import logging
 import types
 import typing
-from collections.abc import Awaitable, Callable, MutableMapping
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from contextvars import ContextVar, Token
 from typing import Annotated, Any
 
 from fastapi import params
@@ -446,6 +447,10 @@ async def resolve(dependant: Dependant, request: Request, stack: AsyncExitStack)
     plan = planned(dependant, request)
     if plan is not None:
         return await plan.run(request)
+    queued = _queued.get()
+    if queued is None:  # a resource or a prompt: its tasks start once its exit stack closed without an error
+        queued = []
+        stack.push_async_exit(_start_after(queued, scope))  # (first in, last out: after every teardown)
     saved = scope.get("fastapi_inner_astack"), scope.get("fastapi_function_astack")
     scope["fastapi_inner_astack"] = scope["fastapi_function_astack"] = stack
     try:
@@ -461,41 +466,136 @@ async def resolve(dependant: Dependant, request: Request, stack: AsyncExitStack)
     if solved.errors:
         raise DependencyErrors(list(solved.errors))
     if solved.background_tasks is not None:
-        # Pushed after the yield dependencies: it sees the call's own outcome before any of them closes.
-        stack.push_async_exit(_after_success(solved.background_tasks, scope))
+        queued.append(solved.background_tasks)  # started once the whole call has succeeded
     return solved.values
 
 
 BACKGROUND_KEY = "mcpfusion.background"  # the scope's list of the background tasks its calls started
-# The background tasks running: the event loop keeps only weak references to its tasks.
-_background: set[asyncio.Task[None]] = set()
+BACKGROUND_TIMEOUT = 30.0  # seconds a shutdown waits for the background tasks still running
+# The `BackgroundTasks` queued by the action call running in this context (None: no call collects them). A
+# context variable rather than the request scope: concurrent calls may share a scope, and a middleware may
+# run the rest of its call in a task of its own (which sees the same list).
+_queued: ContextVar[list[BackgroundTasks] | None] = ContextVar("mcpfusion.background_queued", default=None)
 
 
-def _after_success(tasks: BackgroundTasks, scope: MutableMapping[str, Any]) -> Callable[..., Awaitable[bool]]:
-    """The exit callback that starts `tasks` once the call has been answered, as FastAPI runs them after the
-    response: only when the call succeeded, and without delaying its answer."""
+def collect_background() -> tuple[list[BackgroundTasks], Token[list[BackgroundTasks] | None]]:
+    """Start collecting the `BackgroundTasks` of the call about to run: the list they go to, and the token that
+    ends the collection (`_queued.reset`, see `end_collection`)."""
+    queued: list[BackgroundTasks] = []
+    return queued, _queued.set(queued)
 
-    async def schedule(exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
-        if exc_type is None:
-            task = asyncio.get_running_loop().create_task(_run_background(tasks))
-            _background.add(task)
-            task.add_done_callback(_background.discard)
-            scope.setdefault(BACKGROUND_KEY, []).append(task)
+
+def end_collection(token: Token[list[BackgroundTasks] | None]) -> None:
+    _queued.reset(token)
+
+
+def queued_background() -> list[BackgroundTasks] | None:
+    """The `BackgroundTasks` the call running in this context has queued so far (None outside a call)."""
+    return _queued.get()
+
+
+class BackgroundRuns:
+    """The background tasks of one app's calls: started once their call has succeeded as a whole (its yield
+    dependencies closed, its middleware and egress guard passed), kept until they end, and awaited at
+    shutdown (`drain`), as uvicorn waits for a FastAPI response's tasks before it stops."""
+
+    def __init__(self, timeout: float = BACKGROUND_TIMEOUT) -> None:
+        self.timeout = timeout  # how long `drain` waits before it cancels what still runs
+        self.running: set[asyncio.Task[None]] = set()  # (the event loop keeps only weak references)
+
+    def start(self, queued: list[BackgroundTasks], scope: MutableMapping[str, Any]) -> None:
+        """Run the `queued` tasks of a call that succeeded, without delaying its answer. Inside another call
+        (an action calling an action), they wait for that call's outcome instead."""
+        outer = _queued.get()
+        if outer is not None:
+            outer.extend(queued)
+            return
+        names = ", ".join(_name(task.func) for tasks in queued for task in tasks.tasks)
+        task = asyncio.get_running_loop().create_task(_run_background(queued), name=f"background: {names}")
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)
+        scope.setdefault(BACKGROUND_KEY, []).append(task)
+
+    async def drain(self, timeout: float | None = None) -> None:
+        """Wait for the running tasks (and those started meanwhile) for at most `timeout` seconds (default
+        `self.timeout`); then cancel the rest, naming them in the log."""
+        if not self.running:
+            return
+        loop = asyncio.get_running_loop()
+        timeout = self.timeout if timeout is None else timeout
+        logger.info("shutdown: waiting up to %g s for %d background task(s)", timeout, len(self.running))
+        deadline = loop.time() + timeout
+        while self.running and (left := deadline - loop.time()) > 0:
+            await asyncio.wait(set(self.running), timeout=left)
+        late = set(self.running)
+        if not late:
+            return
+        logger.error("shutdown: %d background task(s) still running after %g s were cancelled: %s", len(late),
+                     timeout, "; ".join(sorted(t.get_name() for t in late)))
+        for task in late:
+            task.cancel()
+        await asyncio.wait(late, timeout=1)  # let them run their `finally` blocks
+
+
+def runs_of(app: Any) -> BackgroundRuns | None:
+    """The `BackgroundRuns` of the MCPFusion `app` serves (None when it serves none)."""
+    fusion = getattr(getattr(app, "state", None), "mcpfusion", None)
+    runs = getattr(getattr(fusion, "registry", None), "background", None)
+    return runs if isinstance(runs, BackgroundRuns) else None
+
+
+_unowned = BackgroundRuns()  # the tasks of a resource or prompt called outside a served app (a unit test)
+
+
+async def drain_background(app: Any, timeout: float | None = None) -> None:
+    """Wait (at most `timeout` seconds, default the runs' own) for the background tasks of the calls `app`
+    served: what a transport that stops without a lifespan shutdown of its own calls before it exits."""
+    runs = runs_of(app)
+    if runs is not None:
+        await runs.drain(timeout)
+
+
+def draining(runs: BackgroundRuns, inner: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The app's lifespan `inner`, whose shutdown first waits for the background tasks still running (before
+    the app's own shutdown closes the pools they may use)."""
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[Any]:
+        async with inner(app) as state:
+            try:
+                yield state
+            finally:
+                await runs.drain()
+
+    return lifespan
+
+
+def _start_after(queued: list[BackgroundTasks], scope: MutableMapping[str, Any]) -> Callable[..., Awaitable[bool]]:
+    """The exit callback that starts the `queued` tasks of a resource or prompt that succeeded."""
+
+    async def start(exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        if exc_type is None and queued:
+            (runs_of(scope.get("app")) or _unowned).start(queued, scope)
         return False  # an exception goes on: the tasks of a failed call never run
 
-    return schedule
+    return start
 
 
-async def _run_background(tasks: BackgroundTasks) -> None:
-    """Run `tasks` in order (starlette's way: a failing one stops the rest); a failure is logged, never
-    reported to the caller, whose call was answered already."""
-    for task in tasks.tasks:
-        try:
-            await task()
-        except Exception:
-            logger.exception("background task %s failed (the call that queued it had succeeded)",
-                             getattr(task.func, "__qualname__", repr(task.func)))
-            return
+def _name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+async def _run_background(queued: list[BackgroundTasks]) -> None:
+    """Run the `queued` tasks in order (starlette's way: a failing one stops the rest of its call's); a
+    failure is logged, never reported to the caller, whose call was answered already."""
+    for tasks in queued:
+        for task in tasks.tasks:
+            try:
+                await task()
+            except Exception:
+                logger.exception("background task %s failed (the call that queued it had succeeded)",
+                                 _name(task.func))
+                break
 
 
 async def background_done(request: Request) -> None:

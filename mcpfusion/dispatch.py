@@ -20,7 +20,17 @@ from .authorization import ScopesOf, insufficient_scope, scopes_of
 from .confirm import CONFIRM_PARAM, require_confirmation
 from .content import DEFAULT_MAX_BYTES, Attached, Content, ContentError, content_items, scrubbed
 from .context import Context
-from .dependencies import CONTEXT_SCOPE_KEY, PRESENTER_KEY, DependencyErrors, planned, resolve
+from .dependencies import (
+    CONTEXT_SCOPE_KEY,
+    PRESENTER_KEY,
+    BackgroundRuns,
+    DependencyErrors,
+    collect_background,
+    end_collection,
+    planned,
+    queued_background,
+    resolve,
+)
 from .errors import (
     CONTENT_REFUSED,
     FORBIDDEN,
@@ -106,6 +116,7 @@ class ToolRegistry:
         self.authorization: ProtectedResource | None = None  # names the resource metadata in 403 challenges
         self.telemetry: Telemetry | None = None
         self.max_content_bytes = DEFAULT_MAX_BYTES  # largest image, audio clip or document an action may send
+        self.background = BackgroundRuns()  # the calls' background tasks, awaited at shutdown
         for tool in tools:
             self.add(tool)
 
@@ -253,16 +264,24 @@ class ToolRegistry:
         return found
 
     async def _endpoint(self, call: ActionCall) -> ToolResponse:
-        """The innermost step of a chain: the confirmation, then dependencies, handler and presenter."""
+        """The innermost step of a chain: the confirmation, then dependencies, handler and presenter. An
+        attempt that fails drops the background tasks it queued (a middleware may try again)."""
+        queued = queued_background()
+        attempt = len(queued) if queued else 0
+        response = None
         try:
             if call.action.confirm:
                 await require_confirmation(call)
-            return await self._run(call.action, dict(call.arguments), call.request, call.select, call.cursor,
-                                   call.phase)
+            response = await self._run(call.action, dict(call.arguments), call.request, call.select, call.cursor,
+                                       call.phase)
         except Exception as exc:
             if _for_the_app(exc, call.request, call.transport):
                 raise
-            return _failure(call.action, self._hints_for(exc, call.request), call.raise_http)
+            response = _failure(call.action, self._hints_for(exc, call.request), call.raise_http)
+        finally:
+            if queued and (response is None or response.is_error):
+                del queued[attempt:]
+        return response
 
     # -- calls ----------------------------------------------------------------------------------------------
 
@@ -287,7 +306,24 @@ class ToolRegistry:
         transport: str = "mcp",
     ) -> ToolResponse:
         """Validate, run the middleware, resolve, run and present one action; every failure becomes a
-        self-healing result. `transport` ("mcp", "rest", "tester") is what middleware see."""
+        self-healing result. `transport` ("mcp", "rest", "tester") is what middleware see. Its
+        `BackgroundTasks` start only once the whole call has succeeded (yield dependencies closed, middleware
+        and egress guard passed)."""
+        if action.dependency_free:  # nothing could queue a background task (the hot path)
+            if self.telemetry is None:
+                return await self._call_action(action, arguments, request, raise_http, transport, no_phase)
+            return await self._traced_call(action, arguments, request, raise_http, transport)
+        queued, token = collect_background()
+        try:
+            response = await self._traced_call(action, arguments, request, raise_http, transport)
+        finally:
+            end_collection(token)
+        if queued and not response.is_error:
+            self.background.start(queued, request.scope)
+        return response
+
+    async def _traced_call(self, action: Action, arguments: dict[str, Any], request: Request, raise_http: bool,
+                           transport: str) -> ToolResponse:
         telemetry = self.telemetry
         if telemetry is None:
             return await self._call_action(action, arguments, request, raise_http, transport, no_phase)

@@ -674,6 +674,7 @@ async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] |
                 else:
                     bridge.submit(line)
             await bridge.drain(DRAIN_TIMEOUT)  # answers to the last lines, unless they wait for the client
+            await _background_done(app)  # their background tasks, before the bridge's short shutdown
             reason = f"the server stops {DRAIN_TIMEOUT:g} s after stdin closes, and this call was still running"
         except asyncio.CancelledError:
             if not terminated:
@@ -723,3 +724,11 @@ def main(argv: list[str] | None = None) -> None:
 if __name__ == "__main__":
     main()
 
+
+async def _background_done(app: Any) -> None:
+    """Wait for the background tasks of the calls `app` served (the registry's runs, found on the app: the
+    engine does not import the core that owns them), as a lifespan shutdown under `serve` would."""
+    fusion = getattr(getattr(app, "state", None), "mcpfusion", None)
+    runs = getattr(getattr(fusion, "registry", None), "background", None)
+    if runs is not None:
+        await runs.drain(None)
