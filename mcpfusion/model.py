@@ -7,12 +7,16 @@ operation accepts only its fillable fields.
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
 import datetime as dt
 import decimal
+import functools
 import inspect
+import textwrap
 from collections.abc import Callable, Iterable, Mapping
+from types import FunctionType
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, create_model
@@ -174,6 +178,56 @@ def _validators(source: type[BaseModel], kept: set[str]) -> dict[str, Any]:
     return out
 
 
+_MEMBER_TYPES = (FunctionType, property, classmethod, staticmethod, functools.cached_property)
+
+
+def _methods(source: type[BaseModel]) -> dict[str, Any]:
+    """The source's own methods and properties (not its fields, not pydantic's): its validators, kept on an
+    input model, may call them (`self._check()`), and an input model is no subclass of the source."""
+    mro = source.__mro__
+    classes = mro[: mro.index(BaseModel)]
+    return {name: value for cls in reversed(classes) for name, value in vars(cls).items()
+            if isinstance(value, _MEMBER_TYPES) and not hasattr(BaseModel, name)}  # (pydantic's own kept)
+
+
+def _reads_the_instance(dec: Decorator[Any]) -> bool:
+    """Whether a model validator reads the validated instance (mode "after" or "wrap", or a v1 root validator
+    without pre=True), not the input as sent: its code then reads the fields as attributes."""
+    return getattr(dec.info, "mode", "after") != "before"
+
+
+def _names_read(source: type[BaseModel], fn: Any, seen: set[Any] | None = None) -> set[str] | None:
+    """The attribute names and string constants in `fn`'s code, and in the source's methods and properties
+    it names (`self.check()` reads what `check` reads): what it may read of a model. None: no source to read."""
+    seen = set() if seen is None else seen
+    for wrapped in ("fget", "func", "__func__"):  # a property, cached property, classmethod: its function
+        fn = getattr(fn, wrapped, fn)
+    fn = inspect.unwrap(fn)
+    if fn in seen:
+        return set()
+    seen.add(fn)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    names = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    names |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    for name in sorted(names):
+        member = inspect.getattr_static(source, name, None)
+        if not hasattr(BaseModel, name) and isinstance(member, _MEMBER_TYPES):
+            more = _names_read(source, member, seen)
+            if more is None:
+                return None
+            names |= more
+    return names
+
+
+def _validator_function(source: type[BaseModel], dec: Decorator[Any]) -> Any:
+    """The function a validator was declared with (not pydantic's wrappers of it)."""
+    declared = inspect.getattr_static(source, dec.cls_var_name)
+    return getattr(declared, "wrapped", declared)
+
+
 def _redeclared(source: type[BaseModel], dec: Decorator[Any], info: Any) -> PydanticDescriptorProxy[Any]:
     """`dec` as its decorator (`field_validator(...)` and the like) makes it, for another model's namespace."""
     return PydanticDescriptorProxy(inspect.getattr_static(source, dec.cls_var_name), info, dec.shim)
@@ -234,6 +288,25 @@ class Model:
             raise ValueError(f"{self.name}: {source} declares model validators, which would see None for every "
                              f"field a partial operation ({', '.join(partial)}) is not sent: validate those fields "
                              "with field validators, or leave the operation out of partial_operations")
+        for op, fields in self.fillable.items():
+            self._check_model_validators(op, set(self.source.model_fields) - set(fields))
+
+    def _check_model_validators(self, operation: str, left_out: set[str]) -> None:
+        """Refuse a model validator reading a field `operation` does not take: its input model has no such
+        attribute, so every call would fail with an AttributeError (an internal error for a valid call)."""
+        found = self.source.__pydantic_decorators__
+        validators: list[Decorator[Any]] = [*found.model_validators.values(), *found.root_validators.values()]
+        for dec in validators:
+            if not left_out or not _reads_the_instance(dec):
+                continue
+            read = _names_read(self.source, _validator_function(self.source, dec))
+            wrong = sorted(left_out if read is None else read & left_out)
+            if wrong:
+                said = "may read" if read is None else "reads"
+                raise ValueError(
+                    f"{self.name}: {self.source.__name__}'s model validator {dec.cls_var_name} {said} {wrong}, which "
+                    f"the {operation!r} operation does not take (its input has no such attribute): make it "
+                    "mode='before' (it reads the input dict, where they are missing), or check them in the action")
 
     def _build_read_model(self) -> type[BaseModel]:
         """A subclass of the source, so that its validators, serializers, computed fields and methods hold:
@@ -285,7 +358,8 @@ class Model:
 
     def input_model(self, operation: str) -> type[BaseModel]:
         """The input model of one operation: only its fillable fields, unknown and guarded keys rejected, the
-        source's validators of those fields and its model validators applied (see `_validators`).
+        source's validators of those fields and its model validators applied (see `_validators`), with the
+        source's methods and properties they may call.
 
         Used as a handler parameter type, its fields become the action's own parameters.
         """
@@ -306,7 +380,7 @@ class Model:
             model = create_model(
                 f"{self.name}{operation.title().replace('_', '')}Input",
                 __config__=config,
-                __validators__=_validators(self.source, set(fields)),
+                __validators__={**_methods(self.source), **_validators(self.source, set(fields))},
                 **fields,
             )
             model.__mcpfusion_flatten__ = True

@@ -161,7 +161,7 @@ async def test_input_model_keeps_the_sources_validators():
 def test_model_validators_on_a_partial_operation_are_refused():
     with pytest.raises(ValueError, match="model validators, which would see None"):
         Model(Invoice, fillable={"update": ["end"]})
-    Model(Invoice, fillable={"update": ["end"]}, partial_operations=())  # complete: all fields sent
+    Model(Invoice, fillable={"update": ["start", "end"]}, partial_operations=())  # complete: all fields sent
 
 
 class Item(BaseModel):
