@@ -180,10 +180,8 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
                 else:
                     joined = "".join(cells)
             if joined is not None:
-                # Any line break ends a row, not only `\n`: `splitlines` finds them all in one scan, cheaper than
-                # `isprintable` or a scan per kind (text with none is its one line, the string itself; one
-                # ending in a break is not: the break is left out).
-                if "|" not in joined and "<" not in joined and joined.splitlines() == [joined]:
+                # Any line break ends a row, not only `\n` (see `_one_line`).
+                if "|" not in joined and "<" not in joined and _one_line(joined):
                     between = _layout(columns, len(body))[0]
                     parts = [*between]  # the text between the cells, the cells in its gaps
                     parts[1::2] = cells
@@ -198,9 +196,7 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
                     # No line break but the layout's own newlines: in ASCII text (known at once) the few other
                     # kinds are looked for one by one (memchr), cheaper than splitting the whole table.
                     if text.count("|") == pipes and text.count("\n") == lines and "<" not in text and (
-                            "\r" not in text and "\x0b" not in text and "\x0c" not in text and "\x1c" not in text
-                            and "\x1d" not in text and "\x1e" not in text if text.isascii()
-                            else len(text.splitlines()) == lines + 1):
+                            _no_other_break(text) if text.isascii() else len(text.splitlines()) == lines + 1):
                         return _made("markdown", text, title, width, priority)
     head = [_text(h) for h in headers]
     if not head:
@@ -208,6 +204,21 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
     cells_text = [[_text(c) for c in row] for row in body]
     text = _table([table_cell(h) for h in head], [[table_cell(c) for c in row] for row in cells_text])
     return _made("markdown", text, title, width, priority)
+
+
+def _one_line(text: str) -> bool:
+    """Whether `text` holds no line break of any kind `str.splitlines` knows: ASCII text (known at once) is
+    looked through for each of its seven (memchr), cheaper than splitting it; other text is split (text with
+    none is its one line, the string itself; one ending in a break is not: the break is left out)."""
+    if text.isascii():
+        return "\n" not in text and _no_other_break(text)
+    return text.splitlines() == [text]
+
+
+def _no_other_break(text: str) -> bool:
+    """No ASCII line break but `\n` in `text` (the six others `str.splitlines` knows)."""
+    return ("\r" not in text and "\x0b" not in text and "\x0c" not in text and "\x1c" not in text
+            and "\x1d" not in text and "\x1e" not in text)
 
 
 _SIZED = (builtins.list, tuple)  # rows and headers the fast path reads: lists and tuples, not iterators
