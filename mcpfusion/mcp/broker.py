@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .events import EventStore
+
+logger = logging.getLogger("mcpfusion.mcp")
 
 
 class Subscription(Protocol):
@@ -43,6 +46,18 @@ class Broker(Protocol):
         return `(event_id, receivers)`. A broker that can do both in one step (Redis) keeps a stream's
         events in id order for every subscriber."""
         ...
+
+
+async def publish_best_effort(broker: Broker, topic: str, message: Any) -> int:
+    """`broker.publish`, or 0 receivers and one log line when the broker cannot take the message now: for
+    what is advisory (a server notification, a cancellation's echo), sent by a caller whose work is done and
+    must not fail with it (a client would send a write again)."""
+    try:
+        return await broker.publish(topic, message)
+    except Exception as exc:  # noqa: BLE001 - any broker failure (Redis down, full, frozen)
+        # The topic's kind only: the rest may be a session id, a bearer secret.
+        logger.warning("could not publish a %s message (%r); dropped", topic.partition(":")[0], exc)
+        return 0
 
 
 class QueueSubscription:

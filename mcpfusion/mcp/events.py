@@ -16,6 +16,11 @@ from pydantic_core import from_json
 from .jsonrpc import encode
 
 
+class StoreRefused(Exception):
+    """The event store answered but refused to store (full, read-only): unlike an unreachable store, retrying
+    at once will not help, so a reply is sent unstored without waiting."""
+
+
 class EventStore(Protocol):
     async def store_event(self, stream_id: str, message: dict[str, Any] | None) -> str:
         """Append `message` (None = priming event) to `stream_id`; return its event id."""

@@ -36,7 +36,7 @@ from mcpfusion.body import (
 )
 
 from . import jsonrpc, protocol
-from .broker import Broker, InMemoryBroker
+from .broker import Broker, InMemoryBroker, publish_best_effort
 from .engine import Engine
 from .events import EventStore, InMemoryEventStore
 from .modern import ModernWire
@@ -155,7 +155,7 @@ class McpHttpTransport:
 
     async def publish(self, message: dict[str, Any]) -> None:
         """Broadcast a server notification to every GET stream and `subscriptions/listen` stream."""
-        await self.broker.publish("server", message)
+        await publish_best_effort(self.broker, "server", message)  # the action that sent it has done its work
 
     def _refuse(self, request: Request) -> Response | None:
         host, origin = header(request, b"host"), header(request, b"origin")

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import logging
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from . import jsonrpc, protocol
-from .broker import Broker, InMemoryBroker, Subscription
+from .broker import Broker, InMemoryBroker, Subscription, publish_best_effort
 from .engine import Call, Engine, check_params
 from .events import EventStore, InMemoryEventStore, parse_event_id
 from .events import event_id as nth_event_id
@@ -32,6 +33,7 @@ from .sessions import (
 from .settings import TransportSettings
 from .streams import (
     STREAM_END,
+    STREAM_LOST,
     Holds,
     PostStream,
     SessionChannel,
@@ -40,6 +42,7 @@ from .streams import (
     encode_priming,
     is_response,
     is_stream_end,
+    is_stream_lost,
     new_stream_id,
     sse_event,
 )
@@ -62,6 +65,13 @@ DEFAULT_LOG_LEVEL = "info"
 _STATE_METHODS = frozenset({"logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
 _GET_STREAM_KEY = "mcpfusion/getStream"
 """A control message on a session's GET-stream topic: None probes for a stream, a token takes over."""
+_RUNNING_KEY = "mcpfusion/running"
+"""A control message on a request stream's topic: the replica running the request answers a probe."""
+PROBE_WAIT = 5.0
+"""Seconds a resumed request stream waits for the replica running its request to answer a probe before it
+ends the stream as lost (that replica died)."""
+_LOST = object()  # what `_live` yields once nothing runs the request any more
+_STORE_DOWN = "Service Unavailable: the session store cannot save the change now; retry later"
 
 
 class SessionWire(WirePipeline):
@@ -81,6 +91,7 @@ class SessionWire(WirePipeline):
         self.inflight: dict[tuple[str, Any], SessionChannel] = {}
         self.holds = Holds(settings)  # when a held SSE reply opens its live stream
         self.get_streams: dict[str, str] = {}  # session id -> the token of its GET stream in this process
+        self.running_streams: set[str] = set()  # request streams whose call runs (or answers) in this process
         self._cancel_listener: asyncio.Task[Any] | None = None
 
     async def principal_of(self, request: Request) -> tuple[str | None, str | None]:
@@ -197,7 +208,10 @@ class SessionWire(WirePipeline):
         if refusal is not None:
             return refusal
         assert session is not None
-        await self.broker.publish(f"resp:{session.id}:{message.get('id')}", message)
+        try:
+            await self.broker.publish(f"resp:{session.id}:{message.get('id')}", message)
+        except Exception:  # noqa: BLE001 - the answer did not reach its request: the client may send it again
+            return retry_later(503, "Service Unavailable: the message broker is unreachable; retry later")
         return Response(status_code=202)
 
     async def _client_notification(self, session: Session, message: dict[str, Any]) -> None:
@@ -214,7 +228,8 @@ class SessionWire(WirePipeline):
             reason = params.get("reason")
             if not self._cancel_local(session.id, rid, reason):
                 # The request may run on another replica (shared broker); its cancel listener acts.
-                await self.broker.publish("cancel", {"session": session.id, "requestId": rid, "reason": reason})
+                await publish_best_effort(self.broker, "cancel", {"session": session.id, "requestId": rid,
+                                                                  "reason": reason})
 
     def _cancel_local(self, session_id: Any, rid: Any, reason: Any) -> bool:
         if not is_valid_id(rid):  # (a bool would find the request whose id is 1)
@@ -243,6 +258,8 @@ class SessionWire(WirePipeline):
                         continue
                     if msg.get("deleted") is True:  # said in so many words: never inferred from a missing id
                         self._cancel_session(str(msg.get("session")))
+                    elif "probe" in msg:
+                        await self._answer_probe(msg["probe"])
                     else:
                         self._cancel_local(msg.get("session"), msg.get("requestId"), msg.get("reason"))
 
@@ -265,6 +282,8 @@ class SessionWire(WirePipeline):
                     client_capabilities=session.client_capabilities, client_info=session.client_info)
         if not use_sse:
             reply = await self.run(call)
+            if channel.refusal is not None:
+                return channel.refusal
             if reply is None:
                 return Response(status_code=204, headers=headers)
             return self.respond(reply, headers)
@@ -280,12 +299,18 @@ class SessionWire(WirePipeline):
             # Until the stream opens, a failing auth dependency (HTTPException 401/403) is raised out of the
             # response, whose exception handlers answer it as an HTTP status with its challenge (an MCP client
             # starts its OAuth flow on a 401, never on a JSON-RPC error); after, it is -32010 in the stream.
-            reply = await self.run(call, inline=lambda: not stream.started)
-            if reply is not None:
-                await channel.finish(reply)
-            else:
-                channel.close_stream()
-                await self._end_stream(stream_id)
+            self.running_streams.add(stream_id)  # until its reply is out: resumers ask (`_answer_probe`)
+            try:
+                reply = await self.run(call, inline=lambda: not stream.started)
+                if channel.refusal is not None and not stream.started:
+                    stream.refuse(channel.refusal)
+                elif reply is not None:
+                    await channel.finish(reply)
+                else:
+                    channel.close_stream()
+                    await self._end_stream(stream_id)
+            finally:
+                self.running_streams.discard(stream_id)
 
         # The call runs while the response is sent: most send nothing before their reply and get one body
         # (priming event + reply, both stored for Last-Event-ID); progress, logging, a server request or a
@@ -311,18 +336,25 @@ class SessionWire(WirePipeline):
             if key is not None:
                 self.inflight.pop(key, None)
 
-    async def _end_stream(self, stream_id: str) -> None:
-        """Store the end of a request's stream that ends without a response (the request was cancelled), so
-        a client resuming it is told at once instead of waiting for a response that never comes."""
+    async def _end_stream(self, stream_id: str, end: dict[str, Any] = STREAM_END) -> None:
+        """Store the end of a request's stream that ends without a response (the request was cancelled, or
+        `STREAM_LOST`: nothing runs it any more), so a client resuming it is told at once instead of waiting
+        for a response that never comes."""
         try:
-            await self.broker.publish_event(self.events, stream_id, f"stream:{stream_id}", STREAM_END)
+            await self.broker.publish_event(self.events, stream_id, f"stream:{stream_id}", end)
         except Exception as exc:  # noqa: BLE001 - an unreachable store: a resumer still ends with the session
             logger.warning("could not store the end of %s (%r)", stream_id, exc)
 
     async def finish(self, call: Call, value: dict[str, Any]) -> dict[str, Any]:
-        """Methods that change the session (log level, subscriptions) save it before answering."""
+        """Methods that change the session (log level, subscriptions) save it before answering; a store that
+        cannot save it makes the answer a 503 with Retry-After (the change is not kept: send it again)."""
         if call.method in _STATE_METHODS and call.session is not None:
-            await self.sessions.save(call.session)
+            try:
+                await self.sessions.save(call.session)
+            except SessionLimitError:
+                if isinstance(call.channel, SessionChannel):
+                    call.channel.refusal = retry_later(503, _STORE_DOWN, request_id=call.id)
+                raise McpError(jsonrpc.INTERNAL_ERROR, _STORE_DOWN) from None
         return value
 
     # -- GET ------------------------------------------------------------------------------------------
@@ -347,10 +379,18 @@ class SessionWire(WirePipeline):
             # A request's stream the store no longer knows (expired, evicted, or never issued) has nothing to
             # replay and nothing will ever follow on it: say so rather than hold an empty stream open forever
             # (and store nothing under an id the client chose).
-            if await self.events.replay_after(last) is None:
+            try:
+                replay = await self.events.replay_after(last)
+            except Exception:  # noqa: BLE001 - the stream may well exist: retry, never 404
+                return retry_later(503, "Service Unavailable: the event store is unreachable; retry later")
+            if replay is None:
                 return http_error(404, "Unknown Last-Event-ID: the stream has expired or was never issued; send "
                                        "the request again")
-            return event_source(self._resume(session, stream_id, last), headers, self.settings.sse_ping_seconds)
+            if _lost(replay[1]):
+                return http_error(404, "Not Found: the server running this request stopped before it answered; "
+                                       "send the request again")
+            return event_source(_ending_cleanly(self._resume(session, stream_id, last)), headers,
+                                self.settings.sse_ping_seconds)
         return await self._new_get_stream(session, headers)
 
     async def _new_get_stream(self, session: Session, headers: dict[str, str]) -> Response:
@@ -375,7 +415,8 @@ class SessionWire(WirePipeline):
         """The session's GET stream (`last`: resumed, taking over from any other), released when it ends."""
         if token is None:
             self.get_streams[session.id] = token = secrets.token_hex(8)
-        response = event_source(self._standalone(session, last, token), headers, self.settings.sse_ping_seconds)
+        response = event_source(_ending_cleanly(self._standalone(session, last, token)), headers,
+                                self.settings.sse_ping_seconds)
         return Releasing(response, functools.partial(self._release_get_stream, session.id, token))
 
     def _release_get_stream(self, session_id: str, token: str) -> None:
@@ -397,6 +438,36 @@ class SessionWire(WirePipeline):
             event["retry"] = self.settings.sse_retry_ms
         return event
 
+    async def _primings(self, session: Session, stream_id: str) -> AsyncIterator[dict[str, Any]]:
+        """The priming event of a stream of `session` that is going on live, if its version wants one and the
+        store takes it (else none: the stream goes on, only resuming it from here is lost)."""
+        if not self._priming_wanted(session):
+            return
+        try:
+            event = await self._priming(stream_id)
+        except Exception as exc:  # noqa: BLE001 - an unreachable or full store costs resumability only
+            logger.warning("no priming event on a resumed or GET stream (event store: %r)", exc)
+            return
+        yield event
+
+    async def _answer_probe(self, stream_id: Any) -> None:
+        """Tell a client resuming `stream_id` (on any replica) that its request runs here."""
+        if isinstance(stream_id, str) and stream_id in self.running_streams:
+            await publish_best_effort(self.broker, f"stream:{stream_id}", {_RUNNING_KEY: True})
+
+    async def _ask_runner(self, session_id: str, stream_id: str) -> bool:
+        """Whether a probe is out for the replica running `stream_id`'s request (it answers on the stream's
+        topic); False when it runs here, or the broker cannot be asked now (asked again later)."""
+        if stream_id in self.running_streams:
+            return False
+        if not self.broker.distributed:  # no other process: nothing runs it
+            return True
+        try:
+            await self.broker.publish("cancel", {"session": session_id, "probe": stream_id})
+        except Exception:  # noqa: BLE001 - unknown, not gone
+            return False
+        return True
+
     async def _still_there(self, session_id: str) -> bool:
         """Whether the store still has the session (an unreachable store: assume so, and look again later)."""
         try:
@@ -404,7 +475,7 @@ class SessionWire(WirePipeline):
         except Exception:  # noqa: BLE001 - a store outage is not the session's end
             return True
 
-    async def _resume(self, session: Session, stream_id: str, last: str) -> AsyncIterator[dict[str, Any]]:
+    async def _resume(self, session: Session, stream_id: str, last: str) -> AsyncGenerator[dict[str, Any], None]:
         """Replay what a client missed on a stream, then follow it live until its response, the end of a
         cancelled request, or the end of the session."""
         async with self.broker.subscribe(f"stream:{stream_id}", f"ended:{session.id}") as sub:
@@ -414,6 +485,8 @@ class SessionWire(WirePipeline):
             replay = await self.events.replay_after(nth_event_id(stream_id, 0))
             seen = _number(last)
             for number_id, message in (replay[1] if replay else []):
+                if is_stream_lost(message):  # its request answered after all (see below)
+                    continue
                 if is_stream_end(message):
                     return
                 if _number(number_id) > seen:
@@ -423,11 +496,11 @@ class SessionWire(WirePipeline):
                     return
             # Primed after the replay: a priming id is newer than the replayed events, so a client cut right
             # after it must not resume past events it never received.
-            if self._priming_wanted(session):
-                yield await self._priming(stream_id)
-            while True:
-                item = await self._next_event(sub, session)
-                if item is None:  # the session ended
+            async for priming in self._primings(session, stream_id):
+                yield priming
+            async for item in self._live(sub, session, stream_id):
+                if item is _LOST:  # told once here; resuming again is a 404
+                    await self._end_stream(stream_id, STREAM_LOST)
                     return
                 number_id, message = item
                 if is_stream_end(message):
@@ -438,18 +511,32 @@ class SessionWire(WirePipeline):
                 if is_response(message):
                     return
 
-    async def _next_event(self, sub: Subscription, session: Session) -> Any:
-        """The next message of `sub`, or None once the session is gone: deleted (None published on
-        `ended:{id}`), or lost with its store, which nobody announces (looked at when the stream is quiet)."""
+    async def _live(self, sub: Subscription, session: Session, stream_id: str) -> AsyncIterator[Any]:
+        """The events of `sub` until the session is gone: deleted (None published on `ended:{id}`), or lost
+        with its store, which nobody announces (looked at when the stream is quiet). Then `_LOST` once no
+        replica runs the request any more (it died): asked at once, then whenever the stream is quiet."""
         check = self.settings.sse_ping_seconds or 15.0
+        asked = await self._ask_runner(session.id, stream_id)
         while True:
             try:
-                return await asyncio.wait_for(sub.get(), check)
+                async with asyncio.timeout(PROBE_WAIT if asked else check):
+                    item = await sub.get()
             except TimeoutError:
+                if asked:
+                    yield _LOST
+                    return
                 if not await self._still_there(session.id):
-                    return None
+                    return
+                asked = await self._ask_runner(session.id, stream_id)
+                continue
+            if item is None:  # the session ended
+                return
+            asked = False  # anything on the stream says its request runs
+            if not (isinstance(item, dict) and _RUNNING_KEY in item):
+                yield item
 
-    async def _standalone(self, session: Session, last: str | None, token: str) -> AsyncIterator[dict[str, Any]]:
+    async def _standalone(self, session: Session, last: str | None, token: str
+                          ) -> AsyncGenerator[dict[str, Any], None]:
         """The session's GET stream: server notifications and requests not tied to a client request. It ends
         when another stream of the session, `token` its own, takes over."""
         stream_id = f"{session.id}~get"
@@ -459,15 +546,16 @@ class SessionWire(WirePipeline):
                 # Subscribed first, so this stream hears its own announcement and what follows it.
                 await self.broker.publish(f"session:{session.id}", {_GET_STREAM_KEY: token})
                 replay = await self.events.replay_after(last)
-                for event_id, message in (replay[1] if replay else []):
-                    replayed.add(event_id)
-                    yield sse_event(event_id, message)
-            if self._priming_wanted(session):  # after the replay, for the same reason as in `_resume`
-                yield await self._priming(stream_id)
+                for number_id, message in (replay[1] if replay else []):
+                    replayed.add(number_id)
+                    yield sse_event(number_id, message)
+            async for priming in self._primings(session, stream_id):  # after the replay, as in `_resume`
+                yield priming
             check = self.settings.sse_ping_seconds or 15.0
             while True:
                 try:
-                    message = await asyncio.wait_for(sub.get(), check)
+                    async with asyncio.timeout(check):
+                        message = await sub.get()
                 except TimeoutError:
                     # A quiet stream looks at its session now and then: one lost with its store (a Redis
                     # restart) has no one left to end it, so the stream ends here.
@@ -481,6 +569,7 @@ class SessionWire(WirePipeline):
                     if taker is not None and taker != token:  # a resumed stream took over (None: a probe)
                         return
                     continue
+                event_id: str | None
                 if isinstance(message, (list, tuple)):
                     # Stored by its publisher (`broker.publish_event`); may also have been replayed above.
                     event_id, message = message
@@ -489,13 +578,24 @@ class SessionWire(WirePipeline):
                 else:
                     if not await self._wanted(session, message):
                         continue
-                    event_id = await self.events.store_event(stream_id, message)
+                    event_id = await self._store_get_event(stream_id, message)
                 yield sse_event(event_id, message)
+
+    async def _store_get_event(self, stream_id: str, message: dict[str, Any]) -> str | None:
+        """The id of `message` stored on the GET stream, or None (sent unstored) when the store fails."""
+        try:
+            return await self.events.store_event(stream_id, message)
+        except Exception as exc:  # noqa: BLE001 - an unreachable or full store costs resumability only
+            logger.warning("a GET stream notification was sent unstored (event store: %r)", exc)
+            return None
 
     async def _wanted(self, session: Session, message: dict[str, Any]) -> bool:
         if message.get("method") != "notifications/resources/updated":
             return True
-        current = await self.sessions.get(session.id)
+        try:
+            current = await self.sessions.get(session.id)
+        except SessionLimitError:  # the subscriptions cannot be read now: told only what it surely asked for
+            return False
         uri = (message.get("params") or {}).get("uri")
         return current is not None and uri in current.subscriptions
 
@@ -510,12 +610,14 @@ class SessionWire(WirePipeline):
             await self.sessions.delete(session.id)
         except SessionLimitError:
             return retry_later(503, "Service Unavailable: the session store is unreachable; retry later")
-        await self.broker.publish(f"session:{session.id}", None)
+        # Deleted: what follows tells the streams and calls of the session, best effort (a stream left behind
+        # by a broker outage ends when it finds the session gone).
+        await publish_best_effort(self.broker, f"session:{session.id}", None)
         self._cancel_session(session.id)
-        await self.broker.publish(f"ended:{session.id}", None)  # resumed request streams (`_resume`)
+        await publish_best_effort(self.broker, f"ended:{session.id}", None)  # resumed request streams (`_resume`)
         if self.broker.distributed:  # calls of this session running on other replicas
-            await self.broker.publish("cancel", {"session": session.id, "requestId": None, "deleted": True,
-                                                 "reason": "session terminated"})
+            await publish_best_effort(self.broker, "cancel", {"session": session.id, "requestId": None,
+                                                              "deleted": True, "reason": "session terminated"})
         return Response(status_code=200)
 
     def _cancel_session(self, session_id: str) -> None:
@@ -529,6 +631,22 @@ class SessionWire(WirePipeline):
 def _primes(version: str) -> bool:
     """Streams of this protocol version start with a priming event (2025-11-25 on)."""
     return protocol.is_version_at_least(version, "2025-11-25")
+
+
+async def _ending_cleanly(events: AsyncGenerator[dict[str, Any], None]) -> AsyncIterator[dict[str, Any]]:
+    """`events`, ended with one log line rather than cut mid-body with an exception when a store fails under
+    them (the broker unreachable, say): its client resumes or opens the stream again."""
+    async with contextlib.aclosing(events) as stream:
+        try:
+            async for event in stream:
+                yield event
+        except Exception as exc:  # noqa: BLE001 - any store or broker failure ends the stream, never the server
+            logger.warning("an SSE stream ended early (store or broker: %r)", exc)
+
+
+def _lost(events: list[tuple[str, dict[str, Any]]]) -> bool:
+    """Whether a replayed request stream ended as lost, without a response."""
+    return any(is_stream_lost(m) for _, m in events) and not any(is_response(m) for _, m in events)
 
 
 def _get_conflict() -> Response:

@@ -19,7 +19,7 @@ from starlette.types import Receive, Scope, Send
 
 from . import jsonrpc
 from .channel import Channel, NoBackChannel
-from .events import InMemoryEventStore
+from .events import InMemoryEventStore, StoreRefused
 from .jsonrpc import REQUEST_TIMEOUT, McpError, dumps, encode, notification, request
 
 if TYPE_CHECKING:
@@ -36,6 +36,10 @@ class StreamHost(Protocol):
     events: EventStore
     settings: TransportSettings
     local_stores: bool  # the in-process event store and broker: they neither block nor fail
+
+STORE_PAUSE = 5.0
+"""Seconds a request's notifications go to its open stream unstored after the event store failed one (a
+frozen store would otherwise hold each progress or log message for its timeout)."""
 
 _STREAM_PREFIX = secrets.token_hex(6)  # this process's; with a counter, stream ids unique across replicas
 _stream_numbers = itertools.count(1)
@@ -57,9 +61,17 @@ STREAM_END = {"mcpfusion/streamEnd": True}
 """Stored (never sent) as the last event of a request's stream that ends without a response (the request
 was cancelled): a client resuming that stream is ended at once."""
 
+STREAM_LOST = {"mcpfusion/streamEnd": True, "mcpfusion/lost": True}
+"""`STREAM_END` of a request that nothing runs any more (the replica running it died): a client resuming the
+stream is told 404, so it sends the request again rather than resume for ever."""
+
 
 def is_stream_end(message: Any) -> bool:
     return isinstance(message, dict) and message.get("mcpfusion/streamEnd") is True
+
+
+def is_stream_lost(message: Any) -> bool:
+    return isinstance(message, dict) and message.get("mcpfusion/lost") is True
 
 
 def sse_event(event_id: str | None, message: dict[str, Any]) -> dict[str, Any]:
@@ -85,6 +97,8 @@ class SessionChannel(Channel):
         self.stream_id = stream_id
         self.stream: PostStream | None = None  # the POST's SSE answer (SSE mode), set before the call runs
         self.closed = False
+        self.refusal: Response | None = None  # the HTTP answer instead of the reply, while none has started
+        self._unstored_until = 0.0  # loop time until which notifications skip a failing store
 
     async def _deliver(self, event_id: str | None, message: dict[str, Any]) -> None:
         if self.stream is not None:
@@ -117,7 +131,21 @@ class SessionChannel(Channel):
             await self._deliver(event_id, message)
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        await self.emit(notification(method, params))
+        """Send a notification, best effort: one the store or broker cannot take now goes to the open stream
+        unstored (not resumable), or is dropped; the call goes on, since its work is done or under way."""
+        message = notification(method, params)
+        now = asyncio.get_running_loop().time()
+        if now >= self._unstored_until:
+            try:
+                await self.emit(message)
+                return
+            except Exception as exc:  # noqa: BLE001 - any store or broker failure
+                if self._unstored_until == 0.0:  # one line per request, not one per progress step
+                    logger.warning("could not store or publish %s (%r); sent unstored on the open stream, if "
+                                   "any", method, exc)
+                self._unstored_until = now + STORE_PAUSE
+        if self.stream_id is not None and not self.closed:
+            await self._deliver(None, message)
 
     async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         rid = f"s-{secrets.token_hex(8)}"
@@ -174,6 +202,8 @@ class SessionChannel(Channel):
                 async with asyncio.timeout(max(0.0, deadline - loop.time())):
                     await self.emit(reply)
                 return None
+            except StoreRefused as exc:  # refused, not unreachable (full, read-only): waiting will not help
+                return exc
             except Exception as exc:  # noqa: BLE001 - any store failure; the reply must still be delivered
                 failure = exc
             if loop.time() + delay >= deadline:
@@ -314,6 +344,7 @@ class PostStream(Response):
         self._closer: asyncio.Task[None] | None = None
         self._reply = b""  # the reply, when it came before the stream opened
         self._ended = False
+        self._refusal: Response | None = None  # answered instead of the stream (see `refuse`)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._send = send
@@ -326,7 +357,9 @@ class PostStream(Response):
                 # The call's closure holds its channel, which holds this response: leaving the cycle to the
                 # garbage collector would make it walk every call's objects again (a cost per SSE reply).
                 self._run = _done
-            if self._head is None:
+            if self._head is None and self._refusal is not None:
+                await self._refusal(scope, receive, send)
+            elif self._head is None:
                 self._ended = True
                 body = self._priming + self._reply
                 await send({"type": "http.response.start", "status": 200,
@@ -338,6 +371,12 @@ class PostStream(Response):
             # The same for the server's `send`: it holds the request's scope, whose call context holds the
             # channel, which holds this response (a cycle of ~35 objects per SSE reply under uvicorn).
             self._send = None
+
+    def refuse(self, response: Response) -> None:
+        """Answer `response` (an HTTP refusal: 503 + Retry-After) instead of the stream, which has not started;
+        called by the call, which then returns without a reply."""
+        assert self._head is None
+        self._refusal = response
 
     @property
     def started(self) -> bool:

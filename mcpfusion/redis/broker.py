@@ -128,7 +128,10 @@ class RedisBroker:
                 if self._reader is None or self._reader.done():
                     self._reader = asyncio.create_task(self._read(), name="mcpfusion-redis-broker")
                 if future is not None:
-                    await asyncio.wait_for(asyncio.shield(future), CONFIRM_TIMEOUT)
+                    # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that comes
+                    # with the confirmation, and the cancelled subscriber then waits for messages forever.
+                    async with asyncio.timeout(CONFIRM_TIMEOUT):
+                        await asyncio.shield(future)
             finally:
                 self._pending = None
 

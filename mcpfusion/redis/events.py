@@ -11,16 +11,30 @@ hour later; at 1000 calls/s that is the difference between ~60k and ~2M keys in 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
-from mcpfusion.mcp.events import event_id, parse_event_id
+from mcpfusion.mcp.events import StoreRefused, event_id, parse_event_id
 
 from .coalesce import Coalescer
 
 _SEQ = 10**6  # entries per millisecond one Redis stream can hold in this encoding (far above reality)
 _MAX_NUMBER = 2**64 * _SEQ
+
+
+T = TypeVar("T")
+
+
+async def _refusable(write: Awaitable[T]) -> T:
+    """`await write`, with Redis's refusal of it (out of memory under `noeviction`, a read-only replica) told
+    as `StoreRefused`: nobody should wait for it to pass."""
+    try:
+        return await write
+    except ResponseError as exc:
+        raise StoreRefused(str(exc)) from exc
 
 
 def _event_number(entry_id: str) -> int:
@@ -93,12 +107,13 @@ class RedisEventStore:
         # A response ends its request's stream (never the session's GET stream, which holds no responses).
         finished = "method" not in message
         retention = self.finished_retention if finished else self.retention
-        number, receivers = await self._publishes.call(self._key(stream_id), data, channel, id_prefix, retention)
+        number, receivers = await _refusable(
+            self._publishes.call(self._key(stream_id), data, channel, id_prefix, retention))
         return event_id(stream_id, int(number)), int(receivers)
 
     async def store_event(self, stream_id: str, message: dict[str, Any] | None) -> str:
         data = "" if message is None else json.dumps(message, separators=(",", ":"))
-        entry_id = await self._stores.call(self._key(stream_id), data)
+        entry_id = await _refusable(self._stores.call(self._key(stream_id), data))
         return event_id(stream_id, _event_number(entry_id))
 
     async def replay_after(self, last_event_id: str) -> tuple[str, list[tuple[str, dict[str, Any]]]] | None:

@@ -1,10 +1,16 @@
-"""Handshake-era sessions in Redis: one JSON value per session whose TTL is the idle timeout.
+"""Handshake-era sessions in Redis: one JSON value per session whose TTL is the idle timeout, and a hash of
+what requests change in it (log level, subscriptions, initialized), with the same TTL.
 
-Every `get` refreshes the TTL (GET + PEXPIRE in a script shared by the reads of one event-loop turn,
-see `coalesce`; the one round trip of a call in JSON mode), so a session lives
+Every `get` refreshes the TTL (GET + HGETALL + PEXPIRE in a script shared by the reads of one event-loop
+turn, see `coalesce`; the one round trip of a call in JSON mode), so a session lives
 while it is used on any replica. A sorted set of ids scored by expiry time enforces `max_sessions`
 across replicas (approximately: replicas may race on the last free slots, never by more than their
 number; an idle session may hold its slot up to a quarter of the idle timeout longer).
+
+A `save` writes only what changed since the session was read, field by field in the hash (HSET / HDEL, in a
+script that first checks the session still exists): concurrent requests of one session, on any replicas, each
+keep their change (ten `resources/subscribe` sent together keep ten subscriptions), where writing the whole
+session back would keep the last writer's copy only.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import time
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from mcpfusion.mcp.sessions import Session, SessionLimitError, SessionLimits
 
@@ -25,17 +32,42 @@ from .session_cache import SessionCache
 
 logger = logging.getLogger("mcpfusion.redis")
 _FIELDS = frozenset(Session._fields) - {"last_seen"}
+_SNAPSHOT = "_mcpfusion_stored"  # a loaded session's changeable fields as read: what `save` compares with
+_SUB = "sub:"  # hash field of one subscription (its value is "1")
 
 
-# GET + PEXPIRE (= GETEX) of every session read in one event-loop turn; `false` becomes a nil reply.
+# GET + HGETALL + PEXPIRE of every session read in one event-loop turn (ARGV[1 + i]: the hash of KEYS[i]);
+# `false` becomes a nil reply.
 _TOUCH_ALL = """
 local values = {}
 for i, key in ipairs(KEYS) do
   local value = redis.call('GET', key)
-  if value then redis.call('PEXPIRE', key, ARGV[1]) end
-  values[i] = value or false
+  if value then
+    local state = ARGV[1 + i]
+    redis.call('PEXPIRE', key, ARGV[1])
+    redis.call('PEXPIRE', state, ARGV[1])
+    values[i] = {value, redis.call('HGETALL', state)}
+  else
+    values[i] = false
+  end
 end
 return values
+"""
+
+# The changes of one save (ARGV[2..]: field, value pairs; an empty value deletes the field), applied only
+# while the session exists: a session deleted or expired meanwhile stays gone.
+_CHANGE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+for i = 2, #ARGV, 2 do
+  if ARGV[i + 1] == '' then
+    redis.call('HDEL', KEYS[2], ARGV[i])
+  else
+    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+return 1
 """
 
 
@@ -59,12 +91,17 @@ class RedisSessionStore:
         self.limits = limits or SessionLimits(total=max_sessions)
         self.max_sessions = self.limits.total
         self._ttl_ms = max(1, int(idle_timeout * 1000))
-        self._reads = Coalescer(client.register_script(_TOUCH_ALL), [self._ttl_ms])
+        self._reads = Coalescer(client.register_script(_TOUCH_ALL), [self._ttl_ms], arity=1)
+        self._change = client.register_script(_CHANGE)
         # session id -> when this process last renewed its index entry (bounded; see `get`)
         self._indexed: dict[str, float] = {}
 
     def _key(self, session_id: str) -> str:
         return f"{self.prefix}session:{session_id}"
+
+    def _state_key(self, session_id: str) -> str:
+        # Not under `session:`, which any id a client sends is appended to: no id can name this hash.
+        return f"{self.prefix}session-state:{session_id}"
 
     @staticmethod
     def _dump(session: Session) -> str:
@@ -109,6 +146,7 @@ class RedisSessionStore:
                     pipe.zadd(index, {session.id: expiry})
                 await pipe.execute()
             self._remember(session.id, time.monotonic())
+            _remember_stored(session)
         except UNAVAILABLE as exc:
             logger.warning("session store unavailable: %s", exc)
             raise SessionStoreUnavailable("the session store is unavailable") from None
@@ -122,22 +160,17 @@ class RedisSessionStore:
                 return cached
             epoch = cache.epoch
         try:
-            raw = await self._reads.call(self._key(session_id))
+            raw = await self._reads.call(self._key(session_id), self._state_key(session_id))
             if raw is None:
                 self._indexed.pop(session_id, None)
                 return None
-            session = self._load(raw)
+            session = self._load(raw[0], raw[1])
             # The hot path is the one GETEX above. The index entries (for the caps) are renewed at most every
             # quarter of the idle timeout per process; their score reaches a quarter past the key's expiry
             # to cover that lag, so a live session is never counted out.
             now = time.monotonic()
             if now - self._indexed.get(session_id, -self.idle_timeout) > self.idle_timeout / 4:
-                self._remember(session_id, now)
-                expiry = self._expiry()
-                async with self.client.pipeline(transaction=False) as pipe:
-                    for index in self._indexes(session):
-                        pipe.zadd(index, {session_id: expiry}, xx=True)
-                    await pipe.execute()
+                await self._renew_index(session, now)
         except UNAVAILABLE as exc:
             logger.warning("session store unavailable: %s", exc)
             raise SessionStoreUnavailable("the session store is unavailable") from None
@@ -145,19 +178,46 @@ class RedisSessionStore:
             cache.put(session, epoch)
         return session
 
+    async def _renew_index(self, session: Session, now: float) -> None:
+        """Push the session's expiry in the indexes; a Redis that refuses it (full) leaves it for a later read,
+        the session itself was read."""
+        expiry = self._expiry()
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for index in self._indexes(session):
+                    pipe.zadd(index, {session.id: expiry}, xx=True)
+                await pipe.execute()
+        except ResponseError as exc:
+            logger.warning("session index not renewed: %s", exc)
+            return
+        self._remember(session.id, now)
+
     @staticmethod
-    def _load(raw: str | bytes) -> Session:
+    def _load(raw: str | bytes, state: list[str] | None = None) -> Session:
         data: dict[str, Any] = json.loads(raw)
         # Tolerate sessions written by another version of the server (rolling deploys): unknown fields
         # are dropped, missing ones take their defaults.
-        return Session.from_dict({k: v for k, v in data.items() if k in _FIELDS})
+        session = Session.from_dict({k: v for k, v in data.items() if k in _FIELDS})
+        fields = dict(zip(state[::2], state[1::2], strict=True)) if state else {}
+        if "log_level" in fields:
+            session.log_level = fields["log_level"]
+        if "initialized" in fields:
+            session.initialized = True
+        subscriptions = sorted(f[len(_SUB):] for f in fields if f.startswith(_SUB))
+        session.subscriptions = list(dict.fromkeys([*session.subscriptions, *subscriptions]))
+        _remember_stored(session)
+        return session
 
     async def save(self, session: Session) -> None:
-        # XX: a session deleted or expired meanwhile stays gone, as in the in-memory store.
+        changes = _changes(session)
+        if not changes:
+            return
         try:
-            await self.client.set(self._key(session.id), self._dump(session), px=self._ttl_ms, xx=True)
+            await self._change(keys=[self._key(session.id), self._state_key(session.id)],
+                               args=[self._ttl_ms, *changes])
         except UNAVAILABLE as exc:
             raise SessionStoreUnavailable("the session store is unavailable") from exc
+        _remember_stored(session)  # this copy's later saves send only their own changes
         if self.cache is not None:
             await self.cache.changed(session.id)
 
@@ -167,7 +227,7 @@ class RedisSessionStore:
             raw = await self.client.get(self._key(session_id))
             indexes = self._indexes(self._load(raw)) if raw else [self.index]
             async with self.client.pipeline(transaction=False) as pipe:
-                pipe.delete(self._key(session_id))
+                pipe.delete(self._key(session_id), self._state_key(session_id))  # one DEL: both go at once
                 for index in indexes:
                     pipe.zrem(index, session_id)
                 deleted = (await pipe.execute())[0]
@@ -184,3 +244,27 @@ class RedisSessionStore:
             pipe.zcard(self.index)
             _, count = await pipe.execute()
         return int(count)
+
+
+def _stored(session: Session) -> tuple[frozenset[str], str | None, bool]:
+    """The changeable fields of `session` as this store last read or wrote them (a session it never read: none
+    set)."""
+    stored: tuple[frozenset[str], str | None, bool] = vars(session).get(_SNAPSHOT, (frozenset(), None, False))
+    return stored
+
+
+def _remember_stored(session: Session) -> None:
+    vars(session)[_SNAPSHOT] = (frozenset(session.subscriptions), session.log_level, session.initialized)
+
+
+def _changes(session: Session) -> list[str]:
+    """The hash fields and values (empty: delete) that bring the stored session to `session`."""
+    subscriptions, log_level, initialized = _stored(session)
+    current = set(session.subscriptions)
+    changes = [item for uri in sorted(current - subscriptions) for item in (_SUB + uri, "1")]
+    changes += [item for uri in sorted(subscriptions - current) for item in (_SUB + uri, "")]
+    if session.log_level != log_level and session.log_level is not None:
+        changes += ["log_level", session.log_level]
+    if session.initialized and not initialized:
+        changes += ["initialized", "1"]
+    return changes
