@@ -379,10 +379,11 @@ class Action:
         """Strictly validated keyword arguments for the handler (flattened models rebuilt)."""
         if self.json_validator is not None:
             return self._validate_json(arguments)
-        accepted = self.accepted_keys
-        unknown = [key for key in arguments if key not in accepted]
-        if len(unknown) > MAX_FIELDS_SHOWN:
-            raise ValidationFailed(self.label, self._unknown_flood(arguments, unknown))
+        if len(arguments) > MAX_FIELDS_SHOWN:  # (only so many keys can hold more unknown ones than are listed)
+            accepted = self.accepted_keys
+            unknown = [key for key in arguments if key not in accepted]
+            if len(unknown) > MAX_FIELDS_SHOWN:
+                raise ValidationFailed(self.label, self._unknown_flood(arguments, unknown))
         numbers = self.numbers
         if numbers is not None:
             wrong = booleans_in(numbers, arguments)
