@@ -109,6 +109,7 @@ class ToolRegistry:
         self.guards = GuardState(signing_key)
         self._pipelines: dict[Action, CallNext | None] = {}
         self._routes: dict[str, tuple[Tool, Action | None]] = {}
+        self._routed: dict[str, int] = {}  # each tool's number of actions when its routes were made
         self._hidden: dict[frozenset[str], frozenset[str]] = {}  # see `hidden_names`
         self._how_to_call: dict[Action, str] = {}  # for page notices, worked out on an action's first page
         # The caller's granted OAuth scopes, from what authenticated the request (None: not enforced).
@@ -129,7 +130,28 @@ class ToolRegistry:
             raise ValueError(f"MCP tool name(s) {sorted(clash)} of tool {tool.name!r} are already registered")
         self.tools[tool.name] = tool
         self._routes.update(routes)
+        self._routed[tool.name] = len(tool.actions)
         self._hidden.clear()
+
+    def _route_late_actions(self) -> bool:
+        """Route the actions added to a tool after it was registered (tools/list already lists them); True
+        when any was. Looked at only when a name is not found: never on a good call's path."""
+        grown = [tool for name, tool in self.tools.items() if len(tool.actions) != self._routed.get(name)]
+        for tool in grown:
+            mine = {n for n, (t, _) in self._routes.items() if t is tool}
+            routes = {e.name: (e.tool, e.action) for e in exposed(tool)}
+            clash = (set(routes) - mine) & set(self._routes)
+            if clash:  # another tool serves that name: it keeps it (the new action stays unrouted, logged)
+                logger.error("tool %r: MCP tool name(s) %s of its new actions are another tool's", tool.name,
+                             sorted(clash))
+                routes = {n: r for n, r in routes.items() if n not in clash}
+            for name in mine - set(routes):
+                del self._routes[name]
+            self._routes.update(routes)
+            self._routed[tool.name] = len(tool.actions)
+        if grown:
+            self._hidden.clear()
+        return bool(grown)
 
     def mcp_names(self) -> frozenset[str]:
         """The MCP tool names the registry's actions are served under."""
@@ -170,7 +192,9 @@ class ToolRegistry:
         try:
             tool, action = self._routes[name]
         except KeyError:
-            raise UnknownToolError(name, self.visible_names(granted)) from None
+            if not (self._route_late_actions() and name in self._routes):
+                raise UnknownToolError(name, self.visible_names(granted)) from None
+            tool, action = self._routes[name]
         # The caller's restricted view of the tool is built only for an error's wording, never on a good call.
         if action is not None:
             if granted is not None and not action.scopes <= granted:

@@ -229,3 +229,41 @@ def test_actions_reading_no_header_document_no_header_parameter():
     _, spec = openapi_of(shop)
     operation = spec["paths"]["/api/shop/where"]
     assert "parameters" not in operation["post"] and operation["get"]["parameters"] == []
+
+
+@pytest.mark.parametrize("exposition", ["flat", "profiles"])
+def test_an_action_added_after_registration_is_routed_as_it_is_listed(exposition):
+    """tools/list lists an action added to a tool after the app was built; tools/call answered "Unknown tool"
+    for it under the flat and profiles expositions (grouped tools routed it already)."""
+    from fastapi.testclient import TestClient
+
+    from mcpfusion import MCPFusion, Tool
+
+    late = Tool("late", description="Late actions", exposition=exposition)
+
+    @late.action(readonly=True)
+    async def first() -> str:
+        """The first action."""
+        return "first"
+
+    client = TestClient(MCPFusion("p", tools=[late]).build_app())
+
+    @late.action()
+    async def second() -> str:
+        """Added afterwards."""
+        return "second"
+
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+    def post(method: str, params: dict) -> dict:
+        headers = {"accept": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": method}
+        if method == "tools/call":
+            headers["mcp-name"] = params["name"]
+        return client.post("/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": method,
+                                                          "params": {**params, "_meta": meta}}).json()
+
+    listed = {tool["name"] for tool in post("tools/list", {})["result"]["tools"]}
+    assert "late_second" in listed
+    answer = post("tools/call", {"name": "late_second", "arguments": {}})
+    assert answer["result"]["isError"] is False and answer["result"]["content"][0]["text"] == "second", answer
+    assert post("tools/call", {"name": "late_first", "arguments": {}})["result"]["content"][0]["text"] == "first"
