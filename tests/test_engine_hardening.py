@@ -9,7 +9,6 @@ import asyncio
 import gc
 import json
 import re
-import time
 from typing import Any
 
 import httpx
@@ -186,12 +185,11 @@ async def test_resuming_a_finished_stream_ends_at_once(client):
     ids = re.findall(r"^id: (\S+)", r.text, re.M)
     assert len(ids) == 2  # the priming event, then the response
     for last in ids:  # after the priming event: the response; after the response: nothing more
-        started = time.monotonic()
+        # A resumed stream left open would never end by itself (it pings every 0.5 s): 10 s bounds a hang.
         resumed = await asyncio.wait_for(
-            client.get("/mcp", headers={**headers, "accept": "text/event-stream", "last-event-id": last}), 5)
+            client.get("/mcp", headers={**headers, "accept": "text/event-stream", "last-event-id": last}), 10)
         assert resumed.status_code == 200
         assert [m["id"] for m in sse_data(resumed.text)] == ([5] if last == ids[0] else [])
-        assert time.monotonic() - started < 2
 
 
 async def test_resuming_a_cancelled_stream_ends_at_once(client):
