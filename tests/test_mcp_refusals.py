@@ -161,7 +161,8 @@ async def test_a_2026_notification_without_the_version_header_is_told_so():
     async with client(app()) as http:
         refused = await http.post("/mcp", headers={"accept": "application/json"}, json={
             "jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"_meta": META}})
-        accepted = await http.post("/mcp", headers={"accept": "application/json", "mcp-protocol-version": "2026-07-28"},
+        accepted = await http.post("/mcp", headers={"accept": "application/json", "mcp-protocol-version": "2026-07-28",
+                                                    "mcp-method": "notifications/cancelled"},
                                    json={"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"_meta": META}})
     assert refused.status_code == 400 and refused.json()["error"]["code"] == -32020
     assert "header is missing" in refused.json()["error"]["message"]

@@ -1,9 +1,14 @@
 """The sessionless wire (2026-07-28): every POST is self-contained.
 
-Checks per request (first failure wins, each with its JSON-RPC code and HTTP status): the `_meta`
-envelope, `MCP-Protocol-Version` / `Mcp-Method` / `Mcp-Name` headers against the body, the version,
-and `Mcp-Param-*` headers of tools whose schema declares `x-mcp-header`. The ladder itself is the SDK's
-pure `mcp.shared.inbound` module, so both ends read the rules from one place.
+Checks per request, in this order: the `_meta` envelope, the `MCP-Protocol-Version` / `Mcp-Method` /
+`Mcp-Name` headers against the body, the version, then `Mcp-Param-*` headers of tools whose schema declares
+`x-mcp-header`. The ladder itself is the SDK's pure `mcp.shared.inbound` module, so both ends read the rules
+from one place. A refused request is told every problem of the ladder at once, in that order: the answer's
+code (and HTTP status) is the first one's, its message names them all (see `_every_problem`).
+
+A notification is checked the same way, except that its `_meta` is optional and needs no envelope keys (the
+revision's `NotificationMetaObject`): what it carries must agree with the headers. A refused one is a 400
+with the JSON-RPC error (id null); an accepted one is a 202.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from .channel import InputResponsesChannel
 from .engine import Call, Engine, check_params
 from .jsonrpc import McpError, notification
 from .params import ACCEPTED_SIZE, envelope_key
-from .pipeline import WirePipeline, check_request_shape, invalid_request
+from .pipeline import WirePipeline, invalid_request
 from .settings import TransportSettings
 from .streams import SSEBody, encode_message, sse_event
 from .wire import (
@@ -38,7 +43,6 @@ from .wire import (
     caller_key,
     error_response,
     event_source,
-    header,
     http_error,
     not_acceptable,
     retry_later,
@@ -95,6 +99,99 @@ def _ladder() -> ModuleType:
         return importlib.import_module(LADDER_MODULE)
 
 
+def _routing_headers(request: Request) -> dict[str, str] | str:
+    """The routing headers of `request` (name -> value without surrounding whitespace, RFC 9110 optional
+    whitespace), or the name of one sent more than once. Only these are decoded: the rest is read only for
+    tools declaring x-mcp-header."""
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in request.scope["headers"]:
+        if raw_name in _ROUTING:
+            name: str = raw_name.decode("latin-1")
+            if name in headers:
+                return name
+            headers[name] = raw_value.decode("latin-1").strip(" \t")
+    return headers
+
+
+def _shown(value: str) -> str:
+    return value if len(value) <= 120 else value[:120] + "…"
+
+
+def _assume_fixed(message: dict[str, Any], headers: dict[str, str], refused: Any
+                  ) -> tuple[dict[str, Any], dict[str, str], str] | None:
+    """Which rung refused `message` (the ladder's order), what to tell the client of it, and the message
+    and headers with that problem fixed as the body says (the body is what the client meant); None when
+    the refusal is the ladder's last rungs (the version itself), after which nothing is left to find."""
+    ladder = _ladder()
+    params = message.get("params")
+    params = params if isinstance(params, dict) else {}
+    meta = params.get("_meta")
+    version_key, caps_key = protocol.PROTOCOL_VERSION_META_KEY, protocol.CLIENT_CAPABILITIES_META_KEY
+    if not isinstance(meta, dict) or version_key not in meta or caps_key not in meta:
+        sent = headers.get("mcp-protocol-version") or protocol.MODERN_PROTOCOL_VERSIONS[-1]
+        meta = {version_key: sent, caps_key: {}, **(meta if isinstance(meta, dict) else {})}
+        return {**message, "params": {**params, "_meta": meta}}, headers, refused.message
+    version, method = meta[version_key], message.get("method")
+    if headers.get("mcp-protocol-version") != version:
+        if not isinstance(version, str):  # no header can carry it: the client must fix the envelope first
+            return None
+        if "mcp-protocol-version" in headers:
+            return message, {**headers, "mcp-protocol-version": version}, refused.message
+        return message, {**headers, "mcp-protocol-version": version}, (
+            f"the MCP-Protocol-Version header is missing: send MCP-Protocol-Version: {_shown(version)}")
+    if headers.get("mcp-method") != method:
+        if not isinstance(method, str):
+            return None
+        if "mcp-method" in headers:
+            return message, {**headers, "mcp-method": method}, refused.message
+        return message, {**headers, "mcp-method": method}, (
+            f"the Mcp-Method header is missing: send Mcp-Method: {_shown(method)} with this request")
+    name = params.get(ladder.NAME_BEARING_METHODS.get(method, ""))
+    if isinstance(name, str) and ladder.decode_header_value(headers.get("mcp-name")) != name:
+        text = refused.message if "mcp-name" in headers else (
+            f"the Mcp-Name header is missing: send Mcp-Name: {_shown(ladder.encode_header_value(name))}")
+        return message, {**headers, "mcp-name": ladder.encode_header_value(name)}, text
+    return None
+
+
+def _unsupported(refused: Any) -> str:
+    """The text of the ladder's last rungs after other problems: the SDK's "Unsupported protocol version"
+    names neither version there, where its data (the first problem's) is not sent."""
+    data = refused.data
+    if refused.code != jsonrpc.UNSUPPORTED_PROTOCOL_VERSION or not isinstance(data, dict):
+        return str(refused.message)
+    return (f"unsupported protocol version {_shown(str(data.get('requested')))} in the envelope: this server "
+            f"serves {', '.join(data.get('supported') or ())}")
+
+
+def _every_problem(message: dict[str, Any], headers: dict[str, str], refused: Any, before: Any = None) -> Any:
+    """The ladder's rejection `refused` of `message` (None: it passed), naming every problem the client must
+    fix rather than the first only (a client fixing what it was told must not meet the next problem on its
+    retry): each problem is assumed fixed and the ladder asked again. `before`: a problem found ahead of the
+    ladder. The code and data are the first problem's, so they agree with the message's first clause; a
+    missing header is named missing (the ladder says "does not match" of a header never sent)."""
+    ladder = _ladder()
+    first = before or refused
+    if first is None:
+        return None
+    texts = [] if before is None else [before.message]
+    for _ in range(5):  # the envelope, three headers, the version: at most one problem each
+        if refused is None:
+            break
+        fixed = _assume_fixed(message, headers, refused)
+        if fixed is None:
+            texts.append(_unsupported(refused) if texts else refused.message)
+            break
+        message, headers, text = fixed
+        texts.append(text)
+        refused = ladder.classify_inbound_request(message, headers=headers)
+        if not isinstance(refused, ladder.InboundLadderRejection):
+            break
+    text = "; ".join(texts)
+    return ladder.InboundLadderRejection(code=first.code, data=first.data,
+                                         message=text[0].upper() + text[1:] if text.startswith("the ") else text)
+
+
 # Envelopes that passed the ladder: (method, routing headers, params without arguments as JSON).
 _PASSED: dict[tuple[Any, ...], None] = {}
 
@@ -119,6 +216,27 @@ def _classify(message: dict[str, Any], headers: dict[str, str], envelope: bytes 
             _PASSED.clear()  # a burst of new envelopes: start again rather than track ages
         _PASSED[key] = None
     return verdict.protocol_version, verdict.client_info, verdict.client_capabilities
+
+
+def _notification_problems(message: dict[str, Any], headers: dict[str, str]) -> Any:
+    """The request ladder's rejection of a notification (None when it passes), asked of the envelope the
+    notification implies: its `_meta` is optional and carries no required keys, so a version it does not
+    state is the header's (or, with no header either, the server's, for the ladder to ask the header for),
+    and capabilities (it has no use for any) are none. A `_meta` that is not an object comes first, as on a
+    request."""
+    ladder = _ladder()
+    params = message.get("params") or {}
+    meta = params.get("_meta", {})
+    before = None
+    if not isinstance(meta, dict):
+        before = ladder.InboundLadderRejection(code=jsonrpc.INVALID_PARAMS, message="params._meta must be an object")
+        meta = {}
+    implied = {protocol.PROTOCOL_VERSION_META_KEY: headers.get("mcp-protocol-version")
+               or protocol.MODERN_PROTOCOL_VERSIONS[-1], protocol.CLIENT_CAPABILITIES_META_KEY: {}, **meta}
+    probe = {**message, "params": {**params, "_meta": implied}}
+    verdict = ladder.classify_inbound_request(probe, headers=headers)
+    return _every_problem(probe, headers, verdict if isinstance(verdict, ladder.InboundLadderRejection) else None,
+                          before)
 
 
 class ModernWire(WirePipeline):
@@ -152,23 +270,15 @@ class ModernWire(WirePipeline):
         refusal = not_acceptable(wants_json, wants_sse, msg_id)
         if refusal is not None:
             return refusal
-        # Only the routing headers are decoded (the rest is read only for tools declaring x-mcp-header);
-        # values are compared without surrounding whitespace (RFC 9110 optional whitespace).
-        headers: dict[str, str] = {}
-        for raw_name, raw_value in request.scope["headers"]:
-            if raw_name in _ROUTING:
-                name = raw_name.decode("latin-1")
-                if name in headers:
-                    return error_response(msg_id, jsonrpc.HEADER_MISMATCH, f"{name} header appears more than once")
-                headers[name] = raw_value.decode("latin-1").strip(" \t")
+        headers = _routing_headers(request)
+        if isinstance(headers, str):
+            return error_response(msg_id, jsonrpc.HEADER_MISMATCH, f"{headers} header appears more than once")
         raw_params = message.get("params")
         envelope = envelope_key(raw_params) if raw_params.__class__ is dict else None
         params = raw_params or {}
         verdict = _classify(message, headers, envelope)
         if not isinstance(verdict, tuple):
-            if "mcp-method" not in headers:  # (the ladder says "does not match" of a header never sent)
-                return error_response(msg_id, verdict.code, f"The Mcp-Method header is missing: send Mcp-Method: "
-                                      f"{method[:120]} with this request", verdict.data)
+            verdict = _every_problem(message, headers, verdict)
             return error_response(msg_id, verdict.code, verdict.message, verdict.data)
         version, info, caps = verdict
         if method == "tools/call" and not request.scope.get(TRUSTED_HEADERS_KEY):
@@ -212,14 +322,13 @@ class ModernWire(WirePipeline):
         return self.respond(reply)
 
     def _notification(self, request: Request, message: dict[str, Any]) -> Response:
-        if check_request_shape(message) is not None:
-            return error_response(None, jsonrpc.INVALID_REQUEST,
-                                  "Body must be a single JSON-RPC request or notification")
-        version = (header(request, b"mcp-protocol-version") or "").strip()
-        if not version:  # as a request without it is answered: the header must repeat the envelope's version
-            return error_response(None, jsonrpc.HEADER_MISMATCH, "mcp-protocol-version header is missing: send "
-                                  "the protocol version of the request envelope in it")
-        rejection = _ladder().unsupported_protocol_version_rejection(version)
+        refusal = invalid_request(message)  # (as a request's: the answer names what is wrong)
+        if refusal is not None:
+            return refusal
+        headers = _routing_headers(request)
+        if isinstance(headers, str):
+            return error_response(None, jsonrpc.HEADER_MISMATCH, f"{headers} header appears more than once")
+        rejection = _notification_problems(message, headers)
         if rejection is not None:
             return error_response(None, rejection.code, rejection.message, rejection.data)
         # Nothing to act on: cancellation on this wire is closing the response stream.

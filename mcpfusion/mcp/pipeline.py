@@ -29,6 +29,8 @@ def check_request_shape(message: Any) -> str | None:
         return "'jsonrpc' must be \"2.0\""
     if not isinstance(message.get("method"), str):
         return "'method' must be a string"
+    if "result" in message or "error" in message:  # half request, half response: neither can be trusted
+        return "a request or notification carries no 'result' or 'error' member"
     params = message.get("params")
     if params is not None and not isinstance(params, dict):
         return "'params' must be an object"
