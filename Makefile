@@ -32,7 +32,7 @@ $(RUN_STAMP): pyproject.toml
 
 # Everything the tests, benchmarks and the docs site need on top.
 $(STAMP): $(RUN_STAMP)
-	$(PY) -m pip install -q -e '.[all,test,bench]' --group service $(EDITABLE)
+	$(PY) -m pip install -q -e '.[all]' --group test --group bench --group service $(EDITABLE)
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -40,8 +40,8 @@ install: $(STAMP)
 $(MIN_STAMP): pyproject.toml scripts/fastapi-min-constraints.txt
 	@test -x $(MIN_VENV)/bin/python || python3 -m venv $(MIN_VENV)
 	$(MIN_VENV)/bin/python -m pip install -q --upgrade 'pip>=25.1'
-	$(MIN_VENV)/bin/python -m pip install -q -c scripts/fastapi-min-constraints.txt -e '.[all,test]' \
-		--group service $(EDITABLE)
+	$(MIN_VENV)/bin/python -m pip install -q -c scripts/fastapi-min-constraints.txt -e '.[all]' \
+		--group test --group service $(EDITABLE)
 	@touch $@
 
 # The same tests against the lowest allowed FastAPI, Starlette and pydantic.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from fastapi import FastAPI
 from starlette.requests import Request
@@ -19,8 +19,8 @@ from . import collector, inputschema
 from .context import Context
 from .dependencies import CONTEXT_SCOPE_KEY, context_parameter, draining
 from .dispatch import ToolRegistry, _failure_of, no_phase
-from .errors import INTERNAL_ERROR, ToolError, UnknownToolError, ValidationFailed
-from .health import HEALTHZ_RESPONSES, READYZ_RESPONSES, Check, Readiness, healthz, readyz_endpoint
+from .errors import INTERNAL_ERROR, ToolError, UnknownToolError, ValidationFailed, field_path, sent_value
+from .health import HEALTHZ_RESPONSES, READYZ_RESPONSES, Check, Readiness, ReadinessGroup, healthz, readyz_endpoint
 from .listing import exposed
 from .mcp import jsonrpc
 from .mcp.callables import accepted_kwargs, invoke
@@ -30,20 +30,26 @@ from .mcp.jsonrpc import McpError, ProtocolSignal, notification
 from .mcp.settings import TransportSettings
 from .mcp.state import RequestStateSigner
 from .middleware import ActionCall, CallNext, Middleware, applies, chain
-from .pagination import Paging
+from .pagination import Paging, checked_ttl
 from .prompts import Prompt, PromptRegistry
 from .resources import Resource, ResourceRegistry, ResourceTemplate
 from .response import ResponseView, ToolResponse
+from .schema import lean
 from .tool import _NAME as TOOL_NAME
 from .tool import Tool, check_output_schema
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from .authorization import ProtectedResource, ScopesOf
     from .redis import RedisStores
     from .telemetry import Telemetry
     from .tool import Action
 
 logger = logging.getLogger("mcpfusion")
+# Decorators hand the function back unchanged: its own type, for the caller's type checker.
+F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C", bound=Check)
 _SETTING_NAMES = set(TransportSettings._fields)
 
 
@@ -105,14 +111,17 @@ class RawTool:
     """A tool answering its `CallToolResult` itself (content blocks of any type, a hand-written schema).
     The escape hatch for what actions and presenters do not cover; prefer `Tool` + `@tool.action`.
 
-    Its arguments are checked against its input schema (when it declares one) and its result against MCP's
-    `CallToolResult` before it leaves: a bad call is a `VALIDATION_ERROR`, a bad result an `INTERNAL_ERROR`.
-    The app's middleware (`Audit`, `RateLimit`, ...) wrap its calls as they wrap an action's."""
+    Its arguments are checked against its input schema (the declared one, else its signature's, as an
+    action's) and its result against MCP's `CallToolResult` before it leaves: a bad call is a
+    `VALIDATION_ERROR`, a bad result an `INTERNAL_ERROR`. The app's middleware (`Audit`, `RateLimit`, ...)
+    wrap its calls as they wrap an action's."""
 
-    def __init__(self, fn: Callable[..., Any], descriptor: dict[str, Any], validator: Any = None) -> None:
+    def __init__(self, fn: Callable[..., Any], descriptor: dict[str, Any], validator: Any = None,
+                 model: type[BaseModel] | None = None) -> None:
         self.fn = fn
         self.descriptor = descriptor
         self.validator = validator  # a jsonschema validator of the declared input schema, or None
+        self.model = model  # the argument model of its signature (no input schema declared), or None
         self.context_arg = context_parameter(fn)
         self.action = RawAction(descriptor)
         self._pipelines: dict[tuple[Any, ...], CallNext | None] = {}
@@ -160,8 +169,14 @@ class RawTool:
         invalid = self._invalid(arguments)
         if invalid is not None:
             return _error_result(invalid)
-        accepts = self.accepts
-        kwargs = dict(arguments) if accepts is None else {k: v for k, v in arguments.items() if k in accepts}
+        if self.model is not None:
+            try:
+                kwargs = self._validated(self.model, arguments)
+            except ValidationFailed as exc:
+                return _error_result(exc)
+        else:
+            accepts = self.accepts
+            kwargs = dict(arguments) if accepts is None else {k: v for k, v in arguments.items() if k in accepts}
         if self.context_arg:
             kwargs[self.context_arg] = context
         try:
@@ -175,6 +190,55 @@ class RawTool:
             logger.exception("raw tool %s failed", self.name)
             return self._internal_error()
         return self._checked(_raw_result(value))
+
+    @staticmethod
+    def signature_model(fn: Callable[..., Any], where: str) -> type[BaseModel]:
+        """The argument model of `fn`'s parameters (its `Context` one left out): what a raw tool declared
+        without `input_schema` takes, validated as an action's (`**kwargs` lets other arguments through)."""
+        from pydantic import ConfigDict, create_model
+
+        from .argschema import check_listable
+        from .hints import type_hints
+        from .validatable import check_validatable
+
+        try:
+            hints = type_hints(fn)
+        except Exception as exc:
+            raise TypeError(f"{where}: its annotations cannot be evaluated ({type(exc).__name__}: {exc})") from exc
+        skipped = {context_parameter(fn)}
+        params = inspect.signature(fn).parameters.values()
+        fields: dict[str, Any] = {}
+        for p in params:
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name in skipped:
+                continue
+            if p.name.startswith("_"):  # (pydantic keeps those names for private attributes)
+                raise ValueError(f"{where}: parameter {p.name!r} starts with an underscore; rename it")
+            annotation = hints.get(p.name, Any)
+            check_validatable(annotation, f"{where}: parameter {p.name!r}")
+            check_listable(annotation, f"{where}: parameter {p.name!r}")
+            fields[p.name] = (annotation, ... if p.default is p.empty else p.default)
+        takes_more = any(p.kind is p.VAR_KEYWORD for p in params)
+        config = ConfigDict(extra="allow" if takes_more else "forbid", allow_inf_nan=False)  # (an action's model's)
+        return create_model(f"{fn.__name__}_arguments", __config__=config, **fields)
+
+    def _validated(self, model: type[BaseModel], arguments: dict[str, Any]) -> dict[str, Any]:
+        """The function's keyword arguments, validated by its signature's model; each fault names its field.
+        Unknown keys are listed apart, never validated one by one (a flood of them costs nothing)."""
+        from pydantic import ValidationError
+
+        names = {field.alias or name: None for name, field in model.model_fields.items()}  # (in their order)
+        unknown: list[tuple[str, str]] = []
+        if model.model_config.get("extra") == "forbid":
+            accepted = f"Accepted here: {', '.join(names)}." if names else "This tool takes no arguments."
+            unknown = [(field_path((key,)), f"Unknown field. {accepted}") for key in arguments if key not in names]
+            arguments = {key: value for key, value in arguments.items() if key in names} if unknown else arguments
+        try:
+            found = model.__pydantic_validator__.validate_python(arguments)
+        except ValidationError as exc:
+            raise ValidationFailed(self.name, [*_faults(exc), *unknown]) from None
+        if unknown:
+            raise ValidationFailed(self.name, unknown)
+        return {**{name: getattr(found, name) for name in model.model_fields}, **(found.model_extra or {})}
 
     def _invalid(self, arguments: dict[str, Any]) -> ValidationFailed | None:
         """The arguments' faults against the declared input schema, each naming its field (None: valid)."""
@@ -203,6 +267,16 @@ class RawTool:
             INTERNAL_ERROR, f"{self.name} failed with an internal error.",
             recovery="This is a server problem, not your call; retry later or try another tool.",
         ))
+
+
+def _faults(exc: Any) -> list[tuple[str, str]]:
+    """A raw tool's argument faults as pydantic found them, each naming its field (values cut short)."""
+    fields = []
+    for err in exc.errors(include_url=False):
+        message = "Field required." if err["type"] == "missing" else \
+            f"{err['msg'].rstrip('.')}. You sent: {sent_value(err.get('input'))}."
+        fields.append((field_path(err["loc"]) or "(arguments)", message))
+    return fields
 
 
 def _raw_result(value: Any) -> dict[str, Any]:
@@ -302,7 +376,7 @@ class MCPFusion:
         self.instructions = instructions
         self.settings = settings or TransportSettings(**transport)
         self.cursor_scope = cursor_scope
-        self.cursor_ttl = cursor_ttl
+        self.cursor_ttl = checked_ttl(cursor_ttl)  # refused here: a cursor of ttl <= 0 would be born expired
         self.resources = ResourceRegistry()
         self.prompts = PromptRegistry()
         # Resources and prompts declared with scopes exist for callers holding them, as actions do.
@@ -353,10 +427,11 @@ class MCPFusion:
     def _granted(self, request: Request) -> frozenset[str] | None:
         return self.registry.granted(request)  # (the registry is made on first use: looked up per call)
 
-    def readiness_check(self, name: str) -> Callable[[Check], Check]:
-        """Register an async check for `/readyz` (raise, or return False, while the dependency is down)."""
+    def readiness_check(self, name: str) -> Callable[[C], C]:
+        """Register a check for `/readyz` (raise, or return False, while the dependency is down): an `async def`,
+        or a plain `def`, which runs off the event loop (as FastAPI runs a plain `def` dependency)."""
 
-        def register(check: Check) -> Check:
+        def register(check: C) -> C:
             self.readiness.add(name, check)
             return check
 
@@ -379,22 +454,26 @@ class MCPFusion:
         output_schema: dict[str, Any] | None = None,
         annotations: dict[str, Any] | None = None,
         title: str | None = None,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Register a function as a tool that builds its own `CallToolResult` (str, content list or dict)."""
+    ) -> Callable[[F], F]:
+        """Register a function as a tool that builds its own `CallToolResult` (str, content list or dict).
+        Without `input_schema`, its signature is its schema, and validates its arguments as an action's do."""
 
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def register(fn: F) -> F:
             tool_name = name or fn.__name__
             if not TOOL_NAME.match(tool_name):  # the rule `Tool()` applies: what MCP clients accept
                 raise ValueError(f"raw_tool name {tool_name!r} must match {TOOL_NAME.pattern}")
             if tool_name in self.registry.mcp_names():
                 raise ValueError(f"raw_tool {tool_name!r}: an action is already served under this MCP tool name")
+            if tool_name in self.raw_tools:  # as actions: a second declaration is a mistake, never a silent swap
+                raise ValueError(f"duplicate raw_tool name {tool_name!r} (remove_raw_tool() it first to replace it)")
             if output_schema is not None:
                 check_output_schema(output_schema, f"raw_tool {tool_name!r}")
             where = f"raw_tool {tool_name!r}"
             validator = None if input_schema is None else inputschema.input_validator(input_schema, where)
+            model = RawTool.signature_model(fn, where) if input_schema is None else None
             descriptor: dict[str, Any] = {
                 "name": tool_name,
-                "inputSchema": input_schema or {"type": "object", "properties": {}},
+                "inputSchema": input_schema if model is None else lean(model.model_json_schema()),
             }
             desc = description or (fn.__doc__ or "").strip()
             if desc:
@@ -402,7 +481,7 @@ class MCPFusion:
             for key, value in (("title", title), ("outputSchema", output_schema), ("annotations", annotations)):
                 if value is not None:
                     descriptor[key] = value
-            self.raw_tools[descriptor["name"]] = RawTool(fn, descriptor, validator)
+            self.raw_tools[descriptor["name"]] = RawTool(fn, descriptor, validator, model)
             self._tools_changed()
             return fn
 
@@ -421,11 +500,11 @@ class MCPFusion:
     def resource(
         self, uri: str, *, name: str | None = None, title: str | None = None, description: str | None = None,
         mime_type: str | None = None, annotations: dict[str, Any] | None = None, scopes: Iterable[str] = (),
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    ) -> Callable[[F], F]:
         """A static resource at `uri`; the function returns str (text), bytes (blob) or JSON data. With
         `scopes`, only callers holding them see and read it (others are told it does not exist)."""
 
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def register(fn: F) -> F:
             self.resources.add(Resource(uri=uri, fn=fn, name=name or fn.__name__, title=title,
                                         description=description or _doc(fn), mime_type=mime_type,
                                         annotations=annotations, scopes=scopes))
@@ -436,11 +515,11 @@ class MCPFusion:
     def resource_template(
         self, uri_template: str, *, name: str | None = None, title: str | None = None,
         description: str | None = None, mime_type: str | None = None, scopes: Iterable[str] = (),
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    ) -> Callable[[F], F]:
         """A family of resources (`users://{id}/profile`); template variables are function arguments. With
         `scopes`, only callers holding them see and read it."""
 
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def register(fn: F) -> F:
             self.resources.add_template(ResourceTemplate(
                 uri_template=uri_template, fn=fn, name=name or fn.__name__, title=title,
                 description=description or _doc(fn), mime_type=mime_type, scopes=scopes))
@@ -451,11 +530,11 @@ class MCPFusion:
     def prompt(
         self, name: str | None = None, *, description: str | None = None, title: str | None = None,
         scopes: Iterable[str] = (),
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    ) -> Callable[[F], F]:
         """A prompt whose arguments are the function's parameters. With `scopes`, only callers holding them
         see and get it."""
 
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def register(fn: F) -> F:
             self.prompts.add(Prompt.from_function(fn, name=name, description=description, title=title,
                                                   scopes=scopes))
             return fn
@@ -467,7 +546,7 @@ class MCPFusion:
 
     def completion(
         self, *, argument: str, prompt: str | None = None, resource_template: str | None = None
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    ) -> Callable[[F], F]:
         """Suggestions for one argument of a prompt or one variable of a resource template.
 
         The function takes `value` (what the user typed so far) and optionally `arguments` (the other
@@ -476,7 +555,7 @@ class MCPFusion:
             raise TypeError("completion() needs exactly one of prompt= or resource_template=")
         key = ("ref/prompt", prompt) if prompt is not None else ("ref/resource", resource_template)
 
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def register(fn: F) -> F:
             def call(value: str, arguments: dict[str, str]) -> Any:
                 return fn(**accepted_kwargs(fn, {"value": value, "arguments": arguments}))
 
@@ -545,20 +624,43 @@ class MCPFusion:
         return self._transport
 
     def mount(self, app: FastAPI, *, rest: bool = True, docs: str | None = "/tools") -> FastAPI:
-        """Add `/mcp`, `/healthz`, the REST routes of every tool (`/api/{tool}/{action}`) and the generated
-        tool docs (at `docs`; None to leave them out) to an existing FastAPI app. The app's own `/docs` and
-        `/redoc` pages are switched to locally served assets (they work offline)."""
+        """Add `/mcp`, `/healthz`, `/readyz`, the REST routes of every tool (`/api/{tool}/{action}`) and the
+        generated tool docs (at `docs`; None to leave them out) to an existing FastAPI app. The app's own `/docs`
+        and `/redoc` pages are switched to locally served assets (they work offline).
+
+        Another `MCPFusion` may be mounted on the same app at its own `path=`: the app's one `/readyz` runs the
+        checks of both; a route of this one that the app serves already (its tool docs, a REST route of a tool
+        of the same name) is refused, as a shadowed route would never answer."""
         from .swagger import serve_offline
 
         self._check_completions()
         path = self.settings.path
-        if any(getattr(route, "path", None) == path for route in app.router.routes):
+        served = {getattr(route, "path", None) for route in app.router.routes}
+        if path in served:
             raise ValueError(f"MCPFusion {self.name!r}: the app already serves MCP at {path} (another MCPFusion, or "
                              "this one mounted twice): give every tool to one MCPFusion (tools=[...]), or serve "
                              "this one at another path (MCPFusion(..., path='/mcp-other'))")
+        other = getattr(getattr(app.state, "mcpfusion", None), "name", None)
+        by = f"MCPFusion {other!r}" if other is not None else "another route"
+        docs_path = None if docs is None else "/" + docs.strip("/")
+        if docs_path is not None and {docs_path, f"{docs_path}.json"} & served:
+            raise ValueError(f"MCPFusion {self.name!r}: the app already serves tool docs at {docs_path} ({by}): "
+                             f"mount this one with docs of its own, fusion.mount(app, docs='/{self.name}-tools'), "
+                             "or without them (docs=None)")
+        routes = {f"/api/{t.name}/{a}" for t in self.registry.tools.values() for a in t.actions} if rest else set()
+        shadowed = sorted(routes.intersection(served))
+        if shadowed:
+            raise ValueError(f"MCPFusion {self.name!r}: the app already serves the REST route(s) {', '.join(shadowed)} "
+                             f"({by}): give the tools different names, or mount this one with rest=False")
         transport = self.transport
         transport.install(app)
-        serve_offline(app)
+        # One /healthz and /readyz per app: every fusion mounted on it adds its checks to the first one's.
+        readiness: ReadinessGroup | None = getattr(app.state, "mcpfusion_readiness", None)
+        first = readiness is None
+        if readiness is None:
+            readiness = app.state.mcpfusion_readiness = ReadinessGroup()
+            serve_offline(app)
+        readiness.include(self.name, self.readiness)
         if self.authorization is not None:
             self.authorization.scope_sources.append(self._declared_scopes)
             self.authorization.install(app, self.registry, mcp_path=self.settings.path)
@@ -571,15 +673,16 @@ class MCPFusion:
 
             self.registry.guards.buckets = RedisBuckets(redis_client)
             self.registry.guards.spent = RedisSpent(redis_client)
-        app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"], summary="Liveness",
-                          response_model=None, responses=HEALTHZ_RESPONSES)
-        ready = readyz_endpoint(self.readiness)
-        app.add_api_route("/readyz", ready, methods=["GET"], tags=["health"],
-                          summary="Readiness: database, Redis and the app's own checks",
-                          responses=READYZ_RESPONSES)
-        # HEAD wherever GET is served (RFC 9110), as probes may send it; undocumented (no second operation)
-        app.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=False, response_model=None)
-        app.add_api_route("/readyz", ready, methods=["HEAD"], include_in_schema=False)
+        if first:
+            app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"], summary="Liveness",
+                              response_model=None, responses=HEALTHZ_RESPONSES)
+            ready = readyz_endpoint(readiness)
+            app.add_api_route("/readyz", ready, methods=["GET"], tags=["health"],
+                              summary="Readiness: database, Redis and the app's own checks",
+                              responses=READYZ_RESPONSES)
+            # HEAD wherever GET is served (RFC 9110), as probes may send it; undocumented (no second operation)
+            app.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=False, response_model=None)
+            app.add_api_route("/readyz", ready, methods=["HEAD"], include_in_schema=False)
         if self.telemetry is not None:
             self.telemetry.install(app)
         if collector.wanted(self.gc_tuning):

@@ -7,25 +7,45 @@ alike (the framework lets it propagate to FastAPI), with `WWW-Authenticate: Bear
 
 from __future__ import annotations
 
-import functools
+import asyncio
+import contextlib
 import hashlib
 import logging
 import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from fastapi import HTTPException
-from starlette.concurrency import run_in_threadpool
+from starlette._utils import get_route_path
 from starlette.requests import Request
+from starlette.responses import Response
 
 from .extras import require
 from .identity import AUTH_SCOPE_KEY as AUTH_SCOPE_KEY  # re-exported: where RequireBearer keeps the caller
-from .problem import http_problem_response
+from .problem import http_problem_response, problem, problem_response
+
+#: The error code of a token that could not be checked now (the authorization server unreachable).
+AUTH_UNAVAILABLE = "AUTH_UNAVAILABLE"
 
 logger = logging.getLogger("mcpfusion.auth")
+
+
+class AuthUnavailable(HTTPException):
+    """The 503 of a token that cannot be checked now (the authorization server's keys or its introspection
+    endpoint unreachable): not the token's fault, so it is neither a 401 nor a 500. `RequireBearer` answers it
+    as an `AUTH_UNAVAILABLE` problem with `Retry-After`."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(status_code=503, detail=message, headers={"Retry-After": str(retry_after)})
+        self.retry_after = retry_after
+
+    def response(self, instance: str) -> Response:
+        body = problem(503, AUTH_UNAVAILABLE, str(self.detail), retry_after=self.retry_after, instance=instance,
+                       recovery="Send the same request again after the time given in Retry-After.")
+        return problem_response(body, self.headers)
 
 
 class IntrospectionVerifier:
@@ -108,8 +128,7 @@ class IntrospectionVerifier:
             return response.json()
         except (httpx.HTTPError, ValueError) as exc:
             logger.warning("token introspection at %s failed: %s", self.url, type(exc).__name__)
-            raise HTTPException(status_code=503, detail="The authorization server could not check the token; "
-                                "retry later.", headers={"Retry-After": "5"}) from None
+            raise AuthUnavailable("The authorization server could not check the token; retry later.", 5) from None
 
     def _check(self, claims: Any, now: float) -> dict[str, Any]:
         if not isinstance(claims, dict) or claims.get("active") is not True:
@@ -119,11 +138,8 @@ class IntrospectionVerifier:
             raise unauthorized("The token has expired.")
         if self.issuer is not None and claims.get("iss") != self.issuer:
             raise unauthorized("The token was issued by another authorization server.")
-        if self.audience is not None:
-            audiences = claims.get("aud")
-            audiences = [audiences] if isinstance(audiences, str) else audiences if isinstance(audiences, list) else []
-            if self.audience not in audiences:
-                raise unauthorized("The token was not issued for this resource.")
+        if self.audience is not None and not names_audience(claims, self.audience):
+            raise unauthorized("The token was not issued for this resource.")
         return claims
 
 
@@ -142,15 +158,27 @@ def bearer_authenticator(verifier: Any, resource_url: Callable[[Request], str] |
     return authenticate
 
 
+def audience_forms(audience: str) -> list[str]:
+    """The spellings of a resource URL a token's `aud` may use: with and without its trailing slash (the
+    metadata advertises it without; a configured audience may carry one)."""
+    bare = audience.rstrip("/")
+    return [bare, bare + "/"]
+
+
+def names_audience(claims: Mapping[str, Any], audience: str) -> bool:
+    """Whether the `aud` claim (a string or a list) names `audience` in one of its `audience_forms` (what
+    `JWTVerifier` accepts too)."""
+    found = claims.get("aud")
+    audiences = [found] if isinstance(found, str) else found if isinstance(found, list) else []
+    forms = audience_forms(audience)
+    return any(isinstance(a, str) and a in forms for a in audiences)
+
+
 def check_audience(claims: Mapping[str, Any], audience: str | None) -> None:
     """The 401 for a token whose `aud` claim is present and does not name `audience` (the resource URL a
     server derived, when none was configured: a token without `aud` passes, one issued for another
     service does not)."""
-    if audience is None or "aud" not in claims:
-        return
-    audiences = claims["aud"]
-    audiences = [audiences] if isinstance(audiences, str) else audiences if isinstance(audiences, list) else []
-    if audience not in audiences and audience.rstrip("/") not in audiences:
+    if audience is not None and "aud" in claims and not names_audience(claims, audience):
         raise unauthorized("The token was not issued for this resource.")
 
 
@@ -238,19 +266,49 @@ def _load_key(key: str) -> tuple[Any, frozenset[str]]:
 
 
 class _Fetch:
-    """One JWKS fetch in flight: the lookups that need its outcome wait for it, none starts another."""
+    """One JWKS fetch in flight: the lookups that need its outcome wait for it, none starts another. A thread
+    waits on `done`; a coroutine on its event loop (`until_done`), holding no thread meanwhile."""
 
-    __slots__ = ("deadline", "done", "refetch")
+    __slots__ = ("_lock", "_waiters", "deadline", "done", "refetch")
 
     def __init__(self, timeout: float, refetch: bool) -> None:
         self.done = threading.Event()
         # The fetch's own timeout decides first; a server that trickles its answer cannot hold waiters longer.
         self.deadline = time.monotonic() + timeout + 1
         self.refetch = refetch  # for a key id the set lacked (rate-limited by the floor)
+        self._waiters: list[asyncio.Future[None]] = []
+        self._lock = threading.Lock()  # (the fetch ends on its own thread)
 
     def wait(self) -> bool:
         """Whether the fetch ended before its deadline."""
         return self.done.wait(max(0.0, self.deadline - time.monotonic()))
+
+    async def until_done(self) -> bool:
+        """`wait` for a coroutine."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        with self._lock:
+            if self.done.is_set():
+                return True
+            self._waiters.append(future)
+        try:
+            await asyncio.wait_for(future, max(0.0, self.deadline - time.monotonic()))
+        except TimeoutError:
+            return False
+        return True
+
+    def finish(self) -> None:
+        """Mark the fetch ended and wake its waiters, threads and coroutines."""
+        with self._lock:
+            self.done.set()
+            waiters, self._waiters = self._waiters, []
+        for future in waiters:
+            with contextlib.suppress(RuntimeError):  # its loop has closed: nobody waits any more
+                future.get_loop().call_soon_threadsafe(_wake, future)
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():  # (a waiter that timed out cancelled its future)
+        future.set_result(None)
 
 
 class JWKSKeys:
@@ -289,17 +347,36 @@ class JWKSKeys:
     def key(self, kid: str | None) -> Any:
         """The `PyJWK` of `kid` (a set of one key also serves tokens without a kid), or `PyJWKClientError`
         (`PyJWKClientConnectionError` while the set cannot be fetched)."""
+        found, fetch = self._lookup(kid)
+        if found is not None:
+            return found
+        return self._after_fetch(kid, fetch.wait() if fetch is not None else True)
+
+    async def akey(self, kid: str | None) -> Any:
+        """`key` for a coroutine: a known key at once, and a fetch waited for on the event loop, so lookups
+        of unknown key ids during an outage hold no thread (the threadpool stays free for everything else)."""
+        found, fetch = self._lookup(kid)
+        if found is not None:
+            return found
+        return self._after_fetch(kid, await fetch.until_done() if fetch is not None else True)
+
+    def _lookup(self, kid: str | None) -> tuple[Any, _Fetch | None]:
+        """(the key of `kid`, None) when it is known (an expired set starts its refresh meanwhile), else
+        (None, the fetch to wait for: the one in flight, or one started now when it may be)."""
         with self._lock:
             now = self.clock()
             found = self._find(kid)
             if found is not None:
                 if self._may_fetch(now) and (self._fetched_at is None or now - self._fetched_at >= self.lifespan):
                     self._start(refetch=False)  # the known key serves meanwhile
-                return found
+                return found, None
             fetch = self._fetch
             if fetch is None and self._may_fetch(now, refetch=self._fetched_at is not None):
                 fetch = self._start(refetch=self._fetched_at is not None)
-        ended = fetch.wait() if fetch is not None else True
+            return None, fetch
+
+    def _after_fetch(self, kid: str | None, ended: bool) -> Any:
+        """The key of `kid` once the fetch waited for is over (`ended`: before its deadline), or why not."""
         with self._lock:
             found = self._find(kid)
             if found is not None:
@@ -353,7 +430,7 @@ class JWKSKeys:
                     self._keys, self._fetched_at = keys, now
                 if fetch.refetch:
                     self._refetched_at = now
-            fetch.done.set()
+            fetch.finish()
 
     def _download(self) -> dict[str | None, Any]:
         """The signing keys of the set the URL serves now; an error for an unusable answer (not JSON, a JSON
@@ -406,56 +483,71 @@ class JWTVerifier:
     def verify(self, token: str, *, audience: str | None = None) -> dict[str, Any]:
         """The token's claims, or a 401 saying why (never the token itself). `audience`: what an `aud` it
         carries must name when this verifier has no audience of its own (see `check_audience`)."""
-        claims = self._decode(token)
+        with _refusals(self._jwt):
+            return self._checked(token, self.jwks.key(self._kid(token)) if self.jwks is not None else None,
+                                 audience)
+
+    async def averify(self, token: str, *, audience: str | None = None) -> dict[str, Any]:
+        """`verify` for a coroutine, on the event loop and holding no thread: a known key verifies at once;
+        a key id the set lacks waits for the set's refetch on the event loop."""
+        if self.jwks is None:
+            return self.verify(token, audience=audience)
+        with _refusals(self._jwt):
+            return self._checked(token, await self.jwks.akey(self._kid(token)), audience)
+
+    def _kid(self, token: str) -> str | None:
+        kid = self._jwt.get_unverified_header(token).get("kid")
+        return kid if isinstance(kid, str) else None
+
+    def _checked(self, token: str, jwk: Any, audience: str | None) -> dict[str, Any]:
+        """The claims of `token` signed with `jwk` (a JWKS key; None: this verifier's own key)."""
+        key: Any = self.key
+        algorithms = self.algorithms
+        if jwk is not None:
+            key = jwk.key
+            family = _family_of(key)
+            algorithms = [a for a in algorithms if a in family]
+            if not algorithms:  # pinned: a key of another family is never tried with another algorithm
+                raise unauthorized("The token's signing algorithm is not accepted here.")
+        claims: dict[str, Any] = self._jwt.decode(
+            token,
+            key,
+            algorithms=algorithms,
+            issuer=self.issuer,
+            # Either spelling of the resource URL (trailing slash or not): the metadata advertises it without.
+            audience=None if self.audience is None else audience_forms(self.audience),
+            leeway=self.leeway,
+            # Without an audience of its own, `aud` is `check_audience`'s (PyJWT refuses any then).
+            options={"require": self.required, "verify_aud": self.audience is not None},
+        )
         if self.audience is None:
             check_audience(claims, audience)
         return claims
 
-    def _decode(self, token: str) -> dict[str, Any]:
-        jwt = self._jwt
-        try:
-            key: Any = self.key
-            algorithms = self.algorithms
-            if self.jwks is not None:
-                kid = jwt.get_unverified_header(token).get("kid")
-                key = self.jwks.key(kid if isinstance(kid, str) else None).key
-                family = _family_of(key)
-                algorithms = [a for a in algorithms if a in family]
-                if not algorithms:  # pinned: a key of another family is never tried with another algorithm
-                    raise unauthorized("The token's signing algorithm is not accepted here.")
-            claims: dict[str, Any] = jwt.decode(
-                token,
-                key,
-                algorithms=algorithms,
-                issuer=self.issuer,
-                audience=self.audience,
-                leeway=self.leeway,
-                # Without an audience of its own, `aud` is `verify`'s to check (PyJWT refuses any then).
-                options={"require": self.required, "verify_aud": self.audience is not None},
-            )
-        except jwt.ExpiredSignatureError:
-            raise unauthorized("The token has expired.") from None
-        except jwt.PyJWKClientConnectionError as exc:  # the key set cannot be fetched now: not the token's fault
-            retry_after = getattr(exc, "retry_after", 5)
-            raise HTTPException(status_code=503, detail="The authorization server's keys could not be fetched; "
-                                "retry later.", headers={"Retry-After": str(retry_after)}) from None
-        except jwt.PyJWKClientError:
-            raise unauthorized("The token's signing key is unknown.") from None
-        except (jwt.InvalidTokenError, jwt.InvalidKeyError) as exc:
-            raise unauthorized(f"The token is invalid ({type(exc).__name__}).") from None
-        except jwt.PyJWTError as exc:  # any other refusal of PyJWT's is the token's fault, never a 500
-            raise unauthorized(f"The token is invalid ({type(exc).__name__}).") from None
-        return claims
 
-    async def averify(self, token: str, *, audience: str | None = None) -> dict[str, Any]:
-        """`verify` off the event loop (fetching a JWKS is blocking I/O)."""
-        if self.jwks is None:
-            return self.verify(token, audience=audience)
-        return await run_in_threadpool(functools.partial(self.verify, token, audience=audience))
+@contextlib.contextmanager
+def _refusals(jwt: Any) -> Iterator[None]:
+    """PyJWT's refusals as HTTP answers: a 401 saying why for the token's faults (never the token itself), a
+    503 `AuthUnavailable` when the key set cannot be fetched (the token may be fine), never a 500."""
+    try:
+        yield
+    except jwt.ExpiredSignatureError:
+        raise unauthorized("The token has expired.") from None
+    except jwt.PyJWKClientConnectionError as exc:
+        raise AuthUnavailable("The authorization server's keys could not be fetched; retry later.",
+                              getattr(exc, "retry_after", 5)) from None
+    except jwt.PyJWKClientError:
+        raise unauthorized("The token's signing key is unknown.") from None
+    except (jwt.InvalidTokenError, jwt.InvalidKeyError) as exc:
+        raise unauthorized(f"The token is invalid ({type(exc).__name__}).") from None
+    except jwt.PyJWTError as exc:  # any other refusal of PyJWT's is the token's fault
+        raise unauthorized(f"The token is invalid ({type(exc).__name__}).") from None
 
 
 class RequireBearer:
-    """ASGI middleware: requests under `prefixes` must pass `authenticate` or get a real HTTP 401.
+    """ASGI middleware: requests under `prefixes` must pass `authenticate` or get a real HTTP 401. The
+    prefixes are matched as the app's router matches its routes: against the path below the app's `root_path`
+    (`/mcp` is checked at `/billing/mcp` behind `--root-path /billing` or `parent.mount("/billing", app)`).
 
     MCP's authorization model is HTTP-level: every request to the MCP endpoint carries the token, and a
     missing or bad one is a 401 with `WWW-Authenticate` before any JSON-RPC is read (so a client can start
@@ -464,7 +556,7 @@ class RequireBearer:
 
     With `resource` (a `mcpfusion.authorization.ProtectedResource`), every 401 names the resource metadata
     (`resource_metadata="..."`) and a token without the resource's required scopes gets a 403
-    `insufficient_scope`.
+    `insufficient_scope`. A token that cannot be checked now (`AuthUnavailable`) is a 503 `AUTH_UNAVAILABLE`.
     """
 
     def __init__(
@@ -481,7 +573,10 @@ class RequireBearer:
         self.resource = resource
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] == "OPTIONS" or not scope["path"].startswith(self.prefixes):
+        # The path as the app's router matches it: relative to `root_path` (a proxy's prefix, a parent app's
+        # mount), so whatever reaches the protected routes is checked, under any prefix.
+        if scope["type"] != "http" or scope["method"] == "OPTIONS" or \
+                not get_route_path(scope).startswith(self.prefixes):
             await self.app(scope, receive, send)
             return
         try:
@@ -494,7 +589,9 @@ class RequireBearer:
             if exc.status_code == 401 and self.resource is not None:
                 header = self.resource.unauthorized_challenge(request, (exc.headers or {}).get("WWW-Authenticate"))
                 exc = HTTPException(401, exc.detail, headers={**(exc.headers or {}), "WWW-Authenticate": header})
-            await http_problem_response(exc, scope["path"])(scope, receive, send)
+            answer = exc.response(scope["path"]) if isinstance(exc, AuthUnavailable) else \
+                http_problem_response(exc, scope["path"])
+            await answer(scope, receive, send)
             return
         await self.app(scope, receive, send)
 

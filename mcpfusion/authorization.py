@@ -10,14 +10,17 @@
   answered like an unknown one; on REST it is a 403 `insufficient_scope` naming the scope needed.
 
 The caller's granted scopes come from what the authentication kept in `scope["mcpfusion.auth"]`
-(`scopes_of`): an object with a `scopes` attribute, or a claims mapping with `scope` (space-separated, RFC
-9068) or `scp` (a list). A request nothing authenticated has no granted scopes at all: nothing is enforced,
-so a server without authentication works as before.
+(`scopes_of`): an object with a `scopes` attribute, or a claims mapping with `scope` (separated by spaces,
+RFC 6749 section 3.3) or `scp` (a list). A request nothing authenticated has no granted scopes at all: nothing
+is enforced, so a server without authentication works as before. Under a `ProtectedResource` whose
+`authenticate` lets a caller in anonymously (returns None), that caller is `ANONYMOUS`: granted no scope,
+and challenged with a 401 for an action that needs one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -26,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .auth import RequireBearer, bearer_authenticator, quoted
-from .identity import is_claims
+from .identity import ANONYMOUS, AUTH_SCOPE_KEY, is_claims
 from .memo import by_identity
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
@@ -45,8 +48,13 @@ class Registry(Protocol):
     def actions(self) -> Iterable[Any]: ...
 
 
+# RFC 6749 section 3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ), tokens separated by %x20 alone.
+_SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
+
+
 def _scope_names(value: Iterable[Any]) -> frozenset[str]:
-    return frozenset(s for s in value if isinstance(s, str) and s)
+    """The valid scope tokens of `value` (anything else grants nothing: "a\u00a0b" is neither "a" nor "b")."""
+    return frozenset(s for s in value if isinstance(s, str) and _SCOPE_TOKEN.fullmatch(s))
 
 
 # A principal's scopes are mostly one frozenset per role, the same object call after call: checked once.
@@ -54,9 +62,9 @@ _frozen_scope_names = by_identity(_scope_names)
 
 
 def _as_scopes(value: Any) -> frozenset[str]:
-    """A `scope` string (space-separated) or a list of scopes, as a set; anything else grants nothing."""
+    """A `scope` string (separated by U+0020 only) or a list of scopes, as a set; anything else grants nothing."""
     if isinstance(value, str):
-        return frozenset(value.split())
+        return _scope_names(value.split(" "))
     if value.__class__ is frozenset:  # (immutable: what was checked of it holds)
         return _frozen_scope_names(value)
     if isinstance(value, (list, tuple, set, frozenset)):
@@ -76,6 +84,36 @@ def scopes_of(auth: Any) -> frozenset[str] | None:
     return _as_scopes(getattr(auth, "scopes", None))
 
 
+class _ClosedToAnonymous:
+    """An app's own `scopes_of`, granting `ANONYMOUS` no scope without asking it (it may not know that caller,
+    and None from it would mean "nothing to enforce")."""
+
+    __slots__ = ("scopes_of",)
+
+    def __init__(self, scopes_of: ScopesOf) -> None:
+        self.scopes_of = scopes_of
+
+    def __call__(self, auth: Any) -> Iterable[str] | None:
+        return frozenset() if auth is ANONYMOUS else self.scopes_of(auth)
+
+
+def _closed_to_anonymous(found: ScopesOf) -> ScopesOf:
+    if found is scopes_of or isinstance(found, _ClosedToAnonymous):  # (the default grants it nothing already)
+        return found
+    return _ClosedToAnonymous(found)
+
+
+def _anonymous_when_none(authenticate: Callable[[Request], Any]) -> Callable[[Request], Awaitable[Any]]:
+    """`authenticate`, answering `ANONYMOUS` where it answers None: a caller it let in without credentials
+    is granted no scope (fail closed), not every one."""
+
+    async def caller(request: Request) -> Any:
+        found = await authenticate(request)
+        return ANONYMOUS if found is None else found
+
+    return caller
+
+
 def scope_string(scopes: Iterable[str]) -> str:
     """Scopes as one space-separated string, in a stable order (RFC 6749 section 3.3)."""
     return " ".join(sorted(scopes))
@@ -93,6 +131,8 @@ def insufficient_scope(needed: Iterable[str], request: Request | None = None,
     authorization server for, and the resource metadata URL when a `ProtectedResource` is configured."""
     scope = scope_string(needed)
     description = f"{what} needs the scope(s): {scope}."
+    if resource is not None and request is not None and request.scope.get(AUTH_SCOPE_KEY) is ANONYMOUS:
+        return resource.anonymous_challenge(request, needed, description)
     metadata = resource.metadata_url(request) if resource is not None and request is not None else None
     header = challenge(("error", "insufficient_scope"), ("scope", scope), ("resource_metadata", metadata),
                        ("error_description", description))
@@ -111,7 +151,10 @@ class ProtectedResource:
 
     `verifier` (a `JWTVerifier` or an `IntrospectionVerifier` of `mcpfusion.auth`) checks the bearer token
     and keeps its claims as the caller; `authenticate` (async, request -> the caller, or an HTTP 401) does it
-    any other way. Either one makes every request under `/mcp` and `/api` need a valid token.
+    any other way. Either one makes every request to the MCP endpoint and under `/api` need a valid token,
+    wherever the app is served (behind a proxy's path prefix, `--root-path`, or mounted in another app). An
+    `authenticate` that returns None lets the request in anonymously: as `ANONYMOUS`, granted no scope, so
+    an action declaring scopes is hidden from it on MCP and a 401 challenge on REST.
     `resource` may be left out: it is then derived from each request (its origin + the MCP path), which is
     only as stable as the Host header: set it in production, and bind the token verifier's audience to it.
     `scopes_supported` (a list, or a mapping scope -> description for OpenAPI) defaults to the
@@ -142,7 +185,8 @@ class ProtectedResource:
         self.authorization_servers = list(authorization_servers)
         if authenticate is not None and verifier is not None:
             raise ValueError("ProtectedResource takes authenticate= or verifier=, not both")
-        self.authenticate = authenticate if verifier is None else bearer_authenticator(verifier, self.resource_url)
+        self.authenticate = bearer_authenticator(verifier, self.resource_url) if verifier is not None else \
+            None if authenticate is None else _anonymous_when_none(authenticate)
         self.scope_descriptions = dict(scopes_supported) if isinstance(scopes_supported, Mapping) else {}
         self.declared_scopes = list(scopes_supported) if scopes_supported is not None else None
         self.required_scopes = frozenset(required_scopes)
@@ -153,23 +197,28 @@ class ProtectedResource:
         self.resource_documentation = resource_documentation
         self.token_url = token_url
         self.authorization_url = authorization_url
-        self.scopes_of = scopes_of
+        self.scopes_of = _closed_to_anonymous(scopes_of)
         self.mcp_path = "/mcp"
         self.registry: Registry | None = None
 
     # -- the metadata document ------------------------------------------------------------------------
 
     def resource_url(self, request: Request | None = None) -> str:
-        """The resource identifier: the configured one, else the request's origin + the MCP path."""
+        """The resource identifier: the configured one, else the URL the request reached the MCP endpoint by
+        (its origin, the app's path prefix, the MCP path)."""
         if self.resource is not None:
             return self.resource
         if request is None:
             raise ValueError("ProtectedResource: no resource= configured, so it needs a request to derive it")
-        return str(request.base_url).rstrip("/") + self.mcp_path
+        return _served_base(request) + self.mcp_path
 
     def metadata_url(self, request: Request | None = None) -> str:
-        """Where the metadata is: the well-known path inserted between the resource's host and its path
-        (RFC 9728 section 3.1), e.g. `https://h/.well-known/oauth-protected-resource/mcp`."""
+        """Where the metadata is. For a configured resource, the well-known path inserted between its host
+        and its path (RFC 9728 section 3.1), e.g. `https://h/.well-known/oauth-protected-resource/mcp`; for
+        one derived from the request, where this app serves it, under the app's path prefix (a proxy's
+        `--root-path`, a parent app's mount), which the RFC's form would leave out of the app's reach."""
+        if self.resource is None and request is not None:
+            return f"{_served_base(request)}{WELL_KNOWN}{self.mcp_path.rstrip('/')}"
         parts = urlsplit(self.resource_url(request))
         return f"{parts.scheme}://{parts.netloc}{WELL_KNOWN}{parts.path.rstrip('/')}"
 
@@ -207,10 +256,18 @@ class ProtectedResource:
         scheme, _, params = header.partition(" ")
         if scheme.lower() != "bearer":
             return header
-        added = [f"resource_metadata={quoted(self.metadata_url(request))}"]
+        added = [] if "resource_metadata=" in params else [f"resource_metadata={quoted(self.metadata_url(request))}"]
         if self.required_scopes and "scope=" not in params:
             added.append(f"scope={quoted(scope_string(self.required_scopes))}")
         return "Bearer " + ", ".join(p for p in (params.strip(), *added) if p)
+
+    def anonymous_challenge(self, request: Request, needed: Iterable[str], description: str) -> HTTPException:
+        """The 401 for an anonymous caller (`ANONYMOUS`) asking for what needs `needed` scopes: a token is what
+        it lacks, so it is challenged (without an error code, RFC 6750 section 3.1) for the scopes to ask for."""
+        scope = scope_string({*needed, *self.required_scopes})
+        header = self.unauthorized_challenge(request, challenge(("scope", scope)))
+        return HTTPException(status_code=401, detail=f"{description} Send a bearer token granting them.",
+                             headers={"WWW-Authenticate": header})
 
     def refusal(self, request: Request, auth: Any) -> HTTPException | None:
         """The 403 `insufficient_scope` for a caller not granted every required scope, else None."""
@@ -221,9 +278,10 @@ class ProtectedResource:
     # -- installation -----------------------------------------------------------------------------------
 
     def install(self, app: FastAPI, registry: Registry | None = None, *, mcp_path: str = "/mcp",
-                prefixes: Sequence[str] = ("/mcp", "/api/")) -> None:
+                prefixes: Sequence[str] | None = None) -> None:
         """Serve the metadata (both well-known forms), document OAuth2 in OpenAPI, and, when `authenticate`
-        is set, require a valid bearer token under `prefixes` (`RequireBearer` with this resource's challenges)."""
+        is set, require a valid bearer token under `prefixes` (default: `mcp_path` and the REST routes'
+        `/api/`; `RequireBearer` with this resource's challenges)."""
         self.mcp_path = mcp_path
         self.registry = registry
         paths = {WELL_KNOWN, WELL_KNOWN + mcp_path.rstrip("/")}
@@ -235,11 +293,13 @@ class ProtectedResource:
                               include_in_schema=path == WELL_KNOWN)
             app.add_api_route(path, self._endpoint, methods=["HEAD"], include_in_schema=False)  # (RFC 9110)
         if self.authenticate is not None:
-            app.add_middleware(RequireBearer, authenticate=self.authenticate, prefixes=prefixes, resource=self)
+            protected = (mcp_path, "/api/") if prefixes is None else prefixes
+            app.add_middleware(RequireBearer, authenticate=self.authenticate, prefixes=protected, resource=self)
         if registry is not None:
             registry.authorization = self
-            if registry.scopes_of is scopes_of:  # MCPFusion(scopes_of=...) wins
-                registry.scopes_of = self.scopes_of
+            # MCPFusion(scopes_of=...) wins; whichever reads the scopes grants ANONYMOUS none.
+            registry.scopes_of = _closed_to_anonymous(self.scopes_of if registry.scopes_of is scopes_of
+                                                      else registry.scopes_of)
             self.document_openapi(app, registry)
 
     async def _endpoint(self, request: Request) -> JSONResponse:
@@ -286,5 +346,12 @@ class ProtectedResource:
         app.openapi = openapi  # type: ignore[method-assign]
 
 
-__all__ = ["OAUTH2_SCHEME", "WELL_KNOWN", "ProtectedResource", "challenge", "insufficient_scope", "scope_string",
-           "scopes_of"]
+def _served_base(request: Request) -> str:
+    """The origin and the path prefix the request reached this app by: `root_path` (a proxy's prefix given
+    to the server, a parent app's mount: Starlette's `base_url` leaves a mount's out)."""
+    url = request.url
+    return f"{url.scheme}://{url.netloc}{request.scope.get('root_path', '').rstrip('/')}"
+
+
+__all__ = ["ANONYMOUS", "OAUTH2_SCHEME", "WELL_KNOWN", "ProtectedResource", "challenge", "insufficient_scope",
+           "scope_string", "scopes_of"]

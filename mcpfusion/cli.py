@@ -20,8 +20,10 @@ import asyncio
 import importlib
 import json
 import os
+import re
 import sys
 import traceback
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from typing import Any
 from . import collector
 from .app import MCPFusion
 from .listing import tool_entries
+from .version import __version__
 
 
 class CliError(Exception):
@@ -59,7 +62,24 @@ def _own_traceback(exc: BaseException) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if "importlib" not in f.filename and not f.filename.startswith(_PACKAGE)]
     lines = traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)
-    return "".join(lines).rstrip()
+    return without_credentials("".join(lines).rstrip())
+
+
+# A URL's userinfo (`scheme://user:password@`), and `password=...`-like pairs (libpq's "host=h password=p").
+_URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)([^/?#\s]*)@")
+_SECRET_PAIR = re.compile(r"(?<![A-Za-z0-9])(password|passwd|pwd|secret|token|api[_-]?key)(\s*=\s*)"
+                          r"""('[^']*'|"[^"]*"|[^\s,;&]+)""", re.IGNORECASE)
+
+
+def without_credentials(text: str) -> str:
+    """`text` (an exception's message, a traceback) with the passwords it may quote masked: a connection
+    string in a start-up error would otherwise be printed to a terminal or a CI log."""
+
+    def userinfo(match: re.Match[str]) -> str:
+        user, colon, _ = match[2].partition(":")
+        return f"{match[1]}{user}:***@" if colon else f"{match[1]}***@"
+
+    return _SECRET_PAIR.sub(r"\1\2***", _URL_USERINFO.sub(userinfo, text))
 
 
 def _seconds(text: str) -> float:
@@ -96,9 +116,42 @@ def _workers(text: str) -> int:
 
 
 def _startup_failed(target: str, exc: BaseException | str) -> CliError:
-    """The one-line error of an app whose lifespan start-up raised (like an import failure: no traceback)."""
+    """The one-line error of an app whose lifespan start-up raised (like an import failure: no traceback; the
+    credentials a connection string in its message holds masked)."""
     what = exc if isinstance(exc, str) else "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    return CliError(f"starting {target} failed (its lifespan start-up raised): {what}")
+    return CliError(f"starting {target} failed (its lifespan start-up raised): {without_credentials(what)}")
+
+
+class Starting:
+    """The app as `serve` hands it to uvicorn: `announce` is called once its lifespan start-up completed, and
+    a start-up that raised is kept (`failure`) for one `mcpfusion: error:` line. uvicorn would log the
+    traceback Starlette sends with the failure (whose text may hold a connection string): it is not passed on."""
+
+    def __init__(self, app: Any, announce: Callable[[], None]) -> None:
+        self.app = app
+        self.announce = announce
+        self.failure: BaseException | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+        failed = False
+
+        async def observed(message: Any) -> None:
+            nonlocal failed
+            if message["type"] == "lifespan.startup.failed":
+                failed, message = True, {**message, "message": ""}
+            await send(message)
+            if message["type"] == "lifespan.startup.complete":
+                self.announce()
+
+        try:
+            await self.app(scope, receive, observed)
+        except BaseException as exc:
+            if failed:
+                self.failure = exc
+            raise
 
 
 def load(target: str, app_dir: str | None = None) -> tuple[Any, MCPFusion]:
@@ -148,9 +201,13 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
         status(f"warning: /metrics shows the counters of whichever of the {args.workers} workers answers the "
                "scrape; run one worker per container, or export with OTLP (see docs/observability.md)")
     base = f"http://{args.host}:{args.port}"
-    status(f"serving {fusion.name} ({len(fusion.registry.tools)} tools) from {args.app}" + (" with reload" if reload
-                                                                                            else ""))
-    status(f"MCP {base}/mcp | REST {base}/api | tool docs {base}/tools | OpenAPI {base}/docs | health {base}/healthz")
+
+    def banner() -> None:
+        status(f"serving {fusion.name} ({len(fusion.registry.tools)} tools) from {args.app}"
+               + (" with reload" if reload else ""))
+        status(f"MCP {base}/mcp | REST {base}/api | tool docs {base}/tools | OpenAPI {base}/docs | "
+               f"health {base}/healthz")
+
     options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": args.log_level,
                                "log_config": keep_audit(log_config(args.log_level)),
                                **uvicorn_options(header_timeout=args.header_timeout,
@@ -163,13 +220,20 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
         options.update(reload=True, reload_dirs=[os.path.abspath(args.app_dir or os.getcwd())])
     else:
         options["workers"] = args.workers
+    if not reload and args.workers == 1:  # the banner once the app started; a start-up failure is one line
+        starting = Starting(app, banner)
+        try:
+            uvicorn.run(starting, **options)
+        except SystemExit:
+            if starting.failure is not None:
+                raise _startup_failed(args.app, starting.failure) from None
+            raise
+        return 0
+    banner()  # (processes of their own start the app, each its own)
     target: Any = args.app
-    if app is not _attribute(args.app):  # an MCPFusion: uvicorn serves the app it built
-        if reload or args.workers > 1:  # (processes of their own, each building its app from the fusion)
-            os.environ[FUSION_TARGET_ENV] = args.app
-            target, options["factory"] = f"{__name__}:{fusion_app.__name__}", True
-        else:
-            target = app
+    if app is not _attribute(args.app):  # an MCPFusion: each process builds its app from the fusion
+        os.environ[FUSION_TARGET_ENV] = args.app
+        target, options["factory"] = f"{__name__}:{fusion_app.__name__}", True
     uvicorn.run(target, **options)
     return 0
 
@@ -339,7 +403,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from .install import InstallError, install, parse_env, redacted
+    from .install import InstallError, install, parse_env, project_notice, redacted
 
     _, fusion = load(args.app, args.app_dir)  # the APP must load here before a client tries to start it
     app_dir = os.path.abspath(args.app_dir or os.getcwd())
@@ -353,6 +417,9 @@ def cmd_install(args: argparse.Namespace) -> int:
         raise CliError(f"cannot write the client configuration: {exc.strerror or exc} ({exc.filename})") from None
     kind = f"HTTP {args.url}" if args.url else "stdio"
     status(f"wrote server {args.name or fusion.name!r} ({kind}) to {path}; restart {args.client} to load it")
+    notice = project_notice(args.client, args.token, parse_env(args.env))
+    if notice:
+        status(f"warning: {notice}")
     print(json.dumps(redacted(entry), indent=2, ensure_ascii=False))  # (the file holds the secrets)
     return 0
 
@@ -401,6 +468,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="mcpfusion", description="Serve, inspect and call mcpfusion applications.")
+    root.add_argument("-V", "--version", action="version", version=f"%(prog)s {__version__}")
     sub = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def with_app(name: str, help_text: str) -> argparse.ArgumentParser:

@@ -9,7 +9,9 @@ these exact arguments.
   `CONFIRMATION_REQUIRED` error carrying a token bound to the action, the exact arguments and the caller,
   valid ten minutes; the call runs when it is sent again with `"_confirm": "<token>"` added.
 
-The action never runs without one or the other. A declined question answers `NOT_CONFIRMED`.
+The action never runs without one or the other. A declined question answers `NOT_CONFIRMED`. A template
+(`confirm="Void {id}?"`) is filled with the validated arguments (None reads "none"); `mcpfusion.tool` checks its
+fields, conversions and format specs at declaration.
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import string
 import time
+import typing
 from typing import Any
 
 from .context import NoBackChannel
 from .errors import BUSY, CONFIRMATION_REQUIRED, NOT_CONFIRMED, ToolError
 from .middleware import ActionCall
 from .spent import SpentUnavailable
+from .tool import input_name
 
 CONFIRM_PARAM = "_confirm"
 TOKEN_TTL = 600.0
@@ -35,19 +40,57 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-class _Keep(dict[str, Any]):
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
+#: What a template shows of an argument whose validated value is None (an optional one not sent).
+NONE_SHOWN = "none"
+
+
+class _Question(string.Formatter):
+    """`str.format` of a confirmation template over the validated arguments: None reads `NONE_SHOWN`, and a
+    value its field's format spec cannot take (a middleware changed it) is written plain, never an error."""
+
+    def get_value(self, key: int | str, args: typing.Sequence[Any], kwargs: typing.Mapping[str, Any]) -> Any:
+        return kwargs.get(key) if isinstance(key, str) else None
+
+    def convert_field(self, value: Any, conversion: str | None) -> Any:
+        return value if value is None else super().convert_field(value, conversion)
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if value is None:
+            return NONE_SHOWN
+        try:
+            return format(value, format_spec)  # (what `Formatter.format_field` does)
+        except (ValueError, TypeError):
+            return str(value)
+
+
+_QUESTION = _Question()
 
 
 def question(call: ActionCall) -> str:
-    """What the user is asked: the action's own template (`confirm="Void {id}?"`), or a plain sentence."""
+    """What the user is asked: the action's own template (`confirm="Void {id}?"`) filled with the validated
+    arguments (what runs: numeric text sent for a number is that number), or a plain sentence."""
     template = call.action.confirm
     if isinstance(template, str):
-        return template.format_map(_Keep(call.raw_arguments))
+        try:
+            return _QUESTION.vformat(template, (), _values(call))
+        except (AttributeError, LookupError, TypeError, ValueError):
+            pass  # `{items[0]}` of an empty list, `{id.x}` of a value without it: the plain sentence says it all
     shown = ", ".join(f"{k}={v!r}" for k, v in call.raw_arguments.items()) or "no arguments"
     what = call.action.summary.rstrip(".") or call.action.qualified_name
     return f"Confirm {call.action.qualified_name} ({what}) with {shown}?"
+
+
+def _values(call: ActionCall) -> dict[str, Any]:
+    """The validated arguments under the names a template uses: its input schema's properties (aliases, and
+    the fields of a flattened model); an optional argument not sent holds its default."""
+    action = call.action
+    if action.json_schema is not None:  # a hand-written schema converts nothing: what was sent is what runs
+        return {**call.raw_arguments, **call.arguments}
+    found = dict(call.arguments)
+    for param, (_, fields) in action.flattened.items():
+        model = found.get(param)
+        found.update({name: getattr(model, name, None) for name in fields})
+    return {input_name(name, field): found.get(name) for name, field in action.args_model.model_fields.items()}
 
 
 def token(call: ActionCall, digest: str, expires: int | None = None, nonce: str | None = None) -> str:

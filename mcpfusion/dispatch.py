@@ -62,7 +62,7 @@ from .presenter import Presenter, PresenterError
 from .problem import http_code, http_detail, is_error_status
 from .redaction import RedactionError
 from .response import ToolResponse, error_response, success, to_jsonable, tool_error
-from .select import SELECT_PARAM, select_keys
+from .select import SELECT_PARAM, check_audience, select_keys, unselectable
 from .tool import DISCRIMINATOR, Action, Tool, missing_discriminator, unknown_action
 
 if TYPE_CHECKING:
@@ -138,7 +138,8 @@ class ToolRegistry:
         when any was. Looked at only when a name is not found: never on a good call's path."""
         grown = [tool for name, tool in self.tools.items() if len(tool.actions) != self._routed.get(name)]
         for tool in grown:
-            mine = {n for n, (t, _) in self._routes.items() if t is tool}
+            # Its names: a flat or profiles name is served by a view of the tool (a copy), not the tool itself.
+            mine = {n for n, (t, _) in self._routes.items() if any(a.tool is tool for a in t.actions.values())}
             routes = {e.name: (e.tool, e.action) for e in exposed(tool)}
             clash = (set(routes) - mine) & set(self._routes)
             if clash:  # another tool serves that name: it keeps it (the new action stays unrouted, logged)
@@ -490,6 +491,8 @@ class ToolRegistry:
                             dependencies = await resolve(dependant, request, stack)
                 scope = dependencies.pop(SCOPE_VALUE) if pages is not None else None
                 presenter = _presenter(action, dependencies)
+                if select is not None and presenter is not None and action.presenter_dependency is not None:
+                    check_audience(action.label, select, presenter.wire_names)
                 kwargs.update(dependencies)
                 if pages is not None:
                     pages.open(cursor, self.paging.scope_print(scope), action.page_size(presenter))
@@ -644,12 +647,12 @@ def _pop_select(action: Action, arguments: dict[str, Any]) -> list[str] | None:
     if not own:
         raise ValidationFailed(action.label, [(SELECT_PARAM, f"{action.label} has no declared fields to select "
                                                              "from: call it without _select.")])
-    if not isinstance(raw, list) or not all(isinstance(k, str) and k in own for k in raw):
-        raise ValidationFailed(
-            action.label,
-            [(SELECT_PARAM, f"Use a list of these field names of {action.label}: {', '.join(own)}. "
-                            f"You sent: {sent_value(raw)}.")],
-        )
+    if not isinstance(raw, list) or not all(isinstance(k, str) for k in raw):
+        raise unselectable(action.label, raw, own)
+    if action.presenter_dependency is None and not all(k in own for k in raw):
+        raise unselectable(action.label, raw, own)
+    # (With a `returns=` dependency the names are checked once the caller's presenter is chosen, against its
+    # fields only: `check_audience`.)
     return raw
 
 

@@ -6,13 +6,17 @@ An answer over the limit is cut, never in the middle of a JSON value: UI blocks 
 then the rows of a list (or the lines of a text) are cut to the ones that fit, re-encoded in the data
 block's own format (compact or pretty JSON, TOON). A notice block after the data says how much was left
 out; REST, which sends no UI block, says it in a `Truncated: shown=24, total=100, unit=rows` header (the
-view's `truncated`). Domain rules and suggestions stay. When even that cannot fit, or not even the first
-row (or line) fits, the caller gets a self-healing `RESPONSE_TOO_LARGE` error instead. The limit counts the
-text blocks (what the agent reads); structuredContent is cut to the same rows.
+view's `truncated`). A page of a paginated list goes on after its last row sent: the notice names that
+cursor (in place of the page's own notice), also when only UI blocks were left out; a page whose handler
+gives no row positions (`Paged` without `position`) is never cut. Domain rules and suggestions stay. When
+even that cannot fit, or not even the first row (or line) fits, the caller gets a self-healing
+`RESPONSE_TOO_LARGE` error instead. The limit counts the text blocks (what the agent reads);
+structuredContent is cut to the same rows.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
@@ -26,6 +30,7 @@ from .serializer import dumps
 from .ui import summary
 
 _UI_PREFIX = "<ui_passthrough"
+logger = logging.getLogger("mcpfusion.egress")
 
 
 @lru_cache(maxsize=64)
@@ -84,69 +89,80 @@ class EgressLimit:
         return " / ".join(x for x in (f"{self.bytes} bytes" if self.bytes else "",
                                        f"{self.tokens} tokens" if self.tokens else "") if x)
 
-    def _notice(self, shown: int, total: int, unit: str, dropped: int, cursor: str | None = None) -> str:
+    def _notice(self, shown: int, total: int, unit: str, dropped: int, cursor: str | None, select: bool) -> str:
         parts = [f"{shown} of {total} {unit} shown"] if total else []
         if dropped:
             parts.append(f"{dropped} UI block(s) left out")
-        rest = (f'The next page starts after the last row shown: send the same arguments with cursor="{cursor}".'
-                if cursor else "Use filters, pagination or _select to get the rest.")
+        if cursor:  # a page: no longer than the page notice it replaces (a page cut to fit has room for little)
+            return summary(f"⚠️ {', '.join(parts)} (cut to fit the egress limit). Next page: send the same "
+                           f'arguments with cursor="{cursor}".').render()
+        rest = f"Narrow the query with filters{' or fewer fields (_select)' if select else ''} to get the rest."
         return summary(f"⚠️ Response cut to fit the egress limit ({self._label()}): {', '.join(parts)}. {rest}").render()
 
     # -- cutting ------------------------------------------------------------------------------------
 
     def cut(self, response: ToolResponse, call: ActionCall) -> ToolResponse:
-        data = response.view.data
+        view = response.view
+        data = view.data
         head, rest = response.texts[0], list(response.texts[1:])
         encode = _encoder(data, head)
         rows: list[Any] = data.split("\n") if isinstance(data, str) else list(data) if encode else []
         unit = "lines" if isinstance(data, str) else "rows"
+        select = bool(call.action.tool.select)
+        # A page's notice goes: the egress notice names the next cursor instead (with the rows really shown),
+        # so the agent reads where to go on whatever else is left out.
+        after = view.next_cursor
+        if after is not None:
+            rest = [text for text in rest if after not in text]
+        paged = bool(call.action.paginate) and isinstance(data, list)
         dropped = 0
-        # A page cut short goes on after its last row sent, not after rows the agent never saw: its notice
-        # then carries that cursor (reserved at the length of one such cursor).
-        resume = response.view.resume if rows and not isinstance(data, str) else None
-        sample = resume(len(rows)) if resume is not None else None
-        reserve = self._notice(len(rows), len(rows), unit, len(rest), sample)  # the longest notice we may add
-        while not self.fits([head, reserve, *rest]):
+        notice = self._notice(len(rows), len(rows), unit, dropped, after, select)
+        while not self.fits([head, notice, *rest]):
             last_ui = next((i for i in range(len(rest) - 1, -1, -1) if rest[i].startswith(_UI_PREFIX)), None)
             if last_ui is None:
                 break
             del rest[last_ui]
             dropped += 1
-        shown = len(rows)
-        if not self.fits([head, reserve, *rest]):
+            notice = self._notice(len(rows), len(rows), unit, dropped, after, select)
+        shown, cursor = len(rows), after
+        if not self.fits([head, notice, *rest]):
             if encode is None:
                 raise self._too_large(call)
-            fit = self._rows_that_fit(rows, encode, [reserve, *rest])
-            if not fit:  # not even the first row (or line): an empty answer would pass for "nothing found"
-                raise self._too_large(call)
-            shown = fit
+            if paged and view.resume is None:  # rows left out could never be resumed: not cut, said so
+                raise self._uncuttable(call)
+            shown, cursor, notice = self._cut_rows(rows, encode, rest, view.resume if paged else None,
+                                                   lambda n, c: self._notice(n, len(rows), unit, dropped, c, select),
+                                                   call)
             head = encode(rows[:shown])
-        cursor = response.view.next_cursor
-        resumed = resume is not None and shown < len(rows)
-        notice = self._notice(shown, len(rows), unit, dropped)
-        if resumed:
-            assert resume is not None and encode is not None
-            previous = cursor
-            while True:  # (a row's key may make its cursor longer than the one reserved for)
-                cursor = resume(shown)
-                notice = self._notice(shown, len(rows), unit, dropped, cursor)
-                if shown == 1 or self.fits([head, notice, *rest]):
-                    break
-                shown -= 1
-                head = encode(rows[:shown])
-            rest = [text.replace(previous, cursor) for text in rest] if previous else rest
         kept: Any = data
-        if encode is not None and shown < len(rows):
+        if shown < len(rows):
             kept = "\n".join(rows[:shown]) if isinstance(data, str) else rows[:shown]
         structured = response.structured_content
         if structured is not None and kept is not data:
             structured = {k: kept if v == data else v for k, v in structured.items()}
-            if resumed and "next_cursor" in structured:
+            if paged and "next_cursor" in structured:
                 structured["next_cursor"] = cursor
-        view = replace(response.view, data=kept, next_cursor=cursor,
-                       ui_blocks=[b for b in response.view.ui_blocks if b.render() in rest],
-                       truncated=(shown, len(rows), unit) if shown < len(rows) else response.view.truncated)
+        view = replace(view, data=kept, next_cursor=cursor,
+                       ui_blocks=[b for b in view.ui_blocks if b.render() in rest],
+                       truncated=(shown, len(rows), unit) if shown < len(rows) else view.truncated)
         return ToolResponse([head, notice, *rest], structured_content=structured, view=view)
+
+    def _cut_rows(self, rows: list[Any], encode: Callable[[Any], str], rest: list[str],
+                  resume: Callable[[int], str] | None, notice: Callable[[int, str | None], str],
+                  call: ActionCall) -> tuple[int, str | None, str]:
+        """(rows shown, the cursor after them, the notice) of the most rows that fit with their notice; a page
+        (`resume`) goes on after its last row sent."""
+        # Searched with the notice of all rows but one (its count and cursor as long as most), then checked.
+        sample = resume(len(rows) - 1) if resume is not None and len(rows) > 1 else None
+        fit = self._rows_that_fit(rows, encode, [notice(len(rows) - 1, sample), *rest])
+        shown = min(fit or 0, len(rows) - 1)  # (all of them did not fit with their own notice)
+        while shown:
+            cursor = resume(shown) if resume is not None else None
+            text = notice(shown, cursor)
+            if self.fits([encode(rows[:shown]), text, *rest]):  # (a row's key may make its cursor longer)
+                return shown, cursor, text
+            shown -= 1
+        raise self._too_large(call)  # not even the first row (or line): an empty answer would pass for "none"
 
     def _rows_that_fit(self, rows: list[Any], encode: Callable[[Any], str], others: list[str]) -> int | None:
         """The largest n such that the first n rows (with the other blocks) fit; None if not even zero."""
@@ -174,5 +190,20 @@ class EgressLimit:
             RESPONSE_TOO_LARGE,
             f"The answer of {call.action.qualified_name} is larger than the egress limit ({self._label()}) "
             "and cannot be cut into smaller parts.",
-            recovery="Ask for less: narrower filters, fewer fields (_select) or one item at a time.",
+            recovery=f"Ask for less: narrower filters, {'fewer fields (_select), ' if call.action.tool.select else ''}"
+                     "or one item at a time.",
+        )
+
+    def _uncuttable(self, call: ActionCall) -> ToolError:
+        """A page over the limit whose handler gave no row positions (`Paged` without `position`): a page cut
+        short would have no cursor to go on after its last row sent, so the rows left out would be lost."""
+        name = call.action.qualified_name
+        logger.warning("%s: a page over its egress limit cannot be cut: its handler returns Paged(rows, next_key) "
+                       "without position= (or use page.keyset)", name)
+        return ToolError(
+            RESPONSE_TOO_LARGE,
+            f"A page of {name} is larger than the egress limit ({self._label()}) and cannot be cut: the next "
+            "page could not start after the last row sent.",
+            recovery="Narrow the query with filters so that a page is smaller, or report it (the action cannot "
+                     "resume a page cut short).",
         )

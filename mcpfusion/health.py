@@ -4,12 +4,18 @@ Liveness only says the process answers. Readiness runs every registered check (t
 concurrently, each under a timeout, and answers 503 while any fails, so traffic leaves a replica that cannot
 serve and comes back once it can. Check failures are reported and logged by name and exception type only:
 a connection string or password in an exception message never reaches the response nor the log.
+
+A check is an `async def`, or a plain `def` run off the event loop (as FastAPI runs a plain `def`
+dependency). Every `MCPFusion` mounted on one app adds its checks to the app's one `/readyz` (`ReadinessGroup`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import inspect
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,8 +23,41 @@ from starlette.responses import JSONResponse
 
 logger = logging.getLogger("mcpfusion.health")
 
-Check = Callable[[], Awaitable[Any]]
-"""A readiness check: an async function that raises (or returns False) when its dependency is unreachable."""
+Check = Callable[[], Any]
+"""A readiness check: an async (or plain) function that raises, or returns False, when its dependency is
+unreachable."""
+
+
+class ThreadedCheck:
+    """A plain `def` check, run in a daemon thread. One run at a time: the probes that arrive while it runs
+    wait for that run, so a check that hangs holds one thread, never one per probe, and never holds up the
+    process's exit. (FastAPI's thread pool cannot give up a call at the probe's timeout: it would wait.)"""
+
+    def __init__(self, check: Callable[[], Any]) -> None:
+        self.check = check
+        self._lock = threading.Lock()
+        self._running: concurrent.futures.Future[Any] | None = None
+
+    async def __call__(self) -> Any:
+        with self._lock:
+            running = self._running
+            if running is None or running.done():
+                running = self._running = concurrent.futures.Future()
+                running.set_running_or_notify_cancel()  # (a probe that times out cannot cancel the shared run)
+                threading.Thread(target=self._run, args=(running,), name="mcpfusion-readiness", daemon=True).start()
+        outcome = await asyncio.wrap_future(running)
+        return await outcome if inspect.isawaitable(outcome) else outcome  # (a `def` that returns a coroutine)
+
+    def _run(self, future: concurrent.futures.Future[Any]) -> None:
+        try:
+            future.set_result(self.check())
+        except BaseException as exc:  # handed to the probe, which reports its type
+            future.set_exception(exc)
+
+
+def _is_async(check: Callable[..., Any]) -> bool:
+    """An `async def` function (or a partial of one), or an object whose `__call__` is one."""
+    return inspect.iscoroutinefunction(check) or inspect.iscoroutinefunction(type(check).__call__)
 
 
 class Readiness:
@@ -26,10 +65,10 @@ class Readiness:
 
     def __init__(self, timeout: float = 2.0) -> None:
         self.timeout = timeout
-        self.checks: dict[str, Check] = {}
+        self.checks: dict[str, Callable[[], Awaitable[Any]]] = {}
 
     def add(self, name: str, check: Check) -> None:
-        self.checks[name] = check
+        self.checks[name] = check if _is_async(check) else ThreadedCheck(check)
 
     async def run(self) -> tuple[bool, dict[str, str]]:
         """(ready, state of every check: `ok` or why not)."""
@@ -38,7 +77,7 @@ class Readiness:
         results = dict(zip(names, states, strict=True))
         return all(state == "ok" for state in states), results
 
-    async def _one(self, name: str, check: Check) -> str:
+    async def _one(self, name: str, check: Callable[[], Awaitable[Any]]) -> str:
         try:
             async with asyncio.timeout(self.timeout):
                 outcome = await check()
@@ -51,12 +90,42 @@ class Readiness:
         return "unavailable" if outcome is False else "ok"
 
 
+class ReadinessGroup:
+    """The readiness of an app: the checks of every `MCPFusion` mounted on it, run together. A check name two
+    fusions both use (each its "redis") is reported as `fusion/name` for the fusions after the first."""
+
+    def __init__(self) -> None:
+        self.members: list[tuple[str, Readiness]] = []
+
+    def include(self, fusion_name: str, readiness: Readiness) -> None:
+        self.members.append((fusion_name, readiness))
+
+    async def run(self) -> tuple[bool, dict[str, str]]:
+        outcomes = await asyncio.gather(*(readiness.run() for _, readiness in self.members))
+        merged: dict[str, str] = {}
+        for (fusion_name, _), (_, states) in zip(self.members, outcomes, strict=True):
+            for name, state in states.items():
+                merged[_free_key(merged, name, fusion_name)] = state
+        return all(ready for ready, _ in outcomes), merged
+
+
+def _free_key(taken: dict[str, str], name: str, fusion_name: str) -> str:
+    """`name`, or `fusion/name` when another fusion reported `name` already (numbered if even that is taken)."""
+    if name not in taken:
+        return name
+    key, n = f"{fusion_name}/{name}", 1
+    while key in taken:
+        n += 1
+        key = f"{fusion_name}/{name}#{n}"
+    return key
+
+
 async def healthz() -> dict[str, str]:
     """Liveness: the process is up and its event loop answers."""
     return {"status": "ok"}
 
 
-def readyz_endpoint(readiness: Readiness) -> Callable[[], Awaitable[JSONResponse]]:
+def readyz_endpoint(readiness: Readiness | ReadinessGroup) -> Callable[[], Awaitable[JSONResponse]]:
     async def readyz() -> JSONResponse:
         """Readiness: 200 when every check passes, 503 (with Retry-After) while one does not."""
         ready, checks = await readiness.run()
@@ -79,4 +148,4 @@ HEALTHZ_RESPONSES: dict[int | str, dict[str, Any]] = {
         "additionalProperties": {"type": "string"}, "type": "object", "title": "Response Healthz Healthz Get"}}}},
 }
 
-__all__ = ["Check", "Readiness", "healthz", "readyz_endpoint"]
+__all__ = ["Check", "Readiness", "ReadinessGroup", "ThreadedCheck", "healthz", "readyz_endpoint"]

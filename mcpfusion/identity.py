@@ -9,10 +9,34 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 AUTH_SCOPE_KEY = "mcpfusion.auth"
+#: The claims (or attributes) naming the caller's tenant, in the order they are read (`tenant_of`).
+TENANT_NAMES = ("tenant", "tenant_id")
+
+
+class _Anonymous(Mapping[str, Any]):
+    """An empty, immutable claims mapping: no subject, no tenant, no scopes."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "ANONYMOUS"
+
+
+#: What a `ProtectedResource` keeps in `scope["mcpfusion.auth"]` when its `authenticate` lets a request in
+#: without naming a caller (returns None): a caller granted no scope at all, rather than nothing to enforce.
+#: Falsy and empty, so `scope.get(AUTH_SCOPE_KEY) or {}` still reads no claims.
+ANONYMOUS: Mapping[str, Any] = _Anonymous()
 
 # Whether instances of a class are mappings, per class: `isinstance(x, Mapping)` goes through the ABC's
 # Python-level check (~2k instructions), and every call reads its caller a few times. (Its own dict, not
@@ -34,22 +58,35 @@ def is_claims(auth: Any) -> bool:
     return known
 
 
+def tenant_of(auth: Any) -> str | None:
+    """The tenant of what authenticated a request: its `tenant`, else `tenant_id` (claim or attribute), as a
+    string; None when it names none. The one reading of it: sessions, `ActionCall.tenant`, the audit and rate
+    limits all agree on who shares a tenant."""
+    if auth is None or isinstance(auth, str):
+        return None
+    claims = is_claims(auth)
+    for name in TENANT_NAMES:
+        value = auth.get(name) if claims else getattr(auth, name, None)
+        if value is not None and value != "":
+            return str(value)
+    return None
+
+
 def identity_of(auth: Any) -> tuple[str, str | None] | None:
     """(digest of issuer + subject + tenant, tenant) of what `RequireBearer` authenticated: an object with
     `subject` (or `sub`) and optional `issuer` / `tenant` attributes, or a claims mapping (`iss`, `sub`,
-    `tenant`). MCP sessions are bound to it, so a refreshed token of the same caller keeps its session.
-    None when `auth` names no subject."""
+    `tenant` or `tenant_id`: `tenant_of`). MCP sessions are bound to it, so a refreshed token of the same
+    caller keeps its session. None when `auth` names no subject."""
     if auth is None:
         return None
     if is_claims(auth):
-        issuer, subject, tenant = auth.get("iss"), auth.get("sub"), auth.get("tenant")
+        issuer, subject = auth.get("iss"), auth.get("sub")
     else:
         issuer = getattr(auth, "issuer", None)
         subject = getattr(auth, "subject", getattr(auth, "sub", None))
-        tenant = getattr(auth, "tenant", None)
     if subject is None or subject == "":
         return None
-    tenant = None if tenant is None else str(tenant)
+    tenant = tenant_of(auth)
     who = json.dumps([str(issuer or ""), str(subject), tenant or ""], separators=(",", ":"))
     return hashlib.sha256(who.encode()).hexdigest()[:32], tenant
 
@@ -69,4 +106,4 @@ def credential_digest(authorization: str, key: bytes | None = None) -> str:
     return hmac.new(key, b"credential|" + canonical, hashlib.sha256).hexdigest()[:32]
 
 
-__all__ = ["AUTH_SCOPE_KEY", "credential_digest", "identity_of", "is_claims"]
+__all__ = ["ANONYMOUS", "AUTH_SCOPE_KEY", "TENANT_NAMES", "credential_digest", "identity_of", "is_claims", "tenant_of"]

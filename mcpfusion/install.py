@@ -8,8 +8,11 @@ Clients and the file each reads (its `mcpServers` object; other entries are kept
 - cursor: `~/.cursor/mcp.json`. Stdio, or `{"url", "headers"}`.
 
 A stdio entry runs this installation's `mcpfusion stdio APP --app-dir DIR`, so the client may start it from any
-folder; a token goes into `env` as `MCPFUSION_AUTHORIZATION`, never into the arguments. A token (or a header
-setting in `--env`) the server would refuse at start-up is refused here; `redacted(entry)` is the entry to show.
+folder; a token goes into `env` as `MCPFUSION_AUTHORIZATION`, never into the arguments. `.mcp.json` is shared
+with the project (usually committed), so it gets `Bearer ${MCPFUSION_TOKEN}`, which Claude Code expands from its
+environment, never the token itself (`project_notice` says what to export); the other files are the user's own.
+A token (or a header setting in `--env`) the server would refuse at start-up is refused here; `redacted(entry)`
+is the entry to show.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 CLIENTS = ("claude-desktop", "claude-code", "cursor")
+PROJECT_SCOPED = ("claude-code",)  # their file lives in the project, which others read: no secret goes in it
+TOKEN_VARIABLE = "MCPFUSION_TOKEN"
+TOKEN_REFERENCE = f"Bearer ${{{TOKEN_VARIABLE}}}"  # Claude Code expands ${VAR} in env, url and headers
 _HIDDEN = "***"
 
 
@@ -61,27 +67,34 @@ def mcpfusion_command() -> list[str]:
     return [sys.executable, "-m", "mcpfusion"]
 
 
-def stdio_entry(app: str, app_dir: Path, token: str | None, env: Mapping[str, str]) -> dict[str, Any]:
+def authorization(client: str, token: str | None) -> str | None:
+    """The Authorization value the entry holds: the token, or a reference to it in a project-scoped file."""
+    if not token:
+        return None
+    return TOKEN_REFERENCE if client in PROJECT_SCOPED else f"Bearer {token}"
+
+
+def stdio_entry(app: str, app_dir: Path, bearer: str | None, env: Mapping[str, str]) -> dict[str, Any]:
     command, *args = mcpfusion_command()
     variables = dict(env)
-    if token:
-        variables["MCPFUSION_AUTHORIZATION"] = f"Bearer {token}"
+    if bearer:
+        variables["MCPFUSION_AUTHORIZATION"] = bearer
     entry: dict[str, Any] = {"command": command, "args": [*args, "stdio", app, "--app-dir", str(app_dir)]}
     if variables:
         entry["env"] = variables
     return entry
 
 
-def http_entry(client: str, url: str, token: str | None) -> dict[str, Any]:
+def http_entry(client: str, url: str, bearer: str | None) -> dict[str, Any]:
     if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
         raise InstallError(f"--url must be the server's http(s) MCP endpoint, e.g. http://127.0.0.1:8000/mcp, "
                            f"not {url!r}")
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    headers = {"Authorization": bearer} if bearer else {}
     if client == "claude-desktop":
         bridge: dict[str, Any] = {"command": "npx", "args": ["-y", "mcp-remote", url]}
-        if token:  # from env, as mcp-remote reads it: the token never shows in a process listing
+        if bearer:  # from env, as mcp-remote reads it: the token never shows in a process listing
             bridge["args"] += ["--header", "Authorization:${MCPFUSION_AUTHORIZATION}"]
-            bridge["env"] = {"MCPFUSION_AUTHORIZATION": f"Bearer {token}"}
+            bridge["env"] = {"MCPFUSION_AUTHORIZATION": bearer}
         return bridge
     entry: dict[str, Any] = {"type": "http", "url": url} if client == "claude-code" else {"url": url}
     if headers:
@@ -160,6 +173,8 @@ def redacted(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _hidden(value: Any) -> str:
+    if value == TOKEN_REFERENCE:  # a reference, not a secret: the user needs to see it
+        return TOKEN_REFERENCE
     scheme, space, _ = str(value).partition(" ")
     return f"{scheme} {_HIDDEN}" if space and scheme.lower() == "bearer" else _HIDDEN  # (the scheme tells nothing)
 
@@ -172,10 +187,26 @@ def install(client: str, app: str, *, name: str, app_dir: Path, config: Path | N
     if url is not None and env:
         raise InstallError("--env applies to stdio servers only; an HTTP server reads its own environment")
     check_settings(token, env or {})
-    entry = http_entry(client, url, token) if url else stdio_entry(app, app_dir, token, env or {})
+    bearer = authorization(client, token)
+    entry = http_entry(client, url, bearer) if url else stdio_entry(app, app_dir, bearer, env or {})
     path = config or default_config_path(client)
-    write_entry(path, name, entry, private=bool(token or env))
+    write_entry(path, name, entry, private=bool(env) or (bearer is not None and bearer != TOKEN_REFERENCE))
     return path, entry
+
+
+def project_notice(client: str, token: str | None, env: Mapping[str, str] | None = None) -> str | None:
+    """What to tell the user after writing a project-scoped file: the variable to export, and that `--env`
+    values are written as given (they may be secrets, in a file others read)."""
+    if client not in PROJECT_SCOPED:
+        return None
+    notes = []
+    if token:
+        notes.append(f"the file references ${{{TOKEN_VARIABLE}}}, not the token: export {TOKEN_VARIABLE}=<token> "
+                     f"where {client} starts")
+    if env:
+        notes.append(f"--env values are written in clear to a file shared with the project: pass secrets as "
+                     f"${{VAR}} references ({', '.join(sorted(env))})")
+    return "; ".join(notes) or None
 
 
 def parse_env(pairs: list[str]) -> dict[str, str]:

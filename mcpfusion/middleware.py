@@ -38,7 +38,7 @@ from starlette.requests import Request
 from .buckets import Buckets, MemoryBuckets
 from .context import Context
 from .dependencies import current_context
-from .identity import AUTH_SCOPE_KEY, credential_digest, is_claims  # (no JWT machinery loaded)
+from .identity import AUTH_SCOPE_KEY, credential_digest, is_claims, tenant_of  # (no JWT machinery loaded)
 from .response import ToolResponse
 from .spent import MemorySpent, Spent
 
@@ -51,7 +51,6 @@ Middleware = Callable[["ActionCall", CallNext], Awaitable[ToolResponse]]
 # Set by the stdio bridge on the requests it makes in-process.
 _STDIO_SCOPE_KEY = "mcpfusion.trusted_headers"
 _PRINCIPAL_ID = ("subject", "sub", "id", "user_id")
-_TENANT = ("tenant", "tenant_id")
 _ISSUER = ("issuer", "iss")
 
 
@@ -148,7 +147,7 @@ class ActionCall:
 
     @property
     def tenant(self) -> str | None:
-        return _field(self.principal, _TENANT)
+        return tenant_of(self.principal)  # (the one reading: MCP sessions are bound to the same tenant)
 
     @property
     def caller_key(self) -> str:

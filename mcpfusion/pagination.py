@@ -29,6 +29,7 @@ import hashlib
 import hmac
 import inspect
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from fastapi import params
 from fastapi.dependencies.models import Dependant
 from fastapi.dependencies.utils import get_dependant
+from pydantic import BaseModel
 from starlette.requests import Request
 
 from . import ui
@@ -70,7 +72,8 @@ CURSOR_ADVERTISED: dict[str, Any] = {"type": "string"}
 class Paged(list[T], Generic[T]):
     """One page of rows (a list) and the keyset position after its last row (None: it is the last page).
     `position(i)`, when known, is the position after the row at index `i`: where the next page starts when
-    only the first rows reach the agent (an egress limit cut the page)."""
+    only the first rows reach the agent (an egress limit cut the page). Without it such a page is never cut
+    (the rows left out could not be resumed): an answer over the limit is `RESPONSE_TOO_LARGE`."""
 
     def __init__(self, rows: Iterable[T], next_key: Any = None, *,
                  position: Callable[[int], Any] | None = None) -> None:
@@ -109,6 +112,12 @@ _URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 _CURSOR_AD = b"mcpfusion cursor"  # what the encryption authenticates besides the body: the token's kind
+# The sealed body is padded to a multiple of `_PAD` bytes, at least `_PAD_MIN`: AES-GCM hides a position's
+# bytes, not their number, and a keyset position may hold a value the presenter redacts. A position of up to
+# about 90 bytes (an email, a name, a date and an id) then leaves no trace in the cursor's length, a longer
+# one only its 64-byte step. The body binds its action by a digest, not by name, to keep that padding cheap
+# (a cursor is then 251 characters, against about 190 unpadded).
+_PAD, _PAD_MIN = 64, 160
 
 
 def _b64(data: bytes) -> str:
@@ -125,7 +134,7 @@ def fingerprint(value: Any) -> str:
     # A scope is mostly a string, filters mostly scalars: nothing to convert (jsonable would return the same).
     cls = value.__class__
     plain = cls is str or (cls is dict and all(v.__class__ in JSON_SCALARS for v in value.values()))
-    raw = canonical_bytes(value if plain else jsonable(value))
+    raw = canonical_bytes(value if plain else jsonable(_ordered(value)))
     found = _PRINTS.get(raw)
     if found is None:
         found = _b64(hashlib.blake2b(raw, digest_size=12).digest())
@@ -134,6 +143,28 @@ def fingerprint(value: Any) -> str:
                 _PRINTS.clear()
             _PRINTS[raw] = found
     return found
+
+
+def _ordered(value: Any) -> Any:
+    """`value` with every set as a list in a canonical order (sorted by JSON): a set's own order is its hash
+    order, which differs between processes (PYTHONHASHSEED), so another replica would refuse the cursor."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(by_alias=True)  # (python mode: its sets are still sets)
+    if isinstance(value, dict):
+        return {k: _ordered(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_ordered(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((jsonable(_ordered(v)) for v in value), key=canonical_bytes)
+    return value
+
+
+def checked_ttl(ttl: Any) -> float:
+    """`ttl` (seconds) when it is a positive finite number: a cursor of any other would be born expired
+    (or never expire)."""
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf:
+        raise ValueError(f"cursor_ttl must be a positive number of seconds, not {ttl!r}")
+    return float(ttl)
 
 
 _PRINTS: dict[bytes, str] = {}  # small values' digests, by their canonical JSON
@@ -160,7 +191,7 @@ class Paging:
         # A key of its own, derived from the server's: a cursor can never pass for another signed token.
         self.key = hmac.new(secret, b"mcpfusion cursor v3", hashlib.sha256).digest()
         self._sealer: Any = None
-        self.ttl = ttl
+        self.ttl = checked_ttl(ttl)
         self.scope = scope
         self._scope_dependant: Dependant | None = None
         self.with_scope: Callable[[Dependant], Dependant] = by_identity(self._merged)  # `_merged`, once per dependant
@@ -184,9 +215,14 @@ class Paging:
             raise ValueError("not sealed by this server") from None
 
     def issue(self, action: str, scope: str, filters: str, position: Any, *, now: float | None = None) -> str:
-        body = {"a": action, "s": scope, "f": filters, "k": position, "e": int((now or time.time()) + self.ttl)}
+        # The expiry to the millisecond: a whole second would cut every ttl by up to one (a short one to nothing).
+        body = {"a": _action_print(action), "s": scope, "f": filters, "k": position,
+                "e": round((now or time.time()) + self.ttl, 3)}
+        raw = json_bytes(body)
+        # At least `_PAD_MIN` bytes, then whole steps of `_PAD` (JSON allows trailing blanks: read as it is).
+        raw += b" " * (_PAD_MIN - len(raw) if len(raw) <= _PAD_MIN else -(len(raw) - _PAD_MIN) % _PAD)
         nonce = os.urandom(12)
-        cursor = _b64(nonce + self._aead().encrypt(nonce, json_bytes(body), _CURSOR_AD))
+        cursor = _b64(nonce + self._aead().encrypt(nonce, raw, _CURSOR_AD))
         if len(cursor) > MAX_CURSOR_LENGTH:  # never issue a cursor the next call would refuse
             raise ToolError(INTERNAL_ERROR, f"{action} cannot page on: the position of its next page (its keyset "
                             "key) is too large to carry in a cursor.",
@@ -201,14 +237,15 @@ class Paging:
         except (ValueError, TypeError):
             raise _refused(restart, INVALID_CURSOR, "The cursor is not valid: it was not issued by this server "
                                                     "or it was altered.") from None
-        if body.get("a") != action:
+        if body.get("a") != _action_print(action):
             raise _refused(restart, INVALID_CURSOR, f"The cursor belongs to another action, not {action}.")
         if body.get("s") != scope:
             raise _refused(restart, INVALID_CURSOR, "The cursor was issued to another caller.")
         if body.get("f") != filters:
             raise _refused(restart, INVALID_CURSOR, "The cursor belongs to a query with other filters: send the "
                                                     "same arguments as the call that returned it.")
-        if not isinstance(body.get("e"), int) or body["e"] < time.time():
+        expiry = body.get("e")
+        if expiry.__class__ not in (int, float) or expiry < time.time():
             raise _refused(restart, CURSOR_EXPIRED, "The cursor has expired.")
         return body.get("k")
 
@@ -243,6 +280,12 @@ class Paging:
         return found
 
 
+def _action_print(action: str) -> str:
+    """What a cursor carries of its action's name: 48 bits of its digest (the cursor is sealed, so this only
+    tells one action's cursors from another's)."""
+    return fingerprint(action)[:8]
+
+
 def _loads(payload: bytes) -> dict[str, Any]:
     body = json.loads(payload)
     if not isinstance(body, dict):
@@ -258,7 +301,7 @@ class PageCall:
     """One call of a paginated action: its `Page`, and what its cursors are bound to (a plain slotted class:
     a dataclass would compile its generated methods at every process's start)."""
 
-    __slots__ = ("paging", "action", "how", "filters", "page", "scope", "position")
+    __slots__ = ("paging", "action", "how", "filters", "page", "scope", "position", "sources")
 
     def __init__(self, paging: Paging, action: str, how: str, filters: str, page: Page, scope: str = "") -> None:
         self.paging = paging
@@ -268,6 +311,7 @@ class PageCall:
         self.page = page
         self.scope = scope
         self.position: Callable[[int], Any] | None = None  # the position after a row of the page, by index
+        self.sources: list[int] | None = None  # the page's index of each row presented (None: all of them)
 
     def restart(self) -> ToolError:
         return ToolError(INVALID_CURSOR, "", recovery=f"Call {self.how} again without cursor to start from the "
@@ -304,6 +348,7 @@ class PageCall:
                                           {"items": response.view.data}), "next_cursor": cursor}
         response.view.next_cursor = cursor
         if self.position is not None:
+            self.sources = response.view.sources
             response.view.resume = self.resume
         if cursor is not None:
             notice = ui.summary(
@@ -314,6 +359,8 @@ class PageCall:
             response.view.ui_blocks.insert(0, notice)
 
     def resume(self, shown: int) -> str:
-        """The cursor of the page after the first `shown` rows of this one (an egress limit sent only those)."""
+        """The cursor of the page after the first `shown` rows presented of this one (an egress limit sent only
+        those): after the handler's row the last of them came from (the presenter may have left rows out)."""
         assert self.position is not None
-        return self.paging.issue(self.action, self.scope, self.filters, self.position(shown - 1))
+        last = shown - 1 if self.sources is None else self.sources[shown - 1]
+        return self.paging.issue(self.action, self.scope, self.filters, self.position(last))

@@ -114,7 +114,7 @@ _not_none = functools.partial(operator.is_not, None)
 class _Rendered:
     """What `render` made of the data (a plain class: two are made per call of a presenter with embeds)."""
 
-    __slots__ = ("data", "ui_blocks", "embeds", "rules", "suggestions", "directives", "rules_block")
+    __slots__ = ("data", "ui_blocks", "embeds", "rules", "suggestions", "directives", "rules_block", "sources")
 
     def __init__(self, embeds: list[str] | None = None) -> None:
         self.data: Any = None
@@ -124,6 +124,18 @@ class _Rendered:
         self.suggestions: list[Suggestion] = []
         self.directives: list[str] = []
         self.rules_block: str | None = None  # `rules` as their block, when a flat render knew it beforehand
+        self.sources: list[int] | None = None  # a list's index of each row kept, when some were left out
+
+
+def _indices(rows: list[Any], kept: list[Any]) -> list[int]:
+    """The index in `rows` of each of `kept` (the same objects, in order, some rows left out)."""
+    found, at = [], 0
+    for raw in kept:
+        while rows[at] is not raw:
+            at += 1
+        found.append(at)
+        at += 1
+    return found
 
 
 def _merge_unique(target: list[Any], items: Iterable[Any]) -> None:
@@ -661,16 +673,19 @@ class Presenter:
 
     def _validate_all(
         self, raws: Sequence[Any], ctx: Any, out: _Rendered | None, notices: list[str] | None = None,
-        sift: Callable[[Any], str | None] | None = None,
+        sift: Callable[[Any], str | None] | None = None, sources: list[Any] | None = None,
     ) -> list[Any]:
+        """The items presented of `raws`; `sources`, when given, is filled with the raw of each."""
         items, raws = self._validate(raws, notices)
+        if sources is not None:
+            sources[:] = raws
         if out is None and sift is None:
             return items
         if notices is None:
             assert out is not None  # (`sift` is for lists only)
             self._embed(raws[0], items[0], ctx, out)
             return items
-        kept, bad = [], []
+        kept, kept_raws, bad = [], [], []
         for index, (raw, item) in enumerate(zip(raws, items, strict=True)):
             # Sifted, a row's children render apart: what they add joins `out` only if the row is kept.
             part = None if sift is None or out is None else _Rendered()
@@ -687,8 +702,11 @@ class Presenter:
             if part is not None and out is not None:
                 _join(out, part)
             kept.append(item)
+            kept_raws.append(raw)
         if bad:
             self._announce(len(items), bad, notices)
+        if sources is not None:
+            sources[:] = kept_raws
         return kept
 
     def render(self, data: Any, ctx: Any = None) -> _Rendered:
@@ -724,7 +742,10 @@ class Presenter:
                     )
                 )
             notices: list[str] = []
-            full: Any = self._validate_all(items, ctx, children, notices, sift)
+            kept: list[Any] = []
+            full: Any = self._validate_all(items, ctx, children, notices, sift, kept)
+            if len(full) < len(items):  # (a page an egress limit cuts resumes after the handler's row sent last)
+                out.sources = _indices(items, kept)
             out.ui_blocks.extend(ui_helpers.summary(n) for n in notices)
             if self._collection_ui is not None:
                 out.ui_blocks.extend(_as_list(self._collection_ui(full, ctx)))
@@ -938,6 +959,8 @@ class Presenter:
             if sift is None and isinstance(data, _SEQUENCES):
                 return self._respond(data, ctx, select, functools.partial(self._unsendable, select))
             raise self._unwritable(exc) from None
+        if parts is None:
+            response.view.sources = rendered.sources
         if loose:
             start = 1 + len(ui_blocks)  # the children's own blocks: after the data and this one's UI blocks
             end = start + len(embeds)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -43,10 +43,11 @@ PROBLEM_MEDIA_TYPE = "application/problem+json"
 TYPE_PREFIX = "urn:mcpfusion:error:"
 METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
 
+BEARER_RECOVERY = "Send the header Authorization: Bearer TOKEN, with a valid token."
 # HTTP-level failures (raised by dependencies, routing or middleware) as tool error codes, with a recovery.
 _HTTP_CODES: dict[int, tuple[str, str]] = {
     400: ("BAD_REQUEST", "Fix the request and send it again."),
-    401: (UNAUTHORIZED, "Send the header Authorization: Bearer TOKEN, with a valid token."),
+    401: (UNAUTHORIZED, BEARER_RECOVERY),
     403: (FORBIDDEN, "Use credentials that are allowed to call this action."),
     404: (NOT_FOUND, "Check the identifiers you sent; list the available items first if you are unsure."),
     405: (METHOD_NOT_ALLOWED, "Use one of the methods listed in the Allow header."),
@@ -175,9 +176,32 @@ def http_code(status: int) -> tuple[str, str]:
     return _HTTP_CODES.get(status, (INTERNAL_ERROR if status >= 500 else f"HTTP_{status}", ""))
 
 
-def problem_of_http(exc: HTTPException, *, instance: str | None = None) -> dict[str, Any]:
+_KEY_PLACES = {"header": "the header", "cookie": "the cookie", "query": "the query parameter"}
+
+
+def unauthorized_recovery(challenge: str | None, schemes: Iterable[Mapping[str, Any]] = ()) -> str:
+    """The recovery of a 401 with this `WWW-Authenticate` challenge: what to send, named after the scheme that
+    asked. FastAPI's API key schemes challenge `APIKey` without saying where the key goes: `schemes` (the OpenAPI
+    security schemes of the action's dependencies) say which header, cookie or query parameter."""
+    words = (challenge or "").replace(",", " ").split()
+    kind = words[0].lower() if words else "bearer"  # (no challenge: the 401's default, Bearer)
+    if kind == "apikey":
+        places = [f"{_KEY_PLACES[s['in']]} {s['name']}" for s in schemes
+                  if s.get("type") == "apiKey" and s.get("in") in _KEY_PLACES and s.get("name")]
+        return f"Send {' or '.join(dict.fromkeys(places))}, with a valid key." if places else \
+            "Send the API key the operation's security scheme names (see the OpenAPI document), with a valid key."
+    if kind == "basic":
+        return "Send the header Authorization: Basic CREDENTIALS (base64 of user:password), with valid credentials."
+    if kind == "bearer":
+        return BEARER_RECOVERY
+    return "Send the credentials the WWW-Authenticate header asks for."
+
+
+def problem_of_http(exc: HTTPException, *, instance: str | None = None,
+                    schemes: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The problem for an `HTTPException` (a dependency's 401/403, routing's 404/405, a middleware's 429); one
-    raised with a status that is not an error's is a 500 INTERNAL_ERROR."""
+    raised with a status that is not an error's is a 500 INTERNAL_ERROR. `schemes` (the security schemes of
+    the action called) name where a 401's API key goes."""
     status = exc.status_code
     if not is_error_status(status):
         logger.error("%s: HTTPException raised with status %r, which is not an HTTP error: answered 500",
@@ -187,6 +211,8 @@ def problem_of_http(exc: HTTPException, *, instance: str | None = None) -> dict[
     detail = exc.detail if status < 500 and isinstance(exc.detail, str) and exc.detail else _title(status)
     if status == 405 and exc.headers and exc.headers.get("Allow"):
         recovery = f"Use one of these methods: {exc.headers['Allow']}."
+    elif status == 401:
+        recovery = unauthorized_recovery((exc.headers or {}).get("WWW-Authenticate"), schemes)
     retry = (exc.headers or {}).get("Retry-After")
     retry_after = float(retry) if status == 429 and retry and retry.isdigit() else None
     details = None if status >= 500 else exc.detail if isinstance(exc.detail, dict) else \
@@ -206,14 +232,15 @@ def problem_response(body: dict[str, Any], headers: Mapping[str, str] | None = N
     return Response(dumps(body), status_code=body["status"], headers=out, media_type=PROBLEM_MEDIA_TYPE)
 
 
-def http_problem_response(exc: HTTPException, path: str | None = None) -> Response:
+def http_problem_response(exc: HTTPException, path: str | None = None,
+                          schemes: Iterable[Mapping[str, Any]] = ()) -> Response:
     """`problem_response` for an `HTTPException`, keeping its headers (WWW-Authenticate, Allow...). A 204 or
     304 (a dependency's "nothing to send" or "not modified") is answered as itself: without a body, as
     FastAPI's own handler answers it. A redirect that says where to (a `Location` header: a dependency sending
     the caller to a login page) is answered as itself too; one that says nowhere is a server bug (500)."""
     if exc.status_code in (204, 304) or (300 <= exc.status_code < 400 and _location(exc.headers)):
         return Response(status_code=exc.status_code, headers=exc.headers)
-    body = problem_of_http(exc, instance=path)
+    body = problem_of_http(exc, instance=path, schemes=schemes)
     return problem_response(body, exc.headers if body["status"] == exc.status_code else None)
 
 

@@ -4,7 +4,8 @@
     def review(code: str, language: str = "python") -> str: ...
 
 A return value of `str` is one user text message; a dict with `role`/`content` is one message; a list
-holds several (strings become user messages); a dict with `messages` is the whole `GetPromptResult`.
+holds several (strings become user messages); a dict with `messages` is the whole `GetPromptResult`. A result
+MCP cannot carry (a dict without a role, a `system` role) is refused: -32603, logged.
 """
 
 from __future__ import annotations
@@ -122,7 +123,9 @@ def _messages(value: Any) -> list[dict[str, Any]]:
     for item in items:
         if isinstance(item, str):
             out.append({"role": "user", "content": {"type": "text", "text": item}})
-        elif isinstance(item, dict) and "role" in item:
+        elif isinstance(item, dict):
+            # A message as it is (its text content as a block): one without a role ("rol", or plain data) is
+            # refused by `_check_result`, never sent as a repr the client would take for the prompt's text.
             content = item.get("content")
             if isinstance(content, str):
                 item = {**item, "content": {"type": "text", "text": content}}

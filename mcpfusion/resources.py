@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import builtins
-import json
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -22,7 +21,7 @@ from mcpfusion.injection import Injected, call_injected
 from mcpfusion.mcp import jsonrpc
 from mcpfusion.mcp.jsonrpc import McpError
 from mcpfusion.scopes import Granted, declared_scopes, visible
-from mcpfusion.serializer import jsonable
+from mcpfusion.serializer import dumps
 from mcpfusion.slots import fields_repr
 
 _VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -117,9 +116,10 @@ def contents_of(uri: str, value: Any, mime_type: str | None) -> list[dict[str, A
         return [entry]
     if isinstance(value, str):
         return [{"uri": uri, "mimeType": mime_type or "text/plain", "text": value}]
-    # Converted as every answer is (ISO dates, Decimals as text); a value JSON cannot hold is refused, never
-    # written as its str() or repr (which may hold what must not leave).
-    text = json.dumps(jsonable(value), ensure_ascii=False)
+    # Written as every answer is (ISO dates, Decimals as text, NaN and infinities null: JSON has no number for
+    # them); a value JSON cannot hold is refused, never written as its str() or repr (which may hold what must
+    # not leave).
+    text = dumps(value)
     return [{"uri": uri, "mimeType": mime_type or "application/json", "text": text}]
 
 

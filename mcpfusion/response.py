@@ -59,6 +59,7 @@ class ResponseView:
     next_cursor: str | None = None  # a paginated list's next page (REST sends it as headers)
     truncated: tuple[int, int, str] | None = None  # rows (or lines) shown, of how many, which: an egress cut
     resume: Callable[[int], str] | None = None  # a page's next cursor when only its first n rows are sent
+    sources: list[int] | None = None  # the handler's index of each row of data, when the presenter left some out
     rewritten: bool = False  # the egress guard changed the data: it is checked against the schema again
     encoding: str = "json"  # how the data block is written: json, pretty, toon or text (to rewrite it)
     scrub: Callable[[str], str] | None = None  # censors redacted values out of documents attached later
@@ -333,6 +334,7 @@ def assemble(
     view.next_cursor = None
     view.truncated = None
     view.resume = None
+    view.sources = None
     view.rewritten = False
     view.encoding = encoding
     view.scrub = None

@@ -11,9 +11,11 @@ import contextlib
 import copy
 import functools
 import inspect
+import re
+import sys
 import typing
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.dependencies.models import Dependant
@@ -21,6 +23,7 @@ from fastapi.exception_handlers import http_exception_handler, request_validatio
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
+from pydantic import TypeAdapter, ValidationError
 from starlette._utils import get_route_path
 from starlette.datastructures import URLPath
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -53,6 +56,7 @@ from .errors import (
     UnknownToolError,
     field_path,
 )
+from .middleware import applies
 from .output import ITEMS, NEXT_CURSOR
 from .problem import (
     INTERNAL_RECOVERY,
@@ -72,11 +76,12 @@ from .serializer import dumps
 from .tool import Action, unknown_action
 
 
-def rest_body(response: ToolResponse, request: Request | None = None) -> Response:
-    """The HTTP response for a tool response: the data block's JSON, or problem details."""
+def rest_body(response: ToolResponse, request: Request | None = None, action: Action | None = None) -> Response:
+    """The HTTP response for a tool response (of `action`, when known): the data block's JSON, or problem
+    details."""
     if response.is_error:
         found = problem_of_result(response, instance=request.url.path if request else None)
-        return problem_response(_rest_recovery(found, request))
+        return problem_response(_rest_recovery(found, request, action))
     if response.content:
         return _content_body(response)
     # The data block's data (after _select and redaction), whatever other shape structuredContent has.
@@ -88,8 +93,10 @@ def rest_body(response: ToolResponse, request: Request | None = None) -> Respons
     return Response(dumps(view.data), media_type="application/json", headers=headers)
 
 
-def _rest_recovery(found: dict[str, Any], request: Request | None) -> dict[str, Any]:
-    """`found` with a recovery a REST client can follow where the agent's names MCP calls or markup."""
+def _rest_recovery(found: dict[str, Any], request: Request | None, action: Action | None = None
+                   ) -> dict[str, Any]:
+    """`found` with a recovery a REST client can follow where the agent's names MCP calls or markup: the one
+    place REST rewrites recoveries."""
     code = found.get("code")
     if code == VALIDATION_ERROR and found.get("errors"):  # (a handler's own one keeps its recovery)
         found["recovery"] = REST_VALIDATION_RECOVERY
@@ -97,7 +104,20 @@ def _rest_recovery(found: dict[str, Any], request: Request | None) -> dict[str, 
         # The agent's recovery names the MCP tool; a REST client starts over on the route it called.
         found["recovery"] = (f"Call {request.method} {request.url.path} again with the same parameters and no "
                              "cursor to start from the first page.")
+    elif request is not None and action is not None and isinstance(found.get("recovery"), str):
+        found["recovery"] = _route_named(found["recovery"], action, request)
     return found
+
+
+def _route_named(recovery: str, action: Action, request: Request) -> str:
+    """`recovery` with its "call tool.action again" (a rate limit's, a confirmation's) naming the route called.
+    Only the last one: a confirmation's question, quoted before it, is the user's to read as written."""
+    found = [*re.finditer(rf"\b(call) {re.escape(action.qualified_name)} again\b", recovery, re.IGNORECASE)]
+    if not found:
+        return recovery
+    last = found[-1]
+    route = f"{last.group(1)} {request.method} {request.url.path} again"
+    return recovery[:last.start()] + route + recovery[last.end():]
 
 
 def _content_body(response: ToolResponse) -> Response:
@@ -147,6 +167,20 @@ PAGE_HEADERS = {
                     "schema": {"type": "string"}},
     "Link": {"description": 'GET only: the next page\'s URL, rel="next" (RFC 8288).', "schema": {"type": "string"}},
 }
+
+
+TRUNCATED_HEADER = {
+    "Truncated": {"description": "Present when an egress limit cut the data: the rows (or lines) sent, of how "
+                                 "many, e.g. `shown=24, total=100, unit=rows`.", "schema": {"type": "string"}},
+}
+
+
+def _success_headers(registry: ToolRegistry, action: Action) -> dict[str, Any]:
+    """The headers a success of `action` may carry: a page's, and `Truncated` under an `EgressLimit`."""
+    egress = sys.modules.get("mcpfusion.egress")  # (an EgressLimit exists only once its module is loaded)
+    limited = egress is not None and any(isinstance(mw, egress.EgressLimit) and applies(mw, action)
+                                         for mw in registry.layers(action))
+    return {**(PAGE_HEADERS if action.paginate else {}), **(TRUNCATED_HEADER if limited else {})}
 
 
 def _fields_optional(schema: dict[str, Any]) -> dict[str, Any]:
@@ -276,14 +310,84 @@ def _too_many_query_names(request: Request) -> list[tuple[str, str]] | None:
                         "Send only the action's parameters.")]
 
 
-def _query_arguments(request: Request) -> dict[str, Any]:
-    """Query parameters as arguments: text values, validated (and coerced) like a JSON body's; a repeated
-    name is a list. One pass over the pairs (`getlist` per name scans them all: quadratic in the URL)."""
+def _query_arguments(request: Request, readers: dict[str, Callable[[str], Any]]) -> dict[str, Any]:
+    """Query parameters as arguments: text values, read as a JSON body carries them where the parameter's type
+    takes other values than strings (`readers`), then validated like a body's; a repeated name is a list. One
+    pass over the pairs (`getlist` per name scans them all: quadratic in the URL)."""
     grouped: dict[str, list[str]] = {}
     for name, value in request.query_params.multi_items():
         grouped.setdefault(name, []).append(value)
-    return {name: values if name == SELECT_PARAM or len(values) > 1 else values[0]
-            for name, values in grouped.items()}
+    arguments: dict[str, Any] = {}
+    for name, values in grouped.items():
+        read = readers.get(name)
+        arguments[name] = values if name == SELECT_PARAM or len(values) > 1 else \
+            values[0] if read is None else read(values[0])
+    return arguments
+
+
+def _json_kinds(schema: dict[str, Any]) -> set[str]:
+    """The JSON types a scalar parameter's schema takes ("number" for integers too: JSON has one number)."""
+    if "enum" in schema or "const" in schema:
+        values = schema.get("enum", [schema.get("const")])
+        return {_kind(v) for v in values}
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            return set().union(*(_json_kinds(s) for s in schema[key] if isinstance(s, dict)))
+    kind = schema.get("type")
+    kinds = set(kind if isinstance(kind, list) else [kind] if kind else ["string"])  # (untyped: any text)
+    return {"number" if k == "integer" else k for k in kinds}
+
+
+def _kind(value: Any) -> str:
+    """The JSON type of a scalar value, as `_json_kinds` names it."""
+    return "null" if value is None else "boolean" if isinstance(value, bool) else \
+        "number" if isinstance(value, int | float) else "string"
+
+
+def _query_readers(action: Action, parameters: list[dict[str, Any]]) -> dict[str, Callable[[str], Any]]:
+    """How the query text of each parameter whose type takes a number, a boolean or null is read: as a JSON
+    body would carry it, so GET and POST hand the handler the same values (`?size=2` for `Literal[1, 2, 3]` is
+    2, `?n=5` for `int | str` is 5). A parameter of strings only keeps its text."""
+    readers: dict[str, Callable[[str], Any]] = {}
+    for parameter in parameters:
+        name = parameter["name"]
+        kinds = _json_kinds(parameter["schema"])
+        if name != SELECT_PARAM and kinds - {"string"}:
+            # Taking strings too (`int | str`), the value must also be valid as a number (a bounded `int`...).
+            check = _field_check(action, name) if "string" in kinds and name in action.argument_fields else None
+            readers[name] = functools.partial(_read_query_value, kinds, check)
+    return readers
+
+
+def _field_check(action: Action, name: str) -> Callable[[Any], bool]:
+    """Whether a value is valid for the argument field `name`, in lax mode as the call validates it (its
+    adapter made on first use, from the argument model's field: type and constraints)."""
+
+    @functools.cache
+    def adapter() -> TypeAdapter[Any]:
+        field = action.args_model.model_fields[name]
+        return TypeAdapter(Annotated[field.annotation, field])  # type: ignore[arg-type]
+
+    def check(value: Any) -> bool:
+        try:
+            adapter().validate_python(value)
+        except ValidationError:
+            return False
+        return True
+
+    return check
+
+
+def _read_query_value(kinds: set[str], check: Callable[[Any], bool] | None, text: str) -> Any:
+    """The JSON reading of `text` when it is a scalar of a type the parameter takes (and, for a parameter that
+    also takes strings, `check` accepts it), else the text itself: then the error quotes what was sent."""
+    try:
+        value = parse_json(text.encode())
+    except InvalidJSON:
+        return text
+    if _kind(value) not in kinds or (check is not None and not check(value)):  # (a list or object: "string")
+        return text
+    return value
 
 
 def _query_on_post(request: Request, get_too: bool) -> list[tuple[str, str]]:
@@ -293,6 +397,32 @@ def _query_on_post(request: Request, get_too: bool) -> list[tuple[str, str]]:
     where = " (or call GET: a GET URL, such as a Link rel=\"next\", is followed with GET)" if get_too else ""
     return [(name, f"POST takes the parameters in its JSON body, not in the query: move it to the body{where}.")
             for name in request.query_params]
+
+
+def _has_body(request: Request) -> bool:
+    """Whether the request says it carries a body (HTTP/1.1: a Content-Length above 0, or Transfer-Encoding)."""
+    headers = request.headers
+    length = headers.get("content-length")
+    return (length is not None and length.strip() not in ("", "0")) or "transfer-encoding" in headers
+
+
+async def _body_on_get(request: Request, action: Action, max_body_bytes: int) -> Response | None:
+    """The refusal of a GET (or HEAD) with a body: it takes its parameters from the query only, and a body
+    ignored would answer another call than the one meant (as a POST's query string would)."""
+    if not _has_body(request):
+        return None
+    try:
+        raw = await read_body(request, max_body_bytes)
+    except BodyTooLarge:
+        too_large = StarletteHTTPException(413, f"The body exceeds the limit of {max_body_bytes} bytes.")
+        return http_problem_response(too_large, request.url.path)
+    except ClientDisconnect:  # gone while sending its body: nobody to answer
+        return Response(status_code=400)
+    if not raw.strip():
+        return None
+    fields = [("(body)", f"{request.method} takes the parameters in its query string, not in a body: move them "
+                         "to the query, or send this body with POST.")]
+    return validation_problem(action.label, fields, request.url.path)
 
 
 def _unsupported_body(content_type: str | None, content_encoding: str | None) -> StarletteHTTPException | None:
@@ -310,7 +440,8 @@ HostCheck = Callable[[str | None, str | None], tuple[int, str] | None]  # (Host,
 
 
 def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_bytes: int,
-              host_check: HostCheck | None, get_too: bool = False) -> Any:
+              host_check: HostCheck | None, get_too: bool = False,
+              readers: dict[str, Callable[[str], Any]] | None = None) -> Any:
     async def call_action(request: Request) -> Response:
         if host_check is not None:
             headers = request.headers
@@ -321,7 +452,10 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
         if too_many is not None:
             return validation_problem(action.label, too_many, request.url.path)
         if method == "GET":
-            arguments: Any = _query_arguments(request)
+            refused = await _body_on_get(request, action, max_body_bytes)
+            if refused is not None:
+                return refused
+            arguments: Any = _query_arguments(request, readers or {})
         elif request.query_params:
             return validation_problem(action.label, _query_on_post(request, get_too), request.url.path)
         else:
@@ -344,7 +478,7 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
         if not isinstance(arguments, dict):
             fields = [("(body)", "Send a JSON object of the action's parameters.")]
             return validation_problem(action.label, fields, request.url.path)
-        return rest_body(await registry.call_action(action, arguments, request, transport="rest"), request)
+        return rest_body(await registry.call_action(action, arguments, request, transport="rest"), request, action)
 
     call_action.__name__ = f"{action.tool.name}_{action.name}" + ("_get" if method == "GET" else "")
     return call_action
@@ -358,17 +492,23 @@ def add_rest_routes(app: FastAPI, registry: ToolRegistry, *, prefix: str = "/api
     the REST routes serve the same data.
 
     The FastAPI routes of an action are made the first time its path is requested or the OpenAPI document
-    is generated (`ActionRoute`): a server of hundreds of actions starts without building them all."""
+    is generated (`ActionRoute`): a server of hundreds of actions starts without building them all. An action
+    added to a tool after this is routed (and documented) as well (`LateActions`)."""
     errors = openapi_errors()
     item_schemas: dict[int, dict[str, Any]] = {}
     schemes: dict[str, Any] = {}  # the security schemes the actions' dependencies use, filled as routes are made
-    for action in registry.actions():
+
+    def action_route(action: Action) -> ActionRoute:
         path = f"{prefix}/{action.tool.name}/{action.name}"
         declare = functools.partial(_declare_routes, registry, action, path, errors, item_schemas, schemes,
                                     max_body_bytes, host_check)
-        app.router.routes.append(ActionRoute(app.router, path, f"{action.tool.name}.{action.name}", declare))
+        return ActionRoute(app.router, path, f"{action.tool.name}.{action.name}", declare)
+
+    routes = [action_route(action) for action in registry.actions()]
+    late = LateActions(app, registry, prefix, action_route, {route.path for route in routes})
+    app.router.routes.extend([*routes, late])
     install_problem_handlers(app, registry, prefix)
-    _document_problem(app, schemes)
+    _document_problem(app, schemes, late)
 
 
 def _own_select(action: Action, schema: dict[str, Any]) -> dict[str, Any]:
@@ -406,7 +546,7 @@ def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: d
             "description": "The data, exactly as the MCP data block carries it"
             + ("; one page of it (see the Next-Cursor header)" if action.paginate else ""),
             "content": _success_content(action, item_schemas),
-            **({"headers": PAGE_HEADERS} if action.paginate else {}),
+            **({"headers": sent} if (sent := _success_headers(registry, action)) else {}),
         },
         **errors,
     }
@@ -435,7 +575,7 @@ def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: d
         },
     )
     if parameters is not None:
-        get = _endpoint(registry, action, "GET", max_body_bytes, host_check)
+        get = _endpoint(registry, action, "GET", max_body_bytes, host_check, readers=_query_readers(action, parameters))
         router.add_api_route(
             path, get, methods=["GET"],
             name=f"{action.tool.name}.{action.name}.get", operation_id=f"{action.tool.name}_{action.name}_get",
@@ -504,6 +644,55 @@ class ActionRoute(BaseRoute):
         raise NoMatchFound(name, path_params)
 
 
+class LateActions(BaseRoute):
+    """Routes the actions added to a tool after the app was built (MCP lists and serves them at once), looked
+    at only for a path under the prefix that no route matched, and before the OpenAPI document is served:
+    never on a routed call's path. Their `ActionRoute`s go before it, where routing finds them from then on."""
+
+    def __init__(self, app: FastAPI, registry: ToolRegistry, prefix: str,
+                 make: Callable[[Action], ActionRoute], routed: set[str]) -> None:
+        self._app, self._registry, self._prefix, self._make, self._routed = app, registry, prefix, make, routed
+        self.path = f"{prefix}/{{tool}}/{{action}}"  # (what code listing an app's routes reads of each)
+
+    def route_new(self) -> bool:
+        """Add the routes of the actions not routed yet; True when there were any (the cached OpenAPI
+        document, which leaves them out, is dropped)."""
+        registry = self._registry
+        if sum(len(tool.actions) for tool in registry.tools.values()) == len(self._routed):
+            return False
+        new = [self._make(action) for action in registry.actions()
+               if f"{self._prefix}/{action.tool.name}/{action.name}" not in self._routed]
+        if not new:
+            return False
+        self._routed.update(route.path for route in new)
+        routes = list(self._app.router.routes)  # a new list: a request being routed iterates the old one
+        here = next((i for i, r in enumerate(routes) if r is self), len(routes))
+        routes[here:here] = new
+        self._app.router.routes = routes
+        self._app.openapi_schema = None
+        return True
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] != "http" or not get_route_path(scope).startswith(self._prefix + "/") \
+                or not self.route_new():
+            return Match.NONE, {}
+        partial: tuple[Match, Scope] = (Match.NONE, {})
+        for route in self._app.router.routes:
+            if isinstance(route, ActionRoute):
+                match, child_scope = route.matches(scope)
+                if match is Match.FULL:
+                    return match, {**child_scope, "mcpfusion.route": route}
+                if match is Match.PARTIAL and partial[0] is Match.NONE:
+                    partial = match, {**child_scope, "mcpfusion.route": route}
+        return partial
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await scope["mcpfusion.route"].handle(scope, receive, send)
+
+    def url_path_for(self, name: str, /, **path_params: Any) -> URLPath:
+        raise NoMatchFound(name, path_params)  # the routes it adds answer for their names
+
+
 @contextlib.contextmanager
 def _materialised(app: FastAPI) -> Iterator[None]:
     """The app's routes with every `ActionRoute` replaced by its FastAPI routes, while FastAPI writes the
@@ -528,7 +717,7 @@ async def _answer(handler: Any, request: Request, exc: Exception) -> Response:
 def _unknown(registry: ToolRegistry, request: Request, prefix: str) -> dict[str, Any]:
     """The problem of a path (under `prefix`) that names no action: an unknown tool, or an unknown action of
     a tool. Its recovery names REST routes (the agent's names MCP calls: tools/list, the action argument)."""
-    tool_name, _, action_name = request.url.path[len(prefix) + 1:].partition("/")
+    tool_name, _, action_name = get_route_path(request.scope)[len(prefix) + 1:].partition("/")
     try:
         registry.find(tool_name, action_name, registry.granted(request))
         error: ToolError = unknown_action(registry.tools[tool_name], action_name)  # a deeper path under an action
@@ -557,20 +746,23 @@ def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str =
     previous_crash = app.exception_handlers.get(Exception)
 
     def ours(request: Request) -> bool:
-        return request.url.path.startswith(prefix + "/")
+        # The path routes see: under a root_path (a proxy's prefix, or the app mounted) the URL's starts with it.
+        path = get_route_path(request.scope)
+        return path.startswith(prefix + "/") or path == prefix
 
     async def on_http(request: Request, exc: Exception) -> Response:
         if not ours(request) or not isinstance(exc, StarletteHTTPException):
             return await _answer(previous_http, request, exc)
-        path = request.url.path
         if exc.status_code == 404 and exc.detail == "Not Found":  # routing found no action at this path
             return problem_response(_unknown(registry, request, prefix))
+        route_path = get_route_path(request.scope)
         if exc.status_code == 405:  # Allow lists every documented method of the path, not one route's
-            methods = {m for r in request.app.routes if getattr(r, "path", None) == path
+            methods = {m for r in request.app.routes if getattr(r, "path", None) == route_path
                        for m in getattr(r, "methods", None) or ()}
             exc = StarletteHTTPException(405, exc.detail, headers={**(exc.headers or {}),
                                                                     "Allow": ", ".join(sorted(methods))})
-        return http_problem_response(exc, path)
+        schemes = _schemes_at(registry, route_path, prefix) if exc.status_code == 401 else ()
+        return http_problem_response(exc, request.url.path, schemes)
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         if not ours(request) or not isinstance(exc, RequestValidationError):
@@ -591,6 +783,20 @@ def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str =
     app.add_exception_handler(Exception, on_crash)
 
 
+def _scheme_models(action: Action) -> list[dict[str, Any]]:
+    """The OpenAPI security schemes of an action's dependencies (where a 401 says its API key goes)."""
+    return [model.model_dump(mode="json", by_alias=True, exclude_none=True)
+            for model, _ in security_schemes(action.dependant).values()]
+
+
+def _schemes_at(registry: ToolRegistry, route_path: str, prefix: str) -> list[dict[str, Any]]:
+    """`_scheme_models` of the action at `route_path`; none when the path names no action."""
+    tool_name, _, action_name = route_path[len(prefix) + 1:].partition("/")
+    tool = registry.tools.get(tool_name)
+    action = tool.actions.get(action_name) if tool is not None else None
+    return _scheme_models(action) if action is not None else []
+
+
 def _security(action: Action, schemes: dict[str, Any]) -> dict[str, Any]:
     """The `security` of an action's operations (none without a security scheme among its dependencies)."""
     found = security_schemes(action.dependant)
@@ -599,11 +805,13 @@ def _security(action: Action, schemes: dict[str, Any]) -> dict[str, Any]:
     return {"security": [{name: scopes} for name, (_, scopes) in found.items()]} if found else {}
 
 
-def _document_problem(app: FastAPI, schemes: dict[str, Any]) -> None:
-    """Add the `Problem` schema the error responses refer to, and the security schemes the actions use."""
+def _document_problem(app: FastAPI, schemes: dict[str, Any], late: LateActions) -> None:
+    """Add the `Problem` schema the error responses refer to, and the security schemes the actions use; an
+    action added since the document was made is routed, and the document made again."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
+        late.route_new()
         if app.openapi_schema is None:
             with _materialised(app):
                 schema = generate()

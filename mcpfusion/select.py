@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+from .errors import ValidationFailed, sent_value
+
 SELECT_PARAM = "_select"
 
 
@@ -24,3 +26,17 @@ def select_schema(keys: list[str]) -> dict[str, Any]:
         "items": {"type": "string", "enum": keys},
         "description": "Return only these root fields (saves tokens).",
     }
+
+
+def unselectable(label: str, sent: Any, fields: Collection[str]) -> ValidationFailed:
+    """The self-healing error of a `_select` that is not a list of `fields` (what the action answers)."""
+    return ValidationFailed(label, [(SELECT_PARAM, f"Use a list of these field names of {label}: "
+                                                   f"{', '.join(fields)}. You sent: {sent_value(sent)}.")])
+
+
+def check_audience(label: str, sent: Any, fields: Collection[str]) -> None:
+    """Refuse a `_select` that is not a list of the fields of this call's presenter (the audience a `returns=`
+    dependency chose): another audience's presenter may have a field, but this caller would get empty objects,
+    and the error names this caller's fields only."""
+    if sent != [] and (not isinstance(sent, list) or not all(isinstance(k, str) and k in fields for k in sent)):
+        raise unselectable(label, sent, fields)

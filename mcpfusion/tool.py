@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
+import enum
 import functools
 import inspect
 import re
@@ -589,6 +592,7 @@ class Tool:
             action.middleware = tuple(middleware)
             if isinstance(confirm, str):
                 check_confirm_template(confirm, action.declared_schema().get("properties") or {}, action.label)
+                check_confirm_formats(confirm, action)
             action.confirm = confirm
             own = declared_scopes(scopes, f"{self.name}.{action.name}")
             if own:
@@ -906,6 +910,77 @@ def check_confirm_template(template: str, parameters: Iterable[str], where: str)
     if unknown:
         raise ValueError(f"{where}: confirm={template!r} names {', '.join('{' + u + '}' for u in unknown)}, which "
                          f"the action does not take (it takes {', '.join(sorted(parameters)) or 'no parameters'})")
+
+
+def input_name(name: str, field: Any) -> str:
+    """The input schema's name of an argument model's field (its alias, when it has one)."""
+    alias = field.validation_alias
+    return alias if isinstance(alias, str) else field.alias or name
+
+
+def check_confirm_formats(template: str, action: Action) -> None:
+    """Refuse a `confirm="..."` template whose conversion or format spec its field's values cannot take
+    (`{amount:,}` of a str): the question is `str.format` of the validated arguments, of the declared types."""
+    samples = _format_samples(action)
+    formatter = string.Formatter()
+    for _, field, spec, conversion in formatter.parse(template):
+        if field is None:
+            continue
+        shown = "{" + field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+        try:
+            formatter.convert_field("", conversion)
+            for sample in samples.get(field, ()) if "{" not in (spec or "") else ():  # (a nested spec: at the call)
+                format(formatter.convert_field(sample, conversion), spec or "")
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{action.label}: confirm={template!r}: {shown} cannot show a value of {field}'s "
+                             f"declared type ({exc})") from None
+
+
+# A value of each class a format spec may be tried on (subclasses before their base: bool, datetime).
+_SAMPLES: tuple[tuple[type, Any], ...] = (
+    (bool, False), (int, 0), (float, 0.0), (decimal.Decimal, decimal.Decimal(0)),
+    (dt.datetime, dt.datetime(2000, 1, 1)), (dt.date, dt.date(2000, 1, 1)), (dt.time, dt.time()), (str, ""),
+)
+_JSON_SAMPLES: dict[str, tuple[Any, ...]] = {
+    "integer": (0,), "number": (0, 0.0), "string": ("",), "boolean": (False,), "array": ([],), "object": ({},),
+}
+
+
+def _format_samples(action: Action) -> dict[str, list[Any]]:
+    """Values of each input property's type to try its template field on."""
+    if action.json_schema is not None:
+        properties = action.json_schema.get("properties") or {}
+        return {name: _json_samples(sub) for name, sub in properties.items() if isinstance(sub, dict)}
+    return {input_name(name, field): _samples_of(field.annotation)
+            for name, field in action.args_model.model_fields.items()}
+
+
+def _json_samples(schema: dict[str, Any]) -> list[Any]:
+    kinds = schema.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else []
+    return [sample for kind in kinds if isinstance(kind, str) for sample in _JSON_SAMPLES.get(kind, ())]
+
+
+def _samples_of(annotation: Any) -> list[Any]:
+    """Values of `annotation` (none for None, which a question shows as "none", nor for a class formatting its
+    own way)."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _samples_of(typing.get_args(annotation)[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return [sample for arg in typing.get_args(annotation) for sample in _samples_of(arg)]
+    if origin is typing.Literal:
+        return [value for value in typing.get_args(annotation) if value is not None]
+    cls = origin or annotation
+    if not isinstance(cls, type) or cls is type(None):
+        return []
+    if issubclass(cls, enum.Enum):
+        return list(cls)[:1]
+    for kind, sample in _SAMPLES:
+        if issubclass(cls, kind):
+            return [sample]
+    # A list, a dict, a model: `object.__format__` takes no spec at all.
+    return [object()] if cls.__format__ is object.__format__ else []
 
 
 def check_output_schema(schema: dict[str, Any], where: str) -> dict[str, Any]:

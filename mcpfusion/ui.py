@@ -319,7 +319,7 @@ class EChartsTemplate:
     (a presenter's chart otherwise serializes the whole config per answer). A call gives the block
     `echarts` makes of the config with those values, byte for byte, whatever the values are."""
 
-    __slots__ = ("config", "title", "width", "priority", "_head", "_parts", "_fenced")
+    __slots__ = ("config", "title", "width", "priority", "slots", "_head", "_parts", "_fenced")
 
     def __init__(self, config: Any, *, title: str | None = None, width: Width | None = None,
                  priority: int | None = None) -> None:
@@ -335,6 +335,7 @@ class EChartsTemplate:
         pieces = text.split(f'"{_MARK}')
         if len(pieces) != len(names) + 1 or not names:
             raise ValueError("an echarts template needs its slots as values (not keys) and at least one of them")
+        self.slots = frozenset(names)
         self._head = before = pieces[0]
         parts = []
         for piece in pieces[1:]:
@@ -352,7 +353,9 @@ class EChartsTemplate:
             self._fenced = (f"```echarts\n{self._head}", (*middle, (last_name, last_pad, f"{last_rest}\n```")))
 
     def __call__(self, **values: Any) -> UIBlock:
-        """The block for these slot values (a missing one raises `KeyError`)."""
+        """The block for these slot values: every slot, and nothing else (a `TypeError` names them)."""
+        if values.keys() != self.slots:
+            raise self._mismatch(values)
         if self._fenced is None:
             return self._unfenced(values)
         head, parts = self._fenced
@@ -364,6 +367,13 @@ class EChartsTemplate:
                 return self._unfenced(values)  # backticks of its own: `fence` decides on the whole text
             out += (written, rest)
         return _made("echarts", "".join(out), self.title, self.width, self.priority)
+
+    def _mismatch(self, values: dict[str, Any]) -> TypeError:
+        """What a call giving other values than the slots is told, as a function called with other keywords."""
+        missing, unknown = sorted(self.slots - values.keys()), sorted(values.keys() - self.slots)
+        wrong = [f"{what} {', '.join(names)}" for what, names in (("missing", missing), ("unknown", unknown)) if names]
+        name = f"echarts template {self.title!r}" if self.title else "an echarts template (no title)"
+        return TypeError(f"{name} takes the slots {', '.join(sorted(self.slots))}: {'; '.join(wrong)}")
 
     def _unfenced(self, values: dict[str, Any]) -> UIBlock:
         """The block with its fence worked out from the whole text (backticks in a value or the template)."""

@@ -138,11 +138,14 @@ def free_socket() -> socket.socket:
 
 
 @contextmanager
-def serve(app: FastAPI, sock: socket.socket | None = None) -> Iterator[str]:
-    """Run `app` (lifespan on) with uvicorn in a thread on a free port (or the bound `sock`); stop it on exit."""
+def serve(app: FastAPI, sock: socket.socket | None = None, *, root_path: str = "",
+          lifespan: str = "on") -> Iterator[str]:
+    """Run `app` with uvicorn in a thread on a free port (or the bound `sock`), under `root_path` (uvicorn's
+    `--root-path`); stop it on exit."""
     sock = sock or free_socket()
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan, root_path=root_path,
+                                           timeout_graceful_shutdown=1))
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
     thread.start()
     try:

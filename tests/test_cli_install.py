@@ -37,7 +37,9 @@ def test_stdio_entry_keeps_other_servers(tmp_path, client):
     entry = written["mcpServers"]["mcpfusion-billing"]
     assert entry["command"] == str(Path(sys.executable).with_name("mcpfusion"))
     assert entry["args"] == ["stdio", APP, "--app-dir", str(ROOT)]
-    assert entry["env"] == {"MCPFUSION_AUTHORIZATION": "Bearer demo-admin"}   # the token is not an argument
+    # the token is not an argument; .mcp.json (project-scoped, shared) holds a reference to it
+    bearer = "Bearer ${MCPFUSION_TOKEN}" if client == "claude-code" else "Bearer demo-admin"
+    assert entry["env"] == {"MCPFUSION_AUTHORIZATION": bearer}
     assert f"wrote server 'mcpfusion-billing' (stdio) to {config}" in done.stderr
 
 
@@ -58,7 +60,7 @@ def test_default_paths_per_client(tmp_path):
 
 @pytest.mark.parametrize(("client", "expected"), [
     ("claude-code", {"type": "http", "url": "http://127.0.0.1:8000/mcp",
-                     "headers": {"Authorization": "Bearer demo-admin"}}),
+                     "headers": {"Authorization": "Bearer ${MCPFUSION_TOKEN}"}}),
     ("cursor", {"url": "http://127.0.0.1:8000/mcp", "headers": {"Authorization": "Bearer demo-admin"}}),
     # (the token from env, as mcp-remote reads it: never in the arguments a process listing shows)
     ("claude-desktop", {"command": "npx", "args": ["-y", "mcp-remote", "http://127.0.0.1:8000/mcp",

@@ -180,7 +180,7 @@ def test_a_second_mcpfusion_at_the_same_path_is_refused_and_another_path_serves_
     with pytest.raises(ValueError, match="already serves MCP at /mcp"):
         MCPFusion("two", tools=[second]).mount(app)
     other = MCPFusion("two", tools=[second], path="/mcp-b")
-    other.mount(app)
+    other.mount(app, docs="/b-tools")  # (its docs at /tools would be hidden behind the first one's: refused)
     assert "/mcp-b" in [getattr(r, "path", None) for r in app.routes]
     with pytest.raises(ValueError, match="already serves MCP at /mcp-b"):
         other.mount(app)

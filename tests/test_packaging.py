@@ -23,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.test_cli import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
-LIBRARY_FILES = ["pyproject.toml", "README.md", "mcpfusion"]
+LIBRARY_FILES = ["pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "docs/pypi.md", "mcpfusion"]
 SERVICE_FILES = ["Makefile", "app", "routers", "presenters", "models"]
 # (PyJWT and the OpenTelemetry API are not in the list: the official MCP SDK, a required dependency, brings
 # them anyway; the telemetry extra adds the SDK and exporters.)
@@ -38,6 +38,7 @@ def copy_tree(names: list[str], dest: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
     for name in names:
         src = ROOT / name
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=ignore)
         else:

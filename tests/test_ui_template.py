@@ -53,7 +53,7 @@ def test_template_is_echarts_of_the_filled_config(values):
 def test_template_without_options_and_missing_value():
     template = ui.echarts_template({"value": ui.slot("v")})
     assert template(v=2) == ui.echarts({"value": 2})
-    with pytest.raises(KeyError):
+    with pytest.raises(TypeError, match="takes the slots v: missing v"):
         template()
 
 

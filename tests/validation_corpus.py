@@ -26,6 +26,7 @@ if str(ROOT) not in sys.path:
 from mcpfusion.dispatch import ToolRegistry, _pop_select  # noqa: E402
 from mcpfusion.docs.samples import resolve, sample  # noqa: E402
 from mcpfusion.errors import ValidationFailed  # noqa: E402
+from mcpfusion.select import check_audience  # noqa: E402
 from mcpfusion.tool import Action  # noqa: E402
 
 
@@ -99,7 +100,9 @@ def verdict(action: Action, arguments: dict[str, Any]) -> dict[str, Any]:
     """What the server decides for these arguments, as dispatch does it: `_select`, then strict validation."""
     args = dict(arguments)
     try:
-        _pop_select(action, args)
+        select = _pop_select(action, args)
+        if select and action.presenter_dependency is not None:  # the check dispatch makes once the caller's
+            check_audience(action.label, select, action.output_keys())  # presenter is chosen (here: all fields)
         action.validate(args)
     except ValidationFailed as exc:
         return {"ok": False, "fields": sorted({name for name, _ in exc.fields})}

@@ -8,8 +8,9 @@ imports the layer that defines it.
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from typing import Any, Protocol
 
 from starlette.requests import Request
@@ -409,13 +410,7 @@ class Engine:
             context_args = {}
         fn = self.completions.get((kind, target, arg_name))
         values: Any = [] if fn is None else await invoke(fn, {"value": value, "arguments": context_args})
-        if isinstance(values, dict):
-            completion = dict(values)
-            completion["values"] = list(completion.get("values", []))[:100]
-        else:
-            items = [str(v) for v in (values or [])]
-            completion = {"values": items[:100], "total": len(items), "hasMore": len(items) > 100}
-        return {"completion": completion}
+        return {"completion": _completion(values, f"completion of {target!r} argument {_echoed(arg_name)!r}")}
 
     def _check_completion_target(self, kind: str, target: str, request: Any) -> None:
         if kind == "ref/prompt":
@@ -439,6 +434,31 @@ class Engine:
 
 
 __all__ = ["Call", "Engine", "check_params"]
+
+
+def _completion(values: Any, where: str) -> dict[str, Any]:
+    """What a completion function returned as MCP's `Completion` (at most 100 values): a list of values, or a
+    `{values, total, hasMore}` dict checked against `mcp_types` (a client's SDK would refuse anything else, so
+    it is logged, where it is wrong but never its values, and answered -32603)."""
+    from mcp_types import CompleteResult
+    from pydantic import ValidationError
+
+    if values is None:
+        values = []
+    if isinstance(values, Iterable) and not isinstance(values, dict | str | bytes):
+        items = [str(v) for v in values]
+        return {"values": items[:100], "total": len(items), "hasMore": len(items) > 100}
+    try:  # (a str is refused too: never sent as its characters)
+        completion = CompleteResult.model_validate({"completion": values}).completion
+    except ValidationError as exc:
+        wrong = sorted({".".join(map(str, e["loc"][:3])) for e in exc.errors()})
+        logging.getLogger("mcpfusion").error("%s returned a result MCP cannot carry at %s", where, wrong)
+        raise McpError(jsonrpc.INTERNAL_ERROR, f"The {where} returned a result MCP cannot carry: a completion "
+                       "returns a list of strings or a {values, total, hasMore} dict") from None
+    if len(completion.values) > 100:
+        completion.values = completion.values[:100]
+        completion.has_more = True if completion.has_more is None else completion.has_more
+    return completion.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def _one_page(call: Call) -> None:
