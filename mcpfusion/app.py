@@ -300,8 +300,15 @@ class FusionBackend:
         self.fusion = fusion
 
     def listing_key(self, request: Request) -> frozenset[str] | None:
-        """The caller's granted scopes: callers with the same scopes see the same tools."""
-        return self.fusion.registry.granted(request)
+        """The caller's granted scopes that some action requires: callers who differ only in scopes no action
+        asks for see the same tools, so they share one cached listing (rather than one entry per token)."""
+        registry = self.fusion.registry
+        granted = registry.granted(request)
+        if granted is None:
+            return None
+        # Read on each listing: actions added later may use new scopes.
+        used: frozenset[str] = frozenset().union(*(action.scopes for action in registry.actions()))
+        return granted & used
 
     def list_tools(self, key: frozenset[str] | None = None) -> list[dict[str, Any]]:
         raw = [t.descriptor for t in self.fusion.raw_tools.values()]

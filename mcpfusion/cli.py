@@ -183,6 +183,21 @@ def load(target: str, app_dir: str | None = None) -> tuple[Any, MCPFusion]:
     return obj, fusion
 
 
+def _unshared_state(fusion: MCPFusion, workers: int) -> list[str]:
+    """What `workers` processes of `fusion` would not share: each worker keeps its own copy, so a request
+    answered by another worker fails. Empty when the deployment shares it all."""
+    settings = fusion.settings
+    notices = []
+    if not settings.redis_url and settings.session_store is None:
+        notices.append(f"each of the {workers} workers keeps its own 2025-11-25 sessions, so another worker "
+                       "answers 404 Session not found; set MCPFUSION_REDIS_URL (see docs/deployment.md)")
+    if settings.signing_key is None:
+        notices.append(f"each of the {workers} workers signs cursors and requestState with its own random key, "
+                       "so another worker answers INVALID_CURSOR; set MCPFUSION_SIGNING_KEY "
+                       "(see docs/deployment.md)")
+    return notices
+
+
 # -- commands ----------------------------------------------------------------------------------------
 
 def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
@@ -200,6 +215,9 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
     if not reload and args.workers > 1 and getattr(fusion.telemetry, "prometheus", False):
         status(f"warning: /metrics shows the counters of whichever of the {args.workers} workers answers the "
                "scrape; run one worker per container, or export with OTLP (see docs/observability.md)")
+    if not reload and args.workers > 1:
+        for notice in _unshared_state(fusion, args.workers):
+            status(f"warning: {notice}")
     base = f"http://{args.host}:{args.port}"
 
     def banner() -> None:

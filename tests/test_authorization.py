@@ -352,6 +352,10 @@ async def test_listings_are_cached_per_scope_set_and_bounded():
             await Session(http, token).rpc("tools/list")
     assert built == [frozenset({"crm:read"}), frozenset({"crm:read", "crm:write"})]  # once per scope set
     engine = server.engine
+    # Only scopes some action asks for split the cache: this tool makes every s{n} one of them.
+    vault = Tool("vault", description="Vault", scopes=[f"s{n}" for n in range(LISTING_CACHE_SIZE + 10)])
+    vault.action(readonly=True)(ping)
+    server.registry.add(vault)
     for n in range(LISTING_CACHE_SIZE + 10):
         TOKENS[f"t{n}"] = {"sub": "x", "scope": f"crm:read s{n}"}
     try:
@@ -364,6 +368,11 @@ async def test_listings_are_cached_per_scope_set_and_bounded():
     assert len(engine._tools_cache) == LISTING_CACHE_SIZE
     server.engine.invalidate_tools()
     assert len(engine._tools_cache) == 0
+
+
+async def ping() -> dict:
+    """Answer pong."""
+    return {"pong": True}
 
 
 # -- declarations, OpenAPI, docs --------------------------------------------------------------------------

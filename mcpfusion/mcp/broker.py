@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
+
+from .. import serializer
 
 if TYPE_CHECKING:
     from .events import EventStore
@@ -60,18 +62,84 @@ async def publish_best_effort(broker: Broker, topic: str, message: Any) -> int:
         return 0
 
 
+MAX_QUEUED_MESSAGES = 10_000
+MAX_QUEUED_BYTES = 16 * 1024 * 1024
+"""How far one subscriber may fall behind (messages, JSON bytes) before its subscription is dropped: a client
+that stops reading its stream must not make the server buffer without limit."""
+
+
+class SubscriptionDropped(RuntimeError):
+    """The subscriber fell behind its bound and was told the end (None) already: it must stop reading."""
+
+
+def message_size(message: Any) -> int:
+    """The JSON size of `message` in bytes (what holding it costs, near enough)."""
+    try:
+        return len(serializer.json_bytes(message))
+    except Exception:  # noqa: BLE001 - not JSON: counted by number only
+        return 0
+
+
+class BoundedQueue(asyncio.Queue[Any]):
+    """A queue that holds at most `max_messages` items and `max_bytes` bytes for a slow reader; past either
+    bound it drops everything held and ends (its reader gets None, then `SubscriptionDropped`) rather than
+    buffer or block the publisher."""
+
+    def __init__(self, max_messages: int | None = None, max_bytes: int | None = None,
+                 on_drop: Callable[[], object] | None = None) -> None:
+        super().__init__()
+        self.on_drop = on_drop  # called once dropped: the reader may be stuck writing, not reading this
+        self.max_messages = MAX_QUEUED_MESSAGES if max_messages is None else max_messages
+        self.max_bytes = MAX_QUEUED_BYTES if max_bytes is None else max_bytes
+        self.held = 0  # bytes of the items queued
+        self.dropped = False
+
+    def put_nowait(self, item: Any, size: int | None = None) -> None:
+        """Queue `item` (`size`: its bytes, when the publisher knows them), or drop the queue past its bound."""
+        if self.dropped:
+            return
+        if size is None:
+            size = message_size(item)
+        if self.qsize() >= self.max_messages or self.held + size > self.max_bytes:
+            self._drop()
+            return
+        self.held += size
+        super().put_nowait((size, item))
+
+    def _drop(self) -> None:
+        logger.warning("a stream reader fell behind by %d messages (%d bytes): its stream is closed (a session "
+                       "stream resumes with Last-Event-ID)", self.qsize(), self.held)
+        self.dropped = True
+        while not self.empty():
+            self.get_nowait()
+        super().put_nowait((0, None))  # the end, as a session's end is told
+        if self.on_drop is not None:
+            self.on_drop()
+
+    async def next(self) -> Any:
+        """The next item; None once dropped, then `SubscriptionDropped` (a reader skipping None must not spin)."""
+        if self.dropped and self.empty():
+            raise SubscriptionDropped("the subscriber fell behind and was dropped")
+        return await self.get()
+
+    def _get(self) -> Any:  # asyncio.Queue's hook: `get` returns the item, its size no longer held
+        size, item = super()._get()
+        self.held -= size
+        return item
+
+
 class QueueSubscription:
-    """A subscription delivering its topics' messages through an asyncio queue (used by every broker)."""
+    """A subscription delivering its topics' messages through a `BoundedQueue` (used by every broker)."""
 
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.queue = BoundedQueue()
 
     async def get(self) -> Any:
-        return await self.queue.get()
+        return await self.queue.next()
 
     async def __aiter__(self) -> AsyncIterator[Any]:
         while True:
-            yield await self.queue.get()
+            yield await self.queue.next()
 
 
 class InMemoryBroker:
@@ -84,8 +152,9 @@ class InMemoryBroker:
         subs = self._topics.get(topic)
         if not subs:
             return 0
+        size = message_size(message)  # once for every subscriber
         for sub in subs:
-            sub.queue.put_nowait(message)
+            sub.queue.put_nowait(message, size)
         return len(subs)
 
     async def publish_event(

@@ -26,10 +26,11 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive
 
 from . import jsonrpc, protocol
-from .broker import Broker
-from .channel import InputResponsesChannel
+from .broker import BoundedQueue, Broker
+from .channel import Channel, InputResponsesChannel
 from .engine import Call, Engine, check_params
 from .jsonrpc import McpError, notification
 from .params import ACCEPTED_SIZE, envelope_key
@@ -239,6 +240,47 @@ def _notification_problems(message: dict[str, Any], headers: dict[str, str]) -> 
                           before)
 
 
+CLIENT_CLOSED = 499
+"""The status logged for a call whose client closed the connection before its answer (nothing is sent)."""
+
+
+class Hangup:
+    """Cancels a call when its client closes the connection before the answer starts (on this wire closing
+    is how a client cancels). The watch starts on the loop's next turn: a call answering without waiting
+    costs one scheduled callback, no task."""
+
+    __slots__ = ("_receive", "_channel", "_task", "_handle", "_watcher", "_fired")
+
+    def __init__(self, receive: Receive, channel: Channel, task: asyncio.Task[Any] | None) -> None:
+        self._receive = receive
+        self._channel = channel
+        self._task = task
+        self._watcher: asyncio.Task[None] | None = None
+        self._fired = False
+        self._handle: asyncio.Handle | None = asyncio.get_running_loop().call_soon(self._start)
+
+    def _start(self) -> None:
+        self._handle = None
+        self._watcher = asyncio.ensure_future(self._watch())
+
+    async def _watch(self) -> None:
+        # The body is read already: the server's next message is the disconnect (anything else: stop).
+        if (await self._receive())["type"] == "http.disconnect" and self._task is not None:
+            self._fired = True
+            self._channel.cancel("the client closed the connection")
+            self._task.cancel()
+
+    def stop(self) -> None:
+        """Stop watching (the answer is ready, or another part now watches the connection)."""
+        if self._handle is not None:
+            self._handle.cancel()
+        elif self._watcher is not None:
+            self._watcher.cancel()
+        task = self._task
+        if self._fired and task is not None and task is asyncio.current_task() and task.cancelling():
+            task.uncancel()  # a handler that swallowed the cancellation: the answer is still sent
+
+
 class ModernWire(WirePipeline):
     """The sessionless wire's strategy: the header ladder, results stamped with the server's info,
     input-required rounds, a JSON answer that turns into SSE once the handler notifies, and
@@ -308,8 +350,13 @@ class ModernWire(WirePipeline):
             channel.progress_token is not None or channel.log_level is not None
         )
         if not streamable:
-            reply = await self.run(call)
-            assert reply is not None  # cancelling needs the response stream this answer is not
+            hangup = Hangup(request.receive, channel, asyncio.current_task())
+            try:
+                reply = await self.run(call)
+            finally:
+                hangup.stop()
+            if reply is None:  # cancelled: its client closed the connection, nobody reads an answer
+                return Response(status_code=CLIENT_CLOSED)
             return self._answer(reply, sse_only=not wants_json)
         return await self._stream(call, channel, sse_only=not wants_json)
 
@@ -344,13 +391,19 @@ class ModernWire(WirePipeline):
     async def _stream(self, call: Call, channel: InputResponsesChannel, sse_only: bool) -> Response:
         """Answer JSON unless the handler sends a notification first (or the client reads SSE only); then
         switch to SSE."""
-        queue: asyncio.Queue[Any] = asyncio.Queue()
+        def fell_behind() -> None:
+            channel.cancel("the client did not read the response stream")
+            task.cancel()
+
+        # Bounded: a client that does not read its stream is dropped (the call cancelled) rather than buffered.
+        queue = BoundedQueue(on_drop=fell_behind)
         streamed = False  # once the handler sent a notification, the answer is a stream
 
         async def sink(message: dict[str, Any]) -> None:
             nonlocal streamed
             streamed = True
-            queue.put_nowait(message)
+            event = sse_event(None, message)  # encoded once: its size for the bound, its text for the stream
+            queue.put_nowait(event, len(event["data"]))
 
         channel.sink = sink
 
@@ -359,29 +412,37 @@ class ModernWire(WirePipeline):
                 # Nothing sent yet: the response has not started, a 401/403 can still be its status.
                 reply = await self.run(call, inline=lambda: not streamed)
             except HTTPException as exc:  # (only then) raised again in the request's task, for its handlers
-                queue.put_nowait((_DONE, exc))
+                queue.put_nowait((_DONE, exc), 0)
                 return
-            if reply is not None:  # None: cancelled by closing the response stream, nobody reads any more
-                queue.put_nowait((_DONE, reply))
+            # None: cancelled (the client closed the connection, or fell behind reading): nobody reads any more.
+            queue.put_nowait((_DONE, reply), 0)
 
         task = asyncio.create_task(run())
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
-        first = await queue.get()
+        # Until the answer starts, nothing else notices the client leave: closing is how it cancels.
+        hangup = Hangup(call.request.receive, channel, task)
+        try:
+            first = await queue.next()
+        finally:
+            hangup.stop()
         if isinstance(first, tuple) and first[0] is _DONE:
             if isinstance(first[1], HTTPException):
                 raise first[1]
+            if first[1] is None:
+                return Response(status_code=CLIENT_CLOSED)
             return self._answer(first[1], sse_only)
 
         async def events() -> AsyncIterator[dict[str, Any]]:
             item = first
             try:
-                while True:
+                while item is not None:  # None: the reader fell behind and was dropped
                     if isinstance(item, tuple) and item[0] is _DONE:
-                        yield sse_event(None, item[1])
+                        if item[1] is not None:
+                            yield sse_event(None, item[1])
                         return
-                    yield sse_event(None, item)
-                    item = await queue.get()
+                    yield item
+                    item = await queue.next()
             finally:
                 # Closing the response stream is how a 2026 client cancels.
                 if not task.done():
@@ -428,6 +489,8 @@ class ModernWire(WirePipeline):
                                                    {"_meta": tag, "notifications": honored}))
                 while True:
                     message = await sub.get()
+                    if message is None:  # this reader fell behind and was dropped (see `BoundedQueue`)
+                        return
                     if not isinstance(message, dict):
                         continue
                     method = message.get("method")

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -54,6 +54,7 @@ class RedisBroker:
         # One SUBSCRIBE in flight at a time, so a confirmation is never mistaken for another's.
         self._lock = asyncio.Lock()
         self._pending: tuple[set[str], asyncio.Future[None]] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()  # UNSUBSCRIBEs that outlive their cancelled caller
 
     async def publish(self, topic: str, message: Any) -> int:
         data = json.dumps(message, separators=(",", ":"))
@@ -79,18 +80,33 @@ class RedisBroker:
             subs.append(sub)
         try:
             if fresh:
-                await self._command("subscribe", fresh)
+                await self._confirm_subscribe(fresh)
             yield sub
         finally:
-            gone = []
-            for topic in topics:
-                subs = self._topics.get(topic, [])
-                if sub in subs:
-                    subs.remove(sub)
-                if not subs and self._topics.pop(topic, None) is not None:
-                    gone.append(topic)
-            if gone:
-                await self._command("unsubscribe", gone)
+            if self._leave(sub, topics):
+                # Shielded: an aborted stream is cancelled at every await (anyio cancel scopes), and a
+                # cancelled UNSUBSCRIBE would leave the channel subscribed for the life of the process.
+                await asyncio.shield(self._spawn(self._prune()))
+
+    def _leave(self, sub: RedisSubscription, topics: tuple[str, ...]) -> bool:
+        """Drop `sub` from `topics` (no await: a cancellation cannot stop half-way); whether a topic emptied."""
+        emptied = False
+        for topic in topics:
+            subs = self._topics.get(topic)
+            if subs is None:
+                continue
+            if sub in subs:
+                subs.remove(sub)
+            if not subs:
+                del self._topics[topic]
+                emptied = True
+        return emptied
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)  # a strong reference: the loop keeps only weak ones
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     @property
     def ready(self) -> bool:
@@ -101,37 +117,41 @@ class RedisBroker:
         """Whether this process listens to `topic` (other replicas are not asked)."""
         return bool(self._topics.get(topic))
 
-    async def _command(self, kind: str, topics: list[str]) -> None:
+    async def _prune(self) -> None:
+        """UNSUBSCRIBE every channel no local topic uses any more, so `_channels` matches `_topics`."""
         async with self._lock:
-            if kind == "unsubscribe":
-                # A topic re-subscribed locally while we waited for the lock must stay subscribed.
-                topics = [t for t in topics if t not in self._topics]
-                if not topics:
-                    return
-            channels = [self.prefix + t for t in topics]
-            future: asyncio.Future[None] | None = None
-            if kind == "subscribe":
-                self._channels.update(channels)
-                future = asyncio.get_running_loop().create_future()
-                self._pending = (set(channels), future)
-            else:
-                # Unconfirmed on purpose: Redis answers in order, so a later SUBSCRIBE's confirmation
-                # still means "subscribed", whatever happened to this UNSUBSCRIBE.
-                self._channels.difference_update(channels)
+            stale = [c for c in self._channels if c[len(self.prefix):] not in self._topics]
+            if not stale:
+                return
+            # Unconfirmed on purpose: Redis answers in order, so a later SUBSCRIBE's confirmation
+            # still means "subscribed", whatever happened to this UNSUBSCRIBE.
+            self._channels.difference_update(stale)
+            await self._send("UNSUBSCRIBE", stale)
+
+    async def _send(self, command: str, channels: list[str]) -> None:
+        """Write `command` if connected; otherwise the reader's next (re)connection applies `_channels`."""
+        conn = self._conn
+        if self._ready and conn is not None and conn.is_connected:  # never connects (the reader does)
             try:
-                conn = self._conn
-                if self._ready and conn is not None and conn.is_connected:  # never connects (the reader does)
-                    try:
-                        await conn.send_command(kind.upper(), *channels)
-                    except UNAVAILABLE:
-                        self._ready = False  # the reader reconnects and subscribes to `_channels`
+                await conn.send_command(command, *channels)
+            except UNAVAILABLE:
+                self._ready = False  # the reader reconnects and subscribes to `_channels`
+
+    async def _confirm_subscribe(self, topics: list[str]) -> None:
+        """SUBSCRIBE to `topics` and wait for Redis to confirm it."""
+        async with self._lock:
+            channels = [self.prefix + t for t in topics]
+            self._channels.update(channels)
+            future = asyncio.get_running_loop().create_future()
+            self._pending = (set(channels), future)
+            try:
+                await self._send("SUBSCRIBE", channels)
                 if self._reader is None or self._reader.done():
                     self._reader = asyncio.create_task(self._read(), name="mcpfusion-redis-broker")
-                if future is not None:
-                    # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that comes
-                    # with the confirmation, and the cancelled subscriber then waits for messages forever.
-                    async with asyncio.timeout(CONFIRM_TIMEOUT):
-                        await asyncio.shield(future)
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that comes
+                # with the confirmation, and the cancelled subscriber then waits for messages forever.
+                async with asyncio.timeout(CONFIRM_TIMEOUT):
+                    await asyncio.shield(future)
             finally:
                 self._pending = None
 
@@ -152,7 +172,7 @@ class RedisBroker:
         return conn
 
     async def _read(self) -> None:
-        """Deliver messages to local subscriptions and confirmations to `_command`; (re)connect when needed."""
+        """Deliver messages to subscriptions and confirmations to `_confirm_subscribe`; (re)connect when needed."""
         healthy, pinged = True, False
         while not self._closing:
             try:
