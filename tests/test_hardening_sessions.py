@@ -167,7 +167,8 @@ def test_session_and_limits_keep_the_dataclass_behaviour():
         hash(first)
     assert repr(Session("i", "v", created_at=1.0, last_seen=2.0)) == (
         "Session(id='i', protocol_version='v', client_info={}, client_capabilities={}, log_level=None, "
-        "principal=None, tenant=None, subscriptions=[], initialized=False, created_at=1.0, last_seen=2.0)")
+        "principal=None, tenant=None, subscriptions=[], initialized=False, created_at=1.0, last_seen=2.0, "
+        "peer=None)")
     assert str(inspect.signature(Session).parameters["client_info"]) == "client_info: 'dict[str, Any]' = <factory>"
 
     limits = SessionLimits(per_tenant=5)

@@ -174,13 +174,15 @@ class SessionWire(WirePipeline):
             client_capabilities=caps if isinstance(caps, dict) else {},
             client_info=info if isinstance(info, dict) else {},
             principal=principal, tenant=tenant,
+            # an anonymous session's quota owner (never its binding: a client's address may change)
+            peer=None if principal or request.client is None else request.client.host,
         )
         try:
             await self.sessions.create(session)
         except SessionQuotaError as exc:
-            return retry_later(429, f"Too Many Requests: {exc}", request_id=msg_id)
+            return retry_later(429, f"Too Many Requests: {exc}", exc.retry_after, msg_id)
         except SessionLimitError as exc:
-            return retry_later(503, f"Service Unavailable: {exc}; retry later", request_id=msg_id)
+            return retry_later(503, f"Service Unavailable: {exc}; retry later", exc.retry_after, msg_id)
         body = result(msg_id, self.engine.initialize_result(version))
         headers = {"Mcp-Session-Id": session.id}
         if not self._use_sse(wants_json, wants_sse):

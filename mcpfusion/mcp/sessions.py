@@ -6,8 +6,11 @@ protocol so that any replica can serve any session.
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
+from collections import OrderedDict
+from collections.abc import Callable
 from copy import deepcopy
 from typing import Any, Protocol
 
@@ -15,9 +18,15 @@ from pydantic_core import to_json
 
 from mcpfusion.slots import FACTORY, Fields, Frozen
 
-MAX_CLIENT_FIELD_BYTES = 64 * 1024
+MAX_CLIENT_FIELD_BYTES = 16 * 1024
 """Largest `capabilities` / `clientInfo` (as JSON) a session keeps: both live as long as the session, in
-every store, and real ones are a few hundred bytes."""
+every store. Real ones are a few hundred bytes (an inline icon a few KB); 64 KB each let 10,000 sessions hold
+over a gigabyte, and one address holds 100 sessions at most."""
+EVICT_AFTER = 60.0
+"""Seconds a session must have been idle before a full pool (all sessions, a caller's, a tenant's) closes
+it, least recently used first, to admit a new one; until then the new one is refused with that honest wait."""
+SWEEP_BATCH = 1000
+"""Most expired sessions one sweep drops (the rest go in the next): no request pays for a large backlog."""
 
 
 class Session(Fields):
@@ -25,12 +34,14 @@ class Session(Fields):
     (`slots.Fields`: equality, repr, no hash); the decorator would compile its methods at import."""
 
     __match_args__ = _fields = ("id", "protocol_version", "client_info", "client_capabilities", "log_level",
-                                "principal", "tenant", "subscriptions", "initialized", "created_at", "last_seen")
+                                "principal", "tenant", "subscriptions", "initialized", "created_at", "last_seen",
+                                "peer")
 
     def __init__(self, id: str, protocol_version: str, client_info: dict[str, Any] = FACTORY,  # noqa: A002
                  client_capabilities: dict[str, Any] = FACTORY, log_level: str | None = None,
                  principal: str | None = None, tenant: str | None = None, subscriptions: list[str] = FACTORY,
-                 initialized: bool = False, created_at: float = FACTORY, last_seen: float = FACTORY) -> None:
+                 initialized: bool = False, created_at: float = FACTORY, last_seen: float = FACTORY,
+                 peer: str | None = None) -> None:
         self.id = id
         self.protocol_version = protocol_version
         self.client_info: dict[str, Any] = {} if client_info is FACTORY else client_info
@@ -42,6 +53,7 @@ class Session(Fields):
         self.initialized = initialized
         self.created_at: float = time.time() if created_at is FACTORY else created_at
         self.last_seen: float = time.monotonic() if last_seen is FACTORY else last_seen
+        self.peer = peer  # the client's address: the quota owner of a session without a principal
 
     def to_dict(self) -> dict[str, Any]:
         """The fields by name, values copied deeply (as `dataclasses.asdict`)."""
@@ -61,13 +73,25 @@ def oversized_client_field(capabilities: Any, client_info: Any) -> str | None:
     return None
 
 
+def quota_owner(session: Session) -> tuple[str, str] | None:
+    """Whose per-caller quota the session counts against: its principal, else its peer address (so anonymous
+    clients have one too), else no one's."""
+    if session.principal:
+        return ("p", session.principal)
+    return ("a", session.peer) if session.peer else None
+
+
 def new_session_id() -> str:
     """128 bits from the OS CSPRNG, visible ASCII only (the spec's requirement on the header value)."""
     return secrets.token_urlsafe(24)
 
 
 class SessionLimitError(Exception):
-    """The store holds `max_sessions` live sessions already."""
+    """The store holds `max_sessions` live sessions already; `retry_after`: seconds until a slot frees."""
+
+    def __init__(self, message: str, retry_after: int = 5) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class SessionQuotaError(SessionLimitError):
@@ -113,31 +137,38 @@ class SessionStore(Protocol):
 
 
 class InMemorySessionStore:
-    """Process-local sessions with an idle timeout and caps; expiry is checked lazily on access."""
+    """Process-local sessions with an idle timeout and caps. Sessions are kept least recently used first, so
+    expired ones are swept from the front (on every create, and on reads at most once a second) and a full
+    pool closes its least recently used session once it has been idle `evict_after` seconds."""
 
     def __init__(self, idle_timeout: float = 1800.0, max_sessions: int = 10_000,
-                 limits: SessionLimits | None = None) -> None:
+                 limits: SessionLimits | None = None, evict_after: float = EVICT_AFTER,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.idle_timeout = idle_timeout
         self.limits = limits or SessionLimits(total=max_sessions)
         self.max_sessions = self.limits.total
-        self._sessions: dict[str, Session] = {}
-        # live session ids per principal / tenant, for the quotas
-        self._owned: dict[tuple[str, str], set[str]] = {}
+        self.evict_after = min(evict_after, idle_timeout)
+        self._clock = clock
+        self._swept = -math.inf
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        # live session ids per quota owner / tenant, least recently used first (an ordered set)
+        self._owned: dict[tuple[str, str], OrderedDict[str, None]] = {}
 
     def _expired(self, session: Session, now: float) -> bool:
         return now - session.last_seen > self.idle_timeout
 
-    def _sweep(self) -> None:
-        now = time.monotonic()
-        for sid in [sid for sid, s in self._sessions.items() if self._expired(s, now)]:
-            self._drop(sid)
+    def _sweep(self, now: float) -> None:
+        """Drop expired sessions from the least recently used end, at most `SWEEP_BATCH` of them."""
+        self._swept = now
+        for _ in range(SWEEP_BATCH):
+            oldest = next(iter(self._sessions.values()), None)
+            if oldest is None or not self._expired(oldest, now):
+                return
+            self._drop(oldest.id)
 
     def _owners(self, session: Session) -> list[tuple[str, str]]:
-        return [(kind, value) for kind, value in (("p", session.principal), ("t", session.tenant)) if value]
-
-    def _count(self, session: Session) -> tuple[int, int, int]:
-        return (len(self._sessions), len(self._owned.get(("p", session.principal or ""), ())) if session.principal
-                else 0, len(self._owned.get(("t", session.tenant or ""), ())) if session.tenant else 0)
+        owner = quota_owner(session)
+        return [*([owner] if owner else []), *([("t", session.tenant)] if session.tenant else [])]
 
     def _drop(self, session_id: str) -> Session | None:
         session = self._sessions.pop(session_id, None)
@@ -145,30 +176,59 @@ class InMemorySessionStore:
             for owner in self._owners(session):
                 ids = self._owned.get(owner)
                 if ids is not None:
-                    ids.discard(session_id)
+                    ids.pop(session_id, None)
                     if not ids:
                         del self._owned[owner]
         return session
 
+    def _pools(self, session: Session) -> list[tuple[Any, int, str]]:
+        """(ids least recently used first, cap, what the refusal says) of each pool the session joins."""
+        owner = quota_owner(session)
+        pools: list[tuple[Any, int, str]] = []
+        if owner is not None:
+            who = "principal" if owner[0] == "p" else "client address"
+            pools.append((self._owned.get(owner, {}), self.limits.per_principal, who))
+        if session.tenant:
+            pools.append((self._owned.get(("t", session.tenant), {}), self.limits.per_tenant, "tenant"))
+        # the whole store last: room made in the caller's own pools is room made in it too
+        return [*pools, (self._sessions, self.limits.total, "")]
+
+    def _make_room(self, session: Session, now: float) -> None:
+        """Close the least recently used session of each full pool, if idle long enough; else refuse."""
+        for ids, cap, who in self._pools(session):
+            if len(ids) < cap:
+                continue
+            if not ids:  # a cap of 0: nothing to close
+                raise _refusal(cap, who, 5)
+            oldest = self._sessions[next(iter(ids))]
+            wait = self.evict_after - (now - oldest.last_seen)
+            if wait > 0:
+                raise _refusal(cap, who, math.ceil(wait))
+            self._drop(oldest.id)
+
     async def create(self, session: Session) -> None:
-        if self.limits.refuse(*self._count(session)) is not None:
-            self._sweep()
-            refusal = self.limits.refuse(*self._count(session))
-            if refusal is not None:
-                raise refusal
+        now = self._clock()
+        self._sweep(now)
+        self._make_room(session, now)
+        session.last_seen = now
         self._sessions[session.id] = session
         for owner in self._owners(session):
-            self._owned.setdefault(owner, set()).add(session.id)
+            self._owned.setdefault(owner, OrderedDict())[session.id] = None
 
     async def get(self, session_id: str) -> Session | None:
+        now = self._clock()
+        if now - self._swept >= 1.0:  # the timer: an idle crowd is reclaimed while anyone uses the server
+            self._sweep(now)
         session = self._sessions.get(session_id)
         if session is None:
             return None
-        now = time.monotonic()
         if self._expired(session, now):
             self._drop(session_id)
             return None
         session.last_seen = now
+        self._sessions.move_to_end(session_id)
+        for owner in self._owners(session):
+            self._owned[owner].move_to_end(session_id)
         return session
 
     async def save(self, session: Session) -> None:
@@ -180,3 +240,11 @@ class InMemorySessionStore:
 
     def __len__(self) -> int:
         return len(self._sessions)
+
+
+def _refusal(cap: int, who: str, wait: int) -> SessionLimitError:
+    """The refusal of a new session by a full pool whose least recently used session frees in `wait` s."""
+    if not who:
+        return SessionLimitError(f"too many sessions (max {cap}); one frees in {wait} s", wait)
+    return SessionQuotaError(f"too many sessions for this {who} (max {cap}); close unused ones with DELETE, or "
+                             f"retry in {wait} s, when the least recently used one is closed for the new one", wait)

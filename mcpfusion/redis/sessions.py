@@ -24,7 +24,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from mcpfusion.mcp.sessions import Session, SessionLimitError, SessionLimits
+from mcpfusion.mcp.sessions import Session, SessionLimitError, SessionLimits, quota_owner
 
 from .client import UNAVAILABLE
 from .coalesce import Coalescer
@@ -118,9 +118,10 @@ class RedisSessionStore:
         self._indexed[session_id] = now
 
     def _indexes(self, session: Session) -> list[str]:
-        """The global index, then one per principal and per tenant the session has (for the quotas)."""
+        """The global index, then one per quota owner (principal, else peer address) and per tenant the session
+        has (for the quotas)."""
         keys = [self.index]
-        for kind, value in (("p", session.principal), ("t", session.tenant)):
+        for kind, value in (quota_owner(session) or ("p", None), ("t", session.tenant)):
             if value:
                 keys.append(f"{self.index}:{kind}:{hashlib.sha256(value.encode()).hexdigest()[:32]}")
         return keys
@@ -135,7 +136,7 @@ class RedisSessionStore:
                     pipe.zcard(index)
                 counts = iter((await pipe.execute())[1::2])  # in `_indexes` order
                 total = next(counts)
-                principal = next(counts) if session.principal else 0
+                principal = next(counts) if quota_owner(session) else 0
                 tenant = next(counts) if session.tenant else 0
                 refusal = self.limits.refuse(total, principal, tenant)
                 if refusal is not None:
