@@ -4,6 +4,7 @@ per-action scopes enforced alike on MCP (both wires), stdio, REST and the tester
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import pytest
@@ -341,12 +342,18 @@ async def test_without_authentication_nothing_is_enforced():
     assert (await ToolTester(server.registry).call("crm", "erase", {"id": "1"})).is_error is False
 
 
+def listings_built(server: MCPFusion) -> list[Any]:
+    """The granted scopes of each tools/list the registry builds from now on (a cached one builds nothing)."""
+    built: list[Any] = []
+    original = server.registry.mcp_tools
+    server.registry.mcp_tools = lambda granted=None: built.append(granted) or original(granted)
+    return built
+
+
 async def test_listings_are_cached_per_scope_set_and_bounded():
     server = fusion()
     app = server.build_app()
-    built = []
-    original = server.registry.mcp_tools
-    server.registry.mcp_tools = lambda granted=None: built.append(granted) or original(granted)
+    built = listings_built(server)
     async with client(app) as http:
         for token in ("reader", "writer", "reader", "writer"):
             await Session(http, token).rpc("tools/list")

@@ -9,6 +9,7 @@ import contextlib
 import re
 import socket
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -112,6 +113,16 @@ def _app(redis_url: str, **settings):
 
 
 @contextlib.asynccontextmanager
+async def _served(redis_url: str, **settings) -> AsyncIterator[tuple[MCPFusion, Any, list[str]]]:
+    """`_app`'s fusion, app and saved items, its shared Redis connections closed on exit."""
+    fusion, app, saved = _app(redis_url, **settings)
+    try:
+        yield fusion, app, saved
+    finally:
+        await fusion.transport.shared.aclose()
+
+
+@contextlib.asynccontextmanager
 async def _client(app) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1",
                                  timeout=60) as http:
@@ -133,34 +144,30 @@ def _call(rid: int, name: str, arguments: dict, **params) -> dict:
 
 
 async def test_a_notification_redis_cannot_take_never_fails_the_action_that_sent_it(redis_server):
-    fusion, app, saved = _app(redis_server.url, reply_store_timeout=600.0)
-    try:
-        async with _client(app) as http:
-            headers = await _initialize(http)
-            redis_server.stop()
-            r = await http.post("/api/desk/save", json={"item": "order-1"})
-            assert r.status_code == 200 and r.json() == "saved order-1"
-            r = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-                "name": "desk_save", "arguments": {"item": "order-2"}, "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}}},
-                headers={"accept": ACCEPT, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
-                         "mcp-name": "desk_save"})
-            assert r.status_code == 200 and r.json()["result"]["content"][0]["text"] == "saved order-2"
-            assert saved == ["order-1", "order-2"]  # each ran once: nothing told the client to retry
-            # A session-wire call whose progress and log messages Redis refuses to store (full: the session
-            # can still be read) answers, its messages sent on its open stream, unstored.
-            redis_server.start()
-            headers = await _initialize(http)
-            async with _full(redis_server):
-                # (the app waits up to 600 s for a store it retries: an answer within 60 s is one not retried)
-                r = await asyncio.wait_for(http.post(
-                    "/mcp", json=_call(3, "desk_progress", {"n": 3}, _meta={"progressToken": "p"}), headers=headers), 60)
-                assert r.status_code == 200 and '"text":"done 3"' in r.text
-                assert r.text.count('"method":"notifications/progress"') == 3
-    finally:
-        await fusion.transport.shared.aclose()
+    async with _served(redis_server.url, reply_store_timeout=600.0) as (fusion, app, saved), _client(app) as http:
+        headers = await _initialize(http)
+        redis_server.stop()
+        r = await http.post("/api/desk/save", json={"item": "order-1"})
+        assert r.status_code == 200 and r.json() == "saved order-1"
+        r = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "desk_save", "arguments": {"item": "order-2"}, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}}},
+            headers={"accept": ACCEPT, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+                     "mcp-name": "desk_save"})
+        assert r.status_code == 200 and r.json()["result"]["content"][0]["text"] == "saved order-2"
+        assert saved == ["order-1", "order-2"]  # each ran once: nothing told the client to retry
+        # A session-wire call whose progress and log messages Redis refuses to store (full: the session
+        # can still be read) answers, its messages sent on its open stream, unstored.
+        redis_server.start()
+        headers = await _initialize(http)
+        async with _full(redis_server):
+            # (the app waits up to 600 s for a store it retries: an answer within 60 s is one not retried)
+            r = await asyncio.wait_for(http.post(
+                "/mcp", json=_call(3, "desk_progress", {"n": 3}, _meta={"progressToken": "p"}), headers=headers), 60)
+            assert r.status_code == 200 and '"text":"done 3"' in r.text
+            assert r.text.count('"method":"notifications/progress"') == 3
 
 
 # -- a frozen Redis: fail fast -----------------------------------------------------------------------------------
@@ -203,29 +210,24 @@ async def _full(redis_server) -> AsyncIterator[None]:
 
 
 async def test_a_full_redis_answers_session_changes_503_and_replies_at_once(redis_server):
-    fusion, app, _ = _app(redis_server.url, reply_store_timeout=600.0)
-    try:
-        async with _client(app) as http:
-            headers = await _initialize(http)
-            async with _full(redis_server):
-                for rid, (method, params) in enumerate((("resources/subscribe", {"uri": "notes://n1"}),
-                                                        ("logging/setLevel", {"level": "debug"}))):
-                    for accept in (ACCEPT, "application/json"):  # an SSE reply and a JSON one alike
-                        r = await http.post("/mcp", json={"jsonrpc": "2.0", "id": rid, "method": method,
-                                                          "params": params}, headers={**headers, "accept": accept})
-                        assert r.status_code == 503 and r.headers["retry-after"] == "5", (method, r.text)
-                        assert r.json()["id"] == rid
-                # A refusal is not retried for reply_store_timeout (600 s in this app): the reply comes at once.
-                r = await asyncio.wait_for(http.post(
-                    "/mcp", json={"jsonrpc": "2.0", "id": 9, "method": "ping"}, headers=headers), 60)
-                assert r.status_code == 200 and '"id":9,"result":{}' in r.text
-    finally:
-        await fusion.transport.shared.aclose()
+    async with _served(redis_server.url, reply_store_timeout=600.0) as (fusion, app, _), _client(app) as http:
+        headers = await _initialize(http)
+        async with _full(redis_server):
+            for rid, (method, params) in enumerate((("resources/subscribe", {"uri": "notes://n1"}),
+                                                    ("logging/setLevel", {"level": "debug"}))):
+                for accept in (ACCEPT, "application/json"):  # an SSE reply and a JSON one alike
+                    r = await http.post("/mcp", json={"jsonrpc": "2.0", "id": rid, "method": method,
+                                                      "params": params}, headers={**headers, "accept": accept})
+                    assert r.status_code == 503 and r.headers["retry-after"] == "5", (method, r.text)
+                    assert r.json()["id"] == rid
+            # A refusal is not retried for reply_store_timeout (600 s in this app): the reply comes at once.
+            r = await asyncio.wait_for(http.post(
+                "/mcp", json={"jsonrpc": "2.0", "id": 9, "method": "ping"}, headers=headers), 60)
+            assert r.status_code == 200 and '"id":9,"result":{}' in r.text
 
 
 async def test_a_get_stream_goes_on_when_redis_cannot_store_its_notifications(redis_server):
-    fusion, app, _ = _app(redis_server.url)
-    try:
+    async with _served(redis_server.url) as (fusion, app, _):
         async with _client(app) as http:
             headers = await _initialize(http)
         wire = fusion.transport.session_wire
@@ -239,50 +241,40 @@ async def test_a_get_stream_goes_on_when_redis_cannot_store_its_notifications(re
             event = await asyncio.wait_for(first, 5)
             assert "id" not in event and "tools/list_changed" in event["data"]  # sent, unstored
         await events.aclose()
-    finally:
-        await fusion.transport.shared.aclose()
 
 
 # -- a resumed stream whose request nothing runs any more ---------------------------------------------------------
 
 
 async def test_a_resumed_stream_of_a_dead_replicas_request_ends_then_404s(redis_server):
-    fusion, app, _ = _app(redis_server.url)
-    try:
-        async with _client(app) as http:
-            headers = await _initialize(http)
-            # What a replica killed mid-call leaves: its stream's priming event and a progress event, no reply.
-            wire = fusion.transport.session_wire
-            stream_id = new_stream_id(headers["mcp-session-id"])
-            priming = await wire.events.store_event(stream_id, None)
-            await wire.events.store_event(stream_id, {"jsonrpc": "2.0", "method": "notifications/progress",
-                                                      "params": {"progressToken": "p", "progress": 1}})
-            get = {**headers, "accept": "text/event-stream", "last-event-id": priming}
-            r = await asyncio.wait_for(http.get("/mcp", headers=get), 60)  # (it ended: before, it never did)
-            assert r.status_code == 200 and '"progress":1' in r.text  # what was stored, then the end
-            ids = re.findall(r"^id: (\S+)", r.text, re.M)
-            again = await http.get("/mcp", headers={**get, "last-event-id": ids[-1]})
-            assert again.status_code == 404 and "send the request again" in again.text
-    finally:
-        await fusion.transport.shared.aclose()
+    async with _served(redis_server.url) as (fusion, app, _), _client(app) as http:
+        headers = await _initialize(http)
+        # What a replica killed mid-call leaves: its stream's priming event and a progress event, no reply.
+        wire = fusion.transport.session_wire
+        stream_id = new_stream_id(headers["mcp-session-id"])
+        priming = await wire.events.store_event(stream_id, None)
+        await wire.events.store_event(stream_id, {"jsonrpc": "2.0", "method": "notifications/progress",
+                                                  "params": {"progressToken": "p", "progress": 1}})
+        get = {**headers, "accept": "text/event-stream", "last-event-id": priming}
+        r = await asyncio.wait_for(http.get("/mcp", headers=get), 60)  # (it ended: before, it never did)
+        assert r.status_code == 200 and '"progress":1' in r.text  # what was stored, then the end
+        ids = re.findall(r"^id: (\S+)", r.text, re.M)
+        again = await http.get("/mcp", headers={**get, "last-event-id": ids[-1]})
+        assert again.status_code == 404 and "send the request again" in again.text
 
 
 async def test_a_resumed_stream_of_a_running_request_waits_for_its_reply(redis_server):
-    fusion, app, _ = _app(redis_server.url, sse_hold_seconds=0.0)
-    try:
-        async with _client(app) as http:
-            headers = await _initialize(http)
-            wire = fusion.transport.session_wire
-            stream_id = new_stream_id(headers["mcp-session-id"])
-            priming = await wire.events.store_event(stream_id, None)
-            wire.running_streams.add(stream_id)  # its call runs in this process (answers probes)
-            get = {**headers, "accept": "text/event-stream", "last-event-id": priming}
-            resumed = asyncio.ensure_future(http.get("/mcp", headers=get))
-            await asyncio.sleep(7)  # past the probe's wait
-            assert not resumed.done()
-            await wire.broker.publish_event(wire.events, stream_id, f"stream:{stream_id}",
-                                            {"jsonrpc": "2.0", "id": 4, "result": {}})
-            r = await asyncio.wait_for(resumed, 5)
-            assert '"id":4,"result":{}' in r.text
-    finally:
-        await fusion.transport.shared.aclose()
+    async with _served(redis_server.url, sse_hold_seconds=0.0) as (fusion, app, _), _client(app) as http:
+        headers = await _initialize(http)
+        wire = fusion.transport.session_wire
+        stream_id = new_stream_id(headers["mcp-session-id"])
+        priming = await wire.events.store_event(stream_id, None)
+        wire.running_streams.add(stream_id)  # its call runs in this process (answers probes)
+        get = {**headers, "accept": "text/event-stream", "last-event-id": priming}
+        resumed = asyncio.ensure_future(http.get("/mcp", headers=get))
+        await asyncio.sleep(7)  # past the probe's wait
+        assert not resumed.done()
+        await wire.broker.publish_event(wire.events, stream_id, f"stream:{stream_id}",
+                                        {"jsonrpc": "2.0", "id": 4, "result": {}})
+        r = await asyncio.wait_for(resumed, 5)
+        assert '"id":4,"result":{}' in r.text

@@ -10,6 +10,8 @@ import anyio
 
 from mcpfusion.redis.broker import RedisBroker
 from mcpfusion.redis.client import connect
+from tests.test_authorization import listings_built
+from tests.test_cli import FUSION_MODULE
 
 
 async def _pubsub_channels(client) -> set[str]:
@@ -62,20 +64,7 @@ async def test_streams_cancelled_at_every_await_still_unsubscribe(redis_server):
 
 # -- `serve --workers N` without shared state ------------------------------------------------------------
 
-WORKERS_APP = '''
-from mcpfusion import MCPFusion, Tool
-
-things = Tool("things", description="Things")
-
-
-@things.action(readonly=True)
-async def ping() -> dict:
-    """Answer pong."""
-    return {"pong": True}
-
-
-fusion = MCPFusion("workers_probe_x4", tools=[things])
-'''
+WORKERS_APP = FUSION_MODULE  # the small app `serve` is tried on in tests/test_cli.py
 
 
 def _serve_warnings(tmp_path, monkeypatch, capsys, workers: str, **env: str) -> str:
@@ -132,9 +121,7 @@ async def test_scopes_no_action_uses_do_not_split_the_tools_list_cache(monkeypat
         monkeypatch.setitem(TOKENS, token, claims)
     server = fusion()
     app = server.build_app()
-    built = []
-    original = server.registry.mcp_tools
-    server.registry.mcp_tools = lambda granted=None: built.append(granted) or original(granted)
+    built = listings_built(server)
     async with client(app) as http:
         listings = [names(await modern(http, f"x4-{n}", "tools/list")) for n in range(20)]
         writer = names(await modern(http, "x4-writer", "tools/list"))
