@@ -10,56 +10,185 @@ text or binary document with its MIME type) and links to resources of the server
 On MCP these are content blocks after the text blocks (base64 for binary data). On REST one binary item is
 answered with its own media type; anything mixed is a JSON envelope `{"data": ..., "content": [...]}` whose
 items have the MCP shapes. Before anything leaves, `check()` enforces the size limit and that the bytes are
-what their MIME type says (a PNG declared as JPEG, or an executable declared as an image, is refused).
+what their MIME type says, by the signature of their first bytes: a PNG declared as JPEG, an executable or an
+HTML page declared as an image, a PDF or audio is refused. Images are PNG, JPEG, GIF, WebP, BMP, TIFF, ICO,
+AVIF or HEIC (or SVG, which is text); audio MP3, AAC, WAV, Ogg, FLAC, WebM or MP4/M4A (other audio types pass
+unless their bytes are something else); ZIP-based types (Office, OpenDocument, EPUB, `+zip`) are ZIP
+archives; `application/octet-stream` is any bytes; a type not known here is refused only when its bytes are
+another known file (an executable, a PDF, an image). A text document is text/*, JSON, XML, YAML or CSV (not an
+SVG image: it can carry script); textual bytes must be text in the declared charset (`text/csv;
+charset=iso-8859-1`; UTF-8 when none is declared), which the MIME type keeps: censoring redacted values out
+of them reads and writes that charset, and REST answers it.
 """
 
 from __future__ import annotations
 
 import base64
+import codecs
 import mimetypes
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .redaction import DEFAULT_CENSOR
 from .slots import FACTORY, Frozen
 
 DEFAULT_MAX_BYTES = 5 * 1024 * 1024
 """Largest image, audio clip or document an action may send (`MCPFusion(max_content_bytes=...)`)."""
 
-# Magic numbers of the formats whose declared type is checked against their bytes.
+# Magic numbers of the formats whose bytes are told apart: a few `startswith` on the first bytes. A signature
+# that text could start with ("MZ", "BM", "ID3") also needs a byte no text has (NUL) or a version byte.
 _SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
     (b"\xff\xd8\xff", "image/jpeg"),
     (b"GIF87a", "image/gif"),
     (b"GIF89a", "image/gif"),
+    (b"II*\x00", "image/tiff"),
+    (b"MM\x00*", "image/tiff"),
     (b"%PDF-", "application/pdf"),
     (b"OggS", "audio/ogg"),
     (b"fLaC", "audio/flac"),
-    (b"ID3", "audio/mpeg"),
-    (b"\xff\xfb", "audio/mpeg"),
-    (b"\xff\xf3", "audio/mpeg"),
+    (b"\x1a\x45\xdf\xa3", "video/webm"),  # EBML: WebM and Matroska, audio or video
     (b"PK\x03\x04", "application/zip"),
-    (b"MZ", "application/x-msdownload"),
+    (b"PK\x05\x06", "application/zip"),  # (an empty archive)
+    (b"\x1f\x8b", "application/gzip"),
     (b"\x7fELF", "application/x-executable"),
 )
-_TEXT_IMAGES = frozenset({"image/svg+xml"})
-_ALIASES = {"image/jpg": "image/jpeg", "audio/mp3": "audio/mpeg", "audio/x-wav": "audio/wav",
-            "audio/wave": "audio/wav"}
+# ISO base media files (`....ftyp` + brands): which of them an image or an audio-only file announces.
+_AVIF_BRANDS = frozenset({b"avif", b"avis"})
+_HEIF_BRANDS = frozenset({b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"hevm", b"hevs", b"mif1",
+                          b"msf1"})
+_M4A_BRANDS = frozenset({b"M4A ", b"M4B ", b"M4P "})
+# Signatures short enough that other bytes may start so (a frame sync is two bytes), or text (an HTML page):
+# not taken for proof that bytes of a type not known here are another file.
+_WEAK = frozenset({"text/html", "audio/mpeg", "audio/aac", "image/x-icon"})
+# Formats that hold other files (an Office document, an e-book, a .jar, an .svgz): a declared type this module
+# does not know may be one of them.
+_CONTAINERS = frozenset({"application/zip", "application/gzip"})
+# What the bytes of each declared type must be (what `sniff` says of them); other types are not checked
+# against a signature. `application/octet-stream` means any bytes.
+_EXPECTED: dict[str, frozenset[str]] = {
+    **{mime: frozenset({mime}) for mime in (
+        "image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp", "image/tiff", "image/x-icon",
+        "image/avif", "application/pdf", "audio/mpeg", "audio/wav", "audio/ogg", "audio/flac", "audio/aac",
+        "application/zip", "application/gzip", "application/x-msdownload", "application/x-executable")},
+    "image/apng": frozenset({"image/png"}),
+    "image/heic": frozenset({"image/heic"}),
+    "image/heif": frozenset({"image/heic", "image/avif"}),
+    "audio/opus": frozenset({"audio/ogg"}),
+    "audio/webm": frozenset({"video/webm"}),
+    "audio/mp4": frozenset({"audio/mp4", "video/mp4"}),
+    "video/mp4": frozenset({"audio/mp4", "video/mp4"}),
+    "video/webm": frozenset({"video/webm"}),
+    "video/ogg": frozenset({"audio/ogg"}),
+}
+_ZIP = frozenset({"application/zip"})
+_ZIP_BASED = ("application/vnd.openxmlformats-officedocument.", "application/vnd.oasis.opendocument.")
+_IMAGES = "PNG, JPEG, GIF or WebP (or BMP, TIFF, ICO, AVIF, HEIC)"
+_ALIASES = {"image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg", "image/x-bmp": "image/bmp",
+            "image/x-ms-bmp": "image/bmp", "image/vnd.microsoft.icon": "image/x-icon", "image/ico": "image/x-icon",
+            "audio/mp3": "audio/mpeg", "audio/mpeg3": "audio/mpeg", "audio/x-mpeg-3": "audio/mpeg",
+            "audio/x-wav": "audio/wav", "audio/wave": "audio/wav", "audio/vnd.wave": "audio/wav",
+            "audio/x-flac": "audio/flac", "audio/x-m4a": "audio/mp4", "audio/m4a": "audio/mp4",
+            "audio/x-aac": "audio/aac", "application/x-zip-compressed": "application/zip",
+            "application/x-gzip": "application/gzip", "application/vnd.microsoft.portable-executable":
+            "application/x-msdownload", "application/x-dosexec": "application/x-msdownload",
+            "application/x-msdos-program": "application/x-msdownload", "application/x-elf": "application/x-executable",
+            "application/x-sharedlib": "application/x-executable"}
+# Text whose declared type is not text/*: JSON, XML, YAML, CSV (and their `+json`, `+xml` kin).
+_TEXT_APPLICATIONS = frozenset({"json", "xml", "yaml", "x-yaml", "csv", "ndjson", "x-ndjson", "toml", "javascript",
+                                "sql", "graphql"})
 
 
 def sniff(data: bytes) -> str | None:
     """The MIME type the bytes themselves announce, when they start with a known signature."""
-    if data[:4] == b"RIFF" and data[8:12] in (b"WEBP", b"WAVE"):
-        return "image/webp" if data[8:12] == b"WEBP" else "audio/wav"
+    head = data[:4]
+    if head == b"RIFF":
+        return {b"WEBP": "image/webp", b"WAVE": "audio/wav"}.get(data[8:12])
+    if data[4:8] == b"ftyp":
+        return _iso_media(data)
+    if head[:2] == b"MZ" and b"\x00" in data[2:64]:
+        return "application/x-msdownload"
+    if head[:2] == b"BM" and len(data) >= 26 and data[6:10] == b"\x00\x00\x00\x00":
+        return "image/bmp"
+    if head in (b"\x00\x00\x01\x00", b"\x00\x00\x02\x00") and data[4:6] not in (b"", b"\x00\x00"):
+        return "image/x-icon"  # (an icon, or a cursor: at least one image)
+    if head[:3] == b"ID3" and data[3:4] in (b"\x02", b"\x03", b"\x04"):
+        return "audio/mpeg"
+    if len(head) >= 2 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0:  # an MPEG audio frame sync
+        if head[1] & 0xF6 == 0xF0:
+            return "audio/aac"  # (ADTS: layer bits 00)
+        if head[1] & 0x18 != 0x08 and head[1] & 0x06 in (0x02, 0x04):
+            return "audio/mpeg"  # (layer III or II; version bits 01 are reserved; FF FE is UTF-16's BOM)
     for signature, mime in _SIGNATURES:
         if data.startswith(signature):
             return mime
     return None
 
 
+def _iso_media(data: bytes) -> str:
+    """The type of an ISO base media file (MP4, M4A, AVIF, HEIC) by the brands of its `ftyp` box."""
+    size = int.from_bytes(data[:4], "big")
+    brands = {data[8:12], *(data[at:at + 4] for at in range(16, min(size, 64), 4))}
+    if brands & _AVIF_BRANDS:
+        return "image/avif"
+    if brands & _HEIF_BRANDS:
+        return "image/heic"
+    return "audio/mp4" if data[8:12] in _M4A_BRANDS else "video/mp4"
+
+
+def _looks_html(data: bytes) -> bool:
+    """An HTML page (an upstream's error page passed on as a file)."""
+    start = data[:64].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    return start.startswith((b"<!doctype html", b"<html", b"<head", b"<body"))
+
+
 def _normal(mime: str) -> str:
+    """The type and subtype alone, lower-case (`text/csv` of `Text/CSV; charset=utf-8`)."""
     mime = mime.split(";", 1)[0].strip().lower()
     return _ALIASES.get(mime, mime)
+
+
+def _declared(mime: str) -> str:
+    """The MIME type as sent: its type and subtype normalized, its parameters (a text's charset) kept."""
+    essence, _, rest = mime.partition(";")
+    params = [f"{name.strip().lower()}{eq}{value.strip()}" for name, eq, value in
+              (param.partition("=") for param in rest.split(";")) if name.strip()]
+    return "; ".join([_normal(essence), *params])
+
+
+def _charset(mime: str) -> str:
+    """The charset a textual type's bytes are written in: declared, else UTF-8. Raises ContentError for a
+    charset Python cannot decode (checked at return, before anything leaves)."""
+    charset = "utf-8"
+    for param in mime.split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            charset = value.strip().strip('"') or charset
+    try:
+        b"".decode(charset)  # (LookupError for an unknown name, and for a codec such as base64 or rot13)
+        "".encode(charset)
+    except LookupError:
+        raise ContentError(f"The charset {charset!r} of {_normal(mime)!r} is not a known text encoding: "
+                           "declare one such as utf-8, iso-8859-1 or windows-1252.") from None
+    return charset
+
+
+def _text_like(essence: str) -> bool:
+    """A type a text document may have: text/*, or JSON, XML, YAML and CSV as application/* (not an SVG image:
+    a text document of it is refused, as it can carry script)."""
+    top, _, sub = essence.partition("/")
+    return top == "text" or (top == "application" and (sub in _TEXT_APPLICATIONS or sub.endswith(
+        ("+json", "+xml", "+yaml"))))
+
+
+def _expected(essence: str) -> frozenset[str] | None:
+    """What the bytes of a declared type must be (per `sniff`); None: a type without a signature known here."""
+    expected = _EXPECTED.get(essence)
+    if expected is None and (essence.endswith("+zip") or essence.startswith(_ZIP_BASED)
+                             or essence.endswith(".macroenabled.12")):
+        return _ZIP  # Office (OOXML, ODF), EPUB and other ZIP-based formats
+    return expected
 
 
 def _set(obj: Frozen, **fields: Any) -> None:
@@ -167,14 +296,22 @@ class EmbeddedResource(Content, Frozen):
         return block
 
     def payload(self) -> bytes:
-        return self.blob if self.blob is not None else (self.text or "").encode()
+        if self.blob is not None:
+            return self.blob
+        # (REST sends the declared charset: the text is written in it; `check` refused one it cannot take.)
+        return (self.text or "").encode(_charset(self.mime_type) if ";" in self.mime_type else "utf-8")
 
     @property
     def media_type(self) -> str:
         return self.mime_type
 
     def check(self, max_bytes: int, allowed: frozenset[str] | None = None) -> None:
-        _check_bytes("document", self.payload(), self.mime_type, max_bytes, allowed,
+        try:
+            data = self.payload()
+        except UnicodeEncodeError as exc:
+            raise ContentError(f"The document's text cannot be written in {exc.encoding} (declared "
+                               f"{self.mime_type!r}): declare charset=utf-8.") from None
+        _check_bytes("document", data, self.mime_type, max_bytes, allowed,
                      family=None if self.blob is not None else "text")
 
 
@@ -258,7 +395,29 @@ _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/csv"
 def _textual(mime_type: str) -> bool:
     """Whether bytes of this type are text a redacted value could be written in (an SVG image, JSON-LD,
     NDJSON and any `+json`/`+xml` type count)."""
-    return mime_type.startswith(_TEXT_TYPES) or mime_type.endswith(("+json", "+xml")) or "json" in mime_type
+    essence = _normal(mime_type)
+    return essence.startswith(_TEXT_TYPES) or essence.endswith(("+json", "+xml")) or "json" in essence
+
+
+def _censor_error(exc: UnicodeError) -> tuple[str, int]:
+    """A censored value the charset cannot write: the default censor text (ASCII) in its place."""
+    assert isinstance(exc, UnicodeEncodeError)
+    return DEFAULT_CENSOR, exc.end
+
+
+codecs.register_error("mcpfusion.censor", _censor_error)
+
+
+def _scrub_bytes(data: bytes, mime_type: str, scrub: Callable[[str], str]) -> bytes:
+    """Textual bytes with redacted values censored, read and written in their charset. Bytes that are not
+    text in it are left as they are: `check` refuses them before anything leaves (never corrupted)."""
+    try:
+        charset = _charset(mime_type)
+        text = data.decode(charset)
+    except (ContentError, UnicodeDecodeError):
+        return data
+    censored = scrub(text)
+    return data if censored == text else censored.encode(charset, "mcpfusion.censor")
 
 
 def scrubbed(item: Content, scrub: Callable[[str], str]) -> Content:
@@ -268,13 +427,13 @@ def scrubbed(item: Content, scrub: Callable[[str], str]) -> Content:
         if item.text is not None:
             return _replaced(item, uri=scrub(item.uri), text=scrub(item.text))
         if item.blob is not None and _textual(item.mime_type):
-            return _replaced(item, uri=scrub(item.uri), blob=scrub(item.blob.decode("utf-8", "replace")).encode())
+            return _replaced(item, uri=scrub(item.uri), blob=_scrub_bytes(item.blob, item.mime_type, scrub))
         return _replaced(item, uri=scrub(item.uri))
     if isinstance(item, ResourceLink):
         return _replaced(item, uri=scrub(item.uri), name=scrub(item.name), title=item.title and scrub(item.title),
                          description=item.description and scrub(item.description))
     if isinstance(item, _Binary) and _textual(item.mime_type):  # an SVG image is text
-        return _replaced(item, data=scrub(item.data.decode("utf-8", "replace")).encode())
+        return _replaced(item, data=_scrub_bytes(item.data, item.mime_type, scrub))
     return item
 
 
@@ -304,7 +463,7 @@ def _typed_bytes(data: bytes | None, path: str | Path | None, mime_type: str | N
     mime = mime_type or sniff(raw) or guessed
     if mime is None:
         raise ContentError(f"The {hint}")
-    return raw, _normal(mime)
+    return raw, _declared(mime)
 
 
 def image(data: bytes | None = None, mime_type: str | None = None, *, path: str | Path | None = None) -> Image:
@@ -320,10 +479,11 @@ def audio(data: bytes | None = None, mime_type: str | None = None, *, path: str 
 
 
 def document(content: bytes | str, mime_type: str, *, uri: str) -> EmbeddedResource:
-    """An embedded resource: `str` content as text, `bytes` as a base64 blob."""
+    """An embedded resource: `str` content as text, `bytes` as a base64 blob. The MIME type keeps its
+    parameters: a blob of text is written in its `charset` (`text/csv; charset=iso-8859-1`), else UTF-8."""
     if isinstance(content, str):
-        return EmbeddedResource(uri=uri, mime_type=_normal(mime_type), text=content)
-    return EmbeddedResource(uri=uri, mime_type=_normal(mime_type), blob=bytes(content))
+        return EmbeddedResource(uri=uri, mime_type=_declared(mime_type), text=content)
+    return EmbeddedResource(uri=uri, mime_type=_declared(mime_type), blob=bytes(content))
 
 
 def link(uri: str, name: str, *, mime_type: str | None = None, title: str | None = None,
@@ -339,15 +499,51 @@ def _check_bytes(what: str, data: bytes, mime: str, max_bytes: int, allowed: fro
         raise ContentError(
             f"The {what} is {len(data):,} bytes; the limit is {max_bytes:,} bytes. "
             "Ask for a smaller one (fewer pages, a lower resolution or a shorter clip).")
-    if family is not None and not declared.startswith(family + "/"):
+    if family == "text" and not _text_like(declared):
+        raise ContentError(f"The {what} is declared as {declared!r}, which is not a text type (text/*, JSON, XML, "
+                           "YAML or CSV): send its bytes as a blob.")
+    if family is not None and family != "text" and not declared.startswith(family + "/"):
         raise ContentError(f"The {what} is declared as {declared!r}, which is not a {family}/* type.")
     if allowed is not None and declared not in allowed:
         raise ContentError(f"The {what} is {declared!r}; this action sends only {', '.join(sorted(allowed))}.")
-    actual = sniff(data)
-    if actual is not None and actual != declared:
-        raise ContentError(f"The {what} is declared as {declared!r} but its bytes are {actual!r}.")
-    if actual is None and family == "image" and declared not in _TEXT_IMAGES:
-        raise ContentError(f"The {what}'s bytes are not a PNG, JPEG, GIF or WebP image (declared {declared!r}).")
+    if declared == "application/octet-stream":
+        return  # any bytes
+    actual = sniff(data) or ("text/html" if _looks_html(data) else None)
+    if family == "text" or _textual(declared):
+        if actual is not None and actual not in _WEAK:
+            raise ContentError(f"The {what} is declared as {declared!r} but its bytes are {actual!r}.")
+        if family != "text":  # (a text document's bytes were written in its charset by `payload`)
+            _check_text(what, data, mime)
+        return
+    expected = _expected(declared)
+    if expected is not None and actual in expected:
+        return
+    if actual is None and declared.startswith("image/"):
+        raise ContentError(f"The {what}'s bytes are not a {_IMAGES} image (declared {declared!r}).")
+    if expected is not None or (actual is not None and not _may_be(declared, actual)):
+        raise ContentError(f"The {what} is declared as {declared!r} but its bytes are "
+                           f"{repr(actual) if actual else 'not of that type'}.")
+
+
+def _may_be(declared: str, actual: str) -> bool:
+    """Whether bytes of a known type may be those of a declared type not known here: audio or video in
+    another container; anything else an archive (its own format may be one), not another file (an
+    executable, a PDF, an image)."""
+    if declared.startswith("image/"):
+        return False  # (an image of a format not known here is refused)
+    if declared.startswith(("audio/", "video/")):
+        return actual.startswith(("audio/", "video/"))
+    return actual in _CONTAINERS or actual in _WEAK
+
+
+def _check_text(what: str, data: bytes, mime: str) -> None:
+    """Bytes of a textual type are text in its charset (else they could not be censored, nor read)."""
+    charset = _charset(mime)
+    try:
+        data.decode(charset)
+    except UnicodeDecodeError:
+        raise ContentError(f"The {what}'s bytes are not {charset} text (declared {_declared(mime)!r}): declare "
+                           f"the charset they are written in, as in '{_normal(mime)}; charset=iso-8859-1'.") from None
 
 
 __all__ = [

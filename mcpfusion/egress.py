@@ -145,7 +145,9 @@ class EgressLimit:
         view = replace(view, data=kept, next_cursor=cursor,
                        ui_blocks=[b for b in view.ui_blocks if b.render() in rest],
                        truncated=(shown, len(rows), unit) if shown < len(rows) else view.truncated)
-        return ToolResponse([head, notice, *rest], structured_content=structured, view=view)
+        # Images, audio and documents are not what the limit counts (max_content_bytes caps them): kept.
+        return ToolResponse([head, notice, *rest], structured_content=structured, view=view,
+                            content=response.content)
 
     def _cut_rows(self, rows: list[Any], encode: Callable[[Any], str], rest: list[str],
                   resume: Callable[[int], str] | None, notice: Callable[[int, str | None], str],

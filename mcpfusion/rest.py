@@ -120,16 +120,35 @@ def _route_named(recovery: str, action: Action, request: Request) -> str:
     return recovery[:last.start()] + route + recovery[last.end():]
 
 
-def _content_body(response: ToolResponse) -> Response:
-    """One image, clip or document alone: its own bytes and media type. Anything mixed: a JSON envelope with
-    the data and the content items in their MCP shapes (binary data base64, links as URIs)."""
+def _content_body(response: ToolResponse, request: Request | None = None) -> Response:
+    """One image, clip or document alone: its own bytes and media type (with its declared charset). Anything
+    mixed: a JSON envelope with the data and the content items in their MCP shapes (binary data base64, links
+    as URIs), and the data's `Truncated` and next-page headers."""
     items = response.content
     if not response.texts and len(items) == 1 and not isinstance(items[0], ResourceLink):
-        return Response(items[0].payload(), media_type=items[0].media_type)
+        media_type = items[0].media_type  # (Starlette adds charset=utf-8 only to a text/* type naming none)
+        return Response(items[0].payload(), media_type=media_type, headers=_inert(media_type))
     envelope: dict[str, Any] = {"content": [item.to_mcp() for item in items]}
-    if response.texts:
-        envelope = {"data": response.view.data, **envelope}
-    return Response(dumps(envelope), media_type="application/json")
+    if not response.texts:
+        return Response(dumps(envelope), media_type="application/json")
+    view = response.view
+    headers = _next_page(view.next_cursor, request)
+    if view.truncated is not None:  # an egress limit cut the data (and kept the content)
+        shown, total, unit = view.truncated
+        headers = {**(headers or {}), "Truncated": f"shown={shown}, total={total}, unit={unit}"}
+    return Response(dumps({"data": view.data, **envelope}), media_type="application/json", headers=headers)
+
+
+_MARKUP = ("text/html", "application/xhtml+xml", "image/svg+xml", "text/xml", "application/xml")
+
+
+def _inert(media_type: str) -> dict[str, str]:
+    """Headers that keep a document answered from the API's origin a document: never sniffed as another type,
+    and markup (an SVG, an HTML page) run with no script, as GitHub serves raw files."""
+    headers = {"X-Content-Type-Options": "nosniff"}
+    if media_type.split(";", 1)[0].strip().lower().startswith(_MARKUP) or "+xml" in media_type:
+        headers["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
+    return headers
 
 
 _ENVELOPE_SCHEMA = {
