@@ -76,22 +76,44 @@ class ToolResult:
         return None if content is None else as_written(content)
 
 
-def make_request(app: Any, headers: Mapping[str, str] | None = None, context: Context | None = None) -> Request:
-    """A request scope like the one an HTTP transport would give the dependencies."""
+#: Where the app keeps what its running lifespan yielded (`yield {"pool": ...}`), for the calls made in-process;
+#: the lifespan `MCPFusion.mount` installs sets it at start-up.
+LIFESPAN_STATE = "mcpfusion_lifespan_state"
+
+
+def lifespan_state(app: Any) -> dict[str, Any]:
+    """A request's `state`: a shallow copy of the app's running lifespan state, as a server gives each request
+    (Starlette's `request.state.pool`); empty when no lifespan runs."""
+    state = getattr(getattr(app, "state", None), LIFESPAN_STATE, None)
+    return dict(state) if isinstance(state, Mapping) else {}
+
+
+def mcp_path(app: Any) -> str:
+    """The path of the MCP endpoint of the `MCPFusion` the app serves (`/mcp` without one)."""
+    fusion = getattr(getattr(app, "state", None), "mcpfusion", None)
+    path = getattr(getattr(fusion, "settings", None), "path", None)
+    return path if isinstance(path, str) else "/mcp"
+
+
+def make_request(app: Any, headers: Mapping[str, str] | None = None, context: Context | None = None,
+                 path: str | None = None) -> Request:
+    """A request scope like the one an HTTP transport would give the dependencies: to the MCP endpoint (`path`,
+    by default the one the app serves), with the app's lifespan state."""
+    path = path or mcp_path(app)
     scope = {
         "type": "http",
         "http_version": "1.1",
         "method": "POST",
         "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
+        "path": path,
+        "raw_path": path.encode(),
         "root_path": "",
         "query_string": b"",
         "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()],
         "client": ("127.0.0.1", 0),
         "server": ("127.0.0.1", 0),
         "app": app,
-        "state": {},
+        "state": lifespan_state(app),
         CONTEXT_SCOPE_KEY: context or Context.detached(),
     }
 
@@ -116,8 +138,10 @@ class ToolTester:
                 raise TypeError("ToolTester(app): this FastAPI app serves no MCPFusion (build it with "
                                 "MCPFusion.build_app() or mount())")
         served = getattr(tools, "registry", None)  # an MCPFusion
+        self._path: str | None = None  # the MCP path of the MCPFusion given (else: the app's)
         if isinstance(served, ToolRegistry):
             self._fusion = tools if app is None else None
+            self._path = getattr(getattr(tools, "settings", None), "path", None)
             tools = served
         if not isinstance(tools, ToolRegistry):
             tools = list(tools)
@@ -158,7 +182,7 @@ class ToolTester:
         """Call `tool` (MCP name) with `action` as discriminator for grouped tools, or an action directly;
         as the caller `auth` (see the module's docstring)."""
         args = dict(arguments or {})
-        request = make_request(self.app, headers, context)
+        request = make_request(self.app, headers, context, self._path)
         try:
             auth = auth if auth is not None else await self._authenticate(request)
         except HTTPException as exc:
@@ -173,7 +197,7 @@ class ToolTester:
                     self.registry.find(tool, action, self.registry.granted(request)), args, request,
                     raise_http=False, transport="tester")
             else:
-                if action is not None:
+                if action is not None:  # (no action takes an argument sent as `action`: it is reserved)
                     args[DISCRIMINATOR] = action
                 response = await self.registry.call(tool, args, request, raise_http=False, transport="tester")
         except ToolError as exc:  # an unknown tool or action: the error MCP answers, as a result to look at

@@ -12,11 +12,13 @@ import string
 import types
 import typing
 import warnings
+from collections import abc
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, TypeVar, overload
 
 from fastapi.dependencies.models import Dependant
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, RootModel, ValidationError, create_model
+from pydantic.fields import FieldInfo
 from starlette.responses import Response
 
 from . import exposition as expo
@@ -102,6 +104,46 @@ def _flatten_model(annotation: Any) -> type[BaseModel] | None:
     if isinstance(base, type) and issubclass(base, BaseModel) and getattr(base, "__mcpfusion_flatten__", False):
         return base
     return None
+
+
+#: `confirm.CONFIRM_PARAM` (that module imports this one).
+_CONFIRM_PARAM = "_confirm"
+
+
+def _reserved_names(paginate: Any, confirm: Any) -> dict[str, str]:
+    """The argument names the framework reads for itself in this action's calls, with what they are for: an
+    argument sent under one of them would never reach the handler (or break the grouped schema)."""
+    reserved = {DISCRIMINATOR: "the discriminator of a grouped tool", SELECT_PARAM: "the field selector"}
+    if paginate:
+        reserved[CURSOR_PARAM] = "the page cursor of a paginated action"
+    if confirm:
+        reserved[_CONFIRM_PARAM] = "the confirmation token of a confirm= action"
+    return reserved
+
+
+def _sent_names(name: str, info: Any) -> list[str]:
+    """The top-level keys the agent sends a field under: its validation alias(es) (the first step of each
+    path), else its alias, else its name."""
+    alias = info.validation_alias
+    if alias is None:
+        return [info.alias or name]
+    if isinstance(alias, str):
+        return [alias]
+    names: list[str] = []
+    for path in getattr(alias, "choices", [alias]):  # AliasChoices, or one AliasPath
+        steps = path.path if hasattr(path, "path") else [path]
+        names += [step for step in steps[:1] if isinstance(step, str)]
+    return names
+
+
+def _aliases(name: str, annotation: Any, default: Any) -> list[str]:
+    """The keys a plain parameter is sent under when a `Field(...)` gives it an alias (none otherwise: its own
+    name, already checked)."""
+    if not (isinstance(default, FieldInfo) or typing.get_origin(annotation) is typing.Annotated):
+        return []  # (the common case: no FieldInfo to build)
+    info = (FieldInfo.from_annotation(annotation) if default is inspect.Parameter.empty
+            else FieldInfo.from_annotated_attribute(annotation, default))
+    return [sent for sent in _sent_names(name, info) if sent != name]
 
 
 def _read_schema_in(annotation: Any) -> str | None:
@@ -587,7 +629,7 @@ class Tool:
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             action = self._build(
                 fn, name or _function_name(fn), description, readonly, destructive, idempotent, open_world,
-                returns, tuple(presenters), output_schema, title, paginate, input_schema,
+                returns, tuple(presenters), output_schema, title, paginate, input_schema, confirm,
             )
             action.middleware = tuple(middleware)
             if isinstance(confirm, str):
@@ -630,6 +672,7 @@ class Tool:
         title: str | None,
         paginate: int | bool | None = None,
         input_schema: dict[str, Any] | None = None,
+        confirm: bool | str = False,
     ) -> Action:
         _function_name(fn)
         where = f"{fn.__module__}.{fn.__qualname__}"
@@ -659,6 +702,11 @@ class Tool:
         plain: list[str] = []
         guarded: set[str] = set()
         hidden: set[str] = set()
+        reserved = _reserved_names(paginate, confirm)
+        for prop in (input_schema or {}).get("properties") or ():
+            if prop in reserved:
+                raise ValueError(f"{fn.__qualname__}: input_schema property {prop!r} is reserved ({reserved[prop]}); "
+                                 "rename it")
         for arg, annotation, default in arguments:
             if arg in (DISCRIMINATOR, SELECT_PARAM) or (paginate and arg == CURSOR_PARAM):
                 raise ValueError(f"{fn.__qualname__}: parameter name {arg!r} is reserved")
@@ -674,6 +722,12 @@ class Tool:
                                 f"make its guarded fields writable; use {owner}.input_model('<operation>') instead")
             if flat is not None:
                 for field_name, info in flat.model_fields.items():
+                    for sent in _sent_names(field_name, info):
+                        if sent in reserved:
+                            shown = "" if sent == field_name else f" is sent as {sent!r} (its alias), which"
+                            raise ValueError(f"{fn.__qualname__}: {flat.__name__}'s field {field_name!r}, flattened "
+                                             f"into the action's parameters,{shown} is reserved ({reserved[sent]}): "
+                                             "rename the field or give it another alias, or do not flatten it")
                     if field_name in fields:
                         raise TypeError(f"{where}: {flat.__name__}'s field {field_name!r}, flattened into the action's "
                                         "parameters, clashes with another parameter of that name; rename one")
@@ -690,6 +744,10 @@ class Tool:
                                  "private attributes: it would be left out of the input schema and never passed. "
                                  f"Rename it ({arg.lstrip('_') or 'value'}), or give the new name the alias "
                                  f"(Annotated[..., Field(alias={arg!r})]) if the agent must send {arg!r}")
+            for sent in _aliases(arg, annotation, default):
+                if sent in reserved:
+                    raise ValueError(f"{fn.__qualname__}: parameter {arg!r} is sent as {sent!r} (its alias), which is "
+                                     f"reserved ({reserved[sent]}): give it another alias")
             check_validatable(annotation, f"{where}: parameter {arg!r}")
             check_listable(annotation, f"{named}: parameter {arg!r}")
             fields[arg] = (annotation, ... if default is inspect.Parameter.empty else default)
@@ -749,11 +807,16 @@ class Tool:
             if model is None:
                 raise TypeError(f"{where}: output_schema= takes a JSON schema (dict) or a pydantic model "
                                 f"(or a list of one), not {output_schema!r}")
+        named: Any = None
         if returns is not None and not isinstance(returns, Presenter):
             named, named_many = model_of(returns)
+            _check_returns_spec(returns, named, where)
             if named is not None:  # `returns=SomeModel`: the output model, not a dependency
-                if model is None:
-                    model, many = named, named_many
+                if output_schema is not None:
+                    raise TypeError(f"{where}: returns={type_name(returns)} and output_schema= both declare the "
+                                    "output model; keep one of them")
+                model, many = named, named_many
+                shown = f"returns={type_name(returns)}"
                 returns = None
         if returns is None and candidates:
             if len(candidates) > 1:
@@ -762,8 +825,6 @@ class Tool:
             returns, candidates = candidates[0], ()  # one presenter, declared as a list: it applies
         presenter = returns if isinstance(returns, Presenter) else None
         dependency = returns if returns is not None and presenter is None else None
-        if dependency is not None and not callable(dependency):
-            raise TypeError(f"{where}: returns= takes a presenter, a dependency or a pydantic model, not {returns!r}")
         if model is None and presenter is None and dependency is None and explicit is None:
             model, many = model_of(annotation)
             if model is None and models_in(annotation):
@@ -773,6 +834,12 @@ class Tool:
                                 "returns= / output_schema=")
         if model is not None:
             check_output_model(model.schema if isinstance(model, Model) else model, where)
+        if presenter is not None and presenter.item_model is not None:
+            _check_returns_fit(f"{where} (action {label})", f"returns=<presenter {presenter.name!r}>",
+                               presenter.item_model, None, annotation)
+        elif named is not None and model is not None:
+            _check_returns_fit(f"{where} (action {label})", shown, model.schema if isinstance(model, Model) else model,
+                               many, annotation)
         declared = ((presenter,) if presenter else ()) + candidates
         for registered in declared:
             registered.freeze()  # the action answers with it: it must not change under the action
@@ -871,6 +938,73 @@ def _check_paging(fn: Callable[..., Any], paginate: int | bool | None, takes_pag
                              f"presenter with a limit{hint}, or paginate=N")
     elif paginate is not None and paginate is not False and (not isinstance(paginate, int) or paginate < 1):
         raise ValueError(f"{where}: paginate must be True or a page size of at least 1")
+
+
+def _check_returns_spec(returns: Any, named: Any, where: str) -> None:
+    """Refuse a `returns=` that is neither a presenter, a dependency returning one, nor a model of the data
+    (a builtin type, a typing form, pydantic's own base classes): it would fail later, less clearly."""
+    if named in (BaseModel, RootModel):
+        raise TypeError(f"{where}: returns={type_name(returns)} names pydantic's base class, not a model of the "
+                        "data: give the model itself (class Invoice(BaseModel): ...), or leave returns= out")
+    if named is None and (isinstance(returns, type) and not issubclass(returns, Presenter)
+                          or typing.get_origin(returns) is not None or not callable(returns)):
+        # (a class called as a dependency gives an instance of itself, never a presenter)
+        raise TypeError(f"{where}: returns= takes a presenter, a dependency returning one (with presenters=[...]), "
+                        f"or a pydantic model (or a list of one), not {type_name(returns)}; for an untyped result "
+                        "leave returns= out, and give a JSON schema as output_schema=")
+
+
+def _check_returns_fit(where: str, shown: str, item: type[BaseModel], many: bool | None, annotation: Any) -> None:
+    """Refuse a `returns=` (its item model `item`, a list of them when `many`, either when None) that the
+    handler's return annotation clearly contradicts: every call would fail INVALID_OUTPUT. Only what cannot
+    fit is refused: a richer model than the one returns= narrows it to, a dict, Any or a union all may."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args and len(args) == 2:
+        annotation = next(a for a in args if a is not type(None))  # `-> X | None`: None is NOT_FOUND
+    kind = typing.get_origin(annotation) or annotation
+    if not isinstance(kind, type):
+        return
+    wrong = f"{where}: {shown} contradicts the return annotation -> {type_name(annotation)}"
+    if issubclass(kind, str | bytes | bytearray | int | float):
+        raise TypeError(f"{wrong}: it answers objects of {item.__name__}, and the handler returns a "
+                        f"{kind.__name__}. Return the data of {item.__name__} (a model or a dict), or drop returns=")
+    listed = issubclass(kind, abc.Sequence | abc.Set) and not issubclass(kind, str | bytes)
+    if many is False and listed:
+        raise TypeError(f"{wrong}: it answers one {item.__name__}, and the handler returns a list. Declare "
+                        f"returns=list[{item.__name__}], or return one")
+    own, _ = model_of(annotation)
+    if many is True and own is not None and not listed:
+        raise TypeError(f"{wrong}: it answers a list of {item.__name__}, and the handler returns one. Declare "
+                        f"returns={item.__name__}, or return a list")
+    if not isinstance(own, type) or issubclass(own, RootModel) or _open(own) or _derives(item):
+        return
+    missing = [name for name, field in item.model_fields.items()
+               if field.is_required() and not _provided(own).intersection([name, *_sent_names(name, field)])]
+    if missing:
+        raise TypeError(f"{wrong}: {own.__name__} has no field {', '.join(map(repr, missing[:MAX_FIELDS_SHOWN]))}, "
+                        f"which {item.__name__} requires, so no result would fit. Make them agree: give returns= a "
+                        f"schema whose required fields {own.__name__} has (a subset of them narrows the output), or "
+                        "fix the annotation")
+
+
+def _open(model: type[BaseModel]) -> bool:
+    """Whether a model's instances may have attributes it does not declare (extra fields, its own `__getattr__`)."""
+    return model.model_config.get("extra") == "allow" or getattr(model, "__getattr__", None) is not getattr(
+        BaseModel, "__getattr__", None)
+
+
+def _derives(model: type[BaseModel]) -> bool:
+    """Whether a model's validators see the raw data before its fields do (they may make a field of others)."""
+    validators = model.__pydantic_decorators__.model_validators.values()
+    return any(v.info.mode in ("before", "wrap") for v in validators)
+
+
+def _provided(model: type[BaseModel]) -> set[str]:
+    """Every name a model's instance may give a field through (read by name or alias, from its attributes)."""
+    names = set(dir(model)) | set(model.model_fields) | set(model.model_computed_fields)
+    for name, field in model.model_fields.items():
+        names.update(n for n in (field.alias, field.serialization_alias, *_sent_names(name, field)) if n)
+    return names
 
 
 def missing_discriminator(tool: Tool) -> ToolError:
