@@ -93,6 +93,9 @@ class SessionWire(WirePipeline):
         self.get_streams: dict[str, str] = {}  # session id -> the token of its GET stream in this process
         self.running_streams: set[str] = set()  # request streams whose call runs (or answers) in this process
         self._cancel_listener: asyncio.Task[Any] | None = None
+        # The store's in-flight hooks (optional, see `SessionStore`): a session is not idle while a call runs.
+        self._started: Callable[[Session], None] | None = getattr(sessions, "request_started", None)
+        self._ended: Callable[[Session], None] | None = getattr(sessions, "request_ended", None)
 
     async def principal_of(self, request: Request) -> tuple[str | None, str | None]:
         """(principal, tenant) of the request; `settings.principal` overrides the principal."""
@@ -323,20 +326,25 @@ class SessionWire(WirePipeline):
     async def run(self, call: Call, inline: bool | Callable[[], bool] = True) -> dict[str, Any] | None:
         """The shared pipeline, with the call registered for `notifications/cancelled` while it runs."""
         channel = call.channel
+        session = call.session
         # Keyed by the id as sent: 7 and "7" are two requests (a dict tells an int from a str).
-        key = (call.session.id, call.id) if call.session else None
-        if key is not None:
+        key = (session.id, call.id) if session else None
+        if session is not None and key is not None:
             if key in self.inflight:  # an id already in flight in this session: its cancel would be ambiguous
                 return jsonrpc.error(call.id, jsonrpc.INVALID_REQUEST, "A request with this id is already "
                                      "running in this session: use a new id for each request")
             self.inflight[key] = channel  # type: ignore[assignment]
             if channel.task is None:
                 channel.task = asyncio.current_task()
+            if self._started is not None:
+                self._started(session)
         try:
             return await super().run(call, inline)
         finally:
-            if key is not None:
+            if session is not None and key is not None:
                 self.inflight.pop(key, None)
+                if self._ended is not None:
+                    self._ended(session)
 
     async def _end_stream(self, stream_id: str, end: dict[str, Any] = STREAM_END) -> None:
         """Store the end of a request's stream that ends without a response (the request was cancelled, or

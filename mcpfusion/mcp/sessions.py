@@ -125,7 +125,12 @@ class SessionLimits(Frozen):
 
 
 class SessionStore(Protocol):
-    """Async storage of sessions. `get` returns None for unknown, deleted or idle-expired ids."""
+    """Async storage of sessions. `get` returns None for unknown, deleted or idle-expired ids.
+
+    A store may also have `request_started(session)` and `request_ended(session)` (plain methods, called
+    around each request the session wire runs): a session with a request in flight is not idle, and its idle
+    clock restarts when the last one ends. Both built-in stores have them; a store without them sees only
+    the reads of each request, so a call outliving its idle timeout outlives its session too."""
 
     async def create(self, session: Session) -> None: ...
 
@@ -139,7 +144,8 @@ class SessionStore(Protocol):
 class InMemorySessionStore:
     """Process-local sessions with an idle timeout and caps. Sessions are kept least recently used first, so
     expired ones are swept from the front (on every create, and on reads at most once a second) and a full
-    pool closes its least recently used session once it has been idle `evict_after` seconds."""
+    pool closes its least recently used session once it has been idle `evict_after` seconds. A session with
+    a request in flight is never idle: it neither expires nor is closed for a new one."""
 
     def __init__(self, idle_timeout: float = 1800.0, max_sessions: int = 10_000,
                  limits: SessionLimits | None = None, evict_after: float = EVICT_AFTER,
@@ -153,18 +159,44 @@ class InMemorySessionStore:
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         # live session ids per quota owner / tenant, least recently used first (an ordered set)
         self._owned: dict[tuple[str, str], OrderedDict[str, None]] = {}
+        self._busy: dict[str, int] = {}  # session id -> its requests in flight
+
+    def request_started(self, session: Session) -> None:
+        """A request of `session` runs: the session is not idle until the last one ends."""
+        self._busy[session.id] = self._busy.get(session.id, 0) + 1
+
+    def request_ended(self, session: Session) -> None:
+        """A request of `session` ended; after the last one, its idle clock starts again from now."""
+        left = self._busy.get(session.id, 0) - 1
+        if left > 0:
+            self._busy[session.id] = left
+            return
+        self._busy.pop(session.id, None)
+        current = self._sessions.get(session.id)
+        if current is not None:  # (not deleted meanwhile)
+            self._touch(current, self._clock())
 
     def _expired(self, session: Session, now: float) -> bool:
-        return now - session.last_seen > self.idle_timeout
+        return now - session.last_seen > self.idle_timeout and session.id not in self._busy
+
+    def _touch(self, session: Session, now: float) -> None:
+        """Mark `session` used now: the most recently used in every pool it is in."""
+        session.last_seen = now
+        self._sessions.move_to_end(session.id)
+        for owner in self._owners(session):
+            self._owned[owner].move_to_end(session.id)
 
     def _sweep(self, now: float) -> None:
         """Drop expired sessions from the least recently used end, at most `SWEEP_BATCH` of them."""
         self._swept = now
         for _ in range(SWEEP_BATCH):
             oldest = next(iter(self._sessions.values()), None)
-            if oldest is None or not self._expired(oldest, now):
+            if oldest is None or now - oldest.last_seen <= self.idle_timeout:
                 return
-            self._drop(oldest.id)
+            if oldest.id in self._busy:  # in use all along: used now, behind the idle ones
+                self._touch(oldest, now)
+            else:
+                self._drop(oldest.id)
 
     def _owners(self, session: Session) -> list[tuple[str, str]]:
         owner = quota_owner(session)
@@ -194,17 +226,18 @@ class InMemorySessionStore:
         return [*pools, (self._sessions, self.limits.total, "")]
 
     def _make_room(self, session: Session, now: float) -> None:
-        """Close the least recently used session of each full pool, if idle long enough; else refuse."""
+        """Close the least recently used idle session of each full pool, if idle long enough; else refuse
+        (sessions with a request in flight are not idle: none of them is closed)."""
         for ids, cap, who in self._pools(session):
             if len(ids) < cap:
                 continue
-            if not ids:  # a cap of 0: nothing to close
-                raise _refusal(cap, who, 5)
-            oldest = self._sessions[next(iter(ids))]
-            wait = self.evict_after - (now - oldest.last_seen)
+            oldest_id = next((sid for sid in ids if sid not in self._busy), None)
+            if oldest_id is None:  # a cap of 0, or every session busy: nothing to close
+                raise _refusal(cap, who, math.ceil(self.evict_after) if ids else 5)
+            wait = self.evict_after - (now - self._sessions[oldest_id].last_seen)
             if wait > 0:
                 raise _refusal(cap, who, math.ceil(wait))
-            self._drop(oldest.id)
+            self._drop(oldest_id)
 
     async def create(self, session: Session) -> None:
         now = self._clock()
@@ -225,10 +258,7 @@ class InMemorySessionStore:
         if self._expired(session, now):
             self._drop(session_id)
             return None
-        session.last_seen = now
-        self._sessions.move_to_end(session_id)
-        for owner in self._owners(session):
-            self._owned[owner].move_to_end(session_id)
+        self._touch(session, now)
         return session
 
     async def save(self, session: Session) -> None:

@@ -14,6 +14,11 @@ stdout carries UTF-8 JSON-RPC lines only, whatever the locale: the protocol writ
 descriptor 1, which is pointed at stderr, so neither `print()` nor a handler's child process can corrupt it. A
 stdin line longer than the endpoint's body limit is refused unread (-32600 Payload Too Large).
 
+A notification or a response read from stdin is never answered (JSON-RPC); what the endpoint says about one
+is logged. `notifications/cancelled` cancels the request it names on either wire: on the session wire the
+endpoint does it; a 2026-07-28 request (sessionless, cancelled over HTTP by closing its connection) is ended
+by the bridge, which hands it the disconnect; the cancelled request is not answered.
+
 The server stops at the end of stdin, once the calls still running are answered (a request it sent the client
 is answered "connection closed" in its place); a call still running 30 s later is cancelled and answered with
 an error (exit status 1). On SIGTERM (exit status 143) and Ctrl-C (SIGINT, 130) it stops at once: running calls
@@ -161,6 +166,7 @@ class StdioBridge:
         self._client_requests: set[Any] = set()  # ids of the server's requests the client has not answered
         self._asked = asyncio.Event()  # set when the server sends the client a request
         self._requests: dict[asyncio.Task[Any], Any] = {}  # the client's request each running line task serves
+        self._exchanges: dict[Any, _Exchange] = {}  # running 2026-07-28 requests by id (for their cancel)
         self.gone = False  # stdout is closed: nothing can be answered any more
         self.on_gone: Callable[[], None] | None = None  # called once when stdout is found closed
 
@@ -231,25 +237,39 @@ class StdioBridge:
         msg_id = message.get("id") if isinstance(message, dict) else None
         if not is_valid_id(msg_id):  # 1.5, true, an object: no id to answer with (JSON-RPC says null)
             msg_id = None
+        quiet = _unanswered(message)  # a notification or a response: never answered (JSON-RPC)
         if isinstance(message, dict) and "method" not in message:  # the client's answer to a server request
             self._client_requests.discard(msg_id)
         elif msg_id is not None and (task := asyncio.current_task()) in self.tasks:
             self._requests[task] = msg_id  # (answered at shutdown if still running)
+        if quiet and message.get("method") == "notifications/cancelled" and self._cancel(message.get("params")):
+            return
         if _version_not_a_string(message):
             # The SDK ladder's verdict for a transport without headers (HTTP's is a header mismatch): no
             # routing header could mirror a number or null.
-            if msg_id is not None:
+            if msg_id is not None and not quiet:
                 self._emit(error(msg_id, jsonrpc.INVALID_PARAMS,
                                  "Invalid params: the protocol-version envelope value must be a string"))
             return
         try:  # (only the headers: an error while the app runs or the answer is written is no bad request)
             headers = _encode_headers(self._headers_for(message))
         except UnicodeEncodeError:  # a routing value (method, protocol version) no HTTP header can carry
-            if msg_id is not None:
+            if msg_id is not None and not quiet:
                 self._emit(error(msg_id, jsonrpc.INVALID_REQUEST, "Invalid request: the method and the protocol "
                                  "version are ASCII names"))
             return
-        status, response_headers, messages = await self._request("POST", headers, raw, reply_id=msg_id)
+        # A 2026-07-28 request is cancelled as over HTTP: its connection closes (see `_cancel`).
+        exchange = _Exchange() if msg_id is not None and not quiet and _modern(headers) else None
+        if exchange is not None:
+            self._exchanges[msg_id] = exchange
+        try:
+            status, response_headers, messages = await self._request(
+                "POST", headers, raw, reply_id=msg_id, exchange=exchange, unanswered=message if quiet else None)
+        finally:
+            if exchange is not None and self._exchanges.get(msg_id) is exchange:
+                del self._exchanges[msg_id]
+        if exchange is not None and exchange.cancelled:  # the client gave up on it: nothing is answered
+            return
         if isinstance(message, dict) and message.get("method") == "initialize" and status == 200:
             self.session_id = response_headers.get("mcp-session-id", self.session_id)
             for reply in messages:
@@ -259,9 +279,25 @@ class StdioBridge:
             if self.session_id and self._get_stream is None:
                 self._get_stream = asyncio.create_task(self._follow_get_stream())
         # A request gets its answer; so does a line that is no message at all (an array, a string: JSON-RPC
-        # answers it with a null id); a notification gets none.
-        if status >= 400 and not messages and (not isinstance(message, dict) or "id" in message):
-            self._emit(self._http_error(msg_id, status))
+        # answers it with a null id); a notification or a response gets none.
+        if status >= 400 and not messages:
+            if quiet:
+                _log_unanswered(message, self._http_error(None, status))
+            else:
+                self._emit(self._http_error(msg_id, status))
+
+    def _cancel(self, params: Any) -> bool:
+        """End the running 2026-07-28 request a `notifications/cancelled` names: its exchange reads the
+        disconnect, the wire's cancellation (on the session wire the endpoint cancels: False here)."""
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        exchange = self._exchanges.pop(request_id, None) if is_valid_id(request_id) else None
+        if exchange is None:
+            return False
+        exchange.cancel()
+        for task, served in list(self._requests.items()):  # not answered at shutdown either
+            if served == request_id:
+                del self._requests[task]
+        return True
 
     def _http_error(self, msg_id: Any, status: int) -> dict[str, Any]:
         """The JSON-RPC error for an HTTP-level refusal (stdout carries JSON-RPC only)."""
@@ -304,10 +340,13 @@ class StdioBridge:
     # -- ASGI -----------------------------------------------------------------------------------------
 
     async def _request(self, method: str, headers: list[tuple[bytes, bytes]], body: bytes, *,
-                       reply_id: Any = None) -> tuple[int, dict[str, str], list[Any]]:
+                       reply_id: Any = None, exchange: _Exchange | None = None, unanswered: Any = None
+                       ) -> tuple[int, dict[str, str], list[Any]]:
         """One in-process HTTP exchange; SSE events are written out as they arrive. An error the endpoint
         answered with a null id (it refused the body unread: too large) gets `reply_id`, the id of the request
-        this bridge did read, so the client is not left waiting."""
+        this bridge did read, so the client is not left waiting. `exchange`: cancelled, the connection closes
+        and nothing more is written; `unanswered`: the body's notification or response, about which what the
+        endpoint answers is logged, never written."""
         raw_headers = [(b"host", b"localhost"), *headers, (b"content-length", str(len(body)).encode())]
         scope = {
             "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
@@ -319,12 +358,21 @@ class StdioBridge:
             TRANSPORT_SCOPE_KEY: "stdio",
         }
         sent = False
-        done = asyncio.Event()
+        done = exchange.over if exchange is not None else asyncio.Event()
         status = 500
         response_headers: dict[str, str] = {}
         parser: _SSEParser | None = None
         chunks: list[bytes] = []
         written: list[Any] = []
+
+        def deliver(item: Any) -> None:
+            written.append(item)
+            if exchange is not None and exchange.cancelled:  # a cancelled request's answer is omitted
+                return
+            if unanswered is not None:
+                _log_unanswered(unanswered, item)
+                return
+            self._emit(item)
 
         async def receive() -> dict[str, Any]:
             nonlocal sent
@@ -346,8 +394,7 @@ class StdioBridge:
                 data = message.get("body", b"")
                 if parser is not None:
                     for item in parser.feed(data.decode("utf-8", "replace")):
-                        written.append(item)
-                        self._emit(item)
+                        deliver(item)
                 else:
                     chunks.append(data)
                 if not message.get("more_body", False):
@@ -368,8 +415,7 @@ class StdioBridge:
                 if isinstance(item, dict) and item.get("jsonrpc") == "2.0":
                     if item.get("id") is None and "error" in item and reply_id is not None:
                         item["id"] = reply_id
-                    written.append(item)
-                    self._emit(item)
+                    deliver(item)
                 elif item is not None:
                     self.last_http_error = item  # e.g. FastAPI's {"detail": ...} for a 401
         return status, response_headers, written
@@ -438,6 +484,45 @@ class StdioBridge:
                                     b"")
         await self.shutdown()
         return abandoned
+
+
+class _Exchange:
+    """A 2026-07-28 request's in-process connection: `cancel` closes it (its receive reads the disconnect)."""
+
+    __slots__ = ("over", "cancelled")
+
+    def __init__(self) -> None:
+        self.over = asyncio.Event()
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.over.set()
+
+
+def _unanswered(message: Any) -> bool:
+    """Whether `message` is a notification (a method, no id) or a response (a result or an error, no
+    method): JSON-RPC never answers either. Anything else, valid or not, gets an answer."""
+    if not isinstance(message, dict):
+        return False
+    if "method" in message:
+        return "id" not in message and isinstance(message["method"], str)
+    return "id" in message and ("result" in message or "error" in message)
+
+
+def _log_unanswered(message: dict[str, Any], answer: Any) -> None:
+    """Log what the endpoint answered to a notification or a response (JSON-RPC forbids writing it)."""
+    err = answer.get("error") if isinstance(answer, dict) else None
+    detail = err.get("message") if isinstance(err, dict) else answer
+    if "method" in message:
+        logger.debug("the endpoint answered the notification %s: %s", message["method"], detail)
+    else:  # a response the server did not take: the request it answers may wait on
+        logger.warning("the endpoint refused the client's response to request %r: %s", message["id"], detail)
+
+
+def _modern(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether the request goes to the 2026-07-28 wire (`_headers_for` derived its method header)."""
+    return any(name == b"mcp-method" for name, _ in headers)
 
 
 def _hint_token(message: Any) -> None:

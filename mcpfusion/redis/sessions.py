@@ -7,6 +7,11 @@ while it is used on any replica. A sorted set of ids scored by expiry time enfor
 across replicas (approximately: replicas may race on the last free slots, never by more than their
 number; an idle session may hold its slot up to a quarter of the idle timeout longer).
 
+A session with a request in flight on this replica is not idle (`request_started` / `request_ended`): while
+any runs, a timer renews its TTL (and index entries) every third of the idle timeout, and a request that ran
+longer than a second renews it when it ends, so its idle clock restarts then. Nothing is stored for it: a
+replica that dies stops renewing, and the session expires as any idle one.
+
 A `save` writes only what changed since the session was read, field by field in the hash (HSET / HDEL, in a
 script that first checks the session still exists): concurrent requests of one session, on any replicas, each
 keep their change (ten `resources/subscribe` sent together keep ten subscriptions), where writing the whole
@@ -15,6 +20,7 @@ session back would keep the last writer's copy only.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -34,6 +40,9 @@ logger = logging.getLogger("mcpfusion.redis")
 _FIELDS = frozenset(Session._fields) - {"last_seen"}
 _SNAPSHOT = "_mcpfusion_stored"  # a loaded session's changeable fields as read: what `save` compares with
 _SUB = "sub:"  # hash field of one subscription (its value is "1")
+RENEW_AT_END_AFTER = 1.0
+"""Seconds since its TTL was last renewed after which a request's end renews it again (a shorter request
+leaves the renewal of the read that started it: no extra round trip per call)."""
 
 
 # GET + HGETALL + PEXPIRE of every session read in one event-loop turn (ARGV[1 + i]: the hash of KEYS[i]);
@@ -95,6 +104,10 @@ class RedisSessionStore:
         self._change = client.register_script(_CHANGE)
         # session id -> when this process last renewed its index entry (bounded; see `get`)
         self._indexed: dict[str, float] = {}
+        # session id -> [requests in flight here, the session, when its TTL was last renewed]
+        self._held: dict[str, list[Any]] = {}
+        self._timer: asyncio.TimerHandle | None = None  # the next renewal of the held sessions
+        self._renewals: set[asyncio.Task[None]] = set()  # (strong references: the loop keeps weak ones)
 
     def _key(self, session_id: str) -> str:
         return f"{self.prefix}session:{session_id}"
@@ -125,6 +138,67 @@ class RedisSessionStore:
             if value:
                 keys.append(f"{self.index}:{kind}:{hashlib.sha256(value.encode()).hexdigest()[:32]}")
         return keys
+
+    def request_started(self, session: Session) -> None:
+        """A request of `session` runs here: its TTL is renewed while it runs (no round trip now: the read
+        that found the session just renewed it)."""
+        held = self._held.get(session.id)
+        if held is not None:
+            held[0] += 1
+            return
+        self._held[session.id] = [1, session, time.monotonic()]
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._renew_every(), self._renew_held)
+
+    def request_ended(self, session: Session) -> None:
+        """A request of `session` ended here; after the last one its idle clock restarts (renewed now if
+        the last renewal is more than `RENEW_AT_END_AFTER` s old)."""
+        held = self._held.get(session.id)
+        if held is None:
+            return
+        held[0] -= 1
+        if held[0] > 0:
+            return
+        del self._held[session.id]
+        if not self._held and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if time.monotonic() - held[2] > RENEW_AT_END_AFTER:
+            self._spawn_renewal([session])
+
+    def _renew_every(self) -> float:
+        return max(self.idle_timeout / 3, 0.05)
+
+    def _renew_held(self) -> None:
+        """The timer: renew every session with a request in flight, then wait for the next turn."""
+        self._timer = None
+        if not self._held:
+            return
+        now = time.monotonic()
+        for held in self._held.values():
+            held[2] = now
+        self._spawn_renewal([held[1] for held in self._held.values()])
+        self._timer = asyncio.get_running_loop().call_later(self._renew_every(), self._renew_held)
+
+    def _spawn_renewal(self, sessions: list[Session]) -> None:
+        task = asyncio.get_running_loop().create_task(self._renew(sessions), name="mcpfusion-session-renewal")
+        self._renewals.add(task)
+        task.add_done_callback(self._renewals.discard)
+
+    async def _renew(self, sessions: list[Session]) -> None:
+        """Push the TTL of `sessions` and their index entries; a session deleted or expired meanwhile stays
+        gone (PEXPIRE and ZADD XX touch only what exists)."""
+        expiry = self._expiry()
+        try:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for session in sessions:
+                    pipe.pexpire(self._key(session.id), self._ttl_ms)
+                    pipe.pexpire(self._state_key(session.id), self._ttl_ms)
+                    for index in self._indexes(session):
+                        pipe.zadd(index, {session.id: expiry}, xx=True)
+                await pipe.execute()
+        except UNAVAILABLE as exc:  # renewed at the next turn, or by the next read
+            logger.warning("sessions with requests in flight not renewed: %s", exc)
 
     async def create(self, session: Session) -> None:
         indexes = self._indexes(session)
