@@ -31,7 +31,7 @@ from models import InvoiceModel
 
 from .auth import Principal
 from .db import Database, DatabaseBusy
-from .tables import CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, TenantRecord
+from .tables import CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, ReminderRecord, TenantRecord
 
 # The invoice lifecycle: update_invoice_status makes draft -> sent; record_payment makes a sent invoice paid
 # once its payments cover it; void has its own destructive action.
@@ -438,7 +438,8 @@ class BillingStore:
             return await self._commit(session, invoice_id)
         return await self._detail(invoice_id, session)
 
-    async def remind(self, invoice_id: str) -> dict[str, Any]:
+    async def remind(self, invoice_id: str, message: str | None = None) -> dict[str, Any]:
+        """Count a reminder of a sent invoice and record it with the sender's personal line (`message`)."""
         async with self._writing() as session:
             row = await self._invoice_row(session, invoice_id)
             if row.status != "sent":
@@ -447,7 +448,17 @@ class BillingStore:
             if row.total_cents == row.paid_cents:
                 raise nothing_owed(invoice_id, "no reminder was sent")
             row.reminders_sent += 1
+            session.add(ReminderRecord(tenant=self.tenant, invoice_id=row.id, sent_on=self.today(),
+                                       message=message or None))
             return await self._commit(session, invoice_id)
+
+    async def reminders(self, invoice_id: str) -> list[dict[str, Any]]:
+        """The reminders recorded for one of the tenant's invoices, oldest first."""
+        query = (select(ReminderRecord.sent_on, ReminderRecord.message)
+                 .where(ReminderRecord.tenant == self.tenant, ReminderRecord.invoice_id == invoice_id)
+                 .order_by(ReminderRecord.id))
+        rows = await self._rows(query, {}, built_once=False)
+        return [{"sent_on": sent_on, "message": message} for sent_on, message in rows]
 
     async def void(self, invoice_id: str, reason: str) -> dict[str, Any]:
         async with self._writing() as session:

@@ -86,3 +86,15 @@ class PaymentRecord(Base):
     method: Mapped[str] = mapped_column(String(10))
     received_on: Mapped[dt.date] = mapped_column(Date)
     processor_ref: Mapped[str | None] = mapped_column(String(80))
+
+
+class ReminderRecord(Base):
+    """One payment reminder sent for an invoice, with the personal line the sender added (if any)."""
+
+    __tablename__ = "reminders"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    invoice_id: Mapped[str] = mapped_column(ForeignKey("invoices.id"), index=True)
+    sent_on: Mapped[dt.date] = mapped_column(Date)
+    message: Mapped[str | None] = mapped_column(String(500))

@@ -51,8 +51,11 @@ class ThreadedCheck:
     def _run(self, future: concurrent.futures.Future[Any]) -> None:
         try:
             future.set_result(self.check())
-        except BaseException as exc:  # handed to the probe, which reports its type
+        except Exception as exc:  # handed to the probe, which reports its type
             future.set_exception(exc)
+        except BaseException as exc:  # noqa: BLE001 - in this thread even SystemExit stops nothing but the check,
+            # and re-raised on the event loop a KeyboardInterrupt or SystemExit would stop the whole server
+            future.set_exception(CheckAborted(type(exc).__name__))
 
 
 def _is_async(check: Callable[..., Any]) -> bool:
@@ -84,10 +87,29 @@ class Readiness:
         except TimeoutError:
             logger.warning("readiness check %r timed out after %ss", name, self.timeout)
             return "timeout"
-        except Exception as exc:  # its type only: the message may hold a connection string (every probe logs)
-            logger.warning("readiness check %r failed: %s", name, type(exc).__name__)
-            return f"unavailable ({type(exc).__name__})"
+        except (KeyboardInterrupt, SystemExit):
+            raise  # raised on the event loop's own thread: the process is stopping
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the probe itself is cancelled (its client left, the server stops): not the check's failure
+            return _failed(name, exc)  # an operation inside the check was cancelled (a pool reset...)
+        except BaseException as exc:  # noqa: BLE001 - any other failure of a check is the dependency's, never a 500
+            return _failed(name, exc)
         return "unavailable" if outcome is False else "ok"
+
+
+class CheckAborted(Exception):
+    """A plain `def` check raised a BaseException in its thread (`KeyboardInterrupt`, `SystemExit`...): a failure
+    of that check, reported under the name of what it raised."""
+
+
+def _failed(name: str, exc: BaseException) -> str:
+    """A check's failure, logged and reported by its type only: the message may hold a connection string
+    (and every probe logs)."""
+    kind = str(exc) if isinstance(exc, CheckAborted) else type(exc).__name__
+    logger.warning("readiness check %r failed: %s", name, kind)
+    return f"unavailable ({kind})"
 
 
 class ReadinessGroup:

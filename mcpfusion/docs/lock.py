@@ -1,11 +1,19 @@
 """The lockfile of tool contracts (`mcpfusion.lock`): what the agent is promised, pinned and diffed.
 
 For every tool and action: names (the action's and the MCP tool serving it), descriptions, annotations,
-input and output schemas, and each presenter's fields, redactions, rules, limit and embeds; per MCP tool, what
+input and output schemas, the MIME types of the content it may send, and each presenter's fields, redactions
+(and whether its UI blocks are guarded against the redacted values), rules, limit and embeds; per MCP tool, what
 `tools/list` advertises of it (title, description, outputSchema). Each tool and
 action carries a digest of its readable form, so a lockfile is both greppable and cheap to compare.
 `check` explains a drift in words a reviewer can act on: a renamed action, a new required parameter, a field
 no longer redacted, a hint that changed.
+
+Keys pinned only when they differ from the default (`scopes`, `confirm`, `title`, `content_types`, a presenter's
+`guard_blocks: false`) can be added within a format: a lockfile written before one was pinned reads as the
+default (anyone may call, no confirmation, no title, no content sent, blocks guarded). It still matches a
+service that keeps the default, and `check` names the change for one that does not. Keys pinned always (a
+tool's title, `advertised`) come with a new format: a lockfile of the older one is a change ("lockfile format
+1 -> 2") and the keys it lacks are not reported one by one.
 """
 
 from __future__ import annotations
@@ -49,6 +57,8 @@ def _presenter(info: dict[str, Any]) -> dict[str, Any]:
         "rules": info["automatic_rules"] + info["rules"],
         "limit": info["limit"],
         "embeds": {e["key"]: _presenter(e["presenter"]) for e in info["embeds"]},
+        # UI blocks that may show what redact_pii removed (absent: guarded, the default)
+        **({} if info.get("guard_blocks", True) else {"guard_blocks": False}),
     }
 
 
@@ -71,6 +81,8 @@ def action_contract(action: Action) -> dict[str, Any]:
         body["confirm"] = action.confirm
     if action.title:  # the name clients show (absent: none)
         body["title"] = action.title
+    if action.content_types:  # the images, documents... it may send (absent: none, anything else is refused)
+        body["content_types"] = sorted(action.content_types)
     return {"digest": digest(body), **body}
 
 
@@ -223,6 +235,11 @@ def _presenter_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> 
     for key in ("censor", "limit"):
         if old.get(key) != new.get(key):
             out.append(f"{where}: {key} {_short(old.get(key))} -> {_short(new.get(key))}")
+    guarded, guards = old.get("guard_blocks", True), new.get("guard_blocks", True)
+    if guarded and not guards:
+        out.append(f"{where}: UI blocks are no longer guarded against redacted values (guard_blocks=False)")
+    elif guards and not guarded:
+        out.append(f"{where}: UI blocks are guarded against redacted values again")
     for key in sorted(set(old["embeds"]) | set(new["embeds"])):
         if key not in new["embeds"]:
             out.append(f'{where}: embed "{key}" removed')
@@ -235,7 +252,7 @@ def _presenter_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> 
 
 def _action_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     out = []
-    for key in ("mcp_tool", "description", "scopes", "confirm", "title"):
+    for key in ("mcp_tool", "description", "scopes", "confirm", "title", "content_types"):
         if old.get(key) != new.get(key):
             out.append(f"{where}: {key} {_short(old.get(key))} -> {_short(new.get(key))}")
     for hint in sorted(set(old.get("annotations", {})) | set(new.get("annotations", {}))):

@@ -149,6 +149,7 @@ def describe(presenter: Presenter, ctx: Any = None, many: bool | None = None) ->
         "rules": [],
         "redacted_paths": list(presenter.redact_paths),
         "censor": presenter.censor if isinstance(presenter.censor, str | int | float | None) else "(custom)",
+        "guard_blocks": presenter.guard_blocks,  # False: its UI blocks may show the redacted values
         "ui_blocks": [],
         "suggestions": [],
         "directives": [],

@@ -2,23 +2,50 @@
 
 `variant` shifts enum choices and numbers so that a list of samples covers the enum values a presenter's
 conditional rules, UI blocks and suggestions may depend on (e.g. an `overdue` status).
+
+A sample keeps to the schema's bounds, `multipleOf`, lengths, formats and (simple) patterns, and to the item
+types of a tuple; a value it cannot make fit (a pattern with look-arounds, a format longer than `maxLength`)
+is None, and `arguments` then leaves that parameter out rather than show an example that fails.
+Example arguments take their dates from `today` (a month ahead: a due date, a booking), so they stay valid
+for an action that refuses past dates; sample responses keep fixed dates, the same on every run.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
+import importlib
+import json
+import math
+import operator
 import re
+import warnings
 from typing import Any
 
 _FORMATS = {
     "email": "jane.doe@example.com",
+    "name-email": "Jane Doe <jane.doe@example.com>",
     "date": "2026-01-15",
     "date-time": "2026-01-15T09:30:00Z",
     "time": "09:30:00",
+    "duration": "P1D",
     "uuid": "3f2b8c1e-5d4a-4f6b-9c2d-1a7e8b9c0d1f",
+    "uuid4": "3f2b8c1e-5d4a-4f6b-9c2d-1a7e8b9c0d1f",
     "uri": "https://example.com/",
     "url": "https://example.com/",
+    "hostname": "example.com",
+    "ipv4": "192.0.2.10",
+    "ipv6": "2001:db8::10",
+    "ipvanyaddress": "192.0.2.10",
+    "ipv4network": "192.0.2.0/24",
+    "ipv6network": "2001:db8::/32",
+    "ipvanynetwork": "192.0.2.0/24",
+    "ipv4interface": "192.0.2.10/24",
+    "ipv6interface": "2001:db8::10/32",
+    "ipvanyinterface": "192.0.2.10/24",
 }
 _MAX_DEPTH = 6
+_AHEAD = dt.timedelta(days=30)  # example dates: a month after today
 # "Invoice id, e.g. inv_0001 (see list_invoices)." -> inv_0001: the value the author documented.
 _DESCRIBED = re.compile(r"\b(?:e\.g\.|for example|such as)[,:]?\s+[`'\"]?([^\s`'\",;()]+)", re.I)
 
@@ -46,8 +73,9 @@ def resolve(schema: Any, root: dict[str, Any]) -> dict[str, Any]:
 
 
 def sample(schema: Any, root: dict[str, Any] | None = None, *, name: str = "value", variant: int = 0,
-           depth: int = 0) -> Any:
-    """A value that fits `schema` (best effort: patterns and custom validators are not honoured)."""
+           depth: int = 0, today: dt.date | None = None) -> Any:
+    """A value that fits `schema`, or None when none is found (best effort: custom validators, look-arounds
+    and cross-field rules are not honoured). With `today`, dates are a month after it; else fixed."""
     root = root if root is not None else (schema if isinstance(schema, dict) else {})
     schema = resolve(schema, root)
     if depth > _MAX_DEPTH:
@@ -66,27 +94,28 @@ def sample(schema: Any, root: dict[str, Any] | None = None, *, name: str = "valu
         if options:
             # `Optional[str] = Field(description=...)`: the description sits beside the anyOf.
             option = {"description": schema["description"], **options[0]} if "description" in schema else options[0]
-            return sample(option, root, name=name, variant=variant, depth=depth + 1)
+            return sample(option, root, name=name, variant=variant, depth=depth + 1, today=today)
     if schema.get("allOf"):
-        return sample(schema["allOf"][0], root, name=name, variant=variant, depth=depth + 1)
+        return sample(schema["allOf"][0], root, name=name, variant=variant, depth=depth + 1, today=today)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
     if kind == "object" or (kind is None and "properties" in schema):
         props = schema.get("properties", {})
         return {
-            key: sample(sub, root, name=key, variant=variant, depth=depth + 1) for key, sub in props.items()
+            key: sample(sub, root, name=key, variant=variant, depth=depth + 1, today=today)
+            for key, sub in props.items()
         }
     if kind == "array":
-        size = max(1, int(schema.get("minItems", 1)))
-        items = schema.get("items", {})
-        return [sample(items, root, name=name, variant=variant + i, depth=depth + 1) for i in range(size)]
+        return _array(schema, root, name, variant, depth, today)
     described = described_example(schema) if variant == 0 else None
     if described is not None and kind in ("string", "integer", "number", None):
         try:
-            return {"integer": int, "number": float}.get(kind, str)(described)
+            value = {"integer": int, "number": float}.get(kind, str)(described)
         except ValueError:
-            pass  # "e.g. ten" for a number: not usable, fall back to a generated value
+            value = None  # "e.g. ten" for a number: not usable, fall back to a generated value
+        if value is not None and _fits(value, schema):  # (not "e.g. someone@example.com" under maxLength 8)
+            return value
     if kind == "integer":
         return _number(schema, 42 + variant, int)
     if kind == "number":
@@ -96,29 +125,214 @@ def sample(schema: Any, root: dict[str, Any] | None = None, *, name: str = "valu
     if kind == "null":
         return None
     if kind == "string" or kind is None:
-        fmt = schema.get("format")
-        if fmt in _FORMATS:
-            return _FORMATS[fmt]
-        text = f"{name}_{variant + 1}"
-        low, high = schema.get("minLength", 0), schema.get("maxLength")
-        text = text.ljust(low, "x")
-        return text[:high] if high else text
+        return _string(schema, root, name, variant, depth, today)
     return None
 
 
+def _array(schema: dict[str, Any], root: dict[str, Any], name: str, variant: int, depth: int,
+           today: dt.date | None) -> list[Any]:
+    """As many items as `minItems` asks (at least one, at most `maxItems`); a tuple's items by position."""
+    prefix = schema.get("prefixItems") or []
+    items = schema.get("items", {})
+    size = max(1, int(schema.get("minItems", 1)), len(prefix))
+    if "maxItems" in schema:
+        size = min(size, int(schema["maxItems"]))
+    if items is False:  # a fixed tuple: no item past its positions
+        size = min(size, len(prefix))
+    return [sample(prefix[i] if i < len(prefix) else items, root, name=name, variant=variant + i, depth=depth + 1,
+                   today=today) for i in range(size)]
+
+
+def _string(schema: dict[str, Any], root: dict[str, Any], name: str, variant: int, depth: int,
+            today: dt.date | None) -> str | None:
+    """The format's example, else `{name}_{n}` fitted to the lengths, else a string the pattern matches."""
+    if schema.get("contentMediaType") == "application/json":  # a `Json[...]` field: JSON text of its content
+        inner = sample(schema.get("contentSchema") or {}, root, name=name, variant=variant, depth=depth + 1,
+                       today=today)
+        return json.dumps(inner)
+    fmt = schema.get("format")
+    if today is not None and fmt in ("date", "date-time"):
+        day = (today + _AHEAD).isoformat()
+        example: str | None = day if fmt == "date" else f"{day}T09:30:00Z"
+    else:
+        example = _FORMATS.get(fmt) if isinstance(fmt, str) else None
+    if example is not None:
+        return example if _fits(example, schema) else None
+    low, high = int(schema.get("minLength", 0)), schema.get("maxLength")
+    text = f"{name}_{variant + 1}".ljust(low, "x")
+    text = text[:high] if high is not None else text
+    if _fits(text, schema):
+        return text
+    return pattern_example(schema["pattern"], low, high) if isinstance(schema.get("pattern"), str) else None
+
+
+def _fits(value: Any, schema: dict[str, Any]) -> bool:
+    """Whether a scalar keeps to the schema's lengths, pattern, bounds and `multipleOf`."""
+    if isinstance(value, str):
+        if len(value) < schema.get("minLength", 0) or len(value) > schema.get("maxLength", len(value)):
+            return False
+        pattern = schema.get("pattern")
+        if not isinstance(pattern, str):
+            return True
+        compiled = _compiled(pattern)  # (a pattern Python cannot read: no example rather than a wrong one)
+        return compiled is not None and compiled.search(value) is not None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return True
+    bounds = (("minimum", operator.ge), ("maximum", operator.le), ("exclusiveMinimum", operator.gt),
+              ("exclusiveMaximum", operator.lt))
+    if not all(key not in schema or holds(value, schema[key]) for key, holds in bounds):
+        return False
+    step = schema.get("multipleOf")
+    return not step or _multiple(value, step)
+
+
+def _multiple(value: float, step: float) -> bool:
+    quotient = value / step
+    return math.isclose(quotient, round(quotient), rel_tol=1e-9, abs_tol=1e-9)
+
+
 def _number(schema: dict[str, Any], value: float, kind: type) -> Any:
-    low = schema.get("minimum", schema.get("exclusiveMinimum"))
-    high = schema.get("maximum", schema.get("exclusiveMaximum"))
-    if low is not None and value < low:
-        value = low + (1 if "exclusiveMinimum" in schema else 0)
-    if high is not None and value > high:
-        value = high - (1 if "exclusiveMaximum" in schema else 0)
-    return kind(value)
+    """`value` if it fits; else the fitting value nearest to it among the bounds, one step inside them, the
+    middle between them, each moved onto `multipleOf`. None when none fits (bounds that exclude each other)."""
+    lows = [schema[k] for k in ("minimum", "exclusiveMinimum") if isinstance(schema.get(k), int | float)]
+    highs = [schema[k] for k in ("maximum", "exclusiveMaximum") if isinstance(schema.get(k), int | float)]
+    low, high = (max(lows) if lows else None), (min(highs) if highs else None)
+    near: list[float] = [value]
+    if low is not None:
+        near += [low, low + 1, math.floor(low) + 1]
+    if high is not None:
+        near += [high, high - 1, math.ceil(high) - 1]
+    if low is not None and high is not None:
+        near.append((low + high) / 2)  # gt=0, lt=1: neither bound nor a whole step inside fits
+    step = schema.get("multipleOf")
+    if isinstance(step, int | float) and step > 0:
+        near = [n * step for c in near for n in (math.floor(c / step), math.ceil(c / step))]
+    for candidate in sorted(near, key=lambda c: abs(c - value)):
+        if kind is int and candidate != int(candidate):
+            continue
+        if _fits(kind(candidate), schema):
+            return kind(candidate)
+    return None
 
 
-def arguments(schema: dict[str, Any]) -> dict[str, Any]:
-    """Example arguments for an input schema: its required parameters with sample values."""
+# -- patterns ------------------------------------------------------------------------------------------------
+
+class _Unsupported(Exception):
+    """A regular expression construct the sampler does not write (a look-around, a back-reference...)."""
+
+
+_POOL = "a1A_-x. "  # the characters tried for a class that starts with none (`[^...]`, `\w`)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> re.Pattern[str] | None:
+    r"""`pattern` compiled, or None when Python reads it otherwise than the server's engine may (`[[:alpha:]]`,
+    a FutureWarning) or not at all (`\p{L}`)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return re.compile(pattern)
+    except (re.error, FutureWarning, RecursionError):
+        return None
+
+
+def pattern_example(pattern: str, min_length: int = 0, max_length: int | None = None) -> str | None:
+    """A short string that `pattern` matches (searched, as JSON Schema does) within the lengths, or None: the
+    shortest the pattern allows, then one with every optional part once."""
+    compiled = _compiled(pattern)
+    try:
+        tree = importlib.import_module("re._parser").parse(pattern) if compiled is not None else None
+    except Exception:  # (a Python without re._parser, or one that reads the pattern otherwise)
+        return None
+    if compiled is None or tree is None:
+        return None
+    for at_least_one in (False, True):
+        out: list[str] = []
+        try:
+            _write(list(tree), out, at_least_one)
+        except (_Unsupported, ValueError, TypeError, IndexError):
+            return None
+        text = "".join(out)
+        if min_length <= len(text) <= (max_length if max_length is not None else len(text)) \
+                and compiled.search(text):
+            return text
+    return None
+
+
+def _write(items: list[Any], out: list[str], at_least_one: bool) -> None:
+    for op, arg in items:
+        kind = str(op)
+        if kind == "LITERAL":
+            out.append(chr(arg))
+        elif kind == "NOT_LITERAL":
+            out.append(next(c for c in _POOL if ord(c) != arg))
+        elif kind == "ANY":
+            out.append("a")
+        elif kind == "IN":
+            out.append(_class_member(arg))
+        elif kind in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            low, high, body = arg
+            count = max(low, min(high, 1)) if at_least_one else low
+            for _ in range(count):
+                _write(list(body), out, at_least_one)
+        elif kind in ("SUBPATTERN", "ATOMIC_GROUP"):
+            _write(list(arg[-1] if kind == "SUBPATTERN" else arg), out, at_least_one)
+        elif kind == "BRANCH":
+            _write(list(arg[1][0]), out, at_least_one)
+        elif kind != "AT":  # anchors write nothing; the final search says whether they hold
+            raise _Unsupported(kind)
+
+
+def _class_member(items: list[Any]) -> str:
+    r"""A character of a class (`[A-Z0-9_]`, `\d`, `[^,]`): its first literal or range, else one of a pool."""
+    first = [chr(arg) if str(op) == "LITERAL" else chr(arg[0]) for op, arg in items if str(op) in ("LITERAL", "RANGE")]
+    for candidate in ([] if any(str(op) == "NEGATE" for op, _ in items) else first) + list(_POOL) + ["1", "a"]:
+        if _in_class(candidate, items):
+            return candidate
+    raise _Unsupported("class")
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+_CATEGORIES = {"DIGIT": str.isdigit, "SPACE": str.isspace, "WORD": _is_word}
+
+
+def _in_class(char: str, items: list[Any]) -> bool:
+    negate, hit = False, False
+    for op, arg in items:
+        kind = str(op)
+        if kind == "NEGATE":
+            negate = True
+        elif kind == "LITERAL":
+            hit = hit or ord(char) == arg
+        elif kind == "RANGE":
+            hit = hit or arg[0] <= ord(char) <= arg[1]
+        elif kind == "CATEGORY":
+            name = str(arg).removeprefix("CATEGORY_")
+            test = _CATEGORIES.get(name.removeprefix("NOT_"))
+            if test is None:
+                raise _Unsupported(str(arg))
+            hit = hit or (test(char) != name.startswith("NOT_"))
+        else:
+            raise _Unsupported(kind)
+    return hit != negate
+
+
+def arguments(schema: dict[str, Any], today: dt.date | None = None) -> dict[str, Any]:
+    """Example arguments for an input schema: its required parameters with sample values (dates a month after
+    `today`, by default the current date). A parameter no value was found for is left out: the call then
+    says what it needs, rather than refuse a made-up value."""
     props = schema.get("properties", {})
-    return {
-        key: sample(props[key], schema, name=key) for key in schema.get("required", []) if key in props
-    }
+    today = today or dt.date.today()
+    found = {key: sample(props[key], schema, name=key, today=today)
+             for key in schema.get("required", []) if key in props}
+    return {key: value for key, value in found.items() if value is not None or _allows_null(props[key], schema)}
+
+
+def _allows_null(schema: Any, root: dict[str, Any]) -> bool:
+    schema = resolve(schema, root)
+    kinds = schema.get("type")
+    return (kinds == "null" or (isinstance(kinds, list) and "null" in kinds) or schema.get("const", 0) is None
+            or any(_allows_null(o, root) for o in schema.get("anyOf", []) + schema.get("oneOf", [])))
