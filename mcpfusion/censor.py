@@ -8,7 +8,8 @@ everywhere else:
 - text blocks (UI, embeds, directives, rules, suggestions): every occurrence of a removed value at least
   `MIN_LENGTH` characters long, as written or JSON-escaped (`json.dumps` of it), each as escaped for the
   XML-ish blocks, inside JSON text and in a markdown table cell, is replaced by the censor; the wire format's
-  own markup (tags, attribute names, a block's type, a suggestion's action) is never touched;
+  own markup (tags, attribute names, a block's type, a suggestion's action when it is a name: letters,
+  digits, `_.-`) is never touched;
 - the structured data (the data block, `structuredContent`, the REST body): a string VALUE equal to a removed
   string, or containing a removed value at least `MIN_LENGTH` characters long (a number as its text, a string
   as written or JSON-escaped), is censored. Object keys are structure, never censored; nor is a string that
@@ -31,8 +32,10 @@ from functools import lru_cache
 from typing import Any
 
 from pydantic_core import to_json
+from starlette.exceptions import HTTPException  # (FastAPI's is a subclass)
 
 from . import markup, ui
+from .errors import ToolError, ValidationFailed
 from .redaction import DEFAULT_CENSOR
 from .response import ResponseView, Suggestion, ToolResponse
 from .serializer import dumps
@@ -164,6 +167,9 @@ def _scrub_data(data: Any, exact: set[str], needles: list[str], keep: frozenset[
 _OPENING = re.compile(r'<(ui_passthrough|domain_rules|llm_directives|action_suggestions)((?: [a-z_]+="[^"]*")*)>\n')
 _TITLE = re.compile(r' title="([^"]*)"')  # the one attribute a writer's text may fill
 _BULLETS = ("domain_rules", "llm_directives", "action_suggestions")
+# A suggestion's action as the framework's vocabulary writes it: a tool's and an action's name, dotted. Anything
+# else there was built from data (`suggest(f"mail.{email}", ...)`) and is guarded like the reason.
+_ACTION = re.compile(r"[A-Za-z0-9_.-]{1,129}")
 
 
 def _markup(text: str) -> list[tuple[int, int]]:
@@ -189,6 +195,8 @@ def _markup(text: str) -> list[tuple[int, int]]:
             if text.startswith("- ", start):
                 # A suggestion's action name, up to its `: `, is the framework's vocabulary too.
                 colon = text.find(": ", start, stop) if tag == "action_suggestions" else -1
+                if colon >= 0 and _ACTION.fullmatch(text, start + 2, colon) is None:
+                    colon = -1
                 spans.append((start, colon + 2 if colon >= 0 else start + 2))
             start = stop + 1
     if body_end < len(text):
@@ -250,12 +258,20 @@ def _scrub_block(text: str, needles: list[str], censor: str) -> str:
 def _scrub_view(view: ResponseView, found: list[str], mask: str) -> None:
     """The structured view (what the tester reads) says what the wire says."""
     view.system_rules = [_scrub_text(r, found, mask) for r in view.system_rules]
-    view.suggestions = [Suggestion(s.action, _scrub_text(s.reason, found, mask)) for s in view.suggestions]
+    view.suggestions = [Suggestion(_scrub_action(s.action, found, mask), _scrub_text(s.reason, found, mask))
+                        for s in view.suggestions]
     view.ui_blocks = [
         replace(b, content=_scrub_text(b.content, found, mask),
                 title=None if b.title is None else _scrub_text(b.title, found, mask))
         for b in view.ui_blocks
     ]
+
+
+def _scrub_action(action: Any, found: list[str], mask: str) -> Any:
+    """A suggestion's action, censored unless it is a name (`_ACTION`)."""
+    if action.__class__ is not str or _ACTION.fullmatch(action):
+        return action
+    return _scrub_text(action, found, mask)
 
 
 class Scrubber:
@@ -397,3 +413,45 @@ def _contains(text: str, needles: list[str], exact: Any) -> bool:
         if needle in text:
             return True
     return any(_quoted(value) in text for value in exact)
+
+
+# -- errors a presenter's callback raised ----------------------------------------------------------------
+
+# What a callback may raise that the client reads: its texts leave without the guard (they are no block).
+CARRIED = (ToolError, ValidationFailed, HTTPException)
+
+
+def scrub_error(exc: BaseException, removed: list[Any], censor: Any = DEFAULT_CENSOR) -> None:
+    """Censor the removed values out of what an error (`CARRIED`) tells the client, in place: a ToolError's
+    message, recovery, details and actions, a ValidationFailed's fields, an HTTPException's detail and
+    header values. Its code, status and severity stay. Matched as the guard matches the blocks: a long
+    value wherever it occurs, a short one as a whole text."""
+    exact, every = _values(removed)
+    if not exact and not every:
+        return
+    needles = sorted({form for value in every for form in _variants(value)}, key=len, reverse=True)
+    mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return mask if value in exact else _scrub_text(value, needles, mask)
+        if isinstance(value, dict):  # (its keys too: an error's details are no schema's structure)
+            return {clean(k): clean(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [clean(v) for v in value]
+        return value
+
+    if isinstance(exc, ToolError):
+        exc.message, exc.recovery = clean(exc.message), clean(exc.recovery)
+        exc.details, exc.available_actions = clean(exc.details), clean(exc.available_actions)
+        exc.args = tuple(clean(a) for a in exc.args)
+    elif isinstance(exc, ValidationFailed):
+        exc.fields = [(clean(name), clean(message)) for name, message in exc.fields]
+        exc.message = clean(exc.message)
+        if "recovery" in vars(exc):
+            exc.recovery = clean(exc.recovery)
+        exc.args = tuple(clean(a) for a in exc.args)
+    elif isinstance(exc, HTTPException):
+        exc.detail = clean(exc.detail)
+        if exc.headers:
+            exc.headers = {k: clean(v) for k, v in exc.headers.items()}

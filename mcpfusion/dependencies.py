@@ -3,7 +3,9 @@
 A handler's parameters split in two: tool arguments (in the input schema, validated by pydantic) and
 FastAPI dependencies (`Depends`, `Security`, `Header`, `Request`, yield dependencies, `Context`), which
 never appear in the schema and are solved with `fastapi.dependencies.utils.solve_dependencies`, so
-`app.dependency_overrides` applies to MCP calls exactly as to REST.
+`app.dependency_overrides` applies to MCP calls exactly as to REST. A `Context` is found by its type, on the
+action and in its dependencies at any depth (FastAPI would read it as a query parameter): a dependency that
+takes one is analysed through a stand-in whose `Context` parameter has its provider (see `analysable`).
 
 FastAPI's solver re-derives, on every call and for every node of the tree, what never changes between calls
 (each node's cache key, scope flags and kind of callable, four empty parameter lists, a `Response`). Most
@@ -30,7 +32,7 @@ from typing import Annotated, Any
 
 from fastapi import params
 from fastapi.dependencies.models import Dependant
-from fastapi.dependencies.utils import get_dependant, solve_dependencies
+from fastapi.dependencies.utils import get_dependant, get_typed_signature, solve_dependencies
 from fastapi.security import SecurityScopes
 from fastapi.security.base import SecurityBase
 from starlette.background import BackgroundTasks
@@ -118,9 +120,7 @@ def _injected(annotation: Any) -> Callable[..., Any] | None:
 
 def takes_page(dependencies: list[inspect.Parameter]) -> bool:
     """True when one of these dependency parameters is annotated `Page`."""
-    bases = (typing.get_args(p.annotation)[0] if typing.get_origin(p.annotation) is Annotated else p.annotation
-             for p in dependencies)
-    return any(_injected(base) is provide_page for base in bases)
+    return any(_injected(_split(p.annotation)[0]) is provide_page for p in dependencies)
 
 
 def context_parameter(fn: Callable[..., Any]) -> str | None:
@@ -169,7 +169,10 @@ def split_parameters(
                             "own middleware)")
         _refuse_http_only(fn, name, annotation)
         if is_dependency(annotation, default):
-            dependencies.append(_provided_as(inspect.Parameter(name, kind, annotation=annotation, default=default)))
+            try:
+                dependencies.append(_provided_as(inspect.Parameter(name, kind, annotation=annotation, default=default)))
+            except TypeError as exc:  # (a dependency's parameter that cannot be provided: name the action too)
+                raise TypeError(f"{fn.__qualname__}: parameter {name!r}: {exc}") from None
         else:
             arguments.append((name, annotation, default))
     return arguments, dependencies
@@ -237,12 +240,123 @@ def as_dependency(param: inspect.Parameter) -> inspect.Parameter | None:
     return _provided_as(param)
 
 
-def _provided_as(param: inspect.Parameter) -> inspect.Parameter:
-    """A dependency parameter as FastAPI solves it: one injected by type gets its provider as a `Depends`."""
-    provider = _injected(param.annotation)
-    if provider is not None:
-        return param.replace(annotation=Annotated[param.annotation, params.Depends(provider)])
-    return param
+def _provided_as(param: inspect.Parameter, owner: str | None = None) -> inspect.Parameter:
+    """A dependency parameter as FastAPI solves it: one injected by type (`Context`, `Page`) gets its provider
+    as a `Depends`, and a dependency that takes a `Context` (at any depth) is solved through its stand-in
+    (FastAPI alone takes a `Context` for a query parameter, and fails on its type). `owner` names the
+    dependency whose parameter it is (None: the action's own)."""
+    annotation, default = param.annotation, param.default
+    base, extras = _split(annotation)
+    marker = _marker(annotation, default)
+    if isinstance(marker, params.Depends):
+        dependency = marker.dependency if marker.dependency is not None else base  # `Depends()`: the class
+        stand_in = analysable(dependency)
+        if stand_in is dependency:
+            return param
+        replaced = dataclasses.replace(marker, dependency=stand_in)
+        if marker is default:
+            return param.replace(default=replaced)
+        return param.replace(annotation=Annotated[(base, *[replaced if e is marker else e for e in extras])])
+    provider = _injected(base)
+    if provider is None:
+        return param
+    what = type_name(base)
+    if owner is None:
+        return param.replace(annotation=Annotated[(base, *extras, params.Depends(provider))])
+    if marker is not None:  # Header(), Cookie()... on what the framework provides by its type
+        raise TypeError(f"{owner}: parameter {param.name!r} is a {what}, which the framework provides by its type: "
+                        f"drop the {type(marker).__name__}(...) ({param.name}: {what})")
+    if provider is provide_page:
+        raise TypeError(f"{owner}: parameter {param.name!r} is a Page, which is filled only once the dependencies "
+                        "are solved (its size may come from the presenter a dependency chooses, its cursor is "
+                        "checked against the caller): a dependency would read an empty page. Take the Page on the "
+                        f"action itself ({param.name}: Page) and pass it on, e.g. to a method of what the "
+                        "dependency returns")
+    if param.kind is inspect.Parameter.POSITIONAL_ONLY:  # (FastAPI passes every value by name)
+        raise TypeError(f"{owner}: parameter {param.name!r} ({what}) is positional-only, but FastAPI passes every "
+                        "dependency value by name; drop the `/`")
+    return param.replace(annotation=Annotated[(base, *extras, params.Depends(provider))])
+
+
+def _split(annotation: Any) -> tuple[Any, tuple[Any, ...]]:
+    """(type, extras) of an annotation: `Annotated[T, x, y]` -> (T, (x, y)); `T` -> (T, ())."""
+    if typing.get_origin(annotation) is Annotated:
+        base, *extras = typing.get_args(annotation)
+        return base, tuple(extras)
+    return annotation, ()
+
+
+def _marker(annotation: Any, default: Any) -> Any:
+    """The FastAPI marker (`Depends`, `Header()`...) FastAPI reads a parameter by: the last one among its
+    `Annotated` extras, else its default's; None when it has neither."""
+    found = [e for e in _split(annotation)[1] if isinstance(e, _FASTAPI_MARKERS)]
+    if found:
+        return found[-1]
+    return default if isinstance(default, _FASTAPI_MARKERS) else None
+
+
+_STANDS_FOR = "__mcpfusion_stands_for__"
+
+
+@by_identity
+def analysable(dependency: Any) -> Any:
+    """`dependency` itself, or, when it takes a `Context` (itself or through its own dependencies), its
+    stand-in: a function of the same parameters, a `Context` given its provider as a `Depends`, that FastAPI
+    analyses and calls in its place (its values are cached and its overrides looked up as the dependency's,
+    see `stands_for`). Worked out once per dependency, when the first action that needs it is declared."""
+    try:
+        signature = get_typed_signature(dependency)
+    except Exception:  # not a callable FastAPI can read: it says so itself, in its own words
+        return dependency
+    owner = f"the dependency {_name(dependency)}"
+    old = list(signature.parameters.values())
+    new = [_provided_as(param, owner) for param in old]
+    if all(a is b for a, b in zip(old, new, strict=True)):
+        return dependency
+
+    def stand_in(*args: Any, **kwargs: Any) -> Any:
+        return dependency(*args, **kwargs)
+
+    stand_in.__signature__ = inspect.Signature(new)  # type: ignore[attr-defined]
+    # FastAPI tells a coroutine, a generator, a class through `__wrapped__`: the stand-in is run as it would be.
+    stand_in.__wrapped__ = dependency  # type: ignore[attr-defined]
+    stand_in.__name__ = getattr(dependency, "__name__", None) or type(dependency).__name__
+    stand_in.__qualname__ = _name(dependency)  # (what errors about the dependency name it by)
+    stand_in.__dict__[_STANDS_FOR] = dependency
+    return stand_in
+
+
+def stands_for(call: Any) -> Any:
+    """The dependency `call` is the stand-in of (see `analysable`), else None."""
+    return call.__dict__.get(_STANDS_FOR) if type(call) is types.FunctionType else None
+
+
+def _original(call: Any) -> Any:
+    """`call`, or the dependency it stands in for."""
+    found = stands_for(call)
+    return call if found is None else found
+
+
+class _Overrides:
+    """`app.dependency_overrides` as FastAPI's solver reads it while one is set (it analyses every dependency
+    anew then): looked up by the dependency a stand-in stands for, and an override that takes a `Context`
+    given as its own stand-in."""
+
+    __slots__ = ("overrides",)
+
+    def __init__(self, overrides: Any) -> None:
+        self.overrides = overrides
+
+    @property
+    def dependency_overrides(self) -> _Overrides:
+        return self
+
+    def __bool__(self) -> bool:
+        return True
+
+    def get(self, call: Any, default: Any = None) -> Any:
+        chosen = self.overrides.get(_original(call))
+        return call if chosen is None else analysable(chosen)
 
 
 def build_dependant(
@@ -302,8 +416,9 @@ def security_schemes(dependant: Dependant, scopes: tuple[str, ...] = ()) -> dict
     route that depends on them."""
     scopes = (*scopes, *(dependant.own_oauth_scopes or ()))
     found: dict[str, tuple[Any, list[str]]] = {}
-    if isinstance(dependant.call, SecurityBase):
-        found[dependant.call.scheme_name] = (dependant.call.model, list(dict.fromkeys(scopes)))
+    call = _original(dependant.call)
+    if isinstance(call, SecurityBase):
+        found[call.scheme_name] = (call.model, list(dict.fromkeys(scopes)))
     for sub in dependant.dependencies:
         for name, (model, asked) in security_schemes(sub, scopes).items():
             known = found.setdefault(name, (model, []))[1]
@@ -342,7 +457,7 @@ class Plan:
 
 def _plain_node(node: Dependant) -> bool:
     """True when FastAPI would just `await node.call(**sub_values)`, caching its value by its call alone."""
-    call = node.call
+    call = _original(node.call)
     coroutine = inspect.iscoroutinefunction(call) or (
         callable(call) and not isinstance(call, type) and inspect.iscoroutinefunction(type(call).__call__)
     )
@@ -389,7 +504,7 @@ def make_plan(dependant: Dependant) -> Plan | None:
                 at = cached[sub.call]
             else:
                 at = len(steps)
-                steps.append((typing.cast(Callable[..., Any], sub.call), sub_needs))
+                steps.append((typing.cast(Callable[..., Any], _original(sub.call)), sub_needs))
                 cached.setdefault(sub.call, at)
             found.append((sub.name, at))
         if node.request_param_name:
@@ -453,11 +568,13 @@ async def resolve(dependant: Dependant, request: Request, stack: AsyncExitStack)
         stack.push_async_exit(_start_after(queued, scope))  # (first in, last out: after every teardown)
     saved = scope.get("fastapi_inner_astack"), scope.get("fastapi_function_astack")
     scope["fastapi_inner_astack"] = scope["fastapi_function_astack"] = stack
+    app = scope.get("app")
+    overrides = getattr(app, "dependency_overrides", None)
     try:
         solved = await solve_dependencies(
             request=request,
             dependant=dependant,
-            dependency_overrides_provider=scope.get("app"),
+            dependency_overrides_provider=_Overrides(overrides) if overrides else app,
             async_exit_stack=stack,
             embed_body_fields=False,
         )
@@ -555,6 +672,10 @@ async def drain_background(app: Any, timeout: float | None = None) -> None:
         await runs.drain(timeout)
 
 
+#: Where the app keeps what its running lifespan yielded (`yield {"pool": ...}`), for calls made in process.
+LIFESPAN_STATE = "mcpfusion_lifespan_state"
+
+
 def draining(runs: BackgroundRuns, inner: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """The app's lifespan `inner`, whose shutdown first waits for the background tasks still running (before
     the app's own shutdown closes the pools they may use)."""
@@ -562,10 +683,14 @@ def draining(runs: BackgroundRuns, inner: Callable[[Any], Any]) -> Callable[[Any
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[Any]:
         async with inner(app) as state:
+            # Kept where in-process calls (the tester, `mcpfusion call`) find it: a server keeps the lifespan
+            # state itself and gives each request a copy; those calls have no server.
+            setattr(app.state, LIFESPAN_STATE, state)
             try:
                 yield state
             finally:
                 await runs.drain()
+                setattr(app.state, LIFESPAN_STATE, None)
 
     return lifespan
 

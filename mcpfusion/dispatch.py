@@ -302,7 +302,7 @@ class ToolRegistry:
         except Exception as exc:
             if _for_the_app(exc, call.request, call.transport):
                 raise
-            response = _failure(call.action, self._hints_for(exc, call.request), call.raise_http)
+            response = _failure(call.action, self._hints_for(exc, call.request), call.raise_http, call.transport)
         finally:
             if queued and (response is None or response.is_error):
                 del queued[attempt:]
@@ -396,7 +396,7 @@ class ToolRegistry:
                 await self._audit_refused(action, arguments, request, transport, RATE_LIMITED)
             elif isinstance(exc, ToolError | HTTPException) and not self.allows(action, request):
                 await self._audit_refused(action, arguments, request, transport, FORBIDDEN)
-            return _failure(action, self._hints_for(exc, request), raise_http)
+            return _failure(action, self._hints_for(exc, request), raise_http, transport)
 
     def allows(self, action: Action, request: Request) -> bool:
         """Whether the caller's scopes allow `action` (always, when nothing authenticated it)."""
@@ -440,10 +440,29 @@ class ToolRegistry:
 
     def _callable_suggestions(self, response: ToolResponse, request: Request) -> None:
         """Suggest only what the caller may call: a suggestion naming an action its scopes hide is left out
-        (the agent would be told of an action that, for it, does not exist)."""
+        (the agent would be told of an action that, for it, does not exist), and so is one naming no action
+        at all (a typo, or an action built from data: the egress guard spares an action's name as the wire
+        format's markup, so it must be one), logged without its text. Known names: each action's qualified
+        name (`tool.action`) and MCP tool name, worked out once and again only when an action was added."""
+        known: frozenset[str] = getattr(self, "_suggestable", frozenset())
+
+        def unknown(action: Any) -> bool:
+            return action.__class__ is not str or action not in known  # (reads `known` as refreshed below)
+
+        strays = [s.action for s in response.view.suggestions if unknown(s.action)]
+        if strays:
+            count = sum(len(tool.actions) for tool in self.tools.values()) + len(self._routes)
+            if count != getattr(self, "_suggestable_count", -1):
+                known = frozenset([*(a.qualified_name for a in self.actions()), *self._routes])
+                self._suggestable, self._suggestable_count = known, count
+                strays = [action for action in strays if unknown(action)]
+        if strays:
+            logger.warning("%d suggestion(s) named no registered action and were left out (suggest() takes "
+                           "'tool.action', a registered action's name); their lengths: %s", len(strays),
+                           ", ".join(str(len(a)) if isinstance(a, str) else type(a).__name__ for a in strays))
         hidden = self.hidden_names(self.granted(request))
-        if hidden:
-            response.drop_suggestions(hidden.__contains__)
+        if hidden or strays:
+            response.drop_suggestions(lambda action: unknown(action) or action in hidden)
 
     def hidden_names(self, granted: frozenset[str] | None) -> frozenset[str]:
         """Qualified names of the actions a caller with `granted` scopes may not see (none when nothing is
@@ -507,7 +526,7 @@ class ToolRegistry:
                 ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
                 with phase("present"):
                     response, presenter = present(action, result, presenter, ctx, select)
-                    if response.view.suggestions and AUTH_SCOPE_KEY in request.scope:  # (scopes to enforce)
+                    if response.view.suggestions:  # (what the caller may call, and only registered actions)
                         self._callable_suggestions(response, request)
                     if response.content:
                         check_content(action, response.content, self.max_content_bytes)
@@ -540,7 +559,7 @@ def _allows(granted: frozenset[str]) -> Callable[[Action], bool]:
 def _failure_of(call: ActionCall, exc: Exception) -> ToolResponse:
     if _for_the_app(exc, call.request, call.transport):
         raise exc
-    return _failure(call.action, exc, call.raise_http)
+    return _failure(call.action, exc, call.raise_http, call.transport)
 
 
 def _for_the_app(exc: Exception, request: Request, transport: str) -> bool:
@@ -558,14 +577,13 @@ def _for_the_app(exc: Exception, request: Request, transport: str) -> bool:
     return False
 
 
-def _failure(action: Action, exc: Exception, raise_http: bool) -> ToolResponse:
+def _failure(action: Action, exc: Exception, raise_http: bool, transport: str) -> ToolResponse:
     """The self-healing result for what a call raised; HTTP errors (when `raise_http`) and the MCP
     engine's own control flow (input required, protocol errors) are raised again."""
     if isinstance(exc, ToolError | ValidationFailed):
         return error_response(exc)
     if isinstance(exc, DependencyErrors):
-        fields = [(field_path(e.get("loc", ())), f"{e.get('msg', 'invalid')}.") for e in exc.errors]
-        return error_response(ValidationFailed(action.label, fields))
+        return _dependency_failure(action, exc.errors, transport)
     if isinstance(exc, HTTPException):
         if raise_http:
             raise exc
@@ -591,6 +609,36 @@ def _failure(action: Action, exc: Exception, raise_http: bool) -> ToolResponse:
         raise exc  # the MCP engine's own control flow (input required, protocol errors)
     logger.error("internal error in %s", action.label, exc_info=exc)
     return _internal_error(action)
+
+
+# The parts of a request FastAPI reads a dependency's parameter from (a parameter error's `loc[0]`), as the
+# error names them: the agent sends none of them (its arguments are the tool call's), so none is its to fix.
+_REQUEST_PARTS = {"header": "the header", "cookie": "the cookie", "query": "the query parameter",
+                  "path": "the path parameter", "body": "the body field"}
+
+
+def _dependency_failure(action: Action, errors: Sequence[Any], transport: str) -> ToolResponse:
+    """FastAPI's parameter errors (a dependency's `Header()` missing...). REST answers FastAPI's 422 listing
+    them (its client sends the headers); on MCP the agent sends only the action's arguments: a header it cannot
+    set is an error of the client's or the server's configuration, never a field to fix and call again."""
+    parts: list[tuple[bool, str]] = []  # (missing, "the header x-token")
+    for error in [] if transport == "rest" else errors:
+        loc = tuple(error.get("loc") or ("",))
+        if loc[0] in _REQUEST_PARTS:
+            parts.append((error.get("type") == "missing", " ".join([_REQUEST_PARTS[loc[0]], *map(str, loc[1:2])])))
+    if not parts:
+        fields = [(field_path(e.get("loc", ())), f"{e.get('msg', 'invalid')}.") for e in errors]
+        return error_response(ValidationFailed(action.label, fields))
+    missing = list(dict.fromkeys(part for absent, part in parts if absent))  # (two dependencies may read one)
+    invalid = list(dict.fromkeys(part for absent, part in parts if not absent))
+    said = [f"lacks {', '.join(missing)}"] if missing else []
+    said += [f"has an invalid value for {', '.join(invalid)}"] if invalid else []  # (never the value itself)
+    return tool_error(
+        http_code(400)[0],
+        f"The request calling {action.label} {' and '.join(said)}.",
+        recovery="No argument of yours can fix this: the MCP client (or the server's configuration) must send it "
+                 "with the request. Do not call again as is; tell the user, or use another action.",
+    )
 
 
 def _swallowed(action: Action, exc: BaseException | None) -> ToolResponse:

@@ -13,8 +13,14 @@ import inspect
 import logging
 import operator
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from datetime import date, time, timedelta
+from decimal import Decimal
+from enum import Enum
+from pathlib import PurePath
 from types import MappingProxyType, UnionType
-from typing import Any, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from uuid import UUID
 
 from pydantic import (
     BaseModel,
@@ -48,7 +54,7 @@ from .response import Suggestion, ToolResponse, assemble, to_jsonable
 from .schema import inline_refs, lean
 from .select import select_keys
 from .serializer import UNWRITABLE, json_bytes
-from .stripping import models_in, stripping_annotation, stripping_model
+from .stripping import stripping_annotation, stripping_model
 from .ui import UIBlock
 from .validatable import check_output_model, serialization_schema
 
@@ -70,24 +76,58 @@ def _lines(items: Iterable[Any]) -> Iterable[Any]:
     return [items] if isinstance(items, str) else items
 
 
-def _flexible(fn: Callable[..., Any], what: str | None = None) -> Callable[[Any, Any], Any]:
+def _flexible(fn: Callable[..., Any], what: str, owner: str) -> Callable[[Any, Any], Any]:
     """Call `fn(data)` or `fn(data, ctx)`, whichever it accepts (decided once). `what`: the builder it was
-    given to, named in the error when `fn` is not callable (it would fail every call, not here)."""
-    if what is not None and not callable(fn):
-        raise TypeError(f"Presenter.{what}() takes a function of (data[, ctx]), not {type(fn).__name__} {fn!r:.60}")
+    given to, `owner` the presenter's name, both named in the error when `fn` could not be called so (it would
+    fail every call, not here)."""
+    if not callable(fn):
+        raise TypeError(f"presenter {owner!r}: Presenter.{what}() takes a function of (data[, ctx]), not "
+                        f"{type(fn).__name__} {fn!r:.60}")
     try:
-        params = [
-            p
-            for p in inspect.signature(fn).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
-        ]
-    except (TypeError, ValueError):
-        params = []
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: called with the data alone, as before
+        signature = None
+    params = [] if signature is None else [
+        p for p in signature.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+    if signature is not None:
+        _check_arity(fn, signature, params, what, owner)
     if len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params):
         return fn
     adapter = lambda data, ctx: fn(data)  # noqa: E731 - marked below as taking one argument
     adapter.__mcpfusion_data_only__ = fn  # type: ignore[attr-defined]
     return adapter
+
+
+def _check_arity(fn: Callable[..., Any], signature: inspect.Signature, positional: list[inspect.Parameter],
+                 what: str, owner: str) -> None:
+    """Refuse a callback that cannot be called with (data) nor with (data, ctx)."""
+    empty = inspect.Parameter.empty
+    required = [p.name for p in positional if p.default is empty and p.kind is not p.VAR_POSITIONAL]
+    keyword = [p.name for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY and p.default is empty]
+    if positional and len(required) <= 2 and not keyword:
+        return
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    if keyword:
+        why = f"takes the required keyword-only argument(s) {', '.join(keyword)}"
+    else:
+        why = f"takes {len(required)} required arguments ({', '.join(required)})" if required else "takes no argument"
+    raise TypeError(f"presenter {owner!r}: Presenter.{what}() takes a function of (data) or (data, ctx), but "
+                    f"{name}{signature} {why}: every call would fail")
+
+
+def _text_lines(lines: Any, what: str, owner: str) -> list[str]:
+    """The lines of `rules()` or `directives()` given as texts: one string, or strings (None left out)."""
+    if not isinstance(lines, str) and not isinstance(lines, Iterable):
+        raise TypeError(f"presenter {owner!r}: Presenter.{what}() takes a string, a list of strings or a function "
+                        f"of (data[, ctx]), not {type(lines).__name__} {lines!r:.60}")
+    found = [line for line in _lines(lines) if line is not None]
+    wrong = next((line for line in found if not isinstance(line, str)), None)
+    if wrong is not None:
+        raise TypeError(f"presenter {owner!r}: Presenter.{what}() takes strings, but was given "
+                        f"{type(wrong).__name__} {wrong!r:.60} among them")
+    return [line for line in found if line]
 
 
 def _direct(fn: Callable[[Any, Any], Any] | None) -> tuple[Callable[..., Any], bool] | None:
@@ -326,6 +366,11 @@ class Presenter:
                 if key == name and field.exclude:
                     raise PresenterError(f"presenter {self.name!r}: embed({key!r}) names a field its schema "
                                          "excludes from the data: do not embed it")
+                if key == name and _scalar(field.annotation):
+                    raise PresenterError(f"presenter {self.name!r}: embed({key!r}) names the field {name!r}, which "
+                                         f"its schema types as {_type_name(field.annotation)}: an embedded presenter "
+                                         "renders an object or a list. Type the field as the child's model (or a "
+                                         "list of it, dict, Any), or embed under another key")
 
     def copy(self, name: str | None = None) -> Presenter:
         """An unfrozen copy (optionally renamed) to build a variant on; embedded children are shared."""
@@ -381,7 +426,8 @@ class Presenter:
     def rules(self, rules: Iterable[str | None] | Callable[..., Any]) -> Presenter:
         """System rules sent with every response: a list (a single string is one rule), or a function of
         (data[, ctx])."""
-        self._rules = _flexible(rules) if callable(rules) else [r for r in _lines(rules) if r]
+        self._rules = (_flexible(rules, "rules", self.name) if callable(rules)
+                       else _text_lines(rules, "rules", self.name))
         self._prepare_rules()
         return self
 
@@ -395,7 +441,8 @@ class Presenter:
 
     def directives(self, lines: Iterable[str | None] | Callable[..., Any]) -> Presenter:
         """`<llm_directives>` lines: a list (a single string is one line), or a function of (data[, ctx])."""
-        self._directives = _flexible(lines) if callable(lines) else [d for d in _lines(lines) if d]
+        self._directives = (_flexible(lines, "directives", self.name) if callable(lines)
+                            else _text_lines(lines, "directives", self.name))
         return self
 
     @classmethod
@@ -424,30 +471,30 @@ class Presenter:
 
     def ui(self, fn: Callable[..., Any]) -> Presenter:
         """UI blocks for one item: `fn(item[, ctx]) -> UIBlock | list[UIBlock | None]`."""
-        self._ui = _flexible(fn, "ui")
+        self._ui = _flexible(fn, "ui", self.name)
         return self
 
     def collection_ui(self, fn: Callable[..., Any]) -> Presenter:
         """UI blocks for a whole list: `fn(items[, ctx])`."""
-        self._collection_ui = _flexible(fn, "collection_ui")
+        self._collection_ui = _flexible(fn, "collection_ui", self.name)
         return self
 
     def suggest(self, fn: Callable[..., Any]) -> Presenter:
         """Next actions for one item: `fn(item[, ctx]) -> list[Suggestion | None]`."""
-        self._suggest = _flexible(fn, "suggest")
+        self._suggest = _flexible(fn, "suggest", self.name)
         return self
 
     def collection_suggest(self, fn: Callable[..., Any]) -> Presenter:
         """Next actions for a whole list, worked out once: `fn(items[, ctx]) -> list[Suggestion | None]`.
         A list is then answered from it instead of `suggest` per item (one item still uses `suggest`)."""
-        self._collection_suggest = _flexible(fn, "collection_suggest")
+        self._collection_suggest = _flexible(fn, "collection_suggest", self.name)
         return self
 
     def attach(self, fn: Callable[..., Any]) -> Presenter:
         """Content after the text blocks (images, documents, links): `fn(data[, ctx])` returns content helpers
         (or None). It sees the data *as presented* (after the schema firewall, redaction and `_select`), so a
         document drawn from it never carries a redacted value; text it copies anyway is censored too."""
-        self._attach = _flexible(fn, "attach")
+        self._attach = _flexible(fn, "attach", self.name)
         return self
 
     def limit(self, n: int) -> Presenter:
@@ -458,8 +505,21 @@ class Presenter:
         return self
 
     def embed(self, key: str, child: Presenter) -> Presenter:
-        """`data[key]` is rendered by `child`: its blocks go to the embeds section, its rules merge here."""
+        """`data[key]` is rendered by `child`: its blocks go to the embeds section, its rules merge here. The
+        key may be a field of the schema (one that holds an object or a list) or a key the schema leaves out."""
+        if not isinstance(key, str):
+            raise TypeError(f"presenter {self.name!r}: embed() takes the key of the data to render, a string, "
+                            f"not {type(key).__name__} {key!r:.60}")
+        if not isinstance(child, Presenter):
+            raise TypeError(f"presenter {self.name!r}: embed({key!r}) takes the Presenter that renders data[{key!r}], "
+                            f"not {type(child).__name__} {child!r:.60}")
+        if child is self or self in _embedded_in(child):
+            raise ValueError(f"presenter {self.name!r}: embed({key!r}, {child.name!r}) would make it embed itself, "
+                             "directly or through its children, and render without end: embed another presenter "
+                             "for the nested data")
         self.embeds = {**self.embeds, key: child}
+        if self.item_model is not None:
+            self._check_embeds()  # (else at freeze, once the schema is known)
         return self
 
     @property
@@ -525,14 +585,16 @@ class Presenter:
         return schema
 
     def _check_paths(self) -> None:
+        """Refuse, at declaration, a redaction path that can reach no value of the schema (a typo, a renamed
+        field, a step through a scalar or a list: it would redact nothing, or fail every call) or that goes
+        through a serializer writing the data its own way. The whole path is followed through the nested
+        models (`_follow`); under Any, an untyped dict or an embed's key it cannot be checked, and passes."""
         if not self.item_model or not self.redact_paths:
             return
-        known = set(self.field_names) | set(self.wire_names) | set(self.item_model.model_computed_fields)
         for path in self.redact_paths:
-            kind, name = parse_path(path)[0]
-            if kind == "key" and name not in known:
-                raise ValueError(f"presenter {self.name!r}: redaction path {path!r} names no field of its schema")
-            writer = _own_writer(self.item_model, path)
+            _, problem, writer = _follow(self.item_model, path, self.embeds)
+            if problem is not None:
+                raise ValueError(f"presenter {self.name!r}: redaction path {path!r} {problem}")
             if writer is not None:
                 raise ValueError(f"presenter {self.name!r}: redaction path {path!r} goes through {writer}, which "
                                  "may write the data under keys the redactor cannot know: censor the value in "
@@ -914,14 +976,19 @@ class Presenter:
         `sift`, which leaves out the rows that cannot be sent (one bad row never fails a list)."""
         cache = self._cache
         plan = cache.plan
-        # A flat render's parts go straight into the response (no `_Rendered` in between: the hot path).
-        parts = self._flat_parts(plan, data, ctx) if plan is not None and not isinstance(data, _SEQUENCES) else None
+        try:
+            # A flat render's parts go straight into the response (no `_Rendered` in between: the hot path).
+            parts = self._flat_parts(plan, data, ctx) if plan is not None and not isinstance(data, _SEQUENCES) else None
+            if parts is None:
+                rendered = self._render_general(data, ctx, sift)
+        except egress.CARRIED as exc:  # a callback's error may quote the real values it saw: never sent
+            _scrub_raised(self, exc, data)
+            raise
         if parts is not None:
             full, ui_blocks, suggestions, directives, (static_rules, rules_block) = parts
             embeds: list[str] = []
             rules = list(static_rules)
         else:
-            rendered = self._render_general(data, ctx, sift)
             full, ui_blocks, suggestions, directives = (rendered.data, rendered.ui_blocks, rendered.suggestions,
                                                         rendered.directives)
             embeds, rules, rules_block = rendered.embeds, rendered.rules, rendered.rules_block
@@ -999,47 +1066,50 @@ class Presenter:
 
 
 def _aliased_paths(model: Any, path: str) -> list[str]:
-    """`path` with each field name written as the data may have it (its serialization alias), following the
-    fields' models down (under a wildcard key `*`, every field's model; in a union, every member's): one
-    path per way of writing it, when members of a union write the same field under different names."""
-    models = [model] if isinstance(model, type) and issubclass(model, BaseModel) else []
-    found = [""]
-    for segment in path.split("."):
-        name, brackets, rest = segment.partition("[")
-        if name == "*":
-            fields = [f for m in models for f in m.model_fields.values()]
-            names = [name]
-        else:
-            fields = [f for m in models for key, f in m.model_fields.items()
-                      if name in (key, f.alias, f.serialization_alias)]
-            names = list(dict.fromkeys(f.serialization_alias or f.alias or name for f in fields)) or [name]
-        found = [f"{head}.{n}{brackets}{rest}" if head else f"{n}{brackets}{rest}" for head in found for n in names]
-        models = [m for f in fields for m in models_in(f.annotation)]
-    return found
+    """`path` with each field name written as the data has it (its serialization alias), following the types
+    down as the redactor follows the data (see `_follow`: a dict's values and a list's items too, under `*`,
+    `[*]` or a literal key; in a union, every member): one path per way of writing it, when members of a
+    union write the same field under different names."""
+    return _follow(model, path)[0]
 
 
 def _own_writer(model: Any, path: str) -> str | None:
     """What writes the data along `path` its own way (a custom `model_serializer` of a model the path goes
     through, a serializer of a field it goes through to reach a deeper key), named; None: the data is written
     as the schema declares it, so the redactor finds the path (fail closed: it cannot follow a serializer)."""
-    models = [model] if isinstance(model, type) and issubclass(model, BaseModel) else []
-    segments = path.split(".")
-    for position, segment in enumerate(segments):
-        for found in models:
-            if found.__pydantic_decorators__.model_serializers:
-                return f"model {found.__name__}'s custom model_serializer"
-        name = segment.partition("[")[0]
-        fields = [(found, key, field) for found in models for key, field in found.model_fields.items()
-                  if name in ("*", key, field.alias, field.serialization_alias)]
-        if position == len(segments) - 1:
-            break  # a serializer of the last field writes the value the redactor then censors whole
-        for found, key, field in fields:
-            serializers = found.__pydantic_decorators__.field_serializers.values()
-            if (any(key in s.info.fields or "*" in s.info.fields for s in serializers)
-                    or any(isinstance(m, PlainSerializer | WrapSerializer) for m in field.metadata)):
-                return f"the serializer of {found.__name__}.{key}"
-        models = [m for _, _, field in fields for m in models_in(field.annotation)]
-    return None
+    return _follow(model, path)[2]
+
+
+def _embedded_in(presenter: Presenter) -> set[Presenter]:
+    """Every presenter `presenter` embeds, at any depth."""
+    found: set[Presenter] = set()
+    todo = list(presenter.embeds.values())
+    while todo:
+        child = todo.pop()
+        if child not in found:
+            found.add(child)
+            todo.extend(child.embeds.values())
+    return found
+
+
+_PLAIN_VALUES = (str, bytes, int, float, Decimal, UUID, date, time, timedelta, Enum, PurePath)  # (bool: an int)
+
+
+def _scalar(annotation: Any) -> bool:
+    """Whether a field of this type holds only plain values (a text, a number, a date...), never an object or
+    a list an embedded presenter could render: `str`, `int | None`, `Literal["a", "b"]`..."""
+    if get_origin(annotation) is Annotated:
+        return _scalar(get_args(annotation)[0])
+    if isinstance(annotation, UnionType) or get_origin(annotation) is Union:
+        kinds = [a for a in get_args(annotation) if a is not type(None)]
+        return bool(kinds) and all(map(_scalar, kinds))
+    if get_origin(annotation) is Literal:
+        return True
+    return isinstance(annotation, type) and issubclass(annotation, _PLAIN_VALUES)
+
+
+def _type_name(annotation: Any) -> str:
+    return annotation.__name__ if isinstance(annotation, type) else repr(annotation).replace("typing.", "")
 
 
 def _trusted(model: type[BaseModel] | None, key: str, child: Presenter) -> bool:
@@ -1094,3 +1164,263 @@ def _embedded(one: dict[str, Any], declared: dict[str, Any] | None) -> dict[str,
         shapes.append({"type": "null"})
     return shapes[0] if len(shapes) == 1 else {"anyOf": shapes}
 
+
+
+# -- redaction paths followed through the schema's types (at declaration) ----------------------------------
+
+_SCALARS = (str, bytes, bytearray, int, float, complex, Decimal, date, time, timedelta, UUID, Enum, PurePath)
+_Way = tuple[str, Any, bool, str]  # (the path so far as the data writes it, the type there, reached by `*`, its name)
+
+
+def _members(annotation: Any) -> list[Any]:
+    """The types a value of `annotation` may have: a union's members, `Annotated` and `NewType` unwrapped, a
+    RootModel as its root (how it is written); None left out (the redactor passes a None by)."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _members(get_args(annotation)[0])
+    if origin is Union or isinstance(annotation, UnionType):
+        return [member for arg in get_args(annotation) for member in _members(arg)]
+    if annotation is None or annotation is type(None):
+        return []
+    if hasattr(annotation, "__supertype__"):  # a NewType
+        return _members(annotation.__supertype__)
+    if isinstance(annotation, type) and issubclass(annotation, RootModel):
+        return _members(annotation.model_fields["root"].annotation)
+    return [annotation]
+
+
+def _kind(member: Any) -> str:
+    """What the redactor meets in the data for a value of this type: a 'model' (an object of known keys), a
+    'mapping', a 'list', a 'scalar', or 'unknown' (Any, object, anything the types say nothing of)."""
+    origin = get_origin(member)
+    if origin is Literal:
+        return "scalar"
+    cls = member if origin is None else origin
+    if not isinstance(cls, type):
+        return "unknown"
+    if issubclass(cls, BaseModel):
+        return "model" if origin is None else "unknown"
+    if issubclass(cls, _SCALARS):
+        return "scalar"
+    if issubclass(cls, Mapping):
+        return "mapping"
+    if issubclass(cls, Sequence | AbstractSet):
+        return "list"
+    return "unknown"
+
+
+def _values_of(mapping: Any) -> Any:
+    """The type of a mapping's values (Any when it does not say)."""
+    args = get_args(mapping)
+    return args[1] if len(args) == 2 else Any
+
+
+def _items_of(sequence: Any) -> list[Any]:
+    """The types of a list's (tuple's, set's) items (Any when it does not say)."""
+    args = [arg for arg in get_args(sequence) if arg is not Ellipsis]
+    if get_origin(sequence) is tuple:
+        return args or [Any]  # each position's type
+    return args[:1] or [Any]
+
+
+def _fields(model: type[BaseModel]) -> list[tuple[str, Any, Any, str]]:
+    """(name, info, type, key as the data writes it) of each field and computed field of `model`."""
+    found: list[tuple[str, Any, Any]] = [(key, info, info.annotation) for key, info in model.model_fields.items()]
+    found += [(key, info, info.return_type) for key, info in model.model_computed_fields.items()]
+    return [(key, info, annotation, getattr(info, "serialization_alias", None) or info.alias or key)
+            for key, info, annotation in found]
+
+
+class _PathWalk:
+    """What `_follow` met on its way: whether the types ran out somewhere (`unknown`: a value there may hold
+    anything, so nothing further is refused), the first reason a way reaches no value (`miss`), the first
+    serializer that writes the data its own way (`writer`)."""
+
+    __slots__ = ("unknown", "miss", "writer")
+
+    def __init__(self) -> None:
+        self.unknown = False
+        self.miss: str | None = None
+        self.writer: str | None = None
+
+    def missed(self, reason: str) -> None:
+        if self.miss is None:
+            self.miss = reason
+
+    def model(self, model: type[BaseModel]) -> None:
+        if self.writer is None and model.__pydantic_decorators__.model_serializers:
+            self.writer = f"model {model.__name__}'s custom model_serializer"
+        if model.model_config.get("extra") == "allow":
+            self.unknown = True  # keys beyond its fields may be written
+
+    def field(self, model: type[BaseModel], key: str, info: Any) -> None:
+        """A field the path goes through to a deeper key: a serializer of it may write other keys."""
+        serializers = model.__pydantic_decorators__.field_serializers.values()
+        if self.writer is None and (
+                any(key in s.info.fields or "*" in s.info.fields for s in serializers)
+                or any(isinstance(m, PlainSerializer | WrapSerializer) for m in getattr(info, "metadata", ()))):
+            self.writer = f"the serializer of {model.__name__}.{key}"
+
+    def key(self, annotation: Any, name: str, star: bool, label: str, through: bool,
+            root: bool) -> list[tuple[str, Any, str]]:
+        """Where the key `name` leads from a value of `annotation`: (the key as written, its type, its name).
+        Reached by `*` (`star`), a value that cannot take a key is passed by, as the redactor does, and a
+        list's key is its objects' (`_walk`)."""
+        out: list[tuple[str, Any, str]] = []
+        for member in _members(annotation):
+            kind = _kind(member)
+            if kind == "model":
+                self.model(member)
+                found = [(key, info, of, wire) for key, info, of, wire in _fields(member)
+                         if name in (key, info.alias, getattr(info, "serialization_alias", None))]
+                for key, info, of, wire in found:
+                    if through:
+                        self.field(member, key, info)
+                    out.append((wire, of, key))
+                if not found and member.model_config.get("extra") == "allow":
+                    out.append((name, Any, name))  # an extra key, written as named
+                elif not found:
+                    self.missed("names no field of its schema" if root else
+                                f"names no field of {member.__name__!r} ({name!r} is none of its fields)")
+            elif kind == "mapping":
+                out.append((name, _values_of(member), name))  # a dict's key, as written
+            elif kind == "list":
+                if star:
+                    for item in _items_of(member):
+                        out += self.key(item, name, True, label, through, False)
+                else:
+                    self.missed(f"goes through the list {label!r} as through an object (write "
+                                f"'{label}[*]' for its items)")
+            elif kind == "scalar":
+                if not star:
+                    self.missed(f"goes through the scalar field {label!r}")
+            else:
+                self.unknown = True
+                out.append((name, Any, name))  # followed on as written, unchecked
+        return out
+
+    def each(self, annotation: Any, star: bool, label: str) -> list[Any]:
+        """The types of the items `[*]` leads to from a value of `annotation`."""
+        out: list[Any] = []
+        for member in _members(annotation):
+            kind = _kind(member)
+            if kind == "list":
+                out += _items_of(member)
+            elif kind == "unknown":
+                self.unknown = True
+                out.append(Any)
+            elif not star:
+                self.missed(f"reads {label!r} as a list ([*]), which its schema does not declare")
+        return out
+
+    def every(self, annotation: Any, star: bool, label: str, through: bool) -> list[tuple[Any, str]]:
+        """Where `*` leads from a value of `annotation`: every field of a model, every value of a mapping,
+        every item of a list (its objects, for a key after it); (type, name) of each."""
+        out: list[tuple[Any, str]] = []
+        for member in _members(annotation):
+            kind = _kind(member)
+            if kind == "model":
+                self.model(member)
+                for key, info, of, _ in _fields(member):
+                    if through:
+                        self.field(member, key, info)
+                    out.append((of, key))
+            elif kind == "mapping":
+                out.append((_values_of(member), label))
+            elif kind == "list":
+                if not through:
+                    if not star:
+                        self.missed(f"ends on the list {label!r} (write '{label}[*]' for its items)")
+                else:
+                    out += [(item, label) for item in _items_of(member)]
+            elif kind == "scalar":
+                if not star:
+                    self.missed(f"goes through the scalar field {label!r}")
+            else:
+                self.unknown = True
+                out.append((Any, label))
+        return out
+
+
+def _follow(model: Any, path: str, loose: Collection[str] = ()) -> tuple[list[str], str | None, str | None]:
+    """A redaction path followed through the types of `model`'s data, step by step as `redaction._walk`
+    follows the data: (the path as the data writes it, one per way of writing it; why it can reach no value,
+    or None; what writes the data along it its own way, named, or None). A field's key becomes its alias;
+    `*` and a dict's literal key stay as written. Where the types say nothing (Any, an untyped dict, an
+    embedded child's key in `loose`, the root's `*`, which may reach a child embedded later) nothing is
+    refused."""
+    walk = _PathWalk()
+    ways: list[_Way] = [("", model, False, "")]
+    segments = path.split(".")
+    for position, segment in enumerate(segments):
+        name = segment.partition("[")[0]
+        brackets = segment[len(name):]
+        through = position < len(segments) - 1
+        if position == 0 and (name == "*" or name in loose):
+            walk.unknown = True
+        moved: dict[tuple[str, int, bool, str], _Way] = {}
+        for head, annotation, star, label in ways:
+            steps: list[_Way]
+            if name == "*":
+                steps = [(_joined(head, "*", position), of, True, key)
+                         for of, key in walk.every(annotation, star, label, through or bool(brackets))]
+            elif name:
+                steps = [(_joined(head, wire, position), of, False, key)
+                         for wire, of, key in walk.key(annotation, name, star, label, through, position == 0)]
+            else:  # a segment that is `[*]` alone
+                steps = [(_joined(head, "", position), annotation, star, label)]
+            for _ in range(brackets.count("[*]")):
+                steps = [(written, item, False, key) for written, of, star_, key in steps
+                         for item in walk.each(of, star_, key)]
+            for written, of, star_, key in steps:
+                moved.setdefault((written + brackets, id(of), star_, key), (written + brackets, of, star_, key))
+        ways = list(moved.values())
+        if not ways:
+            break
+    problem = None if ways or walk.unknown else walk.miss or "reaches no value its schema declares"
+    return list(dict.fromkeys(written for written, *_ in ways)), problem, walk.writer
+
+
+def _joined(head: str, segment: str, position: int) -> str:
+    return f"{head}.{segment}" if position else segment
+
+
+# -- an error a presenter's callback raised ----------------------------------------------------------------
+
+
+def _scrub_raised(presenter: Presenter, exc: Exception, data: Any) -> None:
+    """Censor out of an error a callback raised (`censor.CARRIED`) the values the presenter's redaction
+    removes from `data`: callbacks see the real values, and an error leaves without the egress guard. They
+    are worked out again from the data (schemas and redaction, no callback): only a call that raised pays."""
+    tree = presenter._cache.redact
+    if tree is False:
+        tree = presenter._redactor()
+    if tree is None:
+        return
+    removed: list[Any] = []
+    for raw in data if isinstance(data, _SEQUENCES) else [data]:
+        item = _validated(presenter, raw)
+        if item is None:
+            continue  # it does not fit the schema: no callback saw it
+        try:
+            tree(item, removed, removed)  # type: ignore[operator]
+        except RedactionError:
+            removed.append(item)  # the redaction cannot say what it would remove: every value of it is kept out
+    egress.scrub_error(exc, removed, presenter.censor)
+
+
+def _validated(presenter: Presenter, raw: Any) -> Any:
+    """`raw` as the callbacks saw it: validated by the schema, its embedded values by their children's
+    schemas; None when it does not fit (no callback saw it then)."""
+    try:
+        item = presenter._validate([raw])[0][0]
+    except PresenterError:
+        return None
+    if presenter.embeds and isinstance(item, dict):
+        for key, child in presenter.embeds.items():
+            value = raw.get(key) if isinstance(raw, Mapping) else getattr(raw, key, None)
+            if isinstance(value, _SEQUENCES):
+                item[key] = [found for found in (_validated(child, v) for v in value) if found is not None]
+            elif value is not None:
+                item[key] = _validated(child, value)
+    return item

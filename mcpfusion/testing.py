@@ -24,7 +24,7 @@ from fastapi import FastAPI, HTTPException
 from starlette.requests import Request
 
 from .context import Context
-from .dependencies import CONTEXT_SCOPE_KEY, background_done
+from .dependencies import CONTEXT_SCOPE_KEY, LIFESPAN_STATE, background_done
 from .dispatch import ToolRegistry
 from .errors import FORBIDDEN, UNAUTHORIZED, ToolError
 from .identity import AUTH_SCOPE_KEY
@@ -74,11 +74,6 @@ class ToolResult:
         the values the action returned."""
         content = self.raw.structured_content
         return None if content is None else as_written(content)
-
-
-#: Where the app keeps what its running lifespan yielded (`yield {"pool": ...}`), for the calls made in-process;
-#: the lifespan `MCPFusion.mount` installs sets it at start-up.
-LIFESPAN_STATE = "mcpfusion_lifespan_state"
 
 
 def lifespan_state(app: Any) -> dict[str, Any]:

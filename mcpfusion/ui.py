@@ -90,14 +90,25 @@ def _opening(type: str, title: str | None, width: str | None, priority: int | No
 
 
 _WIDTHS = ("full", "half", "third")
+_SHORT_NAME = re.compile(r"[\w+#.-]{1,32}", re.ASCII)
+
+
+def _given(value: object) -> str:
+    """A value given where an option was expected, as an error message names it: a short name as written,
+    anything else by its kind and size (it may be data, and errors are logged)."""
+    if isinstance(value, str) and _SHORT_NAME.fullmatch(value):
+        return repr(value)
+    if isinstance(value, str | bytes | builtins.list | tuple | dict):
+        return f"a {type(value).__name__} of length {len(value)}"
+    return f"a {type(value).__name__}"
 
 
 def _check_options(width: object, priority: object) -> None:
     """Refuse a `width` or `priority` the spec does not know: a client would get a block it cannot lay out."""
     if width is not None and (width.__class__ is not str or width not in _WIDTHS):
-        raise ValueError(f"a UI block's width is 'full', 'half' or 'third' (or None), not {width!r}")
+        raise ValueError(f"a UI block's width is 'full', 'half' or 'third' (or None), not {_given(width)}")
     if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
-        raise ValueError(f"a UI block's priority is an int (or None), not {priority!r}")
+        raise ValueError(f"a UI block's priority is an int (or None), not {_given(priority)}")
 
 
 def _made(type: str, content: str, title: str | None, width: Width | None, priority: int | None) -> UIBlock:
@@ -258,7 +269,7 @@ def code_block(language: str, code: str, *, title: str | None = None, width: Wid
     """Source code; the block's type is its language: one token (`sql`, `c++`, `objective-c`), which the
     fence's first line and the block's type both carry."""
     if not isinstance(language, str) or _LANGUAGE.fullmatch(language) is None:
-        raise ValueError(f"ui.code_block's language is one word (letters, digits, _ + # . -), not {language!r}")
+        raise ValueError(f"ui.code_block's language is one word (letters, digits, _ + # . -), not {_given(language)}")
     return _made(language, fence(language, code), title, width, priority)
 
 
@@ -372,7 +383,9 @@ class EChartsTemplate:
         """What a call giving other values than the slots is told, as a function called with other keywords."""
         missing, unknown = sorted(self.slots - values.keys()), sorted(values.keys() - self.slots)
         wrong = [f"{what} {', '.join(names)}" for what, names in (("missing", missing), ("unknown", unknown)) if names]
-        name = f"echarts template {self.title!r}" if self.title else "an echarts template (no title)"
+        title = _given(self.title)
+        name = (f"echarts template {title}" if title.startswith("'") else f"an echarts template (its title is {title})"
+                if self.title else "an echarts template (no title)")
         return TypeError(f"{name} takes the slots {', '.join(sorted(self.slots))}: {'; '.join(wrong)}")
 
     def _unfenced(self, values: dict[str, Any]) -> UIBlock:

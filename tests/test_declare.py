@@ -3,6 +3,7 @@ handler's return annotation contradicts, and the request `ToolTester` builds (li
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -338,3 +339,21 @@ async def test_tester_requests_go_to_the_fusion_mcp_path():
         assert (await tester.call("t", "which")).data["path"] == "/mcp-crm"
     bare = ToolTester([state_tool()])
     assert (await bare.call("t", "which")).data["path"] == "/mcp"
+
+
+def test_the_running_lifespan_state_reaches_tester_calls_end_to_end():
+    from contextlib import asynccontextmanager
+
+    from fastapi import FastAPI
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield {"pool": "lifespan-pool"}
+
+    app = FastAPI(lifespan=lifespan)
+    MCPFusion("t", tools=[state_tool()]).mount(app)
+    with TestClient(app):
+        for tester in (ToolTester(app), ToolTester(app.state.mcpfusion)):
+            assert asyncio.run(tester.call("t", "which")).data["pool"] == "lifespan-pool"
+    # stopped: nothing is left over for a later in-process call
+    assert asyncio.run(ToolTester(app).call("t", "which")).data["pool"] == "MISSING"

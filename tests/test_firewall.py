@@ -64,6 +64,11 @@ async def test_redacted_values_never_leave_through_ui_rules_directives_or_sugges
         """One customer."""
         return {**ROW, "note": f"Primary contact {EMAIL}"}
 
+    @crm.action()
+    async def mail(id: str) -> str:
+        """Write to a customer (what the suggestion names: suggestions name registered actions only)."""
+        return "sent"
+
     answers = await every_path(app_for(crm), "crm", "get", {"id": "c1"})
     assert set(answers) == set(PATHS)
     assert_no_leak(answers, EMAIL, PHONE, "TOP-SECRET")

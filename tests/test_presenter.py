@@ -390,6 +390,11 @@ def test_flat_render_of_one_object_is_the_general_render_and_fits_the_output_sch
         """One bill."""
         return raw
 
+    @tool.action()
+    async def pay(id: str) -> str:
+        """Pay a bill (what the suggestion names: suggestions name registered actions only)."""
+        return "paid"
+
     app = MCPFusion("flat", tools=[tool]).build_app()
     flat = bill.present(raw)
     assert bill._cache.plan is not None
