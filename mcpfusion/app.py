@@ -21,9 +21,10 @@ from .dependencies import CONTEXT_SCOPE_KEY, context_parameter, draining
 from .dispatch import ToolRegistry, _failure_of, no_phase
 from .errors import INTERNAL_ERROR, ToolError, UnknownToolError, ValidationFailed, field_path, sent_value
 from .health import HEALTHZ_RESPONSES, READYZ_RESPONSES, Check, Readiness, ReadinessGroup, healthz, readyz_endpoint
+from .injection import Injected, call_injected
 from .listing import exposed
 from .mcp import jsonrpc
-from .mcp.callables import accepted_kwargs, invoke
+from .mcp.callables import invoke
 from .mcp.engine import Call, Engine
 from .mcp.http import McpHttpTransport
 from .mcp.jsonrpc import McpError, ProtocolSignal, notification
@@ -557,16 +558,14 @@ class MCPFusion:
         """Suggestions for one argument of a prompt or one variable of a resource template.
 
         The function takes `value` (what the user typed so far) and optionally `arguments` (the other
-        arguments already given), and returns a list of strings (or a `{values, total, hasMore}` dict)."""
+        arguments already given), and returns a list of strings (or a `{values, total, hasMore}` dict). Its
+        dependencies (`Depends`, `Header`, `Context`...) are resolved per call as a prompt's are."""
         if (prompt is None) == (resource_template is None):
             raise TypeError("completion() needs exactly one of prompt= or resource_template=")
         key = ("ref/prompt", prompt) if prompt is not None else ("ref/resource", resource_template)
 
         def register(fn: F) -> F:
-            def call(value: str, arguments: dict[str, str]) -> Any:
-                return fn(**accepted_kwargs(fn, {"value": value, "arguments": arguments}))
-
-            self.completions[(key[0], str(key[1]), argument)] = call
+            self.completions[(key[0], str(key[1]), argument)] = _completion_call(fn)
             return fn
 
         return register
@@ -768,6 +767,27 @@ def _context_of(call: Call) -> Context:
         meta=meta if isinstance(meta, dict) else None,
         transport="mcp",
     )
+
+
+def _completion_call(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The engine's call of a completion function: `value` and `arguments` by name, its dependencies solved
+    against the MCP request (`request`, None outside a transport) by the machinery prompts use."""
+    injected = Injected(fn)
+    # Only `value` and `arguments` are ever given: any other required argument would fail every call.
+    missing = [p.name for p in injected.arguments
+               if p.name not in ("value", "arguments") and p.default is inspect.Parameter.empty]
+    if missing:
+        raise TypeError(f"completion function {getattr(fn, '__name__', fn)!r}: {', '.join(missing)} is neither "
+                        "`value`, `arguments` nor a dependency (Depends, Header, Context...): give it a default")
+
+    async def call(value: str, arguments: dict[str, Any], request: Request | None = None) -> Any:
+        return await call_injected(injected, {"value": value, "arguments": arguments}, None, request, _same)
+
+    return call
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _doc(fn: Callable[..., Any]) -> str | None:

@@ -22,13 +22,16 @@ import secrets
 import string
 import time
 import typing
+import unicodedata
 from typing import Any
 
 from .context import NoBackChannel
 from .errors import BUSY, CONFIRMATION_REQUIRED, NOT_CONFIRMED, ToolError
+from .guards import waiting_for_the_user
+from .listing import how_to_call
 from .middleware import ActionCall
 from .spent import SpentUnavailable
-from .tool import input_name
+from .tool import Action, input_name
 
 CONFIRM_PARAM = "_confirm"
 TOKEN_TTL = 600.0
@@ -45,8 +48,10 @@ NONE_SHOWN = "none"
 
 
 class _Question(string.Formatter):
-    """`str.format` of a confirmation template over the validated arguments: None reads `NONE_SHOWN`, and a
-    value its field's format spec cannot take (a middleware changed it) is written plain, never an error."""
+    """`str.format` of a confirmation template over the validated arguments: None reads `NONE_SHOWN`, a value
+    its field's format spec cannot take (a middleware changed it) is written plain, never an error, and the
+    characters of a value that could change what the user reads (line breaks, controls, bidi overrides) are
+    written escaped."""
 
     def get_value(self, key: int | str, args: typing.Sequence[Any], kwargs: typing.Mapping[str, Any]) -> Any:
         return kwargs.get(key) if isinstance(key, str) else None
@@ -58,9 +63,16 @@ class _Question(string.Formatter):
         if value is None:
             return NONE_SHOWN
         try:
-            return format(value, format_spec)  # (what `Formatter.format_field` does)
+            shown = format(value, format_spec)  # (what `Formatter.format_field` does)
         except (ValueError, TypeError):
-            return str(value)
+            shown = str(value)
+        return shown if shown.isprintable() else _escaped(shown)
+
+
+def _escaped(text: str) -> str:
+    """`text` with what is not printable written as `repr` writes it (`\\n`, `\\x1b`, `\\u202e`): the caller's
+    value cannot start a new paragraph or reorder the question around it. Spaces (no-break ones) stay."""
+    return "".join(c if c.isprintable() or unicodedata.category(c) == "Zs" else repr(c)[1:-1] for c in text)
 
 
 _QUESTION = _Question()
@@ -142,18 +154,21 @@ async def require_confirmation(call: ActionCall) -> None:
             f"confirm:{secrets.token_hex(8)}"
         key = question_key(call, digest, nonce)
         try:
-            answer = (await ctx.ask({key: ctx.elicitation(question(call), SCHEMA)}, state=nonce))[key]
+            async with waiting_for_the_user(call):  # the user's reading time is not the action's run
+                answer = (await ctx.ask({key: ctx.elicitation(question(call), SCHEMA)}, state=nonce))[key]
+                # `ask` let through only a valid ElicitResult whose accepted content matches SCHEMA (else
+                # -32602). A "no" ends the call here, before the guards take their slots back.
+                if answer is not None and not (answer.get("action") == "accept"
+                                               and (answer.get("content") or {}).get("confirm") is True):
+                    raise ToolError(NOT_CONFIRMED, f"The user did not confirm {name}; nothing was done.",
+                                    recovery="Do not call it again unless the user asks for it.")
         except NoBackChannel:
             answer = None
         if answer is not None:
-            # `ask` let through only a valid ElicitResult whose accepted content matches SCHEMA (else -32602).
-            if answer.get("action") == "accept" and (answer.get("content") or {}).get("confirm") is True:
-                if await _spend(call, f"question|{key}"):
-                    return
-                raise ToolError(NOT_CONFIRMED, f"That confirmation of {name} was already used; nothing was done.",
-                                recovery=f"Call {name} again to ask the user once more.")
-            raise ToolError(NOT_CONFIRMED, f"The user did not confirm {name}; nothing was done.",
-                            recovery="Do not call it again unless the user asks for it.")
+            if await _spend(call, f"question|{key}"):
+                return
+            raise ToolError(NOT_CONFIRMED, f"That confirmation of {name} was already used; nothing was done.",
+                            recovery=f"Call {called_as(call)} again to ask the user once more.")
     raise _needs_token(call, digest, f"{name} needs the user's confirmation, and this client cannot ask "
                                      "the user; nothing was done.")
 
@@ -173,8 +188,29 @@ def _needs_token(call: ActionCall, digest: str, message: str) -> ToolError:
     return ToolError(
         CONFIRMATION_REQUIRED,
         message,
-        recovery=f'Ask the user: "{question(call)}" Only if they agree, call {call.action.qualified_name} '
+        recovery=f'Ask the user: "{question(call)}" Only if they agree, call {called_as(call)} '
                  f'again with exactly the same arguments plus "{CONFIRM_PARAM}": "{issued}" '
                  f"(valid {int(TOKEN_TTL // 60)} minutes).",
         details={"confirm_token": issued},
     )
+
+
+#: How each action is called on MCP ("billing with action void_invoice", "billing_void_invoice"), with the
+#: tool's actions it was worked out from: `listing.how_to_call` builds the tool's listing.
+_CALLED_AS: dict[Action, tuple[tuple[str, ...], str]] = {}
+
+
+def called_as(call: ActionCall) -> str:
+    """How the caller names `call.action` in "call ... again": over MCP (stdio, the tester) the MCP tool it
+    calls, with its `action` when grouped; on REST the qualified name, which `rest._route_named` turns into
+    the route called. A raw tool's name is its MCP tool's."""
+    action = call.action
+    if call.transport == "rest" or not isinstance(action, Action):
+        return action.qualified_name
+    names = tuple(action.tool.actions)  # the exposition of one action changes with its tool's other actions
+    known = _CALLED_AS.get(action)
+    if known is None or known[0] != names:
+        if len(_CALLED_AS) >= 4096:  # actions of tools made and dropped at runtime (tests): start again
+            _CALLED_AS.clear()
+        known = _CALLED_AS[action] = (names, how_to_call(action))
+    return known[1]

@@ -5,25 +5,113 @@
     @billing.action(middleware=[Concurrency(2, wait=5)])      # or wait up to 5 s for a slot
 
 Declared on a tool or the app, one guard covers all of its actions together (one bulkhead for all).
+
+They guard the action's run, not the user: while a call waits for the user's confirmation (`confirm=`, the
+2025-11-25 wire's elicitation) its timeout's clock stops and its concurrency slot is free for other calls.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Protocol
 
 from .errors import BUSY, TIMEOUT, ToolError
 from .middleware import ActionCall, CallNext
 from .response import ToolResponse
+
+# `call.state` key: the guards around a call that asks for confirmation, outermost first (see `waiting_for_the_user`).
+_PAUSES = "mcpfusion.guards.pauses"
 
 
 def _seconds(value: float) -> str:
     return f"{value:g} s"
 
 
+class _Pause(Protocol):
+    def stop(self) -> None: ...
+
+    async def resume(self, answered: bool) -> None: ...
+
+
+@asynccontextmanager
+async def waiting_for_the_user(call: ActionCall) -> AsyncIterator[None]:
+    """Around the wait for the user's answer: the guards around `call` stop (innermost first: a timeout's
+    clock, a concurrency slot lent out) and resume after it (outermost first, so taking the slot back counts
+    against an outer timeout). A wait that failed takes no slot back: the call ends without running."""
+    pauses: list[_Pause] | None = call.state.get(_PAUSES)
+    if not pauses:
+        yield
+        return
+    for pause in reversed(pauses):
+        pause.stop()
+    answered = False
+    try:
+        yield
+        answered = True
+    finally:
+        for pause in list(pauses):
+            await pause.resume(answered)
+
+
+async def _pausable(call: ActionCall, call_next: CallNext, pause: _Pause) -> ToolResponse:
+    """`call_next(call)` with `pause` stopped while the call waits for the user (an action with `confirm`)."""
+    pauses = call.state.setdefault(_PAUSES, [])
+    pauses.append(pause)
+    try:
+        return await call_next(call)
+    finally:
+        pauses.remove(pause)
+
+
+class _Clock:
+    """A `Timeout`'s deadline, stopped while the call waits for the user."""
+
+    __slots__ = ("timer", "left")
+
+    def __init__(self, timer: asyncio.Timeout) -> None:
+        self.timer = timer
+        self.left: float | None = None
+
+    def stop(self) -> None:
+        when = self.timer.when()
+        if when is not None and not self.timer.expired():
+            self.left = max(when - asyncio.get_running_loop().time(), 0.0)
+            self.timer.reschedule(None)
+
+    async def resume(self, answered: bool) -> None:
+        if self.left is not None and not self.timer.expired():
+            self.timer.reschedule(asyncio.get_running_loop().time() + self.left)
+        self.left = None
+
+
+class _Slot:
+    """A `Concurrency` slot held by one call, free for others while the call waits for the user."""
+
+    __slots__ = ("slots", "held")
+
+    def __init__(self, slots: asyncio.Semaphore) -> None:
+        self.slots = slots
+        self.held = True
+
+    def stop(self) -> None:
+        if self.held:
+            self.held = False
+            self.slots.release()
+
+    async def resume(self, answered: bool) -> None:
+        # The user agreed: the call runs once a slot is free (it had one before; it is not refused BUSY now
+        # for having let others run while the user read). Cancelled while waiting, it holds none.
+        if answered and not self.held:
+            await self.slots.acquire()
+            self.held = True
+
+
 class Timeout:
     """Cancel the call after `seconds`: the handler is cancelled, its yield dependencies are torn down, and
     the agent gets a self-healing `TIMEOUT` error. (A sync handler runs in a thread that cannot be
-    interrupted: it is abandoned, not stopped.)"""
+    interrupted: it is abandoned, not stopped.) The wait for the user's confirmation is not counted."""
 
     def __init__(self, seconds: float) -> None:
         if seconds <= 0:
@@ -32,8 +120,10 @@ class Timeout:
 
     async def __call__(self, call: ActionCall, call_next: CallNext) -> ToolResponse:
         try:
-            async with asyncio.timeout(self.seconds):
-                return await call_next(call)
+            async with asyncio.timeout(self.seconds) as timer:
+                if not call.action.confirm:
+                    return await call_next(call)
+                return await _pausable(call, call_next, _Clock(timer))
         except TimeoutError:
             raise ToolError(
                 TIMEOUT,
@@ -48,7 +138,8 @@ class Timeout:
 
 class Concurrency:
     """At most `limit` calls at once. Beyond it the call waits up to `wait` seconds for a slot (0: not at
-    all) and then gets a self-healing `BUSY` error with a retry hint of `retry_after` seconds."""
+    all) and then gets a self-healing `BUSY` error with a retry hint of `retry_after` seconds. A call waiting for
+    the user's confirmation leaves its slot free meanwhile."""
 
     def __init__(self, limit: int, *, wait: float = 0.0, retry_after: float = 1.0) -> None:
         if limit < 1:
@@ -69,15 +160,29 @@ class Concurrency:
                 raise self._busy(call) from None
         else:
             await slots.acquire()
+        if not call.action.confirm:
+            try:
+                return await call_next(call)
+            finally:
+                slots.release()
+        slot = _Slot(slots)
         try:
-            return await call_next(call)
+            return await _pausable(call, call_next, slot)
         finally:
-            slots.release()
+            slot.stop()
 
     def _busy(self, call: ActionCall) -> ToolError:
+        action = call.action
+        if any(mw is self for mw in action.middleware):
+            message = f"{action.qualified_name} is already running {self.limit} time(s) at once, its limit."
+        else:  # one bulkhead for a tool's or the app's actions: the call refused is not the one running
+            whose = f"the actions of {action.tool.name}" if any(mw is self for mw in action.tool.middleware) \
+                else "this server's actions"
+            message = (f"{action.qualified_name} cannot run now: {whose} are already running {self.limit} "
+                       "call(s) at once, the limit they share.")
         return ToolError(
             BUSY,
-            f"{call.action.qualified_name} is already running {self.limit} time(s) at once, its limit.",
+            message,
             recovery=f"Wait {_seconds(self.retry_after)} and call it again; do not run it in parallel.",
             retry_after=self.retry_after,
         )

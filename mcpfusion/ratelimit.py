@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .confirm import called_as
 from .errors import RATE_LIMITED, ToolError
 from .middleware import ActionCall, CallNext
 from .response import ToolResponse
@@ -79,7 +80,7 @@ class RateLimit:
         return ToolError(
             RATE_LIMITED,
             f"Rate limit reached: at most {self.calls} calls per {self.per:g} s for each {who}.",
-            recovery=f"Wait {seconds} s, then call {call.action.qualified_name} again.",
+            recovery=f"Wait {seconds} s, then call {called_as(call)} again.",
             retry_after=seconds,
         )
 

@@ -409,7 +409,8 @@ class Engine:
         if not isinstance(context_args, dict):
             context_args = {}
         fn = self.completions.get((kind, target, arg_name))
-        values: Any = [] if fn is None else await invoke(fn, {"value": value, "arguments": context_args})
+        values: Any = [] if fn is None else await invoke(
+            fn, {"value": value, "arguments": context_args, "request": call.request})
         return {"completion": _completion(values, f"completion of {target!r} argument {_echoed(arg_name)!r}")}
 
     def _check_completion_target(self, kind: str, target: str, request: Any) -> None:
