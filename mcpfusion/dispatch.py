@@ -530,8 +530,13 @@ class ToolRegistry:
                         self._callable_suggestions(response, request)
                     if response.content:
                         check_content(action, response.content, self.max_content_bytes)
-                    if response.view.data is not None or not response.content:  # content alone: no data to type
+                    if response.view.data is not None or not response.content:
                         response = action.output.check(response, presenter)
+                    elif not response.is_error and action.output.schema is not None:
+                        # Content alone from a typed action: its outputSchema promises structuredContent (a
+                        # client refuses the answer without it); the data goes with the content: `attach`.
+                        raise PresenterError("answered content alone, but its output schema promises structured "
+                                             "data: return attach(data, ...) (or declare no returns=)")
                 if pages is not None:
                     pages.finish(response, next_key)
                 return response

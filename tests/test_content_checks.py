@@ -4,6 +4,7 @@ as a PDF or audio); a text blob's charset is kept, censored in that charset and 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -14,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import BaseModel
 
 from mcpfusion import EgressLimit, MCPFusion, Presenter, Tool, attach, audio, document, image
 from mcpfusion.content import DEFAULT_MAX_BYTES, ContentError, sniff
@@ -288,3 +290,35 @@ async def test_rest_answers_the_declared_charset_and_bytes() -> None:
         assert response.headers["content-type"] == "image/svg+xml"
         assert response.headers["x-content-type-options"] == "nosniff"
         assert "sandbox" in response.headers["content-security-policy"]
+
+
+def test_a_typed_action_answering_content_alone_is_invalid_output_not_a_result_without_its_data(caplog):
+    """An action whose outputSchema promises structured data may not answer an image alone: the official SDK
+    refuses such a result ("has an output schema but did not return structured content")."""
+    import logging
+
+    from mcpfusion import Tool, image
+    from mcpfusion.testing import ToolTester
+
+    tool = Tool("shots")
+
+    @tool.action(readonly=True, returns=ShotModel, content_types=["image/png"])
+    async def only_png(id: str) -> ShotModel:
+        """A picture alone."""
+        return image(PNG, "image/png")  # type: ignore[return-value]
+
+    @tool.action(readonly=True, content_types=["image/png"])
+    async def untyped_png(id: str):
+        """A picture, no output schema."""
+        return image(PNG, "image/png")
+
+    with caplog.at_level(logging.ERROR, logger="mcpfusion"):
+        typed = asyncio.run(ToolTester([tool]).call("shots", "only_png", {"id": "s1"}))
+    assert typed.is_error and typed.error_code == "INVALID_OUTPUT"
+    assert "attach(data" in caplog.text
+    untyped = asyncio.run(ToolTester([tool]).call("shots", "untyped_png", {"id": "s1"}))
+    assert not untyped.is_error and untyped.raw.to_mcp().get("structuredContent") is None
+
+
+class ShotModel(BaseModel):
+    id: str
