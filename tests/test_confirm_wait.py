@@ -12,41 +12,11 @@ from typing import Any
 from mcpfusion import Concurrency, MCPFusion, Timeout, Tool
 from mcpfusion.mcp.stdio import StdioBridge
 from tests.governance_kit import MODERN_META, Caller
+from tests.stdio_lines import WAIT, Lines
 
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t", "version": "1"}}}
 INITED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-WAIT = 30  # a guard against a hang, never a timing assertion
-
-
-class Lines:
-    """What the bridge writes, with a way to wait for a line."""
-
-    def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
-        self.arrived = asyncio.Event()
-
-    def write(self, text: str) -> None:
-        self.items.append(json.loads(text))
-        self.arrived.set()
-
-    async def wait_for(self, predicate) -> dict[str, Any]:
-        async def find() -> dict[str, Any]:
-            while True:
-                for item in self.items:
-                    if predicate(item):
-                        return item
-                self.arrived.clear()
-                await self.arrived.wait()
-
-        return await asyncio.wait_for(find(), WAIT)
-
-    async def question(self) -> dict[str, Any]:
-        return await self.wait_for(lambda m: m.get("method") == "elicitation/create")
-
-    async def reply(self, msg_id: int) -> str:
-        found = await self.wait_for(lambda m: m.get("id") == msg_id and "method" not in m)
-        return found["result"]["content"][0]["text"]
 
 
 async def session(tools: list[Tool]) -> tuple[StdioBridge, Lines]:

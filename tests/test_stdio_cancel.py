@@ -12,6 +12,7 @@ import pytest
 from mcpfusion import Context, MCPFusion, Tool
 from mcpfusion.mcp.sessions import InMemorySessionStore, Session, SessionLimitError, SessionLimits, new_session_id
 from mcpfusion.mcp.stdio import StdioBridge
+from tests.stdio_lines import WAIT, Lines
 
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientInfo": {"name": "t",
@@ -19,7 +20,6 @@ META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextproto
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t", "version": "1"}}}
 INITED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-WAIT = 30  # a guard against a hang, never a timing assertion
 
 
 class Probe:
@@ -51,32 +51,6 @@ class Probe:
             return f"{answer['action']}:{(answer.get('content') or {}).get('name')}"
 
         self.tool = tool
-
-
-class Lines:
-    """What the bridge writes, with a way to wait for a line."""
-
-    def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
-        self.arrived = asyncio.Event()
-
-    def write(self, text: str) -> None:
-        self.items.append(json.loads(text))
-        self.arrived.set()
-
-    async def wait_for(self, predicate) -> dict[str, Any]:
-        async def find() -> dict[str, Any]:
-            while True:
-                for item in self.items:
-                    if predicate(item):
-                        return item
-                self.arrived.clear()
-                await self.arrived.wait()
-
-        return await asyncio.wait_for(find(), WAIT)
-
-    def with_id(self, msg_id: Any) -> list[dict[str, Any]]:
-        return [m for m in self.items if m.get("id") == msg_id and "method" not in m]
 
 
 async def bridge_for(fusion: MCPFusion) -> tuple[StdioBridge, Lines]:
