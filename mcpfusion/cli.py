@@ -22,9 +22,11 @@ import json
 import os
 import re
 import sys
+import sysconfig
+import tempfile
 import traceback
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,16 +55,44 @@ def _import_path(app_dir: str | None = None) -> None:
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_LIBRARIES = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+_STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
 
 
-def _own_traceback(exc: BaseException) -> str:
-    """The traceback of an exception raised while importing an app, in the app's own files: without
-    importlib's frames nor mcpfusion's (whose errors name the setting or call at fault), so a syntax error is
-    its file, line and caret."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if "importlib" not in f.filename and not f.filename.startswith(_PACKAGE)]
-    lines = traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)
-    return without_credentials("".join(lines).rstrip())
+def _is_own(filename: str) -> bool:
+    """Whether `filename` is one of the app's own files: not a library's, the standard library's, mcpfusion's
+    nor generated code (`<frozen importlib._bootstrap>`, `<string>`)."""
+    return not (filename.startswith(("<", _PACKAGE, _STDLIB)) or any(part in filename for part in _LIBRARIES))
+
+
+def _library(filename: str) -> str:
+    """The package a library frame's file belongs to (`sqlalchemy`, `json`, `mcpfusion`)."""
+    for root in (*_LIBRARIES, _STDLIB, os.path.dirname(_PACKAGE.rstrip(os.sep)) + os.sep):
+        if root in filename:
+            return filename.split(root, 1)[1].split(os.sep, 1)[0].removesuffix(".py")
+    return filename
+
+
+def _shown(frame: traceback.FrameSummary) -> str:
+    path = os.path.relpath(frame.filename) if frame.filename.startswith(os.getcwd() + os.sep) else frame.filename
+    return f"{path}:{frame.lineno}"
+
+
+def described(exc: BaseException) -> str:
+    """An exception raised while importing, building or starting an app, on one line: its type and message, and
+    where in the app's own files: the line that raised it (`at app/settings.py:116`), or the line that called
+    the library that did (`raised in sqlalchemy, called from app/db.py:126`); credentials masked. (A syntax
+    error's message names its file and line.) No traceback: import the app in Python for the whole of it."""
+    if isinstance(exc, SyntaxError):
+        return without_credentials(f"{type(exc).__name__}: {exc}")
+    what = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames and _is_own(frames[-1].filename):
+        what += f" (at {_shown(frames[-1])})"
+    elif frames:
+        caller = next((frame for frame in reversed(frames) if _is_own(frame.filename)), None)
+        what += f" (raised in {_library(frames[-1].filename)}" + (f", called from {_shown(caller)})" if caller else ")")
+    return without_credentials(what)
 
 
 # A URL's userinfo (`scheme://user:password@`), and `password=...`-like pairs (libpq's "host=h password=p").
@@ -122,35 +152,58 @@ def _startup_failed(target: str, exc: BaseException | str) -> CliError:
     return CliError(f"starting {target} failed (its lifespan start-up raised): {without_credentials(what)}")
 
 
-class Starting:
-    """The app as `serve` hands it to uvicorn: `announce` is called once its lifespan start-up completed, and
-    a start-up that raised is kept (`failure`) for one `mcpfusion: error:` line. uvicorn would log the
-    traceback Starlette sends with the failure (whose text may hold a connection string): it is not passed on."""
+def _shutdown_failed(target: str, exc: BaseException) -> CliError:
+    """The one-line error of an app whose lifespan shutdown raised (as `_startup_failed`)."""
+    what = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return CliError(f"stopping {target} failed (its lifespan shutdown raised): {without_credentials(what)}")
 
-    def __init__(self, app: Any, announce: Callable[[], None]) -> None:
+
+class Starting:
+    """The app as `serve` and `stdio` run it: `announce` is called once its lifespan start-up completed, and a
+    start-up or shutdown that raised is kept (`failure`, `shutdown_failure`) for one `mcpfusion: error:` line.
+    The server would log the traceback Starlette sends with the failure (whose text may hold a connection
+    string): it is not passed on. A shutdown failure is written at once (after a SIGTERM, uvicorn ends the
+    process by that signal once it has stopped); a start-up failure is handed to `report` at once, if given
+    (in a worker process, which exits then)."""
+
+    def __init__(self, app: Any, announce: Callable[[], None] | None = None, target: str = "the app",
+                 report: Callable[[CliError], None] | None = None) -> None:
         self.app = app
         self.announce = announce
+        self.target = target
+        self.report = report
         self.failure: BaseException | None = None
+        self.shutdown_failure: BaseException | None = None
+
+    def __getattr__(self, name: str) -> Any:  # the app's own attributes (`state`, which stdio reads)
+        if name == "app":
+            raise AttributeError(name)
+        return getattr(self.app, name)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "lifespan":
             await self.app(scope, receive, send)
             return
-        failed = False
+        failed = None
 
         async def observed(message: Any) -> None:
             nonlocal failed
-            if message["type"] == "lifespan.startup.failed":
-                failed, message = True, {**message, "message": ""}
+            if message["type"] in ("lifespan.startup.failed", "lifespan.shutdown.failed"):
+                failed, message = message["type"], {**message, "message": ""}
             await send(message)
-            if message["type"] == "lifespan.startup.complete":
+            if message["type"] == "lifespan.startup.complete" and self.announce is not None:
                 self.announce()
 
         try:
             await self.app(scope, receive, observed)
         except BaseException as exc:
-            if failed:
+            if failed == "lifespan.startup.failed":
                 self.failure = exc
+                if self.report is not None:
+                    self.report(_startup_failed(self.target, exc))
+            elif failed == "lifespan.shutdown.failed":
+                self.shutdown_failure = exc
+                status(f"error: {_shutdown_failed(self.target, exc)}")
             raise
 
 
@@ -165,18 +218,18 @@ def load(target: str, app_dir: str | None = None) -> tuple[Any, MCPFusion]:
     except ModuleNotFoundError as exc:
         raise CliError(f"cannot import {module_name!r}: {exc}") from None
     except Exception as exc:  # the app's own code failed: where, in its files, without the import machinery
-        raise CliError(f"importing {module_name!r} failed:\n{_own_traceback(exc)}") from None
+        raise CliError(f"importing {module_name!r} failed: {described(exc)}") from None
     try:
         obj = getattr(module, attr)
     except AttributeError:
         raise CliError(f"module {module_name!r} has no attribute {attr!r}") from None
     except Exception as exc:  # a module that builds its app on first access (a module __getattr__) failed
-        raise CliError(f"building {target} failed:\n{_own_traceback(exc)}") from None
+        raise CliError(f"building {target} failed: {described(exc)}") from None
     if isinstance(obj, MCPFusion):
         try:
             return obj.build_app(), obj
         except Exception as exc:
-            raise CliError(f"building the app of {target} failed:\n{_own_traceback(exc)}") from None
+            raise CliError(f"building the app of {target} failed: {described(exc)}") from None
     fusion = getattr(getattr(obj, "state", None), "mcpfusion", None)
     if not isinstance(fusion, MCPFusion):
         raise CliError(f"{target} is not an MCPFusion object nor an app built by MCPFusion (app.state.mcpfusion)")
@@ -203,7 +256,7 @@ def _unshared_state(fusion: MCPFusion, workers: int) -> list[str]:
 def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
     import uvicorn
 
-    from .server import env_header_timeout, log_config, uvicorn_options
+    from .server import env_header_timeout, free_port, listen_error, log_config, uvicorn_options
 
     os.environ.setdefault(collector.ENV, "1")  # a serving process: the collector's serving profile
     app, fusion = load(args.app, args.app_dir)  # fail fast, with a clear message, before uvicorn starts
@@ -218,15 +271,15 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
     if not reload and args.workers > 1:
         for notice in _unshared_state(fusion, args.workers):
             status(f"warning: {notice}")
-    base = f"http://{args.host}:{args.port}"
-
-    def banner() -> None:
-        status(f"serving {fusion.name} ({len(fusion.registry.tools)} tools) from {args.app}"
-               + (" with reload" if reload else ""))
-        status(f"MCP {base}/mcp | REST {base}/api | tool docs {base}/tools | OpenAPI {base}/docs | "
-               f"health {base}/healthz")
-
-    options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": args.log_level,
+    try:  # a taken port, an unknown host: one line, before anything is announced
+        port = free_port(args.host, args.port)
+    except OSError as exc:
+        raise CliError(listen_error(args.host, args.port, exc)) from None
+    base = f"http://{f'[{args.host}]' if ':' in args.host else args.host}:{port}"
+    banner = (f"serving {fusion.name} ({len(fusion.registry.tools)} tools) from {args.app}"
+              f"{' with reload' if reload else ''}\nMCP {base}/mcp | REST {base}/api | tool docs {base}/tools | "
+              f"OpenAPI {base}/docs | health {base}/healthz")
+    options: dict[str, Any] = {"host": args.host, "port": port, "log_level": args.log_level,
                                "log_config": keep_audit(log_config(args.log_level)),
                                **uvicorn_options(header_timeout=args.header_timeout,
                                                  keep_alive_timeout=args.keep_alive_timeout)}
@@ -234,40 +287,111 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
         options["timeout_graceful_shutdown"] = args.graceful_timeout
     if args.app_dir:
         options["app_dir"] = args.app_dir
-    if reload:
-        options.update(reload=True, reload_dirs=[os.path.abspath(args.app_dir or os.getcwd())])
-    else:
+    if not reload:
         options["workers"] = args.workers
     if not reload and args.workers == 1:  # the banner once the app started; a start-up failure is one line
-        starting = Starting(app, banner)
+        starting = Starting(app, lambda: _say(banner), args.app)
         try:
             uvicorn.run(starting, **options)
         except SystemExit:
             if starting.failure is not None:
                 raise _startup_failed(args.app, starting.failure) from None
             raise
+        return 0 if starting.shutdown_failure is None else 2
+    # Processes of their own (each worker, each reload) import APP again, through `serve_app`: a failure to
+    # start it is one masked line there too.
+    os.environ[SERVE_TARGET_ENV] = args.app
+    target = f"{__name__}:{serve_app.__name__}"
+    if reload:
+        _say(banner)  # (the reloaded process starts the app, again after each change)
+        uvicorn.run(target, factory=True, reload=True, reload_dirs=[os.path.abspath(args.app_dir or os.getcwd())],
+                    **options)
         return 0
-    banner()  # (processes of their own start the app, each its own)
-    target: Any = args.app
-    if app is not _attribute(args.app):  # an MCPFusion: each process builds its app from the fusion
-        os.environ[FUSION_TARGET_ENV] = args.app
-        target, options["factory"] = f"{__name__}:{fusion_app.__name__}", True
-    uvicorn.run(target, **options)
+    with tempfile.TemporaryDirectory(prefix="mcpfusion-serve-") as folder:
+        report = WorkerReport(folder)
+        report.open(banner)
+        uvicorn.run(target, factory=True, **options)
+        failure = report.failure()
+    if failure:  # uvicorn stopped the workers when one could not start, and returned as if asked to stop
+        raise CliError(failure)
     return 0
 
 
-FUSION_TARGET_ENV = "MCPFUSION_SERVE_FUSION"
+def _say(lines: str) -> None:
+    for line in lines.splitlines():
+        status(line)
 
 
-def _attribute(target: str) -> Any:
-    """The object `target` ("module:attribute") names; its module is imported already (`load`)."""
-    module_name, _, attr = target.partition(":")
-    return getattr(sys.modules[module_name], attr)
+SERVE_TARGET_ENV = "MCPFUSION_SERVE_APP"
+REPORT_ENV = "MCPFUSION_SERVE_REPORT"
 
 
-def fusion_app() -> Any:
-    """The app of the MCPFusion `serve` was given (an app factory: each worker, each reload builds its own)."""
-    return load(os.environ[FUSION_TARGET_ENV])[0]
+class WorkerReport:
+    """What the worker processes of `serve --workers` tell it, through files in a folder of its own
+    (`REPORT_ENV`): uvicorn stops every worker when one fails to start, and tells the parent nothing of why,
+    so the worker writes its error there (the parent says it once, and exits 2); the first worker whose app
+    started says the banner."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    @classmethod
+    def of_process(cls) -> WorkerReport | None:
+        folder = os.environ.get(REPORT_ENV)
+        return cls(folder) if folder else None
+
+    def open(self, banner: str) -> None:
+        """(In `serve`.) The banner for a worker to say, and the folder named in the environment the workers
+        inherit."""
+        with open(os.path.join(self.folder, "banner"), "w", encoding="utf-8") as handle:
+            handle.write(banner)
+        os.environ[REPORT_ENV] = self.folder
+
+    def started(self) -> None:
+        """(In a worker.) Its app started: the banner, if no other worker said it."""
+        try:
+            os.close(os.open(os.path.join(self.folder, "announced"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except OSError:  # another worker did (or the folder is gone: `serve` is stopping)
+            return
+        with open(os.path.join(self.folder, "banner"), encoding="utf-8") as handle:
+            _say(handle.read())
+
+    def failed(self, error: CliError) -> None:
+        """(In a worker.) It could not start: `error` for `serve` to say."""
+        with open(os.path.join(self.folder, "failed"), "a", encoding="utf-8") as handle:
+            handle.write(" ".join(str(error).splitlines()) + "\n")
+
+    def failure(self) -> str:
+        """(In `serve`.) The first error a worker wrote, or ""."""
+        try:
+            with open(os.path.join(self.folder, "failed"), encoding="utf-8") as handle:
+                return handle.readline().rstrip("\n")
+        except FileNotFoundError:
+            return ""
+
+
+def serve_app() -> Any:
+    """The app of a `serve --workers` or `dev` process (an app factory uvicorn calls by import string): the APP
+    `serve` was given (`SERVE_TARGET_ENV`; its folder is on the path the parent process passes on) behind
+    `Starting`, so that a failure to import or start it is one masked line, as with one worker: told to
+    `serve` (`WorkerReport`), or, in `dev`, said at once (the reloader goes on)."""
+    from uvicorn.config import STARTUP_FAILURE
+
+    target = os.environ[SERVE_TARGET_ENV]
+    report = WorkerReport.of_process()
+
+    def failed(error: CliError) -> None:
+        if report is not None:
+            report.failed(error)
+        else:
+            status(f"error: {error}")
+
+    try:
+        app, _ = load(target)
+    except CliError as exc:
+        failed(exc)
+        sys.exit(STARTUP_FAILURE)  # uvicorn's status for a process that cannot start: the workers stop
+    return Starting(app, None if report is None else report.started, target, report=failed)
 
 
 AUDIT_LOGGER = "mcpfusion.audit"
@@ -313,10 +437,12 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     protocol, sys.stdout = sys.stdout, sys.stderr
     try:
         app, fusion = load(args.app, args.app_dir)
+        starting = Starting(app, target=args.app)  # its lifespan's failures as one masked line
         status(f"serving {fusion.name} over stdio (one JSON-RPC message per line; Ctrl-D to stop)")
-        return asyncio.run(serve_stdio(app, headers=headers, stdout=protocol))  # (143 on SIGTERM: see serve_stdio)
+        code: int = asyncio.run(serve_stdio(starting, headers=headers, stdout=protocol))  # (143 on SIGTERM)
+        return code or (2 if starting.shutdown_failure is not None else 0)
     except StartupFailed as exc:
-        raise _startup_failed(args.app, str(exc)) from None
+        raise _startup_failed(args.app, starting.failure or str(exc)) from None
     finally:
         sys.stdout = protocol
 
@@ -356,19 +482,37 @@ async def _call(app: Any, fusion: MCPFusion, tool: str, action: str, arguments: 
     from .errors import CONFIRMATION_REQUIRED
     from .testing import ToolTester
 
-    async with AsyncExitStack() as stack:
-        lifespan = getattr(getattr(app, "router", None), "lifespan_context", None)
-        if lifespan is not None:
-            try:
-                await stack.enter_async_context(lifespan(app))
-            except Exception as exc:
-                raise _startup_failed(target, exc) from None
+    async with _lifespan_of(app, target):
         tester = ToolTester(fusion, app=app)
         response = (await tester.call(tool, action, arguments, headers=headers)).raw
         issued = (getattr(response.view.error, "details", None) or {}).get("confirm_token")
         if yes and response.error_code == CONFIRMATION_REQUIRED and issued:
             response = (await tester.call(tool, action, {**arguments, CONFIRM_PARAM: issued}, headers=headers)).raw
-        return response
+    return response
+
+
+@asynccontextmanager
+async def _lifespan_of(app: Any, target: str) -> AsyncIterator[None]:
+    """The app's lifespan (a FastAPI app's `router.lifespan_context`) around an in-process use of it; a
+    start-up or shutdown that raised is one `CliError` line, as `serve` says it."""
+    lifespan = getattr(getattr(app, "router", None), "lifespan_context", None)
+    if lifespan is None:
+        yield
+        return
+    context = lifespan(app)
+    try:
+        await context.__aenter__()
+    except Exception as exc:
+        raise _startup_failed(target, exc) from None
+    try:
+        yield
+    except BaseException as exc:
+        await context.__aexit__(type(exc), exc, exc.__traceback__)
+        raise
+    try:
+        await context.__aexit__(None, None, None)
+    except Exception as exc:
+        raise _shutdown_failed(target, exc) from None
 
 
 def cmd_call(args: argparse.Namespace) -> int:

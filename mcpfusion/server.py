@@ -10,14 +10,24 @@ a large upload that keeps coming is never cut). A request head (request line and
 `max_head_bytes` (64 KiB, as common servers allow) is answered 431 and the connection closed: uvicorn's
 httptools parser sets no limit, and a head of megabytes costs seconds of CPU before any token is checked.
 Behind another server (gunicorn, nginx, a cloud load balancer), set the same limits there.
+
+A request still running when a graceful shutdown's `timeout_graceful_shutdown` ends is cancelled by uvicorn,
+which would log the `CancelledError` as an application error with its traceback and answer 500: the
+protocol ends it quietly instead (a response not started is a closed connection; a streamed one ends itself
+first, see `mcp.streams.PostStream`). The access log writes a query string's values `REDACTED`
+(`AccessFormatter`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import os
+import socket
 from typing import Any
+
+from uvicorn.logging import AccessFormatter as UvicornAccessFormatter
 
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_KEEP_ALIVE_TIMEOUT = 5.0
@@ -70,6 +80,13 @@ class _HeaderDeadline:
         self._head_timer = self._body_timer = None
         super().connection_lost(exc)  # type: ignore[misc]
 
+    def shutdown(self) -> None:
+        # Called once a graceful shutdown begins: the request running now is the one uvicorn may cancel.
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            cycle.logger = _CancelledQuietly(cycle)
+        super().shutdown()  # type: ignore[misc]
+
     def _head_too_large(self, before: Any, size: int) -> bool:
         """Count `size` bytes read while a request head was awaited (`before`: the cycle then); past
         `max_head_bytes` with no head complete, answer 431 and close (what was read is at most one read more)."""
@@ -116,6 +133,28 @@ class _HeaderDeadline:
         if not cycle.response_started:
             self.transport.write(_BODY_TIMEOUT)
         self.transport.close()  # the app's `receive()` then reads a disconnect
+
+
+class _CancelledQuietly:
+    """The logger of a request cycle still running when a graceful shutdown began. uvicorn cancels the request
+    once `timeout_graceful_shutdown` has passed and logs the `CancelledError` out of the app as an application
+    error (a traceback per request), then answers 500 or cuts the body: the request ends with its connection
+    closed, and no record. Any other error is logged as before."""
+
+    def __init__(self, cycle: Any) -> None:
+        self.cycle = cycle
+        self.logger = cycle.logger
+
+    def error(self, msg: Any, *args: Any, exc_info: Any = None, **kwargs: Any) -> None:
+        if isinstance(exc_info, asyncio.CancelledError):
+            cycle = self.cycle
+            cycle.disconnected = True  # (uvicorn's 500 is then not sent)
+            cycle.transport.close()
+            return
+        self.logger.error(msg, *args, exc_info=exc_info, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.logger, name)
 
 
 def _base_protocol() -> type:
@@ -176,10 +215,11 @@ def log_config(level: str = "info") -> dict[str, Any]:
     """uvicorn's logging configuration plus mcpfusion's own loggers (the audit trail, refused content, failed
     redactions...) at `level`: without a handler, Python prints warnings only, so an INFO audit event would be
     lost. They still propagate: an app that configured the root logger (a file, a log shipper) gets them
-    there, and then nothing more is written to stderr."""
+    there, and then nothing more is written to stderr. The access log writes query values `REDACTED`."""
     from uvicorn.config import LOGGING_CONFIG
 
     config = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["access"]["()"] = "mcpfusion.server.AccessFormatter"
     config["formatters"]["mcpfusion"] = {"()": "mcpfusion.server.LogFormatter"}
     config["handlers"]["mcpfusion"] = {"()": "mcpfusion.server.FallbackHandler", "formatter": "mcpfusion",
                                        "stream": "ext://sys.stderr"}
@@ -203,3 +243,45 @@ class LogFormatter(logging.Formatter):
             return record.getMessage()
         return f"{record.levelname}:{' ' * max(1, 9 - len(record.levelname))}{record.name}: {record.getMessage()}" + (
             "\n" + self.formatException(record.exc_info) if record.exc_info else "")
+
+
+def redacted_query(path: str) -> str:
+    """`path` (a request target) with its query's values `REDACTED`, their names kept (`?x=REDACTED`), and a
+    part without a name (`?4111111111111111`) `REDACTED` whole: a REST GET's arguments are its query."""
+    head, mark, query = path.partition("?")
+    if not mark:
+        return path
+    parts = []
+    for part in query.split("&"):
+        name, equals, _ = part.partition("=")
+        parts.append(f"{name}=REDACTED" if equals else "REDACTED" if part else "")
+    return f"{head}?{'&'.join(parts)}"
+
+
+class AccessFormatter(UvicornAccessFormatter):
+    """uvicorn's access log line, its request target's query values `REDACTED` (`redacted_query`): a REST
+    GET's arguments (an email, a card number, a token) are its query, which spans redact too."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5 and "?" in str(args[2]):
+            record = copy.copy(record)
+            record.args = (args[0], args[1], redacted_query(str(args[2])), args[3], args[4])
+        return super().formatMessage(record)
+
+
+def free_port(host: str, port: int) -> int:
+    """`port`, checked free on `host` by binding it (then let go, for uvicorn to bind at once; 0: the free port
+    the system chose), so that `serve` says a taken port or an unknown host in one line, before it announces
+    anything. OSError when it cannot be bound (`listen_error` words it)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (as uvicorn binds it)
+        sock.bind((host, port))
+        return int(sock.getsockname()[1])
+
+
+def listen_error(host: str, port: int, exc: OSError) -> str:
+    """`cannot listen on 127.0.0.1:8000: address already in use` (the reason without its errno)."""
+    reason = exc.strerror or str(exc)
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return f"cannot listen on {where}: {reason[:1].lower()}{reason[1:]}"

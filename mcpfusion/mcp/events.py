@@ -50,7 +50,8 @@ class InMemoryEventStore:
     """Bounded in-process event store: `max_events` newest events per stream, at most `max_streams`
     streams, each forgotten `retention` seconds after it started (a client resumes within seconds), and
     the oldest streams forgotten while the stored messages exceed `max_bytes` of JSON (a few large replies
-    would otherwise hold gigabytes within the other bounds)."""
+    would otherwise hold gigabytes within the other bounds); each kept as an exact-size copy of its JSON, so the
+    bytes counted are the bytes held."""
 
     def __init__(self, max_events: int = 1000, max_streams: int = 2000, retention: float = 300.0,
                  max_bytes: int = 64 * 1024 * 1024) -> None:
@@ -93,7 +94,10 @@ class InMemoryEventStore:
         if message is None:
             events.append((seq, None))
         else:
-            data = encode(message)
+            # An exact-size copy: orjson's bytes keep the whole buffer it wrote them in (4 KiB for a progress
+            # notification of 100 bytes, about 8 times the size of a large reply), which `max_bytes` would not
+            # count; kept here for minutes, not for one response.
+            data = bytes(memoryview(encode(message)))
             events.append((seq, data))
             self._last = (message, data)
             self._bytes += len(data)

@@ -126,7 +126,8 @@ class EncodedList(list[Any]):
     def encoded(self) -> bytes:
         data = self.json
         if data is None:
-            data = self.json = serializer.json_bytes(list(self))  # a list subclass: orjson's own list
+            # An exact-size copy: orjson's buffer keeps several times the bytes it wrote, and this one is kept.
+            data = self.json = bytes(memoryview(serializer.json_bytes(list(self))))
         return data
 
 

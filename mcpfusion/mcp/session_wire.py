@@ -320,7 +320,8 @@ class SessionWire(WirePipeline):
         # The call runs while the response is sent: most send nothing before their reply and get one body
         # (priming event + reply, both stored for Last-Event-ID); progress, logging, a server request or a
         # slow call open the live stream (see `PostStream`).
-        stream = channel.stream = PostStream(run, priming, session.id, self.holds, self.settings.sse_ping_seconds)
+        stream = channel.stream = PostStream(run, priming, session.id, self.holds, self.settings.sse_ping_seconds,
+                                             request_id=call.id)
         return stream
 
     async def run(self, call: Call, inline: bool | Callable[[], bool] = True) -> dict[str, Any] | None:

@@ -20,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 from . import jsonrpc
 from .channel import Channel, NoBackChannel
 from .events import InMemoryEventStore, StoreRefused
-from .jsonrpc import REQUEST_TIMEOUT, McpError, dumps, encode, notification, request
+from .jsonrpc import REQUEST_TIMEOUT, McpError, dumps, encode, error, notification, request
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -64,6 +64,10 @@ was cancelled): a client resuming that stream is ended at once."""
 STREAM_LOST = {"mcpfusion/streamEnd": True, "mcpfusion/lost": True}
 """`STREAM_END` of a request that nothing runs any more (the replica running it died): a client resuming the
 stream is told 404, so it sends the request again rather than resume for ever."""
+
+
+CANCELLED_AT_SHUTDOWN = "Request cancelled: the server is shutting down"
+"""The error (-32603) of a request whose call the server cancelled while its stream was open."""
 
 
 def is_stream_end(message: Any) -> bool:
@@ -325,10 +329,15 @@ class PostStream(Response):
     for `Last-Event-ID`), like a JSON answer. The stream opens instead (headers and priming event at once,
     then every event as the call emits it, keep-alive comments every `ping` seconds) on the first other
     event (progress, logging, a server request), when the call is still running after `hold` seconds (so its
-    client has the priming event id early), or on `close_stream()` (the call goes on; its client resumes)."""
+    client has the priming event id early), or on `close_stream()` (the call goes on; its client resumes).
+
+    A call cancelled by the server (uvicorn cancels what still runs when a graceful shutdown times out) ends a
+    started stream with its request's -32603 "Request cancelled" error (when `request_id` is known) and the
+    end of the body, so its client reads a complete response rather than a cut one."""
 
     def __init__(
         self, run: Callable[[], Awaitable[None]], priming: bytes, session_id: str, holds: Holds, ping: float,
+        request_id: Any = None,
     ) -> None:
         self.status_code = 200
         self.background = None
@@ -345,6 +354,7 @@ class PostStream(Response):
         self._reply = b""  # the reply, when it came before the stream opened
         self._ended = False
         self._refusal: Response | None = None  # answered instead of the stream (see `refuse`)
+        self.request_id = request_id
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._send = send
@@ -352,6 +362,10 @@ class PostStream(Response):
         try:
             try:
                 await self._run()
+            except asyncio.CancelledError:  # (a client's cancel returns: see `WirePipeline.run`)
+                if self._head is not None:
+                    await self._cancelled()
+                raise
             finally:
                 held.discard(self)
                 # The call's closure holds its channel, which holds this response: leaving the cycle to the
@@ -440,6 +454,24 @@ class PostStream(Response):
         self._stop_pinger()
         assert self._send is not None
         await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _cancelled(self) -> None:
+        """End the started stream of a call the server cancelled: its request's error event, then the end of the
+        body. Within a second: the server is stopping, and a client that reads nothing must not hold it."""
+        if self._ended:
+            return
+        self._ended = True
+        self._stop_pinger()
+        body = b""
+        if self.request_id is not None:
+            body = encode_message(None, error(self.request_id, jsonrpc.INTERNAL_ERROR, CANCELLED_AT_SHUTDOWN))
+        try:
+            async with asyncio.timeout(1.0):
+                await self.open()  # (its head may still be on its way)
+                assert self._send is not None
+                await self._send({"type": "http.response.body", "body": body, "more_body": False})
+        except Exception:  # noqa: BLE001, S110 - the client went away, or does not read: nothing more to end
+            pass
 
     def _stop_pinger(self) -> None:
         if self._pinger is not None:
