@@ -12,11 +12,22 @@ from .settings import LOCAL_HOSTS
 
 
 def _host_name(host: str) -> str:
-    """Host header without its port (keeps IPv6 brackets)."""
+    """Host header without its port (keeps IPv6 brackets); a header that is no `name[:port]` stays whole (and
+    then matches no allowed name): `[::1]]` or `127.0.0.1:80]` is not the loopback."""
     if host.startswith("["):
         end = host.find("]")
-        return host[: end + 1] if end != -1 else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+        if end == -1:
+            return host
+        name, rest = host[: end + 1], host[end + 1:]
+    elif host.count(":") == 1:
+        name, port = host.split(":")
+        rest = ":" + port
+    else:
+        return host
+    port = rest[1:]
+    if rest and (rest[0] != ":" or not (port.isascii() and (port.isdigit() or not port))):
+        return host
+    return name
 
 
 def _matches(value: str, allowed: list[str], with_port: str) -> bool:
@@ -68,8 +79,12 @@ class HostOriginGuard:
         if origin is None:
             return None
         if self.allowed_origins is None:
-            parts = urlsplit(origin)
-            if parts.scheme not in ("http", "https") or (parts.hostname or "") not in LOCAL_HOSTS + ("::1",):
+            try:
+                parts = urlsplit(origin)
+            except ValueError:  # e.g. `http://[::1` or `http://[evil]`: no origin a browser sends
+                return INVALID_ORIGIN
+            # An origin is `scheme://host[:port]`: its host read as the Host header's (`http://[::1]x` is none).
+            if parts.scheme not in ("http", "https") or _host_name(parts.netloc).lower() not in LOCAL_HOSTS:
                 return INVALID_ORIGIN
             return None
         if "*" in self.allowed_origins or origin in self.allowed_origins:
