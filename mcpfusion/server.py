@@ -45,6 +45,7 @@ class _HeaderDeadline:
 
     header_timeout = DEFAULT_HEADER_TIMEOUT
     max_head_bytes = DEFAULT_MAX_HEAD_BYTES
+    max_drain_bytes = 1 << 20  # the unread body of a request answered early, read and dropped
     cycle: Any
     loop: Any
     transport: Any
@@ -57,15 +58,25 @@ class _HeaderDeadline:
         self._body_timer: Any = None
         self._body_seen = 0.0
         self._head_bytes = 0
+        self._drain_cycle: Any = None
+        self._drained = 0
         self._arm()
 
     def data_received(self, data: bytes) -> None:
         cycle = self.cycle
-        in_head = cycle is None or cycle.response_complete  # bytes of a new request head
-        if in_head:
-            self._arm()
+        done = cycle is None or cycle.response_complete
+        if done:
+            self._arm()  # (a request answered before its body arrived: the rest of it comes in this time too)
         super().data_received(data)  # type: ignore[misc]
-        if in_head and self._head_too_large(cycle, len(data)):
+        if done and cycle is not None and cycle.more_body:
+            # Answered early (401, 413): these bytes are the rest of its body, not a new head. Read and dropped
+            # as uvicorn does, up to a bound; past it the connection closes, with no second answer.
+            self._drained = (self._drained if self._drain_cycle is cycle else 0) + len(data)
+            self._drain_cycle = cycle
+            if self._drained > self.max_drain_bytes and not self.transport.is_closing():
+                self.transport.close()
+            return
+        if done and self._head_too_large(cycle, len(data)):
             return
         cycle = self.cycle
         if cycle is not None and cycle.more_body and not cycle.response_complete:  # a body is on its way
