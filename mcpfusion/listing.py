@@ -33,11 +33,14 @@ class Exposed(NamedTuple):
     action: Action | None
 
 
-def _view(tool: Tool, name: str, actions: list[Action]) -> Tool:
-    """`tool` restricted to some actions, advertised under `name` (a group of the profiles exposition)."""
+def _view(tool: Tool, name: str, actions: list[Action], profile: str | None = None) -> Tool:
+    """`tool` restricted to some actions, advertised under `name` (a group of the profiles exposition), titled
+    after its `profile` when it has one (`Billing (read)`): a client shows each MCP tool by its title."""
     view = copy.copy(tool)
     view.name = name
     view.actions = {a.name: a for a in actions}
+    if profile is not None and tool.title:
+        view.title = f"{tool.title} ({profile.replace('_', ' ')})"
     return view
 
 
@@ -47,8 +50,8 @@ def exposed(tool: Tool) -> list[Exposed]:
     grouped: one tool named after it, with the `action` discriminator. flat: `{tool}_{action}` per action.
     profiles: the actions grouped by the tool's `profile_hints` (by default reads apart from writes,
     destructive writes apart from the others), so those hints are each action's own: a group of several is
-    `{tool}_{profile}` (e.g. `billing_read`) with the discriminator, a group of one is `{tool}_{action}`; a
-    tool of one profile keeps the grouped form.
+    `{tool}_{profile}` (e.g. `billing_read`, titled `Billing (read)`) with the discriminator, a group of one is
+    `{tool}_{action}` (titled as the action); a tool of one profile keeps the grouped form.
     """
     actions = list(tool.actions.values())
     if not actions:
@@ -69,8 +72,9 @@ def exposed(tool: Tool) -> list[Exposed]:
         if len(group) == 1:
             out.append(Exposed(flat_name(tool.name, group[0].name), _view(tool, tool.name, group), group[0]))
         else:
-            name = flat_name(tool.name, exposition.profile_name(group[0].annotations(), tool.profile_hints))
-            out.append(Exposed(name, _view(tool, name, group), None))
+            profile = exposition.profile_name(group[0].annotations(), tool.profile_hints)
+            name = flat_name(tool.name, profile)
+            out.append(Exposed(name, _view(tool, name, group, profile), None))
     names = [e.name for e in out]
     clash = sorted({n for n in names if names.count(n) > 1})
     if clash:

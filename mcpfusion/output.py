@@ -10,6 +10,9 @@ Where an action's output schema comes from (first match):
 3. a presenter (`returns=presenter`, or the `presenters=` a `returns=` dependency chooses from): the
    presenter's wire schema (embeds included, redacted fields typed as the censor).
 
+A derived schema leaves out the formats a value may be written outside of (a naive datetime has no UTC
+offset, which `date-time` requires): a client checking formats would refuse a valid result.
+
 structuredContent is always an object: a list is sent as `{"items": [...]}`. With `_select` on the tool,
 root fields are optional. What a firewall (presenter or model) built is valid by construction; anything else
 (a handler's own `success_structured`/`toon_success`, a presenter the action did not declare, data the
@@ -33,7 +36,7 @@ from .errors import INVALID_OUTPUT, ToolError
 from .model import Model
 from .presenter import Presenter
 from .response import ToolResponse
-from .schema import closed, without
+from .schema import NODES, closed, without
 from .serializer import as_written
 from .slots import fields_repr
 
@@ -75,10 +78,35 @@ _ANNOTATIONS = frozenset({"description", "default", "readOnly", "examples"})
 _NAME_MAPS = ("properties", "$defs", "patternProperties")
 
 
+#: Formats pydantic advertises for values it may write outside them: a naive datetime or time has no UTC offset,
+#: which RFC 3339's date-time and full-time require (an aware type's JSON schema is the same, so the schema
+#: cannot tell them apart), and a timedelta may be fractional or negative ("PT1.5S", "-P1D"), which the
+#: `duration` format refuses. A client validating formats (the TypeScript SDK does) would refuse the result.
+_LOOSE_FORMATS = frozenset({"date-time", "time", "duration"})
+
+
 def bare(schema: Any) -> Any:
     """A derived output schema without annotations (descriptions, defaults): the shape is the contract,
-    and the meaning already reaches the agent as domain rules. Roughly halves what outputSchema costs."""
-    return without(schema, _ANNOTATIONS)
+    and the meaning already reaches the agent as domain rules. Roughly halves what outputSchema costs.
+    It leaves out the formats a written value may not meet (`_LOOSE_FORMATS`)."""
+    return _written(without(schema, _ANNOTATIONS))
+
+
+def _written(node: Any) -> Any:
+    """`node` without a `format` in `_LOOSE_FORMATS` (property names are names; `const` and `enum` are values)."""
+    if isinstance(node, list):
+        return [_written(n) if isinstance(n, NODES) else n for n in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _NAME_MAPS and isinstance(value, dict):
+            out[key] = {name: _written(sub) for name, sub in value.items()}
+        elif key in ("const", "enum"):
+            out[key] = value
+        elif not (key == "format" and isinstance(value, str) and value in _LOOSE_FORMATS):
+            out[key] = _written(value) if isinstance(value, NODES) else value
+    return out
 
 
 def _optional(schema: dict[str, Any]) -> dict[str, Any]:
