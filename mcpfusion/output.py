@@ -89,23 +89,23 @@ def bare(schema: Any) -> Any:
     """A derived output schema without annotations (descriptions, defaults): the shape is the contract,
     and the meaning already reaches the agent as domain rules. Roughly halves what outputSchema costs.
     It leaves out the formats a written value may not meet (`_LOOSE_FORMATS`)."""
-    return _written(without(schema, _ANNOTATIONS))
+    return loose_formats_out(without(schema, _ANNOTATIONS))
 
 
-def _written(node: Any) -> Any:
+def loose_formats_out(node: Any) -> Any:
     """`node` without a `format` in `_LOOSE_FORMATS` (property names are names; `const` and `enum` are values)."""
     if isinstance(node, list):
-        return [_written(n) if isinstance(n, NODES) else n for n in node]
+        return [loose_formats_out(n) if isinstance(n, NODES) else n for n in node]
     if not isinstance(node, dict):
         return node
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key in _NAME_MAPS and isinstance(value, dict):
-            out[key] = {name: _written(sub) for name, sub in value.items()}
+            out[key] = {name: loose_formats_out(sub) for name, sub in value.items()}
         elif key in ("const", "enum"):
             out[key] = value
         elif not (key == "format" and isinstance(value, str) and value in _LOOSE_FORMATS):
-            out[key] = _written(value) if isinstance(value, NODES) else value
+            out[key] = loose_formats_out(value) if isinstance(value, NODES) else value
     return out
 
 

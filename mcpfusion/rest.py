@@ -57,7 +57,7 @@ from .errors import (
     field_path,
 )
 from .middleware import applies
-from .output import ITEMS, NEXT_CURSOR
+from .output import ITEMS, NEXT_CURSOR, loose_formats_out
 from .problem import (
     INTERNAL_RECOVERY,
     PROBLEM_SCHEMA,
@@ -219,7 +219,7 @@ def _output_schema(action: Action, seen: dict[int, dict[str, Any]]) -> dict[str,
     schemas: list[dict[str, Any]] = []
     for p in action.presenters:
         if id(p) not in seen:  # as the item leaves the server: computed fields, embeds and censors included
-            seen[id(p)] = p.wire_schema()
+            seen[id(p)] = loose_formats_out(p.wire_schema())  # (what MCP's outputSchema leaves out too)
         schemas.append(seen[id(p)])
     if not schemas:
         if action.output_schema is None:

@@ -284,3 +284,14 @@ def test_a_group_of_one_action_keeps_its_title_and_other_profile_keys_name_the_t
 def test_a_profile_group_of_an_untitled_tool_stays_untitled():
     titles = {e["name"]: e.get("title") for e in ToolRegistry([profiled(None)]).mcp_tools()}
     assert set(titles.values()) == {None}
+
+
+def test_rest_openapi_of_a_presenter_leaves_the_same_formats_out():
+    """REST's 200 body of a presented action is the presenter's item schema: what MCP leaves out, it does too."""
+    from fastapi.testclient import TestClient
+
+    app = MCPFusion("events", tools=tools()).build_app()
+    spec = TestClient(app).get("/openapi.json").json()
+    body = spec["paths"]["/api/events/presented"]["post"]["responses"]["200"]["content"]["application/json"]
+    found = formats(body["schema"] if "$ref" not in body["schema"] else spec)
+    assert "date-time" not in found and "time" not in found and "duration" not in found, found
