@@ -70,6 +70,12 @@ async def get_invoice(id: Annotated[str, Field(description="Invoice id, e.g. inv
     return RAW
 
 
+@billing.action()
+async def remind(id: str) -> str:
+    """Send a payment reminder (what the invoice's suggestion names: suggestions name registered actions)."""
+    return f"reminder sent for {id}"
+
+
 def _telemetry() -> Any:
     """`BENCH_TELEMETRY=1`: OpenTelemetry on, as in production (SDK providers, batch span processor, periodic
     metric reader), with exporters that discard, so the figure is the framework's cost, not a network's.

@@ -490,6 +490,7 @@ class MCPFusion:
                 if value is not None:
                     descriptor[key] = value
             self.raw_tools[descriptor["name"]] = RawTool(fn, descriptor, validator, model)
+            self.registry.raw_names.add(descriptor["name"])  # a presenter may suggest it
             self._tools_changed()
             return fn
 
@@ -497,6 +498,7 @@ class MCPFusion:
 
     def remove_raw_tool(self, name: str) -> None:
         self.raw_tools.pop(name, None)
+        self.registry.raw_names.discard(name)
         self._tools_changed()
 
     def _tools_changed(self) -> None:

@@ -28,6 +28,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import replace
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -417,6 +418,29 @@ def _contains(text: str, needles: list[str], exact: Any) -> bool:
 
 # -- errors a presenter's callback raised ----------------------------------------------------------------
 
+
+def _numbers(removed: list[Any]) -> tuple[set[Any], set[str]]:
+    """The removed numbers (not booleans), at any depth of the removed values, and their texts."""
+    found: set[Any] = set()
+    stack = list(removed)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+        elif _number(value):
+            found.add(value)
+    return found, {str(value) for value in found}
+
+
+def _number(value: Any) -> bool:
+    """A number that can be compared and hashed: not a boolean, not NaN (a signaling one cannot be hashed)."""
+    if isinstance(value, Decimal):
+        return not value.is_nan()
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
+
+
 # What a callback may raise that the client reads: its texts leave without the guard (they are no block).
 CARRIED = (ToolError, ValidationFailed, HTTPException)
 
@@ -425,10 +449,13 @@ def scrub_error(exc: BaseException, removed: list[Any], censor: Any = DEFAULT_CE
     """Censor the removed values out of what an error (`CARRIED`) tells the client, in place: a ToolError's
     message, recovery, details and actions, a ValidationFailed's fields, an HTTPException's detail and
     header values. Its code, status and severity stay. Matched as the guard matches the blocks: a long
-    value wherever it occurs, a short one as a whole text."""
+    value wherever it occurs, a short one as a whole text; a number (`details={"ssn": 987654321}`) equal to a
+    removed value, or written as one is, is replaced by the censor text too."""
     exact, every = _values(removed)
-    if not exact and not every:
+    numbers, texts = _numbers(removed)
+    if not exact and not every and not numbers:
         return
+    exact |= texts  # a removed number's text, given alone ("ssn": "42")
     needles = sorted({form for value in every for form in _variants(value)}, key=len, reverse=True)
     mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
 
@@ -439,6 +466,9 @@ def scrub_error(exc: BaseException, removed: list[Any], censor: Any = DEFAULT_CE
             return {clean(k): clean(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [clean(v) for v in value]
+        if _number(value):
+            # the error leaves as JSON: a number is written as its text, and 42 == 42.0 == Decimal(42)
+            return mask if value in numbers or str(value) in exact else value
         return value
 
     if isinstance(exc, ToolError):

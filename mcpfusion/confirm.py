@@ -9,13 +9,16 @@ these exact arguments.
   `CONFIRMATION_REQUIRED` error carrying a token bound to the action, the exact arguments and the caller,
   valid ten minutes; the call runs when it is sent again with `"_confirm": "<token>"` added.
 
-The action never runs without one or the other. A declined question answers `NOT_CONFIRMED`. A template
-(`confirm="Void {id}?"`) is filled with the validated arguments (None reads "none"); `mcpfusion.tool` checks its
-fields, conversions and format specs at declaration.
+The action never runs without one or the other, and one confirmation runs it once: a run that fails saying
+nothing was done and to make the same call again (BUSY, RATE_LIMITED, a `retry_after`: see `retryable`) gives
+the confirmation back, so that retry runs with the same token or answer. A declined question answers
+`NOT_CONFIRMED`. A template (`confirm="Void {id}?"`) is filled with the validated arguments (None reads
+"none"); `mcpfusion.tool` checks its fields, conversions and format specs at declaration.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import secrets
@@ -25,11 +28,13 @@ import typing
 import unicodedata
 from typing import Any
 
+from starlette.exceptions import HTTPException
+
 from .context import NoBackChannel
-from .errors import BUSY, CONFIRMATION_REQUIRED, NOT_CONFIRMED, ToolError
-from .guards import waiting_for_the_user
+from .errors import BUSY, CONFIRMATION_REQUIRED, NOT_CONFIRMED, RATE_LIMITED, ToolError
 from .listing import how_to_call
 from .middleware import ActionCall
+from .pauses import waiting_for_the_user
 from .spent import SpentUnavailable
 from .tool import Action, input_name
 
@@ -135,14 +140,26 @@ def _valid(call: ActionCall, digest: str, sent: Any) -> bool:
     return hmac.compare_digest(sent, token(call, digest, int(expiry), nonce))
 
 
-async def require_confirmation(call: ActionCall) -> None:
-    """Return once the user confirmed this exact call; raise a self-healing `ToolError` otherwise."""
+class Confirmed:
+    """The confirmation a call spent: `give_back` returns it when the run it confirmed did nothing."""
+
+    __slots__ = ("key", "expires")
+
+    def __init__(self, key: str, expires: float) -> None:
+        self.key = key
+        self.expires = expires
+
+
+async def require_confirmation(call: ActionCall) -> Confirmed:
+    """Return (the confirmation spent) once the user confirmed this exact call; raise a self-healing
+    `ToolError` otherwise."""
     digest = call.arguments_digest()
     name = call.action.qualified_name
     if call.confirmation is not None:
         if _valid(call, digest, call.confirmation):
-            if await _spend(call, f"token|{call.confirmation}"):
-                return
+            spent = await _spend(call, f"token|{call.confirmation}")
+            if spent is not None:
+                return spent
             raise _needs_token(call, digest, f"The {CONFIRM_PARAM} token was already used: one confirmation runs "
                                              f"{name} once; nothing was done.")
         raise _needs_token(call, digest, f"The {CONFIRM_PARAM} token does not match this call of {name} "
@@ -165,22 +182,55 @@ async def require_confirmation(call: ActionCall) -> None:
         except NoBackChannel:
             answer = None
         if answer is not None:
-            if await _spend(call, f"question|{key}"):
-                return
+            spent = await _spend(call, f"question|{key}")
+            if spent is not None:
+                return spent
             raise ToolError(NOT_CONFIRMED, f"That confirmation of {name} was already used; nothing was done.",
                             recovery=f"Call {called_as(call)} again to ask the user once more.")
     raise _needs_token(call, digest, f"{name} needs the user's confirmation, and this client cannot ask "
                                      "the user; nothing was done.")
 
 
-async def _spend(call: ActionCall, confirmation: str) -> bool:
+async def _spend(call: ActionCall, confirmation: str) -> Confirmed | None:
+    """The confirmation, spent now; None when it was already."""
+    expires = time.time() + TOKEN_TTL
     try:
-        return await call.guards.spend(confirmation, time.time() + TOKEN_TTL)
+        return Confirmed(confirmation, expires) if await call.guards.spend(confirmation, expires) else None
     except SpentUnavailable:
         raise ToolError(BUSY, f"The confirmation of {call.action.qualified_name} could not be recorded right now; "
                               "nothing was done.",
                         recovery="Retry the same call in a few seconds (the confirmation is still valid).",
                         retry_after=2.0) from None
+
+
+#: Error codes that say the call did nothing and is to be made again as it is (with or without `retry_after`).
+_RETRY_CODES = frozenset({BUSY, RATE_LIMITED})
+
+
+def retryable(failure: BaseException | None) -> bool:
+    """Whether a confirmed run's failure says nothing was done and to make the same call again: a `ToolError`
+    with a `retry_after` or a BUSY / RATE_LIMITED code, an HTTP 429, or a 503 with Retry-After. A timeout or
+    a cancellation is not one: the handler may have done part of its work."""
+    if isinstance(failure, ToolError):
+        return failure.retry_after is not None or failure.code in _RETRY_CODES
+    if isinstance(failure, HTTPException):
+        status = failure.status_code
+        return status == 429 or (status == 503 and any(k.lower() == "retry-after" for k in failure.headers or ()))
+    return False
+
+
+async def give_back(call: ActionCall, confirmed: Confirmed, failure: BaseException | None) -> None:
+    """Un-spend `confirmed` when the run it confirmed failed with a `retryable` error: the same call, made
+    again as that error says, runs with the same token or answer (still once: a success or any other
+    failure keeps it spent, and a store that cannot give it back leaves it spent: the user confirms again)."""
+    if not retryable(failure):
+        return
+    release = getattr(call.guards.spent, "release", None)  # (an app's own store may not have one)
+    if release is None:
+        return
+    # Unreachable (the store logged it): fail closed, the retry is asked to confirm again, never run twice.
+    with contextlib.suppress(SpentUnavailable):
+        await release(confirmed.key, confirmed.expires)
 
 
 def _needs_token(call: ActionCall, digest: str, message: str) -> ToolError:

@@ -159,18 +159,37 @@ def _declared(mime: str) -> str:
 
 def _charset(mime: str) -> str:
     """The charset a textual type's bytes are written in: declared, else UTF-8. Raises ContentError for a
-    charset Python cannot decode (checked at return, before anything leaves)."""
-    charset = "utf-8"
-    for param in mime.split(";")[1:]:
-        name, _, value = param.partition("=")
-        if name.strip().lower() == "charset":
-            charset = value.strip().strip('"') or charset
+    charset Python cannot decode, and for one declared twice (readers differ on which one counts: the
+    censor could read the text one way and the client another); checked at return, before anything leaves."""
+    declared = [value.strip().strip('"') for name, _, value in (param.partition("=") for param in mime.split(";")[1:])
+                if name.strip().lower() == "charset"]
+    if len(declared) > 1:
+        raise ContentError(f"The type {_declared(mime)!r} declares its charset {len(declared)} times: declare it "
+                           "once, as in 'text/csv; charset=utf-8'.")
+    charset = declared[0] if declared and declared[0] else "utf-8"
     try:
         b"".decode(charset)  # (LookupError for an unknown name, and for a codec such as base64 or rot13)
         "".encode(charset)
     except LookupError:
         raise ContentError(f"The charset {charset!r} of {_normal(mime)!r} is not a known text encoding: "
                            "declare one such as utf-8, iso-8859-1 or windows-1252.") from None
+    return charset
+
+
+# The byte order marks of the charsets whose byte order the bytes themselves say.
+_BOMS = {"utf-16": (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE), "utf-32": (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)}
+
+
+def _blob_charset(data: bytes, mime: str) -> str:
+    """`_charset` of bytes given as they are (a blob). utf-16 or utf-32 without a byte order mark is refused:
+    RFC 2781 reads it big-endian, Python (the censor) in the machine's order; one of them would read the
+    text the censor did not."""
+    charset = _charset(mime)
+    name = codecs.lookup(charset).name
+    if name in _BOMS and not data.startswith(_BOMS[name]) and data:
+        raise ContentError(f"The bytes declared {charset} (in {_declared(mime)!r}) start with no byte order mark: "
+                           f"declare the order they are written in, as in '{_normal(mime)}; charset={name}-le' "
+                           f"(or {name}-be).")
     return charset
 
 
@@ -412,7 +431,7 @@ def _scrub_bytes(data: bytes, mime_type: str, scrub: Callable[[str], str]) -> by
     """Textual bytes with redacted values censored, read and written in their charset. Bytes that are not
     text in it are left as they are: `check` refuses them before anything leaves (never corrupted)."""
     try:
-        charset = _charset(mime_type)
+        charset = _blob_charset(data, mime_type)
         text = data.decode(charset)
     except (ContentError, UnicodeDecodeError):
         return data
@@ -538,7 +557,7 @@ def _may_be(declared: str, actual: str) -> bool:
 
 def _check_text(what: str, data: bytes, mime: str) -> None:
     """Bytes of a textual type are text in its charset (else they could not be censored, nor read)."""
-    charset = _charset(mime)
+    charset = _blob_charset(data, mime)
     try:
         data.decode(charset)
     except UnicodeDecodeError:

@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException  # (FastAPI's is a subclass: both
 from starlette.requests import Request
 
 from .authorization import ScopesOf, insufficient_scope, scopes_of
-from .confirm import CONFIRM_PARAM, require_confirmation
+from .confirm import CONFIRM_PARAM, give_back, require_confirmation
 from .content import DEFAULT_MAX_BYTES, Attached, Content, ContentError, content_items, scrubbed
 from .context import Context
 from .dependencies import (
@@ -118,6 +118,9 @@ class ToolRegistry:
         self.telemetry: Telemetry | None = None
         self.max_content_bytes = DEFAULT_MAX_BYTES  # largest image, audio clip or document an action may send
         self.background = BackgroundRuns()  # the calls' background tasks, awaited at shutdown
+        # The MCP tool names served beside the actions (the fusion's raw tools): a suggestion may name them.
+        self.raw_names: set[str] = set()
+        self._warned_strays: set[str] = set()  # suggestions of no action already logged (once per name)
         for tool in tools:
             self.add(tool)
 
@@ -294,12 +297,17 @@ class ToolRegistry:
         queued = queued_background()
         attempt = len(queued) if queued else 0
         response = None
+        confirmed = None
         try:
             if call.action.confirm:
-                await require_confirmation(call)
+                confirmed = await require_confirmation(call)
             response = await self._run(call.action, dict(call.arguments), call.request, call.select, call.cursor,
                                        call.phase)
+            if confirmed is not None and response.is_error:  # an error returned (`tool_error(...)`), not raised
+                await give_back(call, confirmed, response.view.error)
         except Exception as exc:
+            if confirmed is not None:  # "nothing was done, make the same call again": that call is confirmed
+                await give_back(call, confirmed, exc)
             if _for_the_app(exc, call.request, call.transport):
                 raise
             response = _failure(call.action, self._hints_for(exc, call.request), call.raise_http, call.transport)
@@ -443,11 +451,13 @@ class ToolRegistry:
         (the agent would be told of an action that, for it, does not exist), and so is one naming no action
         at all (a typo, or an action built from data: the egress guard spares an action's name as the wire
         format's markup, so it must be one), logged without its text. Known names: each action's qualified
-        name (`tool.action`) and MCP tool name, worked out once and again only when an action was added."""
+        name (`tool.action`) and MCP tool name, worked out once and again only when an action was added, and
+        the raw tools' names (`raw_names`)."""
         known: frozenset[str] = getattr(self, "_suggestable", frozenset())
+        raw = self.raw_names
 
-        def unknown(action: Any) -> bool:
-            return action.__class__ is not str or action not in known  # (reads `known` as refreshed below)
+        def unknown(action: Any) -> bool:  # (reads `known` as refreshed below)
+            return action.__class__ is not str or (action not in known and action not in raw)
 
         strays = [s.action for s in response.view.suggestions if unknown(s.action)]
         if strays:
@@ -457,9 +467,18 @@ class ToolRegistry:
                 self._suggestable, self._suggestable_count = known, count
                 strays = [action for action in strays if unknown(action)]
         if strays:
-            logger.warning("%d suggestion(s) named no registered action and were left out (suggest() takes "
-                           "'tool.action', a registered action's name); their lengths: %s", len(strays),
-                           ", ".join(str(len(a)) if isinstance(a, str) else type(a).__name__ for a in strays))
+            # Once per name (bounded): a presenter's mistake repeats on every call, and a log line per call of
+            # a busy server is a flood (and its writes cost more than the call).
+            warned = self._warned_strays
+            new = [a for a in strays if a.__class__ is not str or a not in warned]
+            if new:
+                if len(warned) >= 1024:
+                    warned.clear()
+                warned.update(a for a in new if a.__class__ is str)
+                logger.warning("%d suggestion(s) named no registered action and were left out (suggest() takes "
+                               "'tool.action', a registered action's name, or a raw tool's); their lengths: %s "
+                               "(said once per name)", len(new),
+                               ", ".join(str(len(a)) if isinstance(a, str) else type(a).__name__ for a in new))
         hidden = self.hidden_names(self.granted(request))
         if hidden or strays:
             response.drop_suggestions(lambda action: unknown(action) or action in hidden)

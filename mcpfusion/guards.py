@@ -13,56 +13,15 @@ They guard the action's run, not the user: while a call waits for the user's con
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Protocol
 
 from .errors import BUSY, TIMEOUT, ToolError
 from .middleware import ActionCall, CallNext
+from .pauses import pausable
 from .response import ToolResponse
-
-# `call.state` key: the guards around a call that asks for confirmation, outermost first (see `waiting_for_the_user`).
-_PAUSES = "mcpfusion.guards.pauses"
 
 
 def _seconds(value: float) -> str:
     return f"{value:g} s"
-
-
-class _Pause(Protocol):
-    def stop(self) -> None: ...
-
-    async def resume(self, answered: bool) -> None: ...
-
-
-@asynccontextmanager
-async def waiting_for_the_user(call: ActionCall) -> AsyncIterator[None]:
-    """Around the wait for the user's answer: the guards around `call` stop (innermost first: a timeout's
-    clock, a concurrency slot lent out) and resume after it (outermost first, so taking the slot back counts
-    against an outer timeout). A wait that failed takes no slot back: the call ends without running."""
-    pauses: list[_Pause] | None = call.state.get(_PAUSES)
-    if not pauses:
-        yield
-        return
-    for pause in reversed(pauses):
-        pause.stop()
-    answered = False
-    try:
-        yield
-        answered = True
-    finally:
-        for pause in list(pauses):
-            await pause.resume(answered)
-
-
-async def _pausable(call: ActionCall, call_next: CallNext, pause: _Pause) -> ToolResponse:
-    """`call_next(call)` with `pause` stopped while the call waits for the user (an action with `confirm`)."""
-    pauses = call.state.setdefault(_PAUSES, [])
-    pauses.append(pause)
-    try:
-        return await call_next(call)
-    finally:
-        pauses.remove(pause)
 
 
 class _Clock:
@@ -123,7 +82,7 @@ class Timeout:
             async with asyncio.timeout(self.seconds) as timer:
                 if not call.action.confirm:
                     return await call_next(call)
-                return await _pausable(call, call_next, _Clock(timer))
+                return await pausable(call, call_next, _Clock(timer))
         except TimeoutError:
             raise ToolError(
                 TIMEOUT,
@@ -167,7 +126,7 @@ class Concurrency:
                 slots.release()
         slot = _Slot(slots)
         try:
-            return await _pausable(call, call_next, slot)
+            return await pausable(call, call_next, slot)
         finally:
             slot.stop()
 

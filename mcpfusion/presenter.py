@@ -8,6 +8,7 @@ data, so the guard knows every value it removed) -> `_select` -> serialize -> eg
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import inspect
 import logging
@@ -19,7 +20,7 @@ from decimal import Decimal
 from enum import Enum
 from pathlib import PurePath
 from types import MappingProxyType, UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 from uuid import UUID
 
 from pydantic import (
@@ -32,7 +33,9 @@ from pydantic import (
     WrapSerializer,
     create_model,
 )
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError
+from typing_extensions import is_typeddict
 
 from . import censor as egress
 from . import dictschema, markup
@@ -47,8 +50,10 @@ from .redaction import (
     compile_tree,
     parse_path,
     redact_schema,
+    segments,
     unconstrained_strings,
     vocabulary,
+    write_key,
 )
 from .response import Suggestion, ToolResponse, assemble, to_jsonable
 from .schema import inline_refs, lean
@@ -459,7 +464,8 @@ class Presenter:
 
         The egress guard then keeps the removed values out of every other block (see `mcpfusion.censor`);
         `guard_blocks=False` is the explicit opt-out for blocks meant for a human operator. A single string
-        is one path.
+        is one path. A field is named by its name or an alias; a key that is no name is quoted as a JSON string
+        in brackets (`meta["user.email"]`, `["@email"]`).
         """
         self.redact_paths = tuple(_lines(paths))
         for path in self.redact_paths:
@@ -592,13 +598,19 @@ class Presenter:
         if not self.item_model or not self.redact_paths:
             return
         for path in self.redact_paths:
-            _, problem, writer = _follow(self.item_model, path, self.embeds)
+            written, problem, writer = _follow(self.item_model, path, self.embeds)
             if problem is not None:
                 raise ValueError(f"presenter {self.name!r}: redaction path {path!r} {problem}")
             if writer is not None:
                 raise ValueError(f"presenter {self.name!r}: redaction path {path!r} goes through {writer}, which "
                                  "may write the data under keys the redactor cannot know: censor the value in "
                                  "that serializer, or drop the serializer")
+            for way in written:  # (quoted as needed: this holds; checked here, never at a call or a listing)
+                try:
+                    parse_path(way)
+                except ValueError as exc:
+                    raise ValueError(f"presenter {self.name!r}: redaction path {path!r} is written {way!r} in "
+                                     f"the data, which no redaction path can name: {exc}") from None
 
     # -- pipeline ----------------------------------------------------------------------------------
     def _validate(self, raws: Sequence[Any], notices: list[str] | None = None) -> tuple[list[Any], Sequence[Any]]:
@@ -1190,8 +1202,9 @@ def _members(annotation: Any) -> list[Any]:
 
 
 def _kind(member: Any) -> str:
-    """What the redactor meets in the data for a value of this type: a 'model' (an object of known keys), a
-    'mapping', a 'list', a 'scalar', or 'unknown' (Any, object, anything the types say nothing of)."""
+    """What the redactor meets in the data for a value of this type: a 'model' (an object of known keys: a
+    pydantic model, a dataclass, a TypedDict), a 'mapping', a 'list', a 'scalar', or 'unknown' (Any, object,
+    anything the types say nothing of)."""
     origin = get_origin(member)
     if origin is Literal:
         return "scalar"
@@ -1200,6 +1213,8 @@ def _kind(member: Any) -> str:
         return "unknown"
     if issubclass(cls, BaseModel):
         return "model" if origin is None else "unknown"
+    if _record(cls):
+        return "model"
     if issubclass(cls, _SCALARS):
         return "scalar"
     if issubclass(cls, Mapping):
@@ -1207,6 +1222,11 @@ def _kind(member: Any) -> str:
     if issubclass(cls, Sequence | AbstractSet):
         return "list"
     return "unknown"
+
+
+def _record(cls: Any) -> bool:
+    """A dataclass or a TypedDict: pydantic writes it as an object of its fields, as it writes a model."""
+    return is_typeddict(cls) or (dataclasses.is_dataclass(cls) and isinstance(cls, type))
 
 
 def _values_of(mapping: Any) -> Any:
@@ -1223,43 +1243,220 @@ def _items_of(sequence: Any) -> list[Any]:
     return args[:1] or [Any]
 
 
-def _fields(model: type[BaseModel]) -> list[tuple[str, Any, Any, str]]:
-    """(name, info, type, key as the data writes it) of each field and computed field of `model`."""
-    found: list[tuple[str, Any, Any]] = [(key, info, info.annotation) for key, info in model.model_fields.items()]
-    found += [(key, info, info.return_type) for key, info in model.model_computed_fields.items()]
-    return [(key, info, annotation, getattr(info, "serialization_alias", None) or info.alias or key)
-            for key, info, annotation in found]
+# (name, info, type, key as the data writes it, the names a path may give it)
+_Field = tuple[str, Any, Any, str, tuple[str, ...]]
+# Per dataclass and TypedDict class: per field, each (key as written, names) it is written with
+_Records = dict[Any, dict[str, list[tuple[str, tuple[str, ...]]]]]
+
+
+class _Unread:
+    """The type of a dataclass's or TypedDict's field whose annotation could not be resolved here."""
+
+
+def _fields(member: Any, records: _Records) -> list[_Field] | None:
+    """The fields and computed fields of a model, a dataclass or a TypedDict, as the data writes them;
+    None when the keys of a dataclass or a TypedDict cannot be told (refused: the path cannot be followed)."""
+    if isinstance(member, type) and issubclass(member, BaseModel):
+        found: list[tuple[str, Any, Any]] = [(key, info, info.annotation) for key, info in member.model_fields.items()]
+        found += [(key, info, info.return_type) for key, info in member.model_computed_fields.items()]
+        out: list[_Field] = []
+        for key, info, annotation in found:
+            wire = getattr(info, "serialization_alias", None) or info.alias or key
+            names = _names(key, wire, info.alias, getattr(info, "validation_alias", None))
+            out.append((key, info, annotation, wire, names))
+        return out
+    cls = get_origin(member) or member
+    written = records.get(cls) or _standalone(member).get(cls)
+    if not written:
+        return None
+    types = _record_types(member)
+    unread: tuple[Any, Any] = (None, _Unread)
+    return [(key, *types.get(key, unread), wire, names) for key, ways in written.items() for wire, names in ways]
+
+
+def _names(key: str, wire: str, *aliases: Any) -> tuple[str, ...]:
+    """The names a path may give a field: its own, its aliases (a validation alias's plain names too)."""
+    names = [key, wire]
+    for alias in aliases:
+        if isinstance(alias, str):
+            names.append(alias)
+        else:  # AliasChoices (core schema: a list of paths), AliasPath: only a one-key name
+            choices = getattr(alias, "choices", None) or (alias if isinstance(alias, list) else [])
+            for choice in choices:
+                path = getattr(choice, "path", choice)
+                if isinstance(choice, str):
+                    names.append(choice)
+                elif isinstance(path, list) and len(path) == 1 and isinstance(path[0], str):
+                    names.append(path[0])
+    return tuple(dict.fromkeys(names))
+
+
+_RECORDS: dict[Any, _Records] = {}  # `_written_records` of each model, once its schema is built
+
+
+def _written_records(model: Any) -> _Records:
+    """The keys pydantic writes each dataclass's and TypedDict's fields under inside `model`, read from its
+    core schema: a dataclass or a TypedDict without a config of its own takes the enclosing model's (its
+    alias generator), so the same class may be written two ways in two models."""
+    found = _RECORDS.get(model)
+    if found is None:
+        try:
+            core = model.__pydantic_core_schema__
+        except Exception:  # noqa: BLE001 - a schema not built yet: each class is read alone (`_standalone`)
+            return {}
+        if not isinstance(core, dict):  # (pydantic's stand-in for a schema still to be built)
+            return {}
+        found = _RECORDS[model] = _records_in(core, {})
+    return found
+
+
+@functools.cache
+def _standalone(member: Any) -> _Records:
+    """`_written_records` of a dataclass or a TypedDict on its own (met where no enclosing schema says)."""
+    try:
+        return _records_in(TypeAdapter(member).core_schema, {})
+    except Exception:  # noqa: BLE001 - pydantic cannot build it here: nothing is known, the path is refused
+        return {}
+
+
+def _records_in(node: Any, out: _Records) -> _Records:
+    """Collect the `typed-dict` and `dataclass` schemas of a core schema, at any depth."""
+    if isinstance(node, list):
+        for item in node:
+            _records_in(item, out)
+        return out
+    if not isinstance(node, dict):
+        return out
+    kind = node.get("type")
+    if kind in ("typed-dict", "dataclass") and node.get("cls") is not None:
+        body: Any = node
+        while kind == "dataclass" and isinstance(body, dict) and body.get("type") != "dataclass-args":
+            body = body.get("schema")  # (a dataclass's fields are in its `dataclass-args`, maybe wrapped)
+        if isinstance(body, dict):
+            fields = body.get("fields")
+            entries = list(fields.items()) if isinstance(fields, dict) else [(f.get("name"), f) for f in fields or ()]
+            written = out.setdefault(node["cls"], {})
+            for key, entry in entries:
+                wire = entry.get("serialization_alias") or key
+                way = (wire, _names(key, wire, entry.get("validation_alias")))
+                if way not in written.setdefault(key, []):
+                    written[key].append(way)
+            for entry in body.get("computed_fields") or ():
+                key = entry.get("property_name")
+                wire = entry.get("alias") or key
+                way = (wire, _names(key, wire))
+                if way not in written.setdefault(key, []):
+                    written[key].append(way)
+    for value in node.values():
+        if isinstance(value, dict | list):
+            _records_in(value, out)
+    return out
+
+
+@functools.cache
+def _record_types(member: Any) -> dict[str, tuple[Any, Any]]:
+    """(info, type) of each field of a dataclass or a TypedDict, a generic one's parameters given."""
+    cls = get_origin(member) or member
+    found: dict[str, tuple[Any, Any]] = {}
+    own = getattr(cls, "__pydantic_fields__", None)  # a pydantic dataclass: its fields as pydantic reads them
+    if isinstance(own, dict):
+        found = {key: (info, info.annotation) for key, info in own.items()}
+    else:
+        try:
+            hints = get_type_hints(cls, include_extras=True)
+        except Exception:  # noqa: BLE001 - a name not resolvable here: its fields stay unread (`_Unread`)
+            hints = {}
+        for key, hint in hints.items():
+            info = FieldInfo.from_annotation(hint)  # Annotated, Required, NotRequired, ReadOnly unwrapped
+            found[key] = (info, info.annotation)
+    decorators = getattr(cls, "__pydantic_decorators__", None)
+    for key, computed in (decorators.computed_fields.items() if decorators is not None else ()):
+        found[key] = (computed.info, computed.info.return_type)
+    given = dict(zip(getattr(cls, "__parameters__", ()), get_args(member), strict=False))
+    if given:
+        found = {key: (info, _substituted(of, given)) for key, (info, of) in found.items()}
+    return found
+
+
+def _substituted(annotation: Any, given: dict[Any, Any]) -> Any:
+    """A generic's field type with its parameters given (`list[T]` of `Box[int]` -> `list[int]`)."""
+    if isinstance(annotation, TypeVar):
+        return given.get(annotation, Any)
+    parameters = getattr(annotation, "__parameters__", ())
+    if not parameters:
+        return annotation
+    try:
+        return annotation[tuple(given.get(p, Any) for p in parameters)]
+    except TypeError:
+        return Any
+
+
+def _config(member: Any) -> Any:
+    """The pydantic config of a model, a dataclass or a TypedDict (`{}` when it has none)."""
+    cls = get_origin(member) or member
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        return cls.model_config
+    return getattr(cls, "__pydantic_config__", None) or {}
+
+
+def _label(member: Any) -> str:
+    return str(getattr(get_origin(member) or member, "__name__", member))
 
 
 class _PathWalk:
     """What `_follow` met on its way: whether the types ran out somewhere (`unknown`: a value there may hold
     anything, so nothing further is refused), the first reason a way reaches no value (`miss`), the first
-    serializer that writes the data its own way (`writer`)."""
+    serializer that writes the data its own way (`writer`), the first type it cannot see into although the
+    data may write keys it does not know of (`blind`: refused, as a serializer is). `records`: how the
+    dataclasses and TypedDicts of the schema are written (`_written_records`)."""
 
-    __slots__ = ("unknown", "miss", "writer")
+    __slots__ = ("unknown", "miss", "writer", "blind", "records")
 
-    def __init__(self) -> None:
+    def __init__(self, records: _Records) -> None:
         self.unknown = False
         self.miss: str | None = None
         self.writer: str | None = None
+        self.blind: str | None = None
+        self.records = records
 
     def missed(self, reason: str) -> None:
         if self.miss is None:
             self.miss = reason
 
-    def model(self, model: type[BaseModel]) -> None:
-        if self.writer is None and model.__pydantic_decorators__.model_serializers:
-            self.writer = f"model {model.__name__}'s custom model_serializer"
-        if model.model_config.get("extra") == "allow":
+    def kind(self, member: Any, label: str) -> str:
+        """`_kind`, noting a field whose type could not be read: a path going into it is refused."""
+        if member is _Unread and self.blind is None:
+            self.blind = (f"goes into the field {label!r}, whose type could not be resolved here (declare it "
+                          "with types importable from its module, or as a pydantic model)")
+        return _kind(member)
+
+    def fields(self, member: Any) -> list[_Field]:
+        """`_fields` of a model, a dataclass or a TypedDict; one whose keys cannot be told is noted (`blind`)."""
+        found = _fields(member, self.records)
+        if found is None:
+            if self.blind is None:
+                self.blind = (f"goes through {_label(member)}, whose keys as pydantic writes them could not be "
+                              "worked out here (declare it as a pydantic model)")
+            self.unknown = True
+            return []
+        return found
+
+    def model(self, model: Any) -> None:
+        decorators = getattr(get_origin(model) or model, "__pydantic_decorators__", None)
+        if self.writer is None and decorators is not None and decorators.model_serializers:
+            kind = "dataclass" if dataclasses.is_dataclass(get_origin(model) or model) else "model"
+            self.writer = f"{kind} {_label(model)}'s custom model_serializer"
+        if _config(model).get("extra") == "allow":
             self.unknown = True  # keys beyond its fields may be written
 
-    def field(self, model: type[BaseModel], key: str, info: Any) -> None:
+    def field(self, model: Any, key: str, info: Any) -> None:
         """A field the path goes through to a deeper key: a serializer of it may write other keys."""
-        serializers = model.__pydantic_decorators__.field_serializers.values()
+        decorators = getattr(get_origin(model) or model, "__pydantic_decorators__", None)
+        serializers = decorators.field_serializers.values() if decorators is not None else ()
         if self.writer is None and (
                 any(key in s.info.fields or "*" in s.info.fields for s in serializers)
                 or any(isinstance(m, PlainSerializer | WrapSerializer) for m in getattr(info, "metadata", ()))):
-            self.writer = f"the serializer of {model.__name__}.{key}"
+            self.writer = f"the serializer of {_label(model)}.{key}"
 
     def key(self, annotation: Any, name: str, star: bool, label: str, through: bool,
             root: bool) -> list[tuple[str, Any, str]]:
@@ -1268,20 +1465,20 @@ class _PathWalk:
         list's key is its objects' (`_walk`)."""
         out: list[tuple[str, Any, str]] = []
         for member in _members(annotation):
-            kind = _kind(member)
+            kind = self.kind(member, label)
             if kind == "model":
                 self.model(member)
-                found = [(key, info, of, wire) for key, info, of, wire in _fields(member)
-                         if name in (key, info.alias, getattr(info, "serialization_alias", None))]
+                found = [(key, info, of, wire) for key, info, of, wire, names in self.fields(member)
+                         if name in names]
                 for key, info, of, wire in found:
                     if through:
                         self.field(member, key, info)
                     out.append((wire, of, key))
-                if not found and member.model_config.get("extra") == "allow":
+                if not found and _config(member).get("extra") == "allow":
                     out.append((name, Any, name))  # an extra key, written as named
-                elif not found:
+                elif not found and not self.blind:
                     self.missed("names no field of its schema" if root else
-                                f"names no field of {member.__name__!r} ({name!r} is none of its fields)")
+                                f"names no field of {_label(member)!r} ({name!r} is none of its fields)")
             elif kind == "mapping":
                 out.append((name, _values_of(member), name))  # a dict's key, as written
             elif kind == "list":
@@ -1303,7 +1500,7 @@ class _PathWalk:
         """The types of the items `[*]` leads to from a value of `annotation`."""
         out: list[Any] = []
         for member in _members(annotation):
-            kind = _kind(member)
+            kind = self.kind(member, label)
             if kind == "list":
                 out += _items_of(member)
             elif kind == "unknown":
@@ -1318,10 +1515,10 @@ class _PathWalk:
         every item of a list (its objects, for a key after it); (type, name) of each."""
         out: list[tuple[Any, str]] = []
         for member in _members(annotation):
-            kind = _kind(member)
+            kind = self.kind(member, label)
             if kind == "model":
                 self.model(member)
-                for key, info, of, _ in _fields(member):
+                for key, info, of, _, _ in self.fields(member):
                     if through:
                         self.field(member, key, info)
                     out.append((of, key))
@@ -1345,31 +1542,32 @@ class _PathWalk:
 def _follow(model: Any, path: str, loose: Collection[str] = ()) -> tuple[list[str], str | None, str | None]:
     """A redaction path followed through the types of `model`'s data, step by step as `redaction._walk`
     follows the data: (the path as the data writes it, one per way of writing it; why it can reach no value,
-    or None; what writes the data along it its own way, named, or None). A field's key becomes its alias;
-    `*` and a dict's literal key stay as written. Where the types say nothing (Any, an untyped dict, an
-    embedded child's key in `loose`, the root's `*`, which may reach a child embedded later) nothing is
-    refused."""
-    walk = _PathWalk()
+    or None; what writes the data along it its own way, named, or None). A field's key becomes the key it is
+    written under (its alias, quoted when it is no name: `["@email"]`); `*` and a dict's literal key stay as
+    written. Where the types say nothing (Any, an untyped dict, an embedded child's key in `loose`, the root's
+    `*`, which may reach a child embedded later) nothing is refused; a dataclass or a TypedDict whose keys or
+    types cannot be told is."""
+    is_model = isinstance(model, type) and issubclass(model, BaseModel)
+    walk = _PathWalk(_written_records(model) if is_model else {})
     ways: list[_Way] = [("", model, False, "")]
-    segments = path.split(".")
-    for position, segment in enumerate(segments):
-        name = segment.partition("[")[0]
-        brackets = segment[len(name):]
-        through = position < len(segments) - 1
-        if position == 0 and (name == "*" or name in loose):
+    parts = segments(path)
+    for position, (kind, name, lists) in enumerate(parts):
+        brackets = "[*]" * lists
+        through = position < len(parts) - 1
+        if position == 0 and (kind == "any" or name in loose):
             walk.unknown = True
         moved: dict[tuple[str, int, bool, str], _Way] = {}
         for head, annotation, star, label in ways:
             steps: list[_Way]
-            if name == "*":
+            if kind == "any":
                 steps = [(_joined(head, "*", position), of, True, key)
-                         for of, key in walk.every(annotation, star, label, through or bool(brackets))]
-            elif name:
-                steps = [(_joined(head, wire, position), of, False, key)
-                         for wire, of, key in walk.key(annotation, name, star, label, through, position == 0)]
+                         for of, key in walk.every(annotation, star, label, through or bool(lists))]
+            elif kind == "key":
+                steps = [(_joined(head, write_key(wire), position), of, False, key)
+                         for wire, of, key in walk.key(annotation, str(name), star, label, through, position == 0)]
             else:  # a segment that is `[*]` alone
                 steps = [(_joined(head, "", position), annotation, star, label)]
-            for _ in range(brackets.count("[*]")):
+            for _ in range(lists):
                 steps = [(written, item, False, key) for written, of, star_, key in steps
                          for item in walk.each(of, star_, key)]
             for written, of, star_, key in steps:
@@ -1377,7 +1575,7 @@ def _follow(model: Any, path: str, loose: Collection[str] = ()) -> tuple[list[st
         ways = list(moved.values())
         if not ways:
             break
-    problem = None if ways or walk.unknown else walk.miss or "reaches no value its schema declares"
+    problem = walk.blind or (None if ways or walk.unknown else walk.miss or "reaches no value its schema declares")
     return list(dict.fromkeys(written for written, *_ in ways)), problem, walk.writer
 
 

@@ -1,6 +1,8 @@
 """PII redaction: field paths compiled once into a function that censors values in place.
 
-Paths: `customer.email`, `*.ssn` (any key at that level), `lines[*].card` (every list item).
+Paths: `customer.email`, `*.ssn` (any key at that level), `lines[*].card` (every list item); a key that is
+no name (`@email`, `2nd_email`, `E-mail Address`, `user.email`, `*`) is written as a JSON string in brackets:
+`contact["user.email"]`, `["@email"]` (`write_key` writes a key so).
 Fail closed: when an explicit path meets a value it cannot look into (a string where an object was
 declared, an object where a list was declared) the call fails instead of sending what it could not check.
 A `*` segment is a filter, not a declaration: the next segment applies to the matched values that can take
@@ -13,14 +15,19 @@ of every other block of the response; `redact_schema` types the same paths as th
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 DEFAULT_CENSOR = "[REDACTED]"
-_SEGMENT = re.compile(r"^(\*|[A-Za-z_][\w-]*)((?:\[\*\])*)$")
+_NAME = re.compile(r"[A-Za-z_][\w-]*")
+# A path's pieces: a name, `*`, `[*]`, a quoted key `["..."]` (a JSON string), the dot between segments.
+_PIECE = re.compile(r'(?P<name>[A-Za-z_][\w-]*)|(?P<star>\*)|(?P<each>\[\*\])'
+                    r'|\[(?P<quoted>"(?:[^"\\]|\\.)*")\]|(?P<dot>\.)')
 
 Steps = tuple[tuple[str, str | None], ...]
+Segment = tuple[str, str | None, int]  # ("key", its key | "any" for `*` | "none" for `[*]` alone, None, its `[*]`s)
 # redact(data, removed, loose): the real values censored go to `removed`, those of presenters that opted out of
 # the egress guard for their own blocks to `loose` (either may be None: not kept)
 Redactor = Callable[..., None]
@@ -30,19 +37,57 @@ class RedactionError(Exception):
     """A redaction path could not be applied to the data; nothing may be sent."""
 
 
+def write_key(key: str) -> str:
+    """A key as a path segment: a name as it is, any other key quoted (`["user.email"]`)."""
+    if _NAME.fullmatch(key):
+        return key
+    return f"[{json.dumps(key, ensure_ascii=False)}]"
+
+
+def segments(path: str) -> list[Segment]:
+    """`lines[*].card` -> [("key", "lines", 1), ("key", "card", 0)]; `a["b.c"]` -> [("key", "a", 0), ("key",
+    "b.c", 0)]. A segment is a name, `*`, a quoted key or nothing, then any number of `[*]`; a quoted key may
+    also follow a segment without the dot. ValueError for anything else."""
+    if not isinstance(path, str):
+        raise TypeError(f"a redaction path is a string, not {type(path).__name__} {path!r:.60}")
+    found: list[list[Any]] = []
+    position, head = 0, True  # head: a segment starts here (at the start, after a dot)
+    while position < len(path):
+        piece = _PIECE.match(path, position)
+        if piece is None or (head and piece["dot"]) or (not head and (piece["name"] or piece["star"])):
+            raise ValueError(f"invalid redaction path {path!r}: unexpected {path[position:position + 20]!r} at "
+                             f"{position} (segments are names, `*`, `[*]` or a quoted key `[\"...\"]`, "
+                             "joined by dots)")
+        position = piece.end()
+        if piece["dot"]:
+            head = True
+            continue
+        if piece["each"]:
+            if head:
+                found.append(["none", None, 0])
+            found[-1][2] += 1
+        elif piece["quoted"]:
+            try:
+                key = json.loads(piece["quoted"])
+            except ValueError:
+                raise ValueError(f"invalid redaction path {path!r}: bad quoted key {piece['quoted']!r} (a JSON "
+                                 "string)") from None
+            found.append(["key", key, 0])
+        else:
+            found.append(["any", None, 0] if piece["star"] else ["key", piece["name"], 0])
+        head = False
+    if head:
+        raise ValueError(f"invalid redaction path {path!r}: " + ("empty" if not path else "ends with a dot"))
+    return [(kind, name, lists) for kind, name, lists in found]
+
+
 def parse_path(path: str) -> Steps:
     """`lines[*].card` -> (("key", "lines"), ("each", None), ("key", "card"))."""
     steps: list[tuple[str, str | None]] = []
-    for segment in path.split("."):
-        if segment == "[*]":
-            steps.append(("each", None))
-            continue
-        match = _SEGMENT.match(segment)
-        if not match:
-            raise ValueError(f"invalid redaction path {path!r}: bad segment {segment!r}")
-        name, lists = match.groups()
-        steps.append(("any", None) if name == "*" else ("key", name))
-        steps.extend(("each", None) for _ in range(lists.count("[*]")))
+    for kind, name, lists in segments(path):
+        if kind != "none":
+            steps.append((kind, name))
+        steps.extend(("each", None) for _ in range(lists))
     if steps[-1][0] == "each":
         steps.append(("any", None))
     return tuple(steps)

@@ -1,5 +1,8 @@
 """Spent confirmations: a confirmation (a `_confirm` token, an answered question) runs its action once.
 
+A run that fails with an error saying nothing was done and to make the same call again (BUSY, RATE_LIMITED,
+a `retry_after`) gives its confirmation back (`release`): the retry it was told to make is not refused.
+
 In memory here (one process); `mcpfusion.redis.spent` keeps them in Redis, so that a replay sent to another
 replica behind the balancer is refused too.
 """
@@ -22,6 +25,12 @@ class Spent(Protocol):
         `SpentUnavailable` when that cannot be known."""
         ...
 
+    async def release(self, key: str, expires: float) -> None:
+        """Un-spend `key`, spent with `expires` by the caller: only while it is still that spend (a key is
+        spent again only once it expired, so a later spend's `expires` differs); `SpentUnavailable` when
+        the store cannot be reached (the confirmation stays spent)."""
+        ...
+
 
 class MemorySpent:
     """Spent confirmations of one process."""
@@ -37,3 +46,7 @@ class MemorySpent:
             return False
         self.spent[key] = expires
         return True
+
+    async def release(self, key: str, expires: float) -> None:
+        if self.spent.get(key) == expires:
+            del self.spent[key]
