@@ -139,11 +139,12 @@ def _sent_names(name: str, info: Any) -> list[str]:
 def _aliases(name: str, annotation: Any, default: Any) -> list[str]:
     """The keys a plain parameter is sent under when a `Field(...)` gives it an alias (none otherwise: its own
     name, already checked)."""
-    if not (isinstance(default, FieldInfo) or typing.get_origin(annotation) is typing.Annotated):
-        return []  # (the common case: no FieldInfo to build)
-    info = (FieldInfo.from_annotation(annotation) if default is inspect.Parameter.empty
-            else FieldInfo.from_annotated_attribute(annotation, default))
-    return [sent for sent in _sent_names(name, info) if sent != name]
+    # Each `Field(...)` as given (in `Annotated` or as the default), read as it is: merging them into one
+    # FieldInfo, as pydantic does, costs more than the check; any alias among them is a name sent.
+    infos = [m for m in getattr(annotation, "__metadata__", ()) if isinstance(m, FieldInfo)]
+    if isinstance(default, FieldInfo):
+        infos.append(default)
+    return [sent for info in infos for sent in _sent_names(name, info) if sent != name]
 
 
 def _read_schema_in(annotation: Any) -> str | None:
@@ -954,34 +955,44 @@ def _check_returns_spec(returns: Any, named: Any, where: str) -> None:
                         "leave returns= out, and give a JSON schema as output_schema=")
 
 
+_LISTED_ABCS = (abc.Sequence, abc.MutableSequence, abc.Set, abc.MutableSet)
+
+
 def _check_returns_fit(where: str, shown: str, item: type[BaseModel], many: bool | None, annotation: Any) -> None:
     """Refuse a `returns=` (its item model `item`, a list of them when `many`, either when None) that the
     handler's return annotation clearly contradicts: every call would fail INVALID_OUTPUT. Only what cannot
     fit is refused: a richer model than the one returns= narrows it to, a dict, Any or a union all may."""
-    args = typing.get_args(annotation)
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args and len(args) == 2:
-        annotation = next(a for a in args if a is not type(None))  # `-> X | None`: None is NOT_FOUND
-    kind = typing.get_origin(annotation) or annotation
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(annotation)
+        if type(None) in args and len(args) == 2:
+            annotation = next(a for a in args if a is not type(None))  # `-> X | None`: None is NOT_FOUND
+            origin = typing.get_origin(annotation)
+    kind = origin or annotation
     if not isinstance(kind, type):
         return
-    wrong = f"{where}: {shown} contradicts the return annotation -> {type_name(annotation)}"
-    if issubclass(kind, str | bytes | bytearray | int | float):
-        raise TypeError(f"{wrong}: it answers objects of {item.__name__}, and the handler returns a "
+    def wrong() -> str:  # (named only when refused: writing the annotation's name costs more than the check)
+        return f"{where}: {shown} contradicts the return annotation -> {type_name(annotation)}"
+
+    if issubclass(kind, (str, bytes, bytearray, int, float)):
+        raise TypeError(f"{wrong()}: it answers objects of {item.__name__}, and the handler returns a "
                         f"{kind.__name__}. Return the data of {item.__name__} (a model or a dict), or drop returns=")
-    listed = issubclass(kind, abc.Sequence | abc.Set) and not issubclass(kind, str | bytes)
+    # Concrete classes and the ABCs themselves: asking an ABC about a class not seen since the last `register`
+    # anywhere walks its subclasses (tens of µs per action at import, when many classes are new).
+    listed = issubclass(kind, (list, tuple, set, frozenset)) or kind in _LISTED_ABCS
     if many is False and listed:
-        raise TypeError(f"{wrong}: it answers one {item.__name__}, and the handler returns a list. Declare "
+        raise TypeError(f"{wrong()}: it answers one {item.__name__}, and the handler returns a list. Declare "
                         f"returns=list[{item.__name__}], or return one")
     own, _ = model_of(annotation)
     if many is True and own is not None and not listed:
-        raise TypeError(f"{wrong}: it answers a list of {item.__name__}, and the handler returns one. Declare "
+        raise TypeError(f"{wrong()}: it answers a list of {item.__name__}, and the handler returns one. Declare "
                         f"returns={item.__name__}, or return a list")
     if not isinstance(own, type) or issubclass(own, RootModel) or _open(own) or _derives(item):
         return
     missing = [name for name, field in item.model_fields.items()
                if field.is_required() and not _provided(own).intersection([name, *_sent_names(name, field)])]
     if missing:
-        raise TypeError(f"{wrong}: {own.__name__} has no field {', '.join(map(repr, missing[:MAX_FIELDS_SHOWN]))}, "
+        raise TypeError(f"{wrong()}: {own.__name__} has no field {', '.join(map(repr, missing[:MAX_FIELDS_SHOWN]))}, "
                         f"which {item.__name__} requires, so no result would fit. Make them agree: give returns= a "
                         f"schema whose required fields {own.__name__} has (a subset of them narrows the output), or "
                         "fix the annotation")
