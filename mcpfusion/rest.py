@@ -83,7 +83,7 @@ def rest_body(response: ToolResponse, request: Request | None = None, action: Ac
         found = problem_of_result(response, instance=request.url.path if request else None)
         return problem_response(_rest_recovery(found, request, action))
     if response.content:
-        return _content_body(response)
+        return _content_body(response, request)
     # The data block's data (after _select and redaction), whatever other shape structuredContent has.
     view = response.view
     headers = _next_page(view.next_cursor, request)

@@ -322,3 +322,20 @@ def test_a_typed_action_answering_content_alone_is_invalid_output_not_a_result_w
 
 class ShotModel(BaseModel):
     id: str
+
+
+def test_a_rest_get_answer_with_content_and_a_next_page_has_the_link_header() -> None:
+    """As a plain JSON page does: `Next-Cursor`, and for GET the next page's URL in `Link`."""
+    from starlette.requests import Request
+
+    from mcpfusion.response import success
+    from mcpfusion.rest import rest_body
+
+    response = success([{"id": 1}])
+    response.content = (image(PNG),)
+    response.view.next_cursor = "c2"
+    scope = {"type": "http", "method": "GET", "path": "/api/reports/sales", "query_string": b"n=30",
+             "headers": [(b"host", b"testserver")], "scheme": "http", "server": ("testserver", 80), "root_path": ""}
+    answer = rest_body(response, Request(scope))
+    assert answer.headers["next-cursor"] == "c2"
+    assert answer.headers["link"] == '</api/reports/sales?n=30&cursor=c2>; rel="next"'
