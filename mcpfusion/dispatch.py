@@ -121,6 +121,10 @@ class ToolRegistry:
         # The MCP tool names served beside the actions (the fusion's raw tools): a suggestion may name them.
         self.raw_names: set[str] = set()
         self._warned_strays: set[str] = set()  # suggestions of no action already logged (once per name)
+        # The names a suggestion may give (actions' qualified and MCP tool names), remade when the count of
+        # actions and routes changes (actions added after build).
+        self._suggestable: frozenset[str] = frozenset()
+        self._suggestable_count = -1
         for tool in tools:
             self.add(tool)
 
@@ -453,7 +457,7 @@ class ToolRegistry:
         format's markup, so it must be one), logged without its text. Known names: each action's qualified
         name (`tool.action`) and MCP tool name, worked out once and again only when an action was added, and
         the raw tools' names (`raw_names`)."""
-        known: frozenset[str] = getattr(self, "_suggestable", frozenset())
+        known = self._suggestable
         raw = self.raw_names
 
         def unknown(action: Any) -> bool:  # (reads `known` as refreshed below)
@@ -462,7 +466,7 @@ class ToolRegistry:
         strays = [s.action for s in response.view.suggestions if unknown(s.action)]
         if strays:
             count = sum(len(tool.actions) for tool in self.tools.values()) + len(self._routes)
-            if count != getattr(self, "_suggestable_count", -1):
+            if count != self._suggestable_count:
                 known = frozenset([*(a.qualified_name for a in self.actions()), *self._routes])
                 self._suggestable, self._suggestable_count = known, count
                 strays = [action for action in strays if unknown(action)]
