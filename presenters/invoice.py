@@ -1,8 +1,9 @@
 """Invoice presenters. Admins see the whole invoice; support sees it without internal fields and with the
 customer's email and phone redacted. Lists use a light row without line items.
 
-UI blocks deliberately bypass redaction (they are for a human operator), so they only show what every
-audience may see: numbers, names, statuses and amounts.
+UI blocks compute on real values (redaction is late), and the egress guard censors any redacted value they
+quote; they still show only what every audience may see (numbers, names, statuses and amounts), so the
+support view's blocks read the same as the admin's rather than with censored holes.
 """
 
 from __future__ import annotations
