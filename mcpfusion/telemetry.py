@@ -10,7 +10,8 @@ Spans, after the OpenTelemetry conventions for MCP and GenAI tool execution:
   W3C trace context of the request's `_meta` (`traceparent`), else of the HTTP headers. The target is a tool or
   prompt the server registered, else left out of the name (`tools/call`): a client's made-up name is only in
   `gen_ai.tool.name` / `gen_ai.prompt.name`, as is a resource's URI in `mcp.resource.uri`, cleaned (`clean`,
-  `clean_uri`: printable, at most 256 characters, credentials and query values `REDACTED`).
+  `clean_uri`: printable, at most 256 characters, credentials and query values `REDACTED`). A method MCP does
+  not define is `_OTHER`, in the span's name and `mcp.method.name` alike (its text is recorded nowhere).
 - `{METHOD} /api/{tool}/{action}` (SERVER): one per REST call, made by FastAPI's own telemetry
   (`build_app()` configures it with the same providers; see `fastapi_config()` for `mount()`), its `url.query`
   values `REDACTED` (a GET's arguments).
@@ -74,6 +75,7 @@ if TYPE_CHECKING:
 
 _TARGETS = {"tools/call": "name", "prompts/get": "name"}
 _NO_SPANS: dict[str, str] = {}
+OTHER_METHOD = "_OTHER"  # a method MCP does not define, in span names and attributes and metric labels
 MAX_ATTRIBUTE_LENGTH = 256  # a client-chosen attribute value is cut there (a name or URI is never longer)
 # A URI's credentials (RFC 3986 userinfo): up to the authority's last "@", as URL parsers read `user:p@ss@host`.
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
@@ -281,8 +283,10 @@ class Telemetry:
                 attributes["gen_ai.prompt.name"] = target
         elif method == "resources/read" and isinstance(params.get("uri"), str):
             attributes["mcp.resource.uri"] = clean_uri(params["uri"])
-        elif method not in _known_methods():  # a client's made-up method (one MCP defines is a valid string)
-            name = attributes["mcp.method.name"] = clean(method)
+        elif method not in _known_methods():
+            # A client's made-up method names neither the span nor its attribute (one per call otherwise, and
+            # the text may be anything it chose): `_OTHER`, as the metric, after OpenTelemetry's HTTP methods.
+            name = attributes["mcp.method.name"] = OTHER_METHOD
         return name, attributes
 
     def _target_span(self, engine: Any, method: str, target: str) -> str:
@@ -339,7 +343,7 @@ class Telemetry:
             if self.metrics:
                 # A method is a label only when MCP defines it: a client's made-up ones share one series (as
                 # OpenTelemetry's HTTP conventions fold unknown methods into _OTHER).
-                method = call.method if call.method in _known_methods() else "_OTHER"
+                method = call.method if call.method in _known_methods() else OTHER_METHOD
                 if error_type is None:
                     metric = self._method_metric.get(method)
                     if metric is None:

@@ -185,10 +185,17 @@ def _hidden(shown: bool) -> str:
     return "" if shown else " hidden"
 
 
+def _served_path(api_base: str, rest_path: str) -> str:
+    """The REST path as a client sends it: under the path the API is served at (a mount prefix, or the
+    path of an exported site's base URL)."""
+    return urlsplit(api_base).path.rstrip("/") + rest_path
+
+
 def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str, shown: bool = True) -> str:
+    served = _served_path(api_base, a["rest_path"])
     route = (f'MCP tool <code>{_e(a["mcp_name"])}</code>'
              + (f' with <code>action="{_e(a["name"])}"</code>' if a.get("discriminated", True) else "")
-             + f' · REST <code>POST {_e(a["rest_path"])}</code>')
+             + f' · REST <code>POST {_e(served)}</code>')
     output = ""
     if a["presenters"]:
         lead = ('<p class="muted">The presenter is chosen per call by a dependency, among:</p>'
@@ -209,7 +216,7 @@ def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str, shown
         'placeholder="your token, without Bearer"></label>'
         f'<label>JSON body <textarea name="body" rows="{min(12, body.count(chr(10)) + 2)}" spellcheck="false">'
         f"{_e(body)}</textarea></label></div>"
-        f'<button type="submit" disabled>POST {_e(a["rest_path"])}</button>'
+        f'<button type="submit" disabled>POST {_e(served)}</button>'
         '<noscript><p class="muted">The try-it form needs JavaScript; the curl example above does the same.'
         "</p></noscript>"
         '<div class="response" role="status" aria-live="polite" hidden><span class="status"></span>'

@@ -45,7 +45,11 @@ HostCheck = Callable[[str | None, str | None], tuple[int, str] | None]  # as mcp
 
 
 def _server_url(request: Request) -> str:
-    return str(request.base_url).rstrip("/")
+    """Where this app answers: scheme, host and the root path it is mounted under (a Starlette `Mount`'s
+    prefix included, which `request.base_url` leaves out), so a curl example reaches the REST route."""
+    url = request.url
+    root: str = request.scope.get("root_path", "")
+    return f"{url.scheme}://{url.netloc}{root.rstrip('/')}"
 
 
 def add_docs_routes(app: FastAPI, registry: ToolRegistry, *, path: str = "/tools", title: str | None = None,
