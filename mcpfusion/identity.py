@@ -15,6 +15,9 @@ from typing import Any
 AUTH_SCOPE_KEY = "mcpfusion.auth"
 #: The claims (or attributes) naming the caller's tenant, in the order they are read (`tenant_of`).
 TENANT_NAMES = ("tenant", "tenant_id")
+# Compact JSON, ASCII only: a lone surrogate or any other character a claim may hold still encodes (to UTF-8,
+# a Redis key, an HMAC), and a tuple comes out as an array (C encoder, made once).
+_KEY_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
 class _Anonymous(Mapping[str, Any]):
@@ -91,6 +94,13 @@ def identity_of(auth: Any) -> tuple[str, str | None] | None:
     return hashlib.sha256(who.encode()).hexdigest()[:32], tenant
 
 
+def caller_key_of(*parts: str | None) -> str:
+    """One key for the caller named by `parts` (issuer, tenant, principal: what per-caller state is keyed by),
+    as a JSON array: distinct parts never share a key, whatever characters the names hold (a `/` in a tenant
+    or a subject, a quote), and None (no tenant) is not "" nor "null"."""
+    return _KEY_JSON.encode(parts)
+
+
 def credential_digest(authorization: str, key: bytes | None = None) -> str:
     """A digest of the credentials an Authorization header carries, whatever the spelling of its scheme
     (case-insensitive, RFC 9110 section 11.1) and the whitespace around them: `Bearer x`, `bearer  x` and
@@ -106,4 +116,5 @@ def credential_digest(authorization: str, key: bytes | None = None) -> str:
     return hmac.new(key, b"credential|" + canonical, hashlib.sha256).hexdigest()[:32]
 
 
-__all__ = ["ANONYMOUS", "AUTH_SCOPE_KEY", "TENANT_NAMES", "credential_digest", "identity_of", "is_claims", "tenant_of"]
+__all__ = ["ANONYMOUS", "AUTH_SCOPE_KEY", "TENANT_NAMES", "caller_key_of", "credential_digest", "identity_of",
+           "is_claims", "tenant_of"]

