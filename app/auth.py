@@ -3,6 +3,13 @@
 Demo mode accepts three documented tokens; otherwise the token must be a JWT verified with the settings'
 key or JWKS, carrying the tenant and role claims. No token or a bad one is an HTTP 401 on MCP and REST.
 
+A verified token must name this service as its audience (`aud`): the configured one (`jwt_audience`, else
+`resource_url`), which a token naming no audience does not pass either; with neither configured, the
+resource URL derived from the request, which only refuses a token issued for another service. The demo
+tokens are no JWTs and name no audience: they are this service's own fixed credentials, not issued by an
+authorization server for some resource, so there is no audience to check; demo mode (never in production)
+accepts them whatever the audience settings.
+
 Scopes decide which actions a caller sees and may call (`scopes=` on the tools in `routers/`):
 
     billing:read     read invoices (list, get, PDF, export, revenue summary)
@@ -117,8 +124,10 @@ async def authenticate(request: Request, settings: Settings | None = None) -> Pr
     fusion = getattr(request.app.state, "mcpfusion", None)
     resource = getattr(fusion, "authorization", None)
     # Tokens name this service as their audience: the configured one, else the resource URL the metadata
-    # advertises (derived from the request), so a client that follows the metadata is let in.
-    claims = await verifier.averify(token, audience=resource.resource_url(request) if resource is not None else None)
+    # advertises (derived from the request), so a client that follows the metadata is let in. A configured
+    # resource URL must be named (`verifier_for` makes it the verifier's own audience already).
+    claims = await verifier.averify(token, audience=resource.resource_url(request) if resource is not None else None,
+                                    audience_required=getattr(resource, "resource", None) is not None)
     tenant = claims.get(settings.tenant_claim)
     role = claims.get(settings.role_claim)
     if not isinstance(tenant, str) or not tenant:

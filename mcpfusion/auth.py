@@ -89,12 +89,14 @@ class IntrospectionVerifier:
         self.requests = 0
         self._cache: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
 
-    async def averify(self, token: str, *, audience: str | None = None) -> dict[str, Any]:
+    async def averify(self, token: str, *, audience: str | None = None, audience_required: bool = False
+                      ) -> dict[str, Any]:
         """The token's introspection claims (`scope`, `sub`, `aud`, `exp`...), or an HTTP 401 / 503.
-        `audience`: what an `aud` it carries must name when this verifier has no audience of its own."""
+        `audience`: what its `aud` must name when this verifier has no audience of its own (a token without
+        `aud` is refused too with `audience_required`: see `check_audience`)."""
         claims = await self._claims(token)
         if self.audience is None:
-            check_audience(claims, audience)
+            check_audience(claims, audience, required=audience_required)
         return claims
 
     async def _claims(self, token: str) -> dict[str, Any]:
@@ -138,22 +140,24 @@ class IntrospectionVerifier:
             raise unauthorized("The token has expired.")
         if self.issuer is not None and claims.get("iss") != self.issuer:
             raise unauthorized("The token was issued by another authorization server.")
-        if self.audience is not None and not names_audience(claims, self.audience):
-            raise unauthorized("The token was not issued for this resource.")
+        if self.audience is not None:
+            check_audience(claims, self.audience, required=True)
         return claims
 
 
-def bearer_authenticator(verifier: Any, resource_url: Callable[[Request], str] | None = None
-                         ) -> Callable[[Request], Any]:
+def bearer_authenticator(verifier: Any, resource_url: Callable[[Request], str] | None = None, *,
+                         audience_required: bool = False) -> Callable[[Request], Any]:
     """`authenticate(request)` for `RequireBearer`: the bearer token's claims, as `verifier.averify` gives them.
     With `resource_url` (the protected resource's URL for a request), a verifier of this module that has no
-    audience of its own refuses a token issued for another audience than that URL."""
+    audience of its own refuses a token issued for another audience than that URL; with `audience_required`
+    (that URL is configured, not derived from the request) it refuses a token naming no audience too."""
     fallback = resource_url if isinstance(verifier, JWTVerifier | IntrospectionVerifier) else None
 
     async def authenticate(request: Request) -> Any:
         if fallback is None:
             return await verifier.averify(bearer_token(request))
-        return await verifier.averify(bearer_token(request), audience=fallback(request))
+        return await verifier.averify(bearer_token(request), audience=fallback(request),
+                                      audience_required=audience_required)
 
     return authenticate
 
@@ -174,11 +178,18 @@ def names_audience(claims: Mapping[str, Any], audience: str) -> bool:
     return any(isinstance(a, str) and a in forms for a in audiences)
 
 
-def check_audience(claims: Mapping[str, Any], audience: str | None) -> None:
-    """The 401 for a token whose `aud` claim is present and does not name `audience` (the resource URL a
-    server derived, when none was configured: a token without `aud` passes, one issued for another
-    service does not)."""
-    if audience is not None and "aud" in claims and not names_audience(claims, audience):
+def check_audience(claims: Mapping[str, Any], audience: str | None, *, required: bool = False) -> None:
+    """The 401 for a token whose `aud` claim does not name `audience`. A token without `aud` is refused when
+    `required` (a configured audience: RFC 8707, the MCP authorization spec's "issued for this server"), and
+    passes otherwise (the resource URL a server derived from the request, when none was configured: only a
+    token issued for another service is refused then)."""
+    if audience is None:
+        return
+    if "aud" not in claims:
+        if required:
+            raise unauthorized("The token names no audience; it must be issued for this resource.")
+        return
+    if not names_audience(claims, audience):
         raise unauthorized("The token was not issued for this resource.")
 
 
@@ -480,26 +491,28 @@ class JWTVerifier:
         self.leeway = leeway
         self.required = [*required_claims, *(["iss"] if issuer else []), *(["aud"] if audience else [])]
 
-    def verify(self, token: str, *, audience: str | None = None) -> dict[str, Any]:
-        """The token's claims, or a 401 saying why (never the token itself). `audience`: what an `aud` it
-        carries must name when this verifier has no audience of its own (see `check_audience`)."""
+    def verify(self, token: str, *, audience: str | None = None, audience_required: bool = False) -> dict[str, Any]:
+        """The token's claims, or a 401 saying why (never the token itself). `audience`: what its `aud` must
+        name when this verifier has no audience of its own (a token without `aud` is refused too with
+        `audience_required`: see `check_audience`)."""
         with _refusals(self._jwt):
             return self._checked(token, self.jwks.key(self._kid(token)) if self.jwks is not None else None,
-                                 audience)
+                                 audience, audience_required)
 
-    async def averify(self, token: str, *, audience: str | None = None) -> dict[str, Any]:
+    async def averify(self, token: str, *, audience: str | None = None, audience_required: bool = False
+                      ) -> dict[str, Any]:
         """`verify` for a coroutine, on the event loop and holding no thread: a known key verifies at once;
         a key id the set lacks waits for the set's refetch on the event loop."""
         if self.jwks is None:
-            return self.verify(token, audience=audience)
+            return self.verify(token, audience=audience, audience_required=audience_required)
         with _refusals(self._jwt):
-            return self._checked(token, await self.jwks.akey(self._kid(token)), audience)
+            return self._checked(token, await self.jwks.akey(self._kid(token)), audience, audience_required)
 
     def _kid(self, token: str) -> str | None:
         kid = self._jwt.get_unverified_header(token).get("kid")
         return kid if isinstance(kid, str) else None
 
-    def _checked(self, token: str, jwk: Any, audience: str | None) -> dict[str, Any]:
+    def _checked(self, token: str, jwk: Any, audience: str | None, audience_required: bool) -> dict[str, Any]:
         """The claims of `token` signed with `jwk` (a JWKS key; None: this verifier's own key)."""
         key: Any = self.key
         algorithms = self.algorithms
@@ -521,7 +534,7 @@ class JWTVerifier:
             options={"require": self.required, "verify_aud": self.audience is not None},
         )
         if self.audience is None:
-            check_audience(claims, audience)
+            check_audience(claims, audience, required=audience_required)
         return claims
 
 

@@ -150,13 +150,16 @@ class ProtectedResource:
         fusion = MCPFusion("billing", tools=[...], authorization=resource)
 
     `verifier` (a `JWTVerifier` or an `IntrospectionVerifier` of `mcpfusion.auth`) checks the bearer token
-    and keeps its claims as the caller; `authenticate` (async, request -> the caller, or an HTTP 401) does it
-    any other way. Either one makes every request to the MCP endpoint and under `/api` need a valid token,
-    wherever the app is served (behind a proxy's path prefix, `--root-path`, or mounted in another app). An
-    `authenticate` that returns None lets the request in anonymously: as `ANONYMOUS`, granted no scope, so
-    an action declaring scopes is hidden from it on MCP and a 401 challenge on REST.
+    and keeps its claims as the caller; without an audience of its own, a token's `aud` must name `resource`
+    (a token naming no audience is a 401 too). `authenticate` (async, request -> the caller, or an HTTP
+    401) does it any other way, the audience check included. Either one makes every request to the MCP
+    endpoint and under `/api` need a valid token, wherever the app is served (behind a proxy's path prefix,
+    `--root-path`, or mounted in another app). An `authenticate` that returns None lets the request in
+    anonymously: as `ANONYMOUS`, granted no scope, so an action declaring scopes is hidden from it on MCP and
+    a 401 challenge on REST.
     `resource` may be left out: it is then derived from each request (its origin + the MCP path), which is
-    only as stable as the Host header: set it in production, and bind the token verifier's audience to it.
+    only as stable as the Host header (a token naming another audience is refused, one naming none is let
+    in): set it in production, and bind the token verifier's audience to it.
     `scopes_supported` (a list, or a mapping scope -> description for OpenAPI) defaults to the
     `required_scopes` and every scope the tools declare. `required_scopes` are needed for any request to
     `/mcp` and `/api` (403 `insufficient_scope` otherwise) and are advertised in the 401 challenge. `token_url` and
@@ -185,8 +188,11 @@ class ProtectedResource:
         self.authorization_servers = list(authorization_servers)
         if authenticate is not None and verifier is not None:
             raise ValueError("ProtectedResource takes authenticate= or verifier=, not both")
-        self.authenticate = bearer_authenticator(verifier, self.resource_url) if verifier is not None else \
-            None if authenticate is None else _anonymous_when_none(authenticate)
+        # A configured resource is the audience tokens must name (none naming no audience either); one derived
+        # from the Host header only refuses tokens issued for another service.
+        configured = self.resource is not None
+        self.authenticate = bearer_authenticator(verifier, self.resource_url, audience_required=configured) \
+            if verifier is not None else None if authenticate is None else _anonymous_when_none(authenticate)
         self.scope_descriptions = dict(scopes_supported) if isinstance(scopes_supported, Mapping) else {}
         self.declared_scopes = list(scopes_supported) if scopes_supported is not None else None
         self.required_scopes = frozenset(required_scopes)

@@ -9,9 +9,10 @@ text or binary document with its MIME type) and links to resources of the server
 
 On MCP these are content blocks after the text blocks (base64 for binary data). On REST one binary item is
 answered with its own media type; anything mixed is a JSON envelope `{"data": ..., "content": [...]}` whose
-items have the MCP shapes. Before anything leaves, `check()` enforces the size limit and that the bytes are
-what their MIME type says, by the signature of their first bytes: a PNG declared as JPEG, an executable or an
-HTML page declared as an image, a PDF or audio is refused. Images are PNG, JPEG, GIF, WebP, BMP, TIFF, ICO,
+items have the MCP shapes. Before anything leaves, `check()` enforces the size limit, that the MIME type is a
+media type (RFC 9110: printable ASCII, no control characters), and that the bytes are what it says, by the
+signature of their first bytes: a PNG declared as JPEG, an executable or an HTML page declared as an image, a
+PDF or audio is refused. Images are PNG, JPEG, GIF, WebP, BMP, TIFF, ICO,
 AVIF or HEIC (or SVG, which is text); audio MP3, AAC, WAV, Ogg, FLAC, WebM or MP4/M4A (other audio types pass
 unless their bytes are something else); ZIP-based types (Office, OpenDocument, EPUB, `+zip`) are ZIP
 archives; `application/octet-stream` is any bytes; a type not known here is refused only when its bytes are
@@ -26,6 +27,7 @@ from __future__ import annotations
 import base64
 import codecs
 import mimetypes
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -141,6 +143,24 @@ def _looks_html(data: bytes) -> bool:
     """An HTML page (an upstream's error page passed on as a file)."""
     start = data[:64].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
     return start.startswith((b"<!doctype html", b"<html", b"<head", b"<body"))
+
+
+# A media type as RFC 9110 writes it: `type/subtype *(OWS ";" OWS [name=value])`, each value a token or a
+# quoted-string. Printable ASCII (and spaces, tabs) only: a control character (CR, LF, NUL) or non-ASCII text
+# is no media type, nor a value an HTTP header may carry (REST answers the type as Content-Type).
+_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_QUOTED = r'"(?:[\t !#-\[\]-~]|\\[\t -~])*"'
+# (Each run of spaces has one place to go: no backtracking through the ways of splitting it.)
+_MEDIA_TYPE = re.compile(rf"{_TOKEN}/{_TOKEN}(?:[ \t]*;(?:[ \t]*{_TOKEN}=(?:{_TOKEN}|{_QUOTED}))?)*")
+
+
+def _check_media_type(what: str, mime: str) -> None:
+    """Refuse a MIME type that is not a media type (checked before anything reads its parameters)."""
+    if not _MEDIA_TYPE.fullmatch(mime):
+        raise ContentError(f"The {what}'s MIME type {mime!r:.80} is not a valid media type: write it as "
+                           "type/subtype with name=value parameters in printable ASCII (a value with spaces or "
+                           "other separators in double quotes; no control characters, no non-ASCII text), as in "
+                           "'text/csv; charset=utf-8'.")
 
 
 def _normal(mime: str) -> str:
@@ -267,6 +287,7 @@ class _Binary(Content, Frozen):
         return self.mime_type
 
     def check(self, max_bytes: int, allowed: frozenset[str] | None = None) -> None:
+        _check_media_type(self.kind, self.mime_type)
         _check_bytes(self.kind, self.data, self.mime_type, max_bytes, allowed, family=self.kind)
 
 
@@ -325,6 +346,7 @@ class EmbeddedResource(Content, Frozen):
         return self.mime_type
 
     def check(self, max_bytes: int, allowed: frozenset[str] | None = None) -> None:
+        _check_media_type("document", self.mime_type)
         try:
             data = self.payload()
         except UnicodeEncodeError as exc:
@@ -365,6 +387,10 @@ class ResourceLink(Content, Frozen):
 
     def payload(self) -> bytes:
         raise ContentError("a resource link has no bytes of its own")
+
+    def check(self, max_bytes: int, allowed: frozenset[str] | None = None) -> None:
+        if self.mime_type is not None:  # (a link has no bytes: only the type it announces is checked)
+            _check_media_type("link", self.mime_type)
 
     @property
     def media_type(self) -> str:

@@ -120,12 +120,19 @@ def _route_named(recovery: str, action: Action, request: Request) -> str:
     return recovery[:last.start()] + route + recovery[last.end():]
 
 
+# An HTTP field value the servers send as it is (RFC 9110: visible ASCII, inner spaces and tabs; no CR, LF, NUL,
+# other control characters or text Latin-1 cannot encode, on which Starlette or the server raise).
+_HEADER_VALUE = re.compile(r"[\x21-\x7e](?:[\t\x20-\x7e]*[\x21-\x7e])?")
+
+
 def _content_body(response: ToolResponse, request: Request | None = None) -> Response:
     """One image, clip or document alone: its own bytes and media type (with its declared charset). Anything
     mixed: a JSON envelope with the data and the content items in their MCP shapes (binary data base64, links
-    as URIs), and the data's `Truncated` and next-page headers."""
+    as URIs), and the data's `Truncated` and next-page headers. A media type no header can carry (`check`
+    refuses one before it gets here) is answered in the envelope too, never a dropped connection."""
     items = response.content
-    if not response.texts and len(items) == 1 and not isinstance(items[0], ResourceLink):
+    if not response.texts and len(items) == 1 and not isinstance(items[0], ResourceLink) \
+            and _HEADER_VALUE.fullmatch(items[0].media_type):
         media_type = items[0].media_type  # (Starlette adds charset=utf-8 only to a text/* type naming none)
         return Response(items[0].payload(), media_type=media_type, headers=_inert(media_type))
     envelope: dict[str, Any] = {"content": [item.to_mcp() for item in items]}

@@ -105,7 +105,8 @@ def root_keys(schema: dict[str, Any] | None) -> list[str]:
 def inline_refs(schema: Any, defs: dict[str, Any] | None = None, depth: int = 0) -> Any:
     """Replace local `#/$defs/X` references by their definitions (for OpenAPI, whose refs are document-wide).
 
-    Recursive models are cut at a small depth with an open object schema.
+    Recursive models are cut at a small depth with an open object schema; a discriminator's `mapping` to
+    `$defs` goes with the definitions (`unmapped`).
     """
     if isinstance(schema, list):
         return [inline_refs(s, defs, depth) if isinstance(s, NODES) else s for s in schema]
@@ -120,4 +121,26 @@ def inline_refs(schema: Any, defs: dict[str, Any] | None = None, depth: int = 0)
         target = defs.get(ref.rsplit("/", 1)[-1], {"type": "object"})
         rest = {k: v for k, v in schema.items() if k != "$ref"}
         return {**inline_refs(target, defs, depth + 1), **inline_refs(rest, defs, depth)}
-    return {k: inline_refs(v, defs, depth) if isinstance(v, NODES) else v for k, v in schema.items() if k != "$defs"}
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "$defs":
+            continue
+        if key in _NAME_MAPS and isinstance(value, dict):  # names -> schemas (a field may be named "$ref")
+            out[key] = {name: inline_refs(sub, defs, depth) if isinstance(sub, NODES) else sub
+                        for name, sub in value.items()}
+        elif key == "discriminator" and isinstance(value, dict):
+            out[key] = unmapped(value)
+        else:
+            out[key] = inline_refs(value, defs, depth) if isinstance(value, NODES) else value
+    return out
+
+
+def unmapped(discriminator: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAPI `discriminator` without the `mapping` entries that point into `$defs`: once the definitions
+    are inlined (and `$defs` gone) they would point nowhere. `propertyName` still tells the branches apart."""
+    mapping = discriminator.get("mapping")
+    if not isinstance(mapping, dict):
+        return discriminator
+    kept = {value: ref for value, ref in mapping.items() if not (isinstance(ref, str) and ref.startswith("#/$defs/"))}
+    out = {k: v for k, v in discriminator.items() if k != "mapping"}
+    return {**out, "mapping": kept} if kept else out

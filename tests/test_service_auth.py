@@ -230,7 +230,7 @@ async def test_without_a_configured_audience_tokens_name_the_advertised_resource
 
 async def test_protected_resource_verifier_checks_the_resource_as_audience():
     """A library verifier without an audience of its own, behind ProtectedResource(resource=...): a token
-    for another resource is refused, one for this resource (or without aud) is accepted."""
+    for another resource, or naming none, is refused; one for this resource is accepted."""
     from fastapi import HTTPException
     from starlette.requests import Request
 
@@ -244,10 +244,9 @@ async def test_protected_resource_verifier_checks_the_resource_as_audience():
         return Request({"type": "http", "method": "POST", "path": "/mcp", "headers": [
             (b"authorization", f"Bearer {token}".encode()), (b"host", b"billing.example.com")]})
 
-    for audience in ("https://billing.example.com/mcp", None):
-        token = jwt.encode(claims(aud=audience), SECRET, algorithm="HS256")
-        assert (await resource.authenticate(request(token)))["sub"] == "user-1"
-    with pytest.raises(HTTPException) as refused:
-        await resource.authenticate(request(jwt.encode(claims(aud="https://other.example/mcp"), SECRET,
-                                                       algorithm="HS256")))
-    assert refused.value.status_code == 401
+    token = jwt.encode(claims(aud="https://billing.example.com/mcp"), SECRET, algorithm="HS256")
+    assert (await resource.authenticate(request(token)))["sub"] == "user-1"
+    for audience in ("https://other.example/mcp", None):  # another resource's token, or one naming none
+        with pytest.raises(HTTPException) as refused:
+            await resource.authenticate(request(jwt.encode(claims(aud=audience), SECRET, algorithm="HS256")))
+        assert refused.value.status_code == 401
