@@ -389,6 +389,7 @@ class MCPFusion:
         self.prompts = PromptRegistry()
         # Resources and prompts declared with scopes exist for callers holding them, as actions do.
         self.resources.granted = self.prompts.granted = self._granted
+        self.resources.limits = self.prompts.limits = self  # their reads count against the app's rate limits
         self.completions: dict[tuple[str, str, str], Callable[..., Any]] = {}
         self.raw_tools: dict[str, RawTool] = {}
         self.output_schemas = output_schemas  # False: tools/list advertises no outputSchema (saves tokens)

@@ -7,8 +7,9 @@ Declare a parameter annotated `Context` and the framework injects the per-call i
         await ctx.info("export started")
         answer = await ctx.elicit("Which format?", {"type": "object", "properties": {...}})
 
-Outside MCP (REST, tests) `Context.detached()` stands in: progress and logs are no-ops, while
-elicit/sample/list_roots raise `NoBackChannel` with a clear message.
+Outside MCP (REST, the CLI, tests) `Context.detached()` stands in: progress and logs are no-ops, while
+elicit/sample/list_roots/ask raise `OutsideMcp`: a `NoBackChannel` a handler may catch to fall back, and a
+`ToolError` (`NO_BACK_CHANNEL`) the call answers when it does not.
 """
 
 from __future__ import annotations
@@ -16,14 +17,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .errors import ToolError
+from .errors import NO_BACK_CHANNEL, ToolError
 from .mcp import jsonrpc
 from .mcp.channel import Channel, NoBackChannel
 from .mcp.jsonrpc import McpError
 
-__all__ = ["NO_BACK_CHANNEL", "ClientUnreachable", "Context", "NoBackChannel"]
-
-NO_BACK_CHANNEL = "NO_BACK_CHANNEL"
+__all__ = ["NO_BACK_CHANNEL", "ClientUnreachable", "Context", "NoBackChannel", "OutsideMcp"]
 
 
 class ClientUnreachable(NoBackChannel, ToolError):
@@ -37,6 +36,23 @@ class ClientUnreachable(NoBackChannel, ToolError):
             recovery="The client must keep a way open for the server's requests (streamable HTTP: accept "
                      "text/event-stream on the call's POST, or open the session's GET stream first), then call "
                      "again.",
+        )
+
+
+class OutsideMcp(NoBackChannel, ToolError):
+    """The call was made outside MCP (REST, the CLI, a test without a client): nobody can answer what it asks.
+    A `NoBackChannel` for handlers that catch one to fall back; uncaught, a self-healing `NO_BACK_CHANNEL`
+    error (REST: a 400 problem), never a server error: the caller must call through an MCP client."""
+
+    def __init__(self, methods: list[str]) -> None:
+        needed = list(dict.fromkeys(_CAPABILITY_OF.get(m, m) for m in methods))
+        capabilities = ", ".join(needed) + (" capability" if len(needed) == 1 else " capabilities")
+        ToolError.__init__(
+            self, NO_BACK_CHANNEL,
+            f"This call asks the client ({', '.join(dict.fromkeys(methods))}), so it needs an MCP client that "
+            f"supports {', '.join(needed)}; it was made outside MCP (REST, the CLI or a test), where no client "
+            "can answer.",
+            recovery=f"Call this action through MCP (tools/call) from a client that declares the {capabilities}.",
         )
 
 
@@ -169,7 +185,7 @@ class Context:
         the call with an input-required result listing them, and the client's retry re-runs the handler
         with the answers; `state` (any JSON value) comes back signed as `ctx.state` on that retry."""
         if self.is_detached:
-            raise NoBackChannel("asking the client needs an MCP client; this call was made outside MCP")
+            raise OutsideMcp([req["method"] for req in requests.values()])
         self._require(*(_CAPABILITY_OF.get(req["method"]) for req in requests.values()))
         try:
             answers = await self._channel.ask(requests, state)
@@ -225,7 +241,7 @@ class Context:
 
     async def _one(self, request: dict[str, Any], key: str | None) -> dict[str, Any]:
         if self.is_detached:
-            raise NoBackChannel(f"{request['method']} needs an MCP client; this call was made outside MCP")
+            raise OutsideMcp([request["method"]])
         method = request["method"]
         self._require(_CAPABILITY_OF.get(method))
         try:

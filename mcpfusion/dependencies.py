@@ -106,7 +106,23 @@ def _provided(annotation: Any) -> bool:
 
 
 def is_context(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, Context)
+    """True when `annotation` names a `Context` (or a subclass): bare, optional (`Context | None`,
+    `Optional[Context]`) or inside `Annotated`, in any nesting of these."""
+    base = _optional_of(annotation)
+    return isinstance(base, type) and issubclass(base, Context)
+
+
+def _optional_of(annotation: Any) -> Any:
+    """`T` of `T`, `Annotated[T, ...]`, `T | None` and `Optional[T]` (nested alike); a union of several types
+    is itself. An optional `Context` is injected as a bare one is: there is always a context to give."""
+    while True:
+        annotation = _split(annotation)[0]
+        if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
+            return annotation
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) != 1:
+            return annotation
+        annotation = args[0]
 
 
 def _injected(annotation: Any) -> Callable[..., Any] | None:
@@ -130,8 +146,6 @@ def context_parameter(fn: Callable[..., Any]) -> str | None:
     except Exception:  # unresolvable annotations: no context parameter we could inject
         return None
     for name, annotation in hints.items():
-        if typing.get_origin(annotation) is Annotated:
-            annotation = typing.get_args(annotation)[0]
         if name != "return" and is_context(annotation):
             return name
     return None

@@ -30,6 +30,7 @@ RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"
 CONFIRMATION_REQUIRED = "CONFIRMATION_REQUIRED"
 NOT_CONFIRMED = "NOT_CONFIRMED"
 CONTENT_REFUSED = "CONTENT_REFUSED"  # an image or document too large, or not what its MIME type says
+NO_BACK_CHANNEL = "NO_BACK_CHANNEL"  # the call asks the client (elicitation...) and no client can be asked
 
 HTTP_STATUS: dict[str, int] = {
     VALIDATION_ERROR: 422,
@@ -52,6 +53,10 @@ HTTP_STATUS: dict[str, int] = {
     INTERNAL_ERROR: 500,
     INVALID_OUTPUT: 500,
     CONTENT_REFUSED: 422,
+    # Asking the user (elicitation, sampling, roots) over REST: no retry can succeed, the caller must go through
+    # an MCP client. The caller's to fix, so a 4xx: the 400 of an action refusing the call (not a 5xx a client
+    # retries or reads as the server's fault, nor 409/422, documented for an object's state and invalid fields).
+    NO_BACK_CHANNEL: 400,
 }
 
 

@@ -62,7 +62,8 @@ REST_VALIDATION_RECOVERY = "Fix the fields listed in errors and send the request
 
 # Every status a REST operation may answer with a problem, for OpenAPI.
 DOCUMENTED = {
-    400: "The action refused the call (a handler-specific code: read code, detail and recovery)",
+    400: "The action refused the call (a handler-specific code: read code, detail and recovery), or it asks the "
+         "user, which needs an MCP client (NO_BACK_CHANNEL)",
     401: "Missing or bad credentials",
     403: "The credentials may not call this action",
     404: "Unknown tool or action, or the object (or the page a cursor names) does not exist for this caller",

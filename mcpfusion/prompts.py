@@ -21,6 +21,7 @@ from mcpfusion.errors import sent_value
 from mcpfusion.injection import Injected, call_injected
 from mcpfusion.mcp import jsonrpc
 from mcpfusion.mcp.jsonrpc import McpError
+from mcpfusion.resources import charge_request
 from mcpfusion.scopes import Granted, declared_scopes, visible
 from mcpfusion.slots import fields_repr
 
@@ -144,6 +145,7 @@ class PromptRegistry:
     def __init__(self) -> None:
         self.prompts: dict[str, Prompt] = {}
         self.granted: Granted | None = None
+        self.limits: Any = None  # the app whose rate limits count the requests (as `ResourceRegistry.limits`)
 
     def __bool__(self) -> bool:
         return bool(self.prompts)
@@ -162,6 +164,10 @@ class PromptRegistry:
 
     def list(self, request: Request | None = None) -> list[dict[str, Any]]:
         return [p.descriptor() for p in self.visible(request)]
+
+    async def charge(self, request: Request | None, method: str) -> None:
+        """Count one request (`prompts/get`, a completion) against the app's rate limits (`charge_request`)."""
+        await charge_request(self.limits, request, method)
 
     async def get(self, name: Any, arguments: Any, context: Any = None, request: Request | None = None
                   ) -> dict[str, Any]:

@@ -6,7 +6,9 @@
 Buckets live in memory (one process), or in Redis when the app runs with `MCPFUSION_REDIS_URL`, so that
 replicas share them: a caller gets the same allowance whichever replica answers. Over the limit, MCP
 answers a self-healing `RATE_LIMITED` error saying how long to wait, REST a 429 with `Retry-After`.
-A call refused before the middleware run (arguments that do not validate) counts too (`charge_refused`).
+A call refused before the middleware run (arguments that do not validate) counts too (`charge_refused`), and
+so do the MCP requests that run the app's code without being action calls (`resources/read`, `prompts/get`,
+`completion/complete`: `charge_request`), against the app's limits only.
 """
 
 from __future__ import annotations
@@ -16,9 +18,14 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from starlette.requests import Request
+
 from .confirm import called_as
+from .dispatch import no_phase
 from .errors import RATE_LIMITED, ToolError
-from .middleware import ActionCall, CallNext
+from .mcp import jsonrpc
+from .mcp.jsonrpc import McpError
+from .middleware import ActionCall, CallNext, GuardState
 from .response import ToolResponse
 
 KeyFunction = Callable[[ActionCall], str]
@@ -30,8 +37,9 @@ class RateLimit:
 
     `key` says who "each caller" is: "principal" (default: `ActionCall.caller_key`, the principal within
     its tenant and issuer), "tenant" (the principal's tenant), or a function of the `ActionCall`. Declared on
-    the app or a tool, one bucket per caller covers all of its actions; give two limits with the same numbers
-    distinct `name`s to keep their buckets apart."""
+    the app or a tool, one bucket per caller covers all of its actions (the app's, its resource reads, prompts
+    and completions too: `charge_request`); give two limits with the same numbers distinct `name`s to keep
+    their buckets apart."""
 
     def __init__(
         self,
@@ -94,12 +102,67 @@ async def charge_refused(call: ActionCall, layers: Iterable[Any]) -> None:
     limits among `layers`, as if it had reached them: invalid calls are calls too, and must not buy a caller
     free CPU past its limit. `RATE_LIMITED` when one of them has no allowance left. `call.arguments` is
     empty (none validated): a `key` function that needs them fails, and that call is not counted."""
+    await _charge(call, layers, "a refused call")
+
+
+async def _charge(call: ActionCall, layers: Iterable[Any], what: str) -> None:
     for layer in layers:
         if isinstance(layer, RateLimit):
             try:
                 await layer.charge(call)
             except ToolError:
                 raise
-            except Exception:  # the refusal is still answered; this limit just does not see it
-                logger.warning("%s: a refused call of %s was not counted", layer.name, call.action.label,
-                               exc_info=True)
+            except Exception:  # the request is still answered; this limit just does not see it
+                logger.warning("%s: %s of %s was not counted", layer.name, what, call.action.label, exc_info=True)
+
+
+async def charge_request(request: Request, method: str, layers: Iterable[Any], guards: GuardState) -> None:
+    """Count one MCP request that runs the app's code without being an action call (`resources/read`,
+    `prompts/get`, `completion/complete`) against the `RateLimit`s among `layers` (the app's: a tool's or an
+    action's limit covers its actions only), in the buckets the caller's action calls take from: one
+    allowance per caller, whichever way it reads the data. `call.action` is a stand-in naming `method`.
+
+    Over the limit: JSON-RPC -32010 with `data` `{"status": 429, "code": "RATE_LIMITED", "retry_after"}`, as
+    an `HTTPException(429)` of a resource's dependency is answered (never an HTTP error status: a refused tool
+    call is a result too)."""
+    limits = [layer for layer in layers if isinstance(layer, RateLimit)]
+    if not limits:
+        return
+    call = ActionCall(_stand_in(method), {}, {}, request, "mcp", guards, no_phase)
+    try:
+        await _charge(call, limits, "a request")
+    except ToolError as limited:
+        detail = f"{limited.message} {limited.recovery}"
+        raise McpError(jsonrpc.HTTP_ERROR, f"HTTP 429: {detail}", {
+            "status": 429, "detail": detail, "code": RATE_LIMITED, "retry_after": limited.retry_after}) from None
+
+
+class _Request:
+    """What a rate limit sees of an MCP request that is no action call (`call.action` and `call.tool`): the
+    method, e.g. `resources/read` (so "call resources/read again")."""
+
+    description = ""
+    readonly = True  # (reads: a prompt or completion writes nothing either)
+    destructive = idempotent = open_world = confirm = False
+    paginate = None
+    middleware: tuple[Any, ...] = ()
+    scopes: frozenset[str] = frozenset()
+    actions: dict[str, Any] = {}
+
+    def __init__(self, method: str) -> None:
+        self.name = self.qualified_name = self.label = method
+
+    @property
+    def tool(self) -> _Request:
+        return self
+
+
+_STAND_INS: dict[str, Any] = {}
+
+
+def _stand_in(method: str) -> Any:
+    """One stand-in action per method (duck-typed: what a rate limit reads of an action)."""
+    found = _STAND_INS.get(method)
+    if found is None:
+        found = _STAND_INS[method] = _Request(method)
+    return found

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import builtins
 import re
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -132,6 +133,8 @@ class ResourceRegistry:
         self.resources: dict[str, Resource] = {}
         self.templates: list[ResourceTemplate] = []
         self.granted: Granted | None = None
+        # The app (`MCPFusion`, set by it) whose rate limits count the reads as its action calls.
+        self.limits: Any = None
 
     def __bool__(self) -> bool:
         return bool(self.resources or self.templates)
@@ -166,6 +169,10 @@ class ResourceRegistry:
                 return template, variables
         return None
 
+    async def charge(self, request: Request | None, method: str) -> None:
+        """Count one request (`resources/read`, a completion) against the app's rate limits (`charge_request`)."""
+        await charge_request(self.limits, request, method)
+
     async def read(self, uri: Any, context: Any = None, request: Request | None = None) -> dict[str, Any]:
         """The contents at `uri`; the function's dependencies are solved against `request` like an action's."""
         if not isinstance(uri, str) or not uri:
@@ -184,3 +191,12 @@ class ResourceRegistry:
         result: dict[str, Any] = await call_injected(
             injected, values, context, request, lambda value: {"contents": contents_of(uri, value, mime_type)})
         return result
+
+
+async def charge_request(app: Any, request: Request | None, method: str) -> None:
+    """Count one MCP request of `app` that is no action call against the app's `RateLimit`s, in the buckets of
+    the caller's action calls (`mcpfusion.ratelimit.charge_request`): -32010 over the limit."""
+    limits = sys.modules.get("mcpfusion.ratelimit")  # (not loaded: no RateLimit anywhere, nothing to count)
+    if limits is not None and app is not None and request is not None:
+        registry = app.registry  # (the app's middleware and guards, as its action calls meet them)
+        await limits.charge_request(request, method, registry.middleware, registry.guards)

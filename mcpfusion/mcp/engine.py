@@ -308,6 +308,7 @@ class Engine:
         resources = self.resources
         if resources is None:
             raise McpError(jsonrpc.INVALID_PARAMS, "This server has no resources")
+        await _charge(resources, call)
         uri = call.params.get("uri")
         if isinstance(uri, str) and len(uri) > self.max_uri_length:  # never echoed back at any length
             raise McpError(jsonrpc.INVALID_PARAMS, f"'uri' is longer than {self.max_uri_length} characters")
@@ -382,6 +383,7 @@ class Engine:
         prompts = self.prompts
         if prompts is None:
             raise McpError(jsonrpc.INVALID_PARAMS, "This server has no prompts")
+        await _charge(prompts, call)
         name = call.params.get("name")
         return await self._with_input(
             call, name if isinstance(name, str) else "",
@@ -392,6 +394,7 @@ class Engine:
         if not self.completions:  # not among the capabilities: the method is not served
             raise McpError(jsonrpc.METHOD_NOT_FOUND, "Method not found: completion/complete (this server offers "
                            "no completions)")
+        await _charge(self.prompts if self.prompts is not None else self.resources, call)  # (one app's limits)
         ref = call.params.get("ref")
         argument = call.params.get("argument")
         if not isinstance(ref, dict) or not isinstance(argument, dict):
@@ -460,6 +463,14 @@ def _completion(values: Any, where: str) -> dict[str, Any]:
         completion.values = completion.values[:100]
         completion.has_more = True if completion.has_more is None else completion.has_more
     return completion.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def _charge(backend: Any, call: Call) -> None:
+    """Count `call` against the app's rate limits as a tool call is counted (the backend's `charge`, when it
+    has one): reading a resource or a prompt runs the app's code too. -32010 (status 429) over the limit."""
+    charge = getattr(backend, "charge", None)
+    if charge is not None:
+        await charge(call.request, call.method)
 
 
 def _one_page(call: Call) -> None:
