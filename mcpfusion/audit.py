@@ -3,8 +3,9 @@
     MCPFusion("billing", middleware=[Audit()])                  # logger "mcpfusion.audit", one JSON line each
     MCPFusion("billing", middleware=[Audit(sink=events.append)])  # any callable (sync or async) of the event
 
-An event names who (principal, tenant), what (`tool.action`, a keyed digest of the arguments and their
-names - never their values), how it ended (outcome, error code), how long it took and the request id:
+An event names who (principal, tenant), what (`tool.action`, a keyed digest of the arguments and the names of
+those the action declares - never their values; other names sent are only counted, `"undeclared": n`), how it
+ended (outcome, error code), how long it took and the request id:
 
     {"event": "audit", "time": "2026-12-01T00:00:00.000+00:00", "request_id": "…", "transport": "mcp",
      "principal": "demo-admin", "tenant": "acme", "action": "billing.void_invoice",
@@ -22,26 +23,32 @@ unset, so set it to compare digests across workers, replicas and restarts). `req
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
 import re
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from starlette.exceptions import HTTPException
 
+from .confirm import CONFIRM_PARAM
 from .mcp.jsonrpc import McpError, ProtocolSignal
 from .middleware import ActionCall, CallNext
+from .pagination import CURSOR_PARAM
 from .response import ToolResponse
+from .select import SELECT_PARAM
 
 if TYPE_CHECKING:
     from .tool import Action
 
 logger = logging.getLogger("mcpfusion.audit")
+_DECLARED: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()  # see `declared_names`
 Sink = Callable[[dict[str, Any]], Any]
 # An `X-Request-ID` the event keeps: printable ASCII without spaces, at most 128 characters (a UUID is 36).
 _REQUEST_ID = re.compile(r"[!-~]{1,128}")
@@ -51,6 +58,50 @@ def log_sink(event: dict[str, Any]) -> None:
     """The default sink: the event as one JSON line on the `mcpfusion.audit` logger (level INFO). ASCII only:
     a character some readers split lines at (NEL, U+2028) arrives escaped, so the line stays one line."""
     logger.info(json.dumps(event, ensure_ascii=True, separators=(",", ":"), default=str))
+
+
+def arguments_of(call: ActionCall) -> dict[str, Any]:
+    """The event's `arguments`: the keyed digest of all of them, the names of those the action declares, and
+    how many others were sent (a refused call's names are the caller's unvalidated keys, of any number and
+    size: never written, so the line stays bounded whatever it sent)."""
+    declared = declared_names(call)
+    sent = call.raw_arguments
+    fields = sorted(name for name in sent if name in declared)
+    found: dict[str, Any] = {"digest": f"hmac-sha256:{call.arguments_digest()}", "fields": fields}
+    if len(fields) < len(sent):
+        found["undeclared"] = len(sent) - len(fields)
+    return found
+
+
+def declared_names(call: ActionCall) -> frozenset[str]:
+    """The argument names `call.action` declares (names and aliases, and the framework's own it takes:
+    `_select`, `cursor`, `_confirm`); a raw tool's are its input schema's properties. Worked out once per
+    action."""
+    action = call.action
+    try:
+        return _DECLARED[action]
+    except (KeyError, TypeError):  # (TypeError: an action that takes no weak reference, never cached)
+        pass
+    accepted = getattr(action, "accepted_keys", None)
+    if accepted is not None:  # an action
+        schema = getattr(action, "json_schema", None) or {}
+        framework = ((SELECT_PARAM, action.tool.select), (CURSOR_PARAM, action.paginate),
+                     (CONFIRM_PARAM, action.confirm))
+        names = frozenset([*accepted, *_properties(schema), *(name for name, on in framework if on)])
+    else:  # a raw tool (`mcpfusion.app.RawAction`): the app that serves it holds its schema
+        fusion = getattr(getattr(call.request.scope.get("app"), "state", None), "mcpfusion", None)
+        raw = getattr(fusion, "raw_tools", {}).get(getattr(action, "name", None))
+        if raw is None or raw.action is not action:
+            return frozenset()  # nothing declared that we know of: every name is only counted
+        names = frozenset(_properties(raw.descriptor.get("inputSchema")))
+    with contextlib.suppress(TypeError):
+        _DECLARED[action] = names
+    return names
+
+
+def _properties(schema: Any) -> list[str]:
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    return [name for name in properties if isinstance(name, str)] if isinstance(properties, dict) else []
 
 
 def request_id(call: ActionCall) -> str:
@@ -103,7 +154,7 @@ class Audit:
             "principal": call.principal_id,
             "tenant": call.tenant,
             "action": call.action.qualified_name,
-            "arguments": {"digest": f"hmac-sha256:{call.arguments_digest()}", "fields": sorted(call.raw_arguments)},
+            "arguments": arguments_of(call),
             "outcome": outcome,
             "error_code": code,
             "duration_ms": round((time.perf_counter() - started) * 1000, 3),

@@ -332,7 +332,10 @@ class ToolRegistry:
         try:
             action, arguments = self.route(name, arguments or {}, granted)
         except ToolError as exc:
-            await self._audit_hidden(name, arguments or {}, request, transport, granted)
+            # A call all the same (rate limits), and a refused write when the caller's scopes hide its action.
+            limited = await self._charge_unknown(request, transport)
+            await self._audit_hidden(name, arguments or {}, request, transport, granted,
+                                     RATE_LIMITED if limited else FORBIDDEN)
             if isinstance(exc, UnknownToolError):
                 raise
             return error_response(exc)
@@ -395,20 +398,51 @@ class ToolRegistry:
         except Exception as exc:
             if _for_the_app(exc, request, transport):
                 raise
-            # Refused before the middleware: a call all the same, for the rate limits (a RateLimit exists only
-            # once its module is loaded: a server without one never imports it), and for the audit trail.
-            limits = sys.modules.get("mcpfusion.ratelimit")
-            if limits is not None and isinstance(exc, ToolError | ValidationFailed):
-                try:
-                    refused = ActionCall(action, {}, arguments, request, transport, self.guards, phase)
-                    await limits.charge_refused(refused, [mw for mw in self.layers(action) if applies(mw, action)])
-                except ToolError as limited:
-                    exc = limited
+            # Refused before the middleware: a call all the same, for the rate limits, and for the audit trail.
+            allowed = self.allows(action, request)
+            if not allowed and transport != "rest":  # answered as unknown: charged as an unknown name is
+                limited = await self._charge_unknown(request, transport)
+                await self._audit_refused(action, arguments, request, transport,
+                                          RATE_LIMITED if limited else FORBIDDEN)
+                return _failure(action, self._hints_for(exc, request), raise_http, transport)
+            if not allowed or isinstance(exc, ToolError | ValidationFailed):  # (REST's 403 is an HTTPException)
+                exc = await self._charge_refused(action, arguments, request, transport, phase, exc)
             if isinstance(exc, ToolError) and exc.code == RATE_LIMITED:
                 await self._audit_refused(action, arguments, request, transport, RATE_LIMITED)
-            elif isinstance(exc, ToolError | HTTPException) and not self.allows(action, request):
+            elif isinstance(exc, ToolError | HTTPException) and not allowed:
                 await self._audit_refused(action, arguments, request, transport, FORBIDDEN)
             return _failure(action, self._hints_for(exc, request), raise_http, transport)
+
+    async def _charge_refused(self, action: Action, arguments: dict[str, Any], request: Request, transport: str,
+                              phase: Callable[[str], AbstractContextManager[Any]], exc: Exception) -> Exception:
+        """Charge a call refused before its middleware ran (invalid arguments, or REST's 403 for the caller's
+        scopes) to the rate limits around its action: what to answer, `exc` or `RATE_LIMITED` once over the
+        limit. (A RateLimit exists only once its module is loaded: a server without one never imports it.)"""
+        limits = sys.modules.get("mcpfusion.ratelimit")
+        if limits is None:
+            return exc
+        try:
+            refused = ActionCall(action, {}, arguments, request, transport, self.guards, phase)
+            await limits.charge_refused(refused, [mw for mw in self.layers(action) if applies(mw, action)])
+        except ToolError as limited:
+            return limited
+        return exc
+
+    async def _charge_unknown(self, request: Request, transport: str) -> bool:
+        """Charge a call answered as an unknown tool or action (no such name, or one the caller's scopes hide)
+        to the app's rate limits; True once over the limit. Hidden or missing, the charge is the same (one
+        stand-in action, the app's limits only: a tool's limit would tell which tool a hidden name is of) and
+        so is the answer over the limit (the unknown one: `RATE_LIMITED` names the action), so neither the
+        answer nor what is left of the caller's allowance tells that a hidden action exists."""
+        limits = sys.modules.get("mcpfusion.ratelimit")
+        if limits is None:
+            return False
+        try:
+            call = ActionCall(_UNKNOWN, {}, {}, request, transport, self.guards, no_phase)
+            await limits.charge_refused(call, self.middleware)
+        except ToolError:
+            return True
+        return False
 
     def allows(self, action: Action, request: Request) -> bool:
         """Whether the caller's scopes allow `action` (always, when nothing authenticated it)."""
@@ -429,8 +463,9 @@ class ToolRegistry:
             await audits.audit_refused(refused, [mw for mw in self.layers(action) if applies(mw, action)], code)
 
     async def _audit_hidden(self, name: str, arguments: dict[str, Any], request: Request, transport: str,
-                            granted: frozenset[str] | None) -> None:
-        """Audit a call MCP answered as unknown although its action exists: the caller's scopes hide it."""
+                            granted: frozenset[str] | None, code: str = FORBIDDEN) -> None:
+        """Audit a call MCP answered as unknown although its action exists: the caller's scopes hide it (`code`:
+        `FORBIDDEN`, or `RATE_LIMITED` once the caller is over its limit)."""
         if granted is None or "mcpfusion.audit" not in sys.modules:
             return
         tool, action = self._routes.get(name, (None, None))
@@ -439,7 +474,7 @@ class ToolRegistry:
             action = tool.actions.get(chosen) if isinstance(chosen, str) else None
         if action is not None and not action.scopes <= granted:
             sent = {k: v for k, v in arguments.items() if k != DISCRIMINATOR}
-            await self._audit_refused(action, sent, request, transport, FORBIDDEN)
+            await self._audit_refused(action, sent, request, transport, code)
 
     def _hints_for(self, exc: Exception, request: Request) -> Exception:
         """An error's `available_actions` without those the caller's scopes hide (their names never leak)."""
@@ -577,6 +612,27 @@ class ToolRegistry:
         if how is None:  # the tool's exposition, built once per action rather than twice per page
             how = self._how_to_call[action] = how_to_call(action)
         return PageCall(self.paging, action.qualified_name, how, fingerprint(filters), page)
+
+
+class _UnknownAction:
+    """What the app's rate limits see of a call answered as an unknown tool or action (`call.action` and
+    `call.tool`): one stand-in for every such call, whatever name it gave (see `ToolRegistry._charge_unknown`)."""
+
+    name = qualified_name = label = "(unknown tool)"
+    description = ""
+    readonly = True  # (no write happened)
+    destructive = idempotent = open_world = confirm = False
+    paginate = None
+    middleware: tuple[Any, ...] = ()
+    scopes: frozenset[str] = frozenset()
+    actions: dict[str, Any] = {}
+
+    @property
+    def tool(self) -> _UnknownAction:
+        return self
+
+
+_UNKNOWN: Any = _UnknownAction()  # (duck-typed: what a rate limit reads of an action)
 
 
 def _allows(granted: frozenset[str]) -> Callable[[Action], bool]:
