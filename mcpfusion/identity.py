@@ -12,11 +12,13 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import orjson
+
 AUTH_SCOPE_KEY = "mcpfusion.auth"
 #: The claims (or attributes) naming the caller's tenant, in the order they are read (`tenant_of`).
 TENANT_NAMES = ("tenant", "tenant_id")
-# Compact JSON, ASCII only: a lone surrogate or any other character a claim may hold still encodes (to UTF-8,
-# a Redis key, an HMAC), and a tuple comes out as an array (C encoder, made once).
+# Compact JSON, ASCII only, for names orjson refuses: a lone surrogate a claim may hold still encodes (to UTF-8,
+# a Redis key, an HMAC), and a tuple comes out as an array.
 _KEY_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
@@ -98,7 +100,10 @@ def caller_key_of(*parts: str | None) -> str:
     """One key for the caller named by `parts` (issuer, tenant, principal: what per-caller state is keyed by),
     as a JSON array: distinct parts never share a key, whatever characters the names hold (a `/` in a tenant
     or a subject, a quote), and None (no tenant) is not "" nor "null"."""
-    return _KEY_JSON.encode(parts)
+    try:
+        return orjson.dumps(parts).decode()  # (the hot path: a key per rate-limited call)
+    except orjson.JSONEncodeError:  # a lone surrogate: escaped. JSON reads one way, so no two inputs share a key
+        return _KEY_JSON.encode(parts)
 
 
 def credential_digest(authorization: str, key: bytes | None = None) -> str:

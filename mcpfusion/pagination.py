@@ -22,7 +22,6 @@ self-healing error, never a wrong page.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import dataclasses
 import hashlib
@@ -31,6 +30,7 @@ import inspect
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -109,6 +109,8 @@ def current_page(request: Request) -> Page:
 
 
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
+_FROM_URLSAFE = str.maketrans("-_", "+/")
+_B64_TEXT = re.compile(r"[A-Za-z0-9_-]*")  # what `_b64` writes: the URL-safe alphabet, no padding
 
 
 _CURSOR_AD = b"mcpfusion cursor"  # what the encryption authenticates besides the body: the token's kind
@@ -126,7 +128,15 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """The bytes `_b64` encoded as `text`; ValueError for any other text. Strict: a lenient decoder drops
+    characters outside the alphabet and takes padding or `+/`, and the last character's unused bits may vary,
+    so an altered cursor would still decode to the bytes of the one issued."""
+    if not _B64_TEXT.fullmatch(text):
+        raise ValueError("not URL-safe base64")
+    data = binascii.a2b_base64(text.translate(_FROM_URLSAFE) + "=" * (-len(text) % 4), strict_mode=True)
+    if _b64(data) != text:  # (the unused bits of the last character: one spelling only)
+        raise ValueError("not the canonical encoding")
+    return data
 
 
 def fingerprint(value: Any) -> str:

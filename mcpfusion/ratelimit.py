@@ -7,8 +7,8 @@ Buckets live in memory (one process), or in Redis when the app runs with `MCPFUS
 replicas share them: a caller gets the same allowance whichever replica answers. Over the limit, MCP
 answers a self-healing `RATE_LIMITED` error saying how long to wait, REST a 429 with `Retry-After`.
 A call refused before the middleware run (arguments that do not validate) counts too (`charge_refused`), and
-so do the MCP requests that run the app's code without being action calls (`resources/read`, `prompts/get`,
-`completion/complete`: `charge_request`), against the app's limits only.
+so do the MCP requests that run the app's code without being action calls (`resources/read`,
+`resources/subscribe`, `prompts/get`, `completion/complete`: `charge_request`), against the app's limits only.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from starlette.requests import Request
 from .confirm import called_as
 from .dispatch import no_phase
 from .errors import RATE_LIMITED, ToolError
+from .identity import caller_key_of
 from .mcp import jsonrpc
 from .mcp.jsonrpc import McpError
 from .middleware import ActionCall, CallNext, GuardState
@@ -66,7 +67,9 @@ class RateLimit:
         if callable(self.key):
             return str(self.key(call))
         if self.key == "tenant":
-            return call.tenant or call.caller_key  # (no tenant: the caller's own bucket, issuer-bound)
+            # Two parts, a caller key three or four (`caller_key_of`): no tenant name can pose as a caller.
+            tenant = call.tenant
+            return caller_key_of("tenant", tenant) if tenant else call.caller_key  # (no tenant: the caller's own)
         return call.caller_key
 
     async def __call__(self, call: ActionCall, call_next: CallNext) -> ToolResponse:
@@ -118,9 +121,9 @@ async def _charge(call: ActionCall, layers: Iterable[Any], what: str) -> None:
 
 async def charge_request(request: Request, method: str, layers: Iterable[Any], guards: GuardState) -> None:
     """Count one MCP request that runs the app's code without being an action call (`resources/read`,
-    `prompts/get`, `completion/complete`) against the `RateLimit`s among `layers` (the app's: a tool's or an
-    action's limit covers its actions only), in the buckets the caller's action calls take from: one
-    allowance per caller, whichever way it reads the data. `call.action` is a stand-in naming `method`.
+    `resources/subscribe`, `prompts/get`, `completion/complete`) against the `RateLimit`s among `layers` (the
+    app's: a tool's or an action's limit covers its actions only), in the buckets the caller's action calls
+    take from: one allowance per caller, whichever way it reads the data. `call.action` is a stand-in naming `method`.
 
     Over the limit: JSON-RPC -32010 with `data` `{"status": 429, "code": "RATE_LIMITED", "retry_after"}`, as
     an `HTTPException(429)` of a resource's dependency is answered (never an HTTP error status: a refused tool

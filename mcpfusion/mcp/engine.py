@@ -323,6 +323,8 @@ class Engine:
         resource's function knows). The read answers the call's errors, as `resources/read` would."""
         uri = self._subscription_uri(call)
         resources = self.resources
+        if resources is not None:  # one charge, as `resources/read`: the read below runs the app's code
+            await _charge(resources, call)
         if resources is None or not resources.exists(uri, call.request):
             # The code resources/read answers for the same URI (SEP-2164: -32602 with data.uri).
             raise McpError(jsonrpc.INVALID_PARAMS, f"Resource not found: {uri}: subscribe to a listed resource or "

@@ -25,7 +25,12 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """The bytes `_b64` encoded as `text`; ValueError for any other spelling (a lenient decode drops junk
+    characters and takes padding or `+/`: an altered token must not pass for the one issued)."""
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(data) != text:
+        raise ValueError("not the canonical encoding")
+    return data
 
 
 class RequestStateSigner:
