@@ -51,7 +51,9 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     `synchronous=NORMAL` is SQLite's recommended setting with WAL: a commit survives a crash of the process
     and the database never corrupts; only a power loss or an OS crash may roll back the last commits (whose
     WAL frames had not reached the disk yet). Use `synchronous=FULL` where that matters more than one fsync
-    per commit."""
+    per commit. And the functions the store's SQL calls (`sqlite.add_functions`: SQLite's `lower()` folds ASCII
+    only)."""
+    sqlite.add_functions(dbapi_connection)
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")

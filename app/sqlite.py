@@ -21,6 +21,10 @@ the read is handed back to the caller, which repeats it through the async engine
 (`Prepared`: its SQL, its parameters in order, the result processors of its columns) and the read is that SQL
 on the connection's sqlite3 connection. SQLAlchemy's execution of an already compiled and cached statement
 (execution context, cache lookup, result metadata, `Row` objects) cost more than SQLite running the query.
+
+`casefold(text)` is a text folded for comparing without case: SQLite's `lower()` folds ASCII letters only, so
+every connection made here (`add_functions`) has `casefold`, Python's `str.casefold`; on another database it is
+`lower()` (Postgres folds any letter its database's locale knows).
 """
 
 from __future__ import annotations
@@ -32,10 +36,40 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import aiosqlite
-from sqlalchemy import URL, Connection, Dialect, Executable, Row, Select, create_engine, event
+from sqlalchemy import URL, Connection, Dialect, Executable, Row, Select, String, create_engine, event
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.pool import NullPool
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
+
+
+class casefold(FunctionElement[str]):  # (named like the SQL function it is)
+    """`casefold(text)`: the text folded for a comparison without case (see the module docstring)."""
+
+    type = String()
+    inherit_cache = True
+
+
+@compiles(casefold)
+def _lower(element: casefold, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"lower({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(casefold, "sqlite")
+def _casefold(element: casefold, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"casefold({compiler.process(element.clauses, **kw)})"
+
+
+def _fold(value: Any) -> Any:
+    return value.casefold() if isinstance(value, str) else value  # (NULL stays NULL)
+
+
+def add_functions(dbapi_connection: Any) -> None:
+    """Give a new SQLite connection (sqlite3's, or SQLAlchemy's adapter of aiosqlite's) the functions the
+    store's SQL uses: `casefold`. Deterministic: SQLite may use it wherever a built-in function goes."""
+    dbapi_connection.create_function("casefold", 1, _fold, deterministic=True)
 
 
 class OneTripCursor:
@@ -254,6 +288,7 @@ def busy(exc: BaseException | None) -> bool:
 
 
 def _read_only(dbapi_connection: Any, _record: Any) -> None:
+    add_functions(dbapi_connection)
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA query_only=ON")
     cursor.execute("PRAGMA busy_timeout=0")

@@ -23,7 +23,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import BindParameter, Executable, Row, Select, and_, bindparam, case, func, or_, select, update
+from sqlalchemy import BindParameter, Executable, Row, Select, and_, bindparam, case, func, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mcpfusion import ToolError
@@ -31,6 +31,7 @@ from models import InvoiceModel
 
 from .auth import Principal
 from .db import Database, DatabaseBusy
+from .sqlite import casefold
 from .tables import CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, ReminderRecord, TenantRecord
 
 # The invoice lifecycle: update_invoice_status makes draft -> sent; record_payment makes a sent invoice paid
@@ -536,8 +537,10 @@ class BillingStore:
             # and match every row), so nothing matches.
             return []
         if search:
-            # a literal substring: autoescape escapes LIKE's wildcards (% and _) and its escape character
-            query = query.where(or_(func.lower(_CUST.c.name).contains(search.lower(), autoescape=True),
+            # A literal substring, without case: LIKE's wildcards (% and _) and its escape character escaped,
+            # then both sides folded by the same function of the database (`casefold` leaves those three be).
+            pattern = "%" + search.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
+            query = query.where(or_(casefold(_CUST.c.name).like(casefold(literal(pattern)), escape="/"),
                                     _CUST.c.country == search.upper()))
         return [self._customer_dict(row) for row in await self._rows(query, {}, built_once=False)]
 
