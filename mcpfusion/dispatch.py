@@ -5,6 +5,7 @@ through `ToolRegistry.call` / `call_action`."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -395,6 +396,11 @@ class ToolRegistry:
             call = ActionCall(action, action.validate(arguments), arguments, request, transport, self.guards, phase)
             call.select, call.cursor, call.confirmation, call.raise_http = select, cursor, confirmation, raise_http
             return await pipeline(call)
+        except asyncio.CancelledError as exc:
+            if not _stray(request):
+                raise  # the call itself is cancelled (the client, a Timeout, the server stopping)
+            # A middleware's await cancelled elsewhere (the handler's is turned into `StrayCancellation` in `_run`).
+            return _failure(action, StrayCancellation(action.label, exc), raise_http, transport)
         except Exception as exc:
             if _for_the_app(exc, request, transport):
                 raise
@@ -598,6 +604,13 @@ class ToolRegistry:
                 if pages is not None:
                     pages.finish(response, next_key)
                 return response
+            except asyncio.CancelledError as exc:
+                if not _stray(request):
+                    failed = exc
+                    raise
+                # Not this call's cancellation: a failure like any other (its yield dependencies see it as one).
+                failed = StrayCancellation(action.label, exc)
+                raise failed from exc
             except BaseException as exc:
                 failed = exc  # seen before the yield dependencies close: one of them may swallow it
                 raise
@@ -638,6 +651,29 @@ _UNKNOWN: Any = _UnknownAction()  # (duck-typed: what a rate limit reads of an a
 def _allows(granted: frozenset[str]) -> Callable[[Action], bool]:
     """Whether a caller with the `granted` scopes may see and call an action."""
     return lambda action: action.scopes <= granted
+
+
+class StrayCancellation(Exception):
+    """The handler, a dependency or a middleware got a `CancelledError` although its call was not cancelled: a
+    task or future it awaited was cancelled by something else (a shared refresh whose owner gave up). A failure
+    of the call's code like any other: an internal error, not a cancellation to pass on (the server would
+    answer a bare 500, and stdio nothing at all)."""
+
+    def __init__(self, label: str, cancelled: asyncio.CancelledError) -> None:
+        super().__init__(f"{label} awaited something that was cancelled elsewhere (asyncio.CancelledError), "
+                         "although the call itself was not cancelled")
+        self.__cause__ = cancelled  # (the log's traceback shows where the await was)
+
+
+def _stray(request: Request) -> bool:
+    """Whether a `CancelledError` is not the cancellation of this call: the task is not being cancelled (its
+    `cancelling()` is 0: no client's cancel, `Timeout`, closed connection or server shutdown cancelled it) and the
+    client did not cancel it either (`Context.raise_if_cancelled` raises without cancelling the task)."""
+    task = asyncio.current_task()
+    if task is None or task.cancelling():
+        return False
+    ctx = request.scope.get(CONTEXT_SCOPE_KEY)
+    return not (ctx is not None and ctx.cancelled)
 
 
 def _failure_of(call: ActionCall, exc: Exception) -> ToolResponse:

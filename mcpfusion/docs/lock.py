@@ -1,19 +1,21 @@
 """The lockfile of tool contracts (`mcpfusion.lock`): what the agent is promised, pinned and diffed.
 
 For every tool and action: names (the action's and the MCP tool serving it), descriptions, annotations,
-input and output schemas, the MIME types of the content it may send, and each presenter's fields, redactions
+input and output schemas, its pagination (whether it answers a page at a time, and how many rows a page holds
+as served), the MIME types of the content it may send, and each presenter's fields, redactions
 (and whether its UI blocks are guarded against the redacted values), rules, limit and embeds; per MCP tool, what
 `tools/list` advertises of it (title, description, outputSchema). Each tool and
 action carries a digest of its readable form, so a lockfile is both greppable and cheap to compare.
 `check` explains a drift in words a reviewer can act on: a renamed action, a new required parameter, a field
-no longer redacted, a hint that changed.
+no longer redacted, a hint that changed, a page size; a long value that changed shows the JSON paths that
+differ, each side cut around the difference.
 
 Keys pinned only when they differ from the default (`scopes`, `confirm`, `title`, `content_types`, a presenter's
 `guard_blocks: false`) can be added within a format: a lockfile written before one was pinned reads as the
 default (anyone may call, no confirmation, no title, no content sent, blocks guarded). It still matches a
 service that keeps the default, and `check` names the change for one that does not. Keys pinned always (a
-tool's title, `advertised`) come with a new format: a lockfile of the older one is a change ("lockfile format
-1 -> 2") and the keys it lacks are not reported one by one.
+tool's title, `advertised`, an action's `pagination`) come with a new format: a lockfile of an older one is a
+change ("lockfile format 2 -> 3 (now pinned: ...)") and the keys it lacks are not reported one by one.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ from ..dispatch import CallContext, ToolRegistry
 from ..tool import Action, Tool
 from . import presenters
 
-FORMAT = 2  # 2: each tool's title and what tools/list advertises (`advertised`)
+FORMAT = 3
+# What each format pinned first (named when `check` reads an older lockfile).
+FORMATS = {2: "each tool's title and what tools/list advertises", 3: "each action's pagination and page size"}
+ACTION_KEYS_SINCE = {3: "pagination"}  # format -> the action key it pins always
 FILENAME = "mcpfusion.lock"
 
 
@@ -62,6 +67,29 @@ def _presenter(info: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def pagination(action: Action) -> dict[str, Any] | None:
+    """How it pages, as served (None: it answers whole): `page_size` is `Action.page_size` with each presenter
+    it may answer with (the declared size capped by the presenter's limit), one number when they agree, else
+    one per presenter; `at_most` when the presenter chosen per call is not declared (its limit may cap it)."""
+    if not action.paginate:
+        return None
+    sizes = {p.name: action.page_size(p) for p in action.presenters}
+    if not sizes:
+        undeclared = action.presenter_dependency is not None
+        return {"page_size": action.page_size(None), **({"at_most": True} if undeclared else {})}
+    return {"page_size": next(iter(sizes.values())) if len(set(sizes.values())) == 1 else sizes}
+
+
+def paging_text(paging: Any) -> str:
+    """A pinned `pagination` in words: "not paginated", "20 per page", "50 per page (a), 20 per page (b)"."""
+    if not isinstance(paging, dict):
+        return "not paginated"
+    size = paging.get("page_size")
+    if isinstance(size, dict):
+        return ", ".join(f"{n} per page ({name})" for name, n in size.items())
+    return f"{'at most ' if paging.get('at_most') else ''}{size} per page"
+
+
 def action_contract(action: Action) -> dict[str, Any]:
     ctx = CallContext(action, {}, None)
     schema = action.input_schema
@@ -72,6 +100,7 @@ def action_contract(action: Action) -> dict[str, Any]:
         "required": sorted(schema.get("required", [])),
         "input_schema": schema,
         "output_schema": action.output_schema,
+        "pagination": pagination(action),  # a page of 7 rows where 50 were promised is a change of contract
         "presenters": {p.name: _presenter(presenters.describe(p, ctx, presenters.many(action)))
                        for p in action.presenters},
     }
@@ -168,9 +197,66 @@ def dumps(lock: dict[str, Any]) -> str:
 
 # -- drift ---------------------------------------------------------------------------------------------------
 
-def _short(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    return text if len(text) <= 100 else text[:97] + "..."
+SHORT = 100  # a value this long (as JSON) is shown whole
+CONTEXT = 30  # characters kept either side of a difference in a longer one
+_ABSENT = object()
+
+
+def _json(value: Any) -> str:
+    return "(absent)" if value is _ABSENT else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _change(old: Any, new: Any, most: int = 3) -> str:
+    """`old -> new` in a line a reviewer can read: whole when both are short; else the JSON paths that differ
+    (`description: "..." -> "..."`, at most `most` of them), each side cut around its difference, so the two
+    sides shown are never the same text."""
+    before, after = _json(old), _json(new)
+    if len(before) <= SHORT and len(after) <= SHORT:
+        return f"{before} -> {after}"
+    paths = _differences(old, new, "") or [("", old, new)]  # (equal in Python, not as JSON: true and 1)
+    shown = [(f"{path}: " if path else "") + _around(_json(a), _json(b)) for path, a, b in paths[:most]]
+    more = f" (and {len(paths) - most} more)" if len(paths) > most else ""
+    return "; ".join(shown) + more
+
+
+def _differences(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
+    """(JSON path, old value, new value) of each place `old` and `new` differ, dicts key by key and lists of
+    the same length item by item; a key one side lacks is `_ABSENT` there."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new), key=str):
+            a, b = old.get(key, _ABSENT), new.get(key, _ABSENT)
+            if a != b:
+                name = str(key)
+                step = (f".{name}" if path else name) if name.isidentifier() else f"[{json.dumps(name)}]"
+                out += _differences(a, b, path + step)
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b
+                for d in _differences(a, b, f"{path}[{i}]")]
+    return [(path, old, new)] if old != new else []
+
+
+def _around(before: str, after: str) -> str:
+    """Two different texts cut to what differs, with CONTEXT characters either side (whole when short)."""
+    if len(before) <= SHORT and len(after) <= SHORT:
+        return f"{before} -> {after}"
+    start = next((i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b),
+                 min(len(before), len(after)))
+    room = min(len(before), len(after)) - start
+    tail = next((i for i in range(room) if before[-1 - i] != after[-1 - i]), room)  # common ending's length
+    lead = max(0, start - CONTEXT)
+
+    def cut(text: str) -> str:
+        # The differing middle keeps its first character (they differ there, or one middle is empty), so
+        # the two cuts differ too.
+        end = len(text) - tail
+        middle = text[start:end]
+        middle = middle if len(middle) <= 2 * CONTEXT else middle[: 2 * CONTEXT - 3] + "..."
+        return ("..." if lead else "") + text[lead:start] + middle + text[end:end + CONTEXT] \
+            + ("..." if tail > CONTEXT else "")
+
+    return f"{cut(before)} -> {cut(after)}"
 
 
 def _schema_changes(where: str, old: dict[str, Any], new: dict[str, Any], noun: str = "parameter") -> list[str]:
@@ -191,7 +277,7 @@ def _schema_changes(where: str, old: dict[str, Any], new: dict[str, Any], noun: 
         out.append(f'{where}: {noun} "{name}" was removed')
     for name in sorted(set(old_props) & set(new_props)):
         if old_props[name] != new_props[name]:
-            out.append(f'{where}: {noun} "{name}" changed: {_short(old_props[name])} -> {_short(new_props[name])}')
+            out.append(f'{where}: {noun} "{name}" changed: {_change(old_props[name], new_props[name])}')
     out += _defs_changes(where, old.get("$defs") or {}, new.get("$defs") or {})
     skip = ("required", "properties", "$defs")
     rest = [k for k in sorted(set(old) | set(new)) if k not in skip and old.get(k) != new.get(k)]
@@ -214,7 +300,7 @@ def _defs_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> list[
             if isinstance(before, dict) and isinstance(after, dict):
                 out += _schema_changes(f'{where} object "{name}"', before, after, noun="field")
             else:
-                out.append(f"{label} changed: {_short(before)} -> {_short(after)}")
+                out.append(f"{label} changed: {_change(before, after)}")
     return out
 
 
@@ -234,7 +320,7 @@ def _presenter_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> 
         out.append(f"{where}: rule added: {rule!r}")
     for key in ("censor", "limit"):
         if old.get(key) != new.get(key):
-            out.append(f"{where}: {key} {_short(old.get(key))} -> {_short(new.get(key))}")
+            out.append(f"{where}: {key} {_change(old.get(key), new.get(key))}")
     guarded, guards = old.get("guard_blocks", True), new.get("guard_blocks", True)
     if guarded and not guards:
         out.append(f"{where}: UI blocks are no longer guarded against redacted values (guard_blocks=False)")
@@ -250,18 +336,22 @@ def _presenter_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> 
     return out
 
 
-def _action_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def _action_changes(where: str, old: dict[str, Any], new: dict[str, Any], predates: frozenset[str]) -> list[str]:
+    """What changed of an action; `predates`: keys its lockfile's (older) format did not pin, left unsaid
+    (the format change says so)."""
     out = []
     for key in ("mcp_tool", "description", "scopes", "confirm", "title", "content_types"):
         if old.get(key) != new.get(key):
-            out.append(f"{where}: {key} {_short(old.get(key))} -> {_short(new.get(key))}")
+            out.append(f"{where}: {key} {_change(old.get(key), new.get(key))}")
     for hint in sorted(set(old.get("annotations", {})) | set(new.get("annotations", {}))):
         before, after = old.get("annotations", {}).get(hint), new.get("annotations", {}).get(hint)
         if before != after:
-            out.append(f"{where}: {hint} {_short(before)} -> {_short(after)}")
+            out.append(f"{where}: {hint} {_change(before, after)}")
     out += _schema_changes(where, old.get("input_schema", {}), new.get("input_schema", {}))
     if old.get("output_schema") != new.get("output_schema"):
         out.append(f"{where}: output schema changed")
+    if "pagination" not in predates:
+        out += _paging_changes(where, old.get("pagination"), new.get("pagination"))
     old_p, new_p = old.get("presenters", {}), new.get("presenters", {})
     for name in sorted(set(old_p) | set(new_p)):
         label = f"{where} [presenter {name}]"
@@ -271,9 +361,24 @@ def _action_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> lis
             out.append(f"{label}: added")
         else:
             out += _presenter_changes(label, old_p[name], new_p[name])
-    if not out:
+    keys = (set(old) | set(new)) - predates - {"digest"}  # (an absent key reads as null, its default)
+    if not out and any(old.get(k) != new.get(k) for k in keys):
         out.append(f"{where}: contract changed ({old.get('digest')} -> {new.get('digest')})")
     return out
+
+
+def _paging_changes(where: str, old: Any, new: Any) -> list[str]:
+    """Pagination turned on or off, or a page size that changed (the rows an agent gets per call)."""
+    if old == new:
+        return []
+    if not isinstance(new, dict):
+        return [f"{where}: no longer paginated (was {paging_text(old)})"]
+    if not isinstance(old, dict):
+        return [f"{where}: now paginated, {paging_text(new)}"]
+    sizes = old.get("page_size"), new.get("page_size")
+    if all(isinstance(n, int) for n in sizes) and not old.get("at_most") and not new.get("at_most"):
+        return [f"{where}: page size {sizes[0]} -> {sizes[1]} rows"]
+    return [f"{where}: pagination {paging_text(old)} -> {paging_text(new)}"]
 
 
 def _same_shape(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -284,8 +389,12 @@ def _same_shape(a: dict[str, Any], b: dict[str, Any]) -> bool:
 def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What drifted from `old` (a lockfile) to `new` (the served contract), one line per change."""
     out: list[str] = []
-    if old.get("mcpfusion_lock") != new.get("mcpfusion_lock"):
-        out.append(f"lockfile format {old.get('mcpfusion_lock')} -> {new.get('mcpfusion_lock')}")
+    was, now = old.get("mcpfusion_lock"), new.get("mcpfusion_lock")
+    format_ = was if isinstance(was, int) and not isinstance(was, bool) else FORMAT  # (not a number: as ours)
+    if was != now:
+        since = [what for number, what in sorted(FORMATS.items()) if format_ < number <= FORMAT]
+        out.append(f"lockfile format {was} -> {now}" + (f" (now pinned: {'; '.join(since)})" if since else ""))
+    predates = frozenset(key for number, key in ACTION_KEYS_SINCE.items() if format_ < number)
     old_tools, new_tools = old.get("tools", {}), new.get("tools", {})
     for name in sorted(set(old_tools) - set(new_tools)):
         out.append(f"tool {name}: removed")
@@ -310,7 +419,7 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         lines += [f"{name}.{a}: new action" for a in added]
         for a in old_actions:
             if a in new_actions and old_actions[a].get("digest") != new_actions[a].get("digest"):
-                lines += _action_changes(f"{name}.{a}", old_actions[a], new_actions[a])
+                lines += _action_changes(f"{name}.{a}", old_actions[a], new_actions[a], predates)
         out += lines + _advertised_changes(name, before, after, explained=bool(lines))
     return out
 
@@ -321,7 +430,7 @@ def _tool_changes(name: str, old: dict[str, Any], new: dict[str, Any]) -> list[s
         if key == "title" and key not in old:
             continue  # a lockfile of format 1 did not pin it: the format change says so
         if old.get(key) != new.get(key):
-            out.append(f"tool {name}: {key} {_short(old.get(key))} -> {_short(new.get(key))}")
+            out.append(f"tool {name}: {key} {_change(old.get(key), new.get(key))}")
     return out
 
 
@@ -342,7 +451,7 @@ def _advertised_changes(name: str, old: dict[str, Any], new: dict[str, Any], exp
         elif had != has:
             rest.append(f"{label}: advertised outputSchema changed")
         if was.get("title") != now.get("title"):
-            rest.append(f"{label}: title {_short(was.get('title'))} -> {_short(now.get('title'))}")
+            rest.append(f"{label}: title {_change(was.get('title'), now.get('title'))}")
         if was.get("description") != now.get("description"):
             rest.append(f"{label}: description {_text_change(was.get('description'), now.get('description'))}")
     return out if explained else out + rest
@@ -351,18 +460,18 @@ def _advertised_changes(name: str, old: dict[str, Any], new: dict[str, Any], exp
 def _text_change(old: Any, new: Any) -> str:
     """A description's change: whole when short, else its first line that differs."""
     if not isinstance(old, str) or not isinstance(new, str) or len(old) + len(new) <= 120:
-        return f"{_short(old)} -> {_short(new)}"
+        return _change(old, new)
     was, now = old.splitlines(), new.splitlines()
     at = next((i for i, (a, b) in enumerate(zip(was, now, strict=False)) if a != b), min(len(was), len(now)))
     was_line, now_line = (lines[at] if at < len(lines) else None for lines in (was, now))
-    return f"line {at + 1}: {_short(was_line)} -> {_short(now_line)}"
+    return f"line {at + 1}: {_change(was_line, now_line)}"
 
 
 def _server_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The server's instructions, resources, templates and prompts that drifted, one line each."""
     out = []
     if old.get("instructions") != new.get("instructions"):
-        out.append(f"server: instructions {_short(old.get('instructions'))} -> {_short(new.get('instructions'))}")
+        out.append(f"server: instructions {_change(old.get('instructions'), new.get('instructions'))}")
     for part, label in (("resources", "resource"), ("resource_templates", "resource template"), ("prompts", "prompt")):
         before, after = old.get(part) or {}, new.get(part) or {}
         for key in sorted(set(before) | set(after)):

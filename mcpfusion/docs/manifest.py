@@ -15,6 +15,7 @@ from ..dispatch import CallContext, ToolRegistry
 from ..tool import Action, Tool
 from ..version import __version__
 from . import economy, examples, presenters
+from .lock import pagination, paging_text
 from .schema_table import rows
 
 logger = logging.getLogger("mcpfusion.docs")
@@ -30,6 +31,16 @@ def _toon_table(text: str) -> list[dict[str, Any]]:
         logger.warning("TOON description did not decode", exc_info=True)
         return []
     return decoded if isinstance(decoded, list) else []
+
+
+def paging(action: Action) -> dict[str, Any] | None:
+    """How the action pages (as the lockfile pins it) with a line saying how to walk the pages; None: it
+    answers whole."""
+    pinned = pagination(action)
+    if pinned is None:
+        return None
+    return {**pinned, "summary": f"paginated, {paging_text(pinned)}: follow next_cursor (REST: the Next-Cursor "
+                                 "header) as the cursor parameter until there is none"}
 
 
 def action_entry(action: Action, curl_base: str, memo: Memo | None = None,
@@ -56,6 +67,7 @@ def action_entry(action: Action, curl_base: str, memo: Memo | None = None,
         "input_schema": action.input_schema,
         "output_schema": action.output_schema,
         "content_types": sorted(action.content_types or ()),
+        "pagination": paging(action),
         "presenters": [memo[(id(p), shape)] for p in action.presenters],
         "presenter_by_dependency": action.presenter_dependency is not None,
         "example_arguments": arguments,

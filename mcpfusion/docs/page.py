@@ -235,6 +235,7 @@ def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str, shown
            if a.get("scopes") else "")
         + (f'<h4>Guards</h4><div class="guards">{_ul([_e(g) for g in a["guards"]])}</div>'
            if a.get("guards") else "")
+        + pagination(a.get("pagination"))
         + f"<h4>Parameters</h4>{parameters_table(a['parameters'])}{definitions(a['input_schema'])}"
         f"<h4>Output</h4>{output}{content_types(a.get('content_types') or [])}"
         f"{action_economy(a['tokens'])}"
@@ -244,6 +245,13 @@ def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str, shown
         f"<h4>Try it</h4>{form}"
         "</article>"
     )
+
+
+def pagination(paging: dict[str, Any] | None) -> str:
+    """How many rows a page holds and how to get the next one (nothing for an action that answers whole)."""
+    if not paging:
+        return ""
+    return f'<p class="pagination">{_e(paging["summary"][:1].upper() + paging["summary"][1:])}</p>'
 
 
 def content_types(types: list[str]) -> str:

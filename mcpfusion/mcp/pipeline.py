@@ -73,10 +73,16 @@ class WirePipeline:
             return result(call.id, await self.finish(call, await self.engine.handle(call)))
         except McpError as exc:
             return exc.reply(call.id)
-        except asyncio.CancelledError:
-            if not call.channel.cancelled.is_set():
-                raise
+        except asyncio.CancelledError as cancelled:
             task = asyncio.current_task()
+            if not call.channel.cancelled.is_set():
+                if task is None or task.cancelling():
+                    raise  # this request's own cancellation (a closed connection, shutdown): passed on
+                # A resource, prompt or completion function awaited something cancelled elsewhere: a failure of
+                # its code like any other (the server would answer a bare 500, stdio nothing at all).
+                stray = RuntimeError(f"{call.method} awaited something that was cancelled elsewhere")
+                stray.__cause__ = cancelled
+                return failure(call.id, call.method, stray, inline=False)
             if task is not None:
                 task.uncancel()
             return None

@@ -265,6 +265,18 @@ class StdioBridge:
         try:
             status, response_headers, messages = await self._request(
                 "POST", headers, raw, reply_id=msg_id, exchange=exchange, unanswered=message if quiet else None)
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if msg_id is None or quiet or (exchange is not None and exchange.cancelled) or \
+                    task is None or task.cancelling():
+                raise  # this line's own cancellation (the client's cancel, shutdown): answered elsewhere, or not
+            # Out of the app although nothing cancelled this request (user code awaited something cancelled
+            # elsewhere): over HTTP the server answers 500; here the client would wait for an answer forever.
+            method = message.get("method") if isinstance(message, dict) else None
+            method = method if isinstance(method, str) else "the request"
+            logger.error("%s failed: CancelledError, although nothing cancelled the request", method, exc_info=exc)
+            self._emit(error(msg_id, jsonrpc.INTERNAL_ERROR, f"Internal error while handling {method}"))
+            return
         finally:
             if exchange is not None and self._exchanges.get(msg_id) is exchange:
                 del self._exchanges[msg_id]
