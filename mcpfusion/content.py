@@ -150,13 +150,41 @@ def _looks_html(data: bytes) -> bool:
 # is no media type, nor a value an HTTP header may carry (REST answers the type as Content-Type).
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _QUOTED = r'"(?:[\t !#-\[\]-~]|\\[\t -~])*"'
-# (Each run of spaces has one place to go: no backtracking through the ways of splitting it.)
-_MEDIA_TYPE = re.compile(rf"{_TOKEN}/{_TOKEN}(?:[ \t]*;(?:[ \t]*{_TOKEN}=(?:{_TOKEN}|{_QUOTED}))?)*")
+_ESSENCE = re.compile(rf"({_TOKEN})/({_TOKEN})")
+# One parameter at a time, anchored where the last one ended (each run of spaces has one place to go: no
+# backtracking through the ways of splitting it). A `;` inside a quoted value is part of the value.
+_PARAMETER = re.compile(rf"[ \t]*;[ \t]*(?:({_TOKEN})=({_TOKEN}|{_QUOTED}))?")
+_ESCAPE = re.compile(r"\\(.)")
+_IS_TOKEN = re.compile(_TOKEN)
+
+# A media type read: its type/subtype lower-case, and its parameters as (name lower-case, value unquoted, value
+# as written).
+_Parsed = tuple[str, tuple[tuple[str, str, str], ...]]
+
+
+def _parse(mime: str) -> _Parsed | None:
+    """The media type read as RFC 9110 does (a quoted value unquoted, its backslash escapes undone); None for
+    a string that is no media type. The one reading of a type: its check, its charset and the type sent."""
+    essence = _ESSENCE.match(mime)
+    if essence is None:
+        return None
+    params: list[tuple[str, str, str]] = []
+    at = essence.end()
+    while at < len(mime):
+        param = _PARAMETER.match(mime, at)
+        if param is None:
+            return None
+        name, raw = param.group(1, 2)
+        if name is not None:
+            value = _ESCAPE.sub(r"\1", raw[1:-1]) if raw.startswith('"') else raw
+            params.append((name.lower(), value, raw))
+        at = param.end()
+    return essence.group(0).lower(), tuple(params)
 
 
 def _check_media_type(what: str, mime: str) -> None:
     """Refuse a MIME type that is not a media type (checked before anything reads its parameters)."""
-    if not _MEDIA_TYPE.fullmatch(mime):
+    if _parse(mime) is None:
         raise ContentError(f"The {what}'s MIME type {mime!r:.80} is not a valid media type: write it as "
                            "type/subtype with name=value parameters in printable ASCII (a value with spaces or "
                            "other separators in double quotes; no control characters, no non-ASCII text), as in "
@@ -164,30 +192,49 @@ def _check_media_type(what: str, mime: str) -> None:
 
 
 def _normal(mime: str) -> str:
-    """The type and subtype alone, lower-case (`text/csv` of `Text/CSV; charset=utf-8`)."""
+    """The type and subtype alone, lower-case (`text/csv` of `Text/CSV; charset=utf-8`). (The first `;` ends
+    them in any media type: a token has none; a string that is no media type is refused by `check`.)"""
     mime = mime.split(";", 1)[0].strip().lower()
     return _ALIASES.get(mime, mime)
 
 
 def _declared(mime: str) -> str:
-    """The MIME type as sent: its type and subtype normalized, its parameters (a text's charset) kept."""
-    essence, _, rest = mime.partition(";")
-    params = [f"{name.strip().lower()}{eq}{value.strip()}" for name, eq, value in
-              (param.partition("=") for param in rest.split(";")) if name.strip()]
-    return "; ".join([_normal(essence), *params])
+    """The MIME type as sent: its type and subtype normalized, its parameters (a text's charset) kept, each
+    value as written (a quoted one byte for byte). A string that is no media type is kept as it is (its ends
+    trimmed), for `check` to refuse."""
+    mime = mime.strip()
+    parsed = _parse(mime)
+    if parsed is None:
+        return mime
+    essence, params = parsed
+    return "; ".join([_ALIASES.get(essence, essence), *(f"{name}={raw}" for name, _, raw in params)])
+
+
+def _charsets(mime: str) -> list[str]:
+    """The values of the `charset` parameters of a media type (unquoted); a string that is no media type is
+    refused: no charset is read out of it."""
+    parsed = _parse(mime)
+    if parsed is None:
+        raise ContentError(f"The MIME type {mime!r:.80} is not a valid media type: write it as type/subtype with "
+                           "name=value parameters, as in 'text/csv; charset=utf-8'.")
+    return [value for name, value, _ in parsed[1] if name == "charset"]
 
 
 def _charset(mime: str) -> str:
-    """The charset a textual type's bytes are written in: declared, else UTF-8. Raises ContentError for a
-    charset Python cannot decode, and for one declared twice (readers differ on which one counts: the
-    censor could read the text one way and the client another); checked at return, before anything leaves."""
-    declared = [value.strip().strip('"') for name, _, value in (param.partition("=") for param in mime.split(";")[1:])
-                if name.strip().lower() == "charset"]
+    """The charset a textual type's bytes are written in: declared (a real `charset` parameter, read as a
+    client reads it), else UTF-8. Raises ContentError for a charset Python cannot decode, and for one declared
+    twice (readers differ on which one counts: the censor could read the text one way and the client
+    another); checked at return, before anything leaves."""
+    declared = _charsets(mime)
     if len(declared) > 1:
         raise ContentError(f"The type {_declared(mime)!r} declares its charset {len(declared)} times: declare it "
                            "once, as in 'text/csv; charset=utf-8'.")
-    charset = declared[0] if declared and declared[0] else "utf-8"
+    if not declared:
+        return "utf-8"
+    charset = declared[0]
     try:
+        if not _IS_TOKEN.fullmatch(charset):  # (RFC 9110: a charset is a token; readers trim others their way)
+            raise LookupError(charset)
         b"".decode(charset)  # (LookupError for an unknown name, and for a codec such as base64 or rot13)
         "".encode(charset)
     except LookupError:
@@ -343,6 +390,11 @@ class EmbeddedResource(Content, Frozen):
 
     @property
     def media_type(self) -> str:
+        """The type REST answers: a text/* type declaring no charset says the UTF-8 its bytes are in (Starlette
+        adds it only to a type with no `charset=` anywhere, not to one whose quoted value holds it)."""
+        if _normal(self.mime_type).startswith("text/") and _parse(self.mime_type) is not None \
+                and not _charsets(self.mime_type):
+            return f"{self.mime_type}; charset=utf-8"
         return self.mime_type
 
     def check(self, max_bytes: int, allowed: frozenset[str] | None = None) -> None:
