@@ -38,7 +38,15 @@ from starlette.requests import Request
 from .buckets import Buckets, MemoryBuckets
 from .context import Context
 from .dependencies import current_context
-from .identity import AUTH_SCOPE_KEY, caller_key_of, credential_digest, is_claims, tenant_of  # (no JWT loaded)
+from .identity import (  # (no JWT loaded)
+    AUTH_SCOPE_KEY,
+    ISSUER_NAMES,
+    caller_key_of,
+    credential_digest,
+    field_of,
+    subject_of,
+    tenant_of,
+)
 from .response import ToolResponse
 from .spent import MemorySpent, Spent
 
@@ -50,8 +58,6 @@ Middleware = Callable[["ActionCall", CallNext], Awaitable[ToolResponse]]
 
 # Set by the stdio bridge on the requests it makes in-process.
 _STDIO_SCOPE_KEY = "mcpfusion.trusted_headers"
-_PRINCIPAL_ID = ("subject", "sub", "id", "user_id")
-_ISSUER = ("issuer", "iss")
 
 
 class GuardState:
@@ -134,7 +140,7 @@ class ActionCall:
     def principal_id(self) -> str:
         """Who calls: the principal's subject/id, else a digest of the credentials of the Authorization header
         (however its scheme is spelled), else the client address (never a credential in clear)."""
-        found = _subject(self.principal)
+        found = subject_of(self.principal)  # (the names MCP sessions read: `identity_of`)
         return found if found is not None else self._unnamed_id()
 
     def _unnamed_id(self) -> str:
@@ -159,8 +165,8 @@ class ActionCall:
         "x/y" is not tenant "acme/x" with subject "y", and a subject spelled like a credential digest
         ("token:...") or a client address is not the caller that digest or address stands for."""
         principal = self.principal
-        issuer = _field(principal, _ISSUER)
-        subject = _subject(principal)
+        issuer = field_of(principal, ISSUER_NAMES)
+        subject = subject_of(principal)
         if subject is not None:
             return caller_key_of(issuer, self.tenant, subject)
         return caller_key_of(issuer, self.tenant, None, self._unnamed_id())  # (four parts: never a subject's)
@@ -181,25 +187,6 @@ class ActionCall:
 
     def __repr__(self) -> str:
         return f"ActionCall({self.action.qualified_name}, transport={self.transport!r})"
-
-
-def _subject(principal: Any) -> str | None:
-    """The subject the principal names (a plain string is one), else None."""
-    found = _field(principal, _PRINCIPAL_ID)
-    if found is None and isinstance(principal, str):
-        return principal
-    return found
-
-
-def _field(principal: Any, names: Sequence[str]) -> str | None:
-    if principal is None or isinstance(principal, str):
-        return None
-    claims = is_claims(principal)
-    for name in names:
-        value = principal.get(name) if claims else getattr(principal, name, None)
-        if value:
-            return str(value)
-    return None
 
 
 def applies(mw: Any, action: Action) -> bool:

@@ -341,10 +341,13 @@ class Engine:
     async def allowed_subscriptions(self, uris: Any, call: Call) -> list[str]:
         """The resource URIs of a 2026 `subscriptions/listen` this server honours: bounded in length and
         number, and read successfully by the caller (as `resources/subscribe` checks; any failure drops the
-        URI, which the acknowledgement then leaves out)."""
+        URI, which the acknowledgement then leaves out). Charged once, before any read, as `resources/read` is:
+        -32010 over the app's rate limit, and no reader runs."""
         if not isinstance(uris, list) or self.resources is None:
             return []
         wanted = [u for u in dict.fromkeys(u for u in uris if isinstance(u, str)) if len(u) <= self.max_uri_length]
+        if wanted:  # (the reads run the app's code: one request's worth, whatever the number of URIs)
+            await _charge(self.resources, call)
         honored: list[str] = []
         for uri in wanted:
             if len(honored) >= self.max_subscriptions:

@@ -469,11 +469,9 @@ class ModernWire(WirePipeline):
             honored["promptsListChanged"] = True
         if requested.get("resourcesListChanged") is True and "resources" in caps:
             honored["resourcesListChanged"] = True
-        uris = requested.get("resourceSubscriptions")
-        if isinstance(uris, list) and "resources" in caps:
-            honored["resourceSubscriptions"] = await self.engine.allowed_subscriptions(uris, call)
         tag = {SUBSCRIPTION_ID_KEY: call.id}
-        # Open streams per caller, in this process, capped as sessions are on the other wire.
+        # Open streams per caller, in this process, capped as sessions are on the other wire. Checked before
+        # the resources are read: a refused listen runs none of the app's code.
         caller = caller_key(call.request)
         cap = self.settings.max_sessions_per_principal
         open_streams = self.listening.get(caller, 0)
@@ -487,6 +485,17 @@ class ModernWire(WirePipeline):
             left = self.listening.pop(caller, 1) - 1
             if left > 0:
                 self.listening[caller] = left
+
+        uris = requested.get("resourceSubscriptions")
+        if isinstance(uris, list) and "resources" in caps:
+            try:
+                honored["resourceSubscriptions"] = await self.engine.allowed_subscriptions(uris, call)
+            except McpError as exc:  # over the app's rate limit: refused as `resources/read` is (-32010)
+                release()
+                return error_response(call.id, exc.code, exc.message, exc.data)
+            except BaseException:
+                release()
+                raise
 
         async def events() -> AsyncIterator[dict[str, Any]]:
             async with self.broker.subscribe("server") as sub:

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from mcpfusion.identity import AUTH_SCOPE_KEY, caller_key_of, credential_digest, identity_of
+from mcpfusion.identity import AUTH_SCOPE_KEY, caller_key_of, credential_digest, identity_of, unnamed_identity_of
 
 from . import jsonrpc
 from .jsonrpc import encode, error
@@ -39,13 +39,19 @@ def header(request: Request, name: bytes) -> str | None:
 
 def default_principal(request: Request) -> tuple[str | None, str | None]:
     """Who is calling, as (principal, tenant): the verified identity an authentication middleware left in
-    the scope (`RequireBearer`: issuer, subject, tenant), else a digest of the Authorization header's
-    credentials, however its scheme is spelled (credentials are never stored in clear)."""
-    verified = identity_of(request.scope.get(AUTH_SCOPE_KEY))
+    the scope (its issuer, subject and tenant: `identity_of`, the subject read as `ActionCall` reads it),
+    else a digest of the Authorization header's credentials, however its scheme is spelled (credentials are
+    never stored in clear), else a digest of the whole principal (`unnamed_identity_of`: a principal that names
+    no subject, authenticated by another header, is never bound to "nobody in its tenant", and a warning says
+    how it is bound). (None, None) only for a request that names nobody at all (no principal, `ANONYMOUS`)."""
+    auth = request.scope.get(AUTH_SCOPE_KEY)
+    verified = identity_of(auth)
     if verified is not None:
         return verified
-    auth = header(request, b"authorization")
-    return (credential_digest(auth) if auth else None), None
+    credentials = header(request, b"authorization")
+    if credentials:
+        return credential_digest(credentials), None
+    return unnamed_identity_of(auth) or (None, None)
 
 
 def caller_key(request: Request) -> str:
