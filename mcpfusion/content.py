@@ -220,6 +220,11 @@ def _charsets(mime: str) -> list[str]:
     return [value for name, value, _ in parsed[1] if name == "charset"]
 
 
+# Encodings that shift in and out of ASCII bytes ("+ops-" is UTF-7 for other text): a client that reads them as
+# ASCII (browsers dropped UTF-7, WHATWG maps HZ to nothing) sees text the censor read another way.
+_SHIFTED = frozenset({"utf-7", "hz"})
+
+
 def _charset(mime: str) -> str:
     """The charset a textual type's bytes are written in: declared (a real `charset` parameter, read as a
     client reads it), else UTF-8. Raises ContentError for a charset Python cannot decode, and for one declared
@@ -237,6 +242,8 @@ def _charset(mime: str) -> str:
             raise LookupError(charset)
         b"".decode(charset)  # (LookupError for an unknown name, and for a codec such as base64 or rot13)
         "".encode(charset)
+        if codecs.lookup(charset).name in _SHIFTED:
+            raise LookupError(charset)
     except LookupError:
         raise ContentError(f"The charset {charset!r} of {_normal(mime)!r} is not a known text encoding: "
                            "declare one such as utf-8, iso-8859-1 or windows-1252.") from None

@@ -135,6 +135,17 @@ def _text_lines(lines: Any, what: str, owner: str) -> list[str]:
     return [line for line in found if line]
 
 
+def _chained_rules(first: Sequence[str] | Callable[[Any, Any], Any],
+                   then: Sequence[str] | Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """The rules of two `rules()` calls, one of them a function, as one function of (data, ctx): the first
+    call's rules, then the second's."""
+    def rules(data: Any, ctx: Any) -> list[Any]:
+        return [*(_as_list(first(data, ctx)) if callable(first) else first),
+                *(_as_list(then(data, ctx)) if callable(then) else then)]
+
+    return rules
+
+
 def _direct(fn: Callable[[Any, Any], Any] | None) -> tuple[Callable[..., Any], bool] | None:
     """A `_flexible` callback as the user wrote it, and whether it takes `ctx`: the flat path calls it
     straight, without the adapter's extra call."""
@@ -159,7 +170,8 @@ _not_none = functools.partial(operator.is_not, None)
 class _Rendered:
     """What `render` made of the data (a plain class: two are made per call of a presenter with embeds)."""
 
-    __slots__ = ("data", "ui_blocks", "embeds", "rules", "suggestions", "directives", "rules_block", "sources")
+    __slots__ = ("data", "ui_blocks", "embeds", "rules", "suggestions", "directives", "rules_block", "sources",
+                 "truncated", "cuts")
 
     def __init__(self, embeds: list[str] | None = None) -> None:
         self.data: Any = None
@@ -170,6 +182,8 @@ class _Rendered:
         self.directives: list[str] = []
         self.rules_block: str | None = None  # `rules` as their block, when a flat render knew it beforehand
         self.sources: list[int] | None = None  # a list's index of each row kept, when some were left out
+        self.truncated: tuple[int, int] | None = None  # rows sent, of how many the list had: a `limit` cut
+        self.cuts: dict[str, _Cut] | None = None  # the `limit` cuts of embedded lists, by key path (`_note_cut`)
 
 
 def _indices(rows: list[Any], kept: list[Any]) -> list[int]:
@@ -217,9 +231,41 @@ def _suggest_each(target: list[Any], suggest: Callable[[Any, Any], Any], items: 
 def _join(out: _Rendered, part: _Rendered) -> None:
     """What `_embed` put in `part` added to `out`, as if it had been put there."""
     out.embeds.extend(part.embeds)
+    if part.cuts:
+        _add_cuts(out, "", part.cuts)
     _merge_unique(out.rules, part.rules)
     _merge_unique(out.suggestions, part.suggestions)
     _merge_unique(out.directives, part.directives)
+
+
+class _Cut:
+    """The `limit` cuts of one embedded key, over the items of a response: said once (`_cut_notice`), not
+    once per parent item."""
+
+    __slots__ = ("parent", "limit", "items", "hidden")
+
+    def __init__(self, parent: str, limit: int) -> None:
+        self.parent, self.limit, self.items, self.hidden = parent, limit, 0, 0
+
+
+def _add_cuts(out: _Rendered, prefix: str, cuts: Mapping[str, _Cut]) -> None:
+    """`cuts` (of the child under `prefix`, or of a part of the same render) added to `out`'s."""
+    mine = out.cuts if out.cuts is not None else {}
+    out.cuts = mine
+    for path, cut in cuts.items():
+        found = mine.get(prefix + path)
+        if found is None:
+            found = mine[prefix + path] = _Cut(cut.parent, cut.limit)
+        found.items += cut.items
+        found.hidden += cut.hidden
+
+
+def _cut_notice(path: str, cut: _Cut) -> str:
+    """The one notice of an embedded list's `limit`: which key, in how many items, and what to do (filters do
+    not narrow an embedded list)."""
+    return (f"⚠️ Embedded list truncated: {path!r} shows at most {cut.limit} per {cut.parent} item "
+            f"({cut.items} {cut.parent} item(s) cut, {cut.hidden} entries hidden in all). Filters do not narrow "
+            f"it: to see all of one {cut.parent}'s {path}, use an action that lists them for that {cut.parent}.")
 
 
 def _merged(target: list[Any], items: Iterable[Any]) -> list[Any]:
@@ -289,9 +335,11 @@ class Presenter:
     """Builder of an entity's perception: schema, rules, redaction, UI, suggestions, limit, embeds.
 
     Each builder call sets one aspect, replacing what an earlier call set for it (`embed` sets the child of
-    one key). Registering the presenter with an action, or presenting with it, freezes it and its embedded
-    children: from then on it cannot change under the actions that share it; `copy()` gives an unfrozen
-    variant to build on.
+    one key), but for `redact_pii` and `rules`, which add to the earlier calls' paths and rules (a variant
+    built on a copy never drops the original's redaction; `rules(..., replace=True)` drops its rules).
+    Registering the presenter with an action, or presenting with it, freezes it and its embedded children:
+    from then on it cannot change under the actions that share it; `copy()` gives an unfrozen variant to
+    build on.
     """
 
     _frozen = False
@@ -305,6 +353,7 @@ class Presenter:
         self._rules: list[str] | Callable[[Any, Any], Any] = []
         self._static_rules: list[str] | None = []  # auto + explicit rules when none is a function
         self.redact_paths: tuple[str, ...] = ()
+        self.redactions: tuple[tuple[str, Any, bool], ...] = ()  # (path, its censor, guarded) of each path
         self.censor: Any = DEFAULT_CENSOR
         self.guard_blocks = True
         self._ui: Callable[[Any, Any], Any] | None = None
@@ -428,11 +477,18 @@ class Presenter:
         self._check_paths()
         return self
 
-    def rules(self, rules: Iterable[str | None] | Callable[..., Any]) -> Presenter:
+    def rules(self, rules: Iterable[str | None] | Callable[..., Any], *, replace: bool = False) -> Presenter:
         """System rules sent with every response: a list (a single string is one rule), or a function of
-        (data[, ctx])."""
-        self._rules = (_flexible(rules, "rules", self.name) if callable(rules)
-                       else _text_lines(rules, "rules", self.name))
+        (data[, ctx]). A later call adds its rules after the earlier ones (a variant built on a copy keeps the
+        original's rules); `replace=True` drops the earlier ones."""
+        made = _flexible(rules, "rules", self.name) if callable(rules) else _text_lines(rules, "rules", self.name)
+        earlier = self._rules
+        if replace or not earlier:
+            self._rules = made
+        elif callable(earlier) or callable(made):
+            self._rules = _chained_rules(earlier, made)
+        else:
+            self._rules = [*earlier, *made]  # (a new list: a copy may share the earlier one)
         self._prepare_rules()
         return self
 
@@ -465,14 +521,27 @@ class Presenter:
         The egress guard then keeps the removed values out of every other block (see `mcpfusion.censor`);
         `guard_blocks=False` is the explicit opt-out for blocks meant for a human operator. A single string
         is one path. A field is named by its name or an alias; a key that is no name is quoted as a JSON string
-        in brackets (`meta["user.email"]`, `["@email"]`).
+        in brackets (`meta["user.email"]`, `["@email"]`). A later call adds its paths to the earlier ones, each
+        path keeping the censor and guard it was given with (a path given again takes the later ones); the
+        guard writes the latest censor over the copies it finds.
         """
-        self.redact_paths = tuple(_lines(paths))
-        for path in self.redact_paths:
+        given = list(_lines(paths))
+        for path in given:
             parse_path(path)
-        self.censor = censor
-        self.guard_blocks = guard_blocks
-        self._check_paths()
+        # A later call adds its paths (a variant built on a copy keeps the original's): a path given again
+        # takes this call's censor and guard, every other path keeps its own.
+        earlier = [entry for entry in self.redactions if entry[0] not in given]
+        before = (self.redactions, self.redact_paths, self.censor, self.guard_blocks)
+        self.redactions = (*earlier, *((path, censor, bool(guard_blocks)) for path in dict.fromkeys(given)))
+        self.redact_paths = tuple(path for path, _, _ in self.redactions)
+        self.censor = censor  # the guard's censor for copies in other blocks: the latest given
+        # False as soon as one path opted out: the blocks of this presenter may show a redacted value.
+        self.guard_blocks = all(guarded for _, _, guarded in self.redactions)
+        try:
+            self._check_paths()
+        except ValueError:
+            self.redactions, self.redact_paths, self.censor, self.guard_blocks = before  # nothing half declared
+            raise
         return self
 
     def ui(self, fn: Callable[..., Any]) -> Presenter:
@@ -582,8 +651,8 @@ class Presenter:
         for key, child in self.embeds.items():
             properties = schema.setdefault("properties", {})
             properties[key] = _embedded(child.wire_schema(), properties.get(key))
-        if self.redact_paths:
-            schema = redact_schema(schema, self.wire_paths(), self.censor)
+        for paths, censor, _ in self._redaction_groups():
+            schema = redact_schema(schema, paths, censor)
         if not self._redaction_node().empty():
             # The egress guard censors a redacted value wherever the data quotes it: any string may then be
             # rewritten, and a pattern or a length it had to meet no longer holds.
@@ -737,8 +806,14 @@ class Presenter:
                 if child._static_rules:
                     _merge_unique(out.rules, child._static_rules)
                 continue
-            rendered = child.render(value, ctx)
+            rendered = child.render(value, ctx, embedded=True)
             item[key] = rendered.data
+            if rendered.truncated is not None:
+                cut = _Cut(self.name, child.max_items)  # type: ignore[arg-type]  # (a cut has a limit)
+                cut.items, cut.hidden = 1, rendered.truncated[1] - cut.limit
+                _add_cuts(out, "", {key: cut})
+            if rendered.cuts:
+                _add_cuts(out, f"{key}.", rendered.cuts)
             out.embeds.extend(block.render() for block in rendered.ui_blocks)
             out.embeds.extend(rendered.embeds)
             _merge_unique(out.rules, rendered.rules)
@@ -783,8 +858,9 @@ class Presenter:
             sources[:] = kept_raws
         return kept
 
-    def render(self, data: Any, ctx: Any = None) -> _Rendered:
-        """Everything but `_select`, redaction and serialization (used for embeds, too)."""
+    def render(self, data: Any, ctx: Any = None, *, embedded: bool = False) -> _Rendered:
+        """Everything but `_select`, redaction and serialization (used for embeds, too: `embedded`, where a
+        `limit` cut is noted in `cuts` for the parent to announce once, not as a block per parent item)."""
         plan = self._cache.plan
         if plan is not None and not isinstance(data, _SEQUENCES):
             parts = self._flat_parts(plan, data, ctx)
@@ -795,10 +871,12 @@ class Presenter:
                 out.data, out.ui_blocks, out.embeds, out.rules, out.suggestions, out.directives = (
                     full, ui_blocks, [], list(rules), suggestions, directives)
                 out.rules_block = rules_block
+                out.truncated = out.cuts = None
                 return out
-        return self._render_general(data, ctx)
+        return self._render_general(data, ctx, embedded=embedded)
 
-    def _render_general(self, data: Any, ctx: Any, sift: Callable[[Any], str | None] | None = None) -> _Rendered:
+    def _render_general(self, data: Any, ctx: Any, sift: Callable[[Any], str | None] | None = None,
+                        embedded: bool = False) -> _Rendered:
         """`render` without the flat plan: lists, children with their own blocks, callback rules. `sift`: why
         a row of a list cannot be sent (see `_unsendable`), to leave it out before any callback sees it."""
         out = _Rendered()
@@ -806,20 +884,23 @@ class Presenter:
         children = _Rendered(out.embeds) if self.embeds else None
         if isinstance(data, _SEQUENCES):
             items = list(data)
-            if self.max_items is not None and len(items) > self.max_items:
-                omitted = len(items) - self.max_items
-                items = items[: self.max_items]
-                out.ui_blocks.append(
-                    ui_helpers.summary(
-                        f"⚠️ Dataset truncated. {self.max_items} shown, {omitted} hidden. "
-                        "Use filters to narrow results."
-                    )
-                )
+            total = len(items)
+            limit = self.max_items
+            if limit is not None and total > limit:
+                items = items[:limit]
             notices: list[str] = []
             kept: list[Any] = []
             full: Any = self._validate_all(items, ctx, children, notices, sift, kept)
             if len(full) < len(items):  # (a page an egress limit cuts resumes after the handler's row sent last)
                 out.sources = _indices(items, kept)
+            if len(items) < total:
+                # Counted once the rows are validated: the rows sent (a row left out is in its own notice),
+                # the rows the limit held back. Embedded, the parent says it once for all its items.
+                out.truncated = (len(full), total)
+                if not embedded:
+                    out.ui_blocks.append(ui_helpers.summary(
+                        f"⚠️ Dataset truncated. {len(full)} shown, {total - len(items)} hidden. "
+                        "Use filters to narrow results."))
             out.ui_blocks.extend(ui_helpers.summary(n) for n in notices)
             if self._collection_ui is not None:
                 out.ui_blocks.extend(_as_list(self._collection_ui(full, ctx)))
@@ -848,6 +929,8 @@ class Presenter:
             directives = self._directives(full, ctx) if callable(self._directives) else self._directives
             _merge_unique(out.directives, [d for d in _as_list(directives) if d])
         if children is not None:
+            if children.cuts:
+                _add_cuts(out, "", children.cuts)
             if children.rules:
                 _merge_unique(out.rules, children.rules)
             if children.suggestions:
@@ -944,14 +1027,31 @@ class Presenter:
     def _redactor(self) -> Redactor | None:
         """The redaction of this presenter's tree as one function (None: nothing to censor), kept once frozen."""
         node = self._redaction_node()
-        tree = None if node.empty() else compile_tree(node)
+        tree = None if node.empty() else _compiled(node)
         if self._frozen:
             self._cache.redact = tree
         return tree
 
-    def _redaction_node(self) -> Node:
-        return Node(self.wire_paths(), self.censor, self.guard_blocks,
-                    [(key, child._redaction_node()) for key, child in self.embeds.items()])
+    def _redaction_node(self) -> Node | _Groups:
+        groups = self._redaction_groups()
+        children: list[Any] = [(key, child._redaction_node()) for key, child in self.embeds.items()]
+        if len(groups) > 1:  # paths of several censors or guards: applied in turn (`_compiled`)
+            return _Groups(groups, self.censor, children)
+        paths, censor, guarded = groups[0] if groups else ((), self.censor, self.guard_blocks)
+        return Node(paths, censor, guarded, children)
+
+    def _redaction_groups(self) -> list[tuple[tuple[str, ...], Any, bool]]:
+        """The redaction paths as the data writes them (`wire_paths`), grouped by censor and guard, in order."""
+        groups: list[tuple[list[str], Any, bool]] = []
+        for path, censor, guarded in self.redactions:
+            group = next((g for g in groups if g[2] is guarded and _same(g[1], censor)), None)
+            if group is None:
+                group = ([], censor, guarded)
+                groups.append(group)
+            for found in (path, *_aliased_paths(self.item_model, path)):
+                if found not in group[0]:
+                    group[0].append(found)
+        return [(tuple(paths), censor, guarded) for paths, censor, guarded in groups]
 
     def _words(self) -> frozenset[str]:
         """The strings this presenter's wire schema fixes (enum and const members), made once."""
@@ -1004,6 +1104,9 @@ class Presenter:
             full, ui_blocks, suggestions, directives = (rendered.data, rendered.ui_blocks, rendered.suggestions,
                                                         rendered.directives)
             embeds, rules, rules_block = rendered.embeds, rendered.rules, rendered.rules_block
+            if rendered.cuts:  # the embedded lists a `limit` cut: one notice each, after the children's blocks
+                embeds.extend(ui_helpers.summary(_cut_notice(path, cut)).render()
+                              for path, cut in rendered.cuts.items())
         for block in ui_blocks:
             if not isinstance(block, UIBlock):
                 raise PresenterError(f"presenter {self.name!r}: its ui callback returned a {type(block).__name__}, "
@@ -1040,6 +1143,8 @@ class Presenter:
             raise self._unwritable(exc) from None
         if parts is None:
             response.view.sources = rendered.sources
+            if rendered.truncated is not None:  # REST says it in its `Truncated` header, as for an egress cut
+                response.view.truncated = (*rendered.truncated, "rows")
         if loose:
             start = 1 + len(ui_blocks)  # the children's own blocks: after the data and this one's UI blocks
             end = start + len(embeds)
@@ -1090,6 +1195,61 @@ def _own_writer(model: Any, path: str) -> str | None:
     through, a serializer of a field it goes through to reach a deeper key), named; None: the data is written
     as the schema declares it, so the redactor finds the path (fail closed: it cannot follow a serializer)."""
     return _follow(model, path)[2]
+
+
+def _same(one: Any, other: Any) -> bool:
+    """Whether two censors are the same value (one group of paths)."""
+    if one is other:
+        return True
+    try:
+        return one.__class__ is other.__class__ and bool(one == other)
+    except Exception:  # noqa: BLE001 - a censor whose comparison fails: its own group
+        return False
+
+
+class _Groups:
+    """A presenter's redaction whose paths have several censors or guards (`redact_pii` called again with
+    another censor): `compile_tree` takes one censor per presenter, so `_compiled` applies each group in turn,
+    then the children. Duck-types `Node` for `empty`."""
+
+    __slots__ = ("groups", "censor", "children")
+
+    def __init__(self, groups: list[tuple[tuple[str, ...], Any, bool]], censor: Any,
+                 children: Sequence[tuple[str, Any]]) -> None:
+        self.groups, self.censor, self.children = groups, censor, tuple(children)
+
+    def empty(self) -> bool:
+        return all(not paths for paths, _, _ in self.groups) and all(child.empty() for _, child in self.children)
+
+
+def _grouped(node: Any) -> bool:
+    return isinstance(node, _Groups) or any(_grouped(child) for _, child in node.children)
+
+
+def _compiled(node: Any) -> Redactor:
+    """`compile_tree(node)`; a tree holding a presenter of several censors (`_Groups`, rare) as functions
+    applied in turn: each group of paths compiled alone, then each child's value by embed key, in the order
+    and with the errors `compile_tree`'s code has."""
+    if not _grouped(node):
+        return compile_tree(node)
+    groups = node.groups if isinstance(node, _Groups) else [(node.paths, node.censor, node.guarded)]
+    own = [compile_tree(Node(paths, censor, guarded, ())) for paths, censor, guarded in groups if paths]
+    children = [(key, _compiled(child)) for key, child in node.children if not child.empty()]
+
+    def redact(data: Any, removed: list[Any] | None, loose: list[Any] | None = None) -> None:
+        if data.__class__ is not dict and isinstance(data, list):
+            for item in data:
+                redact(item, removed, loose)
+            return
+        for tree in own:
+            tree(data, removed, loose)
+        if isinstance(data, dict):
+            for key, sub in children:
+                value = data.get(key)
+                if value is not None:
+                    sub(value, removed, loose)
+
+    return redact
 
 
 def _embedded_in(presenter: Presenter) -> set[Presenter]:

@@ -143,3 +143,11 @@ def test_the_type_is_read_once_as_rfc_9110_reads_it():
     for bad in ('text/plain; title="a;charset=utf-7', 'text/plain; charset=" utf-8"', 'text/plain; charset=""'):
         with pytest.raises(ContentError):
             document(b"hi", bad, uri="file:///x").check(DEFAULT_MAX_BYTES)
+
+
+@pytest.mark.parametrize("charset", ["utf-7", "UTF7", "hz-gb-2312"])
+def test_a_charset_that_shifts_in_and_out_of_ascii_is_refused(charset: str) -> None:
+    from mcpfusion.content import ContentError, _charset
+
+    with pytest.raises(ContentError, match="not a known text encoding"):
+        _charset(f"text/plain; charset={charset}")
