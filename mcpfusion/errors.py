@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from . import markup
 from .serializer import jsonable
 
-# Codes the framework itself emits; handlers may use any other upper-case code.
+# Codes the framework itself emits; handlers may use any other code of the same shape (`CODE_SHAPE`).
 VALIDATION_ERROR = "VALIDATION_ERROR"
 UNKNOWN_ACTION = "UNKNOWN_ACTION"
 MISSING_DISCRIMINATOR = "MISSING_DISCRIMINATOR"
@@ -60,6 +61,12 @@ HTTP_STATUS: dict[str, int] = {
 }
 
 
+# A code is a name: it is written as is into the `<tool_error>` tag and REST's problem `type` URN, and
+# clients, logs and metrics match on it. `HTTP_418` (REST's code for a status without a name) is one too.
+CODE_SHAPE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+SEVERITIES = ("error", "warning", "critical")
+
+
 def http_status(code: str) -> int:
     """The HTTP status REST answers for a tool error code (400 for codes it does not know)."""
     return HTTP_STATUS.get(code, 400)
@@ -79,6 +86,7 @@ class ToolError(Exception):
         details: Mapping[str, Any] | None = None,
         retry_after: float | None = None,
     ) -> None:
+        _check_code(code, severity)
         super().__init__(message)
         self.code = code
         self.message = message
@@ -109,6 +117,18 @@ class ToolError(Exception):
             lines.append("</available_actions>")
         lines.append("</tool_error>")
         return "\n".join(lines)
+
+
+def _check_code(code: object, severity: object) -> None:
+    """Refuse a code or severity a client could not match on (a developer's error, raised where the error is
+    made: a handler raising it answers INTERNAL_ERROR, the cause in the log)."""
+    if not isinstance(code, str) or CODE_SHAPE.fullmatch(code) is None:
+        shown = shortened(repr(code), 80) if isinstance(code, str) else f"a {type(code).__name__}"
+        raise ValueError(f"a ToolError code is an upper-case letter followed by at most 63 upper-case letters, "
+                         f"digits or underscores (NOT_FOUND, HTTP_418), not {shown}")
+    if not isinstance(severity, str) or severity not in SEVERITIES:
+        shown = shortened(repr(severity), 80) if isinstance(severity, str) else f"a {type(severity).__name__}"
+        raise ValueError(f"a ToolError severity is 'error', 'warning' or 'critical', not {shown}")
 
 
 class UnknownToolError(ToolError):

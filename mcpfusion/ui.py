@@ -152,8 +152,20 @@ def line(text: str) -> str:
 
 
 def _text(value: Any) -> str:
-    """A cell's text: a string's own characters (`str.__str__` of a subclass: what joining it writes),
-    anything else as `str()` writes it."""
+    """A cell's text: a string's own characters (`str.__str__` of a subclass: what joining it writes), a
+    missing value (`None`) an empty cell, a boolean as the data block's JSON writes it (`true`), anything else
+    as `str()` writes it."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    if value is None:
+        return ""
+    if value.__class__ is bool:
+        return "true" if value else "false"
+    return str(value)
+
+
+def _item(value: Any) -> str:
+    """A list item's text: a string's own characters, anything else as `str()` writes it."""
     return str.__str__(value) if isinstance(value, str) else str(value)
 
 
@@ -165,7 +177,8 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
         # Tables sit on the hot path: a rectangular one is its layout (cached) filled with the cells, unless a
         # cell holds a `|` or a line break of its own and needs escaping. Strings alone go into the gaps of the
         # text between them (a list, joined: ~half what `%` costs per cell); other cells through `%s`, which
-        # writes `str()` of each (`_text`'s text but for a string subclass, which the general path takes).
+        # writes `str()` of each (`_text`'s text but for a string subclass, None and a boolean, which the
+        # general path takes). A row of another width than the header's goes there too, to be refused.
         columns = len(headers)
         cells = [*headers]
         for row in body:
@@ -199,8 +212,8 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
                     return _made("markdown", "".join(parts), title, width, priority)
             else:
                 for cell in cells:
-                    if cell.__class__ is not str and isinstance(cell, str):
-                        break  # a string subclass: its `str()` may differ from its characters
+                    if cell.__class__ is not str and (isinstance(cell, str) or cell is None or cell.__class__ is bool):
+                        break  # a string subclass (its `str()` may differ from its characters), None or a bool
                 else:
                     _, layout, pipes, lines = _layout(columns, len(body))
                     text = layout % tuple(cells)
@@ -213,6 +226,10 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
     if not head:
         raise ValueError("ui.table needs at least one column header")
     cells_text = [[_text(c) for c in row] for row in body]
+    for index, row in enumerate(cells_text):
+        if len(row) != len(head):
+            # Markdown drops a cell past the header's and leaves a missing one blank: the reader never sees it.
+            raise ValueError(f"ui.table's row {index} has {len(row)} cells, its header {len(head)}")
     text = _table([table_cell(h) for h in head], [[table_cell(c) for c in row] for row in cells_text])
     return _made("markdown", text, title, width, priority)
 
@@ -255,7 +272,7 @@ def _layout(width: int, height: int) -> tuple[tuple[str, ...], str, int, int]:
 def list(items: Iterable[Any], *, title: str | None = None,  # noqa: A001 - mirrors ui.list of the spec
          width: Width | None = None, priority: int | None = None) -> UIBlock:
     """A markdown bullet list: one line per item (see `line`)."""
-    return _made("markdown", "\n".join(f"- {line(_text(item))}" for item in items), title, width, priority)
+    return _made("markdown", "\n".join(f"- {line(_item(item))}" for item in items), title, width, priority)
 
 
 def json_block(obj: Any, *, title: str | None = None, width: Width | None = None,
