@@ -17,9 +17,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from mcpfusion import MCPFusion, Tool
 from mcpfusion.mcp.stdio import StdioBridge
 from mcpfusion.telemetry import Telemetry
+from tests.wire_kit import ACCEPT, session
 
 META_2026 = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
-ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 MADE_UP = ["user/alice@example.com/0", "probe-1", "x/sk_live_SECRET42", "made/up\n" + "y" * 5000]
 SECRETS = ["alice@example.com", "probe-1", "sk_live_SECRET42", "made/up", "yyyy"]
 
@@ -54,16 +54,6 @@ class Recorded:
 
 def client(app: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
-
-
-async def session(http: httpx.AsyncClient) -> dict[str, str]:
-    """The headers of a new, initialized 2025-11-25 session."""
-    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-    started = await http.post("/mcp", json=hello, headers=ACCEPT)
-    headers = {**ACCEPT, "mcp-session-id": started.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
-    await http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
-    return headers
 
 
 def assert_nothing_made_up(spans: list[Any]) -> None:

@@ -19,8 +19,8 @@ from mcpfusion.middleware import ActionCall, CallNext
 from mcpfusion.response import ToolResponse
 from mcpfusion.testing import ToolTester
 from tests.stdio_lines import WAIT, Lines
+from tests.wire_kit import ACCEPT, session
 
-ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 META_2026 = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
              "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}
 
@@ -117,15 +117,6 @@ def rpc(response: httpx.Response) -> dict[str, Any]:
         events = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
         return json.loads([e for e in events if e][-1])
     return json.loads(response.text)
-
-
-async def session(http: httpx.AsyncClient) -> dict[str, str]:
-    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-    started = await http.post("/mcp", json=hello, headers=ACCEPT)
-    headers = {**ACCEPT, "mcp-session-id": started.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
-    await http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
-    return headers
 
 
 STRAYS = ["latest", "shared", "cached", "guarded"]

@@ -15,8 +15,8 @@ import pytest
 
 from mcpfusion import MCPFusion, Presenter, Tool, attach, document
 from mcpfusion.content import DEFAULT_MAX_BYTES, ContentError, _charset
+from tests.wire_kit import ACCEPT, session
 
-ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 META_2026 = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 EMAIL = "ops@acme.io"
 
@@ -59,16 +59,6 @@ def rpc_result(response: httpx.Response) -> dict[str, Any]:
         data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
         return json.loads(data[-1])["result"]
     return response.json()["result"]
-
-
-async def session(http: httpx.AsyncClient) -> dict[str, str]:
-    """The headers of a new, initialized 2025-11-25 session."""
-    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-    started = await http.post("/mcp", json=hello, headers=ACCEPT)
-    headers = {**ACCEPT, "mcp-session-id": started.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
-    await http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
-    return headers
 
 
 async def every_wire(arguments: dict[str, Any]) -> list[list[dict[str, Any]]]:
