@@ -244,10 +244,33 @@ def _unshared_state(fusion: MCPFusion, workers: int) -> list[str]:
     if not settings.redis_url and settings.session_store is None:
         notices.append(f"each of the {workers} workers keeps its own 2025-11-25 sessions, so another worker "
                        "answers 404 Session not found; set MCPFUSION_REDIS_URL (see docs/deployment.md)")
+    if not settings.redis_url:
+        notices.extend(_unshared_guards(fusion, workers))
     if settings.signing_key is None:
         notices.append(f"each of the {workers} workers signs cursors and requestState with its own random key, "
                        "so another worker answers INVALID_CURSOR; set MCPFUSION_SIGNING_KEY "
                        "(see docs/deployment.md)")
+    return notices
+
+
+def _unshared_guards(fusion: MCPFusion, workers: int) -> list[str]:
+    """The guards whose state `workers` processes without Redis keep apart: spent confirmations (one
+    confirmation runs its action once per worker) and rate-limit buckets (each worker lets the whole limit
+    through). Only for what the app uses, and only while they are the in-memory stores."""
+    from .buckets import MemoryBuckets
+    from .spent import MemorySpent
+
+    registry = fusion.registry
+    actions = list(registry.actions())
+    notices = []
+    if isinstance(registry.guards.spent, MemorySpent) and any(a.confirm for a in actions):
+        notices.append(f"each of the {workers} workers remembers its own spent confirmations, so one confirmation "
+                       "can run its action once per worker; set MCPFUSION_REDIS_URL (see docs/deployment.md)")
+    limits = sys.modules.get("mcpfusion.ratelimit")  # (not loaded: no RateLimit anywhere)
+    if limits is not None and isinstance(registry.guards.buckets, MemoryBuckets) and any(
+            isinstance(mw, limits.RateLimit) for a in actions for mw in registry.layers(a)):
+        notices.append(f"each of the {workers} workers counts its own rate limits, so a caller gets up to "
+                       f"{workers}x each RateLimit; set MCPFUSION_REDIS_URL (see docs/deployment.md)")
     return notices
 
 

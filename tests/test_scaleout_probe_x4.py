@@ -132,3 +132,33 @@ async def test_scopes_no_action_uses_do_not_split_the_tools_list_cache(monkeypat
     assert all(listing == reader for listing in listings)
     assert reader["crm"]["inputSchema"]["properties"]["action"]["enum"] == ["get"]
     assert writer["crm"]["inputSchema"]["properties"]["action"]["enum"] == ["get", "rename", "erase"]
+
+
+GUARDED_APP = '''
+from mcpfusion import MCPFusion, RateLimit, Tool
+
+t = Tool("t")
+
+
+@t.action(destructive=True, confirm=True)
+async def wipe(id: str) -> str:
+    """Wipe one record."""
+    return id
+
+
+fusion = MCPFusion("guarded", tools=[t], middleware=[RateLimit(5, per=60)])
+'''
+
+
+def test_workers_without_redis_warn_about_confirmations_and_rate_limits(tmp_path, monkeypatch, capsys):
+    """Two workers without Redis ran one confirmation twice and let 2x a RateLimit through, warning about
+    sessions only: start-up names both, only for an app that uses them, and not once Redis is set."""
+    unguarded = _serve_warnings(tmp_path, monkeypatch, capsys, "2", MCPFUSION_SIGNING_KEY="probe-x4-signing-key")
+    assert "confirmation" not in unguarded and "RateLimit" not in unguarded
+    monkeypatch.setattr(sys.modules[__name__], "WORKERS_APP", GUARDED_APP)
+    err = _serve_warnings(tmp_path, monkeypatch, capsys, "2", MCPFUSION_SIGNING_KEY="probe-x4-signing-key")
+    assert "one confirmation can run its action once per worker" in err
+    assert "a caller gets up to 2x each RateLimit" in err
+    shared = _serve_warnings(tmp_path, monkeypatch, capsys, "2", MCPFUSION_REDIS_URL="redis://127.0.0.1:1/0",
+                             MCPFUSION_SIGNING_KEY="probe-x4-signing-key")
+    assert "warning" not in shared
