@@ -6,12 +6,13 @@ An answer over the limit is cut, never in the middle of a JSON value: UI blocks 
 then the rows of a list (or the lines of a text) are cut to the ones that fit, re-encoded in the data
 block's own format (compact or pretty JSON, TOON). A notice block after the data says how much was left
 out; REST, which sends no UI block, says it in a `Truncated: shown=24, total=100, unit=rows` header (the
-view's `truncated`). A page of a paginated list goes on after its last row sent: the notice names that
-cursor (in place of the page's own notice), also when only UI blocks were left out; a page whose handler
-gives no row positions (`Paged` without `position`) is never cut. Domain rules and suggestions stay. When
-even that cannot fit, or not even the first row (or line) fits, the caller gets a self-healing
-`RESPONSE_TOO_LARGE` error instead. The limit counts the text blocks (what the agent reads);
-structuredContent is cut to the same rows.
+view's `truncated`). A list a presenter's `limit` already cut counts against all the rows the handler gave
+(`total`), and the egress notice takes the place of the presenter's. A page of a paginated list goes on
+after its last row sent: the notice names that cursor (in place of the page's own notice), also when only UI
+blocks were left out; a page whose handler gives no row positions (`Paged` without `position`) is never cut.
+Domain rules and suggestions stay. When even that cannot fit, or not even the first row (or line) fits, the
+caller gets a self-healing `RESPONSE_TOO_LARGE` error instead. The limit counts the text blocks (what the
+agent reads); structuredContent is cut to the same rows.
 """
 
 from __future__ import annotations
@@ -38,6 +39,16 @@ def _tokens(text: str) -> int:
     from .tokens import count  # the vocabulary loads on first use only
 
     return count(text)
+
+
+def _limit_notice(text: str, sent: int) -> bool:
+    """Whether `text` is the notice of a presenter's `limit` cut that sent `sent` rows (what `Presenter`
+    renders: `Dataset truncated. {sent} shown, {n} hidden.`)."""
+    if not text.startswith(_UI_PREFIX):
+        return False
+    before, _, after = summary(f"⚠️ Dataset truncated. {sent} shown, # hidden. Use filters to narrow "
+                               "results.").render().partition("#")
+    return text.startswith(before) and text.endswith(after) and text[len(before):len(text) - len(after)].isdigit()
 
 
 def _encoder(data: Any, text: str) -> Callable[[Any], str] | None:
@@ -115,15 +126,22 @@ class EgressLimit:
         if after is not None:
             rest = [text for text in rest if after not in text]
         paged = bool(call.action.paginate) and isinstance(data, list)
+        # A list the presenter's `limit` already cut (or an inner egress limit) counts against the rows the
+        # handler gave, as REST's header does; its own notice goes, this one says it with the rows shown.
+        total = len(rows)
+        earlier = view.truncated
+        if earlier is not None and earlier[2] == unit and earlier[0] == len(rows):
+            total = earlier[1]
+            rest = [text for text in rest if not _limit_notice(text, len(rows))]
         dropped = 0
-        notice = self._notice(len(rows), len(rows), unit, dropped, after, select)
+        notice = self._notice(len(rows), total, unit, dropped, after, select)
         while not self.fits([head, notice, *rest]):
             last_ui = next((i for i in range(len(rest) - 1, -1, -1) if rest[i].startswith(_UI_PREFIX)), None)
             if last_ui is None:
                 break
             del rest[last_ui]
             dropped += 1
-            notice = self._notice(len(rows), len(rows), unit, dropped, after, select)
+            notice = self._notice(len(rows), total, unit, dropped, after, select)
         shown, cursor = len(rows), after
         if not self.fits([head, notice, *rest]):
             if encode is None:
@@ -131,7 +149,7 @@ class EgressLimit:
             if paged and view.resume is None:  # rows left out could never be resumed: not cut, said so
                 raise self._uncuttable(call)
             shown, cursor, notice = self._cut_rows(rows, encode, rest, view.resume if paged else None,
-                                                   lambda n, c: self._notice(n, len(rows), unit, dropped, c, select),
+                                                   lambda n, c: self._notice(n, total, unit, dropped, c, select),
                                                    call)
             head = encode(rows[:shown])
         kept: Any = data
@@ -144,7 +162,7 @@ class EgressLimit:
                 structured["next_cursor"] = cursor
         view = replace(view, data=kept, next_cursor=cursor,
                        ui_blocks=[b for b in view.ui_blocks if b.render() in rest],
-                       truncated=(shown, len(rows), unit) if shown < len(rows) else view.truncated)
+                       truncated=(shown, total, unit) if shown < len(rows) else view.truncated)
         # Images, audio and documents are not what the limit counts (max_content_bytes caps them): kept.
         return ToolResponse([head, notice, *rest], structured_content=structured, view=view,
                             content=response.content)

@@ -46,6 +46,7 @@ from .identity import (  # (no JWT loaded)
     field_of,
     subject_of,
     tenant_of,
+    unnamed_identity_of,
 )
 from .response import ToolResponse
 from .spent import MemorySpent, Spent
@@ -138,18 +139,32 @@ class ActionCall:
 
     @property
     def principal_id(self) -> str:
-        """Who calls: the principal's subject/id, else a digest of the credentials of the Authorization header
-        (however its scheme is spelled), else the client address (never a credential in clear)."""
+        """Who calls: the principal's subject (`SUBJECT_NAMES`), else a digest of the credentials of the
+        Authorization header (however its scheme is spelled), else a digest of the principal's fields, else
+        (no principal at all) the client address; never a credential in clear."""
         found = subject_of(self.principal)  # (the names MCP sessions read: `identity_of`)
         return found if found is not None else self._unnamed_id()
 
     def _unnamed_id(self) -> str:
-        """`principal_id` of a caller whose principal names no subject."""
+        """`principal_id` of a caller whose principal names no subject: bound as its MCP sessions are
+        (`mcpfusion.mcp.wire.default_principal`), so two such callers behind one address, told apart there,
+        share no rate-limit bucket or confirmation here either."""
         auth = self.request.headers.get("authorization")
         if auth:
             return "token:" + credential_digest(auth, self.guards.signing_key)  # keyed: it is logged
+        unnamed = unnamed_identity_of(self.principal)
         client = self.request.client
-        return f"anonymous:{client.host if client else '-'}"
+        address = client.host if client else "-"
+        if unnamed is None:  # no principal, or one naming nobody (`ANONYMOUS`): who calls is where from
+            return f"anonymous:{address}"
+        digest = unnamed[0]
+        if digest.startswith("unreadable:"):
+            # Sessions refuse it (a value drawn per request); a bucket drawn per request would never fill:
+            # counted by its address instead, as strict as no principal.
+            return f"unreadable:{address}"
+        # Keyed, as a credential's digest is: the audit logs it, and the fields may hold a secret.
+        return "fields:" + hmac.new(self.guards.signing_key, b"principal|" + digest.encode(),
+                                    hashlib.sha256).hexdigest()[:32]
 
     @property
     def tenant(self) -> str | None:

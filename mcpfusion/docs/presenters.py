@@ -15,7 +15,7 @@ import linecache
 import logging
 from typing import Any
 
-from ..presenter import Presenter
+from ..presenter import Presenter, _chained_rules
 from . import samples
 from .schema_table import rows
 
@@ -51,11 +51,24 @@ def tested_values(presenter: Presenter) -> dict[str, list[Any]]:
     """Field -> the constants the presenter's callbacks compare it with (read from their source)."""
     found: dict[str, list[Any]] = {}
     for name in ("_rules", "_ui", "_suggest", "_collection_ui", "_collection_suggest", "_directives"):
-        callback = getattr(presenter, name, None)
-        if callable(callback):
+        for callback in _parts(getattr(presenter, name, None)):
             for key, values in _compared(getattr(callback, "__mcpfusion_data_only__", callback)).items():
                 found.setdefault(key, []).extend(v for v in values if v not in found.get(key, []))
     return found
+
+
+_CHAINED = _chained_rules((), ()).__code__  # the wrapper `Presenter.rules` makes of several calls
+
+
+def _parts(callback: Any) -> list[Any]:
+    """The functions a callback is made of: the functions of each `rules()` call it chains (their source is
+    what compares, not the wrapper's), else the callback itself; none for a list."""
+    if not callable(callback):
+        return []
+    if getattr(callback, "__code__", None) is not _CHAINED:
+        return [callback]
+    chained = inspect.getclosurevars(callback).nonlocals
+    return [*_parts(chained.get("first")), *_parts(chained.get("then"))]
 
 
 def _compared(fn: Any) -> dict[str, list[Any]]:
