@@ -23,7 +23,8 @@ The server stops at the end of stdin, once the calls still running are answered 
 is answered "connection closed" in its place); a call still running 30 s later is cancelled and answered with
 an error (exit status 1). On SIGTERM (exit status 143) and Ctrl-C (SIGINT, 130) it stops at once: running calls
 are cancelled and answered, the app's lifespan shutdown runs. When the client closes stdout, the server stops
-starting calls, logs one line and exits (status 1).
+starting calls, logs one line and exits (status 1). Answers are written by a thread of their own, so a client
+that stops reading never blocks the loop; one that leaves `OUTPUT_LIMIT` bytes unread is dropped likewise.
 
     python -m mcpfusion.mcp.stdio package.module:app      # an ASGI app (`mcpfusion stdio` takes an MCPFusion too)
 """
@@ -40,6 +41,7 @@ import re
 import signal
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -58,6 +60,10 @@ DRAIN_TIMEOUT = 30.0  # seconds the calls still running at the end of stdin get 
 # cancelled at the drain cap, stdout closed by the client), stopped by SIGTERM.
 EXIT_OK, EXIT_UNANSWERED, EXIT_SIGTERM = 0, 1, 128 + signal.SIGTERM
 _READ_CHUNK = 1 << 16
+# Answers a client may leave unread (the pipe full, the writer thread waiting) before it is dropped as if it had
+# closed stdout: memory stays bounded. At exit the unread ones get FLUSH_STALL seconds without progress.
+OUTPUT_LIMIT = 64 << 20
+FLUSH_STALL = 2.0
 _BLOCKED_HEADERS = {"host", "content-length", "content-type", "accept", "mcp-session-id"}
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # visible Latin-1, spaces and tabs: no CR, LF, NUL
@@ -168,6 +174,7 @@ class StdioBridge:
         self._requests: dict[asyncio.Task[Any], Any] = {}  # the client's request each running line task serves
         self._exchanges: dict[Any, _Exchange] = {}  # running 2026-07-28 requests by id (for their cancel)
         self.gone = False  # stdout is closed: nothing can be answered any more
+        self._withheld: dict[Any, Any] | None = None  # errors for the ids `cancel_calls` answers itself
         self.on_gone: Callable[[], None] | None = None  # called once when stdout is found closed
 
     # -- lifespan -------------------------------------------------------------------------------------
@@ -258,9 +265,16 @@ class StdioBridge:
                 self._emit(error(msg_id, jsonrpc.INVALID_REQUEST, "Invalid request: the method and the protocol "
                                  "version are ASCII names"))
             return
+        modern = _modern(headers)
+        if msg_id is not None and not quiet and not modern and self._before_initialize(message, msg_id):
+            return
         # A 2026-07-28 request is cancelled as over HTTP: its connection closes (see `_cancel`).
-        exchange = _Exchange() if msg_id is not None and not quiet and _modern(headers) else None
+        exchange = _Exchange() if msg_id is not None and not quiet and modern else None
         if exchange is not None:
+            if msg_id in self._exchanges:  # its cancel would be ambiguous (the session wire refuses it too)
+                self._emit(error(msg_id, jsonrpc.INVALID_REQUEST, "A request with this id is already running: "
+                                 "use a new id for each request"))
+                return
             self._exchanges[msg_id] = exchange
         try:
             status, response_headers, messages = await self._request(
@@ -283,13 +297,7 @@ class StdioBridge:
         if exchange is not None and exchange.cancelled:  # the client gave up on it: nothing is answered
             return
         if isinstance(message, dict) and message.get("method") == "initialize" and status == 200:
-            self.session_id = response_headers.get("mcp-session-id", self.session_id)
-            for reply in messages:
-                version = (reply.get("result") or {}).get("protocolVersion") if isinstance(reply, dict) else None
-                if version:
-                    self.protocol_version = version
-            if self.session_id and self._get_stream is None:
-                self._get_stream = asyncio.create_task(self._follow_get_stream())
+            await self._initialized(response_headers.get("mcp-session-id"), messages)
         # A request gets its answer; so does a line that is no message at all (an array, a string: JSON-RPC
         # answers it with a null id); a notification or a response gets none.
         if status >= 400 and not messages:
@@ -297,6 +305,43 @@ class StdioBridge:
                 _log_unanswered(message, self._http_error(None, status))
             else:
                 self._emit(self._http_error(msg_id, status))
+
+    def _before_initialize(self, message: dict[str, Any], msg_id: Any) -> bool:
+        """Answer a session-wire request sent before `initialize` (whether it was): `ping` gets `{}` (the MCP
+        lifecycle allows it), anything else an error that speaks of stdio, not of the HTTP session header."""
+        method = message.get("method")
+        if self.session_id is not None or not isinstance(method, str) or method == "initialize":
+            return False
+        if method == "ping":
+            self._emit({"jsonrpc": "2.0", "id": msg_id, "result": {}})
+        else:
+            self._emit(error(msg_id, jsonrpc.INVALID_REQUEST, f"Invalid request: send initialize first ({method} "
+                             "needs the session it starts)"))
+        return True
+
+    async def _initialized(self, session_id: str | None, messages: list[Any]) -> None:
+        """Follow the session an `initialize` started; one a second `initialize` replaced ends (its stream
+        stopped, the session deleted): its notifications would reach nobody."""
+        old, old_version = self.session_id, self.protocol_version
+        self.session_id = session_id or old
+        for reply in messages:
+            version = (reply.get("result") or {}).get("protocolVersion") if isinstance(reply, dict) else None
+            if version:
+                self.protocol_version = version
+        if old is not None and self.session_id != old:
+            if self._get_stream is not None:
+                self._get_stream.cancel()
+                self._get_stream = None
+            await self._end_session(old, old_version)
+        if self.session_id and self._get_stream is None:
+            self._get_stream = asyncio.create_task(self._follow_get_stream())
+
+    async def _end_session(self, session_id: str, version: str | None) -> None:
+        headers = {**self.headers, "mcp-session-id": session_id}
+        if version:
+            headers["mcp-protocol-version"] = version
+        with contextlib.suppress(Exception):
+            await self._request("DELETE", _encode_headers(headers), b"")
 
     def _cancel(self, params: Any) -> bool:
         """End the running 2026-07-28 request a `notifications/cancelled` names: its exchange reads the
@@ -435,6 +480,10 @@ class StdioBridge:
     def _emit(self, message: Any) -> None:
         if self.gone:
             return
+        if self._withheld is not None and isinstance(message, dict) and "error" in message \
+                and message.get("id") in self._withheld:
+            self._withheld[message["id"]] = message  # (see `cancel_calls`: one answer per id)
+            return
         if isinstance(message, dict) and "method" in message and message.get("id") is not None:
             self._client_requests.add(message["id"])  # (elicitation, sampling, roots: the client must answer)
             self._asked.set()
@@ -442,12 +491,16 @@ class StdioBridge:
         line = json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n"
         try:
             self.write(line)
+        except _Unread as exc:
+            self._output_closed(str(exc))
         except (OSError, ValueError):  # EPIPE, or the file object closed: the client stopped reading
             self._output_closed()
 
-    def _output_closed(self) -> None:
+    def _output_closed(self, why: str = "stdout was closed by the client") -> None:
+        if self.gone:  # (the writer thread and a later write may both find it)
+            return
         self.gone = True
-        logger.warning("stdout was closed by the client: stopping (no more calls are started)")
+        logger.warning("%s: stopping (no more calls are started)", why)
         if self.on_gone is not None:
             self.on_gone()
 
@@ -474,14 +527,24 @@ class StdioBridge:
         """Cancel the lines still being handled; each request among them is answered with an error saying
         `reason` (the client would otherwise wait for it forever). Returns how many were."""
         running = {task: self._requests.get(task) for task in self.tasks}
-        for task in running:
-            task.cancel()
-        if running:
-            await asyncio.wait(running, timeout=2)
-        abandoned = [request_id for task, request_id in running.items()
-                     if request_id is not None and (task.cancelled() or not task.done())]
-        for request_id in abandoned:
-            self._emit(error(request_id, jsonrpc.INTERNAL_ERROR, f"Request cancelled: {reason}"))
+        # The session wire answers a call cancelled under it with an error of its own: held back meanwhile, so
+        # each id gets one answer, this one (which says why) when the call was cut short.
+        withheld: dict[Any, Any] = dict.fromkeys(i for i in running.values() if i is not None)
+        self._withheld = withheld
+        try:
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.wait(running, timeout=2)
+        finally:
+            self._withheld = None
+        abandoned = {request_id for task, request_id in running.items()
+                     if request_id is not None and (task.cancelled() or not task.done())}
+        for request_id, answer in withheld.items():
+            if request_id in abandoned:
+                self._emit(error(request_id, jsonrpc.INTERNAL_ERROR, f"Request cancelled: {reason}"))
+            elif answer is not None:  # the call ended on its own with this error meanwhile
+                self._emit(answer)
         return len(abandoned)
 
     async def close(self, reason: str = "the server is stopping") -> int:
@@ -491,9 +554,7 @@ class StdioBridge:
         if self._get_stream is not None:
             self._get_stream.cancel()
         if self.session_id:
-            with contextlib.suppress(Exception):
-                await self._request("DELETE", _encode_headers({**self.headers, "mcp-session-id": self.session_id}),
-                                    b"")
+            await self._end_session(self.session_id, self.protocol_version)
         await self.shutdown()
         return abandoned
 
@@ -665,6 +726,84 @@ def _stdin_lines(loop: asyncio.AbstractEventLoop, limit: int) -> asyncio.Queue[s
     return queue
 
 
+class _Unread(OSError):
+    """The client left more than `OUTPUT_LIMIT` bytes of answers unread."""
+
+
+class _Output:
+    """Protocol lines written to descriptor `fd` by a daemon thread, in order: a client that stops reading
+    (the pipe full) blocks that thread, never the event loop, so signals and the end of stdin still stop the
+    server. Calling it queues a line (`_Unread` past `OUTPUT_LIMIT` bytes; `BrokenPipeError` once a write
+    failed); `on_broken` is called from the thread when a write fails."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.pending: deque[bytes] = deque()
+        self.size = 0  # bytes queued, not yet written
+        self.broken = False
+        self.closing = False
+        self.on_broken: Callable[[], None] | None = None
+        self.changed = threading.Condition()
+        self.delivered: bool | None = None  # set by `close`
+        threading.Thread(target=self._run, name="mcpfusion-stdout", daemon=True).start()
+
+    def __call__(self, text: str) -> None:
+        # (a lone surrogate can only sit in a JSON string, where its backslash escape is valid JSON)
+        data = text.encode("utf-8", "backslashreplace")
+        with self.changed:
+            if self.broken:
+                raise BrokenPipeError("stdout is closed")
+            if self.size + len(data) > OUTPUT_LIMIT:
+                raise _Unread(f"the client left {self.size >> 20} MiB of answers unread on stdout")
+            self.pending.append(data)
+            self.size += len(data)
+            self.changed.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self.changed:
+                while not self.pending and not self.closing:
+                    self.changed.wait()
+                if not self.pending or self.broken:
+                    return
+                data = self.pending[0]
+            try:
+                written = os.write(self.fd, data)
+            except OSError:  # EPIPE, or the descriptor closed at exit: the client stopped reading
+                with self.changed:
+                    self.broken = True
+                    self.pending.clear()
+                    self.size = 0
+                    self.changed.notify_all()
+                if self.on_broken is not None:
+                    self.on_broken()
+                return
+            with self.changed:
+                if written < len(data):
+                    self.pending[0] = data[written:]
+                else:
+                    self.pending.popleft()
+                self.size -= written
+                self.changed.notify_all()
+
+    def close(self, stall: float) -> bool:
+        """Let the thread write what is queued while it makes progress (it gives up after `stall` seconds
+        without any), then stop it; whether everything was written."""
+        with self.changed:
+            if self.delivered is not None:
+                return self.delivered
+            self.closing = True
+            self.changed.notify_all()
+            while self.pending and not self.broken:
+                size = self.size
+                self.changed.wait(stall)
+                if self.size == size:  # no byte written for `stall` seconds: the client is not reading
+                    break
+            self.delivered = not self.pending and not self.broken
+            self.broken = True  # (a write in progress ends the thread when it returns)
+            return self.delivered
+
+
 @contextlib.contextmanager
 def _protocol_output(stdout: Any) -> Iterator[Callable[[str], None]]:
     """A writer of protocol lines to `stdout`, as UTF-8 whatever its encoding (a Windows pipe's is the ANSI code
@@ -689,22 +828,24 @@ def _protocol_output(stdout: Any) -> Iterator[Callable[[str], None]]:
         return
     with contextlib.suppress(OSError, ValueError):
         stdout.flush()  # whatever its text layer holds goes out first
-    channel = os.fdopen(os.dup(fd), "wb")
+    channel = os.dup(fd)
     moved = fd == 1 and _point_fd1_at_stderr()
-
-    def write_bytes(text: str) -> None:
-        # (a lone surrogate can only sit in a JSON string, where its backslash escape is valid JSON)
-        channel.write(text.encode("utf-8", "backslashreplace"))
-        channel.flush()
-
+    output = _Output(channel)
     try:
-        yield write_bytes
+        yield output
     finally:
+        delivered = output.close(FLUSH_STALL)
         if moved:
             with contextlib.suppress(OSError):
-                os.dup2(channel.fileno(), 1)
-        with contextlib.suppress(OSError):
-            channel.close()
+                os.dup2(channel, 1)
+        if delivered:  # (else the thread may still be writing to it: the process is exiting anyway)
+            with contextlib.suppress(OSError):
+                os.close(channel)
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop is closed: the server is exiting
+        loop.call_soon_threadsafe(callback)
 
 
 def _point_fd1_at_stderr() -> bool:
@@ -761,6 +902,9 @@ async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] |
     status, reason = EXIT_OK, "the server was interrupted"
     with _protocol_output(out) as write, _on_sigterm(main) as terminated:
         bridge = StdioBridge(app, write, path=path, headers=headers)
+        if isinstance(write, _Output):  # a write that failed in its thread stops the server too
+            loop = asyncio.get_running_loop()
+            write.on_broken = lambda: _call_soon(loop, bridge._output_closed)
         try:
             await bridge.startup()
             lines = _stdin_lines(asyncio.get_running_loop(), _body_limit(app))
@@ -781,7 +925,9 @@ async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] |
         finally:
             abandoned = await bridge.close(reason)
             sys.stdout = previous
-    if status == EXIT_OK and (abandoned or bridge.gone):
+            # Answers the client left unread once it stopped reading (for FLUSH_STALL s) were not delivered.
+            undelivered = isinstance(write, _Output) and not write.close(FLUSH_STALL)
+    if status == EXIT_OK and (abandoned or bridge.gone or undelivered):
         status = EXIT_UNANSWERED
     return status
 
