@@ -7,11 +7,13 @@ told how long until one is back.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from typing import Protocol
 
 _MEMORY_KEYS = 100_000  # oldest buckets are forgotten beyond this many callers (a forgotten bucket is full)
+_LONG_KEY = 256  # a longer key (claims of any size) is kept as its digest: memory stays bounded per bucket
 
 
 class Buckets(Protocol):
@@ -28,6 +30,8 @@ class MemoryBuckets:
         self.buckets: dict[str, tuple[float, float]] = {}
 
     async def take(self, key: str, capacity: float, refill_per_second: float) -> float:
+        if len(key) > _LONG_KEY:
+            key = "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
         now = self.clock()
         tokens, last = self.buckets.pop(key, (capacity, now))  # re-inserted: the dict stays in LRU order
         tokens = min(capacity, tokens + (now - last) * refill_per_second)

@@ -60,21 +60,36 @@ INTERNAL_RECOVERY = "This is a server problem, not your call; retry later."
 # The agent's recovery of a validation error points at the fields listed above it; REST lists them in `errors`.
 REST_VALIDATION_RECOVERY = "Fix the fields listed in errors and send the request again."
 
-# Every status a REST operation may answer with a problem, for OpenAPI.
+# Every status a REST operation may answer with a problem, for OpenAPI (`HEADERS`: the headers sent with it).
 DOCUMENTED = {
     400: "The action refused the call (a handler-specific code: read code, detail and recovery), or it asks the "
          "user, which needs an MCP client (NO_BACK_CHANNEL)",
     401: "Missing or bad credentials",
-    403: "The credentials may not call this action",
+    403: "The credentials may not call this action, or the request's Origin is not allowed",
     404: "Unknown tool or action, or the object (or the page a cursor names) does not exist for this caller",
+    405: "The path does not serve this method (see Allow)",
     409: "The object is not in a state that allows the call",
     413: "Request body too large",
     415: "The body is not UTF-8 JSON (another media type, charset or content encoding)",
+    421: "The Host header names another server",
     422: "Invalid parameters (errors lists every invalid field)",
     428: "The action needs the caller's confirmation first (recovery says how to confirm)",
     429: "Rate limited (see Retry-After)",
     500: "Server error (never a traceback)",
-    503: "A credential or service the action needs is unavailable",
+    503: "Busy, or a credential or service the action needs is unavailable (see Retry-After, when sent)",
+    504: "The action took longer than its time limit (TIMEOUT)",
+}
+
+# Required where every such answer carries it; Retry-After only where calling again later can succeed (BUSY,
+# RATE_LIMITED, AUTH_UNAVAILABLE), not on a missing credential's 503 or a dependency's bare 429/503.
+_RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before calling again (when sent)",
+                                "required": False, "schema": {"type": "integer"}}}
+HEADERS: dict[int, dict[str, Any]] = {
+    401: {"WWW-Authenticate": {"description": "The bearer challenge (RFC 6750)", "required": True,
+                               "schema": {"type": "string"}}},
+    405: {"Allow": {"description": "The methods the path serves", "required": True, "schema": {"type": "string"}}},
+    429: _RETRY_AFTER,
+    503: _RETRY_AFTER,
 }
 
 PROBLEM_SCHEMA: dict[str, Any] = {
@@ -258,13 +273,11 @@ def validation_problem(label: str, fields: list[tuple[str, str]], path: str | No
 def openapi_errors(schema_ref: str = "#/components/schemas/Problem") -> dict[str, Any]:
     """The documented error responses of one REST operation (every one of them problem+json)."""
     content = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": schema_ref}}}
-    responses: dict[str, Any] = {str(s): {"description": d, "content": content} for s, d in DOCUMENTED.items()}
-    responses["401"]["headers"] = {
-        "WWW-Authenticate": {"description": "The bearer challenge (RFC 6750)", "schema": {"type": "string"}}
-    }
-    responses["429"]["headers"] = {
-        "Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}
-    }
+    responses: dict[str, Any] = {}
+    for status, text in DOCUMENTED.items():
+        responses[str(status)] = {"description": text, "content": content}
+        if status in HEADERS:
+            responses[str(status)]["headers"] = HEADERS[status]
     responses["default"] = {"description": "Any other error, as problem details", "content": content}
     return responses
 

@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Match, NoMatchFound
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .body import (
     DEFAULT_MAX_BODY_BYTES,
@@ -764,21 +764,77 @@ def _unknown(registry: ToolRegistry, request: Request, prefix: str) -> dict[str,
     return found
 
 
-def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str = "/api") -> None:
-    """Errors of requests under `prefix` (routing, dependencies, crashes) become problem details; the app's
-    other paths keep the handlers they had."""
-    previous_http = app.exception_handlers.get(StarletteHTTPException, http_exception_handler)
-    previous_validation = app.exception_handlers.get(RequestValidationError, request_validation_exception_handler)
-    previous_crash = app.exception_handlers.get(Exception)
+class _RestFirst:
+    """An exception handler answering requests under `prefix` with mcpfusion's problem (`mine`), and the app's
+    other paths with the app's own handler (`theirs`; none: Starlette's bare 500)."""
 
-    def ours(request: Request) -> bool:
+    def __init__(self, prefix: str, mine: Callable[[Request, Exception], Any], theirs: Any) -> None:
+        self.prefix, self.mine, self.theirs = prefix, mine, theirs
+
+    def ours(self, request: Request) -> bool:
         # The path routes see: under a root_path (a proxy's prefix, or the app mounted) the URL's starts with it.
         path = get_route_path(request.scope)
-        return path.startswith(prefix + "/") or path == prefix
+        return path.startswith(self.prefix + "/") or path == self.prefix
+
+    async def __call__(self, request: Request, exc: Exception) -> Response:
+        if self.ours(request):
+            return await _answer(self.mine, request, exc)
+        if self.theirs is None:
+            return PlainTextResponse("Internal Server Error", status_code=500)
+        return await _answer(self.theirs, request, exc)
+
+
+def _crash_handler(handlers: dict[Any, Any]) -> Any:
+    """The handler Starlette gives a crash: the last of those registered for 500 and `Exception`."""
+    found = None
+    for key, handler in handlers.items():
+        if key in (500, Exception):
+            found = handler
+    return found
+
+
+def _handled_as(key: Any) -> type[Exception] | None:
+    """The class of mcpfusion's handler that answers exceptions of `key` under the REST prefix (HTTP errors and
+    invalid requests, subclasses included), or None for the app's other classes."""
+    if isinstance(key, type):
+        for base in (StarletteHTTPException, RequestValidationError):
+            if issubclass(key, base):
+                return base
+    return None
+
+
+def _rest_first(handlers: dict[Any, Any], prefix: str, mine: dict[Any, Callable[[Request, Exception], Any]]
+                ) -> dict[Any, Any]:
+    """`handlers` with every one that could answer a request under `prefix` in place of mcpfusion's (`mine`, by
+    key) wrapped so that mcpfusion's answers there: a status code's (Starlette looks it up before any class's),
+    and a class's or a crash's the app registered after mount."""
+    out: dict[Any, Any] = {}
+    for key, handler in handlers.items():
+        if key in (500, Exception):
+            continue  # (one crash handler, added last)
+        if isinstance(handler, _RestFirst) and handler.prefix == prefix:
+            out[key] = handler  # installed by mount (this one or another fusion's on the same prefix)
+        elif isinstance(key, int):
+            out[key] = _RestFirst(prefix, mine[StarletteHTTPException], handler)
+        elif (base := _handled_as(key)) is not None:  # (FastAPI's HTTPException is a subclass of Starlette's)
+            out[key] = _RestFirst(prefix, mine[base], handler)
+        else:
+            out[key] = handler  # the app's own exception classes: its answer on REST too (`dispatch._for_the_app`)
+    crash = _crash_handler(handlers)
+    same = isinstance(crash, _RestFirst) and crash.prefix == prefix
+    out[Exception] = crash if same else _RestFirst(prefix, mine[Exception], crash)
+    return out
+
+
+def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str = "/api") -> None:
+    """Errors of requests under `prefix` (routing, dependencies, crashes) become problem details; the app's
+    other paths keep the handlers they had. The app's status-code handlers (`@app.exception_handler(404)`),
+    which Starlette asks before any class's, and handlers it registers after this, are wrapped when the
+    middleware stack is built (on the first request), so that under `prefix` mcpfusion still answers."""
+    handlers = app.exception_handlers
 
     async def on_http(request: Request, exc: Exception) -> Response:
-        if not ours(request) or not isinstance(exc, StarletteHTTPException):
-            return await _answer(previous_http, request, exc)
+        assert isinstance(exc, StarletteHTTPException)  # (registered for it, or for one of its status codes)
         if exc.status_code == 404 and exc.detail == "Not Found":  # routing found no action at this path
             return problem_response(_unknown(registry, request, prefix))
         route_path = get_route_path(request.scope)
@@ -791,22 +847,34 @@ def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str =
         return http_problem_response(exc, request.url.path, schemes)
 
     async def on_validation(request: Request, exc: Exception) -> Response:
-        if not ours(request) or not isinstance(exc, RequestValidationError):
-            return await _answer(previous_validation, request, exc)
+        assert isinstance(exc, RequestValidationError)
         fields = [(field_path(e.get("loc", ())), f"{e.get('msg', 'invalid')}.") for e in exc.errors()]
         return validation_problem(request.url.path, fields, request.url.path)
 
     async def on_crash(request: Request, exc: Exception) -> Response:
-        if not ours(request):
-            if previous_crash is not None:
-                return await _answer(previous_crash, request, exc)
-            return PlainTextResponse("Internal Server Error", status_code=500)
         failed = ToolError(INTERNAL_ERROR, "The request failed with an internal error.", recovery=INTERNAL_RECOVERY)
         return problem_response(problem_of(failed, instance=request.url.path))
 
-    app.add_exception_handler(StarletteHTTPException, on_http)
-    app.add_exception_handler(RequestValidationError, on_validation)
-    app.add_exception_handler(Exception, on_crash)
+    mine: dict[Any, Callable[[Request, Exception], Any]] = {
+        StarletteHTTPException: on_http, RequestValidationError: on_validation, Exception: on_crash}
+    previous = {StarletteHTTPException: handlers.get(StarletteHTTPException, http_exception_handler),
+                RequestValidationError: handlers.get(RequestValidationError, request_validation_exception_handler),
+                Exception: _crash_handler(handlers)}  # (an app's 500 handler too: it answered its crashes)
+    for key, answer in mine.items():
+        app.add_exception_handler(key, _RestFirst(prefix, answer, previous[key]))
+
+    build = app.build_middleware_stack
+
+    def build_middleware_stack() -> ASGIApp:
+        # Wrapped for the build only: `app.exception_handlers` stays what the app registered.
+        registered = app.exception_handlers
+        app.exception_handlers = _rest_first(registered, prefix, mine)
+        try:
+            return build()
+        finally:
+            app.exception_handlers = registered
+
+    app.build_middleware_stack = build_middleware_stack  # type: ignore[method-assign]
 
 
 def _scheme_models(action: Action) -> list[dict[str, Any]]:

@@ -17,8 +17,9 @@ import asyncio
 import functools
 import importlib
 import importlib.util
+import logging
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -497,7 +498,7 @@ class ModernWire(WirePipeline):
                 release()
                 raise
 
-        async def events() -> AsyncIterator[dict[str, Any]]:
+        async def events() -> AsyncGenerator[dict[str, Any], None]:
             async with self.broker.subscribe("server") as sub:
                 yield sse_event(None, notification("notifications/subscriptions/acknowledged",
                                                    {"_meta": tag, "notifications": honored}))
@@ -519,4 +520,33 @@ class ModernWire(WirePipeline):
                     params["_meta"] = {**(params.get("_meta") or {}), **tag}
                     yield sse_event(None, notification(method, params))
 
-        return Releasing(event_source(events(), SSE_HEADERS, self.settings.sse_ping_seconds), release)
+        stream = events()
+        try:
+            # Its first step subscribes and gives the acknowledgement: done before the answer starts, so a broker
+            # that cannot subscribe now (Redis unreachable) is a 503 to retry, as every other request during an
+            # outage, never a stream cut short. (Started, the stream is closed by the loop if never sent.)
+            first = await anext(stream)
+        except Exception:  # noqa: BLE001 - whatever the broker raised, the client retries
+            release()
+            return retry_later(503, "Service Unavailable: the message broker is unreachable; retry later",
+                               request_id=call.id)
+        except BaseException:
+            release()
+            raise
+
+        async def listening() -> AsyncIterator[dict[str, Any]]:
+            """The acknowledgement, then the notifications; a broker failing under the stream ends it with a
+            JSON-RPC error for the listen request (the client listens again), never a cut connection."""
+            try:
+                yield first
+                async for event in stream:
+                    yield event
+            except Exception as exc:  # noqa: BLE001 - any broker failure ends this stream, never the server
+                logging.getLogger("mcpfusion.mcp").warning("a subscriptions/listen stream ended early (broker: %r)",
+                                                           exc)
+                yield sse_event(None, jsonrpc.error(call.id, jsonrpc.INTERNAL_ERROR, "Service Unavailable: the "
+                                                    "message broker failed; listen again later"))
+            finally:
+                await stream.aclose()  # leaves the subscription, however this stream ends
+
+        return Releasing(event_source(listening(), SSE_HEADERS, self.settings.sse_ping_seconds), release)

@@ -1,8 +1,14 @@
 """Token buckets in Redis (`RateLimit`'s state shared by every replica); chosen by `MCPFusion` when the
-app runs with `MCPFUSION_REDIS_URL`."""
+app runs with `MCPFUSION_REDIS_URL`.
+
+A bucket's key names its caller (a subject, a tenant, often an e-mail address, as long as the token that
+carried it): Redis holds it as a digest only, as it holds session quota indexes and spent confirmations, so
+every key has one short size and no name is written in clear.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Any
 
@@ -38,9 +44,13 @@ class RedisBuckets:
         self.prefix = prefix
         self.script = client.register_script(_TAKE)
 
+    def _name(self, key: str) -> str:
+        # "surrogatepass": a name read from JSON claims may hold a lone surrogate, which plain UTF-8 refuses.
+        return self.prefix + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
     async def take(self, key: str, capacity: float, refill_per_second: float) -> float:
         try:
-            wait_ms = await self.script(keys=[self.prefix + key], args=[capacity, refill_per_second / 1000])
+            wait_ms = await self.script(keys=[self._name(key)], args=[capacity, refill_per_second / 1000])
         except UNAVAILABLE:
             logger.warning("rate limit not applied: Redis is unreachable")
             return 0.0

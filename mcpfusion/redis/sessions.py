@@ -136,7 +136,7 @@ class RedisSessionStore:
         keys = [self.index]
         for kind, value in (quota_owner(session) or ("p", None), ("t", session.tenant)):
             if value:
-                keys.append(f"{self.index}:{kind}:{hashlib.sha256(value.encode()).hexdigest()[:32]}")
+                keys.append(f"{self.index}:{kind}:{_digest(value)}")
         return keys
 
     def request_started(self, session: Session) -> None:
@@ -319,6 +319,12 @@ class RedisSessionStore:
             pipe.zcard(self.index)
             _, count = await pipe.execute()
         return int(count)
+
+
+def _digest(name: str) -> str:
+    """A short digest of a name (a tenant, a principal). Surrogate-safe: claims decoded by `json.loads` (a JWT's)
+    may hold lone surrogates, and "surrogatepass" encodes them one-to-one where plain UTF-8 raises."""
+    return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def _stored(session: Session) -> tuple[frozenset[str], str | None, bool]:

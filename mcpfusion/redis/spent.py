@@ -35,7 +35,7 @@ class RedisSpent:
 
     def _name(self, key: str) -> str:
         # The key is a digest: a confirmation is a bearer secret, never written to Redis as it is.
-        return self.prefix + hashlib.sha256(key.encode()).hexdigest()
+        return self.prefix + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
     async def spend(self, key: str, expires: float) -> bool:
         at = math.ceil(expires * 1000)
