@@ -47,6 +47,7 @@ from .redaction import (
     Node,
     RedactionError,
     Redactor,
+    censors_of,
     compile_tree,
     parse_path,
     redact_schema,
@@ -166,9 +167,31 @@ def _as_list(value: Any) -> list[Any]:
 _SEQUENCES = (list, tuple)  # a tuple: `isinstance(x, list | tuple)` builds the union at every call
 _not_none = functools.partial(operator.is_not, None)
 
+# A redaction path as the keys it goes through, None for `*`, its `[*]` steps left out (an embedded list's
+# items carry the child's keys): `lines[*].card` -> ("lines", "card"), `lines[*]` -> ("lines", None).
+_Mask = tuple[str | None, ...]
+# Per embed key the paths reach: whether one hides its whole value, and the masks going on into it.
+_Screens = dict[str, tuple[bool, tuple[_Mask, ...]]]
+
+
+def _mask(path: str) -> _Mask:
+    return tuple(name for kind, name in parse_path(path) if kind != "each")
+
+
+def _screened(keys: Iterable[str], masks: Iterable[_Mask]) -> _Screens:
+    """What `masks` do to the embed keys `keys` (see `_Screens`): a key none of them reaches is left out."""
+    masks = list(masks)
+    found: _Screens = {}
+    for key in keys:
+        reach = [mask for mask in masks if mask[0] is None or mask[0] == key]
+        if reach:
+            found[key] = (any(len(mask) == 1 for mask in reach), tuple(mask[1:] for mask in reach if len(mask) > 1))
+    return found
+
 
 class _Rendered:
-    """What `render` made of the data (a plain class: two are made per call of a presenter with embeds)."""
+    """What `render` made of the data (a plain class: two are made per call of a presenter with embeds, and
+    a part of one, `_part`, per row of a list whose rows render apart)."""
 
     __slots__ = ("data", "ui_blocks", "embeds", "rules", "suggestions", "directives", "rules_block", "sources",
                  "truncated", "cuts")
@@ -228,14 +251,25 @@ def _suggest_each(target: list[Any], suggest: Callable[[Any, Any], Any], items: 
                 kept.add(id(s))
 
 
+def _part() -> _Rendered:
+    """An empty `_Rendered` holding what `_embed` writes (one per row of a list whose rows render apart)."""
+    part: _Rendered = _new(_Rendered)
+    part.embeds, part.rules, part.suggestions, part.directives, part.cuts = [], [], [], [], None
+    return part
+
+
 def _join(out: _Rendered, part: _Rendered) -> None:
-    """What `_embed` put in `part` added to `out`, as if it had been put there."""
-    out.embeds.extend(part.embeds)
+    """What `_embed` put in `part` (`_part`) added to `out`, as if it had been put there."""
+    if part.embeds:
+        out.embeds.extend(part.embeds)
     if part.cuts:
         _add_cuts(out, "", part.cuts)
-    _merge_unique(out.rules, part.rules)
-    _merge_unique(out.suggestions, part.suggestions)
-    _merge_unique(out.directives, part.directives)
+    if part.rules:
+        _merge_unique(out.rules, part.rules)
+    if part.suggestions:
+        _merge_unique(out.suggestions, part.suggestions)
+    if part.directives:
+        _merge_unique(out.directives, part.directives)
 
 
 class _Cut:
@@ -279,7 +313,8 @@ _new = object.__new__
 class _Cache:
     """What the hot path computes once per presenter, kept apart from its configuration."""
 
-    __slots__ = ("items_adapter", "lean_one", "lean_many", "plain", "trusted", "plan", "redact", "words")
+    __slots__ = ("items_adapter", "lean_one", "lean_many", "plain", "trusted", "plan", "redact", "words", "screens",
+                 "inherited")
 
     def __init__(self) -> None:
         self.items_adapter: TypeAdapter[list[Any]] | None = None
@@ -297,6 +332,10 @@ class _Cache:
         self.redact: Redactor | None | bool = False
         # The strings the wire schema fixes (enum members), which the egress guard keeps; None: not made yet.
         self.words: frozenset[str] | None = None
+        # What the redaction paths do to each embed key (`_screens`); None: not made yet. `inherited`: the same
+        # with the paths a parent's redaction brings into this presenter's values, by those paths.
+        self.screens: _Screens | None = None
+        self.inherited: dict[tuple[_Mask, ...], _Screens] = {}
 
 
 # What a flat render makes (`Presenter._flat_parts`): data, UI blocks, suggestions, directives, rule set.
@@ -786,12 +825,30 @@ class Presenter:
             f"{self.name} schema (reported to the server's log). The other items are complete."
         )
 
-    def _embed(self, raw: Any, item: Any, ctx: Any, out: _Rendered) -> None:
-        """Render `raw`'s embedded children into `item`; their blocks, rules and suggestions go to `out`."""
+    def _screens(self, inherited: tuple[_Mask, ...] = ()) -> _Screens:
+        """What this presenter's redaction paths (and `inherited`, those of its parents going on into its
+        values) do to its embed keys (see `_Screens`), made once per set of paths when frozen."""
+        cache = self._cache
+        found = cache.inherited.get(inherited) if inherited else cache.screens
+        if found is None:
+            own = [_mask(path) for path in self.wire_paths()]
+            found = _screened(self.embeds, [*own, *inherited])
+            if self._frozen:
+                if inherited:
+                    cache.inherited[inherited] = found
+                else:
+                    cache.screens = found
+        return found
+
+    def _embed(self, raw: Any, item: Any, ctx: Any, out: _Rendered, screens: _Screens) -> None:
+        """Render `raw`'s embedded children into `item`; their blocks, rules and suggestions go to `out`.
+        A child whose value the redaction hides whole (`screens`) sends no block, notice nor cut count: the
+        agent sees the censor, not how many entries it stands for."""
         for key, child in self.embeds.items():
             value = raw.get(key) if isinstance(raw, Mapping) else getattr(raw, key, None)
             if value is None:
                 continue
+            screen = screens.get(key) if screens else None
             if child._plain:
                 # Schema, static rules and redaction only: no render bookkeeping (hot path of list embeds).
                 if key in self._cache.trusted:
@@ -799,23 +856,24 @@ class Presenter:
                 elif isinstance(value, _SEQUENCES):
                     notices: list[str] = []
                     item[key] = child._validate(value if value.__class__ is list else list(value), notices)[0]
-                    if notices:
+                    if notices and not (screen and screen[0]):
                         out.embeds.extend([ui_helpers.summary(n).render() for n in notices])
                 else:
                     item[key] = child._validate([value])[0][0]
                 if child._static_rules:
                     _merge_unique(out.rules, child._static_rules)
                 continue
-            rendered = child.render(value, ctx, embedded=True)
+            rendered = child.render(value, ctx, embedded=True, masks=screen[1] if screen else ())
             item[key] = rendered.data
-            if rendered.truncated is not None:
-                cut = _Cut(self.name, child.max_items)  # type: ignore[arg-type]  # (a cut has a limit)
-                cut.items, cut.hidden = 1, rendered.truncated[1] - cut.limit
-                _add_cuts(out, "", {key: cut})
-            if rendered.cuts:
-                _add_cuts(out, f"{key}.", rendered.cuts)
-            out.embeds.extend(block.render() for block in rendered.ui_blocks)
-            out.embeds.extend(rendered.embeds)
+            if screen is None or not screen[0]:
+                if rendered.truncated is not None:
+                    cut = _Cut(self.name, child.max_items)  # type: ignore[arg-type]  # (a cut has a limit)
+                    cut.items, cut.hidden = 1, rendered.truncated[1] - cut.limit
+                    _add_cuts(out, "", {key: cut})
+                if rendered.cuts:
+                    _add_cuts(out, f"{key}.", rendered.cuts)
+                out.embeds.extend(block.render() for block in rendered.ui_blocks)
+                out.embeds.extend(rendered.embeds)
             _merge_unique(out.rules, rendered.rules)
             _merge_unique(out.suggestions, rendered.suggestions)
             _merge_unique(out.directives, rendered.directives)
@@ -823,24 +881,30 @@ class Presenter:
     def _validate_all(
         self, raws: Sequence[Any], ctx: Any, out: _Rendered | None, notices: list[str] | None = None,
         sift: Callable[[Any], str | None] | None = None, sources: list[Any] | None = None,
+        masks: tuple[_Mask, ...] = (),
     ) -> list[Any]:
-        """The items presented of `raws`; `sources`, when given, is filled with the raw of each."""
+        """The items presented of `raws`; `sources`, when given, is filled with the raw of each. `masks`: the
+        redaction paths of the parents going on into these items (see `_screens`)."""
         items, raws = self._validate(raws, notices)
         if sources is not None:
             sources[:] = raws
         if out is None and sift is None:
             return items
+        screens = self._screens(masks) if out is not None else {}
         if notices is None:
             assert out is not None  # (`sift` is for lists only)
-            self._embed(raws[0], items[0], ctx, out)
+            self._embed(raws[0], items[0], ctx, out, screens)
             return items
+        # A row's children render apart when the row may still be left out after one of them wrote to it (a
+        # later child does not fit, or `sift`): what they add (blocks, rules, suggestions, cut counts) joins
+        # `out` only if the row is kept. One child alone writes nothing when it fails: no part to pay for.
+        apart = out is not None and (sift is not None or len(self.embeds) > 1)
         kept, kept_raws, bad = [], [], []
         for index, (raw, item) in enumerate(zip(raws, items, strict=True)):
-            # Sifted, a row's children render apart: what they add joins `out` only if the row is kept.
-            part = None if sift is None or out is None else _Rendered()
+            part = _part() if apart else None
             try:
                 if out is not None:
-                    self._embed(raw, item, ctx, out if part is None else part)
+                    self._embed(raw, item, ctx, out if part is None else part, screens)
             except PresenterError as exc:  # an embedded child that does not fit: leave this item out
                 bad.append(f"#{index} ({exc})")
                 continue
@@ -858,9 +922,10 @@ class Presenter:
             sources[:] = kept_raws
         return kept
 
-    def render(self, data: Any, ctx: Any = None, *, embedded: bool = False) -> _Rendered:
+    def render(self, data: Any, ctx: Any = None, *, embedded: bool = False, masks: tuple[_Mask, ...] = ()) -> _Rendered:
         """Everything but `_select`, redaction and serialization (used for embeds, too: `embedded`, where a
-        `limit` cut is noted in `cuts` for the parent to announce once, not as a block per parent item)."""
+        `limit` cut is noted in `cuts` for the parent to announce once, not as a block per parent item;
+        `masks`, the parents' redaction paths going on into the data, see `_screens`)."""
         plan = self._cache.plan
         if plan is not None and not isinstance(data, _SEQUENCES):
             parts = self._flat_parts(plan, data, ctx)
@@ -873,10 +938,10 @@ class Presenter:
                 out.rules_block = rules_block
                 out.truncated = out.cuts = None
                 return out
-        return self._render_general(data, ctx, embedded=embedded)
+        return self._render_general(data, ctx, embedded=embedded, masks=masks)
 
     def _render_general(self, data: Any, ctx: Any, sift: Callable[[Any], str | None] | None = None,
-                        embedded: bool = False) -> _Rendered:
+                        embedded: bool = False, masks: tuple[_Mask, ...] = ()) -> _Rendered:
         """`render` without the flat plan: lists, children with their own blocks, callback rules. `sift`: why
         a row of a list cannot be sent (see `_unsendable`), to leave it out before any callback sees it."""
         out = _Rendered()
@@ -890,7 +955,7 @@ class Presenter:
                 items = items[:limit]
             notices: list[str] = []
             kept: list[Any] = []
-            full: Any = self._validate_all(items, ctx, children, notices, sift, kept)
+            full: Any = self._validate_all(items, ctx, children, notices, sift, kept, masks)
             if len(full) < len(items):  # (a page an egress limit cuts resumes after the handler's row sent last)
                 out.sources = _indices(items, kept)
             if len(items) < total:
@@ -912,7 +977,7 @@ class Presenter:
             elif self._suggest is not None:
                 _suggest_each(out.suggestions, self._suggest, full, ctx)
         else:
-            full = self._validate_all([data], ctx, children)[0]
+            full = self._validate_all([data], ctx, children, masks=masks)[0]
             if self._ui is not None:
                 out.ui_blocks.extend(_as_list(self._ui(full, ctx)))
             if self._suggest is not None:
@@ -1226,15 +1291,18 @@ def _grouped(node: Any) -> bool:
     return isinstance(node, _Groups) or any(_grouped(child) for _, child in node.children)
 
 
-def _compiled(node: Any) -> Redactor:
+def _compiled(node: Any, placed: tuple[Any, ...] | None = None) -> Redactor:
     """`compile_tree(node)`; a tree holding a presenter of several censors (`_Groups`, rare) as functions
     applied in turn: each group of paths compiled alone, then each child's value by embed key, in the order
-    and with the errors `compile_tree`'s code has."""
+    and with the errors `compile_tree`'s code has. Each part passes by the censors of the whole tree
+    (`placed`), as one compiled tree does."""
     if not _grouped(node):
-        return compile_tree(node)
+        return compile_tree(node, () if placed is None else placed)
+    if placed is None:
+        placed = censors_of(node)
     groups = node.groups if isinstance(node, _Groups) else [(node.paths, node.censor, node.guarded)]
-    own = [compile_tree(Node(paths, censor, guarded, ())) for paths, censor, guarded in groups if paths]
-    children = [(key, _compiled(child)) for key, child in node.children if not child.empty()]
+    own = [compile_tree(Node(paths, censor, guarded, ()), placed) for paths, censor, guarded in groups if paths]
+    children = [(key, _compiled(child, placed)) for key, child in node.children if not child.empty()]
 
     def redact(data: Any, removed: list[Any] | None, loose: list[Any] | None = None) -> None:
         if data.__class__ is not dict and isinstance(data, list):

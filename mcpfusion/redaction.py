@@ -5,6 +5,9 @@ no name (`@email`, `2nd_email`, `E-mail Address`, `user.email`, `*`) is written 
 `contact["user.email"]`, `["@email"]` (`write_key` writes a key so).
 Fail closed: when an explicit path meets a value it cannot look into (a string where an object was
 declared, an object where a list was declared) the call fails instead of sending what it could not check.
+A censor an earlier path of the same tree put there is passed by instead (recognized by identity, never by
+its text): a path under one that hid its value whole (`customer` then `customer.email`, a parent redacting an
+embed key whose child redacts inside it) has nothing left to censor, in whichever order they run.
 A `*` segment is a filter, not a declaration: the next segment applies to the matched values that can take
 it (objects, or lists of objects, for a key) and other siblings are skipped (`*.ssn` beside a list of strings).
 
@@ -15,6 +18,7 @@ of every other block of the response; `redact_schema` types the same paths as th
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -102,7 +106,13 @@ def _fits(value: Any, kind: str) -> bool:
     return isinstance(value, dict | list)
 
 
-def _walk(node: Any, steps: Steps, i: int, censor: Any, path: str, removed: list[Any] | None) -> None:
+def _placed(value: Any, censors: Sequence[Any]) -> bool:
+    """Whether `value` is one of `censors` itself (a redaction put it there: it hides nothing more)."""
+    return any(value is censor for censor in censors)
+
+
+def _walk(node: Any, steps: Steps, i: int, censor: Any, path: str, removed: list[Any] | None,
+          placed: Sequence[Any]) -> None:
     if node is None:
         return
     kind, name = steps[i]
@@ -111,9 +121,11 @@ def _walk(node: Any, steps: Steps, i: int, censor: Any, path: str, removed: list
         if isinstance(node, list) and i and steps[i - 1][0] == "any":
             for item in node:  # `*.ssn` on a list of objects: every object's ssn
                 if isinstance(item, dict):
-                    _walk(item, steps, i, censor, path, removed)
+                    _walk(item, steps, i, censor, path, removed, placed)
             return
         if not isinstance(node, dict):
+            if _placed(node, placed):
+                return
             raise RedactionError(f"redaction path {path!r} expected an object at {name!r}")
         if name not in node:
             return
@@ -122,9 +134,11 @@ def _walk(node: Any, steps: Steps, i: int, censor: Any, path: str, removed: list
                 removed.append(node[name])
             node[name] = censor
         else:
-            _walk(node[name], steps, i + 1, censor, path, removed)
+            _walk(node[name], steps, i + 1, censor, path, removed, placed)
     elif kind == "each":
         if not isinstance(node, list):
+            if _placed(node, placed):
+                return
             raise RedactionError(f"redaction path {path!r} expected a list")
         every = i + 2 == len(steps)  # `phones[*]`: each item whole (its `any` step was added by parse_path)
         for index, item in enumerate(node):
@@ -133,7 +147,7 @@ def _walk(node: Any, steps: Steps, i: int, censor: Any, path: str, removed: list
                     removed.append(item)
                 node[index] = censor  # a scalar item is itself the value to censor
             else:
-                _walk(item, steps, i + 1, censor, path, removed)
+                _walk(item, steps, i + 1, censor, path, removed, placed)
     else:  # any: every value of an object or item of a list
         if isinstance(node, dict):
             if last:
@@ -145,19 +159,23 @@ def _walk(node: Any, steps: Steps, i: int, censor: Any, path: str, removed: list
                 after = steps[i + 1][0]
                 for value in node.values():
                     if _fits(value, after):
-                        _walk(value, steps, i + 1, censor, path, removed)
+                        _walk(value, steps, i + 1, censor, path, removed, placed)
         elif isinstance(node, list):
             if last:
                 raise RedactionError(f"redaction path {path!r} ends on a list")
             after = steps[i + 1][0]
             for item in node:
                 if _fits(item, after):
-                    _walk(item, steps, i + 1, censor, path, removed)
+                    _walk(item, steps, i + 1, censor, path, removed, placed)
 
 
-def _steps_path(path: str, steps: Steps, censor: Any) -> Callable[[Any, list[Any] | None], None]:
+def _steps_path(path: str, steps: Steps, censor: Any,
+                placed: Sequence[Any] = ()) -> Callable[[Any, list[Any] | None], None]:
+    """`path` applied alone; a censor of `placed` (and its own) met where it looks inside is passed by."""
+    censors = (censor, *(c for c in placed if c is not censor))
+
     def apply(node: Any, removed: list[Any] | None) -> None:
-        _walk(node, steps, 0, censor, path, removed)
+        _walk(node, steps, 0, censor, path, removed, censors)
 
     return apply
 
@@ -179,23 +197,43 @@ class Node:
         return not self.paths and all(child.empty() for _, child in self.children)
 
 
-def compile_tree(node: Node) -> Redactor:
+def compile_tree(node: Node, placed: Sequence[Any] = ()) -> Redactor:
     """`redact(data, removed)` of a presenter and its embedded children as one generated function: the
     paths of plain keys (`customer.email`, the common case) written out step by step, a list of leaf
     children's items in one loop, the other paths (`*`, `[*]`) through `_walk`. The same result, order of
     removed values and errors as applying each presenter's paths in turn (own paths first, then each
-    child's value by embed key: a list item by item, its lists as nested lists, a dict as itself)."""
-    source = _Source()
+    child's value by embed key: a list item by item, its lists as nested lists, a dict as itself). A censor
+    of the tree (or of `placed`: the other parts of a tree compiled in parts) met where a path looks inside
+    is passed by (see the module's docstring)."""
+    censors = censors_of(node, placed)
+    source = _Source(censors)
     name = source.tree(node)
-    namespace = dict(source.names, RedactionError=RedactionError, _object=_object)
+    namespace = dict(source.names, RedactionError=RedactionError, _object=functools.partial(_object, placed=censors))
     exec(compile("\n".join(source.lines), f"<redaction tree {name}>", "exec"), namespace)  # noqa: S102
     return namespace[name]  # type: ignore[no-any-return]
+
+
+def censors_of(node: Any, placed: Sequence[Any] = ()) -> tuple[Any, ...]:
+    """The censors of a redaction tree (a `Node`; a presenter's several censors as `groups` of (paths,
+    censor, guarded)) and of `placed`, each once (by identity); None left out (a path passes a None by)."""
+    found: list[Any] = []
+    censors = list(placed)
+    todo = [node]
+    while todo:
+        item = todo.pop()
+        censors += [item.censor, *(censor for _, censor, _ in getattr(item, "groups", ()))]
+        todo += [child for _, child in item.children]
+    for censor in censors:
+        if censor is not None and not any(censor is c for c in found):
+            found.append(censor)
+    return tuple(found)
 
 
 class _Source:
     """Writes `compile_tree`'s functions: one per presenter with embeds or met as a non-leaf child."""
 
-    def __init__(self) -> None:
+    def __init__(self, placed: tuple[Any, ...] = ()) -> None:
+        self.placed = placed  # the censors a path passes by (`censors_of`)
         self.lines: list[str] = []
         self.names: dict[str, Any] = {}
         self._count = 0
@@ -241,7 +279,7 @@ class _Source:
             if run:
                 self._keys(run, var, censor, node.guarded, out, pad)
                 run = []
-            applier = self._bind("path", _steps_path(path, steps, node.censor))
+            applier = self._bind("path", _steps_path(path, steps, node.censor, self.placed))
             out.append(f"{pad}{applier}({var}, {'removed' if node.guarded else 'loose'})")
         if run:
             self._keys(run, var, censor, node.guarded, out, pad)
@@ -289,9 +327,12 @@ class _Source:
             out.append(f"{pad}        {current}[{leaf!r}] = {censor}")
 
 
-def _object(value: Any, message: str) -> bool:
-    """True for a dict (`compile_tree`'s code has found it is not a plain one); `RedactionError` otherwise."""
+def _object(value: Any, message: str, placed: Sequence[Any] = ()) -> bool:
+    """True for a dict (`compile_tree`'s code has found it is not a plain one), False for a censor of
+    `placed` (nothing left to look into); `RedactionError` otherwise."""
     if not isinstance(value, dict):
+        if _placed(value, placed):
+            return False
         raise RedactionError(message)
     return True
 
