@@ -312,12 +312,39 @@ def _marker(annotation: Any, default: Any) -> Any:
 _STANDS_FOR = "__mcpfusion_stands_for__"
 
 
+# The dependencies `analysable` is working out, outermost first (per thread and task: declarations may run in
+# several at once): one met again while it is worked out depends on itself.
+_ANALYSING: ContextVar[tuple[Any, ...]] = ContextVar("mcpfusion.analysing", default=())
+
+
 @by_identity
 def analysable(dependency: Any) -> Any:
     """`dependency` itself, or, when it takes a `Context` (itself or through its own dependencies), its
     stand-in: a function of the same parameters, a `Context` given its provider as a `Depends`, that FastAPI
     analyses and calls in its place (its values are cached and its overrides looked up as the dependency's,
-    see `stands_for`). Worked out once per dependency, when the first action that needs it is declared."""
+    see `stands_for`). Worked out once per dependency, when the first action that needs it is declared.
+
+    A dependency that depends on itself (directly or through others) is a `TypeError` naming the cycle: FastAPI
+    would recurse until Python's recursion limit, with a bare `RecursionError`."""
+    path = _ANALYSING.get()
+    if any(known is dependency for known in path):
+        raise TypeError(_circular(path, dependency))
+    token = _ANALYSING.set((*path, dependency))
+    try:
+        return _analyse(dependency)
+    finally:
+        _ANALYSING.reset(token)
+
+
+def _circular(path: tuple[Any, ...], dependency: Any) -> str:
+    cycle = [*path[next(i for i, known in enumerate(path) if known is dependency):], dependency]
+    return (f"its dependencies are circular ({' -> '.join(map(_name, cycle))}): FastAPI would recurse forever "
+            "to solve them (a RecursionError). A dependency cannot depend on itself, even through others: break "
+            "the cycle")
+
+
+def _analyse(dependency: Any) -> Any:
+    """`analysable`'s work, for a dependency not being worked out already."""
     try:
         signature = get_typed_signature(dependency)
     except Exception:  # not a callable FastAPI can read: it says so itself, in its own words
@@ -381,10 +408,12 @@ def build_dependant(
         return _no_dependencies()  # most actions: nothing for FastAPI to analyse
     parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in dependencies]
     if presenter_dependency is not None:
+        try:  # (analysed as any dependency: a `Context` given, a cycle named)
+            chosen = analysable(presenter_dependency)
+        except TypeError as exc:
+            raise TypeError(f"returns={_name(presenter_dependency)}: {exc}") from None
         parameters.append(
-            inspect.Parameter(
-                PRESENTER_KEY, inspect.Parameter.KEYWORD_ONLY, default=params.Depends(presenter_dependency)
-            )
+            inspect.Parameter(PRESENTER_KEY, inspect.Parameter.KEYWORD_ONLY, default=params.Depends(chosen))
         )
 
     async def collect(**values: Any) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager, AsyncExitStack, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException  # (FastAPI's is a subclass: both are HTTP errors)
 from starlette.requests import Request
@@ -43,6 +44,7 @@ from .errors import (
     ValidationFailed,
     field_path,
     sent_value,
+    shortened,
 )
 from .identity import AUTH_SCOPE_KEY
 from .listing import Exposed, entries, exposed, how_to_call, mcp_name, restricted
@@ -704,13 +706,18 @@ def _failure(action: Action, exc: Exception, raise_http: bool, transport: str) -
         return error_response(exc)
     if isinstance(exc, DependencyErrors):
         return _dependency_failure(action, exc.errors, transport)
+    if isinstance(exc, RequestValidationError):  # raised by a dependency or the handler, as FastAPI's own are
+        return _dependency_failure(action, _raised_errors(exc), transport, reasons=True)
     if isinstance(exc, HTTPException):
-        if raise_http:
-            raise exc
-        if not is_error_status(exc.status_code):  # 1xx-3xx, 600, 0: a server bug, not an answer to the call
+        if not is_error_status(exc.status_code) and transport != "rest":
+            # 1xx-3xx, 600, 0: no error to answer a tool call with (MCP's -32010 would relay a redirect nobody
+            # can follow): a server bug, on MCP and in the tester alike. (REST answers a redirect with a
+            # Location, a 204 or a 304 as itself: HTTP carries them.)
             logger.error("%s: HTTPException with status %r (not an HTTP error) raised by the handler or a "
                          "dependency", action.label, exc.status_code)
             return _internal_error(action)
+        if raise_http:
+            raise exc
         if exc.status_code >= 500:
             logger.error("%s: HTTP %s raised by the handler or a dependency", action.label, exc.status_code)
         code, recovery = http_code(exc.status_code)  # REST's code for the same status
@@ -733,21 +740,27 @@ def _failure(action: Action, exc: Exception, raise_http: bool, transport: str) -
 
 # The parts of a request FastAPI reads a dependency's parameter from (a parameter error's `loc[0]`), as the
 # error names them: the agent sends none of them (its arguments are the tool call's), so none is its to fix.
+# (A "body" error names one of the action's arguments: REST's body is the arguments, MCP's the tool call's.)
 _REQUEST_PARTS = {"header": "the header", "cookie": "the cookie", "query": "the query parameter",
-                  "path": "the path parameter", "body": "the body field"}
+                  "path": "the path parameter"}
 
 
-def _dependency_failure(action: Action, errors: Sequence[Any], transport: str) -> ToolResponse:
-    """FastAPI's parameter errors (a dependency's `Header()` missing...). REST answers FastAPI's 422 listing
-    them (its client sends the headers); on MCP the agent sends only the action's arguments: a header it cannot
-    set is an error of the client's or the server's configuration, never a field to fix and call again."""
+def _dependency_failure(action: Action, errors: Sequence[Any], transport: str, reasons: bool = False
+                        ) -> ToolResponse:
+    """FastAPI's parameter errors (a dependency's `Header()` missing...), and a `RequestValidationError` a
+    dependency or the handler raised (`reasons`: its messages are the app's own, said with each invalid part).
+    REST answers FastAPI's 422 listing them (its client sends the headers); on MCP the agent sends only the
+    action's arguments: a header it cannot set is an error of the client's or the server's configuration, never
+    a field to fix and call again. Only locations and messages are said, never the values sent (secrets)."""
     parts: list[tuple[bool, str]] = []  # (missing, "the header x-token")
     for error in [] if transport == "rest" else errors:
         loc = tuple(error.get("loc") or ("",))
         if loc[0] in _REQUEST_PARTS:
-            parts.append((error.get("type") == "missing", " ".join([_REQUEST_PARTS[loc[0]], *map(str, loc[1:2])])))
+            part = " ".join([_REQUEST_PARTS[loc[0]], *map(str, loc[1:2])])
+            missing = error.get("type") == "missing"
+            parts.append((missing, f"{part} ({_reason(error)})" if reasons and not missing else part))
     if not parts:
-        fields = [(field_path(e.get("loc", ())), f"{e.get('msg', 'invalid')}.") for e in errors]
+        fields = [(field_path(_argument_loc(e.get("loc", ()), transport)), f"{_reason(e)}.") for e in errors]
         return error_response(ValidationFailed(action.label, fields))
     missing = list(dict.fromkeys(part for absent, part in parts if absent))  # (two dependencies may read one)
     invalid = list(dict.fromkeys(part for absent, part in parts if not absent))
@@ -759,6 +772,26 @@ def _dependency_failure(action: Action, errors: Sequence[Any], transport: str) -
         recovery="No argument of yours can fix this: the MCP client (or the server's configuration) must send it "
                  "with the request. Do not call again as is; tell the user, or use another action.",
     )
+
+
+def _raised_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """The errors of a `RequestValidationError` the app's code raised (any sequence: an entry that is not
+    FastAPI's kind of error, a dict, is said as an invalid request)."""
+    return [e if isinstance(e, dict) else {"loc": ("(request)",), "msg": "invalid"} for e in exc.errors()]
+
+
+def _reason(error: Any) -> str:
+    """A parameter error's message, cut short (never its input: the value sent may be a secret)."""
+    msg = error.get("msg")
+    return shortened(str(msg).rstrip("."), 200) if msg else "invalid"
+
+
+def _argument_loc(loc: Sequence[Any], transport: str) -> Sequence[Any]:
+    """An error's location as the caller names the field: on MCP and the tester, `("body", "n")` is the
+    argument `n` (the tool call has no body); REST keeps FastAPI's `body.n`."""
+    if transport != "rest" and len(loc) > 1 and loc[0] == "body":
+        return loc[1:]
+    return loc
 
 
 def _swallowed(action: Action, exc: BaseException | None) -> ToolResponse:

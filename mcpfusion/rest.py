@@ -849,7 +849,8 @@ def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str =
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         fields = [(field_path(e.get("loc", ())), f"{e.get('msg', 'invalid')}.") for e in exc.errors()]
-        return validation_problem(request.url.path, fields, request.url.path)
+        label = get_route_path(request.scope)[len(prefix) + 1:] or request.url.path  # tool/action, as MCP names it
+        return validation_problem(label, fields, request.url.path)
 
     async def on_crash(request: Request, exc: Exception) -> Response:
         failed = ToolError(INTERNAL_ERROR, "The request failed with an internal error.", recovery=INTERNAL_RECOVERY)
