@@ -165,14 +165,15 @@ async def require_confirmation(call: ActionCall) -> Confirmed:
         raise _needs_token(call, digest, f"The {CONFIRM_PARAM} token does not match this call of {name} "
                                          "(other arguments, another caller, or expired); nothing was done.")
     ctx = call.context
-    if not ctx.is_detached and "elicitation" in ctx.client_capabilities:
+    asking = None if ctx.is_detached else ctx.elicitation(question(call), SCHEMA)
+    if asking is not None and ctx.can_ask(asking):  # (a form: a client of URL elicitation only gets a token)
         # One question per run: its nonce comes back in the signed requestState of the 2026 wire's retry.
         nonce = ctx.state if isinstance(ctx.state, str) and ctx.state.startswith("confirm:") else \
             f"confirm:{secrets.token_hex(8)}"
         key = question_key(call, digest, nonce)
         try:
             async with waiting_for_the_user(call):  # the user's reading time is not the action's run
-                answer = (await ctx.ask({key: ctx.elicitation(question(call), SCHEMA)}, state=nonce))[key]
+                answer = (await ctx.ask({key: asking}, state=nonce))[key]
                 # `ask` let through only a valid ElicitResult whose accepted content matches SCHEMA (else
                 # -32602). A "no" ends the call here, before the guards take their slots back.
                 if answer is not None and not (answer.get("action") == "accept"

@@ -15,7 +15,8 @@ elicit/sample/list_roots/ask raise `OutsideMcp`: a `NoBackChannel` a handler may
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import math
+from typing import Any, NoReturn
 
 from .errors import NO_BACK_CHANNEL, ToolError
 from .mcp import jsonrpc
@@ -92,16 +93,27 @@ class Context:
     # -- progress and logging -------------------------------------------------------------------------
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        """Send `notifications/progress` when the client asked for it (a `progressToken`), else nothing."""
-        token = self._channel.progress_token
+        """Send `notifications/progress` when the client asked for it (a `progressToken`), else nothing.
+
+        MCP wants the progress value to increase with each notification: one not greater than the last sent
+        for this request, or not a finite number (NaN, infinity), is dropped, never an error to the handler
+        (progress is best effort). A total that is not finite is left out."""
+        channel = self._channel
+        token = channel.progress_token
         if token is None:
             return
+        if not math.isfinite(progress):  # JSON has no NaN/inf: it would go out as null
+            return
+        last = channel.last_progress
+        if last is not None and progress <= last:
+            return
+        channel.last_progress = progress  # set before the await: concurrent calls of a handler see it
         params: dict[str, Any] = {"progressToken": token, "progress": progress}
-        if total is not None:
+        if total is not None and math.isfinite(total):
             params["total"] = total
         if message is not None:
             params["message"] = message
-        await self._channel.notify("notifications/progress", params)
+        await channel.notify("notifications/progress", params)
 
     report_progress = progress
 
@@ -186,7 +198,7 @@ class Context:
         with the answers; `state` (any JSON value) comes back signed as `ctx.state` on that retry."""
         if self.is_detached:
             raise OutsideMcp([req["method"] for req in requests.values()])
-        self._require(*(_CAPABILITY_OF.get(req["method"]) for req in requests.values()))
+        self._require_for(*requests.values())
         try:
             answers = await self._channel.ask(requests, state)
         except ClientUnreachable:
@@ -221,18 +233,32 @@ class Context:
 
     def require_capability(self, name: str) -> None:
         """Fail the request with JSON-RPC -32021 when the client did not declare capability `name`."""
-        self._require(name)
+        if name not in self.client_capabilities and not self.is_detached:
+            self._refuse({name: {}})
 
-    def _require(self, *names: str | None) -> None:
-        """`require_capability` of every capability named (None: none needed), all missing ones in one error."""
-        missing = [name for name in dict.fromkeys(names) if name and name not in self.client_capabilities]
-        if self.is_detached or not missing:
-            return
-        listed = ", ".join(map(repr, missing))
+    def can_ask(self, request: dict[str, Any]) -> bool:
+        """Whether the client declared what `request` (`ctx.elicitation(...)`, `ctx.sampling(...)`,
+        `ctx.roots()`) needs: its capability, and for an elicitation the mode (`{"elicitation": {}}` is form
+        mode only). False when detached. What `ask` and `elicit` check before sending anything."""
+        return not self.is_detached and not _lacking(self.client_capabilities, request)
+
+    def _require_for(self, *requests: dict[str, Any]) -> None:
+        """Fail the request with -32021 naming everything the client lacks for `requests`, in one error: MCP
+        forbids sending a request (or an elicitation mode) the client did not declare."""
+        missing: dict[str, Any] = {}
+        for request in requests:
+            for name, modes in _lacking(self.client_capabilities, request).items():
+                missing.setdefault(name, {}).update(modes)
+        if missing and not self.is_detached:
+            self._refuse(missing)
+
+    def _refuse(self, missing: dict[str, Any]) -> NoReturn:
+        """Raise (and record on the channel) -32021 with `requiredCapabilities` = `missing`."""
+        listed = ", ".join(f"{name!r} ({', '.join(sub)} mode)" if sub else repr(name) for name, sub in missing.items())
         raise self._channel.fail(McpError(
             jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY,
             f"This request needs the client capabilit{'y' if len(missing) == 1 else 'ies'} {listed}",
-            {"requiredCapabilities": {name: {} for name in missing}},
+            {"requiredCapabilities": missing},
         ))
 
     def close_stream(self) -> None:
@@ -243,7 +269,7 @@ class Context:
         if self.is_detached:
             raise OutsideMcp([request["method"]])
         method = request["method"]
-        self._require(_CAPABILITY_OF.get(method))
+        self._require_for(request)
         try:
             if key is None:
                 answer: dict[str, Any] = await self._channel.request(method, request.get("params"))
@@ -266,6 +292,27 @@ class Context:
 
 
 _CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
+
+
+def _lacking(capabilities: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    """What of the client `capabilities` `request` needs is not declared, as `requiredCapabilities` entries
+    ({} : nothing). An elicitation needs its mode too: `{}` declares form mode only, `{"url": {}}` url mode
+    only (MCP: servers must not send a mode the client does not support)."""
+    name = _CAPABILITY_OF.get(request["method"])
+    if name is None:
+        return {}
+    declared = capabilities.get(name)
+    if declared is None:
+        return {name: {}}
+    if name != "elicitation":
+        return {}
+    mode = (request.get("params") or {}).get("mode", "form")  # (no mode: form, as before modes existed)
+    modes = declared if isinstance(declared, dict) else {}
+    if mode in modes or (mode == "form" and not modes):
+        return {}
+    return {name: {str(mode): {}}}
+
+
 _RESULT_OF = {"elicitation/create": "ElicitResult", "sampling/createMessage": "CreateMessageResult",
               "roots/list": "ListRootsResult"}
 

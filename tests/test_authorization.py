@@ -690,7 +690,8 @@ async def test_resources_and_prompts_with_scopes_exist_only_for_callers_holding_
             if "card" in seen:
                 assert "only writers" in json.dumps(read["result"]) and "result" in got and "result" in completed
             else:
-                assert read["error"]["code"] == -32602 and "Resource not found" in read["error"]["message"]
+                assert read["error"]["code"] == (-32002 if wire == "2025-11-25" else -32602)
+                assert "Resource not found" in read["error"]["message"]
                 assert "only writers" not in json.dumps(read)
                 assert got["error"]["code"] == -32602 and "Unknown prompt" in got["error"]["message"]
                 assert "draft" not in got["error"]["message"].split("Available prompts:")[1]

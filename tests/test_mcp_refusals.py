@@ -133,7 +133,7 @@ async def test_an_unknown_resource_is_the_same_error_to_read_and_to_subscribe_an
         read, subscribe = await rpc("resources/read", "note://nope"), await rpc("resources/subscribe", "note://nope")
         long_read = await rpc("resources/read", "note://" + "x" * 1_000_000)
         good = await rpc("resources/read", "note://readme")
-    assert read["error"]["code"] == subscribe["error"]["code"] == -32602
+    assert read["error"]["code"] == subscribe["error"]["code"] == -32002  # resource not found, as 2025-11-25 says
     assert read["error"]["data"] == subscribe["error"]["data"] == {"uri": "note://nope"}
     assert long_read["error"]["code"] == -32602 and len(str(long_read)) < 500
     assert good["result"]["contents"][0]["text"] == "read me"

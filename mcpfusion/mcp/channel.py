@@ -39,6 +39,8 @@ class Channel:
     """
 
     kind = "detached"
+    #: The last progress value sent for `progress_token` (`Context.progress` sends only greater ones).
+    last_progress: float | None = None
 
     def __init__(self, *, progress_token: Any = None, log_level: str | None = None) -> None:
         self.progress_token = progress_token

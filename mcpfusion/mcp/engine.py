@@ -312,10 +312,19 @@ class Engine:
         uri = call.params.get("uri")
         if isinstance(uri, str) and len(uri) > self.max_uri_length:  # never echoed back at any length
             raise McpError(jsonrpc.INVALID_PARAMS, f"'uri' is longer than {self.max_uri_length} characters")
-        return await self._with_input(
-            call, uri if isinstance(uri, str) else "",
-            lambda: resources.read(uri, self.make_context(call), call.request),
-        )
+        try:
+            return await self._with_input(
+                call, uri if isinstance(uri, str) else "",
+                lambda: resources.read(uri, self.make_context(call), call.request),
+            )
+        except McpError as exc:
+            # An unknown URI (told apart from the resource's own -32602 by the lookup, on this path only): the
+            # code the call's revision gives it.
+            code = _not_found_code(call)
+            if code == exc.code or exc.code != jsonrpc.INVALID_PARAMS or not isinstance(uri, str) or not uri \
+                    or resources.exists(uri, call.request):
+                raise
+            raise McpError(code, exc.message, exc.data) from None
 
     async def _subscribe(self, call: Call) -> dict[str, Any]:
         """Subscribe the session to `uri` once the caller has read it: a subscription tells of changes to data,
@@ -326,8 +335,8 @@ class Engine:
         if resources is not None:  # one charge, as `resources/read`: the read below runs the app's code
             await _charge(resources, call)
         if resources is None or not resources.exists(uri, call.request):
-            # The code resources/read answers for the same URI (SEP-2164: -32602 with data.uri).
-            raise McpError(jsonrpc.INVALID_PARAMS, f"Resource not found: {uri}: subscribe to a listed resource or "
+            # The code resources/read answers for the same URI.
+            raise McpError(_not_found_code(call), f"Resource not found: {uri}: subscribe to a listed resource or "
                            "one of its templates", {"uri": uri})
         await self._with_input(call, uri, lambda: resources.read(uri, self.make_context(call), call.request))
         session = call.session
@@ -468,6 +477,12 @@ def _completion(values: Any, where: str) -> dict[str, Any]:
         completion.values = completion.values[:100]
         completion.has_more = True if completion.has_more is None else completion.has_more
     return completion.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _not_found_code(call: Call) -> int:
+    """The JSON-RPC code of an unknown resource URI: -32602 (with data.uri) on 2026-07-28 (SEP-2164), -32002
+    on the handshake revisions (2025-11-25 and older: "Resource not found: -32002")."""
+    return jsonrpc.INVALID_PARAMS if call.modern else jsonrpc.RESOURCE_NOT_FOUND
 
 
 async def _charge(backend: Any, call: Call) -> None:
