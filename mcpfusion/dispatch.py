@@ -774,10 +774,29 @@ def _dependency_failure(action: Action, errors: Sequence[Any], transport: str, r
     )
 
 
+_INVALID_REQUEST: dict[str, Any] = {"loc": ("(request)",), "msg": "invalid"}
+
+
 def _raised_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
-    """The errors of a `RequestValidationError` the app's code raised (any sequence: an entry that is not
-    FastAPI's kind of error, a dict, is said as an invalid request)."""
-    return [e if isinstance(e, dict) else {"loc": ("(request)",), "msg": "invalid"} for e in exc.errors()]
+    """The errors of a `RequestValidationError` the app's code raised, in FastAPI's shape whatever it was given
+    (REST's 422 and MCP's answer read them alike): an entry that is not FastAPI's kind of error, a dict, is said
+    as an invalid request, and so is a location that is not a list or tuple (None, a number, a string)."""
+    errors = exc.errors()
+    if not isinstance(errors, list | tuple):  # (`RequestValidationError("oops")`: one invalid request)
+        return [_INVALID_REQUEST]
+    return [_raised_error(e) for e in errors]
+
+
+def _raised_error(error: Any) -> dict[str, Any]:
+    """One entry of `_raised_errors`: a dict whose `loc` is a tuple of names and indexes."""
+    if not isinstance(error, dict):
+        return _INVALID_REQUEST
+    loc, msg = error.get("loc"), error.get("msg")
+    if not isinstance(loc, list | tuple):
+        loc = _INVALID_REQUEST["loc"]
+    # (a part that is neither a name nor an index, a list say, is said as text: it is looked up and joined)
+    loc = tuple(part if isinstance(part, str | int) else str(part) for part in loc)
+    return {**error, "loc": loc, "msg": str(msg) if msg else "invalid"}
 
 
 def _reason(error: Any) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
 AUTH_SCOPE_KEY = "mcpfusion.auth"
 #: The claims (or attributes) naming the caller's tenant, in the order they are read (`tenant_of`).
@@ -124,11 +125,12 @@ def unnamed_identity_of(auth: Any) -> tuple[str, str | None] | None:
     which every caller of the tenant would share. None for no principal or an empty one (`ANONYMOUS`: a request
     let in without naming anyone binds nothing, as without authentication).
 
-    The digest covers the principal's class and every field it holds (its claims, dataclass or pydantic fields,
-    `__dict__` or `__slots__`; sets sorted), so callers whose principals differ in any field are told apart,
-    and callers whose principals are equal in every field share their state: a warning (once per class) says
-    so, and naming the subject (`SUBJECT_NAMES`) is the fix. A principal holding a field that cannot be read
-    as data (an object other than a dataclass or a pydantic model, a cycle) fails closed: it is bound to a
+    The digest covers the principal's class and every field it holds (its claims, dataclass fields, pydantic
+    fields (`exclude=True` ones too), extras and private attributes, `__dict__` or `__slots__`; sets sorted),
+    so callers whose principals differ in any field are told apart, and callers whose principals are equal in
+    every field share their state: a warning (once per class) says so, and naming the subject
+    (`SUBJECT_NAMES`) is the fix. A principal holding a field that cannot be read as data (an object other than
+    a dataclass or a pydantic model, a pydantic field not set, a cycle) fails closed: it is bound to a
     value drawn afresh for each request, so its sessions and `requestState` are refused, never shared."""
     if auth is None or isinstance(auth, str) or (is_claims(auth) and not auth):
         return None
@@ -163,14 +165,26 @@ def _fields_of(auth: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    """What orjson cannot encode of a principal, made plain: sets sorted, pydantic models as their fields;
-    anything else is refused (its `repr` may hold an address, which another caller's object may reuse)."""
+    """What orjson cannot encode of a principal, made plain: sets sorted, pydantic models as every field they
+    hold; anything else is refused (its `repr` may hold an address, which another caller's object may reuse)."""
     if isinstance(value, (set, frozenset)):
         return sorted(map(repr, value))
+    if isinstance(value, BaseModel):
+        return _model_fields(value)
     dump = getattr(value, "model_dump", None)
-    if callable(dump):
+    if callable(dump):  # (a model of another kind: what it says it holds)
         return dump()  # (its sets and dates then made plain as any others)
     raise TypeError(type(value).__name__)
+
+
+def _model_fields(model: BaseModel) -> dict[str, Any]:
+    """Every field a pydantic model holds, read by attribute: not `model_dump()`, which leaves out the fields
+    marked `exclude=True` (an API key's id kept out of logs) and private attributes, so two callers differing
+    only there would share their state. A field that is not set (`model_construct`) fails closed."""
+    cls = type(model)
+    return {"model": f"{cls.__module__}.{cls.__qualname__}",
+            "fields": {name: getattr(model, name) for name in cls.model_fields},
+            "extra": model.__pydantic_extra__, "private": model.__pydantic_private__}
 
 
 def _warn(name: str, unreadable: bool, how: str) -> None:

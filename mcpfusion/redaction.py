@@ -113,7 +113,9 @@ def _placed(value: Any, censors: Sequence[Any]) -> bool:
 
 def _walk(node: Any, steps: Steps, i: int, censor: Any, path: str, removed: list[Any] | None,
           placed: Sequence[Any]) -> None:
-    if node is None:
+    # A censor put here is passed by before anything looks inside it: a mapping or list censor is one object
+    # shared by every call (and by the presenter it came from), never a value to edit.
+    if node is None or _placed(node, placed):
         return
     kind, name = steps[i]
     last = i == len(steps) - 1
@@ -124,12 +126,12 @@ def _walk(node: Any, steps: Steps, i: int, censor: Any, path: str, removed: list
                     _walk(item, steps, i, censor, path, removed, placed)
             return
         if not isinstance(node, dict):
-            if _placed(node, placed):
-                return
             raise RedactionError(f"redaction path {path!r} expected an object at {name!r}")
         if name not in node:
             return
         if last:
+            if _placed(node[name], placed):
+                return  # hidden whole by a path over it (`lines[*]` before `lines[*].card`): it stays so
             if removed is not None:
                 removed.append(node[name])
             node[name] = censor
@@ -137,8 +139,6 @@ def _walk(node: Any, steps: Steps, i: int, censor: Any, path: str, removed: list
             _walk(node[name], steps, i + 1, censor, path, removed, placed)
     elif kind == "each":
         if not isinstance(node, list):
-            if _placed(node, placed):
-                return
             raise RedactionError(f"redaction path {path!r} expected a list")
         every = i + 2 == len(steps)  # `phones[*]`: each item whole (its `any` step was added by parse_path)
         for index, item in enumerate(node):
@@ -237,6 +237,14 @@ class _Source:
         self.lines: list[str] = []
         self.names: dict[str, Any] = {}
         self._count = 0
+        # Globals naming them: every censor (a leaf holding one is left as it is), and those a path could look
+        # inside (a mapping or a list: passed by before that). Usually strings, so no test of a node is added.
+        self._censors = [self._bind("placed", censor) for censor in placed]
+        self._containers = [name for name in self._censors if isinstance(self.names[name], dict | list)]
+
+    def _not_placed(self, var: str, names: list[str]) -> str:
+        """` and var is not c1 and ...`: the test of `var` being none of the censors `names` ("" for none)."""
+        return "".join(f" and {var} is not {name}" for name in names)
 
     def _name(self, prefix: str) -> str:
         self._count += 1
@@ -256,7 +264,10 @@ class _Source:
         # `x.__class__ is not dict and ...` before `isinstance`: the validated data is made of plain dicts,
         # and the class test costs less than the call.
         # Removed values with nobody to take them go to a list of this call alone (one test here, none per leaf).
-        lines = [f"def {name}(data, removed, loose=None):",
+        entry = []
+        if self._containers:  # a censor a parent put at this embed's key: nothing to look into
+            entry = [f"    if data is {' or data is '.join(self._containers)}:", "        return"]
+        lines = [f"def {name}(data, removed, loose=None):", *entry,
                  "    if data.__class__ is not dict and isinstance(data, list):", "        for item in data:",
                  f"            {name}(item, removed, loose)", "        return", "    if removed is None:",
                  "        removed = []", "    if loose is None:", "        loose = []", *body]
@@ -286,14 +297,16 @@ class _Source:
         children = [(key, child) for key, child in node.children if not child.empty()]
         if not children:
             return
-        out.append(f"{pad}if {var}.__class__ is dict or isinstance({var}, dict):")
+        passed = self._not_placed(var, self._containers)
+        out.append(f"{pad}if ({var}.__class__ is dict or isinstance({var}, dict)){passed}:")
         inner = pad + "    "
         for key, child in children:
             value, item = self._name("value"), self._name("item")
             if child.paths and not child.children:
                 # A list of leaf children (invoice lines): their paths written into one loop.
                 sub = self.tree(child)
-                out += [f"{inner}{value} = {var}.get({key!r})", f"{inner}if {value}.__class__ is list:",
+                out += [f"{inner}{value} = {var}.get({key!r})",
+                        f"{inner}if {value}.__class__ is list{self._not_placed(value, self._containers)}:",
                         f"{inner}    for {item} in {value}:", f"{inner}        if {item}.__class__ is list:",
                         f"{inner}            {sub}({item}, removed, loose)", f"{inner}        else:"]
                 self._apply(child, item, out, inner + "            ")
@@ -313,7 +326,9 @@ class _Source:
         for index, name in enumerate(names):
             error = self._bind("error", f"redaction path {first!r} expected an object at {name!r}")
             # A plain dict in one test; None skipped; anything else but a dict refused (`_object`).
-            out.append(f"{pad}if {current}.__class__ is dict or {current} is not None and _object({current}, {error}):")
+            # A mapping censor is passed by (`_object` says so) before anything looks inside it.
+            plain = f"{current}.__class__ is dict{self._not_placed(current, self._containers)}"
+            out.append(f"{pad}if {plain} or {current} is not None and _object({current}, {error}):")
             if index == len(names) - 1:
                 break
             step = self._name("node")
@@ -322,17 +337,21 @@ class _Source:
             current = step
         for _, path_names in run:
             leaf = path_names[-1]
+            found = self._name("leaf")
+            # A leaf a path over it hid whole (a censor there already) stays as it is, in whichever order.
             out.append(f"{pad}    if {leaf!r} in {current}:")
-            out.append(f"{pad}        {'removed' if guarded else 'loose'}.append({current}[{leaf!r}])")
-            out.append(f"{pad}        {current}[{leaf!r}] = {censor}")
+            out.append(f"{pad}        {found} = {current}[{leaf!r}]")
+            out.append(f"{pad}        if True{self._not_placed(found, self._censors)}:")
+            out.append(f"{pad}            {'removed' if guarded else 'loose'}.append({found})")
+            out.append(f"{pad}            {current}[{leaf!r}] = {censor}")
 
 
 def _object(value: Any, message: str, placed: Sequence[Any] = ()) -> bool:
-    """True for a dict (`compile_tree`'s code has found it is not a plain one), False for a censor of
-    `placed` (nothing left to look into); `RedactionError` otherwise."""
+    """True for a dict (`compile_tree`'s code has found it is not a plain one, or a censor's), False for a
+    censor of `placed` (nothing left to look into, a mapping censor included); `RedactionError` otherwise."""
+    if _placed(value, placed):
+        return False
     if not isinstance(value, dict):
-        if _placed(value, placed):
-            return False
         raise RedactionError(message)
     return True
 

@@ -45,7 +45,7 @@ from .body import (
 from .confirm import CONFIRM_PARAM
 from .content import ResourceLink
 from .dependencies import security_schemes
-from .dispatch import ToolRegistry
+from .dispatch import ToolRegistry, _raised_errors
 from .errors import (
     CURSOR_EXPIRED,
     INTERNAL_ERROR,
@@ -848,7 +848,8 @@ def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str =
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        fields = [(field_path(e.get("loc", ())), f"{e.get('msg', 'invalid')}.") for e in exc.errors()]
+        # The errors as MCP reads them (`_raised_errors`: an app's dependency may raise any shape of them).
+        fields = [(field_path(e.get("loc", ())), f"{e.get('msg', 'invalid')}.") for e in _raised_errors(exc)]
         label = get_route_path(request.scope)[len(prefix) + 1:] or request.url.path  # tool/action, as MCP names it
         return validation_problem(label, fields, request.url.path)
 

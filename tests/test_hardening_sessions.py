@@ -123,7 +123,7 @@ async def test_subscriptions_are_bounded_and_known():
 
         assert "result" in await subscribe("file:///readme.txt")
         missing = (await subscribe("file:///nothing-here.txt"))["error"]
-        assert missing["code"] == -32602 and missing["data"] == {"uri": "file:///nothing-here.txt"}  # as read answers
+        assert missing["code"] == -32002 and missing["data"] == {"uri": "file:///nothing-here.txt"}  # as read answers
         assert (await subscribe("invoices://" + "x" * 1_000_000 + "/summary"))["error"]["code"] == -32602
         assert "result" in await subscribe("invoices://inv_1/summary")  # a template's URI is a resource
         assert "result" in await subscribe("file:///readme.txt")  # already held: not counted twice
@@ -150,7 +150,7 @@ async def test_server_without_resources_refuses_subscriptions():
         headers = {**ACCEPT, "mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
         for n in range(3):
             body = {"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": f"file:///{n}"}}
-            assert reply_of(await client.post("/mcp", json=body, headers=headers))["error"]["code"] == -32602
+            assert reply_of(await client.post("/mcp", json=body, headers=headers))["error"]["code"] == -32002  # (2025-11-25)
         session = await app.state.mcpfusion.transport.sessions.get(headers["mcp-session-id"])
         assert session.subscriptions == []
 
