@@ -12,7 +12,7 @@ them. The model itself is made on the action's first call, which validates with 
 Exactness is the contract (tests/test_argschema.py compares both ways): a field takes part only when its
 key can be read (no forward reference), definitions are shared only when pydantic named every one of them
 by its short name, and an action whose fields would bring two different definitions of one name gets
-pydantic's own schema.
+pydantic's own schema. (Made by `InputSchema`: pydantic's, a Decimal's text with the pattern it takes.)
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from typing import Any
 from annotated_types import BaseMetadata, GroupedMetadata
 from pydantic import BaseModel, PydanticUndefinedAnnotation, PydanticUserError, create_model
 from pydantic.fields import FieldInfo
+from pydantic.json_schema import GenerateJsonSchema
+from pydantic_core import core_schema
 
 from .hints import per_annotation, type_name
 from .schema import lean
@@ -69,6 +71,14 @@ class Arguments:
 
     def __repr__(self) -> str:
         return fields_repr(self, self.__slots__)  # the NamedTuple's
+
+
+class InputSchema(GenerateJsonSchema):
+    """Pydantic's JSON schema of an argument model, a Decimal's string form with the pattern of a decimal
+    number within its `max_digits` / `decimal_places` (pydantic's says any string, then refuses "abc")."""
+
+    def get_decimal_pattern(self, schema: core_schema.DecimalSchema) -> str | None:
+        return self.build_decimal_pattern(schema)
 
 
 _known: dict[Any, _Field] = {}
@@ -175,7 +185,7 @@ def _short(names: typing.Iterable[str]) -> bool:
 
 def _learn(keys: list[Any], model: type[BaseModel]) -> dict[str, Any]:
     """`model`'s lean schema; each of its keyed fields' parts is kept for other actions."""
-    raw = model.model_json_schema()
+    raw = model.model_json_schema(schema_generator=InputSchema)
     schema: dict[str, Any] = lean(raw)  # lean works node by node: its parts are the parts' lean schemas
     raw_defs = raw.get("$defs", {})
     properties = raw.get("properties", {})

@@ -31,7 +31,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 
 from .context import NoBackChannel
-from .errors import BUSY, CONFIRMATION_REQUIRED, NOT_CONFIRMED, RATE_LIMITED, ToolError
+from .errors import BUSY, CONFIRMATION_REQUIRED, NOT_CONFIRMED, RATE_LIMITED, ToolError, ValidationFailed, sent_value
 from .listing import how_to_call
 from .middleware import ActionCall
 from .pauses import waiting_for_the_user
@@ -126,6 +126,18 @@ def question_key(call: ActionCall, digest: str, nonce: str) -> str:
     answer sent without that state (answers may be sent ahead) names no question that was asked."""
     mac = hmac.new(call.guards.signing_key, f"question|{call.caller_key}|{digest}|{nonce}".encode(), hashlib.sha256)
     return f"confirm-{mac.hexdigest()[:16]}"
+
+
+def pop_token(action: Action, arguments: dict[str, Any]) -> str | None:
+    """The `_confirm` token taken out of the arguments (None when not sent); one that is not a string is
+    refused as invalid arguments, nothing run: a number or an object is no token that was issued."""
+    sent = arguments.pop(CONFIRM_PARAM, None)
+    if sent is not None and not isinstance(sent, str):
+        raise ValidationFailed(action.label, [(CONFIRM_PARAM, "Send the confirm_token string of the "
+                                                              "CONFIRMATION_REQUIRED answer unchanged, or no "
+                                                              f"{CONFIRM_PARAM} to be asked. You sent: "
+                                                              f"{sent_value(sent)}.")])
+    return sent
 
 
 def _valid(call: ActionCall, digest: str, sent: Any) -> bool:

@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException  # (FastAPI's is a subclass: both
 from starlette.requests import Request
 
 from .authorization import ScopesOf, insufficient_scope, scopes_of
-from .confirm import CONFIRM_PARAM, give_back, require_confirmation
+from .confirm import give_back, pop_token, require_confirmation
 from .content import DEFAULT_MAX_BYTES, Attached, Content, ContentError, content_items, scrubbed
 from .context import Context
 from .dependencies import (
@@ -394,7 +394,7 @@ class ToolRegistry:
                 pipeline = self._pipeline(action)
             if pipeline is None:
                 return await self._run(action, action.validate(arguments), request, select, cursor, phase)
-            confirmation = arguments.pop(CONFIRM_PARAM, None) if action.confirm else None
+            confirmation = pop_token(action, arguments) if action.confirm else None
             call = ActionCall(action, action.validate(arguments), arguments, request, transport, self.guards, phase)
             call.select, call.cursor, call.confirmation, call.raise_http = select, cursor, confirmation, raise_http
             return await pipeline(call)

@@ -356,9 +356,9 @@ class Action:
 
     @property
     def required(self) -> list[str]:
-        if self.json_schema is not None:
-            return list(self.json_schema.get("required", []))
-        return list(self.arguments.required)
+        """The required parameters under the names the agent sends (the input schema's, aliases included):
+        what the descriptions list next to `input_schema`'s properties."""
+        return list(self.declared_schema().get("required", []))
 
     def declared_schema(self) -> dict[str, Any]:
         """`input_schema` without the framework's parameters (`_select`, the cursor), not copied: read it,
