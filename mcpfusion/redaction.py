@@ -86,14 +86,14 @@ def segments(path: str) -> list[Segment]:
 
 
 def parse_path(path: str) -> Steps:
-    """`lines[*].card` -> (("key", "lines"), ("each", None), ("key", "card"))."""
+    """`lines[*].card` -> (("key", "lines"), ("each", None), ("key", "card")). A path ending in `[*]`
+    (`phones[*]`, `shares[*]`) ends on its `each` step: each item censored whole, whatever it holds, as `.*`
+    censors each value of a dict; `shares[*].*` goes on into each item (every value, its keys kept)."""
     steps: list[tuple[str, str | None]] = []
     for kind, name, lists in segments(path):
         if kind != "none":
             steps.append((kind, name))
         steps.extend(("each", None) for _ in range(lists))
-    if steps[-1][0] == "each":
-        steps.append(("any", None))
     return tuple(steps)
 
 
@@ -140,14 +140,15 @@ def _walk(node: Any, steps: Steps, i: int, censor: Any, path: str, removed: list
     elif kind == "each":
         if not isinstance(node, list):
             raise RedactionError(f"redaction path {path!r} expected a list")
-        every = i + 2 == len(steps)  # `phones[*]`: each item whole (its `any` step was added by parse_path)
         for index, item in enumerate(node):
-            if every and item is not None and not isinstance(item, dict | list):
+            if not last:
+                _walk(item, steps, i + 1, censor, path, removed, placed)
+            elif item is not None and not _placed(item, placed):
+                # `phones[*]`, `shares[*]`: each item whole, a mapping or a list as a scalar (a mapping's keys
+                # go to `removed` with it, as for a key path); a null item stays null, a censor stays.
                 if removed is not None:
                     removed.append(item)
-                node[index] = censor  # a scalar item is itself the value to censor
-            else:
-                _walk(item, steps, i + 1, censor, path, removed, placed)
+                node[index] = censor
     else:  # any: every value of an object or item of a list
         if isinstance(node, dict):
             if last:
@@ -376,12 +377,6 @@ def _censored(schema: dict[str, Any], censor: Any) -> dict[str, Any]:
     return out
 
 
-def _holds_values(schema: dict[str, Any]) -> bool:
-    """Whether a schema's values are objects or lists (a path's `any` step looks into them)."""
-    return bool(schema.get("properties") or schema.get("additionalProperties") or schema.get("items")
-                or schema.get("type") in ("object", "array"))
-
-
 def _walk_schema(schema: dict[str, Any], steps: Steps, i: int, censor: Any) -> None:
     kind, name = steps[i]
     last = i == len(steps) - 1
@@ -404,8 +399,8 @@ def _walk_schema(schema: dict[str, Any], steps: Steps, i: int, censor: Any) -> N
         elif kind == "each":
             items = branch.get("items")
             if isinstance(items, dict):
-                if i + 2 == len(steps) and not any(_holds_values(b) for b in _branches(items)):
-                    # `phones[*]` on scalars: each item censored (a null item stays null)
+                if last:
+                    # `phones[*]`, `shares[*]`: each item censored whole (a null item stays null)
                     censored = _censored(items, censor)
                     nullable = any(b.get("type") == "null" for b in _branches(items))
                     branch["items"] = {"anyOf": [censored, {"type": "null"}]} if nullable else censored
