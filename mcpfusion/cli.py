@@ -446,7 +446,7 @@ def stdio_logging() -> None:
 
 
 def cmd_stdio(args: argparse.Namespace) -> int:
-    from .mcp.stdio import StartupFailed, StdioConfigError, check_header, env_headers, serve_stdio
+    from .mcp.stdio import StartupFailed, StdioConfigError, check_header, env_headers, private_stdout, serve_stdio
 
     stdio_logging()
     try:
@@ -456,18 +456,17 @@ def cmd_stdio(args: argparse.Namespace) -> int:
             headers["authorization"] = f"Bearer {args.token}"
     except StdioConfigError as exc:
         raise CliError(str(exc)) from None
-    # stdout is the protocol channel from the first byte: a print() while the app is imported goes to stderr.
-    protocol, sys.stdout = sys.stdout, sys.stderr
-    try:
+    # stdout is the protocol channel from the first byte: what importing the app writes (a print(), a write to
+    # descriptor 1, a child process) goes to stderr.
+    with private_stdout() as protocol:
         app, fusion = load(args.app, args.app_dir)
         starting = Starting(app, target=args.app)  # its lifespan's failures as one masked line
         status(f"serving {fusion.name} over stdio (one JSON-RPC message per line; Ctrl-D to stop)")
-        code: int = asyncio.run(serve_stdio(starting, headers=headers, stdout=protocol))  # (143 on SIGTERM)
+        try:
+            code: int = asyncio.run(serve_stdio(starting, headers=headers, stdout=protocol))  # (143 on SIGTERM)
+        except StartupFailed as exc:
+            raise _startup_failed(args.app, starting.failure or str(exc)) from None
         return code or (2 if starting.shutdown_failure is not None else 0)
-    except StartupFailed as exc:
-        raise _startup_failed(args.app, starting.failure or str(exc)) from None
-    finally:
-        sys.stdout = protocol
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:

@@ -150,6 +150,7 @@ def test_the_end_of_stdin_stops_a_server_whose_client_stopped_reading(tmp_path):
 
 def test_output_left_unread_past_the_bound_drops_the_client(monkeypatch):
     monkeypatch.setattr(stdio, "OUTPUT_LIMIT", 100_000)
+    monkeypatch.setattr(stdio, "OUTPUT_STALL", -1)  # (the client took nothing "for long": no clock involved)
     read_fd, write_fd = os.pipe()
     output = _Output(write_fd)
     try:

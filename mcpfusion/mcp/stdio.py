@@ -24,7 +24,10 @@ is answered "connection closed" in its place); a call still running 30 s later i
 an error (exit status 1). On SIGTERM (exit status 143) and Ctrl-C (SIGINT, 130) it stops at once: running calls
 are cancelled and answered, the app's lifespan shutdown runs. When the client closes stdout, the server stops
 starting calls, logs one line and exits (status 1). Answers are written by a thread of their own, so a client
-that stops reading never blocks the loop; one that leaves `OUTPUT_LIMIT` bytes unread is dropped likewise.
+that stops reading never blocks the loop; one that leaves `OUTPUT_LIMIT` bytes unread and takes nothing for
+`OUTPUT_STALL` seconds is dropped likewise. A SIGTERM while the server is already stopping (stdin closed) lets the
+lifespan shutdown finish; a second one cuts it short. A second `initialize` answers the calls still running on
+the session it replaces (-32603), then deletes that session.
 
     python -m mcpfusion.mcp.stdio package.module:app      # an ASGI app (`mcpfusion stdio` takes an MCPFusion too)
 """
@@ -41,6 +44,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -61,9 +65,13 @@ DRAIN_TIMEOUT = 30.0  # seconds the calls still running at the end of stdin get 
 EXIT_OK, EXIT_UNANSWERED, EXIT_SIGTERM = 0, 1, 128 + signal.SIGTERM
 _READ_CHUNK = 1 << 16
 # Answers a client may leave unread (the pipe full, the writer thread waiting) before it is dropped as if it had
-# closed stdout: memory stays bounded. At exit the unread ones get FLUSH_STALL seconds without progress.
+# closed stdout, once it took nothing for OUTPUT_STALL seconds: memory stays bounded, and a client that keeps
+# reading is never dropped, whatever the size of an answer. At exit the unread ones get FLUSH_STALL seconds
+# without progress. Output is written in _WRITE_CHUNK pieces: progress is seen as the client reads.
 OUTPUT_LIMIT = 64 << 20
+OUTPUT_STALL = 5.0
 FLUSH_STALL = 2.0
+_WRITE_CHUNK = 1 << 16
 _BLOCKED_HEADERS = {"host", "content-length", "content-type", "accept", "mcp-session-id"}
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # visible Latin-1, spaces and tabs: no CR, LF, NUL
@@ -173,8 +181,11 @@ class StdioBridge:
         self._asked = asyncio.Event()  # set when the server sends the client a request
         self._requests: dict[asyncio.Task[Any], Any] = {}  # the client's request each running line task serves
         self._exchanges: dict[Any, _Exchange] = {}  # running 2026-07-28 requests by id (for their cancel)
+        self._sessions: dict[asyncio.Task[Any], str] = {}  # the session each running session-wire line uses
         self.gone = False  # stdout is closed: nothing can be answered any more
-        self._withheld: dict[Any, Any] | None = None  # errors for the ids `cancel_calls` answers itself
+        # Lines `cancel_calls` is cancelling -> the answer they gave meanwhile (held back: one answer per id).
+        self._holding: dict[asyncio.Task[Any], Any] = {}
+        self._answered: set[asyncio.Task[Any]] = set()  # lines the bridge answered itself: the rest is dropped
         self.on_gone: Callable[[], None] | None = None  # called once when stdout is found closed
 
     # -- lifespan -------------------------------------------------------------------------------------
@@ -221,6 +232,8 @@ class StdioBridge:
     def _forget(self, task: asyncio.Task[Any]) -> None:
         self.tasks.discard(task)
         self._requests.pop(task, None)
+        self._sessions.pop(task, None)
+        self._answered.discard(task)
 
     def refuse_oversized(self, line: Oversized) -> None:
         """Answer a line the reader refused for its size, with its id when the line starts by stating it."""
@@ -268,13 +281,17 @@ class StdioBridge:
         modern = _modern(headers)
         if msg_id is not None and not quiet and not modern and self._before_initialize(message, msg_id):
             return
+        if msg_id is not None and not quiet and self._running_elsewhere(msg_id, modern):
+            # Its cancel would be ambiguous (the session wire refuses a duplicate within the session too).
+            self._requests.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
+            self._emit(error(msg_id, jsonrpc.INVALID_REQUEST, "A request with this id is already running: "
+                             "use a new id for each request"))
+            return
+        if not modern and self.session_id and (task := asyncio.current_task()) in self.tasks:
+            self._sessions[task] = self.session_id  # (answered when a new initialize replaces the session)
         # A 2026-07-28 request is cancelled as over HTTP: its connection closes (see `_cancel`).
         exchange = _Exchange() if msg_id is not None and not quiet and modern else None
         if exchange is not None:
-            if msg_id in self._exchanges:  # its cancel would be ambiguous (the session wire refuses it too)
-                self._emit(error(msg_id, jsonrpc.INVALID_REQUEST, "A request with this id is already running: "
-                                 "use a new id for each request"))
-                return
             self._exchanges[msg_id] = exchange
         try:
             status, response_headers, messages = await self._request(
@@ -306,13 +323,24 @@ class StdioBridge:
             else:
                 self._emit(self._http_error(msg_id, status))
 
+    def _running_elsewhere(self, msg_id: Any, modern: bool) -> bool:
+        """Whether a request with this id is still running where the bridge must tell them apart: a 2026-07-28
+        one (either wire's new request), or a session-wire one (a new 2026-07-28 request)."""
+        if msg_id in self._exchanges:
+            return True
+        return modern and any(self._requests.get(task) == msg_id for task in self._sessions)
+
     def _before_initialize(self, message: dict[str, Any], msg_id: Any) -> bool:
         """Answer a session-wire request sent before `initialize` (whether it was): `ping` gets `{}` (the MCP
         lifecycle allows it), anything else an error that speaks of stdio, not of the HTTP session header."""
         method = message.get("method")
         if self.session_id is not None or not isinstance(method, str) or method == "initialize":
             return False
-        if method == "ping":
+        from .pipeline import check_request_shape  # (the endpoint's own check, which this answer skips)
+
+        if (why := check_request_shape(message)) is not None:
+            self._emit(error(msg_id, jsonrpc.INVALID_REQUEST, why))
+        elif method == "ping":
             self._emit({"jsonrpc": "2.0", "id": msg_id, "result": {}})
         else:
             self._emit(error(msg_id, jsonrpc.INVALID_REQUEST, f"Invalid request: send initialize first ({method} "
@@ -332,6 +360,12 @@ class StdioBridge:
             if self._get_stream is not None:
                 self._get_stream.cancel()
                 self._get_stream = None
+            # The old session's requests to the client can no longer be answered (their answers would go to
+            # the new session); its calls still running are answered here, before the session is deleted.
+            self._client_requests.clear()
+            me = asyncio.current_task()
+            stale = [task for task, used in self._sessions.items() if used == old and task is not me]
+            await self.cancel_calls("the session was replaced by a new initialize", stale)
             await self._end_session(old, old_version)
         if self.session_id and self._get_stream is None:
             self._get_stream = asyncio.create_task(self._follow_get_stream())
@@ -415,6 +449,7 @@ class StdioBridge:
             TRANSPORT_SCOPE_KEY: "stdio",
         }
         sent = False
+        line = asyncio.current_task()  # (the line task when called by `handle_line`)
         done = exchange.over if exchange is not None else asyncio.Event()
         status = 500
         response_headers: dict[str, str] = {}
@@ -429,7 +464,16 @@ class StdioBridge:
             if unanswered is not None:
                 _log_unanswered(unanswered, item)
                 return
+            if line in self._answered:  # the bridge answered this request itself (see `cancel_calls`)
+                return
+            answer = reply_id is not None and isinstance(item, dict) and "method" not in item \
+                and item.get("id") == reply_id
+            if answer and line in self._holding:
+                self._holding[line] = item
+                return
             self._emit(item)
+            if answer and line is not None:
+                self._requests.pop(line, None)  # (answered: `cancel_calls` leaves it alone)
 
         async def receive() -> dict[str, Any]:
             nonlocal sent
@@ -480,10 +524,6 @@ class StdioBridge:
     def _emit(self, message: Any) -> None:
         if self.gone:
             return
-        if self._withheld is not None and isinstance(message, dict) and "error" in message \
-                and message.get("id") in self._withheld:
-            self._withheld[message["id"]] = message  # (see `cancel_calls`: one answer per id)
-            return
         if isinstance(message, dict) and "method" in message and message.get("id") is not None:
             self._client_requests.add(message["id"])  # (elicitation, sampling, roots: the client must answer)
             self._asked.set()
@@ -523,29 +563,36 @@ class StdioBridge:
             finally:
                 asked.cancel()
 
-    async def cancel_calls(self, reason: str) -> int:
-        """Cancel the lines still being handled; each request among them is answered with an error saying
-        `reason` (the client would otherwise wait for it forever). Returns how many were."""
-        running = {task: self._requests.get(task) for task in self.tasks}
+    async def cancel_calls(self, reason: str, tasks: list[asyncio.Task[Any]] | None = None) -> int:
+        """Cancel the lines still being handled (all, or `tasks`); each request among them not answered yet is
+        answered with an error saying `reason` (the client would otherwise wait for it forever), and whatever
+        it writes later is dropped. Returns how many were."""
+        running = {task: self._requests.get(task) for task in (self.tasks if tasks is None else tasks)
+                   if not task.done()}
         # The session wire answers a call cancelled under it with an error of its own: held back meanwhile, so
         # each id gets one answer, this one (which says why) when the call was cut short.
-        withheld: dict[Any, Any] = dict.fromkeys(i for i in running.values() if i is not None)
-        self._withheld = withheld
+        for task in running:
+            self._holding[task] = None
         try:
             for task in running:
                 task.cancel()
             if running:
                 await asyncio.wait(running, timeout=2)
         finally:
-            self._withheld = None
-        abandoned = {request_id for task, request_id in running.items()
-                     if request_id is not None and (task.cancelled() or not task.done())}
-        for request_id, answer in withheld.items():
-            if request_id in abandoned:
+            held = {task: self._holding.pop(task, None) for task in running}
+        abandoned = 0
+        for task, request_id in running.items():
+            answer = held[task]
+            cut = task.cancelled() or not task.done()
+            if cut and request_id is not None and (answer is None or "error" in answer):
+                self._answered.add(task)
                 self._emit(error(request_id, jsonrpc.INTERNAL_ERROR, f"Request cancelled: {reason}"))
-            elif answer is not None:  # the call ended on its own with this error meanwhile
+                abandoned += 1
+            elif answer is not None:  # its own answer, given meanwhile
                 self._emit(answer)
-        return len(abandoned)
+            if not task.done():
+                self._answered.add(task)  # (its answer was given: a late one is dropped)
+        return abandoned
 
     async def close(self, reason: str = "the server is stopping") -> int:
         """Cancel what still runs (see `cancel_calls`), end the session, run the lifespan shutdown; returns
@@ -738,8 +785,10 @@ class _Output:
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        self.pending: deque[bytes] = deque()
+        self.pending: deque[memoryview] = deque()
         self.size = 0  # bytes queued, not yet written
+        self.written = 0  # bytes written so far (progress)
+        self.progress_at = time.monotonic()  # when the client last took a chunk (or was last owed nothing)
         self.broken = False
         self.closing = False
         self.on_broken: Callable[[], None] | None = None
@@ -753,9 +802,11 @@ class _Output:
         with self.changed:
             if self.broken:
                 raise BrokenPipeError("stdout is closed")
-            if self.size + len(data) > OUTPUT_LIMIT:
+            if not self.pending:
+                self.progress_at = time.monotonic()  # (owed nothing until now)
+            elif self.size + len(data) > OUTPUT_LIMIT and time.monotonic() - self.progress_at > OUTPUT_STALL:
                 raise _Unread(f"the client left {self.size >> 20} MiB of answers unread on stdout")
-            self.pending.append(data)
+            self.pending.append(memoryview(data))
             self.size += len(data)
             self.changed.notify_all()
 
@@ -768,7 +819,7 @@ class _Output:
                     return
                 data = self.pending[0]
             try:
-                written = os.write(self.fd, data)
+                written = os.write(self.fd, data[:_WRITE_CHUNK])
             except OSError:  # EPIPE, or the descriptor closed at exit: the client stopped reading
                 with self.changed:
                     self.broken = True
@@ -784,6 +835,8 @@ class _Output:
                 else:
                     self.pending.popleft()
                 self.size -= written
+                self.written += written
+                self.progress_at = time.monotonic()
                 self.changed.notify_all()
 
     def close(self, stall: float) -> bool:
@@ -795,9 +848,9 @@ class _Output:
             self.closing = True
             self.changed.notify_all()
             while self.pending and not self.broken:
-                size = self.size
+                written = self.written
                 self.changed.wait(stall)
-                if self.size == size:  # no byte written for `stall` seconds: the client is not reading
+                if self.written == written:  # no byte written for `stall` seconds: the client is not reading
                     break
             self.delivered = not self.pending and not self.broken
             self.broken = True  # (a write in progress ends the thread when it returns)
@@ -843,6 +896,39 @@ def _protocol_output(stdout: Any) -> Iterator[Callable[[str], None]]:
                 os.close(channel)
 
 
+@contextlib.contextmanager
+def private_stdout() -> Iterator[Any]:
+    """The protocol channel, taken before the app is imported: `sys.stdout` on a private copy of descriptor 1,
+    which points at stderr meanwhile (and `sys.stdout` at `sys.stderr`), so what importing the app writes (a
+    print, C code, a child process) cannot corrupt it. Restored on the way out."""
+    protocol = sys.stdout
+    try:
+        fd = protocol.fileno()
+    except (AttributeError, OSError, ValueError):  # an in-memory stream
+        fd = None
+    sys.stdout = sys.stderr
+    if fd != 1:
+        try:
+            yield protocol
+        finally:
+            sys.stdout = protocol
+        return
+    with contextlib.suppress(OSError, ValueError):
+        protocol.flush()
+    channel = os.dup(1)
+    moved = _point_fd1_at_stderr()
+    stream = os.fdopen(channel, "w", encoding="utf-8")
+    try:
+        yield stream
+    finally:
+        sys.stdout = protocol
+        if moved:
+            with contextlib.suppress(OSError):
+                os.dup2(channel, 1)
+        with contextlib.suppress(OSError, ValueError):
+            stream.close()
+
+
 def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
     with contextlib.suppress(RuntimeError):  # the loop is closed: the server is exiting
         loop.call_soon_threadsafe(callback)
@@ -862,16 +948,29 @@ def _point_fd1_at_stderr() -> bool:
     return True
 
 
+class _Signals:
+    """The SIGTERMs received; `closing` once the server is shutting down anyway (the lifespan shutdown runs)."""
+
+    def __init__(self) -> None:
+        self.received = 0
+        self.closing = False
+
+    def __bool__(self) -> bool:
+        return self.received > 0
+
+
 @contextlib.contextmanager
-def _on_sigterm(task: asyncio.Task[Any]) -> Iterator[list[bool]]:
-    """While inside, SIGTERM cancels `task` as Ctrl-C does (MCP hosts stop a stdio server so); the list
-    yielded holds True once it did."""
+def _on_sigterm(task: asyncio.Task[Any]) -> Iterator[_Signals]:
+    """While inside, SIGTERM cancels `task` as Ctrl-C does (MCP hosts stop a stdio server so), unless it is
+    already closing: then only a second one does (cutting the lifespan shutdown short). What is yielded is
+    true once a SIGTERM came."""
     loop = asyncio.get_running_loop()
-    received: list[bool] = []
+    received = _Signals()
 
     def terminate() -> None:
-        if not received:  # (a second SIGTERM would interrupt the shutdown it started)
-            received.append(True)
+        received.received += 1
+        # (MCP hosts close stdin, then send SIGTERM: the shutdown under way is let finish within its bound)
+        if received.received == 1 and not received.closing or received.received == 2:
             task.cancel()
 
     try:
@@ -923,10 +1022,20 @@ async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] |
             main.uncancel()
             status, reason = EXIT_SIGTERM, "the server was stopped (SIGTERM)"
         finally:
-            abandoned = await bridge.close(reason)
-            sys.stdout = previous
+            terminated.closing = True
+            abandoned = 0
+            try:
+                abandoned = await bridge.close(reason)
+            except asyncio.CancelledError:
+                if terminated.received < 2 or main.uncancel():
+                    raise  # Ctrl-C (asyncio.run's KeyboardInterrupt), or a cancellation from elsewhere
+                logger.warning("a second SIGTERM: the shutdown was cut short")
+            finally:
+                sys.stdout = previous
             # Answers the client left unread once it stopped reading (for FLUSH_STALL s) were not delivered.
             undelivered = isinstance(write, _Output) and not write.close(FLUSH_STALL)
+    if terminated:
+        status = EXIT_SIGTERM
     if status == EXIT_OK and (abandoned or bridge.gone or undelivered):
         status = EXIT_UNANSWERED
     return status
