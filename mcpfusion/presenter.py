@@ -1303,8 +1303,12 @@ def _compiled(node: Any, placed: tuple[Any, ...] | None = None) -> Redactor:
     groups = node.groups if isinstance(node, _Groups) else [(node.paths, node.censor, node.guarded)]
     own = [compile_tree(Node(paths, censor, guarded, ()), placed) for paths, censor, guarded in groups if paths]
     children = [(key, _compiled(child, placed)) for key, child in node.children if not child.empty()]
+    # A list or mapping censor a parent put here: nothing to look into, never edited (as `compile_tree`'s code).
+    containers = tuple(censor for censor in placed if isinstance(censor, dict | list))
 
     def redact(data: Any, removed: list[Any] | None, loose: list[Any] | None = None) -> None:
+        if containers and any(data is censor for censor in containers):
+            return
         if data.__class__ is not dict and isinstance(data, list):
             for item in data:
                 redact(item, removed, loose)
