@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from fastapi import FastAPI
+from fastapi.routing import iter_route_contexts
 from starlette.requests import Request
 
 from . import collector, inputschema
@@ -644,7 +645,8 @@ class MCPFusion:
 
         self._check_completions()
         path = self.settings.path
-        served = {getattr(route, "path", None) for route in app.router.routes}
+        # Every path the app routes, included routers' too (FastAPI 0.165 keeps those in one lazy entry).
+        served = {getattr(route, "path", None) for route in iter_route_contexts(app.router.routes)}
         if path in served:
             raise ValueError(f"MCPFusion {self.name!r}: the app already serves MCP at {path} (another MCPFusion, or "
                              "this one mounted twice): give every tool to one MCPFusion (tools=[...]), or serve "

@@ -17,14 +17,15 @@ import typing
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, HTTPException
 from fastapi.dependencies.models import Dependant
 from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, iter_route_contexts
 from pydantic import TypeAdapter, ValidationError
-from starlette._utils import get_route_path
+from starlette._utils import get_route_path, is_async_callable
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import URLPath
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -507,6 +508,7 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
         return rest_body(await registry.call_action(action, arguments, request, transport="rest"), request, action)
 
     call_action.__name__ = f"{action.tool.name}_{action.name}" + ("_get" if method == "GET" else "")
+    setattr(call_action, _OWNER, registry)  # (whose problems its errors are: `_RestFirst.ours`)
     return call_action
 
 
@@ -733,11 +735,10 @@ def _materialised(app: FastAPI) -> Iterator[None]:
 
 
 async def _answer(handler: Any, request: Request, exc: Exception) -> Response:
-    """What an exception handler answers; Starlette allows sync and async handlers."""
-    response = handler(request, exc)
-    if inspect.isawaitable(response):
-        response = await response
-    return typing.cast(Response, response)
+    """What an exception handler answers; a sync one runs in a worker thread, as Starlette runs it."""
+    if is_async_callable(handler):
+        return typing.cast(Response, await handler(request, exc))
+    return typing.cast(Response, await run_in_threadpool(handler, request, exc))
 
 
 def _unknown(registry: ToolRegistry, request: Request, prefix: str) -> dict[str, Any]:
@@ -764,17 +765,65 @@ def _unknown(registry: ToolRegistry, request: Request, prefix: str) -> dict[str,
     return found
 
 
-class _RestFirst:
-    """An exception handler answering requests under `prefix` with mcpfusion's problem (`mine`), and the app's
-    other paths with the app's own handler (`theirs`; none: Starlette's bare 500)."""
+_OWNER = "_mcpfusion_registry"  # the attribute of a REST endpoint naming the registry whose action it calls
 
-    def __init__(self, prefix: str, mine: Callable[[Request, Exception], Any], theirs: Any) -> None:
-        self.prefix, self.mine, self.theirs = prefix, mine, theirs
+
+def _owner(request: Request) -> ToolRegistry | None:
+    """The registry whose REST route routing matched (fully, or by path for a 405), None for another route's
+    or none."""
+    return typing.cast("ToolRegistry | None", getattr(request.scope.get("endpoint"), _OWNER, None))
+
+
+def _app_matched(request: Request) -> bool:
+    """Whether one of the app's own routes matched (its endpoint is in the scope; an outer `Mount`'s, when
+    the app is mounted in another, is not one of them)."""
+    endpoint = request.scope.get("endpoint")
+    if endpoint is None:
+        return False
+    return any(getattr(route.original_route, "endpoint", None) is endpoint
+               or getattr(route.original_route, "app", None) is endpoint
+               for route in iter_route_contexts(request.app.router.routes))
+
+
+def _app_claims(request: Request, prefix: str, segment: str) -> bool:
+    """Whether one of the app's own routes (included routers' too, as FastAPI matches them) lives at
+    `prefix/segment`: an unmatched path there is the app's to answer."""
+    for route in iter_route_contexts(request.app.router.routes):
+        if isinstance(route.original_route, (ActionRoute, LateActions)):
+            continue
+        path = getattr(route, "path", None)
+        if isinstance(path, str) and path.startswith(prefix + "/"):
+            first = path[len(prefix) + 1:].partition("/")[0]
+            if first == segment or first.startswith("{"):
+                return True
+    return False
+
+
+class _RestFirst:
+    """An exception handler answering the errors of one fusion's REST routes (of `registry`, at `prefix`) with
+    mcpfusion's problem (`mine`), and every other request with the handler it wraps (`theirs`: the app's, or
+    another fusion's; none: Starlette's bare 500)."""
+
+    def __init__(self, registry: ToolRegistry, prefix: str, mine: Callable[[Request, Exception], Any],
+                 theirs: Any) -> None:
+        self.registry, self.prefix, self.mine, self.theirs = registry, prefix, mine, theirs
 
     def ours(self, request: Request) -> bool:
+        owner = _owner(request)
+        if owner is not None or _app_matched(request):  # a route matched: its owner's
+            return owner is self.registry
+        # No route matched: a path under the prefix naming one of this fusion's tools, or naming nothing the
+        # app or another fusion serves (the innermost fusion lists its tools).
         # The path routes see: under a root_path (a proxy's prefix, or the app mounted) the URL's starts with it.
         path = get_route_path(request.scope)
-        return path.startswith(self.prefix + "/") or path == self.prefix
+        if not (path.startswith(self.prefix + "/") or path == self.prefix):
+            return False
+        segment = path[len(self.prefix) + 1:].partition("/")[0]
+        if segment in self.registry.tools:
+            return True
+        if _wrapped_fusions(self.theirs, lambda other: segment in other.registry.tools):
+            return False
+        return not _wrapped_fusions(self.theirs, lambda other: True) and not _app_claims(request, self.prefix, segment)
 
     async def __call__(self, request: Request, exc: Exception) -> Response:
         if self.ours(request):
@@ -782,6 +831,15 @@ class _RestFirst:
         if self.theirs is None:
             return PlainTextResponse("Internal Server Error", status_code=500)
         return await _answer(self.theirs, request, exc)
+
+
+def _wrapped_fusions(handler: Any, test: Callable[[_RestFirst], bool]) -> bool:
+    """Whether `handler` is, or wraps, a fusion's `_RestFirst` passing `test`."""
+    while isinstance(handler, _RestFirst):
+        if test(handler):
+            return True
+        handler = handler.theirs
+    return False
 
 
 def _crash_handler(handlers: dict[Any, Any]) -> Any:
@@ -794,58 +852,72 @@ def _crash_handler(handlers: dict[Any, Any]) -> Any:
 
 
 def _handled_as(key: Any) -> type[Exception] | None:
-    """The class of mcpfusion's handler that answers exceptions of `key` under the REST prefix (HTTP errors and
-    invalid requests, subclasses included), or None for the app's other classes."""
-    if isinstance(key, type):
-        for base in (StarletteHTTPException, RequestValidationError):
-            if issubclass(key, base):
-                return base
+    """The class of mcpfusion's handler that answers exceptions of `key` on its REST routes: HTTP errors and
+    invalid requests. An app's handler of its own subclass (`class OutOfStock(HTTPException)`) keeps
+    answering it there, as it answers it on the app's routes."""
+    if key in (StarletteHTTPException, HTTPException):  # (FastAPI's is a subclass of Starlette's)
+        return StarletteHTTPException
+    if key is RequestValidationError:
+        return RequestValidationError
     return None
 
 
-def _rest_first(handlers: dict[Any, Any], prefix: str, mine: dict[Any, Callable[[Request, Exception], Any]]
-                ) -> dict[Any, Any]:
-    """`handlers` with every one that could answer a request under `prefix` in place of mcpfusion's (`mine`, by
-    key) wrapped so that mcpfusion's answers there: a status code's (Starlette looks it up before any class's),
-    and a class's or a crash's the app registered after mount."""
+def _rest_first(handlers: dict[Any, Any], registry: ToolRegistry, prefix: str,
+                mine: dict[Any, Callable[[Request, Exception], Any]]) -> dict[Any, Any]:
+    """`handlers` with every one that could answer an error of `registry`'s REST routes in place of
+    mcpfusion's (`mine`, by key) wrapped so that mcpfusion's answers there: a status code's (Starlette looks it
+    up before any class's), and a class's or a crash's the app registered after mount."""
     out: dict[Any, Any] = {}
     for key, handler in handlers.items():
         if key in (500, Exception):
             continue  # (one crash handler, added last)
-        if isinstance(handler, _RestFirst) and handler.prefix == prefix:
-            out[key] = handler  # installed by mount (this one or another fusion's on the same prefix)
+        if _wrapped_fusions(handler, lambda other: other.registry is registry):
+            out[key] = handler  # installed by this fusion's mount, or wrapped already
         elif isinstance(key, int):
-            out[key] = _RestFirst(prefix, mine[StarletteHTTPException], handler)
-        elif (base := _handled_as(key)) is not None:  # (FastAPI's HTTPException is a subclass of Starlette's)
-            out[key] = _RestFirst(prefix, mine[base], handler)
+            out[key] = _RestFirst(registry, prefix, mine[StarletteHTTPException], handler)
+        elif (base := _handled_as(key)) is not None:
+            out[key] = _RestFirst(registry, prefix, mine[base], handler)
         else:
             out[key] = handler  # the app's own exception classes: its answer on REST too (`dispatch._for_the_app`)
     crash = _crash_handler(handlers)
-    same = isinstance(crash, _RestFirst) and crash.prefix == prefix
-    out[Exception] = crash if same else _RestFirst(prefix, mine[Exception], crash)
+    same = _wrapped_fusions(crash, lambda other: other.registry is registry)
+    out[Exception] = crash if same else _RestFirst(registry, prefix, mine[Exception], crash)
     return out
 
 
+def _allow(request: Request, exc: StarletteHTTPException, route_path: str) -> StarletteHTTPException:
+    """A 405 of routing on an action's path with Allow listing every method of the path (routing's names one
+    route's); an Allow the exception was raised with (a dependency's) stands."""
+    headers = exc.headers or {}
+    allow = next((v for k, v in headers.items() if k.lower() == "allow"), None)
+    route = request.scope.get("route")
+    if allow is not None and allow != ", ".join(getattr(route, "methods", None) or ()):
+        return exc
+    methods = {m for r in request.app.router.routes if isinstance(r, ActionRoute) and r.path == route_path
+               for m in r.methods}
+    if not methods:
+        return exc
+    kept = {k: v for k, v in headers.items() if k.lower() != "allow"}
+    return StarletteHTTPException(405, exc.detail, headers={**kept, "Allow": ", ".join(sorted(methods))})
+
+
 def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str = "/api") -> None:
-    """Errors of requests under `prefix` (routing, dependencies, crashes) become problem details; the app's
-    other paths keep the handlers they had. The app's status-code handlers (`@app.exception_handler(404)`),
-    which Starlette asks before any class's, and handlers it registers after this, are wrapped when the
-    middleware stack is built (on the first request), so that under `prefix` mcpfusion still answers."""
+    """Errors of `registry`'s REST routes (routing's, dependencies', crashes) and of unmatched paths under
+    `prefix` that no route of the app claims become problem details; the app's other routes keep the handlers
+    they had. The app's status-code handlers (`@app.exception_handler(404)`), which Starlette asks before any
+    class's, its crash handler, and handlers it registers after this, are wrapped when the middleware stack is
+    built (on the first request), so that mcpfusion still answers its own."""
     handlers = app.exception_handlers
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)  # (registered for it, or for one of its status codes)
-        if exc.status_code == 404 and exc.detail == "Not Found":  # routing found no action at this path
+        if exc.status_code == 404 and exc.detail == "Not Found" and _owner(request) is None:  # no route here
             return problem_response(_unknown(registry, request, prefix))
         route_path = get_route_path(request.scope)
-        if exc.status_code == 405:  # Allow lists every documented method of the path, not one route's
-            methods = {m for r in request.app.routes if getattr(r, "path", None) == route_path
-                       for m in getattr(r, "methods", None) or ()}
-            exc = StarletteHTTPException(405, exc.detail, headers={**(exc.headers or {}),
-                                                                    "Allow": ", ".join(sorted(methods))})
+        if exc.status_code == 405:
+            exc = _allow(request, exc, route_path)
         schemes = _schemes_at(registry, route_path, prefix) if exc.status_code == 401 else ()
         return http_problem_response(exc, request.url.path, schemes)
-
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         # The errors as MCP reads them (`_raised_errors`: an app's dependency may raise any shape of them).
@@ -860,17 +932,18 @@ def install_problem_handlers(app: FastAPI, registry: ToolRegistry, prefix: str =
     mine: dict[Any, Callable[[Request, Exception], Any]] = {
         StarletteHTTPException: on_http, RequestValidationError: on_validation, Exception: on_crash}
     previous = {StarletteHTTPException: handlers.get(StarletteHTTPException, http_exception_handler),
-                RequestValidationError: handlers.get(RequestValidationError, request_validation_exception_handler),
-                Exception: _crash_handler(handlers)}  # (an app's 500 handler too: it answered its crashes)
-    for key, answer in mine.items():
-        app.add_exception_handler(key, _RestFirst(prefix, answer, previous[key]))
+                RequestValidationError: handlers.get(RequestValidationError, request_validation_exception_handler)}
+    for key, answer in previous.items():
+        app.add_exception_handler(key, _RestFirst(registry, prefix, mine[key], answer))
+    # The crash handler is wrapped at build only: registering `Exception` now would fix its place among the
+    # keys, and Starlette gives a crash to the last of 500 and `Exception` the app registers.
 
     build = app.build_middleware_stack
 
     def build_middleware_stack() -> ASGIApp:
         # Wrapped for the build only: `app.exception_handlers` stays what the app registered.
         registered = app.exception_handlers
-        app.exception_handlers = _rest_first(registered, prefix, mine)
+        app.exception_handlers = _rest_first(registered, registry, prefix, mine)
         try:
             return build()
         finally:
