@@ -201,7 +201,8 @@ class Starting:
                 self.failure = exc
                 if self.report is not None:
                     self.report(_startup_failed(self.target, exc))
-            elif failed == "lifespan.shutdown.failed":
+            elif failed == "lifespan.shutdown.failed" and not isinstance(exc, asyncio.CancelledError):
+                # (a shutdown cancelled was cut short by the server, a second signal: it says so, not an app fault)
                 self.shutdown_failure = exc
                 status(f"error: {_shutdown_failed(self.target, exc)}")
             raise

@@ -22,10 +22,11 @@ by the bridge, which hands it the disconnect; the cancelled request is not answe
 The server stops at the end of stdin, once the calls still running are answered (a request it sent the client
 is answered "connection closed" in its place); a call still running 30 s later is cancelled and answered with
 an error (exit status 1). On SIGTERM (exit status 143) and Ctrl-C (SIGINT, 130) it stops at once: running calls
-are cancelled and answered, the app's lifespan shutdown runs. When the client closes stdout, the server stops
+are answered and cancelled, and after `CANCEL_GRACE` seconds the app's lifespan shutdown runs (a call slower to
+wind down still winding down). When the client closes stdout, the server stops
 starting calls, logs one line and exits (status 1). Answers are written by a thread of their own, so a client
 that stops reading never blocks the loop; one that leaves `OUTPUT_LIMIT` bytes unread and takes nothing for
-`OUTPUT_STALL` seconds is dropped likewise. A SIGTERM while the server is already stopping (stdin closed) lets the
+`OUTPUT_STALL` seconds is dropped likewise. A signal while the server is already stopping (stdin closed) lets the
 lifespan shutdown finish; a second one cuts it short. A second `initialize` answers the calls still running on
 the session it replaces (-32603), then deletes that session.
 
@@ -71,7 +72,10 @@ _READ_CHUNK = 1 << 16
 OUTPUT_LIMIT = 64 << 20
 OUTPUT_STALL = 5.0
 FLUSH_STALL = 2.0
-_WRITE_CHUNK = 1 << 16
+_WRITE_CHUNK = 1 << 12  # (PIPE_BUF: a client reading a few KiB at a time lets each write complete)
+# Seconds the calls cancelled at a stop get to wind down (they are answered before) before the session ends and
+# the lifespan shutdown runs: MCP hosts send SIGKILL 2 s after SIGTERM, and the shutdown must run before.
+CANCEL_GRACE = 0.5
 _BLOCKED_HEADERS = {"host", "content-length", "content-type", "accept", "mcp-session-id"}
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")  # visible Latin-1, spaces and tabs: no CR, LF, NUL
@@ -183,8 +187,6 @@ class StdioBridge:
         self._exchanges: dict[Any, _Exchange] = {}  # running 2026-07-28 requests by id (for their cancel)
         self._sessions: dict[asyncio.Task[Any], str] = {}  # the session each running session-wire line uses
         self.gone = False  # stdout is closed: nothing can be answered any more
-        # Lines `cancel_calls` is cancelling -> the answer they gave meanwhile (held back: one answer per id).
-        self._holding: dict[asyncio.Task[Any], Any] = {}
         self._answered: set[asyncio.Task[Any]] = set()  # lines the bridge answered itself: the rest is dropped
         self.on_gone: Callable[[], None] | None = None  # called once when stdout is found closed
 
@@ -468,9 +470,6 @@ class StdioBridge:
                 return
             answer = reply_id is not None and isinstance(item, dict) and "method" not in item \
                 and item.get("id") == reply_id
-            if answer and line in self._holding:
-                self._holding[line] = item
-                return
             self._emit(item)
             if answer and line is not None:
                 self._requests.pop(line, None)  # (answered: `cancel_calls` leaves it alone)
@@ -563,36 +562,32 @@ class StdioBridge:
             finally:
                 asked.cancel()
 
-    async def cancel_calls(self, reason: str, tasks: list[asyncio.Task[Any]] | None = None) -> int:
-        """Cancel the lines still being handled (all, or `tasks`); each request among them not answered yet is
-        answered with an error saying `reason` (the client would otherwise wait for it forever), and whatever
-        it writes later is dropped. Returns how many were."""
-        running = {task: self._requests.get(task) for task in (self.tasks if tasks is None else tasks)
-                   if not task.done()}
-        # The session wire answers a call cancelled under it with an error of its own: held back meanwhile, so
-        # each id gets one answer, this one (which says why) when the call was cut short.
-        for task in running:
-            self._holding[task] = None
-        try:
-            for task in running:
-                task.cancel()
-            if running:
-                await asyncio.wait(running, timeout=2)
-        finally:
-            held = {task: self._holding.pop(task, None) for task in running}
+    async def cancel_calls(self, reason: str, tasks: list[asyncio.Task[Any]] | None = None,
+                           wait: float = CANCEL_GRACE) -> int:
+        """Cancel the lines still being handled (all, or `tasks`): each request among them not answered yet is
+        answered at once with an error saying `reason` (the client would otherwise wait for it forever), before
+        any wait, so a signal cutting the wait short leaves nothing unanswered; whatever the line writes later
+        is dropped (one answer per id). Then waits up to `wait` seconds for them to wind down. A line another
+        `cancel_calls` already took is left to it. Returns how many requests were answered so."""
+        running = [task for task in (self.tasks if tasks is None else tasks) if not task.done()]
         abandoned = 0
-        for task, request_id in running.items():
-            answer = held[task]
-            cut = task.cancelled() or not task.done()
-            if cut and request_id is not None and (answer is None or "error" in answer):
-                self._answered.add(task)
+        for task in running:
+            if task in self._answered:  # answered by the bridge already (a nested or concurrent cancel_calls)
+                continue
+            self._answered.add(task)
+            request_id = self._requests.pop(task, None)
+            if request_id is not None:
                 self._emit(error(request_id, jsonrpc.INTERNAL_ERROR, f"Request cancelled: {reason}"))
                 abandoned += 1
-            elif answer is not None:  # its own answer, given meanwhile
-                self._emit(answer)
-            if not task.done():
-                self._answered.add(task)  # (its answer was given: a late one is dropped)
+            task.cancel()
+        if running and wait > 0:
+            await asyncio.wait(running, timeout=wait)
         return abandoned
+
+    def cut_short(self) -> None:
+        """End the lifespan shutdown under way (a second signal): its cancellation, not an app failure."""
+        if self._lifespan is not None:
+            self._lifespan.cancel()
 
     async def close(self, reason: str = "the server is stopping") -> int:
         """Cancel what still runs (see `cancel_calls`), end the session, run the lifespan shutdown; returns
@@ -800,6 +795,8 @@ class _Output:
         # (a lone surrogate can only sit in a JSON string, where its backslash escape is valid JSON)
         data = text.encode("utf-8", "backslashreplace")
         with self.changed:
+            if self.delivered is not None:  # closed by the server itself: a late line is dropped, unreported
+                return
             if self.broken:
                 raise BrokenPipeError("stdout is closed")
             if not self.pending:
@@ -822,11 +819,12 @@ class _Output:
                 written = os.write(self.fd, data[:_WRITE_CHUNK])
             except OSError:  # EPIPE, or the descriptor closed at exit: the client stopped reading
                 with self.changed:
+                    ours = self.delivered is not None  # (the server closed it: no client to blame)
                     self.broken = True
                     self.pending.clear()
                     self.size = 0
                     self.changed.notify_all()
-                if self.on_broken is not None:
+                if self.on_broken is not None and not ours:
                     self.on_broken()
                 return
             with self.changed:
@@ -949,11 +947,14 @@ def _point_fd1_at_stderr() -> bool:
 
 
 class _Signals:
-    """The SIGTERMs received; `closing` once the server is shutting down anyway (the lifespan shutdown runs)."""
+    """The stopping signals received (SIGTERM, SIGINT); `closing` once the server is shutting down anyway (the
+    lifespan shutdown runs)."""
 
     def __init__(self) -> None:
         self.received = 0
+        self.first: int | None = None  # the signal that stopped the server: its exit status is 128 + it
         self.closing = False
+        self.pending = 0  # the cancellations of the server's task these signals made, not yet taken back
 
     def __bool__(self) -> bool:
         return self.received > 0
@@ -961,27 +962,33 @@ class _Signals:
 
 @contextlib.contextmanager
 def _on_sigterm(task: asyncio.Task[Any]) -> Iterator[_Signals]:
-    """While inside, SIGTERM cancels `task` as Ctrl-C does (MCP hosts stop a stdio server so), unless it is
-    already closing: then only a second one does (cutting the lifespan shutdown short). What is yielded is
-    true once a SIGTERM came."""
+    """While inside, SIGTERM and Ctrl-C (SIGINT) cancel `task`, unless the signal comes while it is already
+    closing: then only a second signal does (cutting the lifespan shutdown short). SIGINT is taken from
+    `asyncio.run`, whose second Ctrl-C would raise KeyboardInterrupt wherever the loop is (the answers and the
+    lifespan shutdown lost). What is yielded is true once a signal came."""
     loop = asyncio.get_running_loop()
     received = _Signals()
 
-    def terminate() -> None:
+    def stop(signum: int) -> None:
         received.received += 1
+        received.first = received.first or signum
         # (MCP hosts close stdin, then send SIGTERM: the shutdown under way is let finish within its bound)
         if received.received == 1 and not received.closing or received.received == 2:
+            received.pending += 1
             task.cancel()
 
-    try:
-        loop.add_signal_handler(signal.SIGTERM, terminate)
-    except (NotImplementedError, RuntimeError, ValueError):  # Windows, or not the main thread: the default
-        yield received
-        return
+    installed = []
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(signum, stop, signum)
+        except (NotImplementedError, RuntimeError, ValueError):  # Windows, or not the main thread: the default
+            continue
+        installed.append(signum)
     try:
         yield received
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+        for signum in installed:
+            loop.remove_signal_handler(signum)
 
 
 async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] | None = None,
@@ -1018,24 +1025,29 @@ async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] |
             reason = f"the server stops {DRAIN_TIMEOUT:g} s after stdin closes, and this call was still running"
         except asyncio.CancelledError:
             if not terminated:
-                raise  # Ctrl-C: asyncio.run turns it into KeyboardInterrupt once the server has closed
+                raise  # a cancellation from elsewhere (Ctrl-C where the signal could not be taken)
             main.uncancel()
-            status, reason = EXIT_SIGTERM, "the server was stopped (SIGTERM)"
+            terminated.pending -= 1
+            name = "SIGINT" if terminated.first == signal.SIGINT else "SIGTERM"
+            status, reason = 128 + (terminated.first or signal.SIGTERM), f"the server was stopped ({name})"
         finally:
             terminated.closing = True
             abandoned = 0
             try:
                 abandoned = await bridge.close(reason)
             except asyncio.CancelledError:
-                if terminated.received < 2 or main.uncancel():
-                    raise  # Ctrl-C (asyncio.run's KeyboardInterrupt), or a cancellation from elsewhere
-                logger.warning("a second SIGTERM: the shutdown was cut short")
+                if not terminated.pending or main.cancelling() > terminated.pending:
+                    raise  # a cancellation from elsewhere
+                for _ in range(terminated.pending):
+                    main.uncancel()
+                logger.warning("a second signal cut the shutdown short")
+                bridge.cut_short()
             finally:
                 sys.stdout = previous
             # Answers the client left unread once it stopped reading (for FLUSH_STALL s) were not delivered.
             undelivered = isinstance(write, _Output) and not write.close(FLUSH_STALL)
     if terminated:
-        status = EXIT_SIGTERM
+        status = 128 + (terminated.first or signal.SIGTERM)
     if status == EXIT_OK and (abandoned or bridge.gone or undelivered):
         status = EXIT_UNANSWERED
     return status
