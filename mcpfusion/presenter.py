@@ -262,6 +262,11 @@ def _join(out: _Rendered, part: _Rendered) -> None:
     """What `_embed` put in `part` (`_part`) added to `out`, as if it had been put there."""
     if part.embeds:
         out.embeds.extend(part.embeds)
+    _merge_notes(out, part)
+
+
+def _merge_notes(out: _Rendered, part: _Rendered) -> None:
+    """`part`'s cut notices, rules, suggestions and directives added after `out`'s own (its blocks aside)."""
     if part.cuts:
         _add_cuts(out, "", part.cuts)
     if part.rules:
@@ -993,15 +998,8 @@ class Presenter:
         if self._directives:
             directives = self._directives(full, ctx) if callable(self._directives) else self._directives
             _merge_unique(out.directives, [d for d in _as_list(directives) if d])
-        if children is not None:
-            if children.cuts:
-                _add_cuts(out, "", children.cuts)
-            if children.rules:
-                _merge_unique(out.rules, children.rules)
-            if children.suggestions:
-                _merge_unique(out.suggestions, children.suggestions)
-            if children.directives:
-                _merge_unique(out.directives, children.directives)
+        if children is not None:  # (its blocks went straight into `out.embeds`)
+            _merge_notes(out, children)
         return out
 
     def _flat_parts(self, plan: _FlatPlan, data: Any, ctx: Any) -> _FlatParts | None:
