@@ -16,8 +16,9 @@ PDF or audio is refused. Images are PNG, JPEG, GIF, WebP, BMP, TIFF, ICO,
 AVIF or HEIC (or SVG, which is text); audio MP3, AAC, WAV, Ogg, FLAC, WebM or MP4/M4A (other audio types pass
 unless their bytes are something else); ZIP-based types (Office, OpenDocument, EPUB, `+zip`) are ZIP
 archives; `application/octet-stream` is any bytes; a type not known here is refused only when its bytes are
-another known file (an executable, a PDF, an image). A text document is text/*, JSON, XML, YAML or CSV (not an
-SVG image: it can carry script); textual bytes must be text in the declared charset (`text/csv;
+another known file (an executable, a PDF, an image). A text document is text/*, JSON, XML, YAML, CSV, TOML,
+SQL, JavaScript or GraphQL (not an SVG image: it can carry script); a blob of any of these types, or of an SVG
+image, is textual too: censored like a text, and its bytes must be text in the declared charset (`text/csv;
 charset=iso-8859-1`; UTF-8 when none is declared), which the MIME type keeps: censoring redacted values out
 of them reads and writes that charset, and REST answers it.
 """
@@ -97,9 +98,9 @@ _ALIASES = {"image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg", "image/x-bmp
             "application/x-msdownload", "application/x-dosexec": "application/x-msdownload",
             "application/x-msdos-program": "application/x-msdownload", "application/x-elf": "application/x-executable",
             "application/x-sharedlib": "application/x-executable"}
-# Text whose declared type is not text/*: JSON, XML, YAML, CSV (and their `+json`, `+xml` kin).
+# Text whose declared type is not text/*: JSON, XML, YAML, CSV (and their `+json`, `+xml`, `+yaml` kin).
 _TEXT_APPLICATIONS = frozenset({"json", "xml", "yaml", "x-yaml", "csv", "ndjson", "x-ndjson", "toml", "javascript",
-                                "sql", "graphql"})
+                                "sql", "graphql", "xml-dtd", "xml-external-parsed-entity"})
 
 
 def sniff(data: bytes) -> str | None:
@@ -493,14 +494,14 @@ def attach(data: Any, *content: ContentSource, data_block: bool = True) -> Attac
 
 
 _Item = TypeVar("_Item", bound=Frozen)
-_TEXT_TYPES = ("text/", "application/json", "application/xml", "application/csv", "application/yaml")
 
 
 def _textual(mime_type: str) -> bool:
-    """Whether bytes of this type are text a redacted value could be written in (an SVG image, JSON-LD,
-    NDJSON and any `+json`/`+xml` type count)."""
+    """Whether bytes of this type are text a redacted value could be written in: every type a text document
+    may have (`_text_like`: one definition, so a blob of a type accepted as text is censored and checked as
+    text too), and an SVG image, any other `+json`/`+xml`/`+yaml` type and anything JSON."""
     essence = _normal(mime_type)
-    return essence.startswith(_TEXT_TYPES) or essence.endswith(("+json", "+xml")) or "json" in essence
+    return _text_like(essence) or essence.endswith(("+json", "+xml", "+yaml")) or "json" in essence
 
 
 def _censor_error(exc: UnicodeError) -> tuple[str, int]:

@@ -34,7 +34,7 @@ from pydantic import (
     create_model,
 )
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticSerializationError
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 from typing_extensions import is_typeddict
 
 from . import censor as egress
@@ -611,8 +611,10 @@ class Presenter:
 
     def attach(self, fn: Callable[..., Any]) -> Presenter:
         """Content after the text blocks (images, documents, links): `fn(data[, ctx])` returns content helpers
-        (or None). It sees the data *as presented* (after the schema firewall, redaction and `_select`), so a
-        document drawn from it never carries a redacted value; text it copies anyway is censored too."""
+        (or None). It sees the data *as presented* (after the schema firewall and redaction, before `_select`:
+        a document may draw on a field the agent did not select), so a document drawn from it never carries a
+        redacted value; text it copies anyway is censored too, and so are the redacted values of rows the
+        presenter did not send (beyond `limit`, or not fitting the schema)."""
         self._attach = _flexible(fn, "attach", self.name)
         return self
 
@@ -1133,20 +1135,23 @@ class Presenter:
                     paths.append(found)
         return tuple(paths)
 
-    def present(self, data: Any, ctx: Any = None, *, select: Collection[str] | None = None) -> ToolResponse:
+    def present(self, data: Any, ctx: Any = None, *, select: Collection[str] | None = None,
+                given: Sequence[Any] | None = None) -> ToolResponse:
         """The full response for `data`: the six blocks in order, plus the structured view for tests.
 
         Redaction runs on the whole data before `_select`, so that the egress guard knows every real value
-        it removed, even of fields `_select` leaves out.
+        it removed, even of fields `_select` leaves out. `given`: all the rows the handler gave, when the
+        caller presents only some of them (a page it cut): a document attached to the response afterwards is
+        censored of their redacted values too.
         """
         if data is None:
             raise PresenterError(f"presenter {self.name!r}: nothing to present (the handler returned None)")
         if not self._frozen:
             self.freeze()
-        return self._respond(data, ctx, select, None)
+        return self._respond(data, ctx, select, None, given)
 
     def _respond(self, data: Any, ctx: Any, select: Collection[str] | None,
-                 sift: Callable[[Any], str | None] | None) -> ToolResponse:
+                 sift: Callable[[Any], str | None] | None, given: Sequence[Any] | None = None) -> ToolResponse:
         """`present` of frozen data. A list whose redaction or JSON writing fails is presented again with
         `sift`, which leaves out the rows that cannot be sent (one bad row never fails a list)."""
         cache = self._cache
@@ -1193,7 +1198,7 @@ class Presenter:
                 tree(full, removed, loose)  # type: ignore[operator]
             except RedactionError:
                 if sift is None and isinstance(data, _SEQUENCES):
-                    return self._respond(data, ctx, select, functools.partial(self._unsendable, select))
+                    return self._respond(data, ctx, select, functools.partial(self._unsendable, select), given)
                 raise
         wire = select_keys(full, select) if select else full
         # Its view is the data as on the wire, plus rules, UI blocks, suggestions (render's lists, which hold
@@ -1202,12 +1207,13 @@ class Presenter:
             response = assemble(wire, self.pretty, ui_blocks, embeds, directives, rules, suggestions, rules_block)
         except UNWRITABLE as exc:  # e.g. a lone surrogate in a string (from a JSON column): JSON cannot carry it
             if sift is None and isinstance(data, _SEQUENCES):
-                return self._respond(data, ctx, select, functools.partial(self._unsendable, select))
+                return self._respond(data, ctx, select, functools.partial(self._unsendable, select), given)
             raise self._unwritable(exc) from None
         if parts is None:
             response.view.sources = rendered.sources
             if rendered.truncated is not None:  # REST says it in its `Truncated` header, as for an egress cut
                 response.view.truncated = (*rendered.truncated, "rows")
+        every = removed
         if loose:
             start = 1 + len(ui_blocks)  # the children's own blocks: after the data and this one's UI blocks
             end = start + len(embeds)
@@ -1215,12 +1221,20 @@ class Presenter:
             every = removed + loose
             egress.guard(response, every, self.censor, pretty=self.pretty, keep=self._words)
             response.texts[start:end] = egress.scrub_blocks(own, removed, self.censor) if removed else own
-            response.view.scrub = egress.Scrubber(every, self.censor)
         elif removed:
             egress.guard(response, removed, self.censor, pretty=self.pretty, keep=self._words)
-            response.view.scrub = egress.Scrubber(removed, self.censor)  # for documents attached afterwards
+        # For documents attached afterwards: a document the handler built from its own data may copy rows (or
+        # embedded items) this presenter left out (`limit`, a row that does not fit), whose values no
+        # redaction removed here; `_Unsent` works them out when a document is scrubbed.
+        if tree is not None and (given is not None or parts is None and (
+                self.embeds or rendered.sources is not None or rendered.truncated is not None)):
+            response.view.scrub = _Unsent(self, data if given is None else given, every)
+        elif every:
+            response.view.scrub = egress.Scrubber(every, self.censor)
         if self._attach is not None:
-            items = [item for item in _as_list(self._attach(response.view.data, ctx)) if item is not None]
+            # The data as presented before `_select`: a document may draw on a field the agent did not select.
+            items = [item for item in _as_list(self._attach(full if select else response.view.data, ctx))
+                     if item is not None]
             scrub = response.view.scrub
             response.content = tuple(scrubbed(item, scrub) if scrub else item for item in items)
         return response
@@ -1837,18 +1851,73 @@ def _scrub_raised(presenter: Presenter, exc: Exception, data: Any) -> None:
     egress.scrub_error(exc, removed, presenter.censor)
 
 
-def _validated(presenter: Presenter, raw: Any) -> Any:
+def _validated(presenter: Presenter, raw: Any, unfit: bool = False) -> Any:
     """`raw` as the callbacks saw it: validated by the schema, its embedded values by their children's
-    schemas; None when it does not fit (no callback saw it then)."""
+    schemas; None when it does not fit (no callback saw it then), or with `unfit` its plain copy
+    (`_as_given`)."""
     try:
         item = presenter._validate([raw])[0][0]
     except PresenterError:
-        return None
+        return _as_given(presenter, raw) if unfit else None
     if presenter.embeds and isinstance(item, dict):
         for key, child in presenter.embeds.items():
             value = raw.get(key) if isinstance(raw, Mapping) else getattr(raw, key, None)
             if isinstance(value, _SEQUENCES):
-                item[key] = [found for found in (_validated(child, v) for v in value) if found is not None]
+                item[key] = [found for found in (_validated(child, v, unfit) for v in value) if found is not None]
             elif value is not None:
-                item[key] = _validated(child, value)
+                item[key] = _validated(child, value, unfit)
     return item
+
+
+def _as_given(presenter: Presenter, raw: Any) -> Any:
+    """A value that does not fit the schema as plain JSON values (a copy) the redactor can look into: a
+    mapping, a model or a dataclass as it is written; any other object by the schema's fields and embed keys,
+    read as attributes under each name a path may give them."""
+    model = presenter.item_model
+    if model is not None and not isinstance(raw, Mapping | BaseModel | list | tuple | str) \
+            and not dataclasses.is_dataclass(raw):
+        names = {key: key for key in presenter.embeds}
+        for key, field in model.model_fields.items():
+            names.update({alias: key for alias in (key, field.alias, field.serialization_alias) if alias})
+        raw = {name: getattr(raw, key) for name, key in names.items() if hasattr(raw, key)}
+    return to_jsonable_python(raw, fallback=repr)
+
+
+def _given(presenter: Presenter, data: Any) -> list[Any]:
+    """The values the presenter's redaction removes (as `_respond` gathers them) from every row (and embedded
+    item) of the handler's `data`: sent, cut by a `limit` or left out; one that does not fit is looked into
+    as given, and whole when its redaction fails (every value of it kept out)."""
+    tree = presenter._cache.redact
+    if tree is False:
+        tree = presenter._redactor()
+    found: list[Any] = []
+    if tree is None:
+        return found
+    loose = found if presenter.embeds and presenter.guard_blocks else None
+    for raw in data if isinstance(data, _SEQUENCES) else [data]:
+        item = _validated(presenter, raw, unfit=True)
+        try:
+            tree(item, found, loose)  # type: ignore[operator]
+        except RedactionError:
+            found.append(item)
+    return found
+
+
+class _Unsent:
+    """The scrubber (`censor.Scrubber`) of a response whose presenter may have left rows or embedded items
+    out: it censors, besides the values removed from the data sent, those of every row the handler gave
+    (`_given`), worked out on first use: most responses attach no document."""
+
+    __slots__ = ("presenter", "data", "removed", "scrub")
+
+    def __init__(self, presenter: Presenter, data: Any, removed: list[Any]) -> None:
+        self.presenter, self.data, self.removed = presenter, data, removed
+        self.scrub: Callable[[str], str] | None = None
+
+    def __call__(self, text: str) -> str:
+        scrub = self.scrub
+        if scrub is None:
+            scrub = self.scrub = egress.Scrubber(self.removed + _given(self.presenter, self.data),
+                                                 self.presenter.censor)
+            self.data = None  # (not kept alive by the response any longer)
+        return scrub(text)
