@@ -333,7 +333,13 @@ class JWKSKeys:
     key removed from the set stops being accepted at the next fetch. A failed fetch (unreachable, not a JSON
     key set, no signing key in it) keeps the keys already known and is retried `refetch_floor` seconds after
     it ended; until then a key id not known is `PyJWKClientConnectionError` (the token may be fine), with
-    `retry_after` seconds."""
+    `retry_after` seconds.
+
+    Keys without a `kid` are all kept (an authorization server mid-rotation that names no key ids): a token
+    without a kid is tried against each of them, at most `MAX_KIDLESS` (a set of one key serves it too)."""
+
+    #: How many kid-less keys a token without a kid is tried against (each try is one signature check).
+    MAX_KIDLESS = 4
 
     def __init__(self, url: str, *, lifespan: float = 300, refetch_floor: float = 10, timeout: float = 10,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -347,7 +353,7 @@ class JWKSKeys:
         self.timeout = timeout
         self.clock = clock
         self.fetches = 0
-        self._keys: dict[str | None, Any] = {}
+        self._keys: dict[str | None, tuple[Any, ...]] = {}  # the keys of each kid (None: the kid-less ones)
         self._fetched_at: float | None = None  # when the keys known were fetched
         self._ended_at: float | None = None  # when the last fetch ended, whatever its outcome
         self._failed = False  # whether that fetch failed
@@ -356,41 +362,50 @@ class JWKSKeys:
         self._lock = threading.Lock()  # guards the fields above; never held during a fetch
 
     def key(self, kid: str | None) -> Any:
-        """The `PyJWK` of `kid` (a set of one key also serves tokens without a kid), or `PyJWKClientError`
-        (`PyJWKClientConnectionError` while the set cannot be fetched)."""
+        """The `PyJWK` of `kid` (the first of `keys(kid)`)."""
+        return self.keys(kid)[0]
+
+    def keys(self, kid: str | None) -> tuple[Any, ...]:
+        """The `PyJWK`s a token naming `kid` may be signed with: the key of that kid; for no kid, the set's
+        kid-less keys, or its only key. `PyJWKClientError` when there is none (`PyJWKClientConnectionError`
+        while the set cannot be fetched)."""
         found, fetch = self._lookup(kid)
-        if found is not None:
+        if found:
             return found
         return self._after_fetch(kid, fetch.wait() if fetch is not None else True)
 
-    async def akey(self, kid: str | None) -> Any:
-        """`key` for a coroutine: a known key at once, and a fetch waited for on the event loop, so lookups
+    async def akeys(self, kid: str | None) -> tuple[Any, ...]:
+        """`keys` for a coroutine: known keys at once, and a fetch waited for on the event loop, so lookups
         of unknown key ids during an outage hold no thread (the threadpool stays free for everything else)."""
         found, fetch = self._lookup(kid)
-        if found is not None:
+        if found:
             return found
         return self._after_fetch(kid, await fetch.until_done() if fetch is not None else True)
 
-    def _lookup(self, kid: str | None) -> tuple[Any, _Fetch | None]:
+    async def akey(self, kid: str | None) -> Any:
+        """`key` for a coroutine."""
+        return (await self.akeys(kid))[0]
+
+    def _lookup(self, kid: str | None) -> tuple[tuple[Any, ...], _Fetch | None]:
         """(the key of `kid`, None) when it is known (an expired set starts its refresh meanwhile), else
         (None, the fetch to wait for: the one in flight, or one started now when it may be)."""
         with self._lock:
             now = self.clock()
             found = self._find(kid)
-            if found is not None:
+            if found:
                 if self._may_fetch(now) and (self._fetched_at is None or now - self._fetched_at >= self.lifespan):
                     self._start(refetch=False)  # the known key serves meanwhile
                 return found, None
             fetch = self._fetch
             if fetch is None and self._may_fetch(now, refetch=self._fetched_at is not None):
                 fetch = self._start(refetch=self._fetched_at is not None)
-            return None, fetch
+            return (), fetch
 
-    def _after_fetch(self, kid: str | None, ended: bool) -> Any:
-        """The key of `kid` once the fetch waited for is over (`ended`: before its deadline), or why not."""
+    def _after_fetch(self, kid: str | None, ended: bool) -> tuple[Any, ...]:
+        """The keys of `kid` once the fetch waited for is over (`ended`: before its deadline), or why not."""
         with self._lock:
             found = self._find(kid)
-            if found is not None:
+            if found:
                 return found
             if ended and not self._failed and self._fetched_at is not None:
                 raise self._jwt.PyJWKClientError(f"no signing key {kid!r} in the JWKS")
@@ -398,10 +413,11 @@ class JWKSKeys:
             unavailable.retry_after = self._retry_after(self.clock())
             raise unavailable
 
-    def _find(self, kid: str | None) -> Any:
-        if kid is None and len(self._keys) == 1:
-            return next(iter(self._keys.values()))
-        return self._keys.get(kid)
+    def _find(self, kid: str | None) -> tuple[Any, ...]:
+        if kid is None and None not in self._keys and len(self._keys) == 1:
+            (only,) = self._keys.values()
+            return only[:1]
+        return self._keys.get(kid, ())
 
     def _may_fetch(self, now: float, *, refetch: bool = False) -> bool:
         """Whether a fetch may start now: none in flight, none failed within the floor, and for an unknown key
@@ -427,7 +443,7 @@ class JWKSKeys:
         return fetch
 
     def _run(self, fetch: _Fetch) -> None:
-        keys: dict[str | None, Any] | None = None
+        keys: dict[str | None, tuple[Any, ...]] | None = None
         try:
             keys = self._download()
         except Exception as exc:  # whatever the cause, it is the authorization server's, never a token's
@@ -443,11 +459,18 @@ class JWKSKeys:
                     self._refetched_at = now
             fetch.finish()
 
-    def _download(self) -> dict[str | None, Any]:
-        """The signing keys of the set the URL serves now; an error for an unusable answer (not JSON, a JSON
-        without keys: an HTML page of a proxy, an empty set)."""
+    def _download(self) -> dict[str | None, tuple[Any, ...]]:
+        """The signing keys of the set the URL serves now, by kid (all the kid-less ones, up to `MAX_KIDLESS`);
+        an error for an unusable answer (not JSON, a JSON without keys: an HTML page of a proxy, an empty set)."""
         jwk_set = self.client.get_jwk_set(refresh=True)
-        keys = {k.key_id: k for k in jwk_set.keys if k.public_key_use in ("sig", None)}
+        keys: dict[str | None, tuple[Any, ...]] = {}
+        for k in jwk_set.keys:
+            if k.public_key_use not in ("sig", None):
+                continue
+            if k.key_id is None:
+                keys[None] = (*keys.get(None, ()), k)[:self.MAX_KIDLESS]
+            else:
+                keys[k.key_id] = (k,)
         if not keys:
             raise self._jwt.PyJWKSetError("the JWKS holds no signing key")
         return keys
@@ -496,7 +519,7 @@ class JWTVerifier:
         name when this verifier has no audience of its own (a token without `aud` is refused too with
         `audience_required`: see `check_audience`)."""
         with _refusals(self._jwt):
-            return self._checked(token, self.jwks.key(self._kid(token)) if self.jwks is not None else None,
+            return self._checked(token, self.jwks.keys(self._kid(token)) if self.jwks is not None else None,
                                  audience, audience_required)
 
     async def averify(self, token: str, *, audience: str | None = None, audience_required: bool = False
@@ -506,22 +529,32 @@ class JWTVerifier:
         if self.jwks is None:
             return self.verify(token, audience=audience, audience_required=audience_required)
         with _refusals(self._jwt):
-            return self._checked(token, await self.jwks.akey(self._kid(token)), audience, audience_required)
+            return self._checked(token, await self.jwks.akeys(self._kid(token)), audience, audience_required)
 
     def _kid(self, token: str) -> str | None:
         kid = self._jwt.get_unverified_header(token).get("kid")
         return kid if isinstance(kid, str) else None
 
-    def _checked(self, token: str, jwk: Any, audience: str | None, audience_required: bool) -> dict[str, Any]:
-        """The claims of `token` signed with `jwk` (a JWKS key; None: this verifier's own key)."""
-        key: Any = self.key
-        algorithms = self.algorithms
-        if jwk is not None:
-            key = jwk.key
-            family = _family_of(key)
-            algorithms = [a for a in algorithms if a in family]
-            if not algorithms:  # pinned: a key of another family is never tried with another algorithm
-                raise unauthorized("The token's signing algorithm is not accepted here.")
+    def _checked(self, token: str, jwks: Sequence[Any] | None, audience: str | None, audience_required: bool
+                 ) -> dict[str, Any]:
+        """The claims of `token` signed with one of `jwks` (JWKS keys, tried in turn; None: this verifier's
+        own key)."""
+        if jwks is None:
+            return self._decoded(token, self.key, self.algorithms, audience, audience_required)
+        # Pinned: a key of another family is never tried with another algorithm.
+        tries = [(jwk.key, fits) for jwk in jwks
+                 if (fits := [a for a in self.algorithms if a in _family_of(jwk.key)])]
+        if not tries:
+            raise unauthorized("The token's signing algorithm is not accepted here.")
+        for key, algorithms in tries[:-1]:  # (several: kid-less keys; only a wrong signature tries the next)
+            with contextlib.suppress(self._jwt.InvalidSignatureError, self._jwt.InvalidAlgorithmError):
+                return self._decoded(token, key, algorithms, audience, audience_required)
+        key, algorithms = tries[-1]
+        return self._decoded(token, key, algorithms, audience, audience_required)
+
+    def _decoded(self, token: str, key: Any, algorithms: list[str], audience: str | None,
+                 audience_required: bool) -> dict[str, Any]:
+        """The claims of `token` signed with `key`, checked."""
         claims: dict[str, Any] = self._jwt.decode(
             token,
             key,
@@ -533,9 +566,19 @@ class JWTVerifier:
             # Without an audience of its own, `aud` is `check_audience`'s (PyJWT refuses any then).
             options={"require": self.required, "verify_aud": self.audience is not None},
         )
+        _check_numeric_dates(claims)
         if self.audience is None:
             check_audience(claims, audience, required=audience_required)
         return claims
+
+
+def _check_numeric_dates(claims: Mapping[str, Any]) -> None:
+    """The 401 for an `exp`, `nbf` or `iat` that is not a JSON number (RFC 7519 NumericDate): PyJWT reads
+    a numeric string such as "1999999999" with int()."""
+    for name in ("exp", "nbf", "iat"):
+        value = claims.get(name)
+        if name in claims and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise unauthorized(f"The token is invalid (its {name} claim is not a number).")
 
 
 @contextlib.contextmanager

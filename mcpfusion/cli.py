@@ -146,16 +146,15 @@ def _workers(text: str) -> int:
 
 
 def _startup_failed(target: str, exc: BaseException | str) -> CliError:
-    """The one-line error of an app whose lifespan start-up raised (like an import failure: no traceback; the
-    credentials a connection string in its message holds masked)."""
-    what = exc if isinstance(exc, str) else "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    return CliError(f"starting {target} failed (its lifespan start-up raised): {without_credentials(what)}")
+    """The one-line error of an app whose lifespan start-up raised, `described` as an import failure is (no
+    traceback, where in the app's files, the credentials a connection string in its message holds masked)."""
+    what = without_credentials(exc) if isinstance(exc, str) else described(exc)
+    return CliError(f"starting {target} failed (its lifespan start-up raised): {what}")
 
 
 def _shutdown_failed(target: str, exc: BaseException) -> CliError:
     """The one-line error of an app whose lifespan shutdown raised (as `_startup_failed`)."""
-    what = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    return CliError(f"stopping {target} failed (its lifespan shutdown raised): {without_credentials(what)}")
+    return CliError(f"stopping {target} failed (its lifespan shutdown raised): {described(exc)}")
 
 
 class Starting:
@@ -315,6 +314,7 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
         options["workers"] = args.workers
     if not reload and args.workers == 1:  # the banner once the app started; a start-up failure is one line
         starting = Starting(app, lambda: _say(banner), args.app)
+        options["log_config"] = _without_startup_notice(options["log_config"], starting)
         try:
             uvicorn.run(starting, **options)
         except SystemExit:
@@ -339,6 +339,29 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
     if failure:  # uvicorn stopped the workers when one could not start, and returned as if asked to stop
         raise CliError(failure)
     return 0
+
+
+#: What uvicorn logs after a failed lifespan start-up, besides the failure's own message.
+_STARTUP_NOTICE = "Application startup failed. Exiting."
+
+
+class _SaidOnce:
+    """A logging filter dropping uvicorn's `_STARTUP_NOTICE` once `starting` kept the failure: `serve` says
+    it in its own line (`_startup_failed`), which is then the only one."""
+
+    def __init__(self, starting: Starting) -> None:
+        self.starting = starting
+
+    def filter(self, record: Any) -> bool:
+        return self.starting.failure is None or record.getMessage() != _STARTUP_NOTICE
+
+
+def _without_startup_notice(config: dict[str, Any], starting: Starting) -> dict[str, Any]:
+    """The logging configuration of `serve`, its `uvicorn.error` logger filtered by `_SaidOnce`."""
+    config.setdefault("filters", {})["mcpfusion_startup"] = {"()": _SaidOnce, "starting": starting}
+    logger = config["loggers"].setdefault("uvicorn.error", {"level": "INFO"})
+    logger["filters"] = [*logger.get("filters", []), "mcpfusion_startup"]
+    return config
 
 
 def _say(lines: str) -> None:

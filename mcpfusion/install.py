@@ -48,15 +48,21 @@ def default_config_path(client: str, *, home: Path | None = None, platform: str 
         if platform == "darwin":
             folder = home / "Library" / "Application Support" / "Claude"
         elif platform.startswith("win"):
-            folder = Path(environ.get("APPDATA", home / "AppData" / "Roaming")) / "Claude"
+            folder = Path(environ.get("APPDATA") or home / "AppData" / "Roaming") / "Claude"  # (empty: unset)
         else:
-            folder = Path(environ.get("XDG_CONFIG_HOME", home / ".config")) / "Claude"
+            folder = _base_folder(environ.get("XDG_CONFIG_HOME"), home / ".config") / "Claude"
         return folder / "claude_desktop_config.json"
     if client == "claude-code":
         return (cwd or Path.cwd()) / ".mcp.json"
     if client == "cursor":
         return home / ".cursor" / "mcp.json"
     raise InstallError(f"unknown client {client!r}; use one of {', '.join(CLIENTS)}")
+
+
+def _base_folder(value: str | None, default: Path) -> Path:
+    """The folder an XDG variable names, or `default` when it is unset, empty or relative: the XDG Base
+    Directory spec ignores such a value (it would write into whatever the current folder is)."""
+    return Path(value) if value and Path(value).is_absolute() else default
 
 
 def mcpfusion_command() -> list[str]:

@@ -2,6 +2,7 @@
 
     @fusion.resource("file:///readme.txt", name="readme", mime_type="text/plain")
     def readme() -> str: ...                # str -> text, bytes -> blob, dict/list -> JSON text
+                                            # (mcp.types ReadResourceResult, Text/BlobResourceContents as they are)
 
     @fusion.resource_template("users://{id}/profile")
     async def profile(id: str) -> dict: ...
@@ -105,12 +106,27 @@ def _put(out: dict[str, Any], **values: Any) -> None:
             out[key] = value
 
 
+def result_of(uri: str, value: Any, mime_type: str | None) -> dict[str, Any]:
+    """The `resources/read` result of what a resource function returned: an `mcp.types.ReadResourceResult`
+    as it is (its contents and `_meta`), anything else as `contents_of` makes it."""
+    types = sys.modules.get("mcp_types")  # (not loaded: the function cannot have returned one of its objects)
+    if types is not None and isinstance(value, types.ReadResourceResult):
+        result: dict[str, Any] = value.model_dump(mode="json", by_alias=True, exclude_none=True,
+                                                  include={"contents", "meta"})
+        return result
+    return {"contents": contents_of(uri, value, mime_type)}
+
+
 def contents_of(uri: str, value: Any, mime_type: str | None) -> list[dict[str, Any]]:
-    """Turn what a resource function returned into `ResourceContents` entries."""
-    if isinstance(value, dict) and "contents" in value:
-        return list(value["contents"])
-    if isinstance(value, list) and value and all(isinstance(v, dict) and "uri" in v for v in value):
-        return value
+    """Turn what a resource function returned into `ResourceContents` entries: `mcp.types` Text/Blob
+    ResourceContents (one, or a non-empty list of them) as they are; str -> text, bytes -> blob, any other
+    value -> JSON text, dicts and lists whatever their keys (plain data is never taken for contents)."""
+    types = sys.modules.get("mcp_types")
+    if types is not None:
+        kinds = (types.TextResourceContents, types.BlobResourceContents)
+        items = [value] if isinstance(value, kinds) else value if isinstance(value, list) else []
+        if items and all(isinstance(item, kinds) for item in items):
+            return [item.model_dump(mode="json", by_alias=True, exclude_none=True) for item in items]
     if isinstance(value, bytes | bytearray):
         entry = {"uri": uri, "blob": base64.b64encode(bytes(value)).decode("ascii")}
         entry["mimeType"] = mime_type or "application/octet-stream"
@@ -189,7 +205,7 @@ class ResourceRegistry:
                     request: Request | None) -> dict[str, Any]:
         # Contents are built before yield dependencies close (a lazy value may still need its session).
         result: dict[str, Any] = await call_injected(
-            injected, values, context, request, lambda value: {"contents": contents_of(uri, value, mime_type)})
+            injected, values, context, request, lambda value: result_of(uri, value, mime_type))
         return result
 
 

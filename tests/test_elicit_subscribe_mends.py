@@ -249,7 +249,7 @@ async def test_session_wire_subscribes_only_a_caller_who_can_read(notes):
         subscribe = {"jsonrpc": "2.0", "id": 5, "method": "resources/subscribe", "params": {"uri": "notes://a1"}}
         assert data_of((await c.post("/mcp", json=subscribe, headers=owner)).text)[-1]["result"] == {}
         refused = data_of((await c.post("/mcp", json=subscribe, headers=other)).text)[-1]
-        assert refused["error"]["code"] == -32602 and "'a1' was not found" in refused["error"]["message"]
+        assert refused["error"]["code"] == -32002 and "'a1' was not found" in refused["error"]["message"]
         get = {"accept": "text/event-stream"}
         async with updates(c, "GET", {**owner, **get}) as to_owner, updates(c, "GET", {**other, **get}) as to_other:
             await bump(c, "acme", "a1")

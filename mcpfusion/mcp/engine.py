@@ -318,13 +318,10 @@ class Engine:
                 lambda: resources.read(uri, self.make_context(call), call.request),
             )
         except McpError as exc:
-            # An unknown URI (told apart from the resource's own -32602 by the lookup, on this path only): the
-            # code the call's revision gives it.
-            code = _not_found_code(call)
-            if code == exc.code or exc.code != jsonrpc.INVALID_PARAMS or not isinstance(uri, str) or not uri \
-                    or resources.exists(uri, call.request):
+            missing = _not_found(exc, call, uri, resources)
+            if missing is None:
                 raise
-            raise McpError(code, exc.message, exc.data) from None
+            raise missing from None
 
     async def _subscribe(self, call: Call) -> dict[str, Any]:
         """Subscribe the session to `uri` once the caller has read it: a subscription tells of changes to data,
@@ -338,7 +335,13 @@ class Engine:
             # The code resources/read answers for the same URI.
             raise McpError(_not_found_code(call), f"Resource not found: {uri}: subscribe to a listed resource or "
                            "one of its templates", {"uri": uri})
-        await self._with_input(call, uri, lambda: resources.read(uri, self.make_context(call), call.request))
+        try:
+            await self._with_input(call, uri, lambda: resources.read(uri, self.make_context(call), call.request))
+        except McpError as exc:  # the code the read answers
+            missing = _not_found(exc, call, uri, resources)
+            if missing is None:
+                raise
+            raise missing from None
         session = call.session
         if session is not None and uri not in session.subscriptions:
             if len(session.subscriptions) >= self.max_subscriptions:
@@ -483,6 +486,22 @@ def _not_found_code(call: Call) -> int:
     """The JSON-RPC code of an unknown resource URI: -32602 (with data.uri) on 2026-07-28 (SEP-2164), -32002
     on the handshake revisions (2025-11-25 and older: "Resource not found: -32002")."""
     return jsonrpc.INVALID_PARAMS if call.modern else jsonrpc.RESOURCE_NOT_FOUND
+
+
+def _not_found(exc: McpError, call: Call, uri: Any, resources: ResourceBackend) -> McpError | None:
+    """The error a read's -32602 `exc` becomes when it says `uri` was not found, with the code the call's
+    revision gives a missing resource (else None: `exc` stands). Either the URI is unknown (told apart from
+    the resource's own -32602 by the lookup), or the template's function found nothing (a NOT_FOUND
+    `ToolError`): the same -32002 on the handshake revisions."""
+    code = _not_found_code(call)
+    if code == exc.code or exc.code != jsonrpc.INVALID_PARAMS or not isinstance(uri, str) or not uri:
+        return None
+    if not resources.exists(uri, call.request):
+        return McpError(code, exc.message, exc.data)
+    data = exc.data  # (`mcpfusion.errors.NOT_FOUND`, as `call_injected` puts it)
+    if isinstance(data, dict) and data.get("code") == "NOT_FOUND":
+        return McpError(code, exc.message, {**data, "uri": uri})
+    return None
 
 
 async def _charge(backend: Any, call: Call) -> None:
