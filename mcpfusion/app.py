@@ -709,7 +709,8 @@ class MCPFusion:
             from .docs.routes import add_docs_routes
 
             add_docs_routes(app, self.registry, path=docs, title=self.title or self.name,
-                            host_check=transport.guard.refusal)
+                            host_check=transport.guard.refusal, rest=rest,
+                            raw_tools=lambda: [t.descriptor for t in self.raw_tools.values()])
         app.state.mcpfusion = self
         self.app = app
         return app

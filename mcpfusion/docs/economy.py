@@ -20,7 +20,7 @@ from ..presenter import Presenter
 from ..select import select_keys
 from ..tool import Action, Exposition, Tool
 from . import samples
-from .presenters import sample_item, sample_items
+from .presenters import sample_failure, sample_item, sample_items
 
 logger = logging.getLogger("mcpfusion.docs")
 LIMIT_SAMPLE_FACTOR = 4
@@ -169,8 +169,8 @@ def action_economy(action: Action, ctx: Any = None) -> dict[str, Any] | None:
             out["select"] = {"keys": chosen, **_saving(
                 tokens.count_json(data), tokens.count_json(select_keys(data, chosen)))}
     except Exception as exc:  # a presenter callback that needs real dependencies
-        logger.debug("token economy sample failed for %s", action.label, exc_info=True)
-        out["error"] = f"{type(exc).__name__}: {exc}"
+        logger.warning("token economy sample failed for %s", action.label, exc_info=True)
+        out["error"] = sample_failure(exc)  # (its text stays in the log: it may hold a secret)
     if out["select"] is None and out["limit"] is None and out["error"] is None:
         return None
     return out

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from ..dispatch import ToolRegistry
 from ..tool import Tool
 from . import assets
-from .manifest import DEFAULT_BASE_URL, build_manifest, manifest_toon
+from .manifest import DEFAULT_BASE_URL, build_manifest, manifest_toon, raw_descriptors
 from .page import render_page
 
 
@@ -60,7 +60,7 @@ def export_site(source: Any, out_dir: str | Path, *, base_url: str = DEFAULT_BAS
     base_url = check_base_url(base_url)
     registry = as_registry(source)
     name = title or getattr(source, "title", None) or getattr(source, "name", None) or "Tools"
-    manifest = build_manifest(registry, title=name, curl_base=base_url)
+    manifest = build_manifest(registry, title=name, curl_base=base_url, raw_tools=raw_descriptors(source))
     out = Path(out_dir)
     (out / "static").mkdir(parents=True, exist_ok=True)
     files = {

@@ -6,6 +6,7 @@ The HTML page is rendered from this manifest and nothing else, so the two never 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 import toons
@@ -14,7 +15,7 @@ from .. import listing, tokens, toon
 from ..dispatch import CallContext, ToolRegistry
 from ..tool import Action, Tool
 from ..version import __version__
-from . import economy, examples, presenters
+from . import economy, examples, presenters, samples
 from .lock import pagination, paging_text
 from .schema_table import rows
 
@@ -43,8 +44,16 @@ def paging(action: Action) -> dict[str, Any] | None:
                                  "header) as the cursor parameter until there is none"}
 
 
+def missing_examples(schema: dict[str, Any] | None, arguments: dict[str, Any]) -> list[str]:
+    """The required parameters no example value was found for (the page asks the reader to fill them in)."""
+    schema = schema or {}
+    return [k for k in schema.get("required", []) if k in schema.get("properties", {}) and k not in arguments]
+
+
 def action_entry(action: Action, curl_base: str, memo: Memo | None = None,
-                 registry: ToolRegistry | None = None) -> dict[str, Any]:
+                 registry: ToolRegistry | None = None, *, rest: bool = True) -> dict[str, Any]:
+    """The action's entry; without `rest` (mounted with `rest=False`) no REST path and no curl example, as the
+    app serves no REST route."""
     ctx = CallContext(action, {}, None)
     memo = {} if memo is None else memo  # one description per presenter and shape, however many actions share it
     shape = presenters.many(action)
@@ -52,6 +61,7 @@ def action_entry(action: Action, curl_base: str, memo: Memo | None = None,
         if (id(p), shape) not in memo:
             memo[(id(p), shape)] = presenters.describe(p, ctx, shape)
     arguments = examples.example_arguments(action)
+    path = examples.rest_path(action) if rest else None
     return {
         "name": action.name,
         "qualified_name": action.qualified_name,
@@ -62,7 +72,7 @@ def action_entry(action: Action, curl_base: str, memo: Memo | None = None,
         "scopes": sorted(action.scopes),
         "mcp_name": listing.mcp_name(action),
         "discriminated": listing.discriminated(action),
-        "rest_path": examples.rest_path(action),
+        "rest_path": path,
         "parameters": rows(action.input_schema),
         "input_schema": action.input_schema,
         "output_schema": action.output_schema,
@@ -71,16 +81,17 @@ def action_entry(action: Action, curl_base: str, memo: Memo | None = None,
         "presenters": [memo[(id(p), shape)] for p in action.presenters],
         "presenter_by_dependency": action.presenter_dependency is not None,
         "example_arguments": arguments,
+        "example_missing": missing_examples(action.input_schema, arguments),
         "examples": {
             "mcp": examples.mcp_call(action, arguments),
-            "curl": examples.curl(examples.rest_path(action), arguments, curl_base),
+            "curl": examples.curl(path, arguments, curl_base) if path is not None else None,
         },
         "tokens": economy.action_economy(action, ctx) if tokens.enabled() else None,
     }
 
 
 def tool_entry(tool: Tool, curl_base: str, memo: Memo | None = None,
-               registry: ToolRegistry | None = None) -> dict[str, Any]:
+               registry: ToolRegistry | None = None, *, rest: bool = True) -> dict[str, Any]:
     text = economy.toon_description(tool)
     advertised = listing.tool_entries(tool)
     if registry is not None and not registry.output_schemas:  # as tools/list advertises them then
@@ -101,20 +112,57 @@ def tool_entry(tool: Tool, curl_base: str, memo: Memo | None = None,
         "annotations": tool.annotations(),
         "mcp_tools": advertised,
         "tokens": economy.advertised_economy(tool, advertised) if tokens.enabled() else None,
-        "actions": [action_entry(a, curl_base, memo, registry) for a in tool.actions.values()],
+        "actions": [action_entry(a, curl_base, memo, registry, rest=rest) for a in tool.actions.values()],
     }
 
 
+def raw_tool_entry(descriptor: dict[str, Any]) -> dict[str, Any]:
+    """A raw tool (`MCPFusion.raw_tool`) as tools/list advertises it: MCP only (no REST route), its
+    annotations those it declares (MCP's defaults apply to the others)."""
+    schema = descriptor.get("inputSchema") or {}
+    arguments = samples.arguments(schema)
+    annotations = descriptor.get("annotations") or {}
+    name = descriptor["name"]
+    return {
+        "name": name,
+        "title": descriptor.get("title") or annotations.get("title"),
+        "description": descriptor.get("description") or "",
+        "annotations": annotations,
+        "parameters": rows(schema),
+        "input_schema": schema,
+        "output_schema": descriptor.get("outputSchema"),
+        "mcp_tool": descriptor,
+        "example_arguments": arguments,
+        "example_missing": missing_examples(schema, arguments),
+        "examples": {"mcp": {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                             "params": {"name": name, "arguments": arguments}}},
+        "tokens": tokens.count_json(descriptor) if tokens.enabled() else None,
+    }
+
+
+def raw_descriptors(source: Any) -> list[dict[str, Any]]:
+    """The tools/list entries of the raw tools of an MCPFusion (or of the app it mounted); none for anything
+    else (a registry, tools)."""
+    fusion = getattr(getattr(source, "state", None), "mcpfusion", None) or source
+    raw = getattr(fusion, "raw_tools", None)
+    return [t.descriptor for t in raw.values()] if isinstance(raw, dict) else []
+
+
 def build_manifest(
-    registry: ToolRegistry, *, title: str = "Tools", curl_base: str = DEFAULT_BASE_URL
+    registry: ToolRegistry, *, title: str = "Tools", curl_base: str = DEFAULT_BASE_URL,
+    raw_tools: Iterable[dict[str, Any]] = (), rest: bool = True,
 ) -> dict[str, Any]:
-    """The manifest of every registered tool. `curl_base` is the server URL written into curl examples."""
+    """The manifest of every registered tool and of the `raw_tools` (their tools/list entries: every tool the
+    server advertises is documented). `curl_base` is the server URL written into curl examples; without `rest`
+    (the app serves no REST routes) there are none."""
     memo: Memo = {}
     return {
         "title": title,
         "generator": f"mcpfusion {__version__}",
         "token_encoding": tokens.ENCODING if tokens.enabled() else None,
-        "tools": [tool_entry(t, curl_base, memo, registry) for t in registry.tools.values() if t.actions],
+        "rest": rest,
+        "tools": [tool_entry(t, curl_base, memo, registry, rest=rest) for t in registry.tools.values() if t.actions],
+        "raw_tools": [raw_tool_entry(d) for d in raw_tools],
     }
 
 
@@ -124,6 +172,9 @@ def rebase(manifest: dict[str, Any], curl_base: str) -> dict[str, Any]:
     for tool in manifest["tools"]:
         actions = []
         for a in tool["actions"]:
+            if a["rest_path"] is None:  # no REST route: nothing to aim
+                actions.append(a)
+                continue
             curl = examples.curl(a["rest_path"], a["example_arguments"], curl_base)
             actions.append({**a, "examples": {**a["examples"], "curl": curl}})
         tools.append({**tool, "actions": actions})

@@ -37,12 +37,15 @@ def _pre(text: str, cls: str = "") -> str:
     return f'<pre class="code {cls}"><code>{_e(text)}</code></pre>'
 
 
-def _hints(annotations: dict[str, Any]) -> str:
+def _hints(annotations: dict[str, Any], *, declared_only: bool = False) -> str:
+    """The four hints, ✓ or ✗; with `declared_only` (a raw tool's own annotations) only those it declares."""
     items = "".join(
         f'<li class="hint {"on" if annotations.get(key) else "off"} {label.replace(" ", "-")}" title="{key}: '
         f'{str(bool(annotations.get(key))).lower()}">{"✓" if annotations.get(key) else "✗"} {label}</li>'
-        for key, label in HINTS
+        for key, label in HINTS if not declared_only or key in annotations
     )
+    if not items:
+        return '<p class="muted">No annotations declared (MCP\'s defaults apply).</p>'
     return f'<ul class="hints" aria-label="Annotations">{items}</ul>'
 
 
@@ -191,25 +194,19 @@ def _served_path(api_base: str, rest_path: str) -> str:
     return urlsplit(api_base).path.rstrip("/") + rest_path
 
 
-def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str, shown: bool = True) -> str:
-    served = _served_path(api_base, a["rest_path"])
-    route = (f'MCP tool <code>{_e(a["mcp_name"])}</code>'
-             + (f' with <code>action="{_e(a["name"])}"</code>' if a.get("discriminated", True) else "")
-             + f' · REST <code>POST {_e(served)}</code>')
-    output = ""
-    if a["presenters"]:
-        lead = ('<p class="muted">The presenter is chosen per call by a dependency, among:</p>'
-                if a["presenter_by_dependency"] else "")
-        output += lead + "".join(presenter_card(p) for p in a["presenters"])
-    elif a["presenter_by_dependency"]:
-        output += '<p class="muted">The presenter is chosen per call by a dependency.</p>'
-    if a["output_schema"]:
-        output += ('<details class="schema"><summary>Output schema (<code>outputSchema</code>)</summary>'
-                   + _pre(_json(a["output_schema"]), "json") + "</details>")
-    if not output:
-        output = '<p class="muted">Free-form result (no presenter, no output schema).</p>'
+def _missing_note(a: dict[str, Any]) -> str:
+    """Which required parameters the examples leave out (no value that fits was found): fill them in."""
+    missing = a.get("example_missing") or []
+    if not missing:
+        return ""
+    names = ", ".join(f"<code>{_e(m)}</code>" for m in missing)
+    return (f'<p class="muted example-missing">No example value fits the schema of the required parameter(s) '
+            f"{names}: the examples leave them out; add them before sending.</p>")
+
+
+def _try_it(a: dict[str, Any], served: str) -> str:
     body = _json(a["example_arguments"])
-    form = (
+    return (
         f'<form class="tryit" data-path="{_e(a["rest_path"])}" aria-label="Try {_e(a["qualified_name"])}">'
         '<div class="tryit-fields">'
         f'<label>Bearer token <input type="text" name="token" autocomplete="off" spellcheck="false" '
@@ -223,6 +220,30 @@ def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str, shown
         '<pre class="code"><code></code></pre></div>'
         "</form>"
     )
+
+
+def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str, shown: bool = True) -> str:
+    # No REST path: the app serves no REST route (mounted with rest=False), so no curl example, no try-it form.
+    served = _served_path(api_base, a["rest_path"]) if a["rest_path"] is not None else None
+    route = (f'MCP tool <code>{_e(a["mcp_name"])}</code>'
+             + (f' with <code>action="{_e(a["name"])}"</code>' if a.get("discriminated", True) else "")
+             + (f' · REST <code>POST {_e(served)}</code>' if served is not None else " · no REST route"))
+    output = ""
+    if a["presenters"]:
+        lead = ('<p class="muted">The presenter is chosen per call by a dependency, among:</p>'
+                if a["presenter_by_dependency"] else "")
+        output += lead + "".join(presenter_card(p) for p in a["presenters"])
+    elif a["presenter_by_dependency"]:
+        output += '<p class="muted">The presenter is chosen per call by a dependency.</p>'
+    if a["output_schema"]:
+        output += ('<details class="schema"><summary>Output schema (<code>outputSchema</code>)</summary>'
+                   + _pre(_json(a["output_schema"]), "json") + "</details>")
+    if not output:
+        output = '<p class="muted">Free-form result (no presenter, no output schema).</p>'
+    curl, try_it = "", ""
+    if served is not None:
+        curl = f'<div><h5>REST (curl)</h5>{_pre(a["examples"]["curl"], "shell")}</div>'
+        try_it = f"<h4>Try it</h4>{_try_it(a, served)}"
     title = f' <span class="muted">— {_e(a["title"])}</span>' if a.get("title") else ""
     return (
         f'<article class="action" id="{_e(action_id(tool["name"], a["name"]))}" '
@@ -239,12 +260,64 @@ def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str, shown
         + f"<h4>Parameters</h4>{parameters_table(a['parameters'])}{definitions(a['input_schema'])}"
         f"<h4>Output</h4>{output}{content_types(a.get('content_types') or [])}"
         f"{action_economy(a['tokens'])}"
-        '<h4>Examples</h4><div class="examples">'
+        f'<h4>Examples</h4>{_missing_note(a)}<div class="examples">'
         f'<div><h5>MCP <code>tools/call</code> (JSON-RPC body)</h5>{_pre(_json(a["examples"]["mcp"]), "json")}</div>'
-        f'<div><h5>REST (curl)</h5>{_pre(a["examples"]["curl"], "shell")}</div></div>'
-        f"<h4>Try it</h4>{form}"
+        f"{curl}</div>{try_it}"
         "</article>"
     )
+
+
+RAW_SECTION = "raw-tools"  # (never a tool's id: those are "tool-{name}")
+
+
+def raw_id(name: str) -> str:
+    return f"raw-{name}"
+
+
+def raw_tool_article(r: dict[str, Any], shown: bool = True) -> str:
+    """A raw tool: what tools/list advertises of it (MCP only: raw tools have no REST route)."""
+    title = f' <span class="muted">— {_e(r["title"])}</span>' if r.get("title") else ""
+    output = ""
+    if r.get("output_schema"):
+        output = ('<details class="schema"><summary>Output schema (<code>outputSchema</code>)</summary>'
+                  + _pre(_json(r["output_schema"]), "json") + "</details>")
+    tokens_note = (f'<p class="muted">Its <code>tools/list</code> entry: {r["tokens"]} tokens.</p>'
+                   if r.get("tokens") is not None else "")
+    return (
+        f'<article class="action raw" id="{_e(raw_id(r["name"]))}" data-keys="{_e(r["name"].lower())}"'
+        f'{_hidden(shown)}>'
+        f'<h3><code>{_e(r["name"])}</code>{title}</h3>{_hints(r["annotations"], declared_only=True)}'
+        f'<p class="desc">{_e(r["description"]) or "<span class=muted>No description.</span>"}</p>'
+        f'<p class="route">MCP tool <code>{_e(r["name"])}</code> · raw tool: no REST route</p>'
+        f"<h4>Parameters</h4>{parameters_table(r['parameters'])}{definitions(r['input_schema'])}"
+        f"{output}{tokens_note}"
+        f'<h4>Example</h4>{_missing_note(r)}<div class="examples">'
+        f'<div><h5>MCP <code>tools/call</code> (JSON-RPC body)</h5>{_pre(_json(r["examples"]["mcp"]), "json")}</div>'
+        "</div>"
+        f'<details class="schema"><summary>MCP <code>tools/list</code> entry as advertised</summary>'
+        f'{_pre(_json(r["mcp_tool"]), "json")}</details>'
+        "</article>"
+    )
+
+
+def raw_tools_section(raw: list[dict[str, Any]], kept: set[str] | None = None) -> str:
+    """The raw tools (`MCPFusion.raw_tool`), found by name; with `kept`, the others rendered hidden."""
+    if not raw:
+        return ""
+    shown = kept if kept is not None else {r["name"] for r in raw}
+    return (
+        f'<section class="tool raw-tools" id="{RAW_SECTION}" data-keys=""{_hidden(bool(shown))}>'
+        '<header class="tool-head"><h2>Raw tools</h2></header>'
+        '<p class="desc">Tools that build their own MCP result, served on MCP only.</p>'
+        + "".join(raw_tool_article(r, r["name"] in shown) for r in raw)
+        + "</section>"
+    )
+
+
+def raw_matches(raw: list[dict[str, Any]], query: str) -> set[str]:
+    """The raw tools a search keeps: every term in the name (the rule `search` applies to an action)."""
+    words = search.terms(query)
+    return {r["name"] for r in raw if all(w in r["name"].lower() for w in words)}
 
 
 def pagination(paging: dict[str, Any] | None) -> str:
@@ -348,8 +421,10 @@ def tool_section(tool: dict[str, Any], api_base: str, kept: dict[str, set[str]] 
     )
 
 
-def sidebar(manifest: dict[str, Any], kept: dict[str, set[str]] | None = None) -> str:
-    """Every tool and action; with `kept` (as `tool_section`), the others hidden."""
+def sidebar(manifest: dict[str, Any], kept: dict[str, set[str]] | None = None,
+            raw_kept: set[str] | None = None) -> str:
+    """Every tool and action, then the raw tools; with `kept` (as `tool_section`) and `raw_kept`, the others
+    hidden."""
     items = []
     for tool in manifest["tools"]:
         shown = kept.get(tool["name"], set()) if kept is not None else {a["name"] for a in tool["actions"]}
@@ -363,9 +438,20 @@ def sidebar(manifest: dict[str, Any], kept: dict[str, set[str]] | None = None) -
             f'<li class="nav-tool" data-keys="{_e(search.tool_keys(tool))}"{_hidden(bool(shown))}>'
             f'<a href="#tool-{_e(tool["name"])}">{_e(tool["name"])}</a>{tags}<ul>{actions}</ul></li>'
         )
+    raw = manifest.get("raw_tools") or []
+    raw_shown = raw_kept if raw_kept is not None else {r["name"] for r in raw}
+    if raw:
+        entries = "".join(
+            f'<li class="nav-action" data-keys="{_e(r["name"].lower())}"{_hidden(r["name"] in raw_shown)}>'
+            f'<a href="#{_e(raw_id(r["name"]))}">{_e(r["name"])}</a></li>'
+            for r in raw
+        )
+        items.append(f'<li class="nav-tool" data-keys=""{_hidden(bool(raw_shown))}>'
+                     f'<a href="#{RAW_SECTION}">Raw tools</a><ul>{entries}</ul></li>')
+    nothing = kept is not None and not any(kept.values()) and not raw_shown
     return ('<nav id="sidebar" class="sidebar" aria-label="Tools and actions">'
             f'<ul class="nav">{"".join(items)}</ul>'
-            f'<p class="no-results muted"{_hidden(kept is not None and not any(kept.values()))}>'
+            f'<p class="no-results muted"{_hidden(nothing)}>'
             "No tool or action matches.</p></nav>")
 
 
@@ -415,8 +501,16 @@ def render_page(
     # Every tool is on the page (a new search, typed or submitted, may find any of them); what `query` does not
     # match is rendered hidden, so the page reads filtered with JavaScript off too.
     kept = {t["name"]: {a["name"] for a in t["actions"]} for t in shown["tools"]}
-    body = "".join(tool_section(t, api_base, kept) for t in tools)
-    empty = f'<p class="no-results muted"{_hidden(not shown["tools"])}>No tool or action matches this search.</p>'
+    raw = manifest.get("raw_tools") or []
+    raw_kept = raw_matches(raw, query)
+    body = "".join(tool_section(t, api_base, kept) for t in tools) + raw_tools_section(raw, raw_kept)
+    empty = (f'<p class="no-results muted"{_hidden(not shown["tools"] and not raw_kept)}>'
+             "No tool or action matches this search.</p>")
+    counted = f"{len(tools)} tools, {n_actions} actions" + (f", {len(raw)} raw tools" if raw else "")
+    if manifest.get("token_encoding"):
+        encoding = f" Token counts use the\n<code>{_e(manifest['token_encoding'])}</code> encoding."
+    else:  # no tokenizer installed: no counts, and no encoding to name
+        encoding = f" {_e(tokens.EXTRA_HINT)}."
     return f"""<!doctype html>
 <html lang="en">
 <head>
@@ -442,12 +536,11 @@ def render_page(
 <button type="button" class="theme-toggle" hidden aria-label="Switch theme">Theme: auto</button>
 </header>
 <div class="layout">
-{sidebar(manifest, kept)}
+{sidebar(manifest, kept, raw_kept)}
 <main id="main">
 <section class="overview">
 <h1>{_e(title)}</h1>
-<p>{len(tools)} tools, {n_actions} actions, generated from the registered tools. Token counts use the
-<code>{_e(manifest["token_encoding"])}</code> encoding.</p>
+<p>{counted}, generated from the registered tools.{encoding}</p>
 {summary}
 {_cors_note(api_base)}
 </section>

@@ -134,7 +134,8 @@ def many(action: Any) -> bool | None:
 
 def _renders(presenter: Presenter, ctx: Any, many: bool | None) -> tuple[list[Any], str | None]:
     """The presenter rendered on samples of the shape the action returns (either shape when unknown): every
-    render that worked, and the first error when no shape rendered whole (a callback needing real data)."""
+    render that worked, and the first error's class when no shape rendered whole (a callback needing real
+    data); the error itself is logged."""
     items = sample_items(presenter)
     samples: dict[bool, list[Any]] = {False: items, True: [items[: presenter.max_items or None]]}
     done: list[Any] = []
@@ -146,10 +147,17 @@ def _renders(presenter: Presenter, ctx: Any, many: bool | None) -> tuple[list[An
             try:
                 done.append(presenter.render(data, ctx))
             except Exception as exc:  # a callback that needs real dependencies: say so rather than fail the page
-                logger.debug("presenter %s could not render a sample", presenter.name, exc_info=True)
-                error, failed = error or f"{type(exc).__name__}: {exc}", True
+                # The text stays in the server's log: it may hold a secret (a database URL), and the page is public.
+                logger.log(logging.DEBUG if error else logging.WARNING,
+                           "presenter %s could not render a sample for the docs", presenter.name, exc_info=True)
+                error, failed = error or sample_failure(exc), True
         whole = whole or not failed
     return done, None if whole else error
+
+
+def sample_failure(exc: BaseException) -> str:
+    """What the docs say of a callback that failed on sample data: the exception's class, never its text."""
+    return f"{type(exc).__name__} (details in the server log)"
 
 
 def describe(presenter: Presenter, ctx: Any = None, many: bool | None = None) -> dict[str, Any]:

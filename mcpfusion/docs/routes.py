@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
@@ -16,32 +16,40 @@ from fastapi.responses import HTMLResponse, Response
 from ..dispatch import ToolRegistry
 from . import assets
 
+HostCheck = Callable[[str | None, str | None], tuple[int, str] | None]  # as mcpfusion.rest.HostCheck
+RawTools = Callable[[], Iterable[dict[str, Any]]]  # the raw tools' tools/list entries, read on each request
+
 
 class _ManifestCache:
     """The manifest is built once per set of tools (building it counts tokens); each request only re-aims
     the curl examples at the URL it came in on, so a stream of odd Host headers costs nothing."""
 
-    def __init__(self, registry: ToolRegistry, title: str) -> None:
+    def __init__(self, registry: ToolRegistry, title: str, raw_tools: RawTools | None = None,
+                 rest: bool = True) -> None:
         self.registry = registry
         self.title = title
+        self.raw_tools = raw_tools or (lambda: [])
+        self.rest = rest
         self._lock = threading.Lock()
         self._built: tuple[Any, dict[str, Any]] | None = None
 
-    def _state(self) -> Any:
-        return tuple((t.name, tuple(t.actions)) for t in self.registry.tools.values())
+    def _state(self, raw: list[dict[str, Any]]) -> Any:
+        # The raw tools' entries themselves (compared by identity first: cheap while nothing changed).
+        return tuple((t.name, tuple(t.actions)) for t in self.registry.tools.values()), tuple(raw)
 
     def get(self, curl_base: str) -> dict[str, Any]:
         from .manifest import DEFAULT_BASE_URL, build_manifest, rebase
 
-        state = self._state()
+        raw = list(self.raw_tools())
+        state = self._state(raw)
         with self._lock:
             if self._built is None or self._built[0] != state:
-                self._built = (state, build_manifest(self.registry, title=self.title, curl_base=DEFAULT_BASE_URL))
+                self._built = (state, build_manifest(self.registry, title=self.title, curl_base=DEFAULT_BASE_URL,
+                                                     raw_tools=raw, rest=self.rest))
             manifest = self._built[1]
         return rebase(manifest, curl_base)
 
 
-HostCheck = Callable[[str | None, str | None], tuple[int, str] | None]  # as mcpfusion.rest.HostCheck
 
 
 def _server_url(request: Request) -> str:
@@ -52,9 +60,21 @@ def _server_url(request: Request) -> str:
     return f"{url.scheme}://{url.netloc}{root.rstrip('/')}"
 
 
+def openapi_link(app: FastAPI, root: str) -> dict[str, str]:
+    """The page's link to the app's OpenAPI UI (Swagger, else ReDoc): none when the app serves neither, or no
+    OpenAPI schema for them to show (`openapi_url=None`: both pages are then 404s)."""
+    ui = app.docs_url or app.redoc_url
+    return {"OpenAPI": root + ui} if ui and app.openapi_url else {}
+
+
 def add_docs_routes(app: FastAPI, registry: ToolRegistry, *, path: str = "/tools", title: str | None = None,
-                    host_check: HostCheck | None = None) -> None:
+                    host_check: HostCheck | None = None, raw_tools: RawTools | None = None,
+                    rest: bool = True) -> None:
     """Serve the generated tool docs at `path` (HTML), `path.json`, `path.toon` and `path/static/…`.
+
+    `raw_tools` gives the tools/list entries of the server's raw tools (read on each request: they may be
+    added later), documented beside the tools. Without `rest` (the app serves no REST routes) the page offers
+    no curl example and no try-it form.
 
     The page links its assets and manifests relatively, so it also works under a mount prefix. The curl
     examples are aimed at the URL the request came in on, so with `host_check` (the MCP endpoint's
@@ -63,7 +83,7 @@ def add_docs_routes(app: FastAPI, registry: ToolRegistry, *, path: str = "/tools
     """
     path = "/" + path.strip("/")
     leaf = path.rsplit("/", 1)[-1]
-    cache = _ManifestCache(registry, title or app.title)
+    cache = _ManifestCache(registry, title or app.title, raw_tools, rest)
 
     def manifest_for(request: Request) -> dict[str, Any]:
         """The manifest aimed at the request's URL, or `HTTPException` 421 for a Host the server refuses."""
@@ -80,7 +100,7 @@ def add_docs_routes(app: FastAPI, registry: ToolRegistry, *, path: str = "/tools
 
         q = request.query_params.get("q", "")
         root = request.scope.get("root_path", "").rstrip("/")
-        links = {"OpenAPI": root + app.docs_url} if app.docs_url else {}
+        links = openapi_link(app, root)
         html = render_page(manifest_for(request), asset_prefix=f"{leaf}/static/", manifest_href=leaf,
                            api_base=root, query=q, links=links)
         return HTMLResponse(html)

@@ -5,7 +5,8 @@ conditional rules, UI blocks and suggestions may depend on (e.g. an `overdue` st
 
 A sample keeps to the schema's bounds, `multipleOf`, lengths, formats and (simple) patterns, and to the item
 types of a tuple; a value it cannot make fit (a pattern with look-arounds, a format longer than `maxLength`)
-is None, and `arguments` then leaves that parameter out rather than show an example that fails.
+is None, and `arguments` then leaves that parameter out rather than show an example that fails (the docs
+name it: the manifest's `example_missing`).
 Example arguments take their dates from `today` (a month ahead: a due date, a booking), so they stay valid
 for an action that refuses past dates; sample responses keep fixed dates, the same on every run.
 """
@@ -221,6 +222,7 @@ class _Unsupported(Exception):
     """A regular expression construct the sampler does not write (a look-around, a back-reference...)."""
 
 
+_MAX_GROWN = 4096  # a pattern example is grown to a minLength up to this (an example, not a stress test)
 _POOL = "a1A_-x. "  # the characters tried for a class that starts with none (`[^...]`, `\w`)
 
 
@@ -238,7 +240,8 @@ def _compiled(pattern: str) -> re.Pattern[str] | None:
 
 def pattern_example(pattern: str, min_length: int = 0, max_length: int | None = None) -> str | None:
     """A short string that `pattern` matches (searched, as JSON Schema does) within the lengths, or None: the
-    shortest the pattern allows, then one with every optional part once."""
+    shortest the pattern allows, then one with every optional part once; each, when shorter than
+    `min_length`, grown by repeating what the pattern lets repeat (`^[A-Z]+$` of length 3: "AAA")."""
     compiled = _compiled(pattern)
     try:
         tree = importlib.import_module("re._parser").parse(pattern) if compiled is not None else None
@@ -246,20 +249,35 @@ def pattern_example(pattern: str, min_length: int = 0, max_length: int | None = 
         return None
     if compiled is None or tree is None:
         return None
+    high = max_length if max_length is not None else math.inf
     for at_least_one in (False, True):
-        out: list[str] = []
-        try:
-            _write(list(tree), out, at_least_one)
-        except (_Unsupported, ValueError, TypeError, IndexError):
+        text = _written(tree, at_least_one, 0)
+        if text is not None and len(text) < min_length <= _MAX_GROWN:
+            text = _written(tree, at_least_one, min_length - len(text))
+        if text is None:
             return None
-        text = "".join(out)
-        if min_length <= len(text) <= (max_length if max_length is not None else len(text)) \
-                and compiled.search(text):
-            return text
+        # Still short (`^[A-Z]` of length 3, no repeat to grow): its last character again, if still matched.
+        padded = text.ljust(min_length, text[-1:] or "a") if min_length <= _MAX_GROWN else text
+        for candidate in dict.fromkeys((text, padded)):
+            if min_length <= len(candidate) <= high and compiled.search(candidate):
+                return candidate
     return None
 
 
-def _write(items: list[Any], out: list[str], at_least_one: bool) -> None:
+def _written(tree: Any, at_least_one: bool, grow: int) -> str | None:
+    """The text `_write` makes of a parsed pattern, `grow` characters longer where it can (None: a construct
+    it does not write)."""
+    out: list[str] = []
+    try:
+        _write(list(tree), out, at_least_one, [grow])
+    except (_Unsupported, ValueError, TypeError, IndexError):
+        return None
+    return "".join(out)
+
+
+def _write(items: list[Any], out: list[str], at_least_one: bool, grow: list[int]) -> None:
+    """Append the characters the pattern's items match to `out`, one an entry; repeats write their least count
+    (one, with `at_least_one`), then more while `grow[0]` characters are still wanted."""
     for op, arg in items:
         kind = str(op)
         if kind == "LITERAL":
@@ -274,11 +292,18 @@ def _write(items: list[Any], out: list[str], at_least_one: bool) -> None:
             low, high, body = arg
             count = max(low, min(high, 1)) if at_least_one else low
             for _ in range(count):
-                _write(list(body), out, at_least_one)
+                _write(list(body), out, at_least_one, grow)
+            while grow[0] > 0 and count < high:  # lengthen here: the lengths ask for more than the least
+                before = len(out)
+                _write(list(body), out, at_least_one, [0])  # (counted here, not again inside)
+                count += 1
+                if len(out) == before:  # an empty body never lengthens anything
+                    break
+                grow[0] -= len(out) - before
         elif kind in ("SUBPATTERN", "ATOMIC_GROUP"):
-            _write(list(arg[-1] if kind == "SUBPATTERN" else arg), out, at_least_one)
+            _write(list(arg[-1] if kind == "SUBPATTERN" else arg), out, at_least_one, grow)
         elif kind == "BRANCH":
-            _write(list(arg[1][0]), out, at_least_one)
+            _write(list(arg[1][0]), out, at_least_one, grow)
         elif kind != "AT":  # anchors write nothing; the final search says whether they hold
             raise _Unsupported(kind)
 
