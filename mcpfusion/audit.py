@@ -142,7 +142,7 @@ class Audit:
         except Exception:
             await self._emit(call, started, "error", "INTERNAL_ERROR")
             raise
-        await self._emit(call, started, "error" if response.is_error else "ok", response.error_code)
+        await self._emit(call, started, _outcome(response), response.error_code)
         return response
 
     async def _emit(self, call: ActionCall, started: float, outcome: str, code: str | None) -> None:
@@ -173,6 +173,15 @@ class Audit:
 
     def describe(self) -> str:
         return "audit: one event per mutating call" if self.mutations_only else "audit: one event per call"
+
+
+def _outcome(response: ToolResponse) -> str:
+    """The event's outcome: "ok"; "completed" for a write done although its answer could not be sent (its error's
+    `details.completed`, `dispatch.completed_error`: the code says why); else "error"."""
+    if not response.is_error:
+        return "ok"
+    error = response.view.error
+    return "completed" if error is not None and error.details.get("completed") is True else "error"
 
 
 async def audit_refused(call: ActionCall, layers: Iterable[Any], code: str) -> None:

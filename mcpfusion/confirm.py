@@ -8,6 +8,9 @@ these exact arguments.
 - Any other caller (REST, stdio or MCP clients without elicitation, the tester) gets a self-healing
   `CONFIRMATION_REQUIRED` error carrying a token bound to the action, the exact arguments and the caller,
   valid ten minutes; the call runs when it is sent again with `"_confirm": "<token>"` added.
+- When the app sets `MCPFusion(cursor_scope=dependency)` (the tenant, say, a header chooses), the token and the
+  question's key are bound to that dependency's value too (resolved before the question, as for a page):
+  a confirmation given in one tenant runs nothing in another. Without it, the caller is what binds them.
 
 The action never runs without one or the other, and one confirmation runs it once: a run that fails saying
 nothing was done and to make the same call again (BUSY, RATE_LIMITED, a `retry_after`: see `retryable`) gives
@@ -21,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import json
 import secrets
 import string
 import time
@@ -34,11 +38,16 @@ from .context import NoBackChannel
 from .errors import BUSY, CONFIRMATION_REQUIRED, NOT_CONFIRMED, RATE_LIMITED, ToolError, ValidationFailed, sent_value
 from .listing import how_to_call
 from .middleware import ActionCall
+from .pagination import CURSOR_PARAM
 from .pauses import waiting_for_the_user
+from .select import SELECT_PARAM
 from .spent import SpentUnavailable
 from .tool import Action, input_name
 
 CONFIRM_PARAM = "_confirm"
+# The framework's own arguments: what the call shows (`_select`, `cursor`) or the confirmation itself; a
+# confirmation is of the action's own arguments.
+_FRAMEWORK = (CONFIRM_PARAM, SELECT_PARAM, CURSOR_PARAM)
 TOKEN_TTL = 600.0
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -92,7 +101,7 @@ def question(call: ActionCall) -> str:
             return _QUESTION.vformat(template, (), _values(call))
         except (AttributeError, LookupError, TypeError, ValueError):
             pass  # `{items[0]}` of an empty list, `{id.x}` of a value without it: the plain sentence says it all
-    shown = ", ".join(f"{k}={v!r}" for k, v in call.raw_arguments.items()) or "no arguments"
+    shown = ", ".join(f"{k}={v!r}" for k, v in _own(call).items()) or "no arguments"
     what = call.action.summary.rstrip(".") or call.action.qualified_name
     return f"Confirm {call.action.qualified_name} ({what}) with {shown}?"
 
@@ -102,12 +111,27 @@ def _values(call: ActionCall) -> dict[str, Any]:
     the fields of a flattened model); an optional argument not sent holds its default."""
     action = call.action
     if action.json_schema is not None:  # a hand-written schema converts nothing: what was sent is what runs
-        return {**call.raw_arguments, **call.arguments}
+        return {**_own(call), **call.arguments}
     found = dict(call.arguments)
     for param, (_, fields) in action.flattened.items():
         model = found.get(param)
         found.update({name: getattr(model, name, None) for name in fields})
     return {input_name(name, field): found.get(name) for name, field in action.args_model.model_fields.items()}
+
+
+def _own(call: ActionCall) -> dict[str, Any]:
+    """The arguments sent, without the framework's own (`raw_arguments` has them all)."""
+    sent = call.raw_arguments
+    return {k: v for k, v in sent.items() if k not in _FRAMEWORK} if any(k in sent for k in _FRAMEWORK) else sent
+
+
+def digest_of(call: ActionCall, scope: str = "") -> str:
+    """What a confirmation is of: a keyed digest of the action, its own arguments as sent and the app's cursor
+    scope value (`scope`, its fingerprint; "" when the app sets none), equal for the call asked and the call
+    confirmed."""
+    canonical = json.dumps([call.action.qualified_name, _own(call), scope], sort_keys=True, separators=(",", ":"),
+                           ensure_ascii=False, default=str)
+    return hmac.new(call.guards.signing_key, b"call|" + canonical.encode(), hashlib.sha256).hexdigest()
 
 
 def token(call: ActionCall, digest: str, expires: int | None = None, nonce: str | None = None) -> str:
@@ -162,10 +186,10 @@ class Confirmed:
         self.expires = expires
 
 
-async def require_confirmation(call: ActionCall) -> Confirmed:
-    """Return (the confirmation spent) once the user confirmed this exact call; raise a self-healing
-    `ToolError` otherwise."""
-    digest = call.arguments_digest()
+async def require_confirmation(call: ActionCall, scope: str = "") -> Confirmed:
+    """Return (the confirmation spent) once the user confirmed this exact call (in the cursor `scope`: see
+    `digest_of`); raise a self-healing `ToolError` otherwise."""
+    digest = digest_of(call, scope)
     name = call.action.qualified_name
     if call.confirmation is not None:
         if _valid(call, digest, call.confirmation):
@@ -225,6 +249,8 @@ def retryable(failure: BaseException | None) -> bool:
     with a `retry_after` or a BUSY / RATE_LIMITED code, an HTTP 429, or a 503 with Retry-After. A timeout or
     a cancellation is not one: the handler may have done part of its work."""
     if isinstance(failure, ToolError):
+        if failure.details.get("completed") is True:  # the action was done (`dispatch.completed_error`)
+            return False
         return failure.retry_after is not None or failure.code in _RETRY_CODES
     if isinstance(failure, HTTPException):
         status = failure.status_code

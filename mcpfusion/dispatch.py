@@ -47,7 +47,7 @@ from .errors import (
     shortened,
 )
 from .identity import AUTH_SCOPE_KEY
-from .listing import Exposed, entries, exposed, how_to_call, mcp_name, restricted
+from .listing import Exposed, entries, exposed, how_to_call, mcp_name, restricted, serving
 from .mcp.jsonrpc import ProtocolSignal
 from .middleware import ActionCall, CallNext, GuardState, Middleware, applies, chain, describe
 from .output import invalid_output
@@ -59,6 +59,7 @@ from .pagination import (
     Page,
     PageCall,
     Paging,
+    authorization_scope,
     fingerprint,
 )
 from .presenter import Presenter, PresenterError
@@ -307,7 +308,7 @@ class ToolRegistry:
         confirmed = None
         try:
             if call.action.confirm:
-                confirmed = await require_confirmation(call)
+                confirmed = await require_confirmation(call, await self._confirm_scope(call))
             response = await self._run(call.action, dict(call.arguments), call.request, call.select, call.cursor,
                                        call.phase)
             if confirmed is not None and response.is_error:  # an error returned (`tool_error(...)`), not raised
@@ -322,6 +323,23 @@ class ToolRegistry:
             if queued and (response is None or response.is_error):
                 del queued[attempt:]
         return response
+
+    async def _confirm_scope(self, call: ActionCall) -> str:
+        """What a confirmation is bound to besides the action, its arguments and the caller: the fingerprint of
+        the app's `cursor_scope` dependency's value (the tenant a header chose, say), resolved before the
+        confirmation as a paginated action's is; "" when the app set none (the Authorization header is bound
+        already, as the caller)."""
+        paging = self.paging
+        if paging.scope is authorization_scope:
+            return ""
+        dependant = paging.scope_dependant()
+        plan = planned(dependant, call.request)
+        if plan is not None:
+            values = await plan.run(call.request)
+        else:  # (a yield dependency, or overrides: FastAPI's solver, closed before the confirmation is asked)
+            async with AsyncExitStack() as stack:
+                values = await resolve(dependant, call.request, stack)
+        return paging.scope_print(values["scope"])
 
     # -- calls ----------------------------------------------------------------------------------------------
 
@@ -382,6 +400,9 @@ class ToolRegistry:
         self, action: Action, arguments: dict[str, Any], request: Request, raise_http: bool, transport: str,
         phase: Callable[[str], AbstractContextManager[Any]],
     ) -> ToolResponse:
+        # What the caller sent (`raw_arguments`: the audit's fields and digest) is the same dict whether the call
+        # is refused or runs: `_select`, `cursor` and `_confirm` are taken out of a copy only.
+        sent = arguments
         arguments = dict(arguments)
         try:
             if action.own_scopes or action.tool.scopes:  # (no set built on the hot path of unscoped actions)
@@ -395,7 +416,7 @@ class ToolRegistry:
             if pipeline is None:
                 return await self._run(action, action.validate(arguments), request, select, cursor, phase)
             confirmation = pop_token(action, arguments) if action.confirm else None
-            call = ActionCall(action, action.validate(arguments), arguments, request, transport, self.guards, phase)
+            call = ActionCall(action, action.validate(arguments), sent, request, transport, self.guards, phase)
             call.select, call.cursor, call.confirmation, call.raise_http = select, cursor, confirmation, raise_http
             return await pipeline(call)
         except asyncio.CancelledError as exc:
@@ -410,15 +431,14 @@ class ToolRegistry:
             allowed = self.allows(action, request)
             if not allowed and transport != "rest":  # answered as unknown: charged as an unknown name is
                 limited = await self._charge_unknown(request, transport)
-                await self._audit_refused(action, arguments, request, transport,
-                                          RATE_LIMITED if limited else FORBIDDEN)
+                await self._audit_refused(action, sent, request, transport, RATE_LIMITED if limited else FORBIDDEN)
                 return _failure(action, self._hints_for(exc, request), raise_http, transport)
             if not allowed or isinstance(exc, ToolError | ValidationFailed):  # (REST's 403 is an HTTPException)
-                exc = await self._charge_refused(action, arguments, request, transport, phase, exc)
+                exc = await self._charge_refused(action, sent, request, transport, phase, exc)
             if isinstance(exc, ToolError) and exc.code == RATE_LIMITED:
-                await self._audit_refused(action, arguments, request, transport, RATE_LIMITED)
+                await self._audit_refused(action, sent, request, transport, RATE_LIMITED)
             elif isinstance(exc, ToolError | HTTPException) and not allowed:
-                await self._audit_refused(action, arguments, request, transport, FORBIDDEN)
+                await self._audit_refused(action, sent, request, transport, FORBIDDEN)
             return _failure(action, self._hints_for(exc, request), raise_http, transport)
 
     async def _charge_refused(self, action: Action, arguments: dict[str, Any], request: Request, transport: str,
@@ -430,8 +450,8 @@ class ToolRegistry:
         if limits is None:
             return exc
         try:
-            refused = ActionCall(action, {}, arguments, request, transport, self.guards, phase)
-            await limits.charge_refused(refused, [mw for mw in self.layers(action) if applies(mw, action)])
+            await limits.charge_refused(self._refused(action, arguments, request, transport, phase),
+                                        [mw for mw in self.layers(action) if applies(mw, action)])
         except ToolError as limited:
             return limited
         return exc
@@ -467,8 +487,14 @@ class ToolRegistry:
         once its module is loaded)."""
         audits = sys.modules.get("mcpfusion.audit")
         if audits is not None:
-            refused = ActionCall(action, {}, arguments, request, transport, self.guards, no_phase)
-            await audits.audit_refused(refused, [mw for mw in self.layers(action) if applies(mw, action)], code)
+            await audits.audit_refused(self._refused(action, arguments, request, transport, no_phase),
+                                       [mw for mw in self.layers(action) if applies(mw, action)], code)
+
+    def _refused(self, action: Action, sent: dict[str, Any], request: Request, transport: str,
+                 phase: Callable[[str], AbstractContextManager[Any]]) -> ActionCall:
+        """What the rate limits and the audit see of a call refused before its middleware ran: its arguments as
+        sent (`_select`, `cursor`, `_confirm` included), as a call that runs shows them (`_call_action`)."""
+        return ActionCall(action, {}, sent, request, transport, self.guards, phase)
 
     async def _audit_hidden(self, name: str, arguments: dict[str, Any], request: Request, transport: str,
                             granted: frozenset[str] | None, code: str = FORBIDDEN) -> None:
@@ -588,24 +614,35 @@ class ToolRegistry:
                         result = await run_in_threadpool(action.fn, **kwargs)
                 if result.__class__ is not dict and result.__class__ is not list and isinstance(result, Iterator):
                     result = list(result)  # read once, here: every later step (and every transport) sees the rows
-                result, next_key = pages.take(result) if pages is not None else (result, None)
-                ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
-                with phase("present"):
-                    response, presenter = present(action, result, presenter, ctx, select)
-                    if response.view.suggestions:  # (what the caller may call, and only registered actions)
-                        self._callable_suggestions(response, request)
-                    if response.content:
-                        check_content(action, response.content, self.max_content_bytes)
-                    if response.view.data is not None or not response.content:
-                        response = action.output.check(response, presenter)
-                    elif not response.is_error and action.output.schema is not None:
-                        # Content alone from a typed action: its outputSchema promises structuredContent (a
-                        # client refuses the answer without it); the data goes with the content: `attach`.
-                        raise PresenterError("answered content alone, but its output schema promises structured "
-                                             "data: return attach(data, ...) (or declare no returns=)")
-                if pages is not None:
-                    pages.finish(response, next_key)
-                return response
+                try:
+                    result, next_key = pages.take(result) if pages is not None else (result, None)
+                    ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
+                    with phase("present"):
+                        response, presenter = present(action, result, presenter, ctx, select)
+                        if response.view.suggestions:  # (what the caller may call, and only registered actions)
+                            self._callable_suggestions(response, request)
+                        if response.content:
+                            check_content(action, response.content, self.max_content_bytes)
+                        if response.view.data is not None or not response.content:
+                            response = action.output.check(response, presenter)
+                            if response.content and not response.texts and response.structured_content is not None:
+                                self._data_left_out(action, response, request)  # attach(..., data_block=False)
+                        elif not response.is_error and action.output.schema is not None:
+                            # Content alone from a typed action: its outputSchema promises structuredContent (a
+                            # client refuses the answer without it); the data goes with the content: `attach`.
+                            raise PresenterError("answered content alone, but its output schema promises "
+                                                 "structured data: return attach(data, ...) (or declare no returns=)")
+                    if pages is not None:
+                        pages.finish(response, next_key)
+                    return response
+                except Exception as exc:
+                    # A write returned, then its answer failed (output check, content, presenter): its effect
+                    # happened. Its yield dependencies close as after a success (a session commits what was
+                    # done) and the answer says so (`AfterRun`), never "nothing was done, call again". A write
+                    # returning None was found with nothing to do (`nothing_found`): answered as before.
+                    if action.readonly or result is None or isinstance(exc, ProtocolSignal):
+                        raise
+                    failed = AfterRun(action.label, exc)
             except asyncio.CancelledError as exc:
                 if not _stray(request):
                     failed = exc
@@ -616,6 +653,8 @@ class ToolRegistry:
             except BaseException as exc:
                 failed = exc  # seen before the yield dependencies close: one of them may swallow it
                 raise
+        if isinstance(failed, AfterRun):  # (a write's answer failed: its dependencies closed as after a success)
+            raise failed
         # Reached only when a yield dependency caught what failed and did not raise it again.
         return _swallowed(action, failed)
 
@@ -627,6 +666,20 @@ class ToolRegistry:
         if how is None:  # the tool's exposition, built once per action rather than twice per page
             how = self._how_to_call[action] = how_to_call(action)
         return PageCall(self.paging, action.qualified_name, how, fingerprint(filters), page)
+
+    def _data_left_out(self, action: Action, response: ToolResponse, request: Request) -> None:
+        """`attach(..., data_block=False)`: only the content is sent, on every wire. structuredContent stays only
+        when the caller's `tools/list` shows an outputSchema for the MCP tool serving `action`: the spec then
+        requires it in every result (a client refuses one without it)."""
+        if self.output_schemas:
+            entry = serving(action)
+            if entry.action is not None:  # its own MCP tool: advertised when typed (it is: it was checked)
+                return
+            granted = self.granted(request)
+            view = entry.tool if granted is None else restricted(entry, _allows(granted))
+            if view is not None and view.grouped_output_schema() is not None:
+                return
+        response.structured_content = None
 
 
 class _UnknownAction:
@@ -667,6 +720,31 @@ class StrayCancellation(Exception):
         self.__cause__ = cancelled  # (the log's traceback shows where the await was)
 
 
+class AfterRun(Exception):
+    """What failed once the handler of a write had returned (its answer: output check, content, presenter): the
+    action was done, only its answer cannot be shown (`completed_error`). Raised by `_run` once the call's
+    yield dependencies closed as after a success; `_failure` answers it."""
+
+    def __init__(self, label: str, cause: Exception) -> None:
+        super().__init__(f"{label} ran, then its answer failed: {type(cause).__name__}")
+        self.cause = cause
+        self.__cause__ = cause  # (the log's traceback shows what failed)
+
+
+def completed_error(action: Action, error: ToolError | ValidationFailed) -> ToolError:
+    """`error` (its code kept: clients match on it) said of a write that ran: what it does was done, only its
+    answer cannot be shown, and calling again would do it twice (`details.completed`: true, for clients and the
+    audit)."""
+    return ToolError(
+        error.code,
+        f"{error.message} The action itself was done (its effect happened): only its answer cannot be shown.",
+        recovery="Do not call it again: that would do it a second time. Tell the user it was done; to see the "
+                 "result, read it with another action.",
+        severity=error.severity,
+        details={**error.details, "completed": True},
+    )
+
+
 def _stray(request: Request) -> bool:
     """Whether a `CancelledError` is not the cancellation of this call: the task is not being cancelled (its
     `cancelling()` is 0: no client's cancel, `Timeout`, closed connection or server shutdown cancelled it) and the
@@ -704,6 +782,10 @@ def _failure(action: Action, exc: Exception, raise_http: bool, transport: str) -
     engine's own control flow (input required, protocol errors) are raised again."""
     if isinstance(exc, ToolError | ValidationFailed):
         return error_response(exc)
+    if isinstance(exc, AfterRun):  # (the failure as it would be answered, HTTP errors included, then "it ran")
+        answered = _failure(action, exc.cause, False, transport).view.error
+        assert answered is not None  # (every failure answers a self-healing error)
+        return error_response(completed_error(action, answered))
     if isinstance(exc, DependencyErrors):
         return _dependency_failure(action, exc.errors, transport)
     if isinstance(exc, RequestValidationError):  # raised by a dependency or the handler, as FastAPI's own are
@@ -913,6 +995,7 @@ def present(
 
     Returns the response and the presenter that made it (None for anything else). Content (images, audio,
     documents, links) goes after the text blocks, or alone; attached documents are censored like the blocks.
+    A handler's `attach(...)` content goes after its presenter's (`Presenter.attach`): both are sent.
     """
     if isinstance(result, ToolResponse):
         if select and not result.is_error and isinstance(result.view.data, (dict, list)):
@@ -923,7 +1006,9 @@ def present(
         if not response.is_error:
             items = result.build(response.view.data)
             scrub = response.view.scrub
-            response.content = tuple(scrubbed(item, scrub) for item in items) if scrub else items
+            # After the presenter's own (`Presenter.attach`), never in their place: both are sent.
+            response.content = (*response.content, *(tuple(scrubbed(item, scrub) for item in items) if scrub
+                                                     else items))
             if not result.data_block:
                 response.texts = []
         return response, used

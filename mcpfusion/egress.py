@@ -13,6 +13,10 @@ blocks were left out; a page whose handler gives no row positions (`Paged` witho
 Domain rules and suggestions stay. When even that cannot fit, or not even the first row (or line) fits, the
 caller gets a self-healing `RESPONSE_TOO_LARGE` error instead. The limit counts the text blocks (what the
 agent reads); structuredContent is cut to the same rows.
+
+The limit is checked once the action ran: the error of a write (an action not `readonly`) says that it was done
+and only its answer cannot be shown, and not to call it again (`details.completed`: true); a read's says to ask
+for less.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from functools import lru_cache
 from typing import Any
 
 from . import toon
+from .dispatch import completed_error
 from .errors import RESPONSE_TOO_LARGE, ToolError
 from .middleware import ActionCall, CallNext
 from .response import ToolResponse
@@ -76,7 +81,13 @@ class EgressLimit:
         response = await call_next(call)
         if response.is_error or self.fits(response.texts):
             return response
-        return self.cut(response, call)
+        try:
+            return self.cut(response, call)
+        except ToolError as exc:
+            if call.action.readonly:
+                raise
+            # A write's answer: it was done. "Ask for less" would have the agent do it again.
+            raise completed_error(call.action, exc) from None
 
     def describe(self) -> str:
         limits = [f"{self.bytes} bytes" if self.bytes else "", f"{self.tokens} tokens" if self.tokens else ""]
