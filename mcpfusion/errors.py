@@ -39,9 +39,10 @@ HTTP_STATUS: dict[str, int] = {
     UNKNOWN_ACTION: 404,
     UNKNOWN_TOOL: 404,
     NOT_FOUND: 404,
-    # The page a cursor names does not exist (for this caller): like another tenant's object, a 404.
-    INVALID_CURSOR: 404,
-    CURSOR_EXPIRED: 404,
+    # A stale, forged or foreign cursor is a fault of the request, not a missing resource: a 404 would tell a
+    # generic HTTP client or cache that the list route itself is gone.
+    INVALID_CURSOR: 400,
+    CURSOR_EXPIRED: 400,
     UNAUTHORIZED: 401,
     FORBIDDEN: 403,
     CONFLICT: 409,

@@ -62,11 +62,12 @@ REST_VALIDATION_RECOVERY = "Fix the fields listed in errors and send the request
 
 # Every status a REST operation may answer with a problem, for OpenAPI (`HEADERS`: the headers sent with it).
 DOCUMENTED = {
-    400: "The action refused the call (a handler-specific code: read code, detail and recovery), or it asks the "
-         "user, which needs an MCP client (NO_BACK_CHANNEL)",
+    400: "The action refused the call (a handler-specific code: read code, detail and recovery), it asks the "
+         "user, which needs an MCP client (NO_BACK_CHANNEL), or the cursor sent is not valid or has expired "
+         "(INVALID_CURSOR, CURSOR_EXPIRED: call again without it)",
     401: "Missing or bad credentials",
     403: "The credentials may not call this action, or the request's Origin is not allowed",
-    404: "Unknown tool or action, or the object (or the page a cursor names) does not exist for this caller",
+    404: "Unknown tool or action, or the object does not exist for this caller",
     405: "The path does not serve this method (see Allow)",
     409: "The object is not in a state that allows the call",
     413: "Request body too large",

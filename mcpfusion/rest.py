@@ -87,11 +87,38 @@ def rest_body(response: ToolResponse, request: Request | None = None, action: Ac
         return _content_body(response, request)
     # The data block's data (after _select and redaction), whatever other shape structuredContent has.
     view = response.view
+    return Response(dumps(view.data), media_type="application/json", headers=_data_headers(view, request))
+
+
+# Where a presenter's response view keeps the `limit` cuts of its embedded lists: {key path: (at most this many
+# per parent item, parent items cut, entries hidden in all)}, the counts of the agent's "Embedded list truncated".
+EMBEDDED_CUTS = "embedded_truncated"
+
+
+def _data_headers(view: Any, request: Request | None) -> dict[str, str] | None:
+    """The headers of a success's data: its next page, and its cuts (said here: the agent's notices are UI
+    blocks, which REST does not send). `Truncated` for the list's own cut (a `limit`, an egress limit),
+    `Truncated-Embedded` for the embedded lists a child's `limit` cut (`"lines"; limit=1; items=3; hidden=7`,
+    one list member per key path)."""
     headers = _next_page(view.next_cursor, request)
-    if view.truncated is not None:  # an egress limit cut the data: said here, the agent's notice is a UI block
+    if view.truncated is not None:
         shown, total, unit = view.truncated
         headers = {**(headers or {}), "Truncated": f"shown={shown}, total={total}, unit={unit}"}
-    return Response(dumps(view.data), media_type="application/json", headers=headers)
+    embedded = getattr(view, EMBEDDED_CUTS, None)
+    if embedded:
+        cuts = ", ".join(f"{_sf_string(path)}; limit={limit}; items={items}; hidden={hidden}"
+                         for path, (limit, items, hidden) in embedded.items())
+        headers = {**(headers or {}), "Truncated-Embedded": cuts}
+    return headers
+
+
+def _sf_string(text: str) -> str:
+    """`text` as a structured field string (RFC 9651): quoted printable ASCII, or a Display String with its
+    other characters percent-encoded as UTF-8 (a key may hold any text; a header carries ASCII only)."""
+    if text.isascii() and text.isprintable():
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    raw = text.encode("utf-8", "surrogatepass")
+    return '%"' + "".join(chr(b) if 0x20 <= b <= 0x7E and b not in b'%"' else f"%{b:02x}" for b in raw) + '"'
 
 
 def _rest_recovery(found: dict[str, Any], request: Request | None, action: Action | None = None
@@ -129,7 +156,7 @@ _HEADER_VALUE = re.compile(r"[\x21-\x7e](?:[\t\x20-\x7e]*[\x21-\x7e])?")
 def _content_body(response: ToolResponse, request: Request | None = None) -> Response:
     """One image, clip or document alone: its own bytes and media type (with its declared charset). Anything
     mixed: a JSON envelope with the data and the content items in their MCP shapes (binary data base64, links
-    as URIs), and the data's `Truncated` and next-page headers. A media type no header can carry (`check`
+    as URIs), and the data's cut and next-page headers. A media type no header can carry (`check`
     refuses one before it gets here) is answered in the envelope too, never a dropped connection."""
     items = response.content
     if not response.texts and len(items) == 1 and not isinstance(items[0], ResourceLink) \
@@ -140,11 +167,8 @@ def _content_body(response: ToolResponse, request: Request | None = None) -> Res
     if not response.texts:
         return Response(dumps(envelope), media_type="application/json")
     view = response.view
-    headers = _next_page(view.next_cursor, request)
-    if view.truncated is not None:  # an egress limit cut the data (and kept the content)
-        shown, total, unit = view.truncated
-        headers = {**(headers or {}), "Truncated": f"shown={shown}, total={total}, unit={unit}"}
-    return Response(dumps({"data": view.data, **envelope}), media_type="application/json", headers=headers)
+    return Response(dumps({"data": view.data, **envelope}), media_type="application/json",
+                    headers=_data_headers(view, request))
 
 
 _MARKUP = ("text/html", "application/xhtml+xml", "image/svg+xml", "text/xml", "application/xml")
@@ -197,17 +221,35 @@ PAGE_HEADERS = {
 
 
 TRUNCATED_HEADER = {
-    "Truncated": {"description": "Present when an egress limit cut the data: the rows (or lines) sent, of how "
-                                 "many, e.g. `shown=24, total=100, unit=rows`.", "schema": {"type": "string"}},
+    "Truncated": {"description": "Present when the presenter's limit or an egress limit cut the data: the rows "
+                                 "(or lines) sent, of how many, e.g. `shown=24, total=100, unit=rows`.",
+                  "schema": {"type": "string"}},
+}
+EMBEDDED_HEADER = {
+    "Truncated-Embedded": {"description": "Present when an embedded presenter's limit cut embedded lists: per key "
+                                          "path, at most how many each parent item shows, in how many parent items "
+                                          "a list was cut and how many entries were left out in all, e.g. "
+                                          '`"lines"; limit=5; items=2; hidden=9`.',
+                           "schema": {"type": "string"}},
 }
 
 
 def _success_headers(registry: ToolRegistry, action: Action) -> dict[str, Any]:
-    """The headers a success of `action` may carry: a page's, and `Truncated` under an `EgressLimit`."""
+    """The headers a success of `action` may carry: a page's, `Truncated` under its presenter's `limit` or an
+    `EgressLimit`, and `Truncated-Embedded` under an embedded presenter's `limit`."""
     egress = sys.modules.get("mcpfusion.egress")  # (an EgressLimit exists only once its module is loaded)
     limited = egress is not None and any(isinstance(mw, egress.EgressLimit) and applies(mw, action)
                                          for mw in registry.layers(action))
-    return {**(PAGE_HEADERS if action.paginate else {}), **(TRUNCATED_HEADER if limited else {})}
+    # (A page is never cut by its presenter's limit: the page size is capped by it.)
+    limited = limited or (not action.paginate and any(p.max_items is not None for p in action.presenters))
+    embedded = any(_limits_embedded(p) for p in action.presenters)
+    return {**(PAGE_HEADERS if action.paginate else {}), **(TRUNCATED_HEADER if limited else {}),
+            **(EMBEDDED_HEADER if embedded else {})}
+
+
+def _limits_embedded(presenter: Any) -> bool:
+    """Whether a presenter embeds, at any depth, a child with a `limit` (`embed` refuses a cycle)."""
+    return any(child.max_items is not None or _limits_embedded(child) for child in presenter.embeds.values())
 
 
 def _fields_optional(schema: dict[str, Any]) -> dict[str, Any]:
@@ -222,10 +264,12 @@ def _fields_optional(schema: dict[str, Any]) -> dict[str, Any]:
 def _output_schema(action: Action, seen: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """The 200 body: the data block's data (a presenter's items, one or a list as the handler's return
     annotation says, or the structured output). `seen` keeps each presenter's item schema for the other
-    actions that return it (one per presenter, not per action).
+    actions that return it (one per presenter, not per action). An output model (`-> Invoice`) is documented
+    as a presenter is, its descriptions included.
     With `_select` (which keeps only the root fields asked for) every field is optional."""
     schemas: list[dict[str, Any]] = []
-    for p in action.presenters:
+    firewall = action.output.firewall
+    for p in action.presenters or ((firewall,) if firewall is not None else ()):
         if id(p) not in seen:  # as the item leaves the server: computed fields, embeds and censors included
             seen[id(p)] = loose_formats_out(p.wire_schema())  # (what MCP's outputSchema leaves out too)
         schemas.append(seen[id(p)])

@@ -191,7 +191,7 @@ async def test_forged_foreign_and_expired_cursors_are_refused(client, monkeypatc
     for name, (token, args) in refused.items():
         assert await _refusal(client, token, args) == ("INVALID_CURSOR", "INVALID_CURSOR"), name
     r = await rest(client, "billing", "list_invoices", {"cursor": cursor}, "demo-globex-admin")
-    assert r.status_code == 404 and "ACME" not in r.text
+    assert r.status_code == 400 and "ACME" not in r.text
     bad_type = await rest(client, "billing", "list_invoices", {"cursor": 5}, "demo-admin")
     assert bad_type.status_code == 422 and bad_type.json()["errors"][0]["field"] == "cursor"
     # the listing advertises the cursor's type alone: an agent that sends one on its first call is told

@@ -113,7 +113,7 @@ async def test_replicas_sharing_the_signing_key_accept_each_others_cursors():
         assert (await stranger.get("/api/rows/seek", params={"cursor": cursor},
                                    headers={"x-tenant": "acme"})).json()["code"] == "INVALID_CURSOR"
         foreign = await two.get("/api/rows/seek", params={"cursor": cursor}, headers={"x-tenant": "globex"})
-        assert foreign.status_code == 404 and foreign.json()["detail"] == "The cursor was issued to another caller."
+        assert foreign.status_code == 400 and foreign.json()["detail"] == "The cursor was issued to another caller."
 
 
 async def test_the_cursor_scope_and_the_action_share_a_dependency_once_per_call():

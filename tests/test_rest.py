@@ -349,6 +349,6 @@ async def test_a_refused_cursor_over_rest_says_how_to_start_again_on_this_route(
     app = MCPFusion("notes", tools=[tool]).build_app()
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
         refused = await http.get("/api/notes/browse?cursor=forged")
-    assert refused.status_code == 404 and refused.json()["code"] == "INVALID_CURSOR"
+    assert refused.status_code == 400 and refused.json()["code"] == "INVALID_CURSOR"
     assert refused.json()["recovery"] == ("Call GET /api/notes/browse again with the same parameters and no cursor "
                                           "to start from the first page.")

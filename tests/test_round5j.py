@@ -48,7 +48,7 @@ def test_an_altered_spelling_of_a_cursor_is_invalid():
     assert _same_bytes_last_char(cursor)
     for text in altered:
         r = client.post("/api/notes/list_all", json={"cursor": text})
-        assert r.status_code == 404 and r.json()["code"] == "INVALID_CURSOR", (text, r.text)
+        assert r.status_code == 400 and r.json()["code"] == "INVALID_CURSOR", (text, r.text)
     good = client.post("/api/notes/list_all", json={"cursor": cursor})  # the exact string still serves
     assert good.status_code == 200 and [row["id"] for row in good.json()] == ["n3", "n4"]
 
