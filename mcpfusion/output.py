@@ -3,10 +3,12 @@ result passes before it is sent.
 
 Where an action's output schema comes from (first match):
 
-1. `output_schema=` a JSON schema (dict): advertised as given, every result validated against it.
+1. `output_schema=` a JSON schema (dict): advertised as given (with `_select`, its root fields optional),
+   every result validated against it.
 2. a pydantic model (or a `Model`, or a list of either) named by `output_schema=`, `returns=` or the return
    annotation: the model is the firewall (validate, apply casts, strip undeclared and hidden fields) and its
-   serialization schema is the output schema.
+   serialization schema is the output schema, its fields' descriptions included (what a presenter sends
+   as domain rules, no presenter sends here).
 3. a presenter (`returns=presenter`, or the `presenters=` a `returns=` dependency chooses from): the
    presenter's wire schema (embeds included, redacted fields typed as the censor).
 
@@ -85,11 +87,36 @@ _NAME_MAPS = ("properties", "$defs", "patternProperties")
 _LOOSE_FORMATS = frozenset({"date-time", "time", "duration"})
 
 
-def bare(schema: Any) -> Any:
+def bare(schema: Any, *, described: bool = False) -> Any:
     """A derived output schema without annotations (descriptions, defaults): the shape is the contract,
-    and the meaning already reaches the agent as domain rules. Roughly halves what outputSchema costs.
-    It leaves out the formats a written value may not meet (`_LOOSE_FORMATS`)."""
+    and a presenter's field descriptions already reach the agent as domain rules. Roughly halves what
+    outputSchema costs. `described`: the fields' descriptions are kept (an output model's: no presenter
+    sends them as rules, and once in tools/list costs less than a rules block on every answer). It leaves out
+    the formats a written value may not meet (`_LOOSE_FORMATS`)."""
+    if described:
+        return loose_formats_out(_field_descriptions(schema))
     return loose_formats_out(without(schema, _ANNOTATIONS))
+
+
+def _field_descriptions(node: Any, field: bool = False) -> Any:
+    """`node` without annotations, but for the `description` of each field (a schema under `properties`):
+    the models' own docstrings mostly repeat the action's description."""
+    if isinstance(node, list):
+        return [_field_descriptions(n) if isinstance(n, NODES) else n for n in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _NAME_MAPS and isinstance(value, dict):
+            out[key] = {name: _field_descriptions(sub, key == "properties") for name, sub in value.items()}
+        elif key in _ANNOTATIONS:
+            if key == "description" and field and isinstance(value, str):
+                out[key] = value
+        elif key in ("const", "enum"):
+            out[key] = value
+        else:
+            out[key] = _field_descriptions(value) if isinstance(value, NODES) else value
+    return out
 
 
 def loose_formats_out(node: Any) -> Any:
@@ -111,6 +138,28 @@ def loose_formats_out(node: Any) -> Any:
 
 def _optional(schema: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in schema.items() if k != "required"}
+
+
+def selectable(schema: dict[str, Any]) -> dict[str, Any]:
+    """A hand-written output schema as `_select` may answer it: what `shape(optional=True)` makes of a derived
+    one. The root fields are optional (in each root `anyOf`/`oneOf` branch, and through a root `$ref`), and
+    for a list (`{"items": [...]}`) the fields of its items, whose root keys `_select` keeps."""
+    properties = schema.get("properties")
+    if isinstance(properties, dict) and ITEMS in properties and set(properties) <= {ITEMS, NEXT_CURSOR}:
+        items = properties[ITEMS]
+        if isinstance(items, dict) and isinstance(items.get("items"), dict):
+            listed = {**items, "items": selectable(items["items"])}
+            return {**schema, "properties": {**properties, ITEMS: listed}}
+    out = _optional(schema)
+    for key in ("anyOf", "oneOf"):
+        if isinstance(out.get(key), list):
+            out[key] = [selectable(s) if isinstance(s, dict) else s for s in out[key]]
+    ref, defs = out.get("$ref"), out.get("$defs")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and isinstance(defs, dict):
+        target = defs.get(ref[len("#/$defs/"):])
+        if isinstance(target, dict):  # the definition stays as it is for the other references to it
+            out = {**{k: v for k, v in out.items() if k != "$ref"}, **selectable(target), "$defs": defs}
+    return out
 
 
 def _branches(schema: dict[str, Any]) -> list[dict[str, Any]]:
@@ -229,7 +278,7 @@ def _wire_schema(presenter: Presenter) -> dict[str, Any]:
     return schema
 
 
-_DerivedKey = tuple[tuple[Presenter, ...], bool | None, bool, bool]
+_DerivedKey = tuple[tuple[Presenter, ...], bool | None, bool, bool, bool]
 _Derived = tuple[dict[str, Any] | None, dict[str, Any] | None]
 
 # Derived output schemas (before `share`, and after) by what they are derived from: the actions of a tool mostly
@@ -264,8 +313,9 @@ def _copied(node: Any, copies: dict[int, Any]) -> Any:
     return known
 
 
-def _derive(sources: tuple[Presenter, ...], many: bool | None, optional: bool, paginated: bool) -> _Derived:
-    shapes = [bare(_wire_schema(p)) for p in sources]
+def _derive(sources: tuple[Presenter, ...], many: bool | None, optional: bool, paginated: bool,
+            described: bool) -> _Derived:
+    shapes = [bare(_wire_schema(p), described=described) for p in sources]
     if not shapes:
         return None, None
     derived = union([shape(s, many, optional=optional, paginated=paginated) for s in shapes])
@@ -304,10 +354,13 @@ class Output:
         """The advertised `outputSchema` (None: the action is untyped); repeated parts shared in `$defs`."""
         if not self._built:
             if self.explicit is not None:
-                self.inlined = self._schema = self.explicit
+                # With `_select`, the fields asked for are all a result holds: required ones too.
+                self.inlined = self._schema = selectable(self.explicit) if self.optional else self.explicit
             else:
+                # An output model's field descriptions stay: no presenter sends them to the agent as rules.
                 sources = (self.firewall,) if self.firewall else self.presenters
-                self.inlined, self._schema = _derived((sources, self.many, self.optional, self.paginated))
+                key = (sources, self.many, self.optional, self.paginated, self.firewall is not None)
+                self.inlined, self._schema = _derived(key)
             self._built = True
         return self._schema
 

@@ -1,21 +1,26 @@
 """The lockfile of tool contracts (`mcpfusion.lock`): what the agent is promised, pinned and diffed.
 
 For every tool and action: names (the action's and the MCP tool serving it), descriptions, annotations,
-input and output schemas, its pagination (whether it answers a page at a time, and how many rows a page holds
-as served), the MIME types of the content it may send, and each presenter's fields, redactions
+input and output schemas (an output model's field descriptions included), its pagination (whether it answers
+a page at a time, and how many rows a page holds as served), the headers and cookies its dependencies read
+(`Header()`, `Cookie()`: a client that does not send a required one fails), the MIME types of the content it
+may send, and each presenter's fields, redactions
 (and whether its UI blocks are guarded against the redacted values), rules, limit and embeds; per MCP tool, what
 `tools/list` advertises of it (title, description, outputSchema). Each tool and
 action carries a digest of its readable form, so a lockfile is both greppable and cheap to compare.
 `check` explains a drift in words a reviewer can act on: a renamed action, a new required parameter, a field
 no longer redacted, a hint that changed, a page size; a long value that changed shows the JSON paths that
-differ, each side cut around the difference.
+differ, each side cut around the difference. The branches of an `anyOf` are compared and digested in one
+canonical order: listing `presenters=[a, b]` as `[b, a]` changes nothing a client sees.
 
 Keys pinned only when they differ from the default (`scopes`, `confirm`, `title`, `content_types`, a presenter's
 `guard_blocks: false`) can be added within a format: a lockfile written before one was pinned reads as the
 default (anyone may call, no confirmation, no title, no content sent, blocks guarded). It still matches a
 service that keeps the default, and `check` names the change for one that does not. Keys pinned always (a
-tool's title, `advertised`, an action's `pagination`) come with a new format: a lockfile of an older one is a
-change ("lockfile format 2 -> 3 (now pinned: ...)") and the keys it lacks are not reported one by one.
+tool's title, `advertised`, an action's `pagination`), and keys whose absence an older lockfile cannot mean
+(`request_parameters`: it did not pin them, not that there were none), come with a new format: a lockfile of an
+older one is a change ("lockfile format 3 -> 4 (now pinned: ...)") and the keys it lacks are not reported one
+by one (nor, before format 4, the field descriptions output schemas gained).
 """
 
 from __future__ import annotations
@@ -27,13 +32,17 @@ from typing import Any
 
 from .. import listing
 from ..dispatch import CallContext, ToolRegistry
+from ..rest import request_parameters
+from ..schema import without
 from ..tool import Action, Tool
 from . import presenters
 
-FORMAT = 3
+FORMAT = 4
 # What each format pinned first (named when `check` reads an older lockfile).
-FORMATS = {2: "each tool's title and what tools/list advertises", 3: "each action's pagination and page size"}
-ACTION_KEYS_SINCE = {3: "pagination"}  # format -> the action key it pins always
+FORMATS = {2: "each tool's title and what tools/list advertises", 3: "each action's pagination and page size",
+           4: "the headers and cookies each action requires, and its output model's field descriptions"}
+ACTION_KEYS_SINCE = {3: ("pagination",), 4: ("request_parameters",)}  # format -> the action keys it pins first
+DESCRIBED_SINCE = 4  # output schemas derived from a model keep its field descriptions
 FILENAME = "mcpfusion.lock"
 
 
@@ -48,9 +57,29 @@ def command(app: str, path: str = FILENAME, app_dir: str | None = None) -> str:
 
 
 def digest(value: Any) -> str:
-    """A short stable digest of a JSON-able value (canonical JSON, sha256)."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    """A short stable digest of a JSON-able value (canonical JSON, `anyOf` branches in canonical order, sha256)."""
+    text = json.dumps(canonical(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def canonical(value: Any) -> Any:
+    """`value` with the branches of every `anyOf` in one order (by their canonical JSON): the order a union's
+    branches are written in (the presenters an action lists, one after the other) accepts the same results,
+    and tools/list merges them into the same schema, so it is no change of contract. `null` goes last, as an
+    optional value reads (`str | None`)."""
+    if isinstance(value, list):
+        return [canonical(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {k: canonical(v) for k, v in value.items()}
+    branches = out.get("anyOf")
+    if isinstance(branches, list):
+        out["anyOf"] = sorted(branches, key=_branch_order)
+    return out
+
+
+def _branch_order(branch: Any) -> tuple[bool, str]:
+    return branch == {"type": "null"}, json.dumps(branch, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _presenter(info: dict[str, Any]) -> dict[str, Any]:
@@ -98,8 +127,8 @@ def action_contract(action: Action) -> dict[str, Any]:
         "description": action.description,
         "annotations": action.annotations(),
         "required": sorted(schema.get("required", [])),
-        "input_schema": schema,
-        "output_schema": action.output_schema,
+        "input_schema": canonical(schema),
+        "output_schema": canonical(action.output_schema),
         "pagination": pagination(action),  # a page of 7 rows where 50 were promised is a change of contract
         "presenters": {p.name: _presenter(presenters.describe(p, ctx, presenters.many(action)))
                        for p in action.presenters},
@@ -112,7 +141,18 @@ def action_contract(action: Action) -> dict[str, Any]:
         body["title"] = action.title
     if action.content_types:  # the images, documents... it may send (absent: none, anything else is refused)
         body["content_types"] = sorted(action.content_types)
+    sent = request_sent(action)
+    if sent:  # what a client must send beside the arguments (absent: nothing)
+        body["request_parameters"] = sent
     return {"digest": digest(body), **body}
+
+
+def request_sent(action: Action) -> list[dict[str, Any]]:
+    """The headers and cookies the action's dependencies read (`Header()`, `Cookie()`), as REST documents
+    them: where, the name and whether a call without it fails (on REST and MCP alike)."""
+    found = [{"in": p["in"], "name": p["name"], "required": bool(p.get("required"))}
+             for p in request_parameters(action)]
+    return sorted(found, key=lambda p: (p["in"], p["name"]))
 
 
 def advertised(tool: Tool, output_schemas: bool = True) -> dict[str, dict[str, Any]]:
@@ -336,9 +376,13 @@ def _presenter_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> 
     return out
 
 
-def _action_changes(where: str, old: dict[str, Any], new: dict[str, Any], predates: frozenset[str]) -> list[str]:
+def _action_changes(where: str, old: dict[str, Any], new: dict[str, Any], predates: frozenset[str],
+                    described: bool = True) -> list[str]:
     """What changed of an action; `predates`: keys its lockfile's (older) format did not pin, left unsaid
-    (the format change says so)."""
+    (the format change says so); `described` False: its output schemas had no field descriptions yet."""
+    if not described:  # compared without them: the descriptions they gain are the format change
+        old, new = ({**body, "output_schema": without(body.get("output_schema"), {"description"})}
+                    for body in (old, new))
     out = []
     for key in ("mcp_tool", "description", "scopes", "confirm", "title", "content_types"):
         if old.get(key) != new.get(key):
@@ -352,6 +396,8 @@ def _action_changes(where: str, old: dict[str, Any], new: dict[str, Any], predat
         out.append(f"{where}: output schema changed")
     if "pagination" not in predates:
         out += _paging_changes(where, old.get("pagination"), new.get("pagination"))
+    if "request_parameters" not in predates:
+        out += _request_changes(where, old.get("request_parameters") or [], new.get("request_parameters") or [])
     old_p, new_p = old.get("presenters", {}), new.get("presenters", {})
     for name in sorted(set(old_p) | set(new_p)):
         label = f"{where} [presenter {name}]"
@@ -364,6 +410,23 @@ def _action_changes(where: str, old: dict[str, Any], new: dict[str, Any], predat
     keys = (set(old) | set(new)) - predates - {"digest"}  # (an absent key reads as null, its default)
     if not out and any(old.get(k) != new.get(k) for k in keys):
         out.append(f"{where}: contract changed ({old.get('digest')} -> {new.get('digest')})")
+    return out
+
+
+def _request_changes(where: str, old: list[Any], new: list[Any]) -> list[str]:
+    """Headers and cookies the action's dependencies now read, require, no longer require or no longer read:
+    a new required one fails every client that does not send it."""
+    def by_name(found: list[Any]) -> dict[tuple[Any, Any], bool]:
+        return {(p.get("in"), p.get("name")): bool(p.get("required")) for p in found if isinstance(p, dict)}
+
+    before, after = by_name(old), by_name(new)
+    out = []
+    for (kind, name), required in sorted(after.items()):
+        if (kind, name) not in before:
+            out.append(f'{where}: new {"required" if required else "optional"} {kind} "{name}"')
+        elif required != before[kind, name]:
+            out.append(f'{where}: {kind} "{name}" is {"now" if required else "no longer"} required')
+    out += [f'{where}: {kind} "{name}" is no longer read' for kind, name in sorted(set(before) - set(after))]
     return out
 
 
@@ -389,12 +452,14 @@ def _same_shape(a: dict[str, Any], b: dict[str, Any]) -> bool:
 def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What drifted from `old` (a lockfile) to `new` (the served contract), one line per change."""
     out: list[str] = []
+    old, new = canonical(old), canonical(new)  # (a lockfile written before its anyOf branches were ordered)
     was, now = old.get("mcpfusion_lock"), new.get("mcpfusion_lock")
     format_ = was if isinstance(was, int) and not isinstance(was, bool) else FORMAT  # (not a number: as ours)
     if was != now:
         since = [what for number, what in sorted(FORMATS.items()) if format_ < number <= FORMAT]
         out.append(f"lockfile format {was} -> {now}" + (f" (now pinned: {'; '.join(since)})" if since else ""))
-    predates = frozenset(key for number, key in ACTION_KEYS_SINCE.items() if format_ < number)
+    predates = frozenset(key for number, keys in ACTION_KEYS_SINCE.items() if format_ < number for key in keys)
+    described = format_ >= DESCRIBED_SINCE
     old_tools, new_tools = old.get("tools", {}), new.get("tools", {})
     for name in sorted(set(old_tools) - set(new_tools)):
         out.append(f"tool {name}: removed")
@@ -419,8 +484,8 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         lines += [f"{name}.{a}: new action" for a in added]
         for a in old_actions:
             if a in new_actions and old_actions[a].get("digest") != new_actions[a].get("digest"):
-                lines += _action_changes(f"{name}.{a}", old_actions[a], new_actions[a], predates)
-        out += lines + _advertised_changes(name, before, after, explained=bool(lines))
+                lines += _action_changes(f"{name}.{a}", old_actions[a], new_actions[a], predates, described)
+        out += lines + _advertised_changes(name, before, after, explained=bool(lines), described=described)
     return out
 
 
@@ -434,10 +499,12 @@ def _tool_changes(name: str, old: dict[str, Any], new: dict[str, Any]) -> list[s
     return out
 
 
-def _advertised_changes(name: str, old: dict[str, Any], new: dict[str, Any], explained: bool) -> list[str]:
+def _advertised_changes(name: str, old: dict[str, Any], new: dict[str, Any], explained: bool,
+                        described: bool = True) -> list[str]:
     """What `tools/list` advertises differently. An outputSchema that appears or goes is always named; a new
     description, title or outputSchema only when nothing else of the tool explains it (a new parameter
-    changes a grouped tool's description too: once is enough)."""
+    changes a grouped tool's description too: once is enough), and an outputSchema not when the lockfile
+    predates field descriptions (`described` False: its digest cannot tell them from another change)."""
     before, after = old.get("advertised"), new.get("advertised")
     if not isinstance(before, dict) or not isinstance(after, dict):
         return []  # a lockfile of format 1 did not pin them
@@ -448,7 +515,7 @@ def _advertised_changes(name: str, old: dict[str, Any], new: dict[str, Any], exp
         had, has = was.get("output_schema"), now.get("output_schema")
         if bool(had) != bool(has):
             out.append(f"{label} {'now advertises an' if has else 'no longer advertises its'} outputSchema")
-        elif had != has:
+        elif had != has and described:
             rest.append(f"{label}: advertised outputSchema changed")
         if was.get("title") != now.get("title"):
             rest.append(f"{label}: title {_change(was.get('title'), now.get('title'))}")
