@@ -8,7 +8,8 @@ code (and HTTP status) is the first one's, its message names them all (see `_eve
 
 A notification is checked the same way, except that its `_meta` is optional and needs no envelope keys (the
 revision's `NotificationMetaObject`): what it carries must agree with the headers. A refused one is a 400
-with the JSON-RPC error (id null); an accepted one is a 202.
+with the JSON-RPC error (id null); an accepted one is a 202. So is a JSON-RPC response (this wire never sends
+the client a request: nothing waits for one), as on the session wire.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from .jsonrpc import McpError, notification
 from .params import ACCEPTED_SIZE, envelope_key
 from .pipeline import WirePipeline, invalid_request
 from .settings import TransportSettings
-from .streams import SSEBody, encode_message, sse_event
+from .streams import SSEBody, encode_message, is_response, sse_event
 from .wire import (
     SSE_HEADERS,
     Releasing,
@@ -284,7 +285,7 @@ class Hangup:
             self._watcher.cancel()
         task = self._task
         if self._fired and task is not None and task is asyncio.current_task() and task.cancelling():
-            task.uncancel()  # a handler that swallowed the cancellation: the answer is still sent
+            task.uncancel()  # a handler that swallowed the cancellation: its task goes on (to send nothing)
 
 
 class ModernWire(WirePipeline):
@@ -304,6 +305,8 @@ class ModernWire(WirePipeline):
         if not isinstance(message, dict):
             return error_response(None, jsonrpc.INVALID_REQUEST,
                                   "Body must be a single JSON-RPC request or notification")
+        if is_response(message):  # a client's answer: this wire never asks the client, so nothing awaits it
+            return Response(status_code=202)  # (as the session wire takes one: the wires agree)
         if "id" not in message:
             return self._notification(request, message)
         refusal = invalid_request(message)

@@ -70,9 +70,9 @@ class WirePipeline:
         has not started, so an HTTPException can still become an HTTP status (see `jsonrpc.failure`); a
         callable is asked when the call fails (a streamed response may still be unstarted then)."""
         try:
-            return result(call.id, await self.finish(call, await self.engine.handle(call)))
+            reply = result(call.id, await self.finish(call, await self.engine.handle(call)))
         except McpError as exc:
-            return exc.reply(call.id)
+            reply = exc.reply(call.id)
         except asyncio.CancelledError as cancelled:
             task = asyncio.current_task()
             if not call.channel.cancelled.is_set():
@@ -87,7 +87,12 @@ class WirePipeline:
                 task.uncancel()
             return None
         except Exception as exc:
-            return failure(call.id, call.method, exc, inline=inline if isinstance(inline, bool) else inline())
+            # (a cancelled call's HTTPException is not raised either: nobody waits for its status)
+            unstarted = not call.channel.cancelled.is_set() and (inline if isinstance(inline, bool) else inline())
+            reply = failure(call.id, call.method, exc, inline=unstarted)
+        # MCP: a cancelled request is not answered, also when its handler saw the cancel and returned (or failed)
+        # rather than letting the cancellation through: its answer would name an id the client has let go.
+        return None if call.channel.cancelled.is_set() else reply
 
     def respond(self, reply: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
         """A reply as one JSON response."""

@@ -17,7 +17,9 @@ stdin line longer than the endpoint's body limit is refused unread (-32600 Paylo
 A notification or a response read from stdin is never answered (JSON-RPC); what the endpoint says about one
 is logged. `notifications/cancelled` cancels the request it names on either wire: on the session wire the
 endpoint does it; a 2026-07-28 request (sessionless, cancelled over HTTP by closing its connection) is ended
-by the bridge, which hands it the disconnect; the cancelled request is not answered.
+by the bridge, which hands it the disconnect; the cancelled request is not answered. Before `initialize`, a
+message without the 2026-07-28 envelope whose `params` is null or whose `_meta` is no object gets that wire's
+answer (which names the envelope), as does a response (taken, never answered).
 
 The server stops at the end of stdin, once the calls still running are answered (a request it sent the client
 is answered "connection closed" in its place); a call still running 30 s later is cancelled and answered with
@@ -409,17 +411,13 @@ class StdioBridge:
         meta = params.get("_meta") if isinstance(params, dict) else None
         version = meta.get(protocol.PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
         if isinstance(version, str):
-            # 2026-07-28: the routing headers mirror the body; over stdio the body is their only source.
-            headers["mcp-protocol-version"] = version
-            method = message.get("method")
-            if isinstance(method, str):
-                headers["mcp-method"] = method
-                name = params.get(_NAME_KEYS.get(method, "")) if isinstance(params, dict) else None
-                if isinstance(name, str):
-                    headers["mcp-name"] = name if _plain_header(name) else _header_safe(name)
-            return headers
+            return _routing_headers(headers, message, version)
         if self.session_id:
             headers["mcp-session-id"] = self.session_id
+        elif _sessionless(message):
+            # No session for the session wire to take it: the 2026-07-28 wire answers, as over HTTP (naming
+            # the envelope it needs, never an HTTP header).
+            return _routing_headers(headers, message, protocol.MODERN_PROTOCOL_VERSIONS[-1])
         if self.protocol_version:
             headers["mcp-protocol-version"] = self.protocol_version
         return headers
@@ -473,6 +471,10 @@ class StdioBridge:
             self._emit(item)
             if answer and line is not None:
                 self._requests.pop(line, None)  # (answered: `cancel_calls` leaves it alone)
+            if answer and exchange is not None and self._exchanges.get(reply_id) is exchange:
+                # Answered: its id is free again at once, though its stream is still closing (a cancel of it
+                # has nothing left to end).
+                del self._exchanges[reply_id]
 
         async def receive() -> dict[str, Any]:
             nonlocal sent
@@ -617,12 +619,42 @@ class _Exchange:
 
 def _unanswered(message: Any) -> bool:
     """Whether `message` is a notification (a method, no id) or a response (a result or an error, no
-    method): JSON-RPC never answers either. Anything else, valid or not, gets an answer."""
+    method; with or without an id, as the endpoint takes one): JSON-RPC never answers either. Anything else,
+    valid or not, gets an answer."""
     if not isinstance(message, dict):
         return False
     if "method" in message:
         return "id" not in message and isinstance(message["method"], str)
-    return "id" in message and ("result" in message or "error" in message)
+    return "result" in message or "error" in message
+
+
+def _sessionless(message: Any) -> bool:
+    """Whether `message`, read while there is no session, is for the 2026-07-28 wire although it carries no
+    envelope: a response (the session wire has no session to give it to), or a message other than
+    `initialize` whose `params` is null or whose `_meta` is no object (the 2026-07-28 wire says which envelope
+    it needs; "send initialize first" would send a 2026-07-28 client the wrong way)."""
+    if not isinstance(message, dict):
+        return False
+    if "method" not in message:
+        return _unanswered(message)
+    if not isinstance(message["method"], str) or message["method"] == "initialize":
+        return False
+    params = message.get("params", {})
+    return params is None or isinstance(params, dict) and not isinstance(params.get("_meta", {}), dict)
+
+
+def _routing_headers(headers: dict[str, str], message: dict[str, Any], version: str) -> dict[str, str]:
+    """`headers` with the 2026-07-28 routing headers, which mirror the body (over stdio the body is their only
+    source), for protocol `version`."""
+    headers["mcp-protocol-version"] = version
+    method = message.get("method")
+    if isinstance(method, str):
+        headers["mcp-method"] = method
+        params = message.get("params")
+        name = params.get(_NAME_KEYS.get(method, "")) if isinstance(params, dict) else None
+        if isinstance(name, str):
+            headers["mcp-name"] = name if _plain_header(name) else _header_safe(name)
+    return headers
 
 
 def _log_unanswered(message: dict[str, Any], answer: Any) -> None:
@@ -632,7 +664,7 @@ def _log_unanswered(message: dict[str, Any], answer: Any) -> None:
     if "method" in message:
         logger.debug("the endpoint answered the notification %s: %s", message["method"], detail)
     else:  # a response the server did not take: the request it answers may wait on
-        logger.warning("the endpoint refused the client's response to request %r: %s", message["id"], detail)
+        logger.warning("the endpoint refused the client's response to request %r: %s", message.get("id"), detail)
 
 
 def _modern(headers: list[tuple[bytes, bytes]]) -> bool:
