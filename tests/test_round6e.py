@@ -4,8 +4,8 @@ the tokens extra; a pattern + length parameter gets an example; no OpenAPI link 
 
 from __future__ import annotations
 
-import logging
 import json
+import logging
 import re
 from typing import Annotated
 

@@ -3,6 +3,12 @@ notifications for a session's GET stream, live events of a resumed stream, cance
 
 In-memory by default; `mcpfusion.redis.RedisBroker` makes a message published on one replica reach a
 subscriber on another.
+
+A broker whose subscriptions can miss messages (Redis pub/sub keeps nothing while a connection is re-made)
+may also keep what must not be lost (a client's answer to a server request, a cancellation), optionally:
+`publish_kept(topic, message, box, seconds)` publishes and keeps the message under `box`, and
+`collect(*boxes)` takes what is kept. A subscription that sets `recovers` then gets `RESUBSCRIBED` each time
+the broker has subscribed again after a lost connection, and collects what it may have missed.
 """
 
 from __future__ import annotations
@@ -19,6 +25,23 @@ if TYPE_CHECKING:
     from .events import EventStore
 
 logger = logging.getLogger("mcpfusion.mcp")
+
+
+KEPT_SECONDS = 120.0
+"""How long a broker that keeps messages (`publish_kept`) keeps one: longer than it takes to notice a dead
+connection (a half-open one: two idle PINGs, a minute) and subscribe again."""
+
+
+class Resubscribed:
+    """The type of `RESUBSCRIBED`."""
+
+    def __repr__(self) -> str:
+        return "RESUBSCRIBED"
+
+
+RESUBSCRIBED = Resubscribed()
+"""Queued to a subscription that `recovers` once its broker has subscribed again after a lost connection:
+what was published meanwhile is lost, what was kept (`publish_kept`) can be collected."""
 
 
 class Subscription(Protocol):
@@ -133,6 +156,7 @@ class QueueSubscription:
 
     def __init__(self) -> None:
         self.queue = BoundedQueue()
+        self.recovers = False  # set by a subscriber that collects kept messages: it is told `RESUBSCRIBED`
 
     async def get(self) -> Any:
         return await self.queue.next()

@@ -15,7 +15,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from . import jsonrpc, protocol
-from .broker import Broker, InMemoryBroker, Subscription, publish_best_effort
+from .broker import (
+    KEPT_SECONDS,
+    RESUBSCRIBED,
+    Broker,
+    InMemoryBroker,
+    QueueSubscription,
+    Subscription,
+    publish_best_effort,
+)
 from .engine import Call, Engine, check_params
 from .events import EventStore, InMemoryEventStore, parse_event_id
 from .events import event_id as nth_event_id
@@ -38,11 +46,13 @@ from .streams import (
     PostStream,
     SessionChannel,
     SSEBody,
+    answer_topic,
     encode_message,
     encode_priming,
     is_response,
     is_stream_end,
     is_stream_lost,
+    keeps_answer,
     new_stream_id,
     sse_event,
 )
@@ -72,6 +82,11 @@ PROBE_WAIT = 5.0
 ends the stream as lost (that replica died)."""
 _LOST = object()  # what `_live` yields once nothing runs the request any more
 _STORE_DOWN = "Service Unavailable: the session store cannot save the change now; retry later"
+_BROKER_DOWN = "Service Unavailable: the message broker is unreachable; retry later"
+
+
+class Undelivered(Exception):
+    """A client's message that must reach another request (a cancellation) could not be sent or kept: 503."""
 
 
 class SessionWire(WirePipeline):
@@ -144,6 +159,8 @@ class SessionWire(WirePipeline):
                 await self._client_notification(session, message)
             except SessionLimitError:  # the store cannot save the session now: the client may send it again
                 return retry_later(503, "Service Unavailable: the session store is unreachable; retry later")
+            except Undelivered:
+                return retry_later(503, _BROKER_DOWN)
             return Response(status_code=202)
         return await self._request(request, session, message, self._use_sse(wants_json, wants_sse))
 
@@ -213,10 +230,22 @@ class SessionWire(WirePipeline):
         if refusal is not None:
             return refusal
         assert session is not None
+        rid = message.get("id")
+        topic = answer_topic(session.id, rid)
+        ours = keeps_answer(rid)  # an id this server's requests use: someone may wait for it
+        keep = getattr(self.broker, "publish_kept", None) if ours else None
         try:
-            await self.broker.publish(f"resp:{session.id}:{message.get('id')}", message)
+            if keep is not None:
+                # Kept as well as published: a waiter whose broker connection is being re-made (it hears
+                # nothing) collects it once subscribed again (`SessionChannel.request`).
+                await keep(topic, message, topic, KEPT_SECONDS)
+                return Response(status_code=202)
+            received = await self.broker.publish(topic, message)
         except Exception:  # noqa: BLE001 - the answer did not reach its request: the client may send it again
-            return retry_later(503, "Service Unavailable: the message broker is unreachable; retry later")
+            return retry_later(503, _BROKER_DOWN)
+        if not received and ours and self.broker.distributed:
+            # A broker that keeps nothing, and nobody heard it: its waiter may be between two connections.
+            return retry_later(503, "Service Unavailable: the answer reached no waiting request; retry later")
         return Response(status_code=202)
 
     async def _client_notification(self, session: Session, message: dict[str, Any]) -> None:
@@ -233,8 +262,37 @@ class SessionWire(WirePipeline):
             reason = params.get("reason")
             if not self._cancel_local(session.id, rid, reason):
                 # The request may run on another replica (shared broker); its cancel listener acts.
-                await publish_best_effort(self.broker, "cancel", {"session": session.id, "requestId": rid,
-                                                                  "reason": reason})
+                await self._send_cancel(session.id, rid, reason)
+
+    async def _send_cancel(self, session_id: str, rid: Any, reason: Any) -> None:
+        """Publish a cancellation for the replica running `rid`; with a broker that keeps messages also kept,
+        for a listener whose connection is being re-made (`_collect_cancels`), or `Undelivered` (503)."""
+        cancel = {"session": session_id, "requestId": rid, "reason": reason}
+        keep = getattr(self.broker, "publish_kept", None)
+        if keep is None:
+            await publish_best_effort(self.broker, "cancel", cancel)
+            return
+        try:
+            await keep("cancel", cancel, _cancel_box(session_id, rid), KEPT_SECONDS)
+        except Exception as exc:  # noqa: BLE001 - neither sent nor kept: the client may send it again
+            logger.warning("could not publish a cancellation (%r)", exc)
+            raise Undelivered from None
+
+    async def _collect_cancels(self) -> None:
+        """After the broker subscribed again (a lost connection loses what was published meanwhile): cancel the
+        requests running here whose cancellation was kept."""
+        collect = getattr(self.broker, "collect", None)
+        running = list(self.inflight)
+        if collect is None or not running:
+            return
+        try:
+            found = await collect(*(_cancel_box(sid, rid) for sid, rid in running))
+        except Exception as exc:  # noqa: BLE001 - the listener must live on; the broker is failing again
+            logger.warning("could not look for cancellations kept while reconnecting (%r)", exc)
+            return
+        for (sid, rid), cancel in zip(running, found, strict=True):
+            if isinstance(cancel, dict):
+                self._cancel_local(sid, rid, cancel.get("reason"))
 
     def _cancel_local(self, session_id: Any, rid: Any, reason: Any) -> bool:
         if not is_valid_id(rid):  # (a bool would find the request whose id is 1)
@@ -257,8 +315,13 @@ class SessionWire(WirePipeline):
 
         async def listen() -> None:
             async with self.broker.subscribe("cancel") as sub:
+                if isinstance(sub, QueueSubscription) and hasattr(self.broker, "collect"):
+                    sub.recovers = True  # told `RESUBSCRIBED` after a reconnection: cancellations were kept
                 while True:
                     msg = await sub.get()
+                    if msg is RESUBSCRIBED:
+                        await self._collect_cancels()
+                        continue
                     if not isinstance(msg, dict):
                         continue
                     if msg.get("deleted") is True:  # said in so many words: never inferred from a missing id
@@ -479,7 +542,7 @@ class SessionWire(WirePipeline):
             return False
         return True
 
-    async def _still_there(self, session_id: str) -> bool:
+    async def still_there(self, session_id: str) -> bool:
         """Whether the store still has the session (an unreachable store: assume so, and look again later)."""
         try:
             return await self.sessions.get(session_id) is not None
@@ -536,7 +599,7 @@ class SessionWire(WirePipeline):
                 if asked:
                     yield _LOST
                     return
-                if not await self._still_there(session.id):
+                if not await self.still_there(session.id):
                     return
                 asked = await self._ask_runner(session.id, stream_id)
                 continue
@@ -570,7 +633,7 @@ class SessionWire(WirePipeline):
                 except TimeoutError:
                     # A quiet stream looks at its session now and then: one lost with its store (a Redis
                     # restart) has no one left to end it, so the stream ends here.
-                    if not await self._still_there(session.id):
+                    if not await self.still_there(session.id):
                         return
                     continue
                 if message is None:  # the session ended
@@ -658,6 +721,11 @@ async def _ending_cleanly(events: AsyncGenerator[dict[str, Any], None]) -> Async
 def _lost(events: list[tuple[str, dict[str, Any]]]) -> bool:
     """Whether a replayed request stream ended as lost, without a response."""
     return any(is_stream_lost(m) for _, m in events) and not any(is_response(m) for _, m in events)
+
+
+def _cancel_box(session_id: str, request_id: Any) -> str:
+    """Where a broker keeps the cancellation of `request_id` (7 and "7" are two requests)."""
+    return f"cancel:{session_id}:{jsonrpc.dumps(request_id)}"
 
 
 def _get_conflict() -> Response:

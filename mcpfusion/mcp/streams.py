@@ -18,12 +18,13 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from . import jsonrpc
+from .broker import RESUBSCRIBED, QueueSubscription
 from .channel import Channel, NoBackChannel
 from .events import InMemoryEventStore, StoreRefused
 from .jsonrpc import REQUEST_TIMEOUT, McpError, dumps, encode, error, notification, request
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from .broker import Broker, Subscription
     from .events import EventStore
     from .sessions import Session
     from .settings import TransportSettings
@@ -36,6 +37,11 @@ class StreamHost(Protocol):
     events: EventStore
     settings: TransportSettings
     local_stores: bool  # the in-process event store and broker: they neither block nor fail
+
+    async def still_there(self, session_id: str) -> bool:
+        """Whether the store still has the session (unreachable: assumed so)."""
+        ...
+
 
 STORE_PAUSE = 5.0
 """Seconds a request's notifications go to its open stream unstored after the event store failed one (a
@@ -153,13 +159,12 @@ class SessionChannel(Channel):
 
     async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         rid = f"s-{secrets.token_hex(8)}"
-        timeout = self.wire.settings.client_request_timeout
-        async with self.wire.broker.subscribe(f"resp:{self.session.id}:{rid}") as sub:
+        topic = answer_topic(self.session.id, rid)
+        async with self.wire.broker.subscribe(topic) as sub:
+            if isinstance(sub, QueueSubscription) and hasattr(self.wire.broker, "collect"):
+                sub.recovers = True  # told when a reconnection may have lost the answer: it is kept for us
             await self.emit(request(rid, method, params))
-            try:
-                reply = await asyncio.wait_for(sub.get(), timeout)
-            except TimeoutError:
-                raise McpError(REQUEST_TIMEOUT, f"The client did not answer {method} within {timeout:g} s") from None
+            reply = await self._answer(sub, topic, method)
         if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
             # The client's own error, told back in a few words under the server's code (the client's -32601
             # would say the call's own method does not exist): its code named, its message cut short, its
@@ -173,6 +178,50 @@ class SessionChannel(Channel):
                            f"{said[:200] if isinstance(said, str) else 'no message'}")
         result = reply.get("result") if isinstance(reply, dict) else None
         return result if isinstance(result, dict) else {}
+
+    async def _answer(self, sub: Subscription, topic: str, method: str) -> Any:
+        """The client's answer on `sub`, or -32001 once `client_request_timeout` has passed or the session is
+        gone (lost with its store: nobody ends this wait). Looked for under its box too (a broker that keeps
+        it) when the broker has subscribed again, and whenever the wait is quiet as long as a GET stream's."""
+        wire = self.wire
+        timeout = wire.settings.client_request_timeout
+        check = wire.settings.sse_ping_seconds or 15.0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise McpError(REQUEST_TIMEOUT, f"The client did not answer {method} within {timeout:g} s")
+            try:
+                async with asyncio.timeout(min(check, left)):
+                    reply = await sub.get()
+            except TimeoutError:
+                reply = RESUBSCRIBED  # quiet: look at the session and the box
+            if reply is not RESUBSCRIBED:
+                await self._discard_kept(topic)
+                return reply
+            if not await wire.still_there(self.session.id):
+                raise McpError(REQUEST_TIMEOUT, f"The session ended (lost with the session store, or deleted) "
+                                                f"before the client answered {method}")
+            reply = await self._kept(topic)
+            if reply is not None:
+                return reply
+
+    async def _kept(self, topic: str) -> Any:
+        """The answer kept under `topic` by a broker that keeps them (None: none, or the broker cannot say)."""
+        collect = getattr(self.wire.broker, "collect", None)
+        if collect is None:
+            return None
+        try:
+            return (await collect(topic))[0]
+        except Exception as exc:  # noqa: BLE001 - unreachable now: looked at again later
+            logger.warning("could not look for a kept answer (%r)", exc)
+            return None
+
+    async def _discard_kept(self, topic: str) -> None:
+        """Drop the kept copy of an answer that came (it would otherwise stay until it expires)."""
+        if hasattr(self.wire.broker, "collect"):
+            await self._kept(topic)
 
     async def finish(self, reply: dict[str, Any]) -> None:
         """Emit the reply that ends this request's stream, whatever the event store does.
@@ -220,6 +269,18 @@ class SessionChannel(Channel):
             self.closed = True
             if self.stream is not None:
                 self.stream.close()
+
+
+def answer_topic(session_id: str, request_id: Any) -> str:
+    """The broker topic (and box, see `Broker`) of the client's answer to server request `request_id`."""
+    return f"resp:{session_id}:{request_id}"
+
+
+def keeps_answer(request_id: Any) -> bool:
+    """Whether `request_id` is one `SessionChannel.request` makes (`s-` and 16 hex digits): only its answer is
+    kept, a client's answer to anything else is only published."""
+    return (isinstance(request_id, str) and len(request_id) == 18 and request_id.startswith("s-")
+            and all(c in "0123456789abcdef" for c in request_id[2:]))
 
 
 def encode_message(event_id: str | None, message: dict[str, Any], data: bytes | None = None) -> bytes:

@@ -9,6 +9,11 @@ The connection has one owner, the reader task: it alone connects, reconnects (af
 reads, then subscribes again to every channel this process wants. Commands only write, and only while the
 connection is up; redis-py's `PubSub` reconnects from whichever coroutine notices a failure, and two
 coroutines reading one connection during a reconnection is an error.
+
+Pub/sub keeps nothing: what is published while the connection is being re-made is lost. What must not be
+(a client's answer to a server request, a cancellation) is published with `publish_kept`, which also keeps it
+under a key for `KEPT_SECONDS`; once Redis has confirmed every channel again after a reconnection, each
+subscription that `recovers` is told `RESUBSCRIBED` and takes what it missed with `collect`.
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import ResponseError
 
-from ..mcp.broker import QueueSubscription
+from ..mcp.broker import RESUBSCRIBED, QueueSubscription
 from .client import UNAVAILABLE
 from .events import RedisEventStore
 
@@ -34,6 +40,25 @@ IDLE_PING = 30.0  # seconds without traffic before the reader checks the connect
 
 
 RedisSubscription = QueueSubscription  # what `subscribe` yields: messages of its topics in arrival order
+
+# Keep ARGV[1] under KEYS[1] for ARGV[2] ms and publish it on channel ARGV[3], in one step: a subscriber that
+# subscribes after it (again, after a reconnection) finds it kept. A Redis out of memory refuses the SET, not
+# the PUBLISH: returns {receivers, 1 if kept else 0}.
+_KEEP_AND_PUBLISH = """
+local kept = redis.pcall('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {redis.call('PUBLISH', ARGV[3], ARGV[1]), type(kept) == 'table' and kept['ok'] and 1 or 0}
+"""
+
+# Take (GET, then DEL) what is kept under each of KEYS (GETDEL needs Redis 6.2); `false` becomes a nil reply.
+_TAKE = """
+local found = {}
+for i, key in ipairs(KEYS) do
+  local value = redis.call('GET', key)
+  if value then redis.call('DEL', key) end
+  found[i] = value
+end
+return found
+"""
 
 
 class RedisBroker:
@@ -55,10 +80,33 @@ class RedisBroker:
         self._lock = asyncio.Lock()
         self._pending: tuple[set[str], asyncio.Future[None]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()  # UNSUBSCRIBEs that outlive their cancelled caller
+        self._rejoining: set[str] = set()  # channels a reconnection subscribed again, not yet confirmed
+        self._keep = client.register_script(_KEEP_AND_PUBLISH)
+        self._take = client.register_script(_TAKE)
 
     async def publish(self, topic: str, message: Any) -> int:
         data = json.dumps(message, separators=(",", ":"))
         return int(await self.client.publish(self.prefix + topic, data))
+
+    async def publish_kept(self, topic: str, message: Any, box: str, seconds: float) -> int:
+        """Publish `message` on `topic` and keep it under `box` for `seconds` (see `collect`); the receivers.
+        Raises when Redis is unreachable, or neither kept it (out of memory) nor had anyone to receive it."""
+        data = json.dumps(message, separators=(",", ":"))
+        receivers, kept = await self._keep(keys=[self._box(box)], args=[data, max(1, int(seconds * 1000)),
+                                                                        self.prefix + topic])
+        if not kept and not receivers:
+            raise ResponseError("the message was neither kept (Redis refused the write) nor received")
+        return int(receivers)
+
+    async def collect(self, *boxes: str) -> list[Any]:
+        """Take the messages kept under `boxes` (None where none is), in order: each is taken once."""
+        if not boxes:
+            return []
+        found = await self._take(keys=[self._box(box) for box in boxes])
+        return [None if value is None else json.loads(value) for value in found]
+
+    def _box(self, box: str) -> str:
+        return f"{self.prefix}kept:{box}"
 
     async def publish_event(self, events: Any, stream_id: str, topic: str, message: dict[str, Any]) -> tuple[str, int]:
         """Store `message` in `events` under `stream_id`, then publish `(event_id, message)` on `topic`;
@@ -165,6 +213,7 @@ class RedisBroker:
         else:
             await conn.disconnect()
         await conn.connect()
+        self._rejoining = set(self._channels)  # (read by `_dispatch`, in this task, after this returns)
         if self._channels:
             await conn.send_command("SUBSCRIBE", *self._channels)
         self.connections += 1
@@ -214,11 +263,26 @@ class RedisBroker:
                 payload = json.loads(data)
                 for sub in subs:
                     sub.queue.put_nowait(payload)
-        elif kind == "subscribe" and self._pending is not None:
-            waiting, future = self._pending
-            waiting.discard(channel)
-            if not waiting and not future.done():
-                future.set_result(None)
+        elif kind == "subscribe":
+            if self._pending is not None:
+                waiting, future = self._pending
+                waiting.discard(channel)
+                if not waiting and not future.done():
+                    future.set_result(None)
+            if self._rejoining:
+                self._rejoining.discard(channel)
+                if not self._rejoining:
+                    self._tell_resubscribed()
+
+    def _tell_resubscribed(self) -> None:
+        """Every channel is subscribed again after a reconnection: what was published meanwhile is lost, so
+        each subscription that `recovers` is told, once, to collect what was kept for it."""
+        told: set[int] = set()
+        for subs in self._topics.values():
+            for sub in subs:
+                if sub.recovers and id(sub) not in told:
+                    told.add(id(sub))
+                    sub.queue.put_nowait(RESUBSCRIBED, 0)
 
     async def aclose(self) -> None:
         self._closing = True

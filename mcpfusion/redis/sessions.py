@@ -3,9 +3,10 @@ what requests change in it (log level, subscriptions, initialized), with the sam
 
 Every `get` refreshes the TTL (GET + HGETALL + PEXPIRE in a script shared by the reads of one event-loop
 turn, see `coalesce`; the one round trip of a call in JSON mode), so a session lives
-while it is used on any replica. A sorted set of ids scored by expiry time enforces `max_sessions`
-across replicas (approximately: replicas may race on the last free slots, never by more than their
-number; an idle session may hold its slot up to a quarter of the idle timeout longer).
+while it is used on any replica. Sorted sets of ids scored by expiry time enforce `max_sessions` and the
+per-principal and per-tenant quotas across replicas: a create counts, checks and adds in one script, so
+concurrent initializes (on any replicas) never get past a cap (an idle session may hold its slot up to a
+quarter of the idle timeout longer).
 
 A session with a request in flight on this replica is not idle (`request_started` / `request_ended`): while
 any runs, a timer renews its TTL (and index entries) every third of the idle timeout, and a request that ran
@@ -80,6 +81,28 @@ return 1
 """
 
 
+# A new session, created only if every index it counts in (KEYS[2..]: all, its owner's, its tenant's) holds
+# fewer live ids (score > ARGV[1], now) than its cap (ARGV[4 + i]): counted, checked and added in one step, so
+# concurrent creates cannot all see the same free slot. Returns 1, or the counts when a cap is reached.
+# ARGV[2]: the expiry score, ARGV[3]: the TTL in ms, ARGV[4]: the session's id, ARGV[5]: its JSON. The SET is
+# the script's first write: Redis refuses a script's first write when out of memory, not the ones after it.
+_CREATE = """
+local counts = {}
+local full = false
+for i = 2, #KEYS do
+  counts[i - 1] = redis.call('ZCOUNT', KEYS[i], '(' .. ARGV[1], '+inf')
+  if counts[i - 1] >= tonumber(ARGV[4 + i]) then full = true end
+end
+if full then return counts end
+redis.call('SET', KEYS[1], ARGV[5], 'PX', ARGV[3], 'NX')
+for i = 2, #KEYS do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[1])
+  redis.call('ZADD', KEYS[i], ARGV[2], ARGV[4])
+end
+return 1
+"""
+
+
 class SessionStoreUnavailable(SessionLimitError):
     """Redis cannot be reached; the transport answers 503 with Retry-After (never 404: the session may
     well exist, and a 404 would make the client re-initialize and lose its state)."""
@@ -102,6 +125,7 @@ class RedisSessionStore:
         self._ttl_ms = max(1, int(idle_timeout * 1000))
         self._reads = Coalescer(client.register_script(_TOUCH_ALL), [self._ttl_ms], arity=1)
         self._change = client.register_script(_CHANGE)
+        self._create = client.register_script(_CREATE)
         # session id -> when this process last renewed its index entry (bounded; see `get`)
         self._indexed: dict[str, float] = {}
         # session id -> [requests in flight here, the session, when its TTL was last renewed]
@@ -202,29 +226,25 @@ class RedisSessionStore:
 
     async def create(self, session: Session) -> None:
         indexes = self._indexes(session)
+        owned, tenanted = bool(quota_owner(session)), bool(session.tenant)
+        caps = [self.limits.total]  # in `_indexes` order
+        caps += [self.limits.per_principal] if owned else []
+        caps += [self.limits.per_tenant] if tenanted else []
         try:
-            async with self.client.pipeline(transaction=False) as pipe:
-                now = time.time()
-                for index in indexes:
-                    pipe.zremrangebyscore(index, "-inf", now)
-                    pipe.zcard(index)
-                counts = iter((await pipe.execute())[1::2])  # in `_indexes` order
-                total = next(counts)
-                principal = next(counts) if quota_owner(session) else 0
-                tenant = next(counts) if session.tenant else 0
-                refusal = self.limits.refuse(total, principal, tenant)
-                if refusal is not None:
-                    raise refusal
-                pipe.set(self._key(session.id), self._dump(session), px=self._ttl_ms, nx=True)
-                expiry = self._expiry()
-                for index in indexes:
-                    pipe.zadd(index, {session.id: expiry})
-                await pipe.execute()
-            self._remember(session.id, time.monotonic())
-            _remember_stored(session)
+            created = await self._create(
+                keys=[self._key(session.id), *indexes],
+                args=[time.time(), self._expiry(), self._ttl_ms, session.id, self._dump(session), *caps])
         except UNAVAILABLE as exc:
             logger.warning("session store unavailable: %s", exc)
             raise SessionStoreUnavailable("the session store is unavailable") from None
+        if isinstance(created, list):  # a cap is reached: the counts, in `_indexes` order
+            counts = iter(int(count) for count in created)
+            total = next(counts)
+            principal = next(counts) if owned else 0
+            tenant = next(counts) if tenanted else 0
+            raise self.limits.refuse(total, principal, tenant) or SessionLimitError("too many sessions")
+        self._remember(session.id, time.monotonic())
+        _remember_stored(session)
 
     async def get(self, session_id: str) -> Session | None:
         cache = self.cache
