@@ -113,7 +113,7 @@ async def test_the_audit_event_of_a_write_done_carries_its_completed_error() -> 
     fusion = MCPFusion("acct", tools=[ledger(done, [])], middleware=[Audit(sink=events.append)])
     result = await ToolTester(fusion.registry).call("acct", "charge", {"amount": 5})
     assert result.raw.view.error is not None and result.raw.view.error.details["completed"] is True
-    assert [(e["outcome"], e["error_code"]) for e in events] == [("error", "INVALID_OUTPUT")]
+    assert [(e["outcome"], e["error_code"]) for e in events] == [("completed", "INVALID_OUTPUT")]
 
 
 # -- 2. a presenter's attachments and the handler's are both sent -----------------------------------------------
