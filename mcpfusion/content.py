@@ -484,9 +484,12 @@ class Attached(Frozen):
 def attach(data: Any, *content: ContentSource, data_block: bool = True) -> Attached:
     """Return `data` as usual (presented, or wrapped) with `content` after its text blocks.
 
-    A content item may be a function of the presented data (after the schema firewall, `_select` and
-    redaction): a document drawn from it can never carry a value the agent may not see. With
-    `data_block=False` only the content is sent (the data is still presented, to build it)."""
+    A content item may be a function of the presented data (after the schema firewall and redaction, before
+    `_select`: a document may draw on a field the agent did not select): a document drawn from it can never
+    carry a value the agent may not see. With `data_block=False` only the content is sent (the data is still
+    presented, to build it); structuredContent is still sent when the action's MCP tool advertises an
+    outputSchema, as the spec then requires. A paginated action may return `attach(rows, ...)`: the rows are
+    paged as a plain list, the content is kept."""
     for item in content:
         if not isinstance(item, Content) and not callable(item):
             raise TypeError(f"attach() takes content helpers (image, audio, document, link), not {type(item)!r}")

@@ -618,7 +618,8 @@ class ToolRegistry:
                     result, next_key = pages.take(result) if pages is not None else (result, None)
                     ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
                     with phase("present"):
-                        response, presenter = present(action, result, presenter, ctx, select)
+                        response, presenter = present(action, result, presenter, ctx, select,
+                                                      None if pages is None else pages.given)
                         if response.view.suggestions:  # (what the caller may call, and only registered actions)
                             self._callable_suggestions(response, request)
                         if response.content:
@@ -988,24 +989,31 @@ def nothing_found(action: Action) -> ToolError:
 
 
 def present(
-    action: Action, result: Any, presenter: Presenter | None, ctx: CallContext, select: list[str] | None
+    action: Action, result: Any, presenter: Presenter | None, ctx: CallContext, select: list[str] | None,
+    given: Sequence[Any] | None = None,
 ) -> tuple[ToolResponse, Presenter | None]:
     """Implicit wrapping: framework responses pass (only `_select` reshapes their data); anything else is
     presented (by the action's presenter or its output model's firewall) or wrapped as `success`.
 
     Returns the response and the presenter that made it (None for anything else). Content (images, audio,
     documents, links) goes after the text blocks, or alone; attached documents are censored like the blocks.
-    A handler's `attach(...)` content goes after its presenter's (`Presenter.attach`): both are sent.
+    A handler's `attach(...)` content goes after its presenter's (`Presenter.attach`): both are sent; its
+    callables see the data as presented before `_select` (a document may draw on a field not selected).
+    `given`: every row the handler gave when `result` is a page of them (`PageCall.take`), so an attached
+    document is censored of the redacted values of the rows left off the page too.
     """
     if isinstance(result, ToolResponse):
         if select and not result.is_error and isinstance(result.view.data, (dict, list)):
-            result.reshape(select_keys(result.view.data, select))
+            whole = result.view.data
+            result.reshape(select_keys(whole, select))
+            result.view.presented = whole
         return result, None
     if isinstance(result, Attached):
-        response, used = present(action, result.data, presenter, ctx, select)
+        response, used = present(action, result.data, presenter, ctx, select, given)
         if not response.is_error:
-            items = result.build(response.view.data)
-            scrub = response.view.scrub
+            view = response.view
+            items = result.build(view.data if view.presented is None else view.presented)
+            scrub = view.scrub
             # After the presenter's own (`Presenter.attach`), never in their place: both are sent.
             response.content = (*response.content, *(tuple(scrubbed(item, scrub) for item in items) if scrub
                                                      else items))
@@ -1019,6 +1027,10 @@ def present(
     if presenter is not None:
         if result is None:
             raise nothing_found(action)
-        return presenter.present(result, ctx, select=select), presenter
+        return presenter.present(result, ctx, select=select, given=given), presenter
     data = to_jsonable(result)
-    return success(select_keys(data, select) if select else data), None
+    if not select:
+        return success(data), None
+    response = success(select_keys(data, select))
+    response.view.presented = data
+    return response, None

@@ -42,6 +42,7 @@ from pydantic import BaseModel
 from starlette.requests import Request
 
 from . import ui
+from .content import Attached
 from .errors import CURSOR_EXPIRED, INTERNAL_ERROR, INVALID_CURSOR, ToolError
 from .memo import by_identity
 from .serializer import JSON_SCALARS, canonical_bytes, json_bytes, jsonable
@@ -311,7 +312,7 @@ class PageCall:
     """One call of a paginated action: its `Page`, and what its cursors are bound to (a plain slotted class:
     a dataclass would compile its generated methods at every process's start)."""
 
-    __slots__ = ("paging", "action", "how", "filters", "page", "scope", "position", "sources")
+    __slots__ = ("paging", "action", "how", "filters", "page", "scope", "position", "sources", "given")
 
     def __init__(self, paging: Paging, action: str, how: str, filters: str, page: Page, scope: str = "") -> None:
         self.paging = paging
@@ -322,6 +323,7 @@ class PageCall:
         self.scope = scope
         self.position: Callable[[int], Any] | None = None  # the position after a row of the page, by index
         self.sources: list[int] | None = None  # the page's index of each row presented (None: all of them)
+        self.given: Sequence[Any] | None = None  # every row an `attach`ed list had, when `take` cut a page of it
 
     def restart(self) -> ToolError:
         return ToolError(INVALID_CURSOR, "", recovery=f"Call {self.how} again without cursor to start from the "
@@ -336,7 +338,16 @@ class PageCall:
 
     def take(self, result: Any) -> tuple[Any, Any]:
         """(the rows of this page, the position after them or None): a handler's `Paged` as it is, a whole
-        list sliced at the page (offset pagination), anything else untouched."""
+        list sliced at the page (offset pagination), anything else untouched. An `attach(rows, ...)` is paged
+        as its rows (its content kept), and `given` keeps them all: a document built from every row is
+        censored of the redacted values of those left off the page too."""
+        if isinstance(result, Attached):
+            rows, next_key = self.take(result.data)
+            if rows is result.data:  # not a list: nothing to page
+                return result, None
+            if not isinstance(result.data, Paged):
+                self.given = result.data
+            return Attached(rows, result.content, result.data_block), next_key
         if isinstance(result, Paged):
             self.position = result.position
             return list(result), result.next_key
@@ -354,8 +365,9 @@ class PageCall:
             return
         cursor = None if next_key is None else self.paging.issue(self.action, self.scope, self.filters, next_key)
         structured = response.structured_content
-        response.structured_content = {**(structured if isinstance(structured, dict) else
-                                          {"items": response.view.data}), "next_cursor": cursor}
+        if structured is not None or response.texts:  # (neither: `attach(..., data_block=False)` left the data out)
+            response.structured_content = {**(structured if isinstance(structured, dict) else
+                                              {"items": response.view.data}), "next_cursor": cursor}
         response.view.next_cursor = cursor
         if self.position is not None:
             self.sources = response.view.sources

@@ -1209,10 +1209,15 @@ class Presenter:
             if sift is None and isinstance(data, _SEQUENCES):
                 return self._respond(data, ctx, select, functools.partial(self._unsendable, select), given)
             raise self._unwritable(exc) from None
+        if select:  # a handler's `attach` callable sees the data before `_select`, as `self._attach` does
+            response.view.presented = full
         if parts is None:
             response.view.sources = rendered.sources
             if rendered.truncated is not None:  # REST says it in its `Truncated` header, as for an egress cut
                 response.view.truncated = (*rendered.truncated, "rows")
+            if rendered.cuts:  # and an embedded list's cut in its `Truncated-Embedded` header
+                response.view.embedded_truncated = {path: (cut.limit, cut.items, cut.hidden)
+                                                    for path, cut in rendered.cuts.items()}
         every = removed
         if loose:
             start = 1 + len(ui_blocks)  # the children's own blocks: after the data and this one's UI blocks

@@ -63,6 +63,11 @@ class ResponseView:
     rewritten: bool = False  # the egress guard changed the data: it is checked against the schema again
     encoding: str = "json"  # how the data block is written: json, pretty, toon or text (to rewrite it)
     scrub: Callable[[str], str] | None = None  # censors redacted values out of documents attached later
+    # The data before `_select` (None: no `_select`, or `data` is it): what a handler's `attach` callable sees.
+    presented: Any = None
+    # The embedded lists a child's `limit` cut, {key path: (limit, parent items cut, entries hidden)}: REST's
+    # `Truncated-Embedded` header (None: nothing cut).
+    embedded_truncated: dict[str, tuple[int, int, int]] | None = None
 
 
 SUGGESTIONS_TAG = "action_suggestions"
@@ -338,6 +343,8 @@ def assemble(
     view.rewritten = False
     view.encoding = encoding
     view.scrub = None
+    view.presented = None
+    view.embedded_truncated = None
     made = _new(ToolResponse)
     made.texts = texts
     made.is_error = False
