@@ -108,8 +108,8 @@ class IntrospectionVerifier:
         self._cache.pop(digest, None)
         claims = self._check(await self._introspect(token), now)
         expires = now + self.cache_ttl
-        if isinstance(claims.get("exp"), int | float):
-            expires = min(expires, float(claims["exp"]))
+        if "exp" in claims:  # (a number: `_check` saw to it)
+            expires = min(expires, claims["exp"])
         if expires > now:
             self._cache[digest] = (expires, claims)
             while len(self._cache) > self.cache_size:
@@ -135,8 +135,9 @@ class IntrospectionVerifier:
     def _check(self, claims: Any, now: float) -> dict[str, Any]:
         if not isinstance(claims, dict) or claims.get("active") is not True:
             raise unauthorized("The token is not active.")
+        _check_numeric_dates(claims)
         exp = claims.get("exp")
-        if isinstance(exp, (int, float)) and exp <= now:
+        if exp is not None and exp <= now:
             raise unauthorized("The token has expired.")
         if self.issuer is not None and claims.get("iss") != self.issuer:
             raise unauthorized("The token was issued by another authorization server.")
@@ -242,18 +243,21 @@ def bearer_token(request: Request) -> str:
 
 HMAC_ALGORITHMS = frozenset({"HS256", "HS384", "HS512"})
 RSA_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"})
-EC_ALGORITHMS = frozenset({"ES256", "ES256K", "ES384", "ES512"})
+EC_ALGORITHMS = frozenset({"ES256", "ES256K", "ES384", "ES512", "ES521"})
 OKP_ALGORITHMS = frozenset({"EdDSA", "Ed25519", "Ed448"})
+# Each ECDSA algorithm signs with one curve (PyJWT refuses a key of another: InvalidKeyError).
+_CURVE_ALGORITHMS = {"secp256r1": frozenset({"ES256"}), "secp256k1": frozenset({"ES256K"}),
+                     "secp384r1": frozenset({"ES384"}), "secp521r1": frozenset({"ES512", "ES521"})}
 
 
 def _family_of(key: Any) -> frozenset[str]:
-    """The JWS algorithms a verification key can be used with."""
+    """The JWS algorithms a verification key can be used with (an EC key: those of its curve)."""
     from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 
     if isinstance(key, rsa.RSAPublicKey | rsa.RSAPrivateKey):
         return RSA_ALGORITHMS
     if isinstance(key, ec.EllipticCurvePublicKey | ec.EllipticCurvePrivateKey):
-        return EC_ALGORITHMS
+        return _CURVE_ALGORITHMS.get(key.curve.name, frozenset())
     if isinstance(key, ed25519.Ed25519PublicKey | ed448.Ed448PublicKey):
         return OKP_ALGORITHMS
     return HMAC_ALGORITHMS if isinstance(key, str | bytes) else frozenset()
@@ -336,13 +340,14 @@ class JWKSKeys:
     `retry_after` seconds.
 
     Keys without a `kid` are all kept (an authorization server mid-rotation that names no key ids): a token
-    without a kid is tried against each of them, at most `MAX_KIDLESS` (a set of one key serves it too)."""
+    without a kid is tried against each of them, at most `MAX_KIDLESS` (a set of one key serves it too). With
+    `algorithms` (a verifier's), only kid-less keys usable with one of them are kept and counted."""
 
     #: How many kid-less keys a token without a kid is tried against (each try is one signature check).
     MAX_KIDLESS = 4
 
     def __init__(self, url: str, *, lifespan: float = 300, refetch_floor: float = 10, timeout: float = 10,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, algorithms: Sequence[str] | None = None) -> None:
         jwt = require("jwt", extra="auth", feature="JWTVerifier")
         self._jwt = jwt
         # PyJWT fetches and parses the set; the caching and its refetch policy are ours.
@@ -352,6 +357,7 @@ class JWKSKeys:
         self.refetch_floor = refetch_floor
         self.timeout = timeout
         self.clock = clock
+        self.algorithms = None if algorithms is None else frozenset(algorithms)
         self.fetches = 0
         self._keys: dict[str | None, tuple[Any, ...]] = {}  # the keys of each kid (None: the kid-less ones)
         self._fetched_at: float | None = None  # when the keys known were fetched
@@ -468,7 +474,9 @@ class JWKSKeys:
             if k.public_key_use not in ("sig", None):
                 continue
             if k.key_id is None:
-                keys[None] = (*keys.get(None, ()), k)[:self.MAX_KIDLESS]
+                # (a key no algorithm here can use would only take the place of one that can)
+                if self.algorithms is None or self.algorithms & _family_of(k.key):
+                    keys[None] = (*keys.get(None, ()), k)[:self.MAX_KIDLESS]
             else:
                 keys[k.key_id] = (k,)
         if not keys:
@@ -499,7 +507,8 @@ class JWTVerifier:
             raise ValueError("JWTVerifier needs exactly one of key= or jwks_url=")
         self._jwt = require("jwt", extra="auth", feature="JWTVerifier")
         self.key: Any = key
-        self.jwks = JWKSKeys(jwks_url, lifespan=jwks_lifespan, refetch_floor=jwks_refetch_floor) if jwks_url else None
+        self.jwks = JWKSKeys(jwks_url, lifespan=jwks_lifespan, refetch_floor=jwks_refetch_floor,
+                             algorithms=algorithms) if jwks_url else None
         self.issuer = issuer
         self.audience = audience
         self.algorithms = list(algorithms)
@@ -541,13 +550,15 @@ class JWTVerifier:
         own key)."""
         if jwks is None:
             return self._decoded(token, self.key, self.algorithms, audience, audience_required)
-        # Pinned: a key of another family is never tried with another algorithm.
+        # Pinned: a key is only tried with the algorithms it serves (its family; an EC key, its curve's).
         tries = [(jwk.key, fits) for jwk in jwks
                  if (fits := [a for a in self.algorithms if a in _family_of(jwk.key)])]
         if not tries:
             raise unauthorized("The token's signing algorithm is not accepted here.")
-        for key, algorithms in tries[:-1]:  # (several: kid-less keys; only a wrong signature tries the next)
-            with contextlib.suppress(self._jwt.InvalidSignatureError, self._jwt.InvalidAlgorithmError):
+        # (several: kid-less keys; a wrong signature, or a key not for the token's algorithm, tries the next)
+        for key, algorithms in tries[:-1]:
+            with contextlib.suppress(self._jwt.InvalidSignatureError, self._jwt.InvalidAlgorithmError,
+                                     self._jwt.InvalidKeyError):
                 return self._decoded(token, key, algorithms, audience, audience_required)
         key, algorithms = tries[-1]
         return self._decoded(token, key, algorithms, audience, audience_required)
@@ -573,12 +584,24 @@ class JWTVerifier:
 
 
 def _check_numeric_dates(claims: Mapping[str, Any]) -> None:
-    """The 401 for an `exp`, `nbf` or `iat` that is not a JSON number (RFC 7519 NumericDate): PyJWT reads
-    a numeric string such as "1999999999" with int()."""
+    """The 401 for an `exp`, `nbf` or `iat` that is not a JSON number (RFC 7519 NumericDate; PyJWT reads a
+    numeric string such as "1999999999" with int()) or is one no clock can compare with (10**400, NaN)."""
     for name in ("exp", "nbf", "iat"):
-        value = claims.get(name)
-        if name in claims and (isinstance(value, bool) or not isinstance(value, int | float)):
+        if name not in claims:
+            continue
+        value = claims[name]
+        if isinstance(value, bool) or not isinstance(value, int | float):
             raise unauthorized(f"The token is invalid (its {name} claim is not a number).")
+        if not _finite_date(value):
+            raise unauthorized(f"The token is invalid (its {name} claim is not a usable date).")
+
+
+def _finite_date(value: int | float) -> bool:
+    """Whether `value` is a finite number a float can hold (the clock's type)."""
+    try:
+        return math.isfinite(value)  # (OverflowError for an int past float's range)
+    except OverflowError:
+        return False
 
 
 @contextlib.contextmanager

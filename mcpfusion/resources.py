@@ -6,6 +6,10 @@
 
     @fusion.resource_template("users://{id}/profile")
     async def profile(id: str) -> dict: ...
+
+A template's variables reach its dependencies as FastAPI's path parameters do (`def load(id: str)` under
+`Depends(load)` gets the `{id}` of the URI read, converted to its type); a dependency parameter that nothing
+could set (one FastAPI would read from the query string or the body, required) is refused at declaration.
 """
 
 from __future__ import annotations
@@ -17,8 +21,11 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from fastapi.dependencies.models import Dependant
+from fastapi.dependencies.utils import get_dependant
 from starlette.requests import Request
 
+from mcpfusion.dependencies import is_empty
 from mcpfusion.injection import Injected, call_injected
 from mcpfusion.mcp import jsonrpc
 from mcpfusion.mcp.jsonrpc import McpError
@@ -49,6 +56,7 @@ class Resource:
         self.meta = meta
         self.scopes = declared_scopes(scopes, f"resource {uri!r}")
         self.injected = Injected(fn)
+        _check_reachable(self.injected.dependant, f"resource {uri!r}")
 
     def __repr__(self) -> str:
         return fields_repr(self, self._FIELDS)
@@ -79,6 +87,13 @@ class ResourceTemplate:
         self.scopes = declared_scopes(scopes, f"resource template {uri_template!r}")
         self.injected = Injected(fn)
         self.variables = _VAR.findall(self.uri_template)
+        collect = self.injected.dependant.call
+        if collect is not None and not is_empty(self.injected.dependant):
+            # Analysed again with the variables as its path's: FastAPI then reads them from `path_params`.
+            path = "".join(f"/{{{name}}}" for name in self.variables)
+            self.injected.dependant = get_dependant(path=path, call=collect)
+        self.reads_variables = _reads_path(self.injected.dependant)
+        _check_reachable(self.injected.dependant, f"resource template {uri_template!r}")
         regex, pos = "", 0
         for m in _VAR.finditer(self.uri_template):
             regex += re.escape(self.uri_template[pos : m.start()]) + f"(?P<{m.group(1)}>[^/?#]+)"
@@ -98,6 +113,38 @@ class ResourceTemplate:
         _put(out, title=self.title, description=self.description, mimeType=self.mime_type,
              annotations=self.annotations)
         return out
+
+
+class _TemplateRequest(Request):
+    """The request a template's dependencies see: the URI's variables are its path parameters, as a route's
+    are; everything else is the MCP request's (the same scope)."""
+
+    def __init__(self, request: Request, variables: dict[str, str]) -> None:
+        super().__init__(request.scope, request.receive)
+        self._variables = variables
+
+    @property
+    def path_params(self) -> dict[str, Any]:
+        return self._variables
+
+
+def _reads_path(dependant: Dependant) -> bool:
+    """Whether a dependency of `dependant`, at any depth, takes a path parameter (a template variable)."""
+    return any(sub.path_params or _reads_path(sub) for sub in dependant.dependencies)
+
+
+def _check_reachable(dependant: Dependant, where: str) -> None:
+    """Refuse a required dependency parameter FastAPI would read from the query string or the body: a read
+    has neither, so every read would fail (actions refuse them too: `check_dependency_parameters`)."""
+    for sub in dependant.dependencies:
+        for field in (*sub.query_params, *sub.body_params):
+            if field.field_info.is_required():
+                owner = getattr(sub.call, "__qualname__", repr(sub.call))
+                raise TypeError(f"{where}: the dependency {owner} takes {field.name!r}, which nothing could set (a "
+                                "resource read has no query string or body; a template's variables are given to "
+                                "the parameters named like them). Rename it after a variable of the URI template, "
+                                "give it a default, a Header() or a Depends()")
+        _check_reachable(sub, where)
 
 
 def _put(out: dict[str, Any], **values: Any) -> None:
@@ -198,6 +245,12 @@ class ResourceRegistry:
             # -32602 with data.uri: what 2026-07-28 requires (SEP-2164); harmless on older wires.
             raise McpError(jsonrpc.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
         served, variables = found
+        if isinstance(served, ResourceTemplate) and served.reads_variables:
+            if request is None:  # (as `call_injected` would make it)
+                from .testing import make_request
+
+                request = make_request(None, context=context)
+            request = _TemplateRequest(request, variables)
         return await self._read(served.injected, {**variables, "uri": uri}, uri, served.mime_type, context, request)
 
     @staticmethod

@@ -17,7 +17,9 @@ stdin line longer than the endpoint's body limit is refused unread (-32600 Paylo
 A notification or a response read from stdin is never answered (JSON-RPC); what the endpoint says about one
 is logged. `notifications/cancelled` cancels the request it names on either wire: on the session wire the
 endpoint does it; a 2026-07-28 request (sessionless, cancelled over HTTP by closing its connection) is ended
-by the bridge, which hands it the disconnect; the cancelled request is not answered. Before `initialize`, a
+by the bridge, which hands it the disconnect; the cancelled request is not answered, not even when the server
+stops or a new `initialize` replaces its session. A `_meta` naming a session version (2025-11-25) keeps a
+request on the session wire. Before `initialize`, a
 message without the 2026-07-28 envelope whose `params` is null or whose `_meta` is no object gets that wire's
 answer (which names the envelope), as does a response (taken, never answered).
 
@@ -382,16 +384,20 @@ class StdioBridge:
             await self._request("DELETE", _encode_headers(headers), b"")
 
     def _cancel(self, params: Any) -> bool:
-        """End the running 2026-07-28 request a `notifications/cancelled` names: its exchange reads the
-        disconnect, the wire's cancellation (on the session wire the endpoint cancels: False here)."""
+        """Forget the request a `notifications/cancelled` names, on either wire: the client gave up on it, so
+        no stop (SIGTERM, the end of the session) answers it later. A running 2026-07-28 one is ended here (its
+        exchange reads the disconnect, the wire's cancellation); on the session wire the endpoint cancels
+        (False: the notification goes on to it)."""
         request_id = params.get("requestId") if isinstance(params, dict) else None
-        exchange = self._exchanges.pop(request_id, None) if is_valid_id(request_id) else None
+        if not is_valid_id(request_id):
+            return False
+        for task, served in list(self._requests.items()):  # not answered by `cancel_calls` either
+            if served == request_id:
+                del self._requests[task]
+        exchange = self._exchanges.pop(request_id, None)
         if exchange is None:
             return False
         exchange.cancel()
-        for task, served in list(self._requests.items()):  # not answered at shutdown either
-            if served == request_id:
-                del self._requests[task]
         return True
 
     def _http_error(self, msg_id: Any, status: int) -> dict[str, Any]:
@@ -410,7 +416,11 @@ class StdioBridge:
         params = message.get("params") if isinstance(message, dict) else None
         meta = params.get("_meta") if isinstance(params, dict) else None
         version = meta.get(protocol.PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
-        if isinstance(version, str):
+        # As over HTTP: a 2026-07-28 version goes to that wire; so does another version the session wire does
+        # not speak while there is no session (that wire says it is unsupported). A session version (the
+        # envelope key set by a 2025-11-25 client) is the session wire's, with the session header.
+        if isinstance(version, str) and (version in protocol.MODERN_PROTOCOL_VERSIONS or not self.session_id
+                                         and version not in protocol.HANDSHAKE_PROTOCOL_VERSIONS):
             return _routing_headers(headers, message, version)
         if self.session_id:
             headers["mcp-session-id"] = self.session_id
