@@ -700,6 +700,7 @@ class MCPFusion:
             app.router.lifespan_context = collector.serving(app.router.lifespan_context)
         # Outermost: a shutdown first waits for the calls' background tasks, then the app's pools close.
         app.router.lifespan_context = draining(self.registry.background, app.router.lifespan_context)
+        self.rest_routes = rest  # (what the docs export reads: no REST route, no curl example nor try-it form)
         if rest:
             from .rest import add_rest_routes
 

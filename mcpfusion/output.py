@@ -38,7 +38,7 @@ from .errors import INVALID_OUTPUT, ToolError
 from .model import Model
 from .presenter import Presenter
 from .response import ToolResponse
-from .schema import NODES, closed, without
+from .schema import NODES, closed, list_row, local, without
 from .serializer import as_written
 from .slots import fields_repr
 
@@ -140,25 +140,39 @@ def _optional(schema: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in schema.items() if k != "required"}
 
 
-def selectable(schema: dict[str, Any]) -> dict[str, Any]:
+#: What asks a result for keys (a key `_select` left out would fail them): dropped where `_select` relaxes.
+_REQUIRING = frozenset({"required", "minProperties", "dependentRequired"})
+
+
+def selectable(schema: dict[str, Any], root: dict[str, Any] | None = None, depth: int = 0,
+               listed: bool = True) -> dict[str, Any]:
     """A hand-written output schema as `_select` may answer it: what `shape(optional=True)` makes of a derived
-    one. The root fields are optional (in each root `anyOf`/`oneOf` branch, and through a root `$ref`), and
-    for a list (`{"items": [...]}`) the fields of its items, whose root keys `_select` keeps."""
-    properties = schema.get("properties")
-    if isinstance(properties, dict) and ITEMS in properties and set(properties) <= {ITEMS, NEXT_CURSOR}:
-        items = properties[ITEMS]
-        if isinstance(items, dict) and isinstance(items.get("items"), dict):
-            listed = {**items, "items": selectable(items["items"])}
-            return {**schema, "properties": {**properties, ITEMS: listed}}
-    out = _optional(schema)
-    for key in ("anyOf", "oneOf"):
+    one. Nothing asks for a root field (`required`, `minProperties`, `dependentRequired`, nor those of a
+    `then`/`else` or of `dependentSchemas`), in each root `allOf`/`anyOf`/`oneOf` branch and through a local
+    `$ref`; for a list (`{"items": [...]}`) the same of its items, whose root keys `_select` keeps (as
+    `schema.root_keys` offers them). The definitions stay as they are, for the other references to them.
+    `listed`: `schema` may be such a list (the root, a branch of it), not a row of one."""
+    root = schema if root is None else root
+    row = list_row(schema, root) if listed and "$ref" not in schema else None
+    if row is not None:
+        properties = schema["properties"]
+        rows = {**local(properties[ITEMS], root), "items": selectable(row, root, depth + 1, False)}
+        return {**schema, "properties": {**properties, ITEMS: rows}}
+    out = {k: v for k, v in schema.items() if k not in _REQUIRING}
+    if depth > 8:  # (a chain of references this long is a cycle)
+        return out
+    for key in ("allOf", "anyOf", "oneOf"):
         if isinstance(out.get(key), list):
-            out[key] = [selectable(s) if isinstance(s, dict) else s for s in out[key]]
-    ref, defs = out.get("$ref"), out.get("$defs")
-    if isinstance(ref, str) and ref.startswith("#/$defs/") and isinstance(defs, dict):
-        target = defs.get(ref[len("#/$defs/"):])
-        if isinstance(target, dict):  # the definition stays as it is for the other references to it
-            out = {**{k: v for k, v in out.items() if k != "$ref"}, **selectable(target), "$defs": defs}
+            out[key] = [selectable(s, root, depth + 1, listed) if isinstance(s, dict) else s for s in out[key]]
+    for key in ("then", "else"):  # (`if` stays: with fewer keys it would hold more often, and `then` with it)
+        if isinstance(out.get(key), dict):
+            out[key] = selectable(out[key], root, depth + 1, False)
+    if isinstance(out.get("dependentSchemas"), dict):
+        out["dependentSchemas"] = {name: selectable(s, root, depth + 1, False) if isinstance(s, dict) else s
+                                   for name, s in out["dependentSchemas"].items()}
+    target = local({"$ref": out["$ref"]}, root) if "$ref" in out else None
+    if isinstance(target, dict) and "$ref" not in target:
+        out = {**{k: v for k, v in out.items() if k != "$ref"}, **selectable(target, root, depth + 1, listed)}
     return out
 
 

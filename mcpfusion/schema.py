@@ -92,14 +92,60 @@ def rewrite(schema: Any, fn: Callable[[dict[str, Any], bool], dict[str, Any]], *
     return fn(out, root)
 
 
+#: How a list is sent as structuredContent: `{"items": [...]}`, with `next_cursor` when paginated (the names
+#: `mcpfusion.output` writes).
+LIST_KEYS = frozenset({"items", "next_cursor"})
+
+
+def local(schema: Any, root: dict[str, Any]) -> Any:
+    """`schema` with its local `$ref`s (`#/$defs/X`, `#/definitions/X`, chained) followed in `root`; the
+    target's own keys win over the reference's siblings. A reference it cannot follow is left as it is."""
+    for _ in range(10):  # (a chain of references, never a cycle)
+        ref = schema.get("$ref") if isinstance(schema, dict) else None
+        if not isinstance(ref, str) or ref.count("/") != 2 or ref.split("/")[1] not in ("$defs", "definitions"):
+            return schema
+        defs = root.get(ref.split("/")[1])
+        target = defs.get(ref.rsplit("/", 1)[-1]) if isinstance(defs, dict) else None
+        if not isinstance(target, dict):
+            return schema
+        schema = {**{k: v for k, v in schema.items() if k != "$ref"}, **target}
+    return schema
+
+
+def list_row(schema: dict[str, Any], root: dict[str, Any] | None = None) -> Any:
+    """The schema of a row of a list output schema (`{"items": [...]}`, what a list is sent as), or None;
+    local references are followed in `root` (by default the schema itself)."""
+    root = schema if root is None else root
+    schema = local(schema, root)
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict) or "items" not in properties or not set(properties) <= LIST_KEYS:
+        return None
+    rows = local(properties["items"], root)
+    return rows.get("items") if isinstance(rows, dict) and isinstance(rows.get("items"), dict) else None
+
+
 def root_keys(schema: dict[str, Any] | None) -> list[str]:
-    """Root property names of an object schema (through `$ref` to a local definition)."""
-    if not schema:
+    """The names `_select` keeps of an object schema: its root properties (through a local `$ref`, and in each
+    branch of a root `allOf`/`anyOf`/`oneOf`); of a list (`{"items": [...]}`) those of its rows, as `_select`
+    keeps them in every row."""
+    return _keys(schema, schema, 0, True) if schema else []
+
+
+def _keys(node: Any, root: dict[str, Any], depth: int, listed: bool) -> list[str]:
+    """`listed`: `node` may be a list (the root, a branch of it), not a row of one."""
+    node = local(node, root)
+    if not isinstance(node, dict) or depth > 8:
         return []
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        schema = schema.get("$defs", {}).get(ref.split("/")[-1], {})
-    return list(schema.get("properties", {}))
+    row = list_row(node, root) if listed else None
+    if row is not None:
+        return _keys(row, root, depth + 1, False)
+    properties = node.get("properties")
+    keys = [k for k in properties if isinstance(k, str)] if isinstance(properties, dict) else []
+    for key in ("allOf", "anyOf", "oneOf"):
+        branches = node.get(key)
+        for branch in branches if isinstance(branches, list) else ():
+            keys += [k for k in _keys(branch, root, depth + 1, listed) if k not in keys]
+    return keys
 
 
 def inline_refs(schema: Any, defs: dict[str, Any] | None = None, depth: int = 0) -> Any:

@@ -6,13 +6,19 @@ from collections.abc import Collection
 from typing import Any
 
 from .errors import ValidationFailed, sent_value
+from .schema import LIST_KEYS
 
 SELECT_PARAM = "_select"
 
 
 def select_keys(data: Any, keys: Collection[str]) -> Any:
-    """Keep only `keys` at the root of an object, or of every object in a list."""
+    """Keep only `keys` at the root of an object, or of every object in a list: also of a list a handler sent
+    as its structuredContent is sent (`{"items": [...]}`, its own `success_structured`), when no key names
+    the wrapper's own (a list output schema offers its rows' fields: `schema.root_keys`)."""
     if isinstance(data, dict):
+        rows = data.get("items")
+        if isinstance(rows, list) and data.keys() <= LIST_KEYS and not any(k in LIST_KEYS for k in keys):
+            return {**data, "items": [select_keys(row, keys) for row in rows]}
         return {k: v for k, v in data.items() if k in keys}
     if isinstance(data, list):
         return [select_keys(item, keys) for item in data]

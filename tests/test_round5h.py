@@ -85,8 +85,8 @@ def test_a_lockfile_of_format_2_reads_as_one_format_change():
         for action in tool["actions"].values():
             del action["pagination"]
     assert check(older, served) == [
-        "lockfile format 2 -> 4 (now pinned: each action's pagination and page size; the headers and cookies each "
-        "action requires, and its output model's field descriptions)"]
+        f"lockfile format 2 -> {lock.FORMAT} (now pinned: "
+        + "; ".join(what for number, what in sorted(lock.FORMATS.items()) if number > 2) + ")"]
     older["tools"]["notes"]["actions"]["list_all"]["description"] = "Some notes."
     assert check(older, served)[1:] == ['notes.list_all: description "Some notes." -> "All notes."']
 

@@ -143,12 +143,15 @@ def test_the_lockfile_pins_the_headers_and_cookies_an_action_requires():
     plain, required = lock.contract(keyed(None)), lock.contract(keyed("required", cookie=True))
     assert "request_parameters" not in plain["tools"]["shop"]["actions"]["summary"]
     assert required["tools"]["shop"]["actions"]["summary"]["request_parameters"] == [
-        {"in": "cookie", "name": "session", "required": False},
-        {"in": "header", "name": "x-api-key", "required": True}]
+        {"in": "cookie", "name": "session", "required": False,
+         "schema": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+        {"in": "header", "name": "x-api-key", "required": True, "schema": {"type": "string"}}]
     assert lock.diff(plain, required) == ['shop.summary: new optional cookie "session"',
                                           'shop.summary: new required header "x-api-key"']
     assert lock.diff(lock.contract(keyed("optional")), lock.contract(keyed("required"))) == [
-        'shop.summary: header "x-api-key" is now required']
+        'shop.summary: header "x-api-key" is now required',
+        'shop.summary: header "x-api-key" changed: {"anyOf": [{"type": "string"}, {"type": "null"}]} -> '
+        '{"type": "string"}']
     assert lock.diff(required, plain) == ['shop.summary: cookie "session" is no longer read',
                                           'shop.summary: header "x-api-key" is no longer read']
 
@@ -208,13 +211,14 @@ def test_a_lockfile_of_format_3_reads_as_one_format_change():
     older["mcpfusion_lock"] = 3
     for action in older["tools"]["shop"]["actions"].values():
         action.pop("request_parameters", None)
+        action.pop("security", None)
         action["output_schema"] = without(action["output_schema"], {"description"})
     for advertised in older["tools"]["shop"]["advertised"].values():
         if advertised["output_schema"]:  # (the digest of the schema as it was: without the descriptions)
             advertised["output_schema"] = "sha256:0000000000000000"
     older = lock.resealed(older)
     assert lock.diff(older, served) == [
-        "lockfile format 3 -> 4 (now pinned: the headers and cookies each action requires, and its output "
-        "model's field descriptions)"]
+        f"lockfile format 3 -> {lock.FORMAT} (now pinned: "
+        + "; ".join(what for number, what in sorted(lock.FORMATS.items()) if number > 3) + ")"]
     older["tools"]["shop"]["actions"]["summary"]["description"] = "Sums."
     assert lock.diff(lock.resealed(older), served)[1:] == ['shop.summary: description "Sums." -> "Totals."']

@@ -4,7 +4,9 @@
   the conventional way (one MCP tool per action, each with its full JSON schema and every hint: what a
   FastMCP-style server advertises), and the cost of each exposition (grouped, profiles, flat).
 - `_select`: a sample response in full, against the same response with `_select` on two root fields.
-- `limit`: a sample collection of 4x the limit through the presenter without its limit, against with it.
+- `limit`: a sample collection of 4x the limit through the presenter without its limit, against with it. At
+  most `MAX_LIMIT_SAMPLE` rows are presented (a `limit(10000)` would present 40,000 rows at the first /tools):
+  past that, the same presenter capped at a quarter of the rows sampled, both counts scaled up (`sampled`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .presenters import sample_failure, sample_item, sample_items
 
 logger = logging.getLogger("mcpfusion.docs")
 LIMIT_SAMPLE_FACTOR = 4
+MAX_LIMIT_SAMPLE = 100  # rows presented at most for the `limit` figures; more are extrapolated from these
 SELECT_SAMPLE_KEYS = 2
 
 
@@ -144,6 +147,25 @@ def returns_single_item(action: Action) -> bool:
     return not issubclass(origin, abc.Iterable)
 
 
+def _limit_economy(presenter: Presenter, ctx: Any) -> dict[str, Any]:
+    """What the presenter's limit saves on 4x as many rows: counted on `MAX_LIMIT_SAMPLE` rows at most, and
+    past that scaled up from the presenter capped at the same share of the rows sampled."""
+    limit = presenter.max_items or 0
+    size = limit * LIMIT_SAMPLE_FACTOR
+    rows = min(size, MAX_LIMIT_SAMPLE)
+    items = sample_items(presenter, rows)
+    unlimited = presenter.copy()  # the same presenter without its cap; the original is frozen
+    unlimited.max_items = None
+    capped = presenter
+    if rows < size:
+        capped = presenter.copy()
+        capped.max_items = max(1, rows // LIMIT_SAMPLE_FACTOR)
+    before, after = _text_tokens(unlimited, items, ctx), _text_tokens(capped, items, ctx)
+    if rows < size:  # (rows cost tokens in proportion: the sample's figures, scaled to the whole)
+        before, after = round(before * size / rows), round(after * size / rows)
+    return {"limit": limit, "items": size, **({"sampled": rows} if rows < size else {}), **_saving(before, after)}
+
+
 def action_economy(action: Action, ctx: Any = None) -> dict[str, Any] | None:
     """What `_select` and `limit` save on a sample response of this action (None when it has no shape)."""
     presenter = action.presenter or (action.presenters[0] if action.presenters else None)
@@ -158,12 +180,7 @@ def action_economy(action: Action, ctx: Any = None) -> dict[str, Any] | None:
                 out["select"] = {"keys": chosen, **_saving(
                     _text_tokens(presenter, item, ctx), _text_tokens(presenter, item, ctx, chosen))}
             if presenter.max_items and not returns_single_item(action):
-                size = presenter.max_items * LIMIT_SAMPLE_FACTOR
-                items = sample_items(presenter, size)
-                unlimited = presenter.copy()  # the same presenter without its cap; the original is frozen
-                unlimited.max_items = None
-                out["limit"] = {"limit": presenter.max_items, "items": size, **_saving(
-                    _text_tokens(unlimited, items, ctx), _text_tokens(presenter, items, ctx))}
+                out["limit"] = _limit_economy(presenter, ctx)
         elif action.tool.select and action.output_schema and len(keys) > len(chosen):
             data = samples.sample(action.output_schema)
             out["select"] = {"keys": chosen, **_saving(

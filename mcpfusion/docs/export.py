@@ -33,6 +33,13 @@ def as_registry(source: Any) -> ToolRegistry:
     raise TypeError(f"cannot document {type(source).__name__}: pass an MCPFusion, its app, a ToolRegistry or tools")
 
 
+def serves_rest(source: Any) -> bool:
+    """Whether the app serves the tools' REST routes: False for an MCPFusion (or its app) mounted with
+    `rest=False`; True for anything else (an MCPFusion not mounted yet, a registry, tools: REST by default)."""
+    fusion = getattr(getattr(source, "state", None), "mcpfusion", None) or source
+    return getattr(fusion, "rest_routes", True) is not False
+
+
 # host[:port] of an http(s) URL: a name, an IPv4 or a bracketed IPv6 address (it goes into the page's CSP).
 _NETLOC = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
                      r"|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
@@ -60,7 +67,8 @@ def export_site(source: Any, out_dir: str | Path, *, base_url: str = DEFAULT_BAS
     base_url = check_base_url(base_url)
     registry = as_registry(source)
     name = title or getattr(source, "title", None) or getattr(source, "name", None) or "Tools"
-    manifest = build_manifest(registry, title=name, curl_base=base_url, raw_tools=raw_descriptors(source))
+    manifest = build_manifest(registry, title=name, curl_base=base_url, raw_tools=raw_descriptors(source),
+                              rest=serves_rest(source))
     out = Path(out_dir)
     (out / "static").mkdir(parents=True, exist_ok=True)
     files = {

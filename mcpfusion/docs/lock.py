@@ -3,15 +3,19 @@
 For every tool and action: names (the action's and the MCP tool serving it), descriptions, annotations,
 input and output schemas (an output model's field descriptions included), its pagination (whether it answers
 a page at a time, and how many rows a page holds as served), the headers and cookies its dependencies read
-(`Header()`, `Cookie()`: a client that does not send a required one fails), the MIME types of the content it
-may send, and each presenter's fields, redactions
+(`Header()`, `Cookie()`: a client that does not send a required one fails) with the schema of each, the
+security schemes they require (`Security(APIKeyHeader(...))`, `Depends(HTTPBearer())`: a client without the
+credential gets a 401), the MIME types of the content it may send, and each presenter's fields, redactions
 (and whether its UI blocks are guarded against the redacted values), rules, limit and embeds; per MCP tool, what
-`tools/list` advertises of it (title, description, outputSchema). Each tool and
+`tools/list` advertises of it (title, description, outputSchema); per raw tool (`MCPFusion.raw_tool`), its
+descriptor (description, title, annotations, input and output schemas). Each tool and
 action carries a digest of its readable form, so a lockfile is both greppable and cheap to compare.
 `check` explains a drift in words a reviewer can act on: a renamed action, a new required parameter, a field
 no longer redacted, a hint that changed, a page size; a long value that changed shows the JSON paths that
 differ, each side cut around the difference. The branches of an `anyOf` are compared and digested in one
-canonical order: listing `presenters=[a, b]` as `[b, a]` changes nothing a client sees.
+canonical order: listing `presenters=[a, b]` as `[b, a]` changes nothing a client sees. So are the names of
+a `required` list (parameters or fields written in another order), and a whole number is one however written
+(a JSON formatter writes `5.0` as `5`): the lockfile is compared as data, not as text.
 
 Keys pinned only when they differ from the default (`scopes`, `confirm`, `title`, `content_types`, a presenter's
 `guard_blocks: false`) can be added within a format: a lockfile written before one was pinned reads as the
@@ -20,7 +24,8 @@ service that keeps the default, and `check` names the change for one that does n
 tool's title, `advertised`, an action's `pagination`), and keys whose absence an older lockfile cannot mean
 (`request_parameters`: it did not pin them, not that there were none), come with a new format: a lockfile of an
 older one is a change ("lockfile format 3 -> 4 (now pinned: ...)") and the keys it lacks are not reported one
-by one (nor, before format 4, the field descriptions output schemas gained).
+by one (nor, before format 4, the field descriptions output schemas gained, nor, before format 5, the schemas
+of headers and cookies).
 """
 
 from __future__ import annotations
@@ -30,19 +35,27 @@ import json
 import shlex
 from typing import Any
 
+from pydantic import BaseModel
+
 from .. import listing
+from ..dependencies import security_schemes, stands_for
 from ..dispatch import CallContext, ToolRegistry
 from ..rest import request_parameters
-from ..schema import without
+from ..schema import lean, without
 from ..tool import Action, Tool
 from . import presenters
 
-FORMAT = 4
+FORMAT = 5
 # What each format pinned first (named when `check` reads an older lockfile).
 FORMATS = {2: "each tool's title and what tools/list advertises", 3: "each action's pagination and page size",
-           4: "the headers and cookies each action requires, and its output model's field descriptions"}
-ACTION_KEYS_SINCE = {3: ("pagination",), 4: ("request_parameters",)}  # format -> the action keys it pins first
+           4: "the headers and cookies each action requires, and its output model's field descriptions",
+           5: "the security schemes each action requires, its headers' and cookies' schemas, and the raw tools"}
+# format -> the action keys it pins first
+ACTION_KEYS_SINCE = {3: ("pagination",), 4: ("request_parameters",), 5: ("security",)}
 DESCRIBED_SINCE = 4  # output schemas derived from a model keep its field descriptions
+REQUEST_SCHEMAS_SINCE = 5  # each header's and cookie's schema
+CANONICAL_SINCE = 5  # digests of `required` names sorted and whole numbers as ints (advertised outputSchemas')
+RAW_TOOLS_SINCE = 5
 FILENAME = "mcpfusion.lock"
 
 
@@ -66,15 +79,22 @@ def canonical(value: Any) -> Any:
     """`value` with the branches of every `anyOf` in one order (by their canonical JSON): the order a union's
     branches are written in (the presenters an action lists, one after the other) accepts the same results,
     and tools/list merges them into the same schema, so it is no change of contract. `null` goes last, as an
-    optional value reads (`str | None`)."""
+    optional value reads (`str | None`). The names of a `required` list are sorted (parameters or fields
+    written in another order require the same), and a whole float is an int (`5.0` and `5` are one JSON
+    number: a formatter may write either)."""
     if isinstance(value, list):
         return [canonical(v) for v in value]
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
     if not isinstance(value, dict):
         return value
     out = {k: canonical(v) for k, v in value.items()}
     branches = out.get("anyOf")
     if isinstance(branches, list):
         out["anyOf"] = sorted(branches, key=_branch_order)
+    names = out.get("required")
+    if isinstance(names, list) and all(isinstance(n, str) for n in names):
+        out["required"] = sorted(names)
     return out
 
 
@@ -144,15 +164,61 @@ def action_contract(action: Action) -> dict[str, Any]:
     sent = request_sent(action)
     if sent:  # what a client must send beside the arguments (absent: nothing)
         body["request_parameters"] = sent
+    schemes = security(action)
+    if schemes:  # the credentials a call needs (absent: none beyond what the server asks of every call)
+        body["security"] = schemes
     return {"digest": digest(body), **body}
 
 
 def request_sent(action: Action) -> list[dict[str, Any]]:
     """The headers and cookies the action's dependencies read (`Header()`, `Cookie()`), as REST documents
-    them: where, the name and whether a call without it fails (on REST and MCP alike)."""
-    found = [{"in": p["in"], "name": p["name"], "required": bool(p.get("required"))}
+    them: where, the name, whether a call without it fails (on REST and MCP alike) and the values it takes
+    (a `Literal` narrowing them refuses the others)."""
+    found = [{"in": p["in"], "name": p["name"], "required": bool(p.get("required")),
+              "schema": canonical(lean(p.get("schema") or {}))}
              for p in request_parameters(action)]
     return sorted(found, key=lambda p: (p["in"], p["name"]))
+
+
+def security(action: Action) -> list[dict[str, Any]]:
+    """The security schemes among the action's dependencies (`Security(APIKeyHeader(...))`,
+    `Depends(HTTPBearer())`, OAuth2...), as OpenAPI describes them (without their description), with the
+    scopes asked of each and `"optional": true` for one that lets a call without the credential through
+    (`auto_error=False`): a call without a required one is refused (401/403) on REST and MCP alike."""
+    optional = _optional_schemes(action.dependant)
+    found = []
+    for name, (model, scopes) in security_schemes(action.dependant).items():
+        scheme = model.model_dump(mode="json", by_alias=True, exclude_none=True) \
+            if isinstance(model, BaseModel) else {"type": str(getattr(model, "type", name))}
+        scheme.pop("description", None)
+        found.append({**scheme, **({"scopes": sorted(scopes)} if scopes else {}),
+                      **({"optional": True} if name in optional else {})})
+    return sorted(found, key=lambda s: json.dumps(s, sort_keys=True))
+
+
+def _optional_schemes(dependant: Any) -> set[str]:
+    """The names of the schemes of the tree that do not refuse a call without their credential."""
+    found: set[str] = set()
+    pending = [dependant]
+    while pending:
+        node = pending.pop()
+        pending.extend(node.dependencies)
+        call = stands_for(node.call) or node.call
+        if getattr(call, "auto_error", True) is False and isinstance(getattr(call, "scheme_name", None), str):
+            found.add(call.scheme_name)
+    return found
+
+
+def raw_contract(descriptor: dict[str, Any]) -> dict[str, Any]:
+    """A raw tool's contract: its tools/list entry as every client gets it."""
+    body = {
+        "title": descriptor.get("title"),
+        "description": descriptor.get("description"),
+        "annotations": descriptor.get("annotations") or {},
+        "input_schema": canonical(descriptor.get("inputSchema") or {}),
+        "output_schema": canonical(descriptor.get("outputSchema")),
+    }
+    return {"digest": digest(body), **body}
 
 
 def advertised(tool: Tool, output_schemas: bool = True) -> dict[str, dict[str, Any]]:
@@ -188,6 +254,9 @@ def contract(registry: ToolRegistry, server: Any = None) -> dict[str, Any]:
     offered = server_contract(server) if server is not None else {}
     if offered:
         lock["server"] = {"digest": digest(offered), **offered}
+    raw = getattr(server, "raw_tools", None)
+    if isinstance(raw, dict) and raw:
+        lock["raw_tools"] = {name: raw_contract(t.descriptor) for name, t in sorted(raw.items())}
     return lock
 
 
@@ -222,7 +291,10 @@ def resealed(lock: Any) -> Any:
         sealed_actions = {a: _sealed(body) if isinstance(body, dict) else body for a, body in actions.items()}
         tools[name] = _sealed({**tool, "actions": sealed_actions})
     server = lock.get("server")
-    extra = {"server": _sealed(server)} if isinstance(server, dict) else {}
+    extra: dict[str, Any] = {"server": _sealed(server)} if isinstance(server, dict) else {}
+    raw = lock.get("raw_tools")
+    if isinstance(raw, dict):
+        extra["raw_tools"] = {name: _sealed(body) if isinstance(body, dict) else body for name, body in raw.items()}
     return {**lock, "digest": digest(tools), "tools": tools, **extra}
 
 
@@ -377,11 +449,17 @@ def _presenter_changes(where: str, old: dict[str, Any], new: dict[str, Any]) -> 
 
 
 def _action_changes(where: str, old: dict[str, Any], new: dict[str, Any], predates: frozenset[str],
-                    described: bool = True) -> list[str]:
+                    described: bool = True, request_schemas: bool = True) -> list[str]:
     """What changed of an action; `predates`: keys its lockfile's (older) format did not pin, left unsaid
-    (the format change says so); `described` False: its output schemas had no field descriptions yet."""
+    (the format change says so); `described` False: its output schemas had no field descriptions yet;
+    `request_schemas` False: its headers and cookies had no schemas yet."""
     if not described:  # compared without them: the descriptions they gain are the format change
         old, new = ({**body, "output_schema": without(body.get("output_schema"), {"description"})}
+                    for body in (old, new))
+    if not request_schemas:
+        old, new = ({**body, "request_parameters": [{k: v for k, v in p.items() if k != "schema"}
+                                                    for p in body.get("request_parameters") or []
+                                                    if isinstance(p, dict)] or None}
                     for body in (old, new))
     out = []
     for key in ("mcp_tool", "description", "scopes", "confirm", "title", "content_types"):
@@ -398,6 +476,8 @@ def _action_changes(where: str, old: dict[str, Any], new: dict[str, Any], predat
         out += _paging_changes(where, old.get("pagination"), new.get("pagination"))
     if "request_parameters" not in predates:
         out += _request_changes(where, old.get("request_parameters") or [], new.get("request_parameters") or [])
+    if "security" not in predates:
+        out += _security_changes(where, old.get("security") or [], new.get("security") or [])
     old_p, new_p = old.get("presenters", {}), new.get("presenters", {})
     for name in sorted(set(old_p) | set(new_p)):
         label = f"{where} [presenter {name}]"
@@ -408,9 +488,18 @@ def _action_changes(where: str, old: dict[str, Any], new: dict[str, Any], predat
         else:
             out += _presenter_changes(label, old_p[name], new_p[name])
     keys = (set(old) | set(new)) - predates - {"digest"}  # (an absent key reads as null, its default)
-    if not out and any(old.get(k) != new.get(k) for k in keys):
-        out.append(f"{where}: contract changed ({old.get('digest')} -> {new.get('digest')})")
+    if not out:
+        out += _unexplained(where, {k: old.get(k) for k in keys}, {k: new.get(k) for k in keys})
     return out
+
+
+def _unexplained(where: str, old: Any, new: Any) -> list[str]:
+    """One line for a change no rule above names: the keys (JSON paths) that differ, each side shown."""
+    paths = _differences(old, new, "")
+    if not paths:
+        return []
+    shown = "; ".join(f"{path or '(whole)'}: {_around(_json(a), _json(b))}" for path, a, b in paths[:3])
+    return [f"{where}: changed at {shown}" + (f" (and {len(paths) - 3} more)" if len(paths) > 3 else "")]
 
 
 def _request_changes(where: str, old: list[Any], new: list[Any]) -> list[str]:
@@ -418,6 +507,9 @@ def _request_changes(where: str, old: list[Any], new: list[Any]) -> list[str]:
     a new required one fails every client that does not send it."""
     def by_name(found: list[Any]) -> dict[tuple[Any, Any], bool]:
         return {(p.get("in"), p.get("name")): bool(p.get("required")) for p in found if isinstance(p, dict)}
+
+    def schemas(found: list[Any]) -> dict[tuple[Any, Any], Any]:
+        return {(p.get("in"), p.get("name")): p.get("schema") for p in found if isinstance(p, dict) and "schema" in p}
 
     before, after = by_name(old), by_name(new)
     out = []
@@ -427,6 +519,84 @@ def _request_changes(where: str, old: list[Any], new: list[Any]) -> list[str]:
         elif required != before[kind, name]:
             out.append(f'{where}: {kind} "{name}" is {"now" if required else "no longer"} required')
     out += [f'{where}: {kind} "{name}" is no longer read' for kind, name in sorted(set(before) - set(after))]
+    was, now = schemas(old), schemas(new)
+    for key in sorted(set(was) & set(now) & set(before) & set(after)):
+        if was[key] != now[key]:  # (`Literal[...]` narrowing a header's values refuses the others)
+            out.append(f'{where}: {key[0]} "{key[1]}" changed: {_change(was[key], now[key])}')
+    return out
+
+
+def scheme_text(scheme: Any) -> str:
+    """A pinned security scheme in words: `API key in header "x-api-key"`, `HTTP bearer`, `OAuth2 (scopes:
+    a, b)`."""
+    if not isinstance(scheme, dict):
+        return _json(scheme)
+    kind = scheme.get("type")
+    if kind == "apiKey":
+        text = f'API key in {scheme.get("in")} "{scheme.get("name")}"'
+    elif kind == "http":
+        text = f"HTTP {scheme.get('scheme')}"
+    elif kind == "oauth2":
+        text = "OAuth2"
+    elif kind == "openIdConnect":
+        text = f"OpenID Connect ({scheme.get('openIdConnectUrl')})"
+    else:
+        text = f"{kind} scheme"
+    scopes = scheme.get("scopes")
+    return text + (f" (scopes: {', '.join(map(str, scopes))})" if scopes else "")
+
+
+def _security_changes(where: str, old: list[Any], new: list[Any]) -> list[str]:
+    """Security schemes the action now requires (a client without the credential is refused: 401/403), no
+    longer requires, or whose settings changed."""
+    def keyed(found: list[Any]) -> dict[str, Any]:
+        return {_json({k: v for k, v in s.items() if k not in ("scopes", "optional")}) if isinstance(s, dict)
+                else _json(s): s for s in found}
+
+    before, after = keyed(old), keyed(new)
+    out = []
+    for key in sorted(set(after) - set(before)):
+        scheme = after[key]
+        optional = isinstance(scheme, dict) and scheme.get("optional")
+        out.append(f"{where}: {'now reads (optional)' if optional else 'now requires'} {scheme_text(scheme)}")
+    for key in sorted(set(before) - set(after)):
+        out.append(f"{where}: no longer requires {scheme_text(before[key])}")
+    for key in sorted(set(before) & set(after)):
+        was, now = before[key], after[key]
+        if was == now or not isinstance(was, dict) or not isinstance(now, dict):
+            continue
+        if bool(was.get("optional")) != bool(now.get("optional")):
+            out.append(f"{where}: {scheme_text(now)} is {'no longer' if now.get('optional') else 'now'} required")
+        if was.get("scopes") != now.get("scopes"):
+            out.append(f"{where}: {scheme_text(was)} -> {scheme_text(now)}")
+    return out
+
+
+def _raw_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Raw tools removed, added, or whose descriptor changed (description, title, hints, schemas)."""
+    out = []
+    for name in sorted(set(old) | set(new)):
+        where = f"raw tool {name}"
+        if name not in new:
+            out.append(f"{where}: removed")
+            continue
+        if name not in old:
+            out.append(f"{where}: added")
+            continue
+        was, now = old[name], new[name]
+        if not isinstance(was, dict) or not isinstance(now, dict) or was.get("digest") == now.get("digest"):
+            continue
+        lines = [f"{where}: {key} {_change(was.get(key), now.get(key))}" for key in ("title", "description")
+                 if was.get(key) != now.get(key)]
+        hints, hinted = was.get("annotations") or {}, now.get("annotations") or {}
+        lines += [f"{where}: {hint} {_change(hints.get(hint), hinted.get(hint))}"
+                  for hint in sorted(set(hints) | set(hinted), key=str) if hints.get(hint) != hinted.get(hint)]
+        if isinstance(was.get("input_schema"), dict) and isinstance(now.get("input_schema"), dict):
+            lines += _schema_changes(where, was["input_schema"], now["input_schema"])
+        if was.get("output_schema") != now.get("output_schema"):
+            lines.append(f"{where}: output schema changed")
+        body = {k: v for k, v in was.items() if k != "digest"}, {k: v for k, v in now.items() if k != "digest"}
+        out += lines or _unexplained(where, *body)
     return out
 
 
@@ -460,12 +630,15 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         out.append(f"lockfile format {was} -> {now}" + (f" (now pinned: {'; '.join(since)})" if since else ""))
     predates = frozenset(key for number, keys in ACTION_KEYS_SINCE.items() if format_ < number for key in keys)
     described = format_ >= DESCRIBED_SINCE
+    request_schemas = format_ >= REQUEST_SCHEMAS_SINCE
     old_tools, new_tools = old.get("tools", {}), new.get("tools", {})
     for name in sorted(set(old_tools) - set(new_tools)):
         out.append(f"tool {name}: removed")
     for name in sorted(set(new_tools) - set(old_tools)):
         out.append(f"tool {name}: added")
     out += _server_changes(old.get("server") or {}, new.get("server") or {})
+    if format_ >= RAW_TOOLS_SINCE:  # (an older lockfile did not pin them: the format change says so)
+        out += _raw_changes(old.get("raw_tools") or {}, new.get("raw_tools") or {})
     for name in sorted(set(old_tools) & set(new_tools)):
         before, after = old_tools[name], new_tools[name]
         if before.get("digest") == after.get("digest"):
@@ -484,8 +657,14 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         lines += [f"{name}.{a}: new action" for a in added]
         for a in old_actions:
             if a in new_actions and old_actions[a].get("digest") != new_actions[a].get("digest"):
-                lines += _action_changes(f"{name}.{a}", old_actions[a], new_actions[a], predates, described)
-        out += lines + _advertised_changes(name, before, after, explained=bool(lines), described=described)
+                lines += _action_changes(f"{name}.{a}", old_actions[a], new_actions[a], predates, described,
+                                         request_schemas)
+        lines += _advertised_changes(name, before, after, explained=bool(lines),
+                                     described=format_ >= max(DESCRIBED_SINCE, CANONICAL_SINCE))
+        if not lines and was == now:  # (digests differ, nothing named: say where, never "digests differ")
+            lines = _unexplained(f"tool {name}", {k: v for k, v in before.items() if k != "digest"},
+                                 {k: v for k, v in after.items() if k != "digest"})
+        out += lines
     return out
 
 
@@ -504,7 +683,8 @@ def _advertised_changes(name: str, old: dict[str, Any], new: dict[str, Any], exp
     """What `tools/list` advertises differently. An outputSchema that appears or goes is always named; a new
     description, title or outputSchema only when nothing else of the tool explains it (a new parameter
     changes a grouped tool's description too: once is enough), and an outputSchema not when the lockfile
-    predates field descriptions (`described` False: its digest cannot tell them from another change)."""
+    predates field descriptions or canonical digests (`described` False: its digest cannot tell them from
+    another change)."""
     before, after = old.get("advertised"), new.get("advertised")
     if not isinstance(before, dict) or not isinstance(after, dict):
         return []  # a lockfile of format 1 did not pin them

@@ -6,7 +6,10 @@ conditional rules, UI blocks and suggestions may depend on (e.g. an `overdue` st
 A sample keeps to the schema's bounds, `multipleOf`, lengths, formats and (simple) patterns, and to the item
 types of a tuple; a value it cannot make fit (a pattern with look-arounds, a format longer than `maxLength`)
 is None, and `arguments` then leaves that parameter out rather than show an example that fails (the docs
-name it: the manifest's `example_missing`).
+name it: the manifest's `example_missing`). So does a value the action itself refuses (`arguments(...,
+faults=)`: its validators, `PastDate`, a naive datetime, decimal places) when no other try fits either, and
+an example larger than `MAX_ITEMS` items or `MAX_LENGTH` characters (a schema asking for a million items gets
+no example, not a page of megabytes). An `allOf` is sampled as its branches merged.
 Example arguments take their dates from `today` (a month ahead: a due date, a booking), so they stay valid
 for an action that refuses past dates; sample responses keep fixed dates, the same on every run.
 """
@@ -21,6 +24,7 @@ import math
 import operator
 import re
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 _FORMATS = {
@@ -44,6 +48,8 @@ _FORMATS = {
     "ipv4interface": "192.0.2.10/24",
     "ipv6interface": "2001:db8::10/32",
     "ipvanyinterface": "192.0.2.10/24",
+    "base64": "ZXhhbXBsZQ==",  # "example" (`Base64Str`, `Base64Bytes`)
+    "base64url": "ZXhhbXBsZQ==",
 }
 _MAX_DEPTH = 6
 _AHEAD = dt.timedelta(days=30)  # example dates: a month after today
@@ -73,20 +79,51 @@ def resolve(schema: Any, root: dict[str, Any]) -> dict[str, Any]:
     return schema if isinstance(schema, dict) else {}
 
 
+#: The largest example a sample makes: an array of more items, a string of more characters than a schema asks
+#: for gets no sample (None), rather than a page of megabytes (a schema mirrored from a remote server may ask
+#: for a million items); and at most so many values in all (nested arrays multiply).
+MAX_ITEMS = 64
+MAX_LENGTH = 4096
+MAX_VALUES = 10_000
+
+
+class _Plan:
+    """How one sample is made, passed down its recursion: `today` (dates a month after it, else fixed), `alt`
+    (bits of another try: 1 past dates, 2 date-times without an offset, 4 whole numbers), `strict` (an object
+    missing a required value, or an array an item, is None: an example, never a partial one) and what is left
+    of the `MAX_VALUES` budget."""
+
+    __slots__ = ("today", "alt", "strict", "left")
+
+    def __init__(self, today: dt.date | None, alt: int, strict: bool) -> None:
+        self.today = today
+        self.alt = alt
+        self.strict = strict
+        self.left = MAX_VALUES
+
+
 def sample(schema: Any, root: dict[str, Any] | None = None, *, name: str = "value", variant: int = 0,
-           depth: int = 0, today: dt.date | None = None) -> Any:
+           depth: int = 0, today: dt.date | None = None, alt: int = 0, strict: bool = False) -> Any:
     """A value that fits `schema`, or None when none is found (best effort: custom validators, look-arounds
-    and cross-field rules are not honoured). With `today`, dates are a month after it; else fixed."""
+    and cross-field rules are not honoured). With `today`, dates are a month after it; else fixed. `alt`:
+    another try (see `_Plan`); `strict`: no object without a required field, no array with an item missing."""
     root = root if root is not None else (schema if isinstance(schema, dict) else {})
+    return _sample(schema, root, name, variant, depth, _Plan(today, alt, strict))
+
+
+def _sample(schema: Any, root: dict[str, Any], name: str, variant: int, depth: int, plan: _Plan) -> Any:
     schema = resolve(schema, root)
-    if depth > _MAX_DEPTH:
+    plan.left -= 1
+    if depth > _MAX_DEPTH or plan.left < 0:
         return None
     if "examples" in schema and isinstance(schema["examples"], list) and schema["examples"]:
         return schema["examples"][variant % len(schema["examples"])]
     if "const" in schema:
         return schema["const"]
     if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return schema["enum"][variant % len(schema["enum"])]
+        # The first that keeps to the schema's other rules (`Literal["x", "Y"]` with a pattern `^[A-Z]$`).
+        values = schema["enum"][variant % len(schema["enum"]):] + schema["enum"][:variant % len(schema["enum"])]
+        return next((v for v in values if _fits(v, schema)), None)
     if "default" in schema and schema["default"] is not None and variant == 0:
         return schema["default"]
     for key in ("anyOf", "oneOf"):
@@ -95,20 +132,16 @@ def sample(schema: Any, root: dict[str, Any] | None = None, *, name: str = "valu
         if options:
             # `Optional[str] = Field(description=...)`: the description sits beside the anyOf.
             option = {"description": schema["description"], **options[0]} if "description" in schema else options[0]
-            return sample(option, root, name=name, variant=variant, depth=depth + 1, today=today)
-    if schema.get("allOf"):
-        return sample(schema["allOf"][0], root, name=name, variant=variant, depth=depth + 1, today=today)
+            return _sample(option, root, name, variant, depth + 1, plan)
+    if isinstance(schema.get("allOf"), list) and schema["allOf"]:
+        return _sample(merged(schema, root), root, name, variant, depth + 1, plan)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
     if kind == "object" or (kind is None and "properties" in schema):
-        props = schema.get("properties", {})
-        return {
-            key: sample(sub, root, name=key, variant=variant, depth=depth + 1, today=today)
-            for key, sub in props.items()
-        }
+        return _object(schema, root, variant, depth, plan)
     if kind == "array":
-        return _array(schema, root, name, variant, depth, today)
+        return _array(schema, root, name, variant, depth, plan)
     described = described_example(schema) if variant == 0 else None
     if described is not None and kind in ("string", "integer", "number", None):
         try:
@@ -120,46 +153,121 @@ def sample(schema: Any, root: dict[str, Any] | None = None, *, name: str = "valu
     if kind == "integer":
         return _number(schema, 42 + variant, int)
     if kind == "number":
-        return _number(schema, 12.5 + variant, float)
+        return _number(schema, 42 + variant, int) if plan.alt & 4 else _number(schema, 12.5 + variant, float)
     if kind == "boolean":
         return variant % 2 == 1
     if kind == "null":
         return None
     if kind == "string" or kind is None:
-        return _string(schema, root, name, variant, depth, today)
+        return _string(schema, root, name, variant, depth, plan)
     return None
 
 
+def merged(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """An `allOf` as one schema: its branches' properties together (one named by two branches is both
+    schemas, an `allOf` again), their `required` together, any other keyword from the first that has it."""
+    out: dict[str, Any] = {}
+    parts = [{k: v for k, v in schema.items() if k != "allOf"}, *(resolve(b, root) for b in schema["allOf"])]
+    for part in parts:
+        for key, value in part.items():
+            if key == "properties" and isinstance(value, dict):
+                known = out.setdefault("properties", {})
+                for prop, sub in value.items():
+                    known[prop] = {"allOf": [known[prop], sub]} if prop in known else sub
+            elif key == "required" and isinstance(value, list):
+                out["required"] = list(dict.fromkeys([*out.get("required", []), *value]))
+            else:
+                out.setdefault(key, value)
+    return out
+
+
+def _object(schema: dict[str, Any], root: dict[str, Any], variant: int, depth: int, plan: _Plan) -> Any:
+    """Every property (strict: an optional one without a value left out, and None when a required one has
+    none), the required names no property declares from `additionalProperties`, then more of those while
+    `minProperties` asks for them."""
+    props = schema.get("properties", {}) if isinstance(schema.get("properties"), dict) else {}
+    required = [r for r in schema.get("required", []) if isinstance(r, str)] if plan.strict else []
+    extra = schema.get("additionalProperties", {})
+    out: dict[str, Any] = {}
+    for key, sub in props.items():
+        value = _sample(sub, root, key, variant, depth + 1, plan)
+        if value is None and plan.strict and not _allows_null(sub, root):
+            if key in required:
+                return None
+            continue
+        out[key] = value
+    if not plan.strict:
+        return out
+    wanted = [r for r in required if r not in out]
+    low = schema.get("minProperties", 0)
+    if isinstance(low, int) and low > len(out) + len(wanted):
+        free = [k for k in (f"key_{i}" for i in range(1, MAX_ITEMS + 1)) if k not in out and k not in wanted]
+        wanted += free[:low - len(out) - len(wanted)]
+    for key in wanted:
+        if extra is False or key in props:  # (a property with no value: the object has none either)
+            return None
+        value = _sample(extra if isinstance(extra, dict) else {}, root, key, variant, depth + 1, plan)
+        if value is None and not _allows_null(extra, root):
+            return None
+        out[key] = value
+    return out if len(out) >= (low if isinstance(low, int) else 0) else None
+
+
 def _array(schema: dict[str, Any], root: dict[str, Any], name: str, variant: int, depth: int,
-           today: dt.date | None) -> list[Any]:
-    """As many items as `minItems` asks (at least one, at most `maxItems`); a tuple's items by position."""
+           plan: _Plan) -> list[Any] | None:
+    """As many items as `minItems` asks (at least one, at most `maxItems`); a tuple's items by position; one
+    that `contains` asks for first. None past `MAX_ITEMS`; strict: None when an item has no value, or when
+    `uniqueItems` asks for more distinct ones than it found."""
     prefix = schema.get("prefixItems") or []
     items = schema.get("items", {})
-    size = max(1, int(schema.get("minItems", 1)), len(prefix))
+    low = int(schema.get("minItems", 0))
+    size = max(1, low, len(prefix))
     if "maxItems" in schema:
         size = min(size, int(schema["maxItems"]))
     if items is False:  # a fixed tuple: no item past its positions
         size = min(size, len(prefix))
-    return [sample(prefix[i] if i < len(prefix) else items, root, name=name, variant=variant + i, depth=depth + 1,
-                   today=today) for i in range(size)]
+    if size > MAX_ITEMS:
+        return None
+    contains = schema.get("contains")
+    out: list[Any] = []
+    tries = size * 4 if plan.strict and schema.get("uniqueItems") else size  # (distinct items: more tries)
+    for i in range(tries):
+        if len(out) == size:
+            break
+        at = len(out)
+        sub = contains if at == 0 and isinstance(contains, dict) and at >= len(prefix) else \
+            prefix[at] if at < len(prefix) else items
+        value = _sample(sub, root, name, variant + i, depth + 1, plan)
+        if plan.strict and tries > size and value in out:
+            continue
+        out.append(value)
+    if not plan.strict:
+        return out
+    if len(out) < size or any(v is None and not _allows_null(prefix[i] if i < len(prefix) else items, root)
+                              for i, v in enumerate(out)):
+        return [] if low == 0 and not prefix and not isinstance(contains, dict) else None
+    return out
 
 
 def _string(schema: dict[str, Any], root: dict[str, Any], name: str, variant: int, depth: int,
-            today: dt.date | None) -> str | None:
+            plan: _Plan) -> str | None:
     """The format's example, else `{name}_{n}` fitted to the lengths, else a string the pattern matches."""
     if schema.get("contentMediaType") == "application/json":  # a `Json[...]` field: JSON text of its content
-        inner = sample(schema.get("contentSchema") or {}, root, name=name, variant=variant, depth=depth + 1,
-                       today=today)
+        inner = _sample(schema.get("contentSchema") or {}, root, name, variant, depth + 1, plan)
         return json.dumps(inner)
     fmt = schema.get("format")
-    if today is not None and fmt in ("date", "date-time"):
-        day = (today + _AHEAD).isoformat()
-        example: str | None = day if fmt == "date" else f"{day}T09:30:00Z"
-    else:
-        example = _FORMATS.get(fmt) if isinstance(fmt, str) else None
+    example = _FORMATS.get(fmt) if isinstance(fmt, str) else None
+    if fmt in ("date", "date-time"):
+        day = _FORMATS["date"] if plan.today is None else (plan.today + _AHEAD).isoformat()
+        if plan.alt & 1:  # a date in the past (`PastDate`)
+            day = ((plan.today or dt.date(2026, 1, 15)) - _AHEAD - _AHEAD).isoformat()
+        offset = "" if plan.alt & 2 else "Z"  # (`NaiveDatetime` refuses one)
+        example = day if fmt == "date" else f"{day}T09:30:00{offset}"
     if example is not None:
         return example if _fits(example, schema) else None
     low, high = int(schema.get("minLength", 0)), schema.get("maxLength")
+    if low > MAX_LENGTH:
+        return None
     text = f"{name}_{variant + 1}".ljust(low, "x")
     text = text[:high] if high is not None else text
     if _fits(text, schema):
@@ -345,15 +453,77 @@ def _in_class(char: str, items: list[Any]) -> bool:
     return hit != negate
 
 
-def arguments(schema: dict[str, Any], today: dt.date | None = None) -> dict[str, Any]:
+Faults = Callable[[dict[str, Any]], list[str]]
+
+
+def arguments(schema: dict[str, Any], today: dt.date | None = None, faults: Faults | None = None) -> dict[str, Any]:
     """Example arguments for an input schema: its required parameters with sample values (dates a month after
     `today`, by default the current date). A parameter no value was found for is left out: the call then
-    says what it needs, rather than refuse a made-up value."""
+    says what it needs, rather than refuse a made-up value.
+
+    `faults`: the paths of the fields the action refuses in a call with these arguments (as its
+    `ValidationFailed` names them). A parameter it refuses gets another try (a past date, a date-time
+    without an offset, a whole number, the next enum value...), else is left out as well; a fault no
+    parameter explains leaves no example at all: a valid example or none."""
     props = schema.get("properties", {})
     today = today or dt.date.today()
-    found = {key: sample(props[key], schema, name=key, today=today)
+    found = {key: sample(props[key], schema, name=key, today=today, strict=True)
              for key in schema.get("required", []) if key in props}
-    return {key: value for key, value in found.items() if value is not None or _allows_null(props[key], schema)}
+    found = {key: value for key, value in found.items() if value is not None or _allows_null(props[key], schema)}
+    if faults is None:
+        return found
+    for _ in range(len(found) + 1):
+        refused = _refused(faults(found), found)
+        if refused is None:
+            return {}
+        if not refused:
+            return found
+        for key in refused:
+            other = _another(key, found, props[key], schema, today, faults)
+            if other is _NONE:
+                del found[key]
+            else:
+                found[key] = other
+    return {}
+
+
+_NONE = object()
+_TRIES = [(alt, variant) for variant in (0, 1) for alt in range(8)][1:]  # (0, 0) is the first sample
+
+
+def _another(key: str, found: dict[str, Any], schema: Any, root: dict[str, Any], today: dt.date,
+             faults: Faults) -> Any:
+    """Another value of `key` the action takes beside the other arguments, else `_NONE`."""
+    tried = [found[key]]
+    for alt, variant in _TRIES:
+        value = sample(schema, root, name=key, today=today, alt=alt, variant=variant, strict=True)
+        if value in tried or (value is None and not _allows_null(schema, root)):
+            continue
+        tried.append(value)
+        refused = _refused(faults({**found, key: value}), {**found, key: value})
+        if refused is not None and key not in refused:
+            return value
+    return _NONE
+
+
+def _refused(paths: list[str], found: dict[str, Any]) -> list[str] | None:
+    """The parameters of `found` the fault paths name (`line.sku`, `codes[0]`: `line`, `codes`); a fault of a
+    parameter left out is already named missing. None: a fault names no parameter (the call as a whole)."""
+    out: list[str] = []
+    for path in paths:
+        owner = max((k for k in found if path == k or path.startswith((f"{k}.", f"{k}["))), key=len, default=None)
+        if owner is None:
+            if _names_absent(path, found):
+                continue
+            return None
+        if owner not in out:
+            out.append(owner)
+    return out
+
+
+def _names_absent(path: str, found: dict[str, Any]) -> bool:
+    """Whether `path` is a top-level parameter name (no nesting): one left out, so required and missing."""
+    return bool(path) and path != "(arguments)" and not any(c in path for c in ".[") and path not in found
 
 
 def _allows_null(schema: Any, root: dict[str, Any]) -> bool:
