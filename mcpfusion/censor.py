@@ -10,6 +10,9 @@ everywhere else:
   XML-ish blocks, inside JSON text and in a markdown table cell, is replaced by the censor; the wire format's
   own markup (tags, attribute names, a block's type, a suggestion's action when it is a name: letters,
   digits, `_.-`) is never touched;
+- attached documents (`Scrubber`): every occurrence of every form of a long removed value, none kept for
+  markup (a document is no block of the wire format), a value that is no string in each way a document may
+  write it too (`str(datetime)`, `85,000`);
 - the structured data (the data block, `structuredContent`, the REST body): a string VALUE equal to a removed
   string, or containing a removed value at least `MIN_LENGTH` characters long (a number as its text, a string
   as written or JSON-escaped), is censored. Object keys are structure, never censored; nor is a string that
@@ -27,10 +30,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import replace
+from datetime import date, datetime, time
 from decimal import Decimal
+from enum import Enum
 from functools import lru_cache
+from math import isfinite
 from typing import Any
+from uuid import UUID
 
 from pydantic_core import to_json
 from starlette.exceptions import HTTPException  # (FastAPI's is a subclass)
@@ -277,7 +285,12 @@ def _scrub_action(action: Any, found: list[str], mask: str) -> Any:
 
 class Scrubber:
     """Censors the removed values out of a text sent later (an attached document). What to look for is
-    worked out on first use: most responses attach nothing, and they pay nothing for it."""
+    worked out on first use: most responses attach no document, and they pay nothing for it.
+
+    A document is no block of the wire format: every occurrence is censored, whatever the text around it
+    (a document that starts like `<action_suggestions>` keeps no markup of its own). A value that is no
+    string is looked for in every way a document may write it (`_renderings`): a handler building a CSV from
+    its own rows writes `str(datetime)` and the int it read, not their JSON forms."""
 
     __slots__ = ("_removed", "_censor", "_needles")
 
@@ -289,10 +302,89 @@ class Scrubber:
     def __call__(self, text: str) -> str:
         needles = self._needles
         if needles is None:
-            _, every = _values(self._removed)
-            needles = self._needles = [form for value in every for form in _variants(value)]
+            needles = self._needles = _document_needles(self._removed + self.more())
+        if not needles:
+            return text
+        censor = self._censor
+        return _scrub_all(text, needles, censor if isinstance(censor, str) else DEFAULT_CENSOR)
+
+    def block(self, text: str) -> str:
+        """`text`, a block of the wire format the framework wrote again (never a document, nor any text a
+        handler made): censored as the guard censors a block, its own markup kept (`_scrub_block`)."""
+        needles = self._needles
+        if needles is None:
+            needles = self._needles = _document_needles(self._removed + self.more())
         censor = self._censor
         return _scrub_block(text, needles, censor if isinstance(censor, str) else DEFAULT_CENSOR)
+
+    def more(self) -> list[Any]:
+        """More values to censor, asked for once, on first use (a presenter's: see `presenter._Unsent`)."""
+        return []
+
+
+def _document_needles(removed: list[Any]) -> list[str]:
+    """Every form of every long removed value a document may hold: as `_variants` writes a text, and each
+    value that is no string as `_renderings` writes it."""
+    _, every = _values(removed)
+    texts = set(every)
+    stack = list(removed)
+    while stack:
+        value = stack.pop()
+        if value.__class__ is str or value is None or isinstance(value, bool):
+            continue
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+        else:
+            texts.update(text for text in _renderings(value) if len(text) >= MIN_LENGTH)
+    return sorted({form for text in texts for form in _variants(text)}, key=len, reverse=True)
+
+
+def _renderings(value: Any) -> list[str]:
+    """The texts a value that is no string is commonly written as: `str()`, its JSON form, a date's ISO forms
+    (with and without its offset), a number's repr, integral and grouped (`85,000`) and money (`.2f`) forms."""
+    forms = [str(value)]
+    with suppress(Exception):  # a value JSON cannot write: its other forms still count
+        forms.append(to_json(value).decode().strip('"'))
+    if isinstance(value, datetime | time):
+        forms.append(value.isoformat())
+        if value.tzinfo is not None:  # written without its offset (`strftime`, a naive column)
+            naive = value.replace(tzinfo=None)
+            forms += [str(naive), naive.isoformat()]
+    elif isinstance(value, date):
+        forms.append(value.isoformat())
+    elif isinstance(value, Enum):
+        forms += _renderings(value.value) if not isinstance(value.value, str) else [value.value]
+        forms.append(value.name)
+    elif isinstance(value, float | int | Decimal):
+        if isinstance(value, Decimal) and not value.is_finite() or isinstance(value, float) and not isfinite(value):
+            return forms
+        forms.append(f"{value:,}")
+        if not isinstance(value, int):
+            forms += [f"{value:.2f}", f"{value:,.2f}"]
+            if value == int(value):
+                forms += [str(int(value)), f"{int(value):,}"]
+    elif isinstance(value, UUID):
+        forms.append(value.hex)
+    elif isinstance(value, bytes):
+        forms.append(value.decode("utf-8", "replace"))
+    return forms
+
+
+def _scrub_all(text: str, needles: list[str], censor: str) -> str:
+    """`text` with every occurrence of every needle censored (overlapping ones as one: no part of either is
+    left)."""
+    hits = _hits(text, needles)
+    if not hits:
+        return text
+    parts: list[str] = []
+    at = 0
+    for start, end in hits:
+        parts += [text[at:start], censor]
+        at = end
+    parts.append(text[at:])
+    return "".join(parts)
 
 
 def scrubber(removed: list[Any], censor: Any = DEFAULT_CENSOR) -> Callable[[str], str]:

@@ -20,7 +20,9 @@ another known file (an executable, a PDF, an image). A text document is text/*, 
 SQL, JavaScript or GraphQL (not an SVG image: it can carry script); a blob of any of these types, or of an SVG
 image, is textual too: censored like a text, and its bytes must be text in the declared charset (`text/csv;
 charset=iso-8859-1`; UTF-8 when none is declared), which the MIME type keeps: censoring redacted values out
-of them reads and writes that charset, and REST answers it.
+of them reads and writes that charset, and REST answers it. They are read as a client reads them (WHATWG):
+iso-8859-1 as windows-1252, and bytes starting with a byte order mark of another charset than the declared
+one, or whose text holds NUL characters (UTF-16 declared as UTF-8), are refused.
 """
 
 from __future__ import annotations
@@ -255,17 +257,55 @@ def _charset(mime: str) -> str:
 _BOMS = {"utf-16": (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE), "utf-32": (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)}
 
 
+# A byte order mark a client honours over the declared charset (WHATWG: the BOM decides), what it reads the
+# bytes as then, and the charsets (codec names) that agree with it.
+_BOM_READS = (
+    (codecs.BOM_UTF8, "utf-8", frozenset({"utf-8", "utf-8-sig"})),
+    (codecs.BOM_UTF16_LE, "utf-16le", frozenset({"utf-16", "utf-16-le", "utf-32", "utf-32-le"})),
+    (codecs.BOM_UTF16_BE, "utf-16be", frozenset({"utf-16", "utf-16-be"})),
+)
+# WHATWG reads iso-8859-1 (latin1, ...) as windows-1252: bytes 0x80-0x9F are letters and signs (0x8A is Š),
+# not the C1 controls Python's latin-1 makes of them. The censor reads them so too (and writes them back).
+_WINDOWS_1252 = {byte: bytes([byte]).decode("cp1252") for byte in range(0x80, 0xA0)
+                 if byte not in (0x81, 0x8D, 0x8F, 0x90, 0x9D)}  # (those five stay controls there too)
+_AS_1252 = str.maketrans({chr(byte): char for byte, char in _WINDOWS_1252.items()})
+_FROM_1252 = str.maketrans({char: chr(byte) for byte, char in _WINDOWS_1252.items()})
+
+
 def _blob_charset(data: bytes, mime: str) -> str:
     """`_charset` of bytes given as they are (a blob). utf-16 or utf-32 without a byte order mark is refused:
     RFC 2781 reads it big-endian, Python (the censor) in the machine's order; one of them would read the
-    text the censor did not."""
+    text the censor did not. So is a byte order mark of another charset than the one declared: a client reads
+    the bytes as the mark says, the censor as the type says."""
     charset = _charset(mime)
     name = codecs.lookup(charset).name
     if name in _BOMS and not data.startswith(_BOMS[name]) and data:
         raise ContentError(f"The bytes declared {charset} (in {_declared(mime)!r}) start with no byte order mark: "
                            f"declare the order they are written in, as in '{_normal(mime)}; charset={name}-le' "
                            f"(or {name}-be).")
+    for bom, read, agree in _BOM_READS:
+        if data.startswith(bom):
+            if name not in agree:
+                raise ContentError(f"The bytes declared {charset} (in {_declared(mime)!r}) start with the byte "
+                                   f"order mark of {read}, which a client reads them as: declare "
+                                   f"'{_normal(mime)}; charset={read}' (or write them in {charset}).")
+            break
     return charset
+
+
+def _blob_text(data: bytes, mime: str) -> tuple[str, str]:
+    """The text of textual bytes as a client reads them (iso-8859-1 as windows-1252), and their charset.
+    ContentError (`_blob_charset`, or text holding NUL characters: bytes of another charset, such as UTF-16
+    declared as nothing or UTF-8, which a reader may take apart otherwise), UnicodeDecodeError."""
+    charset = _blob_charset(data, mime)
+    text = data.decode(charset)
+    if codecs.lookup(charset).name == "iso8859-1":
+        text = text.translate(_AS_1252)
+    if "\x00" in text:
+        raise ContentError(f"The text declared {_declared(mime)!r} holds NUL characters: it is not text in that "
+                           "charset (UTF-16 declared as UTF-8?). Declare the charset it is written in, as in "
+                           f"'{_normal(mime)}; charset=utf-16le', or send it as application/octet-stream.")
+    return text, charset
 
 
 def _text_like(essence: str) -> bool:
@@ -520,12 +560,15 @@ def _scrub_bytes(data: bytes, mime_type: str, scrub: Callable[[str], str]) -> by
     """Textual bytes with redacted values censored, read and written in their charset. Bytes that are not
     text in it are left as they are: `check` refuses them before anything leaves (never corrupted)."""
     try:
-        charset = _blob_charset(data, mime_type)
-        text = data.decode(charset)
+        text, charset = _blob_text(data, mime_type)
     except (ContentError, UnicodeDecodeError):
         return data
     censored = scrub(text)
-    return data if censored == text else censored.encode(charset, "mcpfusion.censor")
+    if censored == text:
+        return data
+    if codecs.lookup(charset).name == "iso8859-1":  # (read as windows-1252: written back so)
+        censored = censored.translate(_FROM_1252)
+    return censored.encode(charset, "mcpfusion.censor")
 
 
 def scrubbed(item: Content, scrub: Callable[[str], str]) -> Content:
@@ -646,11 +689,10 @@ def _may_be(declared: str, actual: str) -> bool:
 
 def _check_text(what: str, data: bytes, mime: str) -> None:
     """Bytes of a textual type are text in its charset (else they could not be censored, nor read)."""
-    charset = _blob_charset(data, mime)
     try:
-        data.decode(charset)
+        _blob_text(data, mime)
     except UnicodeDecodeError:
-        raise ContentError(f"The {what}'s bytes are not {charset} text (declared {_declared(mime)!r}): declare "
+        raise ContentError(f"The {what}'s bytes are not {_charset(mime)} text (declared {_declared(mime)!r}): declare "
                            f"the charset they are written in, as in '{_normal(mime)}; charset=iso-8859-1'.") from None
 
 

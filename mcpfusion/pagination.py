@@ -77,10 +77,13 @@ class Paged(list[T], Generic[T]):
     (the rows left out could not be resumed): an answer over the limit is `RESPONSE_TOO_LARGE`."""
 
     def __init__(self, rows: Iterable[T], next_key: Any = None, *,
-                 position: Callable[[int], Any] | None = None) -> None:
+                 position: Callable[[int], Any] | None = None, given: Sequence[Any] | None = None) -> None:
         super().__init__(rows)
         self.next_key = next_key
         self.position = position
+        # Every row the handler read, when some are not on the page (`keyset`'s extra one): a document
+        # attached to the page may copy them, and is censored of their redacted values too.
+        self.given = given
 
 
 class Page(Fields):
@@ -100,7 +103,8 @@ class Page(Fields):
         that another page exists). `key(row)` is the row's position in the query's order (JSON values)."""
         page = list(rows[: self.size])
         position = lambda index: jsonable(key(page[index]))  # noqa: E731 (called only after an egress cut)
-        return Paged(page, jsonable(key(page[-1])) if len(rows) > self.size else None, position=position)
+        more = len(rows) > self.size
+        return Paged(page, jsonable(key(page[-1])) if more else None, position=position, given=rows if more else None)
 
 
 def current_page(request: Request) -> Page:
@@ -340,7 +344,8 @@ class PageCall:
         """(the rows of this page, the position after them or None): a handler's `Paged` as it is, a whole
         list sliced at the page (offset pagination), anything else untouched. An `attach(rows, ...)` is paged
         as its rows (its content kept), and `given` keeps them all: a document built from every row is
-        censored of the redacted values of those left off the page too."""
+        censored of the redacted values of those left off the page too (a `Paged`'s `given`: the extra row
+        `keyset` dropped)."""
         if isinstance(result, Attached):
             rows, next_key = self.take(result.data)
             if rows is result.data:  # not a list: nothing to page
@@ -350,6 +355,7 @@ class PageCall:
             return Attached(rows, result.content, result.data_block), next_key
         if isinstance(result, Paged):
             self.position = result.position
+            self.given = getattr(result, "given", None)  # (a subclass may not call our __init__)
             return list(result), result.next_key
         if not isinstance(result, (list, tuple)):
             return result, None

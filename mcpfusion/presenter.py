@@ -7,6 +7,7 @@ data, so the guard knows every value it removed) -> `_select` -> serialize -> eg
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -24,6 +25,8 @@ from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 from uuid import UUID
 
 from pydantic import (
+    AliasChoices,
+    AliasPath,
     BaseModel,
     ConfigDict,
     PlainSerializer,
@@ -1228,18 +1231,22 @@ class Presenter:
             response.texts[start:end] = egress.scrub_blocks(own, removed, self.censor) if removed else own
         elif removed:
             egress.guard(response, removed, self.censor, pretty=self.pretty, keep=self._words)
-        # For documents attached afterwards: a document the handler built from its own data may copy rows (or
-        # embedded items) this presenter left out (`limit`, a row that does not fit), whose values no
-        # redaction removed here; `_Unsent` works them out when a document is scrubbed.
-        if tree is not None and (given is not None or parts is None and (
-                self.embeds or rendered.sources is not None or rendered.truncated is not None)):
-            response.view.scrub = _Unsent(self, data if given is None else given, every)
-        elif every:
-            response.view.scrub = egress.Scrubber(every, self.censor)
+        # For documents attached afterwards: a document the handler built from its own data writes its values
+        # its own way (`str(datetime)`, the int it read) and may copy rows (or embedded items) this presenter
+        # left out (`limit`, a row that does not fit), whose values no redaction removed here; `_Unsent` works
+        # them out when a document is scrubbed. (`every` holds only what the tree removed: none without one.)
+        if tree is not None:
+            unsent = given is not None or parts is None and (
+                bool(self.embeds) or rendered.sources is not None or rendered.truncated is not None)
+            response.view.scrub = _Unsent(self, data if given is None else given, every, unsent)
         if self._attach is not None:
             # The data as presented before `_select`: a document may draw on a field the agent did not select.
-            items = [item for item in _as_list(self._attach(full if select else response.view.data, ctx))
-                     if item is not None]
+            try:
+                made = self._attach(full if select else response.view.data, ctx)
+            except egress.CARRIED as exc:  # it may quote the real values it looked up, as any callback
+                _scrub_raised(self, exc, data)
+                raise
+            items = [item for item in _as_list(made) if item is not None]
             scrub = response.view.scrub
             response.content = tuple(scrubbed(item, scrub) if scrub else item for item in items)
         return response
@@ -1837,8 +1844,9 @@ def _joined(head: str, segment: str, position: int) -> str:
 
 def _scrub_raised(presenter: Presenter, exc: Exception, data: Any) -> None:
     """Censor out of an error a callback raised (`censor.CARRIED`) the values the presenter's redaction
-    removes from `data`: callbacks see the real values, and an error leaves without the egress guard. They
-    are worked out again from the data (schemas and redaction, no callback): only a call that raised pays."""
+    removes from `data`, as validated and as the handler gave them (`_plain`: `str(datetime)`, the int it
+    read): callbacks see the real values, and an error leaves without the egress guard. They are worked out
+    again from the data (schemas and redaction, no callback): only a call that raised pays."""
     tree = presenter._cache.redact
     if tree is False:
         tree = presenter._redactor()
@@ -1853,6 +1861,7 @@ def _scrub_raised(presenter: Presenter, exc: Exception, data: Any) -> None:
             tree(item, removed, removed)  # type: ignore[operator]
         except RedactionError:
             removed.append(item)  # the redaction cannot say what it would remove: every value of it is kept out
+        _raw_removed(presenter, tree, raw, removed, removed)
     egress.scrub_error(exc, removed, presenter.censor)
 
 
@@ -1875,23 +1884,166 @@ def _validated(presenter: Presenter, raw: Any, unfit: bool = False) -> Any:
 
 
 def _as_given(presenter: Presenter, raw: Any) -> Any:
-    """A value that does not fit the schema as plain JSON values (a copy) the redactor can look into: a
-    mapping, a model or a dataclass as it is written; any other object by the schema's fields and embed keys,
-    read as attributes under each name a path may give them."""
-    model = presenter.item_model
-    if model is not None and not isinstance(raw, Mapping | BaseModel | list | tuple | str) \
-            and not dataclasses.is_dataclass(raw):
-        names = {key: key for key in presenter.embeds}
+    """A value that does not fit the schema as plain JSON values (a copy) the redactor can look into
+    (`_plain`)."""
+    return to_jsonable_python(_plain(presenter, raw), fallback=repr)
+
+
+# -- a row as the handler gave it, for the redactor -----------------------------------------------------------
+
+_MISSING = object()
+# What `_plain` made of each object of one row (by its id and the model it read it by), beside the object (kept
+# alive: a property's fresh value must not leave its id to the next one). An object met again is read once
+# (shared), or None when met inside itself (a cycle of an ORM's relationships): the copy is a tree.
+_Made = dict[tuple[int, int], tuple[Any, Any]]
+
+
+def _plain(presenter: Presenter, raw: Any, made: _Made | None = None) -> Any:
+    """`raw` as the redactor can walk it (dicts and lists), its leaves the handler's own values (a datetime,
+    the int it read): a mapping with its keys as given, a model or a dataclass by its fields, any other
+    object by the schema's fields; each field of the schema written under every name a path may give it
+    (its name, alias and serialization alias), read under every name the schema reads it (its validation
+    alias, `AliasChoices`, `AliasPath`), from a mapping's keys or an object's attributes (`from_attributes`).
+    Embedded values by their children's schemas."""
+    made = {} if made is None else made
+    item = _read(presenter.item_model, raw, made)
+    if presenter.embeds and isinstance(item, dict):
+        for key, child in presenter.embeds.items():
+            value = _lookup(raw, (key,))
+            if isinstance(value, _SEQUENCES):
+                item[key] = [_plain(child, v, made) for v in value]
+            elif value is not None and value is not _MISSING:
+                item[key] = _plain(child, value, made)
+    return item
+
+
+def _read(model: Any, raw: Any, made: _Made) -> Any:
+    """`raw` read by `model`'s fields (see `_plain`); a copy of it as it is without a model."""
+    if model is None or raw is None or isinstance(raw, _SCALARS):
+        return _copied(raw, made)
+    seen = (id(raw), id(model))
+    if seen in made:
+        return made[seen][1]
+    made[seen] = (raw, None)  # (until it is read: a cycle back to it ends there)
+    if isinstance(raw, list | tuple | set | frozenset):
+        item: Any = [_read(model, one, made) for one in raw]
+    else:
+        found = _copied(raw, made)
+        item = found if isinstance(found, dict) else {}
         for key, field in model.model_fields.items():
-            names.update({alias: key for alias in (key, field.alias, field.serialization_alias) if alias})
-        raw = {name: getattr(raw, key) for name, key in names.items() if hasattr(raw, key)}
-    return to_jsonable_python(raw, fallback=repr)
+            for way in _read_ways(key, field):
+                value = _lookup(raw, way)
+                if value is not _MISSING:
+                    nested = _nested_model(field.annotation)
+                    value = _copied(value, made) if nested is None else _read(nested, value, made)
+                    item.update(dict.fromkeys(_written(key, field), value))
+                    break
+        if not item and found is raw:
+            item = raw  # an object with none of the fields: as it is
+    made[seen] = (raw, item)
+    return item
 
 
-def _given(presenter: Presenter, data: Any) -> list[Any]:
+def _written(key: str, field: FieldInfo) -> list[str]:
+    """The names a path may give a field: its own, its alias, its serialization alias (the data's)."""
+    return [name for name in (key, field.alias, field.serialization_alias) if name]
+
+
+def _read_ways(key: str, field: FieldInfo) -> list[tuple[str | int, ...]]:
+    """The keys (a path of them for `AliasPath`) the schema reads a field under, in the order it tries them."""
+    ways: list[tuple[str | int, ...]] = []
+    for alias in (field.validation_alias, field.alias, key):
+        for choice in alias.choices if isinstance(alias, AliasChoices) else [alias]:
+            if isinstance(choice, str):
+                ways.append((choice,))
+            elif isinstance(choice, AliasPath):
+                ways.append(tuple(choice.path))
+    return list(dict.fromkeys(ways))
+
+
+def _lookup(raw: Any, way: tuple[str | int, ...]) -> Any:
+    """The value at `way` in `raw`: a mapping's key, a list's index, an object's attribute; `_MISSING`."""
+    value = raw
+    for step in way:
+        try:
+            if isinstance(value, Mapping):
+                value = value.get(step, _MISSING)
+            elif isinstance(step, int):
+                value = value[step] if isinstance(value, _SEQUENCES) and -len(value) <= step < len(value) \
+                    else _MISSING
+            else:
+                value = getattr(value, step, _MISSING)
+        except Exception:  # noqa: BLE001 - an attribute that fails to load (an ORM's) holds nothing to read
+            return _MISSING
+        if value is _MISSING:
+            return value
+    return value
+
+
+def _nested_model(annotation: Any) -> Any:
+    """The pydantic model a field's value is read by (`Address`, of `list[Address] | None` too), or None."""
+    if isinstance(annotation, type):
+        return annotation if issubclass(annotation, BaseModel) else None
+    for arg in get_args(annotation):
+        found = _nested_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _copied(value: Any, made: _Made) -> Any:
+    """`value` with its mappings, sequences, models and dataclasses as dicts and lists (a copy the redactor
+    may edit), any other value as it is."""
+    if value is None or isinstance(value, _SCALARS):
+        return value
+    seen = (id(value), 0)
+    if seen in made:
+        return made[seen][1]
+    made[seen] = (value, None)  # (until it is copied: a cycle back to it ends there)
+    copied: Any = value
+    if isinstance(value, list | tuple | set | frozenset):
+        copied = [_copied(v, made) for v in value]
+    elif isinstance(value, Mapping):
+        copied = {k: _copied(v, made) for k, v in value.items()}
+    elif isinstance(value, BaseModel):  # by its fields, under each name a path may give them
+        copied = {}
+        for key, field in type(value).model_fields.items():
+            copied.update(dict.fromkeys(_written(key, field), _copied(getattr(value, key, None), made)))
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        copied = {field.name: _copied(getattr(value, field.name, None), made) for field in dataclasses.fields(value)}
+    made[seen] = (value, copied)
+    return copied
+
+
+def _raw_removed(presenter: Presenter, tree: Any, raw: Any, removed: list[Any], loose: list[Any] | None) -> None:
+    """The values the redaction removes from `raw` as the handler gave it (`_plain`), to `removed`: the forms
+    its own values write (`str(datetime)`, the int it read), which a copy it made may hold. What it cannot
+    walk so adds nothing more: the validated values are censored already. Given as their leaves (a mapping's
+    keys too): a row as given may share or loop where JSON cannot."""
+    plain = _plain(presenter, raw)
+    if not isinstance(plain, dict | list):
+        return
+    found: list[Any] = []
+    with contextlib.suppress(RedactionError):
+        tree(plain, found, None if loose is None else found)
+    seen: set[int] = set()
+    while found:
+        value = found.pop()
+        if isinstance(value, dict | list):
+            if id(value) not in seen:
+                seen.add(id(value))
+                # (a removed mapping's keys as the guard takes them: short ones are words)
+                found.extend(value if isinstance(value, list) else [
+                    *value.values(), *(k for k in value if isinstance(k, str) and len(k) >= egress.MIN_LENGTH)])
+        else:
+            removed.append(value)
+
+
+def _given(presenter: Presenter, data: Any, unsent: bool = True) -> list[Any]:
     """The values the presenter's redaction removes (as `_respond` gathers them) from every row (and embedded
-    item) of the handler's `data`: sent, cut by a `limit` or left out; one that does not fit is looked into
-    as given, and whole when its redaction fails (every value of it kept out)."""
+    item) of the handler's `data` as the handler gave it (`_raw_removed`) and, with `unsent` (some may not have
+    been sent: cut by a `limit`, left out), as validated; one that does not fit is looked into as given, and
+    whole when its redaction fails (every value of it kept out)."""
     tree = presenter._cache.redact
     if tree is False:
         tree = presenter._redactor()
@@ -1900,29 +2052,28 @@ def _given(presenter: Presenter, data: Any) -> list[Any]:
         return found
     loose = found if presenter.embeds and presenter.guard_blocks else None
     for raw in data if isinstance(data, _SEQUENCES) else [data]:
-        item = _validated(presenter, raw, unfit=True)
-        try:
-            tree(item, found, loose)  # type: ignore[operator]
-        except RedactionError:
-            found.append(item)
+        if unsent:
+            item = _validated(presenter, raw, unfit=True)
+            try:
+                tree(item, found, loose)  # type: ignore[operator]
+            except RedactionError:
+                found.append(item)
+        _raw_removed(presenter, tree, raw, found, loose)
     return found
 
 
-class _Unsent:
-    """The scrubber (`censor.Scrubber`) of a response whose presenter may have left rows or embedded items
-    out: it censors, besides the values removed from the data sent, those of every row the handler gave
-    (`_given`), worked out on first use: most responses attach no document."""
+class _Unsent(egress.Scrubber):
+    """The scrubber (`censor.Scrubber`) of a presenter's response: it censors, besides the values removed
+    from the data sent, those of every row the handler gave as it gave them (`_given`), worked out on first
+    use: most responses attach no document."""
 
-    __slots__ = ("presenter", "data", "removed", "scrub")
+    __slots__ = ("presenter", "data", "unsent")
 
-    def __init__(self, presenter: Presenter, data: Any, removed: list[Any]) -> None:
-        self.presenter, self.data, self.removed = presenter, data, removed
-        self.scrub: Callable[[str], str] | None = None
+    def __init__(self, presenter: Presenter, data: Any, removed: list[Any], unsent: bool) -> None:
+        # (`Scrubber.__init__`'s fields set here: one call less on every response that redacts)
+        self._removed, self._censor, self._needles = removed, presenter.censor, None
+        self.presenter, self.data, self.unsent = presenter, data, unsent
 
-    def __call__(self, text: str) -> str:
-        scrub = self.scrub
-        if scrub is None:
-            scrub = self.scrub = egress.Scrubber(self.removed + _given(self.presenter, self.data),
-                                                 self.presenter.censor)
-            self.data = None  # (not kept alive by the response any longer)
-        return scrub(text)
+    def more(self) -> list[Any]:
+        data, self.data = self.data, None  # (not kept alive by the response any longer)
+        return _given(self.presenter, data, self.unsent)

@@ -144,7 +144,8 @@ class ToolResponse:
             del texts[at]
             return
         block = _suggestions_block(kept)
-        texts[at] = block if view.scrub is None else view.scrub(block)
+        # (a block the framework wrote: its own markup kept, as the guard scrubs blocks; a document is scrubbed whole)
+        texts[at] = block if view.scrub is None else getattr(view.scrub, "block", view.scrub)(block)
 
     def to_mcp(self) -> dict[str, Any]:
         """The MCP `CallToolResult` as a plain dict."""
