@@ -31,7 +31,7 @@ import re
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -128,8 +128,8 @@ class Audit:
         started = time.perf_counter()
         try:
             response = await call_next(call)
-        except asyncio.CancelledError:
-            await self._emit(call, started, "cancelled", None)
+        except asyncio.CancelledError:  # (once a write ran, cancelled or not, what it does was done)
+            await self._emit(call, started, "completed" if call.done else "cancelled", None)
             raise
         except HTTPException as exc:
             await self._emit(call, started, "error", f"HTTP_{exc.status_code}")
@@ -162,7 +162,7 @@ class Audit:
         try:
             result = self.sink(event)
             if inspect.isawaitable(result):
-                await result
+                await _uncut(result)
         except Exception:
             logger.exception("audit sink failed for %s", call.action.qualified_name)
 
@@ -173,6 +173,20 @@ class Audit:
 
     def describe(self) -> str:
         return "audit: one event per mutating call" if self.mutations_only else "audit: one event per call"
+
+
+async def _uncut(pending: Awaitable[Any]) -> None:
+    """Await an async sink's write to its end: a cancellation of the call meanwhile (its `Timeout` firing
+    after a slow sink started, the client gone) lets the write finish, then goes on. An event is never lost
+    half written, above all the event of a write that was done."""
+    task = asyncio.ensure_future(pending)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])  # (its failure is logged here: the cancellation goes on, whatever it was)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("audit sink failed while its call was cancelled", exc_info=task.exception())
+        raise
 
 
 def _outcome(response: ToolResponse) -> str:

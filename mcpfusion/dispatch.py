@@ -11,7 +11,10 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, AsyncExitStack, nullcontext
 from dataclasses import dataclass, field
+from decimal import Decimal
+from enum import Enum
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
@@ -19,6 +22,7 @@ from starlette.exceptions import HTTPException  # (FastAPI's is a subclass: both
 from starlette.requests import Request
 
 from .authorization import ScopesOf, insufficient_scope, scopes_of
+from .censor import CARRIED
 from .confirm import give_back, pop_token, require_confirmation
 from .content import DEFAULT_MAX_BYTES, Attached, Content, ContentError, content_items, scrubbed
 from .context import Context
@@ -49,7 +53,7 @@ from .errors import (
 from .identity import AUTH_SCOPE_KEY
 from .listing import Exposed, entries, exposed, how_to_call, mcp_name, restricted, serving
 from .mcp.jsonrpc import ProtocolSignal
-from .middleware import ActionCall, CallNext, GuardState, Middleware, applies, chain, describe
+from .middleware import CLOSING_KEY, ActionCall, CallNext, GuardState, Middleware, applies, chain, describe
 from .output import invalid_output
 from .pagination import (
     CURSOR_PARAM,
@@ -301,7 +305,8 @@ class ToolRegistry:
 
     async def _endpoint(self, call: ActionCall) -> ToolResponse:
         """The innermost step of a chain: the confirmation, then dependencies, handler and presenter. An
-        attempt that fails drops the background tasks it queued (a middleware may try again)."""
+        attempt that fails drops the background tasks it queued (a middleware may try again); a write done
+        keeps them (`call.done`: what fails after it is answered as completed, and its tasks run)."""
         queued = queued_background()
         attempt = len(queued) if queued else 0
         response = None
@@ -310,7 +315,7 @@ class ToolRegistry:
             if call.action.confirm:
                 confirmed = await require_confirmation(call, await self._confirm_scope(call))
             response = await self._run(call.action, dict(call.arguments), call.request, call.select, call.cursor,
-                                       call.phase)
+                                       call.phase, call)
             if confirmed is not None and response.is_error:  # an error returned (`tool_error(...)`), not raised
                 await give_back(call, confirmed, response.view.error)
         except Exception as exc:
@@ -320,7 +325,10 @@ class ToolRegistry:
                 raise
             response = _failure(call.action, self._hints_for(exc, call.request), call.raise_http, call.transport)
         finally:
-            if queued and (response is None or response.is_error):
+            if response is not None and (not response.is_error or completed(response)):
+                if not call.action.readonly:  # (its answer, or `AfterRun`'s: its dependencies closed as after a
+                    call.done = True          # success)
+            elif queued:
                 del queued[attempt:]
         return response
 
@@ -339,7 +347,8 @@ class ToolRegistry:
         else:  # (a yield dependency, or overrides: FastAPI's solver, closed before the confirmation is asked)
             async with AsyncExitStack() as stack:
                 values = await resolve(dependant, call.request, stack)
-        return paging.scope_print(values["scope"])
+        scope = values["scope"]
+        return paging.scope_print(scope if scope.__class__ is str else _checked_scope(paging, scope, call.action))
 
     # -- calls ----------------------------------------------------------------------------------------------
 
@@ -379,7 +388,7 @@ class ToolRegistry:
             response = await self._traced_call(action, arguments, request, raise_http, transport)
         finally:
             end_collection(token)
-        if queued and not response.is_error:
+        if queued and (not response.is_error or completed(response)):  # (a write done: its mail goes out)
             self.background.start(queued, request.scope)
         return response
 
@@ -580,9 +589,11 @@ class ToolRegistry:
         raise self.hidden(action, granted)
 
     async def _run(self, action: Action, kwargs: dict[str, Any], request: Request, select: list[str] | None,
-                   cursor: str | None, phase: Callable[[str], AbstractContextManager[Any]]) -> ToolResponse:
+                   cursor: str | None, phase: Callable[[str], AbstractContextManager[Any]],
+                   call: ActionCall | None = None) -> ToolResponse:
         """Resolve the dependencies, run the handler, present its result (yield dependencies close after);
-        `phase` times each step for telemetry."""
+        `phase` times each step for telemetry. With its middleware's `call`, what they hold for a write's
+        closing (`CLOSING_KEY`: a `Timeout`'s clock) stops while its yield dependencies close."""
         pages = self._page_call(action, kwargs, request) if action.paginate else None
         # A page's cursor scope is one more dependency of the action's (see `Paging._merged`).
         dependant = None if action.dependency_free else \
@@ -591,6 +602,13 @@ class ToolRegistry:
         # Nothing to close (no dependency, or only plain `async def` ones): no exit stack (the hot path).
         failed: BaseException | None = None
         async with nullcontext(None) if dependant is None or plan is not None else AsyncExitStack() as stack:
+            # A write's yield dependencies close (commit) uncut once its handler returned: what its middleware
+            # hold for that (a `Timeout`'s clock) stops then, and resumes once they all closed (first in, last
+            # out). (No exit stack: nothing to close; no middleware: nothing held.)
+            closing = False
+            if stack is not None and call is not None and not action.readonly:
+                closing = True
+                stack.push_async_callback(_resume_held, call)
             try:
                 dependencies: dict[str, Any] = {}
                 if dependant is not None:
@@ -601,6 +619,8 @@ class ToolRegistry:
                             assert stack is not None  # (no plan: FastAPI's solver, on an exit stack)
                             dependencies = await resolve(dependant, request, stack)
                 scope = dependencies.pop(SCOPE_VALUE) if pages is not None else None
+                if pages is not None and scope.__class__ is not str:
+                    scope = _checked_scope(self.paging, scope, action)
                 presenter = _presenter(action, dependencies)
                 if select is not None and presenter is not None and action.presenter_dependency is not None:
                     check_audience(action.label, select, presenter.wire_names)
@@ -612,6 +632,8 @@ class ToolRegistry:
                         result = await action.fn(**kwargs)
                     else:
                         result = await run_in_threadpool(action.fn, **kwargs)
+                if closing:
+                    _stop_held(call)
                 if result.__class__ is not dict and result.__class__ is not list and isinstance(result, Iterator):
                     result = list(result)  # read once, here: every later step (and every transport) sees the rows
                 try:
@@ -633,6 +655,8 @@ class ToolRegistry:
                             # client refuses the answer without it); the data goes with the content: `attach`.
                             raise PresenterError("answered content alone, but its output schema promises "
                                                  "structured data: return attach(data, ...) (or declare no returns=)")
+                        if not action.readonly and not response.is_error:
+                            _check_texts(action, response.texts)  # (here, not at the wire: answered as done)
                     if pages is not None:
                         pages.finish(response, next_key)
                     return response
@@ -735,7 +759,9 @@ class AfterRun(Exception):
 def completed_error(action: Action, error: ToolError | ValidationFailed) -> ToolError:
     """`error` (its code kept: clients match on it) said of a write that ran: what it does was done, only its
     answer cannot be shown, and calling again would do it twice (`details.completed`: true, for clients and the
-    audit)."""
+    audit). One said so already (an `EgressLimit`'s) is kept as it is."""
+    if isinstance(error, ToolError) and error.details.get("completed") is True:
+        return error
     return ToolError(
         error.code,
         f"{error.message} The action itself was done (its effect happened): only its answer cannot be shown.",
@@ -757,10 +783,128 @@ def _stray(request: Request) -> bool:
     return not (ctx is not None and ctx.cancelled)
 
 
+def completed(response: ToolResponse) -> bool:
+    """Whether `response` is the error of a write that was done all the same (`completed_error`)."""
+    error = response.view.error
+    return error is not None and error.details.get("completed") is True
+
+
 def _failure_of(call: ActionCall, exc: Exception) -> ToolResponse:
+    """The answer for what a middleware raised (or the `Timeout` it is). Once the write ran (`call.done`), the
+    failure cannot undo it: answered as `AfterRun` is, never "nothing was done, retry"."""
     if _for_the_app(exc, call.request, call.transport):
         raise exc
+    if call.done and not isinstance(exc, AfterRun | ProtocolSignal):
+        exc = AfterRun(call.action.label, exc)
     return _failure(call.action, exc, call.raise_http, call.transport)
+
+
+def _stop_held(call: ActionCall | None) -> None:
+    """Stop what `call`'s middleware hold for a write's closing (`CLOSING_KEY`), now its handler returned."""
+    held = call.state.get(CLOSING_KEY) if call is not None else None
+    if held:
+        for hold in reversed(held):
+            hold.stop()
+
+
+async def _resume_held(call: ActionCall) -> None:
+    """Resume what `_stop_held` stopped, once the write's yield dependencies all closed (a stopped clock goes on
+    with the time it had left; one never stopped is left as it is)."""
+    held = call.state.get(CLOSING_KEY)
+    if held:
+        for hold in list(held):
+            await hold.resume(True)
+
+
+def _check_texts(action: Action, texts: list[str]) -> None:
+    """Refuse, inside the run, a write's text that no wire can carry (a lone surrogate, from a file name or a
+    broken decoder): a failure here is answered as a write done (`AfterRun`); at the transports it would say
+    nothing of it. Only non-ASCII text is encoded to find out."""
+    for text in texts:
+        if not text.isascii():
+            try:
+                text.encode()
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"{action.label}: a text block of its answer holds a lone surrogate, which JSON "
+                                 "cannot carry in UTF-8 (text from a file name or a broken decoder?)") from exc
+
+
+# What a cursor scope value may be made of: values that are the same bytes call after call and process after
+# process (the tenant id, a principal's name, a tuple of them), never an object whose JSON is its fields
+# (a `datetime.now()` among them makes every call another scope: no cursor or confirmation ever matches).
+_SCOPE_TYPES = frozenset({str, int, float, bool, type(None), UUID})
+
+
+def _checked_scope(paging: Paging, value: Any, action: Action) -> Any:
+    """`value`, the app's `cursor_scope` dependency's, once it is one that binds cursors and confirmations
+    (`_stable_scope`); else a clear error naming the dependency and what it must return (logged: the
+    server's to fix)."""
+    if _stable_scope(value, 8):
+        return value
+    dependency = getattr(paging.scope, "__qualname__", repr(paging.scope))
+    what = f"a {type(value).__name__}" if value is not None else "None"
+    logger.error("%s: the cursor_scope dependency %s returned %s: it must return a JSON value that is the same "
+                 "call after call for one caller (a string such as the tenant id, a number, or a list or dict of "
+                 "them), never an object", action.label, dependency, what)
+    raise ToolError(
+        INTERNAL_ERROR,
+        f"{action.label} cannot run: the server's cursor_scope dependency {dependency} returned {what}, not a "
+        "value that can bind this call (it must return JSON text or numbers that stay the same call after call, "
+        "e.g. the tenant id). Nothing was done.",
+        recovery="This is the server's configuration, not your call: calling again gives the same error. Tell "
+                 "the user, or try another action.",
+    )
+
+
+def _stable_scope(value: Any, depth: int) -> bool:
+    """Whether `value` is made of `_SCOPE_TYPES` only (enum members of them too), in lists, tuples, sets and
+    dicts, at most `depth` levels deep."""
+    cls = value.__class__
+    if cls in _SCOPE_TYPES:
+        return True
+    if isinstance(value, Enum):
+        return value.value.__class__ in _SCOPE_TYPES
+    if depth <= 0:
+        return False
+    if cls is list or cls is tuple or cls is set or cls is frozenset:
+        return all(_stable_scope(item, depth - 1) for item in value)
+    if cls is dict:
+        return all(k.__class__ in _SCOPE_TYPES and _stable_scope(v, depth - 1) for k, v in value.items())
+    return False
+
+
+def _scrub_carried(exc: Exception, scrub: Callable[[str], str]) -> None:
+    """Censor, with the response's scrubber (`view.scrub`, as its attached documents are), what an error raised
+    by a handler's `attach` callable tells the client (`censor.CARRIED`): the callable saw the real values,
+    and an error leaves without the egress guard. In place; its code, status and severity stay."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return scrub(value)
+        if isinstance(value, dict):
+            return {clean(k): clean(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [clean(v) for v in value]
+        if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+            text = str(value)  # (an error is written as JSON: a removed number is censored as its text is)
+            scrubbed_text = scrub(text)
+            return value if scrubbed_text == text else scrubbed_text
+        return value
+
+    if isinstance(exc, ToolError):
+        exc.message, exc.recovery = clean(exc.message), clean(exc.recovery)
+        exc.details, exc.available_actions = clean(exc.details), clean(exc.available_actions)
+        exc.args = tuple(clean(a) for a in exc.args)
+    elif isinstance(exc, ValidationFailed):
+        exc.fields = [(clean(name), clean(message)) for name, message in exc.fields]
+        exc.message = clean(exc.message)
+        if "recovery" in vars(exc):
+            exc.recovery = clean(exc.recovery)
+        exc.args = tuple(clean(a) for a in exc.args)
+    elif isinstance(exc, HTTPException):
+        exc.detail = clean(exc.detail)
+        if exc.headers:
+            exc.headers = {k: clean(v) for k, v in exc.headers.items()}
 
 
 def _for_the_app(exc: Exception, request: Request, transport: str) -> bool:
@@ -1012,8 +1156,13 @@ def present(
         response, used = present(action, result.data, presenter, ctx, select, given)
         if not response.is_error:
             view = response.view
-            items = result.build(view.data if view.presented is None else view.presented)
             scrub = view.scrub
+            try:
+                items = result.build(view.data if view.presented is None else view.presented)
+            except CARRIED as exc:  # its callable saw the real values, and may quote one in its error
+                if scrub is not None:
+                    _scrub_carried(exc, scrub)
+                raise
             # After the presenter's own (`Presenter.attach`), never in their place: both are sent.
             response.content = (*response.content, *(tuple(scrubbed(item, scrub) for item in items) if scrub
                                                      else items))

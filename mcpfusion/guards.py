@@ -8,6 +8,11 @@ Declared on a tool or the app, one guard covers all of its actions together (one
 
 They guard the action's run, not the user: while a call waits for the user's confirmation (`confirm=`, the
 2025-11-25 wire's elicitation) its timeout's clock stops and its concurrency slot is free for other calls.
+
+Nor do they cut a write's commit: once the handler of a write (an action not `readonly`) returned, its yield
+dependencies close (a session commits) with its timeout's clock stopped; the clock goes on after, and a
+timeout then (a slow middleware or audit sink after `call_next`) answers that the action was done and not to
+call it again (`details.completed`), never "nothing was returned, retry".
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import asyncio
 
 from .errors import BUSY, TIMEOUT, ToolError
-from .middleware import ActionCall, CallNext
+from .middleware import CLOSING_KEY, ActionCall, CallNext
 from .pauses import pausable
 from .response import ToolResponse
 
@@ -70,7 +75,9 @@ class _Slot:
 class Timeout:
     """Cancel the call after `seconds`: the handler is cancelled, its yield dependencies are torn down, and
     the agent gets a self-healing `TIMEOUT` error. (A sync handler runs in a thread that cannot be
-    interrupted: it is abandoned, not stopped.) The wait for the user's confirmation is not counted."""
+    interrupted: it is abandoned, not stopped.) The wait for the user's confirmation is not counted, nor the
+    closing of a write's yield dependencies once its handler returned (its commit is never cut halfway); a
+    write done whose answer is late is answered as done (`call.done`: `dispatch.completed_error`)."""
 
     def __init__(self, seconds: float) -> None:
         if seconds <= 0:
@@ -78,12 +85,18 @@ class Timeout:
         self.seconds = seconds
 
     async def __call__(self, call: ActionCall, call_next: CallNext) -> ToolResponse:
+        action = call.action
         try:
             async with asyncio.timeout(self.seconds) as timer:
-                if not call.action.confirm:
+                if not action.readonly:
+                    return await _closing_uncut(call, call_next, _Clock(timer))
+                if not action.confirm:
                     return await call_next(call)
                 return await pausable(call, call_next, _Clock(timer))
         except TimeoutError:
+            if call.done:  # (said "done, do not call it again" by the chain: `dispatch._failure_of`)
+                raise ToolError(TIMEOUT, f"{action.qualified_name} did not answer within "
+                                         f"{_seconds(self.seconds)}.") from None
             raise ToolError(
                 TIMEOUT,
                 f"{call.action.qualified_name} did not finish within {_seconds(self.seconds)} and was stopped.",
@@ -93,6 +106,17 @@ class Timeout:
 
     def describe(self) -> str:
         return f"timeout: {_seconds(self.seconds)}"
+
+
+async def _closing_uncut(call: ActionCall, call_next: CallNext, clock: _Clock) -> ToolResponse:
+    """`call_next(call)` of a write, `clock` stopped while its yield dependencies close once its handler
+    returned (`CLOSING_KEY`, see `ToolRegistry._run`), and while it waits for the user (`confirm=`)."""
+    held = call.state.setdefault(CLOSING_KEY, [])
+    held.append(clock)
+    try:
+        return await (pausable(call, call_next, clock) if call.action.confirm else call_next(call))
+    finally:
+        held.remove(clock)
 
 
 class Concurrency:

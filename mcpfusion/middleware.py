@@ -13,7 +13,8 @@
 Order: the app's middleware wrap the tool's, which wrap the action's; within one list the first is the
 outermost. They run after the arguments validated and before dependencies resolve, so raising `ToolError`
 (or returning a response without calling `call_next`) short-circuits the call: no dependency, no handler.
-An exception raised inside reaches the outer middleware as the error response it becomes. Guards
+An exception raised inside reaches the outer middleware as the error response it becomes (once a write
+ran, `call.done`: one saying it was done and not to call it again, `details.completed`). Guards
 (`Timeout`, `Concurrency`, `RateLimit`, `EgressLimit`, `Audit`) are middleware too.
 
 A middleware object with an `applies_to(action) -> bool` method is left out of the chain of the actions it
@@ -59,6 +60,10 @@ Middleware = Callable[["ActionCall", CallNext], Awaitable[ToolResponse]]
 
 # Set by the stdio bridge on the requests it makes in-process.
 _STDIO_SCOPE_KEY = "mcpfusion.trusted_headers"
+# `call.state` key: what stops while a write whose handler returned closes its yield dependencies (a `Timeout`'s
+# clock: cutting a commit halfway would leave unknown whether what the handler did was kept). Each has
+# `stop()` and `async resume(answered)`, as a `mcpfusion.pauses.Pause`.
+CLOSING_KEY = "mcpfusion.guards.closing"
 
 
 class GuardState:
@@ -96,10 +101,14 @@ class ActionCall:
     - `principal`: what the app's authentication stored in `scope["mcpfusion.auth"]` (e.g. by
       `RequireBearer`), else None; `principal_id` and `tenant` are read from it.
     - `state`: a dict for middleware to pass values to each other during this call.
+    - `done`: True once a write (an action not `readonly`) has run to its end: its handler returned and its
+      yield dependencies closed without failing (a session committed). What fails after that (a middleware
+      raising after `call_next`, a `Timeout`) cannot undo it: the error says the action was done and not to
+      call it again (`details.completed`). Set by the framework; always False for a read.
     """
 
     __slots__ = ("action", "arguments", "raw_arguments", "request", "transport", "state", "guards",
-                 "select", "cursor", "confirmation", "raise_http", "phase", "_request_id")
+                 "select", "cursor", "confirmation", "raise_http", "phase", "done", "_request_id")
 
     def __init__(
         self,
@@ -123,6 +132,7 @@ class ActionCall:
         self.confirmation: str | None = None  # the `_confirm` token sent with the call
         self.raise_http = True
         self.phase = phase  # telemetry's timer of the dependency, handler and present steps
+        self.done = False  # a write's effect happened (see the class docstring): set once, by `_endpoint`
         self._request_id: str | None = None
 
     @property

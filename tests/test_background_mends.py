@@ -55,13 +55,15 @@ class Shop:
             tasks.add_task(send, f"commit_fails:{sku}")
             return f"order {sku} placed"
 
-        @self.tool.action(middleware=[refuse_after])
+        # `refused` and `too_large` are reads: a write's handler that returned did what it does, so its tasks
+        # run although its answer failed (`details.completed`: tests/test_round6j.py).
+        @self.tool.action(readonly=True, middleware=[refuse_after])
         async def refused(sku: str, tasks: BackgroundTasks) -> str:
             """Place an order; a middleware refuses the answer."""
             tasks.add_task(send, f"refused:{sku}")
             return f"order {sku} placed"
 
-        @self.tool.action(middleware=[EgressLimit(bytes=20)])
+        @self.tool.action(readonly=True, middleware=[EgressLimit(bytes=20)])
         async def too_large(sku: str, tasks: BackgroundTasks) -> str:
             """Place an order; the answer is too large."""
             tasks.add_task(send, f"too_large:{sku}")
@@ -144,17 +146,14 @@ async def test_a_nested_call_s_tasks_wait_for_the_outer_call():
     outer = Tool("outer", description="Outer")
     registry_of: dict[str, Any] = {}
 
-    async def fail_after(call: Any, call_next: Any) -> Any:
-        await call_next(call)
-        raise ToolError("FORBIDDEN", "refused")
-
-    @outer.action(middleware=[fail_after])
+    # (It fails in its handler: a write whose handler returned was done, and its tasks run whatever fails after.)
+    @outer.action()
     async def wrap(tasks: BackgroundTasks) -> str:
         """Calls shop.ok, then is refused."""
         registry = registry_of["r"]
         inner = await registry.call_action(registry.find("shop", "ok"), {"sku": "inner"}, registry_of["req"])
         assert not inner.is_error
-        return "done"
+        raise ToolError("FORBIDDEN", "refused")
 
     tester = ToolTester([shop.tool, outer])
     registry_of["r"] = tester.registry

@@ -39,7 +39,8 @@ def probe_tool() -> Tool:
         await asyncio.sleep(seconds)
         return "slept"
 
-    @probe.action()
+    # A read: a write's answer no wire can carry is refused inside the run, as done (tests/test_round6j.py).
+    @probe.action(readonly=True)
     async def file_name() -> str:
         """A file name as os.listdir gives it for bytes that are not UTF-8."""
         return "report_\udcff.txt"
