@@ -563,6 +563,13 @@ def scrub_error(exc: BaseException, removed: list[Any], censor: Any = DEFAULT_CE
             return mask if value in numbers or str(value) in exact else value
         return value
 
+    clean_error(exc, clean)
+
+
+def clean_error(exc: BaseException, clean: Callable[[Any], Any]) -> None:
+    """Apply `clean` to everything an error (`CARRIED`) tells the client, in place: a ToolError's message,
+    recovery, details and actions, a ValidationFailed's fields, an HTTPException's detail and header values.
+    Its code, status and severity stay."""
     if isinstance(exc, ToolError):
         exc.message, exc.recovery = clean(exc.message), clean(exc.recovery)
         exc.details, exc.available_actions = clean(exc.details), clean(exc.available_actions)

@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException  # (FastAPI's is a subclass: both
 from starlette.requests import Request
 
 from .authorization import ScopesOf, insufficient_scope, scopes_of
-from .censor import CARRIED
+from .censor import CARRIED, clean_error
 from .confirm import give_back, pop_token, require_confirmation
 from .content import DEFAULT_MAX_BYTES, Attached, Content, ContentError, content_items, scrubbed
 from .context import Context
@@ -891,20 +891,7 @@ def _scrub_carried(exc: Exception, scrub: Callable[[str], str]) -> None:
             return value if scrubbed_text == text else scrubbed_text
         return value
 
-    if isinstance(exc, ToolError):
-        exc.message, exc.recovery = clean(exc.message), clean(exc.recovery)
-        exc.details, exc.available_actions = clean(exc.details), clean(exc.available_actions)
-        exc.args = tuple(clean(a) for a in exc.args)
-    elif isinstance(exc, ValidationFailed):
-        exc.fields = [(clean(name), clean(message)) for name, message in exc.fields]
-        exc.message = clean(exc.message)
-        if "recovery" in vars(exc):
-            exc.recovery = clean(exc.recovery)
-        exc.args = tuple(clean(a) for a in exc.args)
-    elif isinstance(exc, HTTPException):
-        exc.detail = clean(exc.detail)
-        if exc.headers:
-            exc.headers = {k: clean(v) for k, v in exc.headers.items()}
+    clean_error(exc, clean)
 
 
 def _for_the_app(exc: Exception, request: Request, transport: str) -> bool:
