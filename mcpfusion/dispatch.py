@@ -1155,6 +1155,7 @@ def present(
                                                      else items))
             if not result.data_block:
                 response.texts = []
+                response.view.data_left_out = True
         return response, used
     alone = content_items(result)
     if alone is not None:

@@ -12,7 +12,8 @@ after its last row sent: the notice names that cursor (in place of the page's ow
 blocks were left out; a page whose handler gives no row positions (`Paged` without `position`) is never cut.
 Domain rules and suggestions stay. When even that cannot fit, or not even the first row (or line) fits, the
 caller gets a self-healing `RESPONSE_TOO_LARGE` error instead. The limit counts the text blocks (what the
-agent reads); structuredContent is cut to the same rows.
+agent reads); structuredContent is cut to the same rows. With the data block left out (`attach(...,
+data_block=False)`), structuredContent, when sent, is the data: it is counted with the text blocks, and cut.
 
 The limit is checked once the action ran: the error of a write (an action not `readonly`) says that it was done
 and only its answer cannot be shown, and not to call it again (`details.completed`: true); a read's says to ask
@@ -66,6 +67,38 @@ def _encoder(data: Any, text: str) -> Callable[[Any], str] | None:
     return next((encode for encode in candidates if encode(data) == text), None)
 
 
+def _sent(response: ToolResponse) -> list[str]:
+    """What the limit measures: the text blocks, and structuredContent when it is the only data sent
+    (`attach(..., data_block=False)`: otherwise the data block says the same)."""
+    structured = response.structured_content
+    if structured is None or not response.data_left_out:
+        return response.texts
+    return [dumps(structured), *response.texts]
+
+
+def _wrapper(structured: dict[str, Any] | None, data: Any, after: str | None,
+             resume: Callable[[int], str] | None) -> Callable[[Any], str] | None:
+    """How structuredContent is written with only some of the rows of `data` (a list in it, `{"items": rows,
+    "next_cursor": ...}`): the data sent when the data block is left out. A page's cursor is the one after the
+    last row kept. None: no list to cut."""
+    if structured is None or not isinstance(data, list):
+        return None
+    key = next((k for k, v in structured.items() if v is data), None)
+    if key is None:
+        key = next((k for k, v in structured.items() if v == data), None)
+    if key is None:
+        return None
+    total = len(data)
+
+    def encode(rows: list[Any]) -> str:
+        shown = {**structured, key: rows}
+        if resume is not None and "next_cursor" in shown and 0 < len(rows) < total:
+            shown["next_cursor"] = resume(len(rows))
+        return dumps(shown)
+
+    return encode
+
+
 class EgressLimit:
     """Cut answers larger than `bytes` (UTF-8) or `tokens` (o200k) at row or block boundaries."""
 
@@ -79,7 +112,7 @@ class EgressLimit:
 
     async def __call__(self, call: ActionCall, call_next: CallNext) -> ToolResponse:
         response = await call_next(call)
-        if response.is_error or self.fits(response.texts):
+        if response.is_error or self.fits(_sent(response)):
             return response
         try:
             return self.cut(response, call)
@@ -126,17 +159,23 @@ class EgressLimit:
     def cut(self, response: ToolResponse, call: ActionCall) -> ToolResponse:
         view = response.view
         data = view.data
-        head, rest = response.texts[0], list(response.texts[1:])
-        encode = _encoder(data, head)
-        rows: list[Any] = data.split("\n") if isinstance(data, str) else list(data) if encode else []
-        unit = "lines" if isinstance(data, str) else "rows"
-        select = bool(call.action.tool.select)
+        structured = response.structured_content
+        paged = bool(call.action.paginate) and isinstance(data, list)
         # A page's notice goes: the egress notice names the next cursor instead (with the rows really shown),
         # so the agent reads where to go on whatever else is left out.
         after = view.next_cursor
+        left_out = response.data_left_out
+        if left_out:  # `attach(..., data_block=False)`: the data sent is structuredContent (or nothing)
+            head, rest = ("" if structured is None else dumps(structured)), list(response.texts)
+            encode = _wrapper(structured, data, after, view.resume if paged else None)
+        else:
+            head, rest = response.texts[0], list(response.texts[1:])
+            encode = _encoder(data, head)
+        rows: list[Any] = data.split("\n") if isinstance(data, str) else list(data) if encode else []
+        unit = "lines" if isinstance(data, str) else "rows"
+        select = bool(call.action.tool.select)
         if after is not None:
             rest = [text for text in rest if after not in text]
-        paged = bool(call.action.paginate) and isinstance(data, list)
         # A list the presenter's `limit` already cut (or an inner egress limit) counts against the rows the
         # handler gave, as REST's header does; its own notice goes, this one says it with the rows shown.
         total = len(rows)
@@ -164,19 +203,23 @@ class EgressLimit:
                                                    call)
             head = encode(rows[:shown])
         kept: Any = data
+        embedded = view.embedded_truncated
         if shown < len(rows):
             kept = "\n".join(rows[:shown]) if isinstance(data, str) else rows[:shown]
-        structured = response.structured_content
+            # The embedded cuts were counted over every row, those cut off too, and which of them the rows kept
+            # hid is not known: REST says no `Truncated-Embedded` (its `Truncated` stays). (The agent's notices
+            # of them are UI blocks: left out before any row is.)
+            embedded = None
         if structured is not None and kept is not data:
             structured = {k: kept if v == data else v for k, v in structured.items()}
             if paged and "next_cursor" in structured:
                 structured["next_cursor"] = cursor
-        view = replace(view, data=kept, next_cursor=cursor,
+        view = replace(view, data=kept, next_cursor=cursor, data_left_out=left_out, embedded_truncated=embedded,
                        ui_blocks=[b for b in view.ui_blocks if b.render() in rest],
                        truncated=(shown, total, unit) if shown < len(rows) else view.truncated)
         # Images, audio and documents are not what the limit counts (max_content_bytes caps them): kept.
-        return ToolResponse([head, notice, *rest], structured_content=structured, view=view,
-                            content=response.content)
+        texts = [notice, *rest] if left_out else [head, notice, *rest]
+        return ToolResponse(texts, structured_content=structured, view=view, content=response.content)
 
     def _cut_rows(self, rows: list[Any], encode: Callable[[Any], str], rest: list[str],
                   resume: Callable[[int], str] | None, notice: Callable[[int, str | None], str],

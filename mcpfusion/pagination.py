@@ -371,7 +371,11 @@ class PageCall:
             return
         cursor = None if next_key is None else self.paging.issue(self.action, self.scope, self.filters, next_key)
         structured = response.structured_content
-        if structured is not None or response.texts:  # (neither: `attach(..., data_block=False)` left the data out)
+        if not response.texts:
+            # `attach(..., data_block=False)` left the data out: said on the view, as the notice below is a text
+            # block (REST answers the content alone, an egress limit counts structuredContent).
+            response.view.data_left_out = True
+        if structured is not None or not response.view.data_left_out:
             response.structured_content = {**(structured if isinstance(structured, dict) else
                                               {"items": response.view.data}), "next_cursor": cursor}
         response.view.next_cursor = cursor

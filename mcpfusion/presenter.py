@@ -59,7 +59,7 @@ from .redaction import (
     vocabulary,
     write_key,
 )
-from .response import Suggestion, ToolResponse, assemble, to_jsonable
+from .response import Suggestion, ToolResponse, assemble, key_path, to_jsonable
 from .schema import inline_refs, lean
 from .select import select_keys
 from .serializer import UNWRITABLE, json_bytes
@@ -209,7 +209,7 @@ class _Rendered:
         self.rules_block: str | None = None  # `rules` as their block, when a flat render knew it beforehand
         self.sources: list[int] | None = None  # a list's index of each row kept, when some were left out
         self.truncated: tuple[int, int] | None = None  # rows sent, of how many the list had: a `limit` cut
-        self.cuts: dict[str, _Cut] | None = None  # the `limit` cuts of embedded lists, by key path (`_note_cut`)
+        self.cuts: dict[tuple[str, ...], _Cut] | None = None  # the `limit` cuts of embedded lists, by key path
 
 
 def _indices(rows: list[Any], kept: list[Any]) -> list[int]:
@@ -271,7 +271,7 @@ def _join(out: _Rendered, part: _Rendered) -> None:
 def _merge_notes(out: _Rendered, part: _Rendered) -> None:
     """`part`'s cut notices, rules, suggestions and directives added after `out`'s own (its blocks aside)."""
     if part.cuts:
-        _add_cuts(out, "", part.cuts)
+        _add_cuts(out, (), part.cuts)
     if part.rules:
         _merge_unique(out.rules, part.rules)
     if part.suggestions:
@@ -290,7 +290,7 @@ class _Cut:
         self.parent, self.limit, self.items, self.hidden = parent, limit, 0, 0
 
 
-def _add_cuts(out: _Rendered, prefix: str, cuts: Mapping[str, _Cut]) -> None:
+def _add_cuts(out: _Rendered, prefix: tuple[str, ...], cuts: Mapping[tuple[str, ...], _Cut]) -> None:
     """`cuts` (of the child under `prefix`, or of a part of the same render) added to `out`'s."""
     mine = out.cuts if out.cuts is not None else {}
     out.cuts = mine
@@ -302,12 +302,13 @@ def _add_cuts(out: _Rendered, prefix: str, cuts: Mapping[str, _Cut]) -> None:
         found.hidden += cut.hidden
 
 
-def _cut_notice(path: str, cut: _Cut) -> str:
+def _cut_notice(path: tuple[str, ...], cut: _Cut) -> str:
     """The one notice of an embedded list's `limit`: which key, in how many items, and what to do (filters do
-    not narrow an embedded list)."""
-    return (f"⚠️ Embedded list truncated: {path!r} shows at most {cut.limit} per {cut.parent} item "
+    not narrow an embedded list). The path is written as redaction paths are: a key may hold a dot."""
+    written = key_path(path)
+    return (f"⚠️ Embedded list truncated: {written!r} shows at most {cut.limit} per {cut.parent} item "
             f"({cut.items} {cut.parent} item(s) cut, {cut.hidden} entries hidden in all). Filters do not narrow "
-            f"it: to see all of one {cut.parent}'s {path}, use an action that lists them for that {cut.parent}.")
+            f"it: to see all of one {cut.parent}'s {written}, use an action that lists them for that {cut.parent}.")
 
 
 def _merged(target: list[Any], items: Iterable[Any]) -> list[Any]:
@@ -879,9 +880,9 @@ class Presenter:
                 if rendered.truncated is not None:
                     cut = _Cut(self.name, child.max_items)  # type: ignore[arg-type]  # (a cut has a limit)
                     cut.items, cut.hidden = 1, rendered.truncated[1] - cut.limit
-                    _add_cuts(out, "", {key: cut})
+                    _add_cuts(out, (), {(key,): cut})
                 if rendered.cuts:
-                    _add_cuts(out, f"{key}.", rendered.cuts)
+                    _add_cuts(out, (key,), rendered.cuts)
                 out.embeds.extend(block.render() for block in rendered.ui_blocks)
                 out.embeds.extend(rendered.embeds)
             _merge_unique(out.rules, rendered.rules)
@@ -1167,6 +1168,7 @@ class Presenter:
         except egress.CARRIED as exc:  # a callback's error may quote the real values it saw: never sent
             _scrub_raised(self, exc, data)
             raise
+        cuts: dict[tuple[str, ...], _Cut] | None = None
         if parts is not None:
             full, ui_blocks, suggestions, directives, (static_rules, rules_block) = parts
             embeds: list[str] = []
@@ -1175,9 +1177,11 @@ class Presenter:
             full, ui_blocks, suggestions, directives = (rendered.data, rendered.ui_blocks, rendered.suggestions,
                                                         rendered.directives)
             embeds, rules, rules_block = rendered.embeds, rendered.rules, rendered.rules_block
-            if rendered.cuts:  # the embedded lists a `limit` cut: one notice each, after the children's blocks
-                embeds.extend(ui_helpers.summary(_cut_notice(path, cut)).render()
-                              for path, cut in rendered.cuts.items())
+            cuts = rendered.cuts
+            if cuts and select:  # a key `_select` leaves out is not sent: nor is its cut
+                cuts = {path: cut for path, cut in cuts.items() if path[0] in select}
+            if cuts:  # the embedded lists a `limit` cut: one notice each, after the children's blocks
+                embeds.extend(ui_helpers.summary(_cut_notice(path, cut)).render() for path, cut in cuts.items())
         for block in ui_blocks:
             if not isinstance(block, UIBlock):
                 raise PresenterError(f"presenter {self.name!r}: its ui callback returned a {type(block).__name__}, "
@@ -1218,9 +1222,9 @@ class Presenter:
             response.view.sources = rendered.sources
             if rendered.truncated is not None:  # REST says it in its `Truncated` header, as for an egress cut
                 response.view.truncated = (*rendered.truncated, "rows")
-            if rendered.cuts:  # and an embedded list's cut in its `Truncated-Embedded` header
+            if cuts:  # and an embedded list's cut in its `Truncated-Embedded` header
                 response.view.embedded_truncated = {path: (cut.limit, cut.items, cut.hidden)
-                                                    for path, cut in rendered.cuts.items()}
+                                                    for path, cut in cuts.items()}
         every = removed
         if loose:
             start = 1 + len(ui_blocks)  # the children's own blocks: after the data and this one's UI blocks

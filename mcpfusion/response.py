@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from . import markup, toon
 from .content import Content
 from .errors import ToolError, ValidationFailed
+from .redaction import write_key
 from .serializer import SLOT, Prewritten, dumps, json_bytes, jsonable, spliced
 from .slots import writable
 from .ui import UIBlock
@@ -66,8 +67,12 @@ class ResponseView:
     # The data before `_select` (None: no `_select`, or `data` is it): what a handler's `attach` callable sees.
     presented: Any = None
     # The embedded lists a child's `limit` cut, {key path: (limit, parent items cut, entries hidden)}: REST's
-    # `Truncated-Embedded` header (None: nothing cut).
-    embedded_truncated: dict[str, tuple[int, int, int]] | None = None
+    # `Truncated-Embedded` header (None: nothing cut). A path is its keys (("lines", "notes")), written by
+    # `key_path` only when sent: a key may hold a dot.
+    embedded_truncated: dict[tuple[str, ...], tuple[int, int, int]] | None = None
+    # `attach(..., data_block=False)` left the data block out (a page's notice may still be a text block): the
+    # data goes only in structuredContent, when kept; REST answers the content alone.
+    data_left_out: bool = False
 
 
 SUGGESTIONS_TAG = "action_suggestions"
@@ -109,6 +114,12 @@ class ToolResponse:
     @property
     def error_code(self) -> str | None:
         return self.view.error_code
+
+    @property
+    def data_left_out(self) -> bool:
+        """Whether `attach(..., data_block=False)` left the data block out: flagged on the view (a page's
+        notice then is a text block), or no text block beside the content."""
+        return self.view.data_left_out or (not self.texts and bool(self.content))
 
     def reshape(self, data: Any) -> None:
         """Replace the data (after `_select`): the data block is written again with its own encoding."""
@@ -179,6 +190,16 @@ class ToolResponse:
 
     def __repr__(self) -> str:
         return f"ToolResponse(is_error={self.is_error}, texts={self.texts!r})"
+
+
+def key_path(path: tuple[str, ...]) -> str:
+    """A path of keys as redaction paths write it: `lines.notes`, a key that is no name quoted in brackets
+    (`["a.b"]`, `order["líneas"]`), so that a key holding a dot is never read as two."""
+    written = write_key(path[0]) if path else ""
+    for key in path[1:]:
+        segment = write_key(key)
+        written += segment if segment[0] == "[" else "." + segment
+    return written
 
 
 def to_jsonable(data: Any) -> Any:
@@ -346,6 +367,7 @@ def assemble(
     view.scrub = None
     view.presented = None
     view.embedded_truncated = None
+    view.data_left_out = False
     made = _new(ToolResponse)
     made.texts = texts
     made.is_error = False

@@ -70,7 +70,7 @@ from .problem import (
     problem_response,
     validation_problem,
 )
-from .response import ToolResponse
+from .response import ToolResponse, key_path
 from .schema import inline_refs, rewrite
 from .select import SELECT_PARAM, select_schema
 from .serializer import dumps
@@ -83,15 +83,16 @@ def rest_body(response: ToolResponse, request: Request | None = None, action: Ac
     if response.is_error:
         found = problem_of_result(response, instance=request.url.path if request else None)
         return problem_response(_rest_recovery(found, request, action))
-    if response.content:
+    if response.content or response.view.data_left_out:
         return _content_body(response, request)
     # The data block's data (after _select and redaction), whatever other shape structuredContent has.
     view = response.view
     return Response(dumps(view.data), media_type="application/json", headers=_data_headers(view, request))
 
 
-# Where a presenter's response view keeps the `limit` cuts of its embedded lists: {key path: (at most this many
-# per parent item, parent items cut, entries hidden in all)}, the counts of the agent's "Embedded list truncated".
+# Where a presenter's response view keeps the `limit` cuts of its embedded lists: {key path (its keys): (at most
+# this many per parent item, parent items cut, entries hidden in all)}, the counts of the agent's "Embedded list
+# truncated" (a path given as a string is taken as written).
 EMBEDDED_CUTS = "embedded_truncated"
 
 
@@ -99,14 +100,15 @@ def _data_headers(view: Any, request: Request | None) -> dict[str, str] | None:
     """The headers of a success's data: its next page, and its cuts (said here: the agent's notices are UI
     blocks, which REST does not send). `Truncated` for the list's own cut (a `limit`, an egress limit),
     `Truncated-Embedded` for the embedded lists a child's `limit` cut (`"lines"; limit=1; items=3; hidden=7`,
-    one list member per key path)."""
+    one list member per key path, written as redaction paths are: `lines.notes`, `["a.b"]`)."""
     headers = _next_page(view.next_cursor, request)
     if view.truncated is not None:
         shown, total, unit = view.truncated
         headers = {**(headers or {}), "Truncated": f"shown={shown}, total={total}, unit={unit}"}
     embedded = getattr(view, EMBEDDED_CUTS, None)
     if embedded:
-        cuts = ", ".join(f"{_sf_string(path)}; limit={limit}; items={items}; hidden={hidden}"
+        cuts = ", ".join(f"{_sf_string(path if isinstance(path, str) else key_path(path))}; limit={limit}; "
+                         f"items={items}; hidden={hidden}"
                          for path, (limit, items, hidden) in embedded.items())
         headers = {**(headers or {}), "Truncated-Embedded": cuts}
     return headers
@@ -157,18 +159,20 @@ def _content_body(response: ToolResponse, request: Request | None = None) -> Res
     """One image, clip or document alone: its own bytes and media type (with its declared charset). Anything
     mixed: a JSON envelope with the data and the content items in their MCP shapes (binary data base64, links
     as URIs), and the data's cut and next-page headers. A media type no header can carry (`check`
-    refuses one before it gets here) is answered in the envelope too, never a dropped connection."""
+    refuses one before it gets here) is answered in the envelope too, never a dropped connection.
+    The data left out (`attach(..., data_block=False)`): the content alone on every page, with the next page's
+    headers (a page's notice, a text block for the agent, is no data block)."""
     items = response.content
-    if not response.texts and len(items) == 1 and not isinstance(items[0], ResourceLink) \
-            and _HEADER_VALUE.fullmatch(items[0].media_type):
-        media_type = items[0].media_type  # (Starlette adds charset=utf-8 only to a text/* type naming none)
-        return Response(items[0].payload(), media_type=media_type, headers=_inert(media_type))
-    envelope: dict[str, Any] = {"content": [item.to_mcp() for item in items]}
-    if not response.texts:
-        return Response(dumps(envelope), media_type="application/json")
     view = response.view
-    return Response(dumps({"data": view.data, **envelope}), media_type="application/json",
-                    headers=_data_headers(view, request))
+    if not response.data_left_out:
+        return Response(dumps({"data": view.data, "content": [item.to_mcp() for item in items]}),
+                        media_type="application/json", headers=_data_headers(view, request))
+    page = _next_page(view.next_cursor, request)
+    if len(items) == 1 and not isinstance(items[0], ResourceLink) and _HEADER_VALUE.fullmatch(items[0].media_type):
+        media_type = items[0].media_type  # (Starlette adds charset=utf-8 only to a text/* type naming none)
+        return Response(items[0].payload(), media_type=media_type, headers={**_inert(media_type), **(page or {})})
+    return Response(dumps({"content": [item.to_mcp() for item in items]}), media_type="application/json",
+                    headers=page)
 
 
 _MARKUP = ("text/html", "application/xhtml+xml", "image/svg+xml", "text/xml", "application/xml")
