@@ -5,10 +5,19 @@ In-memory by default; `mcpfusion.redis.RedisBroker` makes a message published on
 subscriber on another.
 
 A broker whose subscriptions can miss messages (Redis pub/sub keeps nothing while a connection is re-made)
-may also keep what must not be lost (a client's answer to a server request, a cancellation), optionally:
-`publish_kept(topic, message, box, seconds)` publishes and keeps the message under `box`, and
-`collect(*boxes)` takes what is kept. A subscription that sets `recovers` then gets `RESUBSCRIBED` each time
-the broker has subscribed again after a lost connection, and collects what it may have missed.
+may also keep what must not be lost (a client's answer to a server request, a cancellation), optionally, in
+boxes of a session that something waits on, and only those (a client cannot store what nobody asked for):
+
+- `expect(entries, fresh=True)`: each `(session_id, box, seconds)` may receive a message for `seconds` (a server
+  request awaits its answer, a call runs and may be cancelled); `fresh` drops what an earlier use left in it;
+- `publish_kept(topic, message, session_id, box)`: publishes, and keeps the message under `box` if that is
+  expected; returns `(receivers, KEPT | UNEXPECTED | REFUSED)` (refused: too large, too many, Redis full);
+- `collect(entries, forget=False)`: takes what is kept under each `(session_id, box)` (`forget`: and stops
+  expecting it);
+- `drop_kept(session_id)`: forgets all of a session's boxes (it was deleted).
+
+A subscription that sets `recovers` then gets `RESUBSCRIBED` each time the broker has subscribed again after a
+lost connection, and collects what it may have missed.
 """
 
 from __future__ import annotations
@@ -27,9 +36,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcpfusion.mcp")
 
 
-KEPT_SECONDS = 120.0
-"""How long a broker that keeps messages (`publish_kept`) keeps one: longer than it takes to notice a dead
-connection (a half-open one: two idle PINGs, a minute) and subscribe again."""
+KEPT = "kept"
+"""`publish_kept`: the message is kept (or one is already, for a box answered twice)."""
+UNEXPECTED = "unexpected"
+"""`publish_kept`: nothing waits on the box (never asked, answered already, ended): published only."""
+REFUSED = "refused"
+"""`publish_kept`: the box is expected but the message was not kept (too large, too many, Redis refused)."""
 
 
 class Resubscribed:

@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from . import jsonrpc, protocol
 from .broker import (
-    KEPT_SECONDS,
+    REFUSED,
     RESUBSCRIBED,
     Broker,
     InMemoryBroker,
@@ -46,6 +46,7 @@ from .streams import (
     PostStream,
     SessionChannel,
     SSEBody,
+    answer_box,
     answer_topic,
     encode_message,
     encode_priming,
@@ -85,8 +86,94 @@ _STORE_DOWN = "Service Unavailable: the session store cannot save the change now
 _BROKER_DOWN = "Service Unavailable: the message broker is unreachable; retry later"
 
 
+MAX_REASON = 256
+"""Characters of a `notifications/cancelled` reason sent to other replicas (and kept): a reason is for a log."""
+MAX_MARKED_ID = 200
+"""Characters (as JSON) of the longest request id marked running in Redis (see `RunningMarks`)."""
+MARK_AFTER = 0.05
+"""Seconds a call runs before it is marked running in Redis, with every other call started meanwhile (one round
+trip for all; a call that ends sooner costs none)."""
+MARK_SECONDS = 600.0
+"""How long a running mark lasts; renewed while its call runs (a replica that dies stops renewing)."""
+
+
 class Undelivered(Exception):
     """A client's message that must reach another request (a cancellation) could not be sent or kept: 503."""
+
+
+class RunningMarks:
+    """The calls running here that Redis knows of: a cancellation posted to another replica while this one's
+    pub/sub connection is being re-made is kept for them, and only for them (`broker.publish_kept`), so a client
+    cannot store cancellations of requests that run nowhere. Marked in batches once they have run `MARK_AFTER`
+    seconds, renewed every third of `MARK_SECONDS`, unmarked (with any cancellation kept for them) when they end,
+    before their reply: a later request reusing the id is never cancelled by an old one."""
+
+    def __init__(self, broker: Any, inflight: dict[tuple[str, Any], SessionChannel]) -> None:
+        self.broker = broker
+        self.inflight = inflight
+        self.marked: dict[tuple[str, Any], float] = {}  # call -> loop time of its mark (sent or on its way)
+        self._soon: asyncio.TimerHandle | None = None  # the next round for calls started since the last
+        self._renewal: asyncio.TimerHandle | None = None  # the next round for marks due to be renewed
+        self._task: asyncio.Task[None] | None = None  # the marks being written
+        self._again = False  # calls started while marks were being written: another round
+        self._failing = False  # one log line per outage
+
+    def started(self) -> None:
+        """A call started: marked with the others at the next round (no await, no round trip now)."""
+        if self._soon is None:
+            self._soon = asyncio.get_running_loop().call_later(MARK_AFTER, self._fire)
+
+    async def ended(self, key: tuple[str, Any]) -> None:
+        """A marked call ended: its mark and what was kept for it go (after any write of the mark on its way)."""
+        if self.marked.pop(key, None) is None:
+            return
+        task = self._task
+        try:
+            if task is not None and not task.done():
+                await asyncio.shield(task)
+            await self.broker.collect([(key[0], _cancel_box(key[1]))], forget=True)
+        except Exception as exc:  # noqa: BLE001 - the mark expires on its own; the call is done
+            logger.warning("could not unmark a finished call in the broker (%r)", exc)
+
+    def _fire(self) -> None:
+        self._soon = None
+        if self._task is not None and not self._task.done():
+            self._again = True
+            return
+        self._task = asyncio.get_running_loop().create_task(self._mark(), name="mcpfusion-running-marks")
+
+    async def _mark(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            self._again = False
+            now = loop.time()
+            due = now - MARK_SECONDS / 3
+            fresh = [key for key in self.inflight if key not in self.marked and _cancel_box(key[1]) is not None]
+            renew = [key for key, at in self.marked.items() if at <= due]
+            for key in fresh + renew:
+                self.marked[key] = now
+            try:
+                for keys, is_new in ((fresh, True), (renew, False)):
+                    done = await self.broker.expect(
+                        [(sid, _cancel_box(rid), MARK_SECONDS) for sid, rid in keys], fresh=is_new)
+                    for key, ok in zip(keys, done, strict=True):
+                        if not ok:  # its session has too many marks: a cancellation of it is only published
+                            self.marked.pop(key, None)
+                self._failing = False
+            except Exception as exc:  # noqa: BLE001 - unmarked calls lose only cancellations sent in a reconnection
+                if not self._failing:
+                    logger.warning("could not mark running calls in the broker (%r)", exc)
+                self._failing = True
+                for key in fresh + renew:
+                    self.marked.pop(key, None)
+            if not self._again:
+                break
+        if self.marked and self._renewal is None:
+            self._renewal = loop.call_later(MARK_SECONDS / 3, self._renew)
+
+    def _renew(self) -> None:
+        self._renewal = None
+        self._fire()
 
 
 class SessionWire(WirePipeline):
@@ -108,6 +195,8 @@ class SessionWire(WirePipeline):
         self.get_streams: dict[str, str] = {}  # session id -> the token of its GET stream in this process
         self.running_streams: set[str] = set()  # request streams whose call runs (or answers) in this process
         self._cancel_listener: asyncio.Task[Any] | None = None
+        # A broker that keeps messages for what waits on them is told which calls run here (see `RunningMarks`).
+        self._marks = RunningMarks(broker, self.inflight) if hasattr(broker, "expect") else None
         # The store's in-flight hooks (optional, see `SessionStore`): a session is not idle while a call runs.
         self._started: Callable[[Session], None] | None = getattr(sessions, "request_started", None)
         self._ended: Callable[[Session], None] | None = getattr(sessions, "request_ended", None)
@@ -236,9 +325,13 @@ class SessionWire(WirePipeline):
         keep = getattr(self.broker, "publish_kept", None) if ours else None
         try:
             if keep is not None:
-                # Kept as well as published: a waiter whose broker connection is being re-made (it hears
-                # nothing) collects it once subscribed again (`SessionChannel.request`).
-                await keep(topic, message, topic, KEPT_SECONDS)
+                # Kept as well as published if its request still awaits it (a waiter whose broker connection
+                # is being re-made hears nothing and collects it once subscribed again: `SessionChannel.request`);
+                # a late or repeated answer, or one to a request never sent, is only published.
+                received, kept = await keep(topic, message, session.id, answer_box(str(rid)))
+                if kept == REFUSED and not received:
+                    return retry_later(503, "Service Unavailable: the answer could not be kept for its waiting "
+                                            "request; retry later")
                 return Response(status_code=202)
             received = await self.broker.publish(topic, message)
         except Exception:  # noqa: BLE001 - the answer did not reach its request: the client may send it again
@@ -265,34 +358,58 @@ class SessionWire(WirePipeline):
                 await self._send_cancel(session.id, rid, reason)
 
     async def _send_cancel(self, session_id: str, rid: Any, reason: Any) -> None:
-        """Publish a cancellation for the replica running `rid`; with a broker that keeps messages also kept,
-        for a listener whose connection is being re-made (`_collect_cancels`), or `Undelivered` (503)."""
-        cancel = {"session": session_id, "requestId": rid, "reason": reason}
+        """Publish a cancellation for the replica running `rid`; with a broker that keeps messages also kept if
+        the request runs (marked by its replica, see `RunningMarks`), for a listener whose connection is being
+        re-made (`_collect_cancels`), or `Undelivered` (503) when neither is possible."""
+        cancel = {"session": session_id, "requestId": rid,
+                  "reason": reason[:MAX_REASON] if isinstance(reason, str) else None}
         keep = getattr(self.broker, "publish_kept", None)
-        if keep is None:
+        box = _cancel_box(rid)
+        if keep is None or box is None:  # (an id too long to be marked runs nowhere marked)
             await publish_best_effort(self.broker, "cancel", cancel)
             return
         try:
-            await keep("cancel", cancel, _cancel_box(session_id, rid), KEPT_SECONDS)
+            received, kept = await keep("cancel", cancel, session_id, box)
         except Exception as exc:  # noqa: BLE001 - neither sent nor kept: the client may send it again
             logger.warning("could not publish a cancellation (%r)", exc)
             raise Undelivered from None
+        if kept == REFUSED and not received:
+            raise Undelivered
+
+    async def _recover(self) -> None:
+        """After the broker subscribed again (a lost connection loses what was published meanwhile): act on what
+        may have been missed, cancellations kept for calls running here and deletions of their sessions."""
+        await self._collect_cancels()
+        await self._end_gone_sessions()
 
     async def _collect_cancels(self) -> None:
-        """After the broker subscribed again (a lost connection loses what was published meanwhile): cancel the
-        requests running here whose cancellation was kept."""
-        collect = getattr(self.broker, "collect", None)
-        running = list(self.inflight)
-        if collect is None or not running:
+        """Cancel the calls running here whose cancellation was kept (only a marked call can have one)."""
+        marks = self._marks
+        if marks is None:
+            return
+        running = [key for key in self.inflight if key in marks.marked]
+        if not running:
             return
         try:
-            found = await collect(*(_cancel_box(sid, rid) for sid, rid in running))
+            found = await self.broker.collect([(sid, _cancel_box(rid)) for sid, rid in running])  # type: ignore[attr-defined]
         except Exception as exc:  # noqa: BLE001 - the listener must live on; the broker is failing again
             logger.warning("could not look for cancellations kept while reconnecting (%r)", exc)
             return
         for (sid, rid), cancel in zip(running, found, strict=True):
             if isinstance(cancel, dict):
                 self._cancel_local(sid, rid, cancel.get("reason"))
+
+    async def _end_gone_sessions(self) -> None:
+        """Cancel the calls running here of a session deleted (or lost) meanwhile: its deletion is published only,
+        so a replica between two connections never heard it."""
+        sessions = list({sid for sid, _ in self.inflight})
+        there = await asyncio.gather(*(self.still_there(sid) for sid in sessions))
+        gone = {sid for sid, alive in zip(sessions, there, strict=True) if not alive}
+        for (sid, _), channel in list(self.inflight.items()):
+            # (a call waiting for the client's answer looks itself, and fails -32001: the session ended)
+            if sid in gone and not (channel.asking or channel.lost) and channel.task is not None:
+                channel.cancel("session terminated")
+                channel.task.cancel()
 
     def _cancel_local(self, session_id: Any, rid: Any, reason: Any) -> bool:
         if not is_valid_id(rid):  # (a bool would find the request whose id is 1)
@@ -320,7 +437,7 @@ class SessionWire(WirePipeline):
                 while True:
                     msg = await sub.get()
                     if msg is RESUBSCRIBED:
-                        await self._collect_cancels()
+                        await self._recover()
                         continue
                     if not isinstance(msg, dict):
                         continue
@@ -402,6 +519,8 @@ class SessionWire(WirePipeline):
                 channel.task = asyncio.current_task()
             if self._started is not None:
                 self._started(session)
+            if self._marks is not None:
+                self._marks.started()
         try:
             return await super().run(call, inline)
         finally:
@@ -409,6 +528,8 @@ class SessionWire(WirePipeline):
                 self.inflight.pop(key, None)
                 if self._ended is not None:
                     self._ended(session)
+                if self._marks is not None and key in self._marks.marked:  # (most calls never are)
+                    await self._marks.ended(key)
 
     async def _end_stream(self, stream_id: str, end: dict[str, Any] = STREAM_END) -> None:
         """Store the end of a request's stream that ends without a response (the request was cancelled, or
@@ -684,8 +805,14 @@ class SessionWire(WirePipeline):
             await self.sessions.delete(session.id)
         except SessionLimitError:
             return retry_later(503, "Service Unavailable: the session store is unreachable; retry later")
+        drop = getattr(self.broker, "drop_kept", None)
+        if drop is not None:  # what was kept for the session's requests (it would expire with them)
+            try:
+                await drop(session.id)
+            except Exception as exc:  # noqa: BLE001 - the session is deleted; what was kept expires
+                logger.warning("could not drop what was kept for a deleted session (%r)", exc)
         # Deleted: what follows tells the streams and calls of the session, best effort (a stream left behind
-        # by a broker outage ends when it finds the session gone).
+        # by a broker outage ends when it finds the session gone, a call when its replica subscribes again).
         await publish_best_effort(self.broker, f"session:{session.id}", None)
         self._cancel_session(session.id)
         await publish_best_effort(self.broker, f"ended:{session.id}", None)  # resumed request streams (`_resume`)
@@ -723,9 +850,13 @@ def _lost(events: list[tuple[str, dict[str, Any]]]) -> bool:
     return any(is_stream_lost(m) for _, m in events) and not any(is_response(m) for _, m in events)
 
 
-def _cancel_box(session_id: str, request_id: Any) -> str:
-    """Where a broker keeps the cancellation of `request_id` (7 and "7" are two requests)."""
-    return f"cancel:{session_id}:{jsonrpc.dumps(request_id)}"
+def _cancel_box(request_id: Any) -> str | None:
+    """The box of a session where a broker keeps the cancellation of `request_id` (7 and "7" are two requests);
+    None for an id too long to be marked running (see `RunningMarks`)."""
+    if isinstance(request_id, str) and len(request_id) > MAX_MARKED_ID:  # (not even encoded: it may be MBs)
+        return None
+    box = f"cancel:{jsonrpc.dumps(request_id)}"
+    return box if len(box) <= MAX_MARKED_ID + 7 else None
 
 
 def _get_conflict() -> Response:

@@ -109,6 +109,8 @@ class SessionChannel(Channel):
         self.closed = False
         self.refusal: Response | None = None  # the HTTP answer instead of the reply, while none has started
         self._unstored_until = 0.0  # loop time until which notifications skip a failing store
+        self.asking = 0  # server requests awaiting the client's answer (`request`)
+        self.lost = False  # a wait ended because the session is gone: the call fails -32001 on its own
 
     async def _deliver(self, event_id: str | None, message: dict[str, Any]) -> None:
         if self.stream is not None:
@@ -160,11 +162,24 @@ class SessionChannel(Channel):
     async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         rid = f"s-{secrets.token_hex(8)}"
         topic = answer_topic(self.session.id, rid)
-        async with self.wire.broker.subscribe(topic) as sub:
-            if isinstance(sub, QueueSubscription) and hasattr(self.wire.broker, "collect"):
-                sub.recovers = True  # told when a reconnection may have lost the answer: it is kept for us
-            await self.emit(request(rid, method, params))
-            reply = await self._answer(sub, topic, method)
+        broker = self.wire.broker
+        keeps = hasattr(broker, "expect")
+        async with broker.subscribe(topic) as sub:
+            if keeps:
+                if isinstance(sub, QueueSubscription):
+                    sub.recovers = True  # told when a reconnection may have lost the answer: it is kept for us
+                # Awaited in Redis until our wait ends (a margin past it): only then is an answer kept, so a
+                # client stores no answer the server did not ask for, nor one it no longer waits for.
+                await broker.expect(  # type: ignore[attr-defined]
+                    [(self.session.id, answer_box(rid), self.wire.settings.client_request_timeout + 5.0)])
+            self.asking += 1
+            try:
+                await self.emit(request(rid, method, params))
+                reply = await self._answer(sub, rid, method)
+            finally:
+                self.asking -= 1
+                if keeps:
+                    await self._forget(rid)
         if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
             # The client's own error, told back in a few words under the server's code (the client's -32601
             # would say the call's own method does not exist): its code named, its message cut short, its
@@ -179,9 +194,9 @@ class SessionChannel(Channel):
         result = reply.get("result") if isinstance(reply, dict) else None
         return result if isinstance(result, dict) else {}
 
-    async def _answer(self, sub: Subscription, topic: str, method: str) -> Any:
+    async def _answer(self, sub: Subscription, rid: str, method: str) -> Any:
         """The client's answer on `sub`, or -32001 once `client_request_timeout` has passed or the session is
-        gone (lost with its store: nobody ends this wait). Looked for under its box too (a broker that keeps
+        gone (lost with its store: nobody ends this wait). Looked for in its box too (a broker that keeps
         it) when the broker has subscribed again, and whenever the wait is quiet as long as a GET stream's."""
         wire = self.wire
         timeout = wire.settings.client_request_timeout
@@ -198,30 +213,31 @@ class SessionChannel(Channel):
             except TimeoutError:
                 reply = RESUBSCRIBED  # quiet: look at the session and the box
             if reply is not RESUBSCRIBED:
-                await self._discard_kept(topic)
                 return reply
             if not await wire.still_there(self.session.id):
+                self.lost = True
                 raise McpError(REQUEST_TIMEOUT, f"The session ended (lost with the session store, or deleted) "
                                                 f"before the client answered {method}")
-            reply = await self._kept(topic)
+            reply = await self._kept(rid)
             if reply is not None:
                 return reply
 
-    async def _kept(self, topic: str) -> Any:
-        """The answer kept under `topic` by a broker that keeps them (None: none, or the broker cannot say)."""
+    async def _kept(self, rid: str, forget: bool = False) -> Any:
+        """The answer to `rid` kept by a broker that keeps them (None: none, or the broker cannot say); `forget`:
+        and no longer await one."""
         collect = getattr(self.wire.broker, "collect", None)
         if collect is None:
             return None
         try:
-            return (await collect(topic))[0]
-        except Exception as exc:  # noqa: BLE001 - unreachable now: looked at again later
+            return (await collect([(self.session.id, answer_box(rid))], forget=forget))[0]
+        except Exception as exc:  # noqa: BLE001 - unreachable now: looked at again later (or expires)
             logger.warning("could not look for a kept answer (%r)", exc)
             return None
 
-    async def _discard_kept(self, topic: str) -> None:
-        """Drop the kept copy of an answer that came (it would otherwise stay until it expires)."""
-        if hasattr(self.wire.broker, "collect"):
-            await self._kept(topic)
+    async def _forget(self, rid: str) -> None:
+        """The wait for `rid` is over (answered, timed out, cancelled): a later answer is not kept, and one kept
+        meanwhile (the answer came live too) goes now rather than when the wait's deadline passes."""
+        await self._kept(rid, forget=True)
 
     async def finish(self, reply: dict[str, Any]) -> None:
         """Emit the reply that ends this request's stream, whatever the event store does.
@@ -272,13 +288,18 @@ class SessionChannel(Channel):
 
 
 def answer_topic(session_id: str, request_id: Any) -> str:
-    """The broker topic (and box, see `Broker`) of the client's answer to server request `request_id`."""
+    """The broker topic of the client's answer to server request `request_id`."""
     return f"resp:{session_id}:{request_id}"
 
 
+def answer_box(request_id: str) -> str:
+    """The box of a session where a broker keeps the client's answer to server request `request_id`."""
+    return f"resp:{request_id}"
+
+
 def keeps_answer(request_id: Any) -> bool:
-    """Whether `request_id` is one `SessionChannel.request` makes (`s-` and 16 hex digits): only its answer is
-    kept, a client's answer to anything else is only published."""
+    """Whether `request_id` is one `SessionChannel.request` makes (`s-` and 16 hex digits): only its answer may
+    be kept (if that request awaits it), a client's answer to anything else is only published."""
     return (isinstance(request_id, str) and len(request_id) == 18 and request_id.startswith("s-")
             and all(c in "0123456789abcdef" for c in request_id[2:]))
 

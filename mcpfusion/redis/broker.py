@@ -11,9 +11,13 @@ connection is up; redis-py's `PubSub` reconnects from whichever coroutine notice
 coroutines reading one connection during a reconnection is an error.
 
 Pub/sub keeps nothing: what is published while the connection is being re-made is lost. What must not be
-(a client's answer to a server request, a cancellation) is published with `publish_kept`, which also keeps it
-under a key for `KEPT_SECONDS`; once Redis has confirmed every channel again after a reconnection, each
-subscription that `recovers` is told `RESUBSCRIBED` and takes what it missed with `collect`.
+(a client's answer to a server request, a cancellation) is published with `publish_kept`, which also keeps it,
+in the hash of its session (`kept:{session}`), if something there waits for it: a server request sent and not
+yet answered, a call running (`expect` writes those marks, with their deadlines). So a client keeps only answers
+the server asked for and cancellations of its calls, bounded in size and number per session; `drop_kept` drops
+the hash when the session is deleted, and it expires with the last mark. Once Redis has confirmed every channel
+again after a reconnection, each subscription that `recovers` is told `RESUBSCRIBED` and takes what it missed
+with `collect`.
 """
 
 from __future__ import annotations
@@ -22,14 +26,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.connection import AbstractConnection
-from redis.exceptions import ResponseError
 
-from ..mcp.broker import RESUBSCRIBED, QueueSubscription
+from ..mcp.broker import KEPT, REFUSED, RESUBSCRIBED, UNEXPECTED, QueueSubscription
 from .client import UNAVAILABLE
 from .events import RedisEventStore
 
@@ -41,20 +45,94 @@ IDLE_PING = 30.0  # seconds without traffic before the reader checks the connect
 
 RedisSubscription = QueueSubscription  # what `subscribe` yields: messages of its topics in arrival order
 
-# Keep ARGV[1] under KEYS[1] for ARGV[2] ms and publish it on channel ARGV[3], in one step: a subscriber that
-# subscribes after it (again, after a reconnection) finds it kept. A Redis out of memory refuses the SET, not
-# the PUBLISH: returns {receivers, 1 if kept else 0}.
-_KEEP_AND_PUBLISH = """
-local kept = redis.pcall('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return {redis.call('PUBLISH', ARGV[3], ARGV[1]), type(kept) == 'table' and kept['ok'] and 1 or 0}
+MAX_KEPT = 16
+"""Messages one session may have kept at a time (answers and cancellations waiting to be collected)."""
+MAX_KEPT_BYTES = 1024 * 1024
+"""Bytes (JSON) one session may have kept at a time: a larger answer is only published (a waiter between two
+connections misses it, and its client is told 503 to send it again)."""
+MAX_MARKS = 256
+"""Boxes one session may have expected at a time (server requests awaiting answers, calls running); past that a
+call is not marked, and a cancellation of it is only published."""
+
+# A session's hash holds `w:{box}` (its deadline, ms since the epoch: something waits on the box until then) and
+# `k:{box}` (a message kept for it). Marks past their deadline count for nothing and are dropped when the hash
+# is full; the hash itself expires with its last deadline.
+_LUA_HELPERS = """
+local function prune(key, now)
+  for _, name in ipairs(redis.call('HKEYS', key)) do
+    local box = string.sub(name, 3)
+    if string.sub(name, 1, 2) == 'w:' then
+      if tonumber(redis.call('HGET', key, name)) <= now then redis.call('HDEL', key, name, 'k:' .. box) end
+    elseif redis.call('HEXISTS', key, 'w:' .. box) == 0 then
+      redis.call('HDEL', key, name)
+    end
+  end
+end
 """
 
-# Take (GET, then DEL) what is kept under each of KEYS (GETDEL needs Redis 6.2); `false` becomes a nil reply.
+# Expect a message in box ARGV[2 + 2i] of the session hash KEYS[i] until ARGV[3 + 2i] (ms), for at most ARGV[2]
+# boxes a session (ARGV[1]: now, ms; ARGV[#ARGV]: '1' to drop what an earlier use of the box left). Returns, per
+# entry, 1 if expected, 0 if the session has too many.
+_EXPECT = _LUA_HELPERS + """
+local now, cap, fresh = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[#ARGV] == '1'
+local done = {}
+for i, key in ipairs(KEYS) do
+  local box, deadline = ARGV[1 + 2 * i], tonumber(ARGV[2 + 2 * i])
+  local field = 'w:' .. box
+  if redis.call('HEXISTS', key, field) == 0 and redis.call('HLEN', key) >= cap then prune(key, now) end
+  if redis.call('HEXISTS', key, field) == 1 or redis.call('HLEN', key) < cap then
+    redis.call('HSET', key, field, deadline)
+    if fresh then redis.call('HDEL', key, 'k:' .. box) end
+    if redis.call('PTTL', key) < deadline - now then redis.call('PEXPIRE', key, deadline - now) end
+    done[i] = 1
+  else
+    done[i] = 0
+  end
+end
+return done
+"""
+
+# Publish ARGV[2] on channel ARGV[6] and keep it as box ARGV[1] of the session hash KEYS[1] if that box is
+# expected (ARGV[3]: now, ms) and the session's kept messages stay within ARGV[5] in number and ARGV[4] in bytes;
+# a box kept already keeps its first message. A Redis out of memory refuses the HSET, not the PUBLISH.
+# Returns {receivers, 'kept' | 'unexpected' | 'refused'}.
+_KEEP_AND_PUBLISH = """
+local key, box, data = KEYS[1], ARGV[1], ARGV[2]
+local status = 'unexpected'
+local deadline = tonumber(redis.call('HGET', key, 'w:' .. box) or '0')
+if deadline > tonumber(ARGV[3]) then
+  if redis.call('HEXISTS', key, 'k:' .. box) == 1 then
+    status = 'kept'
+  else
+    local count, size = 0, #data
+    for _, name in ipairs(redis.call('HKEYS', key)) do
+      if string.sub(name, 1, 2) == 'k:' then
+        count = count + 1
+        size = size + redis.call('HSTRLEN', key, name)
+      end
+    end
+    status = 'refused'
+    if count < tonumber(ARGV[5]) and size <= tonumber(ARGV[4]) then
+      local kept = redis.pcall('HSET', key, 'k:' .. box, data)
+      if type(kept) == 'number' then status = 'kept' end
+    end
+  end
+end
+return {redis.call('PUBLISH', ARGV[6], data), status}
+"""
+
+# Take what is kept in box ARGV[1 + i] of the session hash KEYS[i] (`false` becomes a nil reply); ARGV[1] '1':
+# and stop expecting it.
 _TAKE = """
 local found = {}
 for i, key in ipairs(KEYS) do
-  local value = redis.call('GET', key)
-  if value then redis.call('DEL', key) end
+  local box = ARGV[1 + i]
+  local value = redis.call('HGET', key, 'k:' .. box)
+  if ARGV[1] == '1' then
+    redis.call('HDEL', key, 'k:' .. box, 'w:' .. box)
+  elseif value then
+    redis.call('HDEL', key, 'k:' .. box)
+  end
   found[i] = value
 end
 return found
@@ -81,6 +159,7 @@ class RedisBroker:
         self._pending: tuple[set[str], asyncio.Future[None]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()  # UNSUBSCRIBEs that outlive their cancelled caller
         self._rejoining: set[str] = set()  # channels a reconnection subscribed again, not yet confirmed
+        self._expect = client.register_script(_EXPECT)
         self._keep = client.register_script(_KEEP_AND_PUBLISH)
         self._take = client.register_script(_TAKE)
 
@@ -88,25 +167,42 @@ class RedisBroker:
         data = json.dumps(message, separators=(",", ":"))
         return int(await self.client.publish(self.prefix + topic, data))
 
-    async def publish_kept(self, topic: str, message: Any, box: str, seconds: float) -> int:
-        """Publish `message` on `topic` and keep it under `box` for `seconds` (see `collect`); the receivers.
-        Raises when Redis is unreachable, or neither kept it (out of memory) nor had anyone to receive it."""
-        data = json.dumps(message, separators=(",", ":"))
-        receivers, kept = await self._keep(keys=[self._box(box)], args=[data, max(1, int(seconds * 1000)),
-                                                                        self.prefix + topic])
-        if not kept and not receivers:
-            raise ResponseError("the message was neither kept (Redis refused the write) nor received")
-        return int(receivers)
-
-    async def collect(self, *boxes: str) -> list[Any]:
-        """Take the messages kept under `boxes` (None where none is), in order: each is taken once."""
-        if not boxes:
+    async def expect(self, entries: list[tuple[str, str, float]], fresh: bool = True) -> list[bool]:
+        """Expect a message in each `(session_id, box, seconds)` for `seconds` (see `publish_kept`); whether each
+        is (False: its session has `MAX_MARKS` already). `fresh`: drop what an earlier use of the box left."""
+        if not entries:
             return []
-        found = await self._take(keys=[self._box(box) for box in boxes])
+        now = _now_ms()
+        args: list[Any] = [now, MAX_MARKS]
+        for _, box, seconds in entries:
+            args += [box, now + max(1, int(seconds * 1000))]
+        done = await self._expect(keys=[self._kept(sid) for sid, _, _ in entries], args=[*args, int(fresh)])
+        return [bool(flag) for flag in done]
+
+    async def publish_kept(self, topic: str, message: Any, session_id: str, box: str) -> tuple[int, str]:
+        """Publish `message` on `topic` and keep it in `box` of `session_id` if something expects it there (see
+        `expect`); returns the receivers and `KEPT`, `UNEXPECTED` or `REFUSED` (too large, too many, Redis full).
+        Raises when Redis is unreachable."""
+        data = json.dumps(message, separators=(",", ":"))
+        receivers, status = await self._keep(keys=[self._kept(session_id)], args=[
+            box, data, _now_ms(), MAX_KEPT_BYTES, MAX_KEPT, self.prefix + topic])
+        return int(receivers), {KEPT: KEPT, UNEXPECTED: UNEXPECTED}.get(status, REFUSED)
+
+    async def collect(self, entries: list[tuple[str, str]], forget: bool = False) -> list[Any]:
+        """Take the messages kept in each `(session_id, box)` (None where none is), in order: each is taken once.
+        `forget`: stop expecting those boxes too (their wait is over)."""
+        if not entries:
+            return []
+        found = await self._take(keys=[self._kept(sid) for sid, _ in entries],
+                                 args=[int(forget), *(box for _, box in entries)])
         return [None if value is None else json.loads(value) for value in found]
 
-    def _box(self, box: str) -> str:
-        return f"{self.prefix}kept:{box}"
+    async def drop_kept(self, session_id: str) -> None:
+        """Forget every box of `session_id` (deleted) and what is kept in them."""
+        await self.client.delete(self._kept(session_id))
+
+    def _kept(self, session_id: str) -> str:
+        return f"{self.prefix}kept:{session_id}"
 
     async def publish_event(self, events: Any, stream_id: str, topic: str, message: dict[str, Any]) -> tuple[str, int]:
         """Store `message` in `events` under `stream_id`, then publish `(event_id, message)` on `topic`;
@@ -300,3 +396,8 @@ class RedisBroker:
                 await self._conn.disconnect()
             self._conn = None
         self._ready = False
+
+
+def _now_ms() -> int:
+    """Now, in ms since the epoch: the clock of the deadlines in a session's hash, shared by the replicas."""
+    return int(time.time() * 1000)

@@ -6,7 +6,8 @@ turn, see `coalesce`; the one round trip of a call in JSON mode), so a session l
 while it is used on any replica. Sorted sets of ids scored by expiry time enforce `max_sessions` and the
 per-principal and per-tenant quotas across replicas: a create counts, checks and adds in one script, so
 concurrent initializes (on any replicas) never get past a cap (an idle session may hold its slot up to a
-quarter of the idle timeout longer).
+quarter of the idle timeout longer; one evicted by Redis under `maxmemory` holds none: a full index is
+checked id by id).
 
 A session with a request in flight on this replica is not idle (`request_started` / `request_ended`): while
 any runs, a timer renews its TTL (and index entries) every third of the idle timeout, and a request that ran
@@ -82,23 +83,39 @@ return 1
 
 
 # A new session, created only if every index it counts in (KEYS[2..]: all, its owner's, its tenant's) holds
-# fewer live ids (score > ARGV[1], now) than its cap (ARGV[4 + i]): counted, checked and added in one step, so
+# fewer live ids (score > ARGV[1], now) than its cap (ARGV[5 + i]): counted, checked and added in one step, so
 # concurrent creates cannot all see the same free slot. Returns 1, or the counts when a cap is reached.
-# ARGV[2]: the expiry score, ARGV[3]: the TTL in ms, ARGV[4]: the session's id, ARGV[5]: its JSON. The SET is
-# the script's first write: Redis refuses a script's first write when out of memory, not the ones after it.
+# ARGV[2]: the expiry score, ARGV[3]: the TTL in ms, ARGV[4]: the session's id, ARGV[5]: its JSON, ARGV[6]: the
+# prefix of session keys. An index at its cap is looked at id by id: a session evicted by Redis (maxmemory) or
+# gone without its entries leaves them scored in the future, and must not hold a slot until then. The SET is the
+# script's first write (those ids are dropped after it): Redis refuses a script's first write when out of memory,
+# not the ones after it.
 _CREATE = """
+local dead = {}
+local function live(index)
+  local count = 0
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', index, '(' .. ARGV[1], '+inf')) do
+    if redis.call('EXISTS', ARGV[6] .. id) == 1 then count = count + 1 else dead[#dead + 1] = {index, id} end
+  end
+  return count
+end
 local counts = {}
 local full = false
 for i = 2, #KEYS do
+  local cap = tonumber(ARGV[5 + i])
   counts[i - 1] = redis.call('ZCOUNT', KEYS[i], '(' .. ARGV[1], '+inf')
-  if counts[i - 1] >= tonumber(ARGV[4 + i]) then full = true end
+  if counts[i - 1] >= cap then counts[i - 1] = live(KEYS[i]) end
+  if counts[i - 1] >= cap then full = true end
 end
+if not full then
+  redis.call('SET', KEYS[1], ARGV[5], 'PX', ARGV[3], 'NX')
+  for i = 2, #KEYS do
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[1])
+    redis.call('ZADD', KEYS[i], ARGV[2], ARGV[4])
+  end
+end
+for _, entry in ipairs(dead) do redis.call('ZREM', entry[1], entry[2]) end
 if full then return counts end
-redis.call('SET', KEYS[1], ARGV[5], 'PX', ARGV[3], 'NX')
-for i = 2, #KEYS do
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[1])
-  redis.call('ZADD', KEYS[i], ARGV[2], ARGV[4])
-end
 return 1
 """
 
@@ -233,7 +250,8 @@ class RedisSessionStore:
         try:
             created = await self._create(
                 keys=[self._key(session.id), *indexes],
-                args=[time.time(), self._expiry(), self._ttl_ms, session.id, self._dump(session), *caps])
+                args=[time.time(), self._expiry(), self._ttl_ms, session.id, self._dump(session), self._key(""),
+                      *caps])
         except UNAVAILABLE as exc:
             logger.warning("session store unavailable: %s", exc)
             raise SessionStoreUnavailable("the session store is unavailable") from None
