@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -162,8 +163,18 @@ class Running:
         return "\n".join(self.lines)
 
 
+WHERE = re.compile(r" \(at [^()]+\.py:\d+\)$")  # where in the app's own file a failure was raised
+
+
 def errors(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.startswith("mcpfusion: error:")]
+    """The error lines, each without the place it names (`located` checks that)."""
+    return [WHERE.sub("", line) for line in text.splitlines() if line.startswith("mcpfusion: error:")]
+
+
+def located(text: str, file: str) -> bool:
+    """Whether every error line ends by naming where in `file` it was raised."""
+    lines = [line for line in text.splitlines() if line.startswith("mcpfusion: error:")]
+    return bool(lines) and all((m := WHERE.search(line)) and f"(at {file}:" in m.group() for line in lines)
 
 
 # -- 1. `serve --workers N` and `dev` whose app cannot start ---------------------------------------------
@@ -174,6 +185,7 @@ def test_workers_whose_app_cannot_start_are_one_masked_line_and_exit_2(tmp_path)
     assert out.returncode == 2, out.stderr
     assert errors(out.stderr) == ["mcpfusion: error: starting failing_app:app failed (its lifespan start-up raised): "
                                   f"ConnectionError: cannot reach {MASKED_URL}"], out.stderr
+    assert located(out.stderr, "failing_app.py"), out.stderr
     assert "s3cret" not in out.stderr + out.stdout and "Traceback" not in out.stderr
     assert "MCP http://" not in out.stderr  # no banner for workers that never served
 
@@ -203,6 +215,7 @@ def test_dev_whose_app_cannot_start_is_one_masked_line(tmp_path):
         output = running.stop(signal.SIGINT)
     assert errors(output) == ["mcpfusion: error: starting failing_app:app failed (its lifespan start-up raised): "
                               f"ConnectionError: cannot reach {MASKED_URL}"], output
+    assert located(output, "failing_app.py"), output
     assert "s3cret" not in output and "Traceback" not in output
 
 
@@ -334,6 +347,7 @@ def test_a_lifespan_shutdown_that_raises_is_one_masked_line_and_exit_2(tmp_path,
     assert out.returncode == 2, out.stderr
     assert errors(out.stderr) == ["mcpfusion: error: stopping stopping_app:app failed (its lifespan shutdown "
                                   f"raised): RuntimeError: closing the pool failed: {MASKED_URL}"], out.stderr
+    assert located(out.stderr, "stopping_app.py"), out.stderr
     assert "s3cret" not in out.stderr and "Traceback" not in out.stderr
 
 
@@ -346,6 +360,7 @@ def test_serve_whose_lifespan_shutdown_raises_says_it_in_one_masked_line(tmp_pat
         output = running.stop()
     assert errors(output) == ["mcpfusion: error: stopping stopping_app:app failed (its lifespan shutdown "
                               f"raised): RuntimeError: closing the pool failed: {MASKED_URL}"], output
+    assert located(output, "stopping_app.py"), output
     assert "s3cret" not in output and "Traceback" not in output
     assert running.proc.returncode != 0
 

@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import select
 import signal
 import socket
@@ -300,8 +301,10 @@ def test_an_app_whose_start_up_fails_is_one_clean_error(app_dir, command):
     out = cli(app_dir, *command, stdin='{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("mcpfusion: error:")]
-    assert errors == ["mcpfusion: error: starting badlife:app failed (its lifespan start-up raised): "
-                      "RuntimeError: database down"]
+    # (and where in the app's own file it was raised)
+    assert len(errors) == 1 and re.fullmatch(
+        r"mcpfusion: error: starting badlife:app failed \(its lifespan start-up raised\): RuntimeError: database "
+        r"down \(at [^()]*badlife\.py:\d+\)", errors[0]), errors
     assert out.stdout == ""
 
 
