@@ -24,13 +24,19 @@ DATE_RULES = {"billing_create_invoice"}
 def confirmation_config(app, path: Path) -> Path:
     """Actions declared `confirm=True` answer a first, schema-valid call with 428 and a token to send back
     (`_confirm`): the documented two-step protocol, so 428 is an expected status of theirs (and only theirs).
-    Actions with a rule relative to today (`DATE_RULES`) may answer 422 to a schema-valid call."""
+    Actions with a rule relative to today (`DATE_RULES`) may answer 422 to a schema-valid call. A paginated
+    action answers 400 to a cursor it never issued (any string is schema-valid; only the server knows its own)."""
     lines = []
     for action in app.state.mcpfusion.registry.actions():
         operation = f"{action.tool.name}_{action.name}"
         extra = ['"428"'] if action.confirm else ['"422"'] if operation in DATE_RULES else []
-        if extra:
-            lines += ["[[operations]]", f'include-operation-id = "{operation}"',
+        if action.paginate:
+            extra.append('"400"')
+        if not extra:
+            continue
+        # (a readonly action is served by GET too, under its own operation id)
+        for operation_id in [operation, f"{operation}_get"] if action.readonly else [operation]:
+            lines += ["[[operations]]", f'include-operation-id = "{operation_id}"',
                       'checks.positive_data_acceptance.expected-statuses = '
                       f'["2xx", "3xx", "401", "403", "404", "409", {", ".join(extra)}, "429"]', ""]
     path.write_text("\n".join(lines))
