@@ -14,7 +14,6 @@ import json
 import re
 from typing import Any
 
-import httpx
 import pytest
 from pydantic import BaseModel
 
@@ -22,9 +21,8 @@ from mcpfusion import MCPFusion, Presenter, Tool, attach, document
 from mcpfusion import presenter as presenter_module
 from mcpfusion.censor import Scrubber
 from mcpfusion.content import _TEXT_APPLICATIONS, _text_like, _textual, scrubbed
-from tests.wire_kit import ACCEPT, session
+from tests.wire_kit import every_wire as every_wire_response
 
-META_2026 = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 SECRET = re.compile(r"person\d+@secret\.example")
 
 
@@ -44,26 +42,15 @@ def csv(rows: list[dict[str, Any]]) -> str:
     return "id,name,email\n" + "".join(f"{r['id']},{r['name']},{r['email']}\n" for r in rows)
 
 
-def rpc_result(response: httpx.Response) -> dict[str, Any]:
-    if response.headers["content-type"].startswith("text/event-stream"):
-        data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
-        return json.loads(data[-1])["result"]  # type: ignore[no-any-return]
-    return response.json()["result"]  # type: ignore[no-any-return]
+
+
 
 
 async def every_wire(app: Any, tool: str, action: str, arguments: dict[str, Any]) -> list[Any]:
-    """REST's body, then the results of a tools/call on the 2026 and the 2025 MCP wires."""
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
-        rest = await http.post(f"/api/{tool}/{action}", json=arguments)
-        assert rest.status_code == 200, rest.text
-        call = {"name": tool, "arguments": {"action": action, **arguments}}
-        modern = await http.post("/mcp", headers={**ACCEPT, "mcp-protocol-version": "2026-07-28",
-                                                  "mcp-method": "tools/call", "mcp-name": tool},
-                                 json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                                       "params": {**call, "_meta": META_2026}})
-        legacy = await http.post("/mcp", headers=await session(http),
-                                 json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
-        return [rest.json(), rpc_result(modern), rpc_result(legacy)]
+    """REST's body (a 200), then the results of a tools/call on the 2026 and the 2025 MCP wires."""
+    rest, modern, legacy = await every_wire_response(app, tool, action, arguments)
+    assert rest.status_code == 200, rest.text
+    return [rest.json(), modern, legacy]
 
 
 # -- 1. rows the presenter did not send ----------------------------------------------------------------------

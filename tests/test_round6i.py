@@ -25,33 +25,14 @@ from mcpfusion import MCPFusion, Page, Presenter, Tool, attach, document, tokens
 from mcpfusion.content import Attached
 from mcpfusion.pagination import PageCall, Paging
 from mcpfusion.response import assemble
-from tests.wire_kit import ACCEPT, session
+from tests.wire_kit import every_wire
 
 ROOT = Path(__file__).resolve().parents[1]
-META_2026 = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 SECRET = re.compile(r"person\d+@secret\.example")
 
 
-def rpc_result(response: httpx.Response) -> dict[str, Any]:
-    if response.headers["content-type"].startswith("text/event-stream"):
-        data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
-        return json.loads(data[-1])["result"]  # type: ignore[no-any-return]
-    return response.json()["result"]  # type: ignore[no-any-return]
 
 
-async def every_wire(app: Any, tool: str, action: str, arguments: dict[str, Any]
-                     ) -> tuple[httpx.Response, dict[str, Any], dict[str, Any]]:
-    """REST's response, then the results of a tools/call on the 2026 and the 2025 MCP wires."""
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
-        rest = await http.post(f"/api/{tool}/{action}", json=arguments)
-        call = {"name": tool, "arguments": {"action": action, **arguments}}
-        modern = await http.post("/mcp", headers={**ACCEPT, "mcp-protocol-version": "2026-07-28",
-                                                  "mcp-method": "tools/call", "mcp-name": tool},
-                                 json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                                       "params": {**call, "_meta": META_2026}})
-        legacy = await http.post("/mcp", headers=await session(http),
-                                 json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
-        return rest, rpc_result(modern), rpc_result(legacy)
 
 
 # -- 1. a handler's attach callable and _select -------------------------------------------------------------
