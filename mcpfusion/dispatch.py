@@ -648,7 +648,7 @@ class ToolRegistry:
                             check_content(action, response.content, self.max_content_bytes)
                         if response.view.data is not None or not response.content:
                             response = action.output.check(response, presenter)
-                            if response.content and not response.texts and response.structured_content is not None:
+                            if response.view.data_left_out and response.structured_content is not None:
                                 self._data_left_out(action, response, request)  # attach(..., data_block=False)
                         elif not response.is_error and action.output.schema is not None:
                             # Content alone from a typed action: its outputSchema promises structuredContent (a
