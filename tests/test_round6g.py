@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -108,10 +108,12 @@ def kill_pubsub(redis_server) -> None:
         client.close()
 
 
-# -- 1. answers and cancellations posted while a pub/sub connection is re-made -------------------------------
-
-
-async def test_an_answer_posted_while_the_pubsub_connection_is_remade_reaches_the_call(redis_server):
+@contextlib.asynccontextmanager
+async def asking_offline(redis_server) -> AsyncIterator[tuple[httpx.AsyncClient, str, str, Any, threading.Event,
+                                                               asyncio.Task[None], list[Any]]]:
+    """A served desk whose `desk_ask` call waits for the client's answer while the replica's pub/sub connection
+    is down, its re-subscription held until `gate` is set: (http, url, session id, the request's id, gate, the
+    call's stream task, its messages)."""
     stores = from_url(redis_server.url)
     gate = threading.Event()
     gate_reconnections(stores.broker, gate)
@@ -123,12 +125,19 @@ async def test_an_answer_posted_while_the_pubsub_connection_is_remade_reaches_th
             await until(lambda: asked(messages) is not None, "the elicitation was sent")
             kill_pubsub(redis_server)
             await until(lambda: not stores.broker.ready, "the replica saw its pub/sub connection drop")
-            answer = {"jsonrpc": "2.0", "id": asked(messages)["id"],  # type: ignore[index]
-                      "result": {"action": "accept", "content": {"ok": True}}}
-            posted = await http.post(url, json=answer, headers=session_headers(sid))
-            assert posted.status_code == 202, posted.text
-            gate.set()  # subscribed again: the kept answer is collected
-            await asyncio.wait_for(running, HANG_GUARD)
+            yield http, url, sid, asked(messages)["id"], gate, running, messages  # type: ignore[index]
+
+
+# -- 1. answers and cancellations posted while a pub/sub connection is re-made -------------------------------
+
+
+async def test_an_answer_posted_while_the_pubsub_connection_is_remade_reaches_the_call(redis_server):
+    async with asking_offline(redis_server) as (http, url, sid, rid, gate, running, messages):
+        answer = {"jsonrpc": "2.0", "id": rid, "result": {"action": "accept", "content": {"ok": True}}}
+        posted = await http.post(url, json=answer, headers=session_headers(sid))
+        assert posted.status_code == 202, posted.text
+        gate.set()  # subscribed again: the kept answer is collected
+        await asyncio.wait_for(running, HANG_GUARD)
     reply = reply_of(messages)
     assert reply["result"]["content"][0]["text"] == "answered accept {'ok': True}", reply
     assert not sync_redis.Redis(port=redis_server.port).keys("*kept*")  # taken, not left to expire

@@ -27,6 +27,7 @@ from tests.test_redis_scale_out import initialize, session_headers
 from tests.test_round6g import (
     HANG_GUARD,
     asked,
+    asking_offline,
     desk,
     gate_reconnections,
     kill_pubsub,
@@ -136,26 +137,15 @@ async def test_what_a_session_keeps_is_bounded_in_bytes_and_number(redis_server,
 
 
 async def test_a_delete_drops_what_was_kept_for_the_session(redis_server):
-    stores = from_url(redis_server.url)
-    gate = threading.Event()
-    gate_reconnections(stores.broker, gate)
-    with served(desk(stores)) as url:
-        async with httpx.AsyncClient(timeout=HANG_GUARD * 2) as http:
-            sid = await initialize(http, url)
-            messages: list[Any] = []
-            running = asyncio.create_task(stream_call(http, url, sid, "desk_ask", messages))
-            await until(lambda: asked(messages) is not None, "the elicitation was sent")
-            kill_pubsub(redis_server)
-            await until(lambda: not stores.broker.ready, "the replica saw its pub/sub connection drop")
-            rid = asked(messages)["id"]  # type: ignore[index]
-            posted = await http.post(url, json=answer_to(rid), headers=session_headers(sid))
-            assert posted.status_code == 202, posted.text
-            assert f"k:resp:{rid}" in kept_hash(redis_server, sid)
-            deleted = await http.delete(url, headers=session_headers(sid))
-            assert deleted.status_code == 200, deleted.text
-            assert not kept_keys(redis_server)
-            gate.set()
-            await asyncio.wait_for(running, HANG_GUARD)
+    async with asking_offline(redis_server) as (http, url, sid, rid, gate, running, _):
+        posted = await http.post(url, json=answer_to(rid), headers=session_headers(sid))
+        assert posted.status_code == 202, posted.text
+        assert f"k:resp:{rid}" in kept_hash(redis_server, sid)
+        deleted = await http.delete(url, headers=session_headers(sid))
+        assert deleted.status_code == 200, deleted.text
+        assert not kept_keys(redis_server)
+        gate.set()
+        await asyncio.wait_for(running, HANG_GUARD)
     assert not kept_keys(redis_server)
 
 
