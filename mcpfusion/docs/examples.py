@@ -6,6 +6,7 @@ import json
 import shlex
 from typing import Any
 
+from ..errors import ValidationFailed
 from ..listing import discriminated, mcp_name
 from ..tool import DISCRIMINATOR, Action
 from . import samples
@@ -15,9 +16,24 @@ def rest_path(action: Action) -> str:
     return f"/api/{action.tool.name}/{action.name}"
 
 
+def action_faults(action: Action) -> samples.Faults:
+    """The fields the action refuses in a call with some arguments (`samples.arguments` keeps an example
+    only when the action itself takes it: its model's validators, `PastDate`, decimal places...)."""
+    def faults(arguments: dict[str, Any]) -> list[str]:
+        try:
+            action.validate(dict(arguments))
+        except ValidationFailed as exc:
+            return [name for name, _ in exc.fields]
+        except Exception:  # a validator that fails otherwise: no example rather than one that may fail
+            return ["(arguments)"]
+        return []
+    return faults
+
+
 def example_arguments(action: Action) -> dict[str, Any]:
-    """The action's required parameters with sample values (what the try-it form starts from)."""
-    return samples.arguments(action.input_schema)
+    """The action's required parameters with sample values that the action itself accepts (what the try-it
+    form starts from); a parameter no accepted value was found for is left out."""
+    return samples.arguments(action.input_schema, faults=action_faults(action))
 
 
 def mcp_call(action: Action, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,6 @@ import toons
 
 from .. import inputschema, listing, tokens, toon
 from ..dispatch import CallContext, ToolRegistry
-from ..errors import ValidationFailed
 from ..tool import Action, Tool
 from ..version import __version__
 from . import economy, examples, presenters, samples
@@ -51,20 +50,6 @@ def missing_examples(schema: dict[str, Any] | None, arguments: dict[str, Any]) -
     return [k for k in schema.get("required", []) if k in schema.get("properties", {}) and k not in arguments]
 
 
-def action_faults(action: Action) -> samples.Faults:
-    """The fields the action refuses in a call with some arguments (`samples.arguments` keeps an example
-    only when the action itself takes it: its model's validators, `PastDate`, decimal places...)."""
-    def faults(arguments: dict[str, Any]) -> list[str]:
-        try:
-            action.validate(dict(arguments))
-        except ValidationFailed as exc:
-            return [name for name, _ in exc.fields]
-        except Exception:  # a validator that fails otherwise: no example rather than one that may fail
-            return ["(arguments)"]
-        return []
-    return faults
-
-
 def raw_faults(schema: dict[str, Any]) -> samples.Faults | None:
     """The fields a raw tool's input schema refuses in a call (as its calls are checked); None when the
     schema cannot be read as one (it was checked when declared)."""
@@ -85,7 +70,7 @@ def action_entry(action: Action, curl_base: str, memo: Memo | None = None,
     for p in action.presenters:
         if (id(p), shape) not in memo:
             memo[(id(p), shape)] = presenters.describe(p, ctx, shape)
-    arguments = samples.arguments(action.input_schema, faults=action_faults(action))
+    arguments = examples.example_arguments(action)
     path = examples.rest_path(action) if rest else None
     return {
         "name": action.name,
