@@ -120,6 +120,9 @@ def _shown(value: str) -> str:
     return value if len(value) <= 120 else value[:120] + "…"
 
 
+NAME_NOT_TEXT = "(the name-bearing param is no string)"  # `_assume_fixed`'s mark for `_every_problem`
+
+
 def _assume_fixed(message: dict[str, Any], headers: dict[str, str], refused: Any
                   ) -> tuple[dict[str, Any], dict[str, str], str] | None:
     """Which rung refused `message` (the ladder's order), what to tell the client of it, and the message
@@ -149,7 +152,10 @@ def _assume_fixed(message: dict[str, Any], headers: dict[str, str], refused: Any
             return message, {**headers, "mcp-method": method}, refused.message
         return message, {**headers, "mcp-method": method}, (
             f"the Mcp-Method header is missing: send Mcp-Method: {_shown(method)} with this request")
-    name = params.get(ladder.NAME_BEARING_METHODS.get(method, ""))
+    key = ladder.NAME_BEARING_METHODS.get(method, "")
+    name = params.get(key)
+    if name is not None and not isinstance(name, str):  # no header can carry it: the body itself is wrong
+        return {**message, "params": {k: v for k, v in params.items() if k != key}}, headers, NAME_NOT_TEXT
     if isinstance(name, str) and ladder.decode_header_value(headers.get("mcp-name")) != name:
         text = refused.message if "mcp-name" in headers else (
             f"the Mcp-Name header is missing: send Mcp-Name: {_shown(ladder.encode_header_value(name))}")
@@ -185,6 +191,13 @@ def _every_problem(message: dict[str, Any], headers: dict[str, str], refused: An
         if fixed is None:
             texts.append(_unsupported(refused) if texts else refused.message)
             break
+        if fixed[2] is NAME_NOT_TEXT:  # (an invalid param, as the params check would say of it)
+            method = message.get("method")
+            key = ladder.NAME_BEARING_METHODS.get(method, "")
+            text = f"Invalid params for {method}: {key} must be a string"
+            if not texts:
+                first = ladder.InboundLadderRejection(code=jsonrpc.INVALID_PARAMS, message=text)
+            fixed = (fixed[0], fixed[1], text)
         message, headers, text = fixed
         texts.append(text)
         refused = ladder.classify_inbound_request(message, headers=headers)
