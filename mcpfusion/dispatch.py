@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, AsyncExitStack, nullcontext
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -634,8 +634,12 @@ class ToolRegistry:
                         result = await run_in_threadpool(action.fn, **kwargs)
                 if closing:
                     _stop_held(call)
-                if result.__class__ is not dict and result.__class__ is not list and isinstance(result, Iterator):
-                    result = list(result)  # read once, here: every later step (and every transport) sees the rows
+                if result.__class__ is not dict and result.__class__ is not list:
+                    # Read once, here: every later step (and every transport) sees the rows.
+                    if isinstance(result, Iterator):
+                        result = list(result)
+                    elif isinstance(result, AsyncIterator):  # (an async generator the handler returned)
+                        result = [row async for row in result]
                 try:
                     result, next_key = pages.take(result) if pages is not None else (result, None)
                     ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
