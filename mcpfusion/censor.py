@@ -11,8 +11,10 @@ everywhere else:
   own markup (tags, attribute names, a block's type, a suggestion's action when it is a name: letters,
   digits, `_.-`) is never touched;
 - attached documents (`Scrubber`): every occurrence of every form of a long removed value, none kept for
-  markup (a document is no block of the wire format), a value that is no string in each way a document may
-  write it too (`str(datetime)`, `85,000`);
+  markup (a document is no block of the wire format), in each form a standard serializer writes it too
+  (XML/HTML escapes and character references, CSV, YAML's quoted scalars, URL-encoded: `_document_forms`;
+  not a value YAML folds over lines), a value that is no string in each way a document may write it too
+  (`str(datetime)`, `85,000`);
 - the structured data (the data block, `structuredContent`, the REST body): a string VALUE equal to a removed
   string, or containing a removed value at least `MIN_LENGTH` characters long (a number as its text, a string
   as written or JSON-escaped), is censored. Object keys are structure, never censored; nor is a string that
@@ -20,9 +22,10 @@ everywhere else:
 
 Values shorter than `MIN_LENGTH` ("1", "EU", "") are matched only as whole strings of the structured data:
 scanning free text for them would censor ordinary words and numbers. Booleans and `None` are never guarded.
-The guard matches exact values (not a lower-cased, URL-encoded or partial copy). A presenter that
-deliberately shows redacted values to a human operator opts out with `redact_pii(..., guard_blocks=False)`:
-its data block and structured data are still redacted, its other blocks are not guarded.
+The guard matches exact values (not a lower-cased or partial copy; in blocks, not a URL-encoded one). A
+presenter that deliberately shows redacted values to a human operator opts out with
+`redact_pii(..., guard_blocks=False)`: its data block and structured data are still redacted, its other
+blocks are not guarded.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from enum import Enum
 from functools import lru_cache
 from math import isfinite
 from typing import Any
+from urllib.parse import quote
 from uuid import UUID
 
 from pydantic_core import to_json
@@ -288,9 +292,11 @@ class Scrubber:
     worked out on first use: most responses attach no document, and they pay nothing for it.
 
     A document is no block of the wire format: every occurrence is censored, whatever the text around it
-    (a document that starts like `<action_suggestions>` keeps no markup of its own). A value that is no
-    string is looked for in every way a document may write it (`_renderings`): a handler building a CSV from
-    its own rows writes `str(datetime)` and the int it read, not their JSON forms."""
+    (a document that starts like `<action_suggestions>` keeps no markup of its own), in each form the
+    standard serializers write (`_document_forms`: a handler's YAML, XML, CSV or link escapes what it
+    writes). A value that is no string is looked for in every way a document may write it (`_renderings`):
+    a handler building a CSV from its own rows writes `str(datetime)` and the int it read, not their JSON
+    forms."""
 
     __slots__ = ("_removed", "_censor", "_needles")
 
@@ -323,8 +329,9 @@ class Scrubber:
 
 
 def _document_needles(removed: list[Any]) -> list[str]:
-    """Every form of every long removed value a document may hold: as `_variants` writes a text, and each
-    value that is no string as `_renderings` writes it."""
+    """Every form of every long removed value a document may hold: as `_variants` and the standard
+    serializers (`_document_forms`) write a text, and each value that is no string as `_renderings` writes
+    it."""
     _, every = _values(removed)
     texts = set(every)
     stack = list(removed)
@@ -338,7 +345,88 @@ def _document_needles(removed: list[Any]) -> list[str]:
             stack.extend(value)
         else:
             texts.update(text for text in _renderings(value) if len(text) >= MIN_LENGTH)
-    return sorted({form for text in texts for form in _variants(text)}, key=len, reverse=True)
+    forms = {form for text in texts for form in _variants(text)}
+    forms.update(form for text in texts for form in _document_forms(text))
+    return sorted(forms, key=len, reverse=True)
+
+
+# What the markup serializers escape, each its own way: `&`, `<` and `>` always, then quotes and breaks as
+# xml.sax.saxutils.escape (ElementTree's text, html.escape(quote=False)), ElementTree's attributes,
+# saxutils.quoteattr (a `"` only when the value holds both quotes), html.escape, markupsafe (Jinja2) and
+# XML's `&apos;` write them. The first table is no escaping: a non-ASCII character alone may be referenced.
+_MARKUP = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_BREAKS = {"\r": "&#13;", "\n": "&#10;"}
+_MARKUPS = tuple(str.maketrans(table) for table in (
+    {},
+    _MARKUP,
+    {**_MARKUP, '"': "&quot;", **_BREAKS, "\t": "&#09;"},
+    {**_MARKUP, **_BREAKS, "\t": "&#9;"},
+    {**_MARKUP, '"': "&quot;", **_BREAKS, "\t": "&#9;"},
+    {**_MARKUP, '"': "&quot;", "'": "&#x27;"},
+    {**_MARKUP, '"': "&#34;", "'": "&#39;"},
+    {**_MARKUP, '"': "&quot;", "'": "&apos;"},
+))
+_MARKED = re.compile("[&<>\"'\r\n\t]")  # what some table escapes
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_QUOTED = re.compile("[\"'\\\\]")  # what YAML's quoted scalars escape in printable ASCII
+_URI_KEPT = re.compile(r"[!'()*]")  # what encodeURIComponent keeps, and urllib's `quote` does not
+_URL_SAFE = re.compile(r"[A-Za-z0-9_.~-]*")  # what no serializer escapes (urllib's `quote` keeps just these)
+# What a YAML double-quoted scalar escapes (PyYAML's `write_double_quoted`): with allow_unicode=False (its
+# default) every character but printable ASCII, else only the non-printable ones; named escapes first.
+_YAML_ASCII = re.compile(r'[^\x20-\x7e]|["\\]')
+_YAML_UNICODE = re.compile(r'[^\x20-\x7e\xa0-\ud7ff\ue000-\ufffd]|["\\\x85\u2028\u2029\ufeff]')
+_YAML_NAMED = {"\0": "0", "\x07": "a", "\x08": "b", "\t": "t", "\n": "n", "\x0b": "v", "\x0c": "f", "\r": "r",
+               "\x1b": "e", '"': '"', "\\": "\\", "\x85": "N", "\xa0": "_", "\u2028": "L", "\u2029": "P"}
+
+
+def _yaml_escape(match: re.Match[str]) -> str:
+    char = match[0]
+    code = ord(char)
+    named = _YAML_NAMED.get(char)
+    if named is not None:
+        return "\\" + named
+    return f"\\x{code:02X}" if code <= 0xFF else f"\\u{code:04X}" if code <= 0xFFFF else f"\\U{code:08X}"
+
+
+def _hex_upper(match: re.Match[str]) -> str:
+    return f"&#x{ord(match[0]):X};"
+
+
+def _hex_lower(match: re.Match[str]) -> str:
+    return f"&#x{ord(match[0]):x};"
+
+
+@lru_cache(maxsize=4096)
+def _document_forms(value: str) -> tuple[str, ...]:
+    """The forms the standard serializers write a value in, besides its JSON ones (`_data_forms`): each data
+    form escaped for XML/HTML (`_MARKUPS`) with non-ASCII characters as they are or as numeric references
+    (ElementTree with encoding="us-ascii": `&#233;`; `&#xE9;`), and in a CSV field (`"` doubled); the value
+    itself in a YAML scalar (double-quoted, single-quoted), as Python's `repr()` and `ascii()` write it, and
+    URL-encoded (urllib's quote and quote_plus, JavaScript's encodeURIComponent). Derived from the value once
+    (the cache): a document is then scanned for plain strings, never decoded. A value YAML folds over lines
+    (past its width, or a line break in a single-quoted scalar) has no one form: not matched."""
+    if _URL_SAFE.fullmatch(value):  # (most short codes and ids: no serializer escapes them)
+        return ()
+    forms: list[str] = []
+    for text in _data_forms(value):
+        forms.append(text.replace('"', '""'))
+        # (the tables are dicts: `translate` looks every character up, so only when it changes something)
+        for table in _MARKUPS if _MARKED.search(text) else _MARKUPS[:1]:
+            escaped = text.translate(table) if table else text
+            forms.append(escaped)
+            if not escaped.isascii():
+                forms += [escaped.encode("ascii", "xmlcharrefreplace").decode(),
+                          _NON_ASCII.sub(_hex_upper, escaped), _NON_ASCII.sub(_hex_lower, escaped)]
+    if not value.isascii() or not value.isprintable() or _QUOTED.search(value):
+        forms += [_YAML_ASCII.sub(_yaml_escape, value), _YAML_UNICODE.sub(_yaml_escape, value),
+                  value.replace("'", "''"), repr(value)[1:-1], ascii(value)[1:-1]]  # (`str(row)`, `ascii(row)`)
+    encoded = quote(value, safe="")
+    forms += [encoded, encoded.replace("%20", "+")]  # (quote_plus: a space is the one `%20`)
+    if "/" in value:
+        forms.append(quote(value))
+    if _URI_KEPT.search(value):
+        forms.append(quote(value, safe="!'()*"))  # encodeURIComponent
+    return tuple(dict.fromkeys(f for f in forms if f and f != value))
 
 
 def _renderings(value: Any) -> list[str]:
