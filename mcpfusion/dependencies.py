@@ -14,6 +14,9 @@ caller, the presenter choice): for those, `resolve` runs a `Plan` worked out onc
 `Dependant` (the same calls in the same order, each cached value shared as FastAPI shares it). Anything
 else (yield dependencies, sync functions, parameters read from the request, security scopes, per-dependency
 concurrency) and any call while `app.dependency_overrides` is set goes through `solve_dependencies`.
+
+A dependency taking FastAPI's `Response` sets headers, cookies or a status on it as on a route's; only REST
+answers with them (`collect_response`): an MCP call's JSON-RPC reply is no HTTP response of that call's own.
 """
 
 from __future__ import annotations
@@ -180,7 +183,7 @@ def split_parameters(
             raise TypeError(f"{fn.__qualname__}: parameter {name!r} is a {annotation.__name__}: a FastAPI route sets "
                             "headers, cookies or its status through it, but an action answers the agent (MCP and "
                             "REST alike) with its return value: return the data (set HTTP headers in the app's "
-                            "own middleware)")
+                            "own middleware, or on REST in a dependency that takes the Response)")
         _refuse_http_only(fn, name, annotation)
         if is_dependency(annotation, default):
             try:
@@ -627,7 +630,37 @@ async def resolve(dependant: Dependant, request: Request, stack: AsyncExitStack)
         raise DependencyErrors(list(solved.errors))
     if solved.background_tasks is not None:
         queued.append(solved.background_tasks)  # started once the whole call has succeeded
+    collected = _collected.get()
+    if collected is not None:  # (a failed solve's are dropped, as FastAPI drops them with its 422)
+        collected.raw_headers.extend(solved.response.raw_headers)
+        if solved.response.status_code:
+            collected.status_code = solved.response.status_code
     return solved.values
+
+
+def takes_response(dependant: Dependant) -> bool:
+    """Whether a dependency of the tree takes FastAPI's `Response` (to set headers, cookies or a status)."""
+    return bool(dependant.response_param_name) or any(map(takes_response, dependant.dependencies))
+
+
+# The `Response` the dependencies of the REST call running in this context set headers, cookies and a status on
+# (None: no call collects them; an MCP reply, JSON-RPC, has no HTTP headers of one call's). A tree taking a
+# `Response` has no plan (`_plain_params`): FastAPI's solver in `resolve` fills it.
+_collected: ContextVar[Response | None] = ContextVar("mcpfusion.dependency_response", default=None)
+
+
+def collect_response() -> tuple[Response, Token[Response | None]]:
+    """Start collecting what the dependencies of the call about to run set on their `Response`: that response
+    (FastAPI's blank one: no status, no content-length), and the token that ends the collection
+    (`end_response_collection`)."""
+    response = Response()
+    del response.headers["content-length"]
+    response.status_code = None  # type: ignore[assignment]  # (FastAPI's "none set")
+    return response, _collected.set(response)
+
+
+def end_response_collection(token: Token[Response | None]) -> None:
+    _collected.reset(token)
 
 
 BACKGROUND_KEY = "mcpfusion.background"  # the scope's list of the background tasks its calls started

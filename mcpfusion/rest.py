@@ -23,6 +23,7 @@ from fastapi.exception_handlers import http_exception_handler, request_validatio
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute, iter_route_contexts
+from fastapi.utils import is_body_allowed_for_status_code
 from pydantic import TypeAdapter, ValidationError
 from starlette._utils import get_route_path, is_async_callable
 from starlette.concurrency import run_in_threadpool
@@ -45,7 +46,7 @@ from .body import (
 )
 from .confirm import CONFIRM_PARAM
 from .content import ResourceLink
-from .dependencies import security_schemes
+from .dependencies import collect_response, end_response_collection, security_schemes, takes_response
 from .dispatch import ToolRegistry, _raised_errors
 from .errors import (
     CURSOR_EXPIRED,
@@ -514,9 +515,44 @@ def _unsupported_body(content_type: str | None, content_encoding: str | None) ->
 HostCheck = Callable[[str | None, str | None], tuple[int, str] | None]  # (Host, Origin) -> None, or (status, why)
 
 
+def _sets_response(registry: ToolRegistry, action: Action) -> bool:
+    """Whether a dependency of `action`, or the app's cursor scope solved with it (a page's, a confirmation's),
+    takes FastAPI's `Response` to set headers, cookies or a status on."""
+    if takes_response(action.dependant):
+        return True
+    return bool(action.paginate or action.confirm) and takes_response(registry.paging.scope_dependant())
+
+
+async def _answer_with_response(registry: ToolRegistry, action: Action, arguments: dict[str, Any],
+                                request: Request) -> Response:
+    """The answer of a call whose dependencies may set headers, cookies or a status on their `Response`: the
+    headers and cookies go on the answer (a problem's too), the status on a success only (a problem keeps the
+    status of its error), as a FastAPI route adds them to what its endpoint returns. An `HTTPException` raised
+    is answered by the exception handlers without them, as FastAPI answers it."""
+    set_by_dependencies, token = collect_response()
+    try:
+        response = await registry.call_action(action, arguments, request, transport="rest")
+    finally:
+        end_response_collection(token)
+    answer = rest_body(response, request, action)
+    status = set_by_dependencies.status_code
+    if status and not response.is_error and status != answer.status_code:
+        answer.status_code = status
+        if not is_body_allowed_for_status_code(status):  # a 204 or a 304: no body, as FastAPI sends it
+            answer.body = b""
+            del answer.headers["content-length"]
+    answer.raw_headers.extend(set_by_dependencies.raw_headers)
+    return answer
+
+
 def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_bytes: int,
               host_check: HostCheck | None, get_too: bool = False,
               readers: dict[str, Callable[[str], Any]] | None = None) -> Any:
+    # Decided once: only an action a dependency of which takes a `Response` collects it on every call (and one
+    # with dependencies while the app overrides some: an override may take one).
+    sets_response = _sets_response(registry, action)
+    overridable = not action.dependency_free
+
     async def call_action(request: Request) -> Response:
         if host_check is not None:
             headers = request.headers
@@ -553,6 +589,8 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
         if not isinstance(arguments, dict):
             fields = [("(body)", "Send a JSON object of the action's parameters.")]
             return validation_problem(action.label, fields, request.url.path)
+        if sets_response or (overridable and getattr(request.scope.get("app"), "dependency_overrides", None)):
+            return await _answer_with_response(registry, action, arguments, request)
         return rest_body(await registry.call_action(action, arguments, request, transport="rest"), request, action)
 
     call_action.__name__ = f"{action.tool.name}_{action.name}" + ("_get" if method == "GET" else "")
