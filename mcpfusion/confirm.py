@@ -45,9 +45,6 @@ from .spent import SpentUnavailable
 from .tool import Action, input_name
 
 CONFIRM_PARAM = "_confirm"
-# The framework's own arguments: what the call shows (`_select`, `cursor`) or the confirmation itself; a
-# confirmation is of the action's own arguments.
-_FRAMEWORK = (CONFIRM_PARAM, SELECT_PARAM, CURSOR_PARAM)
 TOKEN_TTL = 600.0
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -119,10 +116,20 @@ def _values(call: ActionCall) -> dict[str, Any]:
     return {input_name(name, field): found.get(name) for name, field in action.args_model.model_fields.items()}
 
 
+def _framework(action: Action) -> tuple[str, ...]:
+    """The framework's own arguments in a call of `action`: the confirmation itself, and what the call shows
+    (`_select` when its tool has `select=True`, `cursor` when it is paginated). As `audit.declared_names`:
+    under any other of these names the handler gets an argument of its own (a `cursor` of an action that is
+    not paginated), which the confirmation covers."""
+    return (CONFIRM_PARAM, *(name for name, on in ((SELECT_PARAM, action.tool.select),
+                                                   (CURSOR_PARAM, action.paginate)) if on))
+
+
 def _own(call: ActionCall) -> dict[str, Any]:
-    """The arguments sent, without the framework's own (`raw_arguments` has them all)."""
+    """The arguments sent, without the framework's own for this action (`raw_arguments` has them all)."""
     sent = call.raw_arguments
-    return {k: v for k, v in sent.items() if k not in _FRAMEWORK} if any(k in sent for k in _FRAMEWORK) else sent
+    framework = _framework(call.action)
+    return {k: v for k, v in sent.items() if k not in framework} if any(k in sent for k in framework) else sent
 
 
 def digest_of(call: ActionCall, scope: str = "") -> str:

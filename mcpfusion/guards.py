@@ -13,6 +13,10 @@ Nor do they cut a write's commit: once the handler of a write (an action not `re
 dependencies close (a session commits) with its timeout's clock stopped; the clock goes on after, and a
 timeout then (a slow middleware or audit sink after `call_next`) answers that the action was done and not to
 call it again (`details.completed`), never "nothing was returned, retry".
+
+Nor can they stop a plain `def` handler: it runs in a thread that goes on after its timeout. A write's
+timeout then says it may still complete and to check its effect before calling again
+(`details.may_complete`), never that it was stopped.
 """
 
 from __future__ import annotations
@@ -74,10 +78,12 @@ class _Slot:
 
 class Timeout:
     """Cancel the call after `seconds`: the handler is cancelled, its yield dependencies are torn down, and
-    the agent gets a self-healing `TIMEOUT` error. (A sync handler runs in a thread that cannot be
-    interrupted: it is abandoned, not stopped.) The wait for the user's confirmation is not counted, nor the
-    closing of a write's yield dependencies once its handler returned (its commit is never cut halfway); a
-    write done whose answer is late is answered as done (`call.done`: `dispatch.completed_error`)."""
+    the agent gets a self-healing `TIMEOUT` error. A sync handler runs in a thread that cannot be
+    interrupted: it is abandoned, not stopped, so a sync write's error says it may still complete and to
+    check before calling again (`details.may_complete`). The wait for the user's confirmation is not
+    counted, nor the closing of a write's yield dependencies once its handler returned (its commit is never
+    cut halfway); a write done whose answer is late is answered as done (`call.done`:
+    `dispatch.completed_error`)."""
 
     def __init__(self, seconds: float) -> None:
         if seconds <= 0:
@@ -97,12 +103,29 @@ class Timeout:
             if call.done:  # (said "done, do not call it again" by the chain: `dispatch._failure_of`)
                 raise ToolError(TIMEOUT, f"{action.qualified_name} did not answer within "
                                          f"{_seconds(self.seconds)}.") from None
+            # A sync handler's thread is abandoned, not stopped (a raw tool's stand-in has no `is_async`: its
+            # function runs on the loop). A read's retry is harmless; a write's could do it twice.
+            threaded = not getattr(action, "is_async", True)
+            if threaded and not action.readonly:
+                raise self._may_complete(action.qualified_name) from None
+            stopped = "" if threaded else " and was stopped"
             raise ToolError(
                 TIMEOUT,
-                f"{call.action.qualified_name} did not finish within {_seconds(self.seconds)} and was stopped.",
-                recovery="Nothing was returned. Retry later, or narrow the request (filters, fewer items) so "
-                         "it finishes in time.",
+                f"{action.qualified_name} did not finish within {_seconds(self.seconds)}{stopped}.",
+                recovery="Nothing was returned. Retry later, or narrow the request (filters, fewer items) so it "
+                         "finishes in time.",
             ) from None
+
+    def _may_complete(self, name: str) -> ToolError:
+        """A sync write's timeout: its thread cannot be stopped and goes on, so a retry could do it twice."""
+        return ToolError(
+            TIMEOUT,
+            f"{name} did not answer within {_seconds(self.seconds)} and could not be stopped: it may still be "
+            "running, and what it does may complete.",
+            recovery=f"Do not call {name} again yet: that could do it twice. Wait, then check whether it took "
+                     "effect (read the result with another action) before calling it again.",
+            details={"may_complete": True},
+        )
 
     def describe(self) -> str:
         return f"timeout: {_seconds(self.seconds)}"
