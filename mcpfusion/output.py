@@ -8,7 +8,8 @@ Where an action's output schema comes from (first match):
 2. a pydantic model (or a `Model`, or a list of either) named by `output_schema=`, `returns=` or the return
    annotation: the model is the firewall (validate, apply casts, strip undeclared and hidden fields) and its
    serialization schema is the output schema, its fields' descriptions included (what a presenter sends
-   as domain rules, no presenter sends here).
+   as domain rules, no presenter sends here). A dataclass or TypedDict is such a model too (`record_model`
+   makes one of its fields once), as FastAPI filters a response with one.
 3. a presenter (`returns=presenter`, or the `presenters=` a `returns=` dependency chooses from): the
    presenter's wire schema (embeds included, redacted fields typed as the censor).
 
@@ -24,6 +25,8 @@ the wire: it is an `INVALID_OUTPUT` tool error, with the failing path (never the
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import logging
 import types
@@ -32,7 +35,17 @@ import weakref
 from collections import abc
 from typing import Any
 
-from pydantic import BaseModel
+import typing_extensions
+from pydantic import (
+    MISSING,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PydanticSchemaGenerationError,
+    PydanticUserError,
+    create_model,
+)
+from typing_extensions import is_typeddict
 
 from .errors import INVALID_OUTPUT, ToolError
 from .model import Model
@@ -48,9 +61,12 @@ NEXT_CURSOR = "next_cursor"  # set by pagination on a page of a list
 
 
 def model_of(spec: Any) -> tuple[Model | type[BaseModel] | None, bool | None]:
-    """(the pydantic model or `Model` that `spec` names, whether it is a list of it)."""
+    """(the pydantic model or `Model` that `spec` names, whether it is a list of it); a dataclass or TypedDict
+    names the model `record_model` makes of it (a `TypeError` when it cannot)."""
     if isinstance(spec, Model) or (isinstance(spec, type) and issubclass(spec, BaseModel)):
         return spec, False
+    if is_record(spec):
+        return record_model(spec), False
     origin = typing.get_origin(spec)
     args = typing.get_args(spec)
     if origin in (typing.Union, types.UnionType) and type(None) in args and len(args) == 2:
@@ -60,6 +76,68 @@ def model_of(spec: Any) -> tuple[Model | type[BaseModel] | None, bool | None]:
         if inner is not None and not nested:  # (a list of lists of models is no list of models)
             return inner, True
     return None, None
+
+
+def is_record(spec: Any) -> bool:
+    """Whether `spec` is a dataclass or a TypedDict (a class: a dataclass's instance is data)."""
+    return isinstance(spec, type) and (dataclasses.is_dataclass(spec) or is_typeddict(spec))
+
+
+def holds_records(annotation: Any) -> bool:
+    """Whether a dataclass or TypedDict is anywhere in `annotation` (`dict[str, Customer]`, `A | B`...)."""
+    return is_record(annotation) or any(holds_records(a) for a in typing.get_args(annotation))
+
+
+# What a TypedDict's key may be wrapped in (`NotRequired[str]`): the key's own type is inside.
+_REQUIRED = (typing.Required, typing_extensions.Required)
+_NOT_REQUIRED = (typing.NotRequired, typing_extensions.NotRequired)
+_QUALIFIERS = (*_REQUIRED, *_NOT_REQUIRED, typing_extensions.ReadOnly)
+
+
+@functools.cache
+def record_model(cls: type) -> type[BaseModel]:
+    """The pydantic model of a dataclass's or TypedDict's fields (types, defaults, `Field` annotations): what the
+    output firewall validates with, as FastAPI validates a response with the class itself. Undeclared keys are
+    dropped; a TypedDict key that is not required and not given stays out (`MISSING`), as it would be. Made
+    once per class. A pydantic dataclass with validators, serializers or computed fields is refused: they
+    would not run (declare it as a BaseModel)."""
+    name = cls.__qualname__
+    decorators = getattr(cls, "__pydantic_decorators__", None)
+    if decorators is not None and any(getattr(decorators, f.name) for f in dataclasses.fields(decorators)):
+        raise TypeError(f"the pydantic dataclass {name} has validators, serializers or computed fields, which the "
+                        "output firewall would not run: declare it as a pydantic BaseModel")
+    try:
+        hints = typing_extensions.get_type_hints(cls, include_extras=True)
+    except Exception as exc:  # (a name the annotations use that the class's module lacks)
+        raise TypeError(f"the annotations of {name} cannot be evaluated ({type(exc).__name__}: {exc})") from None
+    fields: dict[str, Any] = {}
+    if is_typeddict(cls):
+        required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
+        for key, hint in hints.items():
+            # The qualifier first, as pydantic reads it: under `from __future__ import annotations` the class's
+            # own `__required_keys__` could not see it.
+            required = key in required_keys
+            qualifier: Any = typing.get_origin(hint)
+            while qualifier in _QUALIFIERS:
+                if qualifier in _REQUIRED or qualifier in _NOT_REQUIRED:
+                    required = qualifier in _REQUIRED
+                hint = typing.get_args(hint)[0]
+                qualifier = typing.get_origin(hint)
+            fields[key] = (hint, ...) if required else (hint | MISSING, MISSING)
+    else:
+        given = getattr(cls, "__pydantic_fields__", {})  # a pydantic dataclass's: its `Field`s
+        for field in dataclasses.fields(cls):
+            if field.name in given:
+                fields[field.name] = (hints[field.name], given[field.name])
+            elif field.default_factory is not dataclasses.MISSING:
+                fields[field.name] = (hints[field.name], Field(default_factory=field.default_factory))
+            else:
+                fields[field.name] = (hints[field.name], ... if field.default is dataclasses.MISSING else field.default)
+    config = ConfigDict(extra="ignore", from_attributes=True, allow_inf_nan=False)
+    try:
+        return create_model(cls.__name__, __config__=config, __module__=cls.__module__, **fields)
+    except (PydanticSchemaGenerationError, PydanticUserError) as exc:
+        raise TypeError(f"{name} has a field pydantic cannot validate ({exc.message})") from None
 
 
 def cardinality(annotation: Any) -> bool | None:

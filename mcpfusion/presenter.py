@@ -150,6 +150,20 @@ def _chained_rules(first: Sequence[str] | Callable[[Any, Any], Any],
     return rules
 
 
+def _added(earlier: Callable[[Any, Any], Any] | None, made: Callable[[Any, Any], Any],
+           replace: bool) -> Callable[[Any, Any], Any]:
+    """The callback of a `ui()`/`suggest()`-like call: `made`, or after an earlier one (unless `replace`) both
+    as one function of (data, ctx), the earlier's answer first. Composed here, once: a presenter given one
+    callback renders as before."""
+    if earlier is None or replace:
+        return made
+
+    def both(data: Any, ctx: Any) -> list[Any]:
+        return [*_as_list(earlier(data, ctx)), *_as_list(made(data, ctx))]
+
+    return both
+
+
 def _direct(fn: Callable[[Any, Any], Any] | None) -> tuple[Callable[..., Any], bool] | None:
     """A `_flexible` callback as the user wrote it, and whether it takes `ctx`: the flat path calls it
     straight, without the adapter's extra call."""
@@ -384,7 +398,9 @@ class Presenter:
 
     Each builder call sets one aspect, replacing what an earlier call set for it (`embed` sets the child of
     one key), but for `redact_pii` and `rules`, which add to the earlier calls' paths and rules (a variant
-    built on a copy never drops the original's redaction; `rules(..., replace=True)` drops its rules).
+    built on a copy never drops the original's redaction; `rules(..., replace=True)` drops its rules), and
+    `ui`, `collection_ui`, `suggest` and `collection_suggest`, which add their callback's blocks or
+    suggestions after the earlier ones' (`replace=True` drops those).
     Registering the presenter with an action, or presenting with it, freezes it and its embedded children:
     from then on it cannot change under the actions that share it; `copy()` gives an unfrozen variant to
     build on.
@@ -592,25 +608,28 @@ class Presenter:
             raise
         return self
 
-    def ui(self, fn: Callable[..., Any]) -> Presenter:
-        """UI blocks for one item: `fn(item[, ctx]) -> UIBlock | list[UIBlock | None]`."""
-        self._ui = _flexible(fn, "ui", self.name)
+    def ui(self, fn: Callable[..., Any], *, replace: bool = False) -> Presenter:
+        """UI blocks for one item: `fn(item[, ctx]) -> UIBlock | list[UIBlock | None]`. A later call adds its
+        blocks after the earlier ones' (a variant built on a copy keeps the original's); `replace=True`
+        drops them. So do `collection_ui`, `suggest` and `collection_suggest`."""
+        self._ui = _added(self._ui, _flexible(fn, "ui", self.name), replace)
         return self
 
-    def collection_ui(self, fn: Callable[..., Any]) -> Presenter:
+    def collection_ui(self, fn: Callable[..., Any], *, replace: bool = False) -> Presenter:
         """UI blocks for a whole list: `fn(items[, ctx])`."""
-        self._collection_ui = _flexible(fn, "collection_ui", self.name)
+        self._collection_ui = _added(self._collection_ui, _flexible(fn, "collection_ui", self.name), replace)
         return self
 
-    def suggest(self, fn: Callable[..., Any]) -> Presenter:
+    def suggest(self, fn: Callable[..., Any], *, replace: bool = False) -> Presenter:
         """Next actions for one item: `fn(item[, ctx]) -> list[Suggestion | None]`."""
-        self._suggest = _flexible(fn, "suggest", self.name)
+        self._suggest = _added(self._suggest, _flexible(fn, "suggest", self.name), replace)
         return self
 
-    def collection_suggest(self, fn: Callable[..., Any]) -> Presenter:
+    def collection_suggest(self, fn: Callable[..., Any], *, replace: bool = False) -> Presenter:
         """Next actions for a whole list, worked out once: `fn(items[, ctx]) -> list[Suggestion | None]`.
         A list is then answered from it instead of `suggest` per item (one item still uses `suggest`)."""
-        self._collection_suggest = _flexible(fn, "collection_suggest", self.name)
+        made = _flexible(fn, "collection_suggest", self.name)
+        self._collection_suggest = _added(self._collection_suggest, made, replace)
         return self
 
     def attach(self, fn: Callable[..., Any]) -> Presenter:

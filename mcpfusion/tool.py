@@ -44,7 +44,7 @@ from .errors import (
 )
 from .hints import per_annotation, type_hints, type_name
 from .model import READ_SCHEMA_OF, Model
-from .output import Output, bare, cardinality, model_of, shape
+from .output import Output, bare, cardinality, holds_records, model_of, shape
 from .pagination import CURSOR_ADVERTISED, CURSOR_PARAM, CURSOR_SCHEMA
 from .presenter import Presenter
 from .schema import copied, root_keys
@@ -804,13 +804,13 @@ class Tool:
         if isinstance(output_schema, dict):
             explicit = check_output_schema(output_schema, where)
         elif output_schema is not None:
-            model, many = model_of(output_schema)
+            model, many = _model_named(output_schema, where)
             if model is None:
-                raise TypeError(f"{where}: output_schema= takes a JSON schema (dict) or a pydantic model "
-                                f"(or a list of one), not {output_schema!r}")
+                raise TypeError(f"{where}: output_schema= takes a JSON schema (dict) or a pydantic model, dataclass "
+                                f"or TypedDict (or a list of one), not {output_schema!r}")
         named: Any = None
         if returns is not None and not isinstance(returns, Presenter):
-            named, named_many = model_of(returns)
+            named, named_many = _model_named(returns, where)
             _check_returns_spec(returns, named, where)
             if named is not None:  # `returns=SomeModel`: the output model, not a dependency
                 if output_schema is not None:
@@ -827,12 +827,13 @@ class Tool:
         presenter = returns if isinstance(returns, Presenter) else None
         dependency = returns if returns is not None and presenter is None else None
         if model is None and presenter is None and dependency is None and explicit is None:
-            model, many = model_of(annotation)
-            if model is None and models_in(annotation):
+            model, many = _model_named(annotation, where)
+            if model is None and (models_in(annotation) or holds_records(annotation)):
+                # (a dataclass or TypedDict is as much a contract as a model: never silently no firewall)
                 raise TypeError(f"{where}: the return annotation {type_name(annotation)} holds pydantic models, "
-                                "and the schema firewall applies to a model, a list of one or an optional one: "
-                                "return one of those (a model may hold a dict or list of models), or declare "
-                                "returns= / output_schema=")
+                                "dataclasses or TypedDicts, and the schema firewall applies to one of those, a "
+                                "list of one or an optional one: return one of those (a model may hold a dict or "
+                                "list of models), or declare returns= / output_schema=")
         if model is not None:
             check_output_model(model.schema if isinstance(model, Model) else model, where)
         if presenter is not None and presenter.item_model is not None:
@@ -941,6 +942,14 @@ def _check_paging(fn: Callable[..., Any], paginate: int | bool | None, takes_pag
         raise ValueError(f"{where}: paginate must be True or a page size of at least 1")
 
 
+def _model_named(spec: Any, where: str) -> tuple[Model | type[BaseModel] | None, bool | None]:
+    """`model_of(spec)`, its refusal of a dataclass or TypedDict naming the action."""
+    try:
+        return model_of(spec)
+    except TypeError as exc:
+        raise TypeError(f"{where}: {exc}") from None
+
+
 def _check_returns_spec(returns: Any, named: Any, where: str) -> None:
     """Refuse a `returns=` that is neither a presenter, a dependency returning one, nor a model of the data
     (a builtin type, a typing form, pydantic's own base classes): it would fail later, less clearly."""
@@ -951,8 +960,8 @@ def _check_returns_spec(returns: Any, named: Any, where: str) -> None:
                           or typing.get_origin(returns) is not None or not callable(returns)):
         # (a class called as a dependency gives an instance of itself, never a presenter)
         raise TypeError(f"{where}: returns= takes a presenter, a dependency returning one (with presenters=[...]), "
-                        f"or a pydantic model (or a list of one), not {type_name(returns)}; for an untyped result "
-                        "leave returns= out, and give a JSON schema as output_schema=")
+                        f"or a pydantic model, dataclass or TypedDict (or a list of one), not {type_name(returns)}; "
+                        "for an untyped result leave returns= out, and give a JSON schema as output_schema=")
 
 
 _LISTED_ABCS = (abc.Sequence, abc.MutableSequence, abc.Set, abc.MutableSet)
@@ -983,7 +992,10 @@ def _check_returns_fit(where: str, shown: str, item: type[BaseModel], many: bool
     if many is False and listed:
         raise TypeError(f"{wrong()}: it answers one {item.__name__}, and the handler returns a list. Declare "
                         f"returns=list[{item.__name__}], or return one")
-    own, _ = model_of(annotation)
+    try:
+        own, _ = model_of(annotation)
+    except TypeError:  # a dataclass no model is made of: nothing to compare (the presenter is the firewall)
+        own = None
     if many is True and own is not None and not listed:
         raise TypeError(f"{wrong()}: it answers a list of {item.__name__}, and the handler returns one. Declare "
                         f"returns={item.__name__}, or return a list")
