@@ -34,6 +34,8 @@ from mcpfusion.serializer import dumps
 from mcpfusion.slots import fields_repr
 
 _VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# What a variable's value never holds (it is one piece of a path: RFC 6570's simple expansion escapes them).
+_SEPARATORS = "/?#"
 
 
 class Resource:
@@ -71,8 +73,8 @@ class Resource:
 class ResourceTemplate:
     """One URI template (a plain class: a dataclass would compile its methods at every process's start)."""
 
-    _FIELDS = ("uri_template", "fn", "name", "title", "description", "mime_type", "annotations", "pattern",
-               "variables", "scopes")
+    _FIELDS = ("uri_template", "fn", "name", "title", "description", "mime_type", "annotations", "variables",
+               "scopes")
 
     def __init__(self, uri_template: str, fn: Callable[..., Any], name: str, title: str | None = None,
                  description: str | None = None, mime_type: str | None = None,
@@ -87,6 +89,9 @@ class ResourceTemplate:
         self.scopes = declared_scopes(scopes, f"resource template {uri_template!r}")
         self.injected = Injected(fn)
         self.variables = _VAR.findall(self.uri_template)
+        if len(set(self.variables)) != len(self.variables):
+            raise ValueError(f"resource template {uri_template!r} names a variable twice: a URI gives each variable "
+                             "one value, name them apart")
         collect = self.injected.dependant.call
         if collect is not None and not is_empty(self.injected.dependant):
             # Analysed again with the variables as its path's: FastAPI then reads them from `path_params`.
@@ -94,25 +99,94 @@ class ResourceTemplate:
             self.injected.dependant = get_dependant(path=path, call=collect)
         self.reads_variables = _reads_path(self.injected.dependant)
         _check_reachable(self.injected.dependant, f"resource template {uri_template!r}")
-        regex, pos = "", 0
-        for m in _VAR.finditer(self.uri_template):
-            regex += re.escape(self.uri_template[pos : m.start()]) + f"(?P<{m.group(1)}>[^/?#]+)"
-            pos = m.end()
-        regex += re.escape(self.uri_template[pos:])
-        self.pattern = re.compile(f"^{regex}$")
+        # The text around the variables (`_VAR.split` alternates text and names): literals[i] follows the
+        # i-th variable, literals[0] opens the template.
+        self.literals: tuple[str, ...] = tuple(_VAR.split(uri_template)[::2])
+        self.min_length = sum(map(len, self.literals)) + len(self.variables)
 
     def __repr__(self) -> str:
         return fields_repr(self, self._FIELDS)
 
     def match(self, uri: str) -> dict[str, str] | None:
-        m = self.pattern.match(uri)
-        return m.groupdict() if m else None
+        """The variables of `uri` if it is of this template (each one a non-empty run without `/?#`), None if
+        not. Where a URI splits more than one way, each variable takes the longest value it can, first to
+        last (as a regex of greedy groups would), but in time linear in the URI (`_match`)."""
+        if len(uri) < self.min_length or not uri.startswith(self.literals[0]) or not uri.endswith(self.literals[-1]):
+            return None
+        if not self.variables:
+            return {} if uri == self.uri_template else None
+        if len(self.variables) == 1:  # (nothing to split: the variable is all between the literals)
+            value = uri[len(self.literals[0]) : len(uri) - len(self.literals[-1])]
+            return None if any(c in value for c in _SEPARATORS) else {self.variables[0]: value}
+        values = _match(self.literals, uri)
+        return None if values is None else dict(zip(self.variables, values, strict=True))
 
     def descriptor(self) -> dict[str, Any]:
         out: dict[str, Any] = {"uriTemplate": self.uri_template, "name": self.name}
         _put(out, title=self.title, description=self.description, mimeType=self.mime_type,
              annotations=self.annotations)
         return out
+
+
+def _match(literals: tuple[str, ...], uri: str) -> list[str] | None:
+    """The values of the variables between `literals` (a template with at least one variable) in `uri`, which
+    starts with the first literal and ends with the last; None if they do not fit.
+
+    A regex of greedy groups backtracks through every split of a run of non-separators (`{a}-{b}-{c}`
+    against 2,000 dashes takes seconds). This takes the same values without backtracking: a variable ends
+    within the run it starts in, so the last place it may end (the rest of the template fitting after it)
+    depends on that run only; it is found once per run and variable, last variable first. Only the runs a
+    variable can start in are visited (a literal crosses no more separators than it holds), so the Python
+    work depends on the template, and the scans of the URI (`str.find`, `str.rfind`) are linear.
+    """
+    count = len(literals) - 1
+    start, end = len(literals[0]), len(uri) - len(literals[-1])
+
+    def run_of(at: int) -> tuple[int, int] | None:
+        """The run of non-separators holding `at`, as (first, stop); None if `at` is a separator or the end."""
+        if at >= end or uri[at] in _SEPARATORS:
+            return None
+        first = max(start - 1, *(uri.rfind(c, start, at) for c in _SEPARATORS)) + 1
+        return first, min([found for c in _SEPARATORS if (found := uri.find(c, at, end)) >= 0], default=end)
+
+    first_run = run_of(start)
+    if first_run is None:
+        return None
+    # reach[i]: the runs variable i may start in: its predecessor's, or one the literal between them reaches.
+    reach: list[set[tuple[int, int]]] = [set(), {first_run}]
+    for i in range(1, count):
+        runs = set(reach[i])
+        for _, stop in reach[i]:
+            runs.update(run for at in range(stop, stop + len(literals[i]) + 1) if (run := run_of(at)))
+        reach.append(runs)
+    # ends[i][first]: the last place variable i may end in the run starting at `first` (-1: nowhere).
+    ends: list[dict[int, int]] = [{} for _ in range(count + 1)]
+    ends[count] = {first: end if stop == end else -1 for first, stop in reach[count]}
+    for i in range(count - 1, 0, -1):
+        ends[i] = {first: _last_end(uri, literals[i], first, stop, ends[i + 1], run_of) for first, stop in reach[i]}
+    values, at = [], start
+    for i in range(1, count + 1):
+        run = run_of(at)
+        stop = ends[i][run[0]] if run else -1
+        if stop <= at:
+            return None  # (the first variable only: every later one starts where it fits)
+        values.append(uri[at:stop])
+        at = stop + len(literals[i])
+    return values
+
+
+def _last_end(uri: str, text: str, first: int, stop: int, after: dict[int, int],
+              run_of: Callable[[int], tuple[int, int] | None]) -> int:
+    """The last place in the run [first, stop) where a variable may end: followed by `text`, then by the next
+    variable, which ends at `after[its run's first]` at the latest. -1: nowhere."""
+    # A `text` reaching past the run: the next variable starts in another run (a few places to try).
+    for at in range(stop, max(first, stop - len(text)), -1):
+        run = uri.startswith(text, at) and run_of(at + len(text))
+        if run and after[run[0]] > at + len(text):
+            return at
+    # A `text` inside the run: the next variable starts there too, and must start before its last end.
+    limit = min(stop, after[first]) - 1  # (where that `text` ends at the latest)
+    return uri.rfind(text, first + 1, limit) if limit > first + len(text) else -1
 
 
 class _TemplateRequest(Request):
