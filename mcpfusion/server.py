@@ -14,8 +14,8 @@ Behind another server (gunicorn, nginx, a cloud load balancer), set the same lim
 A request still running when a graceful shutdown's `timeout_graceful_shutdown` ends is cancelled by uvicorn,
 which would log the `CancelledError` as an application error with its traceback and answer 500: the
 protocol ends it quietly instead (a response not started is a closed connection; a streamed one ends itself
-first, see `mcp.streams.PostStream`). The access log writes a query string's values `REDACTED`
-(`AccessFormatter`).
+first, see `mcp.streams.PostStream`), also one whose client had already left (uvicorn's one line counts them).
+The access log writes a query string's values `REDACTED` (`AccessFormatter`).
 """
 
 from __future__ import annotations
@@ -89,14 +89,22 @@ class _HeaderDeadline:
             if timer is not None:
                 timer.cancel()
         self._head_timer = self._body_timer = None
+        # A request still running once its client left (a call waiting for the answer of a client that hung
+        # up): a graceful shutdown never calls `shutdown` on its connection, gone from the server's list, yet
+        # cancels it when its timeout ends; nobody reads its end, so that cancellation is quiet too.
+        self._quiet_cancel()
         super().connection_lost(exc)  # type: ignore[misc]
 
     def shutdown(self) -> None:
         # Called once a graceful shutdown begins: the request running now is the one uvicorn may cancel.
-        cycle = self.cycle
-        if cycle is not None and not cycle.response_complete:
-            cycle.logger = _CancelledQuietly(cycle)
+        self._quiet_cancel()
         super().shutdown()  # type: ignore[misc]
+
+    def _quiet_cancel(self) -> None:
+        """The running request's cancellation ends it quietly (see `_CancelledQuietly`)."""
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete and not isinstance(cycle.logger, _CancelledQuietly):
+            cycle.logger = _CancelledQuietly(cycle)
 
     def _head_too_large(self, before: Any, size: int) -> bool:
         """Count `size` bytes read while a request head was awaited (`before`: the cycle then); past
@@ -147,10 +155,11 @@ class _HeaderDeadline:
 
 
 class _CancelledQuietly:
-    """The logger of a request cycle still running when a graceful shutdown began. uvicorn cancels the request
-    once `timeout_graceful_shutdown` has passed and logs the `CancelledError` out of the app as an application
-    error (a traceback per request), then answers 500 or cuts the body: the request ends with its connection
-    closed, and no record. Any other error is logged as before."""
+    """The logger of a request cycle still running when a graceful shutdown began, or when its client left.
+    uvicorn cancels the request once `timeout_graceful_shutdown` has passed and logs the `CancelledError` out of
+    the app as an application error (a traceback per request), then answers 500 or cuts the body: the request
+    ends with its connection closed, and no record but uvicorn's one line counting the tasks it cancelled. Any
+    other error is logged as before."""
 
     def __init__(self, cycle: Any) -> None:
         self.cycle = cycle

@@ -191,6 +191,7 @@ class SessionWire(WirePipeline):
         # Exactly the in-process store and broker (a subclass may do I/O): replies skip the store timeout.
         self.local_stores = type(events) is InMemoryEventStore and type(broker) is InMemoryBroker
         self.inflight: dict[tuple[str, Any], SessionChannel] = {}
+        self.running: dict[str, int] = {}  # session id -> its requests in `inflight` (`max_inflight_per_session`)
         self.holds = Holds(settings)  # when a held SSE reply opens its live stream
         self.get_streams: dict[str, str] = {}  # session id -> the token of its GET stream in this process
         self.running_streams: set[str] = set()  # request streams whose call runs (or answers) in this process
@@ -514,6 +515,10 @@ class SessionWire(WirePipeline):
             if key in self.inflight:  # an id already in flight in this session: its cancel would be ambiguous
                 return jsonrpc.error(call.id, jsonrpc.INVALID_REQUEST, "A request with this id is already "
                                      "running in this session: use a new id for each request")
+            running = self.running.get(session.id, 0)
+            if running >= self.settings.max_inflight_per_session:
+                return self._too_many(call)
+            self.running[session.id] = running + 1
             self.inflight[key] = channel  # type: ignore[assignment]
             if channel.task is None:
                 channel.task = asyncio.current_task()
@@ -526,10 +531,24 @@ class SessionWire(WirePipeline):
         finally:
             if session is not None and key is not None:
                 self.inflight.pop(key, None)
+                running = self.running.get(session.id, 1) - 1
+                if running:
+                    self.running[session.id] = running
+                else:
+                    del self.running[session.id]
                 if self._ended is not None:
                     self._ended(session)
                 if self._marks is not None and key in self._marks.marked:  # (most calls never are)
                     await self._marks.ended(key)
+
+    def _too_many(self, call: Call) -> dict[str, Any]:
+        """The refusal of a request past `max_inflight_per_session`: 429 + Retry-After, as the other quotas
+        answer (the JSON-RPC error is what a caller gets that cannot use it)."""
+        message = (f"Too Many Requests: this session already runs {self.settings.max_inflight_per_session} "
+                   "requests at once (max_inflight_per_session); send it again once one has ended")
+        if isinstance(call.channel, SessionChannel):
+            call.channel.refusal = retry_later(429, message, request_id=call.id)
+        return jsonrpc.error(call.id, jsonrpc.INVALID_REQUEST, message)
 
     async def _end_stream(self, stream_id: str, end: dict[str, Any] = STREAM_END) -> None:
         """Store the end of a request's stream that ends without a response (the request was cancelled, or

@@ -44,6 +44,9 @@ class TransportSettings(Fields):
     - `max_sessions` / `max_sessions_per_principal` / `max_sessions_per_tenant`: live 2025-era sessions in
       all (503 beyond), per verified caller and per tenant (429 beyond); `max_subscriptions` and
       `max_uri_length` bound `resources/subscribe` per session.
+    - `max_inflight_per_session`: requests of one 2025-era session running at once on a replica (429 beyond):
+      a call waiting for the answer of a client that hung up waits `client_request_timeout`, holding its
+      memory, and a client opening such calls without end would pile them up.
     - `redis_url`: keep sessions, resumable streams and cross-replica messages in Redis (`mcpfusion.redis`)
       so that any replica serves any request (default `MCPFUSION_REDIS_URL`; unset = in-memory). Explicit
       `session_store` / `event_store` / `broker` still win.
@@ -54,7 +57,7 @@ class TransportSettings(Fields):
         "max_sessions", "max_sessions_per_principal", "max_sessions_per_tenant", "max_subscriptions",
         "max_uri_length", "sse_retry_ms", "sse_ping_seconds", "sse_hold_seconds", "event_store", "session_store",
         "broker", "signing_key", "request_state_ttl", "client_request_timeout", "reply_store_timeout", "principal",
-        "cache_ttl_ms", "cache_scope", "redis_url")
+        "cache_ttl_ms", "cache_scope", "redis_url", "max_inflight_per_session")
 
     path: str
     allowed_hosts: list[str] | None
@@ -81,6 +84,7 @@ class TransportSettings(Fields):
     cache_ttl_ms: int
     cache_scope: str
     redis_url: str | None
+    max_inflight_per_session: int
 
     def __init__(  # every setting a parameter with its default, as the dataclass's
         self, path: str = "/mcp", allowed_hosts: list[str] | None = FACTORY,
@@ -93,7 +97,7 @@ class TransportSettings(Fields):
         signing_key: bytes | str | None = FACTORY, request_state_ttl: float = 600.0,
         client_request_timeout: float = 300.0, reply_store_timeout: float = 10.0,
         principal: Callable[..., Any] | None = None, cache_ttl_ms: int = 0, cache_scope: str = "private",
-        redis_url: str | None = FACTORY,
+        redis_url: str | None = FACTORY, max_inflight_per_session: int = 100,
     ) -> None:
         # The environment's defaults are read when the settings are made, as the dataclass's factories did.
         self.path = path
@@ -122,9 +126,17 @@ class TransportSettings(Fields):
         self.cache_ttl_ms = cache_ttl_ms
         self.cache_scope = cache_scope
         self.redis_url = (os.environ.get("MCPFUSION_REDIS_URL") or None) if redis_url is FACTORY else redis_url
+        self.max_inflight_per_session = _checked_count("max_inflight_per_session", max_inflight_per_session)
 
     def session_limits(self) -> SessionLimits:
         return SessionLimits(self.max_sessions, self.max_sessions_per_principal, self.max_sessions_per_tenant)
+
+
+def _checked_count(name: str, value: int) -> int:
+    """`value`, a whole number above 0 (0 would refuse every request), or ValueError naming the setting."""
+    if value.__class__ is not int or value < 1:
+        raise ValueError(f"{name} must be a whole number above 0, not {value!r}")
+    return value
 
 
 def _checked_key(key: bytes | str | None) -> bytes | str | None:
