@@ -7,9 +7,10 @@ everywhere else:
 
 - text blocks (UI, embeds, directives, rules, suggestions): every occurrence of a removed value at least
   `MIN_LENGTH` characters long, as written or JSON-escaped (`json.dumps` of it), each as escaped for the
-  XML-ish blocks, inside JSON text and in a markdown table cell, is replaced by the censor; the wire format's
-  own markup (tags, attribute names, a block's type, a suggestion's action when it is a name: letters,
-  digits, `_.-`) is never touched;
+  XML-ish blocks, inside JSON text and in a markdown table cell (a number also in the forms Python's format
+  writes an amount in, `85,000` and `85,000.00`: `_number_forms`; the whole number token around a match: no
+  `[REDACTED].00`), is replaced by the censor; the wire format's own markup (tags, attribute names, a
+  block's type, a suggestion's action when it is a name: letters, digits, `_.-`) is never touched;
 - attached documents (`Scrubber`): every occurrence of every form of a long removed value, none kept for
   markup (a document is no block of the wire format), in each form a standard serializer writes it too
   (XML/HTML escapes and character references, CSV, YAML's quoted scalars, URL-encoded: `_document_forms`;
@@ -44,7 +45,7 @@ from typing import Any
 from urllib.parse import quote
 from uuid import UUID
 
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError, to_json
 from starlette.exceptions import HTTPException  # (FastAPI's is a subclass)
 
 from . import markup, ui
@@ -56,14 +57,19 @@ from .serializer import dumps
 MIN_LENGTH = 4
 
 
-def _values(removed: list[Any]) -> tuple[set[str], list[str]]:
-    """(every removed string, the long removed values as text: strings and numbers, longest first)."""
+Amounts = set[tuple[str, ...]]  # the long removed numbers, each as its forms (`_number_forms`)
+
+
+def _values(removed: list[Any]) -> tuple[set[str], list[str], Amounts]:
+    """(every removed string, the long removed values as text: strings and numbers, longest first, the long
+    removed numbers' forms)."""
     if all(v.__class__ is str or v is None for v in removed):  # the common case: censored string fields
         strings = {v for v in removed if v}
-        return strings, sorted([v for v in strings if len(v) >= MIN_LENGTH], key=len, reverse=True)
+        return strings, sorted([v for v in strings if len(v) >= MIN_LENGTH], key=len, reverse=True), set()
     exact: set[str] = set()
     long: set[str] = set()
     numbers: set[str] = set()
+    amounts: Amounts = set()
     stack = list(removed)
     while stack:
         value = stack.pop()
@@ -81,6 +87,11 @@ def _values(removed: list[Any]) -> tuple[set[str], list[str]]:
             stack.extend(value)
         elif value is None or isinstance(value, bool):
             continue
+        elif value.__class__ is int or _finite(value):
+            forms = _number_forms(value)
+            if forms:
+                numbers.add(forms[0])  # (its text: a needle as any value's)
+                amounts.add(forms)
         else:
             text = str(value)
             if isinstance(value, str):
@@ -89,7 +100,73 @@ def _values(removed: list[Any]) -> tuple[set[str], list[str]]:
                     long.add(text)
             elif len(text) >= MIN_LENGTH:
                 numbers.add(text)
-    return exact, sorted(long | numbers, key=len, reverse=True)
+    return exact, sorted(long | numbers, key=len, reverse=True), amounts
+
+
+def _finite(value: Any) -> bool:
+    """A number with digits to write (not a boolean, an infinity or a NaN, which are words)."""
+    if isinstance(value, float):
+        return isfinite(value)
+    if isinstance(value, Decimal):
+        return value.is_finite()
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# The number formats Python's format mini-language commonly writes an amount in (`f"{salary:,.2f}"`).
+_NUMBER_SPECS = (",", "_", ".2f", ",.2f", "_.2f")
+
+
+@lru_cache(maxsize=4096, typed=True)  # (typed: 85000 and 85000.0 are written differently)
+def _number_forms(value: int | float | Decimal) -> tuple[str, ...]:
+    """The texts a finite number is commonly written as, when its own text is at least `MIN_LENGTH` long
+    (a shorter one is a word): `str()` and `repr()`, grouped (`85,000`, `85_000`), with two decimals (`.2f`,
+    `,.2f`, `_.2f`), an integral float or Decimal as its int too. A form with fewer than `MIN_LENGTH`
+    significant digits is left out: `0.00`, a tiny float's money form, is no copy of it."""
+    text = str(value)
+    if len(text) < MIN_LENGTH:
+        return ()
+    forms = [text, repr(value)] if isinstance(value, float) else [text]
+    if isinstance(value, Decimal) and value.adjusted() > 64:  # (`1E+999999` would be written out in full)
+        return tuple(forms)
+    given: list[int | float | Decimal] = [value]
+    if not isinstance(value, int) and value == int(value):
+        given.append(int(value))
+    for number in given:
+        for spec in ("", *_NUMBER_SPECS):
+            with suppress(ValueError):  # (a Decimal takes no `_`)
+                form = format(number, spec)
+                if len(_NON_DIGIT.sub("", form).lstrip("0")) >= MIN_LENGTH:
+                    forms.append(form)
+    return tuple(dict.fromkeys(forms))
+
+
+_NON_DIGIT = re.compile(r"\D")
+
+
+@lru_cache(maxsize=4096)
+def _probes(forms: tuple[str, ...], marked: bool, underscore: bool) -> tuple[str, ...]:
+    """The forms of a number (`_number_forms`) worth looking for besides its text: each that holds neither
+    its text nor another form (`85,000` for `85,000.00`: a text holding the one holds the other). A grouped
+    or decimal one only if the text holds such a number (`marked`: see `_GROUPED`), grouped with `_` only if
+    it holds a `_` (`underscore`)."""
+    return tuple(form for form in forms[1:]
+                 if (marked or not _SEPARATED.search(form)) and (underscore or "_" not in form)
+                 and forms[0] not in form and not any(other != form and other in form for other in forms[1:]))
+
+
+# What every grouped or decimal form holds (`85,000`, `85_000`, `85000.00`, `12,345.5`): a text without it
+# holds none of them, and is scanned for none.
+_GROUPED = re.compile(r"\d[,_]\d{3}|\d\.\d")
+_SEPARATED = re.compile(r"[,_.]")
+
+
+def _amount_forms(amounts: Amounts, text: str) -> list[str]:
+    """Every form of each removed number that `text` holds in one of its forms (its text aside: `every`
+    holds it, and a match of it censors its whole token)."""
+    marked = _GROUPED.search(text) is not None
+    underscore = marked and "_" in text
+    return [form for forms in amounts if any(probe in text for probe in _probes(forms, marked, underscore))
+            for form in forms]
 
 
 # Nothing any block escapes: printable ASCII but & < " \ |. Written as the characters it allows (the complement
@@ -100,7 +177,17 @@ _PLAIN = re.compile(r"[\x20\x21\x23-\x25\x27-\x3b\x3d-\x5b\x5d-\x7b\x7d\x7e]*")
 
 def _escaped(text: str) -> str:
     """`text` as a JSON string writes it, without the quotes (the data block's and `ui.json`'s escaping)."""
-    return to_json(text).decode()[1:-1]
+    try:
+        return to_json(text).decode()[1:-1]
+    except PydanticSerializationError:  # a lone surrogate (UTF-8 cannot hold it): escaped as json.dumps does
+        return _SURROGATE.sub(_surrogate_escape, json.dumps(text, ensure_ascii=False)[1:-1])
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _surrogate_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match[0]):04x}"
 
 
 @lru_cache(maxsize=4096)
@@ -146,12 +233,14 @@ def _variants(value: str) -> tuple[str, ...]:
 @lru_cache(maxsize=4096)
 def _quoted(value: str) -> str:
     """The value as a whole JSON string of the data block."""
-    return to_json(value).decode()
+    return f'"{_escaped(value)}"'
 
 
 def _scrub_text(text: str, needles: list[str], censor: str) -> str:
     for needle in needles:
         if needle in text:
+            if _NUMERIC.fullmatch(needle):  # a number: its whole token goes (`_hits`)
+                return _scrub_all(text, needles, censor)
             text = text.replace(needle, censor)
     return text
 
@@ -217,13 +306,47 @@ def _markup(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+# A needle that is a number's text (`85000`, `-85,000.00`, a string of digits), and the digits that continue
+# its token on either side: `85000` found in `85000.000` censors the whole token, none of it left
+# (`[REDACTED].000` would tell the form and part of the value). A decimal point joins digits; a `,` or `_`
+# only when the needle is grouped with it (`85,000` in `85,000,000`): an ungrouped one in `[85000,12]` keeps 12.
+_NUMERIC = re.compile(r"-?\d[\d,_]*(?:\.\d+)?")
+_TOKEN_HEADS = {sep: re.compile(rf"(?:\d[.{sep}]?)+\Z") for sep in ("", ",", "_")}
+_TOKEN_TAILS = {sep: re.compile(rf"(?:[.{sep}]?\d)+") for sep in ("", ",", "_")}
+_JOINED = frozenset("0123456789.,_")  # what may come just before a token's digits
+
+
+def _grouping(needle: str) -> str:
+    """The grouping separator a numeric needle is written with ("" for none)."""
+    return "," if "," in needle else "_" if "_" in needle else ""
+
+
+def _token(text: str, start: int, end: int, sep: str) -> tuple[int, int]:
+    """The span of the number token around `text[start:end]`, a numeric needle grouped with `sep`."""
+    tail = _TOKEN_TAILS[sep].match(text, end)
+    if tail is not None:
+        end = tail.end()
+    while start and text[start - 1] in _JOINED and text[start] != "-":  # (a sign of its own starts the token)
+        # Looked for in a window before the hit (a regex cannot run backwards); a longer token goes on.
+        window = max(0, start - 64)
+        head = _TOKEN_HEADS[sep].search(text, window, start)
+        if head is None:
+            break
+        start = head.start()
+        if start > window or not window:
+            break
+    return start, end
+
+
 def _hits(text: str, needles: list[str]) -> list[tuple[int, int]]:
-    """Every occurrence of every needle in `text` (overlapping ones too), overlapping spans merged."""
+    """Every occurrence of every needle in `text` (overlapping ones too), overlapping spans merged; a
+    number's whole token (`_token`)."""
     found: list[tuple[int, int]] = []
     for needle in needles:
         at = text.find(needle)
+        sep = _grouping(needle) if at >= 0 and _NUMERIC.fullmatch(needle) else None
         while at >= 0:
-            found.append((at, at + len(needle)))
+            found.append((at, at + len(needle)) if sep is None else _token(text, at, at + len(needle), sep))
             at = text.find(needle, at + 1)
     found.sort()
     merged: list[tuple[int, int]] = []
@@ -332,7 +455,7 @@ def _document_needles(removed: list[Any]) -> list[str]:
     """Every form of every long removed value a document may hold: as `_variants` and the standard
     serializers (`_document_forms`) write a text, and each value that is no string as `_renderings` writes
     it."""
-    _, every = _values(removed)
+    _, every, _ = _values(removed)
     texts = set(every)
     stack = list(removed)
     while stack:
@@ -420,18 +543,19 @@ def _document_forms(value: str) -> tuple[str, ...]:
     if not value.isascii() or not value.isprintable() or _QUOTED.search(value):
         forms += [_YAML_ASCII.sub(_yaml_escape, value), _YAML_UNICODE.sub(_yaml_escape, value),
                   value.replace("'", "''"), repr(value)[1:-1], ascii(value)[1:-1]]  # (`str(row)`, `ascii(row)`)
-    encoded = quote(value, safe="")
+    # (a lone surrogate, which UTF-8 cannot hold, percent-encoded as Python's "surrogatepass" writes it)
+    encoded = quote(value, safe="", errors="surrogatepass")
     forms += [encoded, encoded.replace("%20", "+")]  # (quote_plus: a space is the one `%20`)
     if "/" in value:
-        forms.append(quote(value))
+        forms.append(quote(value, errors="surrogatepass"))
     if _URI_KEPT.search(value):
-        forms.append(quote(value, safe="!'()*"))  # encodeURIComponent
+        forms.append(quote(value, safe="!'()*", errors="surrogatepass"))  # encodeURIComponent
     return tuple(dict.fromkeys(f for f in forms if f and f != value))
 
 
 def _renderings(value: Any) -> list[str]:
     """The texts a value that is no string is commonly written as: `str()`, its JSON form, a date's ISO forms
-    (with and without its offset), a number's repr, integral and grouped (`85,000`) and money (`.2f`) forms."""
+    (with and without its offset), a number's forms (`_number_forms`: grouped `85,000`, money `.2f`...)."""
     forms = [str(value)]
     with suppress(Exception):  # a value JSON cannot write: its other forms still count
         forms.append(to_json(value).decode().strip('"'))
@@ -445,14 +569,8 @@ def _renderings(value: Any) -> list[str]:
     elif isinstance(value, Enum):
         forms += _renderings(value.value) if not isinstance(value.value, str) else [value.value]
         forms.append(value.name)
-    elif isinstance(value, float | int | Decimal):
-        if isinstance(value, Decimal) and not value.is_finite() or isinstance(value, float) and not isfinite(value):
-            return forms
-        forms.append(f"{value:,}")
-        if not isinstance(value, int):
-            forms += [f"{value:.2f}", f"{value:,.2f}"]
-            if value == int(value):
-                forms += [str(int(value)), f"{int(value):,}"]
+    elif _finite(value):
+        forms += _number_forms(value)
     elif isinstance(value, UUID):
         forms.append(value.hex)
     elif isinstance(value, bytes):
@@ -496,12 +614,12 @@ def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENS
     texts = response.texts
     if _clean(texts, removed):
         return
-    exact, every = _values(removed)
+    exact, every, amounts = _values(removed)
     if not exact and not every:
         return
     mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
     if every and len(texts) > 1:
-        found = _forms_in(every, texts[1:])
+        found = _forms_in(every, texts[1:], amounts)
         if found:
             for i in range(1, len(texts)):
                 texts[i] = _scrub_block(texts[i], found, mask)
@@ -523,22 +641,25 @@ def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENS
 def scrub_blocks(texts: list[str], removed: list[Any], censor: Any = DEFAULT_CENSOR) -> list[str]:
     """`texts` (blocks other than the data block) with every form of the long removed values censored, as
     `guard` censors the blocks of a response."""
-    _, every = _values(removed)
+    _, every, amounts = _values(removed)
     mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
-    found = _forms_in(every, texts)
+    found = _forms_in(every, texts, amounts)
     return [_scrub_block(text, found, mask) for text in texts] if found else texts
 
 
-def _forms_in(every: list[str], texts: list[str]) -> list[str]:
+def _forms_in(every: list[str], texts: list[str], amounts: Amounts) -> list[str]:
     """The forms of the removed values that `texts` hold, every form of such a value (the structured view
-    holds it unescaped); one scan of them all per form, and most find nothing."""
+    holds it unescaped), a number's as Python writes it (`_amount_forms`); one scan of them all per form,
+    and most find nothing."""
     blocks = texts[0] if len(texts) == 1 else "\n".join(texts)
     found: list[str] = []
     for value in every:
         forms = _variants(value)
         if any(form in blocks for form in forms):
             found += forms
-    return sorted(found, key=len, reverse=True)
+    if amounts:
+        found += _amount_forms(amounts, blocks)
+    return sorted(set(found), key=len, reverse=True)
 
 
 def _clean(texts: list[str], removed: list[Any]) -> bool:
@@ -631,12 +752,12 @@ def scrub_error(exc: BaseException, removed: list[Any], censor: Any = DEFAULT_CE
     header values. Its code, status and severity stay. Matched as the guard matches the blocks: a long
     value wherever it occurs, a short one as a whole text; a number (`details={"ssn": 987654321}`) equal to a
     removed value, or written as one is, is replaced by the censor text too."""
-    exact, every = _values(removed)
+    exact, every, amounts = _values(removed)
     numbers, texts = _numbers(removed)
     if not exact and not every and not numbers:
         return
     exact |= texts  # a removed number's text, given alone ("ssn": "42")
-    needles = sorted({form for value in every for form in _variants(value)}, key=len, reverse=True)
+    needles = sorted({form for value in every for form in _variants(value)}.union(*amounts), key=len, reverse=True)
     mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
 
     def clean(value: Any) -> Any:
