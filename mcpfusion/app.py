@@ -640,7 +640,8 @@ class MCPFusion:
 
         Another `MCPFusion` may be mounted on the same app at its own `path=`: the app's one `/readyz` runs the
         checks of both; a route of this one that the app serves already (its tool docs, a REST route of a tool
-        of the same name) is refused, as a shadowed route would never answer."""
+        of the same name) is refused, as a shadowed route would never answer. The app records every fusion
+        mounted on it in `app.state.mcpfusions` (mount order); `app.state.mcpfusion` is the last one."""
         from .swagger import serve_offline
 
         self._check_completions()
@@ -712,7 +713,10 @@ class MCPFusion:
             add_docs_routes(app, self.registry, path=docs, title=self.title or self.name,
                             host_check=transport.guard.refusal, rest=rest,
                             raw_tools=lambda: [t.descriptor for t in self.raw_tools.values()])
+        # `mcpfusion` is the fusion an app built by one is found by; `mcpfusions` every one, in mount order, so
+        # that the CLI and the tester reach each of several by name (with the app's overrides and state).
         app.state.mcpfusion = self
+        app.state.mcpfusions = [*getattr(app.state, "mcpfusions", ()), self]
         self.app = app
         return app
 

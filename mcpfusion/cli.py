@@ -2,15 +2,18 @@
 
     mcpfusion serve app.main:app [--host H] [--port P]     # uvicorn, production-style
     mcpfusion dev app.main:app                              # uvicorn with auto-reload
-    mcpfusion stdio app.main:app [--token T]                # MCP over stdin/stdout (local clients)
+    mcpfusion stdio app.main:app [--token T] [--server NAME]   # MCP over stdin/stdout (local clients)
     mcpfusion inspect app.main:app [--json]                 # tools, actions, TOON descriptions
     mcpfusion call app.main:app billing get_invoice --json '{"id": "inv_0001"}' [--token T] [--yes]
     mcpfusion docs app.main:app --out site/ [--base-url URL]
     mcpfusion install claude-desktop|claude-code|cursor app.main:app [--token T | --url URL]
     mcpfusion lock app.main:app [--check] [--file mcpfusion.lock]
 
-APP is "module:attribute": a FastAPI app built by MCPFusion (found through `app.state.mcpfusion`) or an
-`MCPFusion` object. Status lines go to stderr; stdout carries only results (and the protocol, for stdio).
+APP is "module:attribute": a FastAPI app an MCPFusion was built or mounted on (found through
+`app.state.mcpfusions`) or an `MCPFusion` object (served by the app it is mounted on, else by one it builds).
+An app serving several MCPFusion servers: every command but serve and dev takes the one `--server NAME` names
+(`call`: else the one serving its tool); without it, an error lists them. Status lines go to stderr; stdout
+carries only results (and the protocol, for stdio).
 """
 
 from __future__ import annotations
@@ -207,8 +210,8 @@ class Starting:
             raise
 
 
-def load(target: str, app_dir: str | None = None) -> tuple[Any, MCPFusion]:
-    """(ASGI app, MCPFusion) for "module:attribute"."""
+def _imported(target: str, app_dir: str | None) -> Any:
+    """The object "module:attribute" names."""
     module_name, sep, attr = target.partition(":")
     if not module_name or not sep or not attr:
         raise CliError(f'APP must look like "module:attribute" (e.g. app.main:app), not {target!r}')
@@ -225,15 +228,53 @@ def load(target: str, app_dir: str | None = None) -> tuple[Any, MCPFusion]:
         raise CliError(f"module {module_name!r} has no attribute {attr!r}") from None
     except Exception as exc:  # a module that builds its app on first access (a module __getattr__) failed
         raise CliError(f"building {target} failed: {described(exc)}") from None
+    return obj
+
+
+def _mounted(app: Any) -> list[MCPFusion]:
+    """The MCPFusion servers mounted on `app`, in mount order (as `MCPFusion.mount` records them)."""
+    state = getattr(app, "state", None)
+    every = getattr(state, "mcpfusions", None)
+    return [f for f in (every if isinstance(every, list) else [getattr(state, "mcpfusion", None)])
+            if isinstance(f, MCPFusion)]
+
+
+def served(target: str, app_dir: str | None = None) -> tuple[Any, list[MCPFusion], MCPFusion | None]:
+    """(ASGI app, the MCPFusion servers it serves in mount order, the one APP names if it is an MCPFusion) for
+    "module:attribute". An MCPFusion mounted on an app is served by that app (its overrides, state and
+    middleware), else by one it builds."""
+    obj = _imported(target, app_dir)
     if isinstance(obj, MCPFusion):
+        if obj.app is not None:
+            return obj.app, _mounted(obj.app) or [obj], obj
         try:
-            return obj.build_app(), obj
+            return obj.build_app(), [obj], obj
         except Exception as exc:
             raise CliError(f"building the app of {target} failed: {described(exc)}") from None
-    fusion = getattr(getattr(obj, "state", None), "mcpfusion", None)
-    if not isinstance(fusion, MCPFusion):
+    fusions = _mounted(obj)
+    if not fusions:
         raise CliError(f"{target} is not an MCPFusion object nor an app built by MCPFusion (app.state.mcpfusion)")
-    return obj, fusion
+    return obj, fusions, None
+
+
+def load(target: str, app_dir: str | None = None, *, server: str | None = None,
+         tool: str | None = None) -> tuple[Any, MCPFusion]:
+    """(ASGI app, MCPFusion) for "module:attribute": of an app serving several, the one `server` names (its
+    name or MCP path), else the one serving `tool`; never a silent pick (a `CliError` lists them)."""
+    app, fusions, named = served(target, app_dir)
+    if named is not None:
+        if server is not None and server not in (named.name, named.settings.path):
+            raise CliError(f"{target} is the MCPFusion {named.name!r} (at {named.settings.path}), not "
+                           f"--server {server!r}")
+        return app, named
+    if server is None and len(fusions) == 1:
+        return app, fusions[0]
+    from .testing import choose_fusion  # (only for an app of several: what the tester chooses by)
+
+    try:
+        return app, choose_fusion(fusions, server=server, tool=tool, how="--server NAME")
+    except ValueError as exc:
+        raise CliError(f"{target}: {exc}") from None
 
 
 def _unshared_state(fusion: MCPFusion, workers: int) -> list[str]:
@@ -282,26 +323,27 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
     from .server import env_header_timeout, free_port, listen_error, log_config, uvicorn_options
 
     os.environ.setdefault(collector.ENV, "1")  # a serving process: the collector's serving profile
-    app, fusion = load(args.app, args.app_dir)  # fail fast, with a clear message, before uvicorn starts
+    app, fusions, _ = served(args.app, args.app_dir)  # fail fast, with a clear message, before uvicorn starts
     if args.header_timeout is None:
         try:
             env_header_timeout()
         except ValueError as exc:
             raise CliError(str(exc)) from None
-    if not reload and args.workers > 1 and getattr(fusion.telemetry, "prometheus", False):
+    if not reload and args.workers > 1 and any(getattr(f.telemetry, "prometheus", False) for f in fusions):
         status(f"warning: /metrics shows the counters of whichever of the {args.workers} workers answers the "
                "scrape; run one worker per container, or export with OTLP (see docs/observability.md)")
-    if not reload and args.workers > 1:
-        for notice in _unshared_state(fusion, args.workers):
+    if not reload and args.workers > 1:  # (each said once, however many fusions it is true of)
+        for notice in dict.fromkeys(n for f in fusions for n in _unshared_state(f, args.workers)):
             status(f"warning: {notice}")
     try:  # a taken port, an unknown host: one line, before anything is announced
         port = free_port(args.host, args.port)
     except OSError as exc:
         raise CliError(listen_error(args.host, args.port, exc)) from None
     base = f"http://{f'[{args.host}]' if ':' in args.host else args.host}:{port}"
-    banner = (f"serving {fusion.name} ({len(fusion.registry.tools)} tools) from {args.app}"
-              f"{' with reload' if reload else ''}\nMCP {base}/mcp | REST {base}/api | tool docs {base}/tools | "
-              f"OpenAPI {base}/docs | health {base}/healthz")
+    tools = sum(len(f.registry.tools) for f in fusions)
+    banner = (f"serving {', '.join(f.name for f in fusions)} ({tools} tools) from {args.app}"
+              f"{' with reload' if reload else ''}\nMCP {', '.join(base + f.settings.path for f in fusions)} | "
+              f"REST {base}/api | tool docs {base}/tools | OpenAPI {base}/docs | health {base}/healthz")
     options: dict[str, Any] = {"host": args.host, "port": port, "log_level": args.log_level,
                                "log_config": keep_audit(log_config(args.log_level)),
                                **uvicorn_options(header_timeout=args.header_timeout,
@@ -370,6 +412,9 @@ def _say(lines: str) -> None:
 
 
 SERVE_TARGET_ENV = "MCPFUSION_SERVE_APP"
+#: The default of `stdio --server`: what `install --server` writes into the entry's environment (the entry's
+#: arguments are the plain `stdio APP --app-dir DIR`).
+SERVER_ENV = "MCPFUSION_STDIO_SERVER"
 REPORT_ENV = "MCPFUSION_SERVE_REPORT"
 
 
@@ -434,7 +479,7 @@ def serve_app() -> Any:
             status(f"error: {error}")
 
     try:
-        app, _ = load(target)
+        app, _, _ = served(target)
     except CliError as exc:
         failed(exc)
         sys.exit(STARTUP_FAILURE)  # uvicorn's status for a process that cannot start: the workers stop
@@ -483,18 +528,19 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     # stdout is the protocol channel from the first byte: what importing the app writes (a print(), a write to
     # descriptor 1, a child process) goes to stderr.
     with private_stdout() as protocol:
-        app, fusion = load(args.app, args.app_dir)
+        app, fusion = load(args.app, args.app_dir, server=args.server or os.environ.get(SERVER_ENV) or None)
         starting = Starting(app, target=args.app)  # its lifespan's failures as one masked line
         status(f"serving {fusion.name} over stdio (one JSON-RPC message per line; Ctrl-D to stop)")
-        try:
-            code: int = asyncio.run(serve_stdio(starting, headers=headers, stdout=protocol))  # (143 on SIGTERM)
+        try:  # (to the fusion's own MCP path: one of several, or one given a path= of its own)
+            code: int = asyncio.run(serve_stdio(starting, path=fusion.settings.path, headers=headers,
+                                                stdout=protocol))  # (143 on SIGTERM)
         except StartupFailed as exc:
             raise _startup_failed(args.app, starting.failure or str(exc)) from None
         return code or (2 if starting.shutdown_failure is not None else 0)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    _, fusion = load(args.app, args.app_dir)
+    _, fusion = load(args.app, args.app_dir, server=args.server)
     registry = fusion.registry
     if args.json:
         print(json.dumps(registry.mcp_tools(), indent=2, ensure_ascii=False))
@@ -570,7 +616,7 @@ def cmd_call(args: argparse.Namespace) -> int:
         raise CliError(f"--json is not valid JSON: {exc}") from None
     if not isinstance(arguments, dict):
         raise CliError("--json must be a JSON object of the action's parameters")
-    app, fusion = load(args.app, args.app_dir)
+    app, fusion = load(args.app, args.app_dir, server=args.server, tool=args.tool)
     headers = {"authorization": f"Bearer {args.token}"} if args.token else {}
     response = asyncio.run(_call(app, fusion, args.tool, args.action, arguments, headers, args.yes, args.app))
     if response.error_code == CONFIRMATION_REQUIRED:
@@ -598,7 +644,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
         from .docs import export_site
     except ImportError:
         raise CliError("the docs generator (mcpfusion.docs) is not available in this installation") from None
-    _, fusion = load(args.app, args.app_dir)
+    _, fusion = load(args.app, args.app_dir, server=args.server)
     status(f"writing the tool documentation of {fusion.name} to {args.out}")
     try:
         files = export_site(fusion, args.out, base_url=args.base_url)
@@ -613,12 +659,15 @@ def cmd_docs(args: argparse.Namespace) -> int:
 def cmd_install(args: argparse.Namespace) -> int:
     from .install import InstallError, install, parse_env, project_notice, redacted
 
-    _, fusion = load(args.app, args.app_dir)  # the APP must load here before a client tries to start it
+    _, fusion = load(args.app, args.app_dir, server=args.server)  # the APP must load before a client starts it
     app_dir = os.path.abspath(args.app_dir or os.getcwd())
     try:
+        env = parse_env(args.env)
+        if args.server and not args.url:  # the stdio server the entry starts serves that one too
+            env = {**env, SERVER_ENV: args.server}
         path, entry = install(args.client, args.app, name=args.name or fusion.name, app_dir=Path(app_dir),
                               config=Path(args.config) if args.config else None, url=args.url, token=args.token,
-                              env=parse_env(args.env))
+                              env=env)
     except InstallError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:  # the config path is a folder, not writable...
@@ -635,7 +684,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 def cmd_lock(args: argparse.Namespace) -> int:
     from .docs import lock
 
-    _, fusion = load(args.app, args.app_dir)
+    _, fusion = load(args.app, args.app_dir, server=args.server)
     current = lock.contract(fusion.registry, fusion)
     path = args.file
     if not args.check:
@@ -683,7 +732,13 @@ def parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("app", metavar="APP", help='"module:attribute", e.g. app.main:app')
         p.add_argument("--app-dir", help="folder to import APP from (default: the current folder)")
+        if name not in ("serve", "dev"):  # (those serve the whole app, every fusion on it)
+            with_server(p, f" (default: {SERVER_ENV})" if name == "stdio" else "")
         return p
+
+    def with_server(p: argparse.ArgumentParser, more: str = "") -> None:
+        p.add_argument("--server", metavar="NAME", help="of an app serving several MCPFusion servers, the one to "
+                                                        f"use (its name or MCP path){more}")
 
     for name, help_text in (("serve", "serve MCP, REST and docs over HTTP (uvicorn)"),
                             ("dev", "like serve, restarting on code changes")):
@@ -726,6 +781,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("client", choices=CLIENTS)
     p.add_argument("app", metavar="APP", help='"module:attribute", e.g. app.main:app')
     p.add_argument("--app-dir", help="folder to import APP from (default: the current folder)")
+    with_server(p, f" (a stdio entry passes it on in {SERVER_ENV})")
     p.add_argument("--name", help="server name in the client (default: the MCPFusion name)")
     p.add_argument("--token", help="bearer token (stdio: MCPFUSION_AUTHORIZATION in env; HTTP: a header)")
     p.add_argument("--url", help="connect over HTTP to this /mcp URL instead of starting a stdio server")

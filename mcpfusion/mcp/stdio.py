@@ -1,9 +1,11 @@
 """MCP over stdin/stdout, served by the same FastAPI application as `/mcp`.
 
 Each JSON-RPC line read from stdin is sent through the app in-process as an ASGI `POST /mcp` (a direct
-ASGI call, no socket), so FastAPI dependencies, middleware and `dependency_overrides` apply exactly as
-over HTTP. JSON and SSE answers are written back as lines on stdout, as they arrive; after `initialize`
-the session's GET stream is followed too, so server notifications reach the client.
+ASGI call, no socket; to the MCP path of the `MCPFusion` the app serves, `path=` of its own included), so
+FastAPI dependencies, middleware and `dependency_overrides` apply exactly as over HTTP. An app serving several
+`MCPFusion` servers is served one at a time: `mcpfusion stdio APP --server NAME`. JSON and SSE answers are
+written back as lines on stdout, as they arrive; after `initialize` the session's GET stream is followed too,
+so server notifications reach the client.
 
 Headers that dependencies need come from the environment:
   MCPFUSION_AUTHORIZATION   value of the Authorization header (e.g. "Bearer ...")
@@ -170,12 +172,14 @@ class StdioBridge:
     """Feeds JSON-RPC lines to an ASGI app's MCP endpoint and writes every answer as a line."""
 
     def __init__(
-        self, app: Any, write: Callable[[str], None], *, path: str = "/mcp", headers: dict[str, str] | None = None
+        self, app: Any, write: Callable[[str], None], *, path: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
+        """`path`: the MCP endpoint to post to; by default the one of the `MCPFusion` the app serves."""
         self.app = app
         self.write = write
         self.last_http_error: Any = None
-        self.path = path
+        self.path = path or endpoint_path(app)
         self.headers = headers if headers is not None else env_headers()
         self.session_id: str | None = None
         self.protocol_version: str | None = None
@@ -747,9 +751,41 @@ class Oversized:
     limit: int
 
 
-def _body_limit(app: Any) -> int:
-    """The body limit of the app's MCP endpoint (an `MCPFusion` mounted on it says), in bytes."""
-    settings = getattr(getattr(getattr(app, "state", None), "mcpfusion", None), "settings", None)
+def _fusions(app: Any) -> list[Any]:
+    """The `MCPFusion` servers mounted on `app`, in mount order, found as `mcpfusion.testing.served_fusions`
+    finds them (duck-typed: this transport does not import the core)."""
+    state = getattr(app, "state", None)
+    every = getattr(state, "mcpfusions", None)
+    if isinstance(every, list) and every:
+        return every
+    one = getattr(state, "mcpfusion", None)
+    return [] if one is None else [one]
+
+
+def _path_of(fusion: Any) -> Any:
+    return getattr(getattr(fusion, "settings", None), "path", None)
+
+
+def endpoint_path(app: Any) -> str:
+    """The MCP path of the `MCPFusion` the app serves (`/mcp` for an app without one). An app serving several
+    is refused (`StdioConfigError` naming them): which one to bridge is never guessed."""
+    fusions = _fusions(app)
+    if len(fusions) > 1:
+        listed = ", ".join(f"{getattr(f, 'name', '?')!r} at {_path_of(f)}" for f in fusions)
+        raise StdioConfigError(f"the app serves several MCPFusion servers ({listed}): serve one with "
+                               "`mcpfusion stdio APP --server NAME`")
+    path = _path_of(fusions[0]) if fusions else None
+    return path if isinstance(path, str) else "/mcp"
+
+
+def _fusion_at(app: Any, path: str) -> Any:
+    """The `MCPFusion` of `app` serving MCP at `path` (None: none does)."""
+    return next((fusion for fusion in _fusions(app) if _path_of(fusion) == path), None)
+
+
+def _body_limit(app: Any, path: str) -> int:
+    """The body limit of the app's MCP endpoint at `path` (the `MCPFusion` serving it says), in bytes."""
+    settings = getattr(_fusion_at(app, path), "settings", None)
     limit = getattr(settings, "max_body_bytes", None)
     return limit if isinstance(limit, int) and limit > 0 else DEFAULT_MAX_BODY_BYTES
 
@@ -1033,14 +1069,16 @@ def _on_sigterm(task: asyncio.Task[Any]) -> Iterator[_Signals]:
             loop.remove_signal_handler(signum)
 
 
-async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] | None = None,
+async def serve_stdio(app: Any, *, path: str | None = None, headers: dict[str, str] | None = None,
                       stdout: TextIO | None = None) -> int:
     """Serve `app`'s MCP endpoint on this process's stdin/stdout until stdin closes (or the task is
-    cancelled: Ctrl-C; or SIGTERM). `stdout`: the protocol channel when the caller already moved `sys.stdout`
-    away (to keep prints made while importing the app off it); by default the current `sys.stdout`.
+    cancelled: Ctrl-C; or SIGTERM). `path`: the endpoint, by default the one of the `MCPFusion` the app serves
+    (`StdioConfigError` when it serves several). `stdout`: the protocol channel when the caller already moved
+    `sys.stdout` away (to keep prints made while importing the app off it); by default the current `sys.stdout`.
 
     Returns the exit status: `EXIT_OK`, `EXIT_UNANSWERED` (calls cancelled unanswered at the drain cap, or
     stdout closed by the client) or `EXIT_SIGTERM`."""
+    path = path or endpoint_path(app)
     out = stdout or sys.stdout
     previous = sys.stdout
     # stdout carries the protocol only: a stray print() in user code goes to stderr instead.
@@ -1055,7 +1093,7 @@ async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] |
             write.on_broken = lambda: _call_soon(loop, bridge._output_closed)
         try:
             await bridge.startup()
-            lines = _stdin_lines(asyncio.get_running_loop(), _body_limit(app))
+            lines = _stdin_lines(asyncio.get_running_loop(), _body_limit(app, path))
             bridge.on_gone = lambda: lines.put_nowait(None)  # wakes the loop below, which then stops
             while (line := await lines.get()) is not None and not bridge.gone:
                 if isinstance(line, Oversized):
@@ -1063,7 +1101,7 @@ async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] |
                 else:
                     bridge.submit(line)
             await bridge.drain(DRAIN_TIMEOUT)  # answers to the last lines, unless they wait for the client
-            await _background_done(app)  # their background tasks, before the bridge's short shutdown
+            await _background_done(app, path)  # their background tasks, before the bridge's short shutdown
             reason = f"the server stops {DRAIN_TIMEOUT:g} s after stdin closes, and this call was still running"
         except asyncio.CancelledError:
             if not terminated:
@@ -1093,6 +1131,15 @@ async def serve_stdio(app: Any, *, path: str = "/mcp", headers: dict[str, str] |
     if status == EXIT_OK and (abandoned or bridge.gone or undelivered):
         status = EXIT_UNANSWERED
     return status
+
+
+async def _background_done(app: Any, path: str) -> None:
+    """Wait for the background tasks of the calls `app` served at `path` (the registry's runs, found on the app:
+    the engine does not import the core that owns them), as a lifespan shutdown under `serve` would."""
+    fusion = _fusion_at(app, path)
+    runs = getattr(getattr(fusion, "registry", None), "background", None)
+    if runs is not None:
+        await runs.drain(None)
 
 
 def load_app(target: str) -> Any:
@@ -1129,12 +1176,3 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
-
-
-async def _background_done(app: Any) -> None:
-    """Wait for the background tasks of the calls `app` served (the registry's runs, found on the app: the
-    engine does not import the core that owns them), as a lifespan shutdown under `serve` would."""
-    fusion = getattr(getattr(app, "state", None), "mcpfusion", None)
-    runs = getattr(getattr(fusion, "registry", None), "background", None)
-    if runs is not None:
-        await runs.drain(None)
