@@ -1,15 +1,29 @@
-"""Call examples for an action: the MCP JSON-RPC `tools/call` body and a REST `curl`."""
+"""Call examples for an action: the MCP JSON-RPC `tools/call` body and a REST `curl`.
+
+The curl example also sends the headers and cookies the action's dependencies require (`Header()`,
+`Cookie()`: `rest.request_parameters`), each with a sample value, so that running it is no 422.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 import shlex
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import ValidationFailed
 from ..listing import discriminated, mcp_name
+from ..rest import request_parameters
 from ..tool import DISCRIMINATOR, Action
 from . import samples
+from .schema_table import type_label
+
+# What the curl example (and the try-it form) already send: a dependency reading them is given these.
+SENT_HEADERS = frozenset({"authorization", "content-type"})
+_HEADER_VALUE = re.compile(r"[\x20-\x7e]*")  # printable ASCII: no line break a header cannot carry
+_COOKIE_VALUE = re.compile(r"[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]+")  # RFC 6265 cookie-octets
 
 
 def rest_path(action: Action) -> str:
@@ -43,13 +57,66 @@ def mcp_call(action: Action, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": mcp_name(action), "arguments": args}}
 
 
-def curl(path: str, arguments: dict[str, Any], base_url: str) -> str:
-    """`curl` for `POST {base_url}{path}` with `arguments` as the JSON body."""
+def request_examples(action: Action) -> list[dict[str, Any]]:
+    """The headers and cookies the action's dependencies read, as OpenAPI lists them, each with a value a
+    request may send (`example`: the parameter's or its schema's example, else a sample; None when none fits
+    a header or a cookie)."""
+    found = []
+    for p in request_parameters(action):
+        schema = p.get("schema") or {}
+        found.append({"in": p["in"], "name": p["name"], "required": bool(p.get("required")),
+                      "type": type_label(schema, schema),
+                      "description": p.get("description") or schema.get("description") or "",
+                      "example": _wire_value(p["in"], _example(p, schema))})
+    return found
+
+
+def _example(parameter: dict[str, Any], schema: dict[str, Any]) -> Any:
+    if "example" in parameter:
+        return parameter["example"]
+    named = parameter.get("examples")  # (`openapi_examples`: {name: {"value": ...}})
+    if isinstance(named, dict):
+        for entry in named.values():
+            if isinstance(entry, dict) and "value" in entry:
+                return entry["value"]
+    return samples.sample(schema, schema, name=parameter["name"], today=dt.date.today(), strict=True)
+
+
+def _wire_value(where: str, value: Any) -> str | None:
+    """A sample as a header's (or a cookie's) text: a list's first item, JSON's true/false; None when it
+    cannot be sent so (a line break, a `;` in a cookie)."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    if value is None or isinstance(value, dict):
+        return None
+    text = json.dumps(value) if isinstance(value, bool) else str(value)
+    pattern = _COOKIE_VALUE if where == "cookie" else _HEADER_VALUE
+    return text if pattern.fullmatch(text) else None
+
+
+def sent_headers(parameters: Iterable[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The (name, value) headers a call sends for the required headers and cookies (all the cookies in one
+    `Cookie` header); not those it sends anyway (`SENT_HEADERS`), nor one without an example."""
+    headers: list[tuple[str, str]] = []
+    cookies: list[str] = []
+    for p in parameters:
+        if not p["required"] or p["example"] is None:
+            continue
+        if p["in"] == "cookie":
+            cookies.append(f"{p['name']}={p['example']}")
+        elif p["name"].lower() not in SENT_HEADERS:
+            headers.append((p["name"], p["example"]))
+    return headers + ([("Cookie", "; ".join(cookies))] if cookies else [])
+
+
+def curl(path: str, arguments: dict[str, Any], base_url: str,
+         parameters: Iterable[dict[str, Any]] = ()) -> str:
+    """`curl` for `POST {base_url}{path}` with `arguments` as the JSON body, and the required headers and
+    cookies of `parameters` (`request_examples`)."""
     url = base_url.rstrip("/") + path
     body = json.dumps(arguments, ensure_ascii=False)
-    return (
-        f"curl -X POST {shlex.quote(url)} \\\n"
-        '  -H "Authorization: Bearer $TOKEN" \\\n'
-        "  -H 'Content-Type: application/json' \\\n"
-        f"  -d {shlex.quote(body)}"
-    )
+    lines = [f"curl -X POST {shlex.quote(url)}", '-H "Authorization: Bearer $TOKEN"',
+             "-H 'Content-Type: application/json'"]
+    lines += [f"-H {shlex.quote(f'{name}: {value}')}" for name, value in sent_headers(parameters)]
+    lines.append(f"-d {shlex.quote(body)}")
+    return " \\\n  ".join(lines)

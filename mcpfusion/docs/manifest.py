@@ -71,6 +71,7 @@ def action_entry(action: Action, curl_base: str, memo: Memo | None = None,
         if (id(p), shape) not in memo:
             memo[(id(p), shape)] = presenters.describe(p, ctx, shape)
     arguments = examples.example_arguments(action)
+    sent = examples.request_examples(action)  # the headers and cookies its dependencies read (MCP's too)
     path = examples.rest_path(action) if rest else None
     return {
         "name": action.name,
@@ -84,6 +85,7 @@ def action_entry(action: Action, curl_base: str, memo: Memo | None = None,
         "discriminated": listing.discriminated(action),
         "rest_path": path,
         "parameters": rows(action.input_schema),
+        "request_parameters": sent,
         "input_schema": action.input_schema,
         "output_schema": action.output_schema,
         "content_types": sorted(action.content_types or ()),
@@ -94,7 +96,7 @@ def action_entry(action: Action, curl_base: str, memo: Memo | None = None,
         "example_missing": missing_examples(action.input_schema, arguments),
         "examples": {
             "mcp": examples.mcp_call(action, arguments),
-            "curl": examples.curl(path, arguments, curl_base) if path is not None else None,
+            "curl": examples.curl(path, arguments, curl_base, sent) if path is not None else None,
         },
         "tokens": economy.action_economy(action, ctx) if tokens.enabled() else None,
     }
@@ -185,7 +187,7 @@ def rebase(manifest: dict[str, Any], curl_base: str) -> dict[str, Any]:
             if a["rest_path"] is None:  # no REST route: nothing to aim
                 actions.append(a)
                 continue
-            curl = examples.curl(a["rest_path"], a["example_arguments"], curl_base)
+            curl = examples.curl(a["rest_path"], a["example_arguments"], curl_base, a.get("request_parameters") or ())
             actions.append({**a, "examples": {**a["examples"], "curl": curl}})
         tools.append({**tool, "actions": actions})
     return {**manifest, "tools": tools}

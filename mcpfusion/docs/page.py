@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from .. import tokens
 from . import search
+from .examples import SENT_HEADERS
 from .schema_table import rows as schema_rows
 
 HINTS = (("readOnlyHint", "read-only"), ("destructiveHint", "destructive"), ("idempotentHint", "idempotent"),
@@ -84,6 +85,20 @@ def parameters_table(rows: list[dict[str, Any]]) -> str:
             _code_list(r["enum"]), default, desc,
         ])
     return _table(["name", "type", "required", "enum", "default", "description"], body, "params")
+
+
+def request_table(parameters: list[dict[str, Any]]) -> str:
+    """The headers and cookies the action's dependencies read (`Header()`, `Cookie()`): a call sends the
+    required ones beside its arguments (over REST and MCP's HTTP transport alike)."""
+    if not parameters:
+        return ""
+    body = [[
+        f"<code>{_e(p['name'])}</code>", _e(p["in"]), f'<span class="type">{_e(p["type"])}</span>',
+        '<span class="req">required</span>' if p["required"] else '<span class="muted">optional</span>',
+        _code_list([p["example"]]) if p["example"] is not None else "", _e(p["description"]),
+    ] for p in parameters]
+    return ("<h4>Headers and cookies</h4>"
+            + _table(["name", "in", "type", "required", "example", "description"], body, "params request"))
 
 
 def _fields_table(rows: list[dict[str, Any]]) -> str:
@@ -195,13 +210,35 @@ def _served_path(api_base: str, rest_path: str) -> str:
 
 
 def _missing_note(a: dict[str, Any]) -> str:
-    """Which required parameters the examples leave out (no value that fits was found): fill them in."""
-    missing = a.get("example_missing") or []
+    """Which required parameters (headers, cookies) the examples leave out (no value that fits was found):
+    fill them in."""
+    missing = [f"<code>{_e(m)}</code>" for m in a.get("example_missing") or []]
+    missing += [f"{_e(p['in'])} <code>{_e(p['name'])}</code>" for p in a.get("request_parameters") or []
+                if p["required"] and p["example"] is None]
     if not missing:
         return ""
-    names = ", ".join(f"<code>{_e(m)}</code>" for m in missing)
     return (f'<p class="muted example-missing">No example value fits the schema of the required parameter(s) '
-            f"{names}: the examples leave them out; add them before sending.</p>")
+            f"{', '.join(missing)}: the examples leave them out; add them before sending.</p>")
+
+
+def _request_fields(a: dict[str, Any]) -> str:
+    """A field per required header and cookie of the try-it form (`data-header`, `data-cookie`: the script
+    sends them), but those it sends anyway (`SENT_HEADERS`: the token field is the Authorization)."""
+    fields = [
+        f'<label>{"Cookie" if p["in"] == "cookie" else "Header"} <code>{_e(p["name"])}</code> '
+        f'<input type="text" name="{_e(p["in"])}-{_e(p["name"])}" data-{_e(p["in"])}="{_e(p["name"])}" '
+        f'value="{_e(p["example"] if p["example"] is not None else "")}" autocomplete="off" spellcheck="false" '
+        'required></label>'
+        for p in a.get("request_parameters") or []
+        if p["required"] and (p["in"] == "cookie" or p["name"].lower() not in SENT_HEADERS)
+    ]
+    if not fields:
+        return ""
+    note = ""
+    if any(p["in"] == "cookie" for p in a.get("request_parameters") or [] if p["required"]):
+        note = ('<p class="muted">A browser sends a cookie only to the origin that set it: the cookie fields work '
+                "on the docs the API's own server serves; or use the curl example.</p>")
+    return f'<div class="tryit-fields tryit-request">{"".join(fields)}</div>{note}'
 
 
 def _try_it(a: dict[str, Any], served: str) -> str:
@@ -213,6 +250,7 @@ def _try_it(a: dict[str, Any], served: str) -> str:
         'placeholder="your token, without Bearer"></label>'
         f'<label>JSON body <textarea name="body" rows="{min(12, body.count(chr(10)) + 2)}" spellcheck="false">'
         f"{_e(body)}</textarea></label></div>"
+        f"{_request_fields(a)}"
         f'<button type="submit" disabled>POST {_e(served)}</button>'
         '<noscript><p class="muted">The try-it form needs JavaScript; the curl example above does the same.'
         "</p></noscript>"
@@ -258,6 +296,7 @@ def action_section(tool: dict[str, Any], a: dict[str, Any], api_base: str, shown
            if a.get("guards") else "")
         + pagination(a.get("pagination"))
         + f"<h4>Parameters</h4>{parameters_table(a['parameters'])}{definitions(a['input_schema'])}"
+        f"{request_table(a.get('request_parameters') or [])}"
         f"<h4>Output</h4>{output}{content_types(a.get('content_types') or [])}"
         f"{action_economy(a['tokens'])}"
         f'<h4>Examples</h4>{_missing_note(a)}<div class="examples">'

@@ -4,39 +4,103 @@ UI blocks, suggestions and function rules are only known by running the presente
 rendered (read-only) on sample items built from the presenter's own schema. Samples cycle through enum
 values, and through the values the callbacks compare a field with (`inv["status"] == "overdue"`), so
 conditional blocks (e.g. a reminder suggested for `overdue` invoices) show up.
+
+The docs are public and show what the agent would see: what is rendered passes the egress guard a call
+passes (`mcpfusion.censor`), so a rule quoting a redacted field shows the censor; and a value read from a
+callback's source is never planted into a field the redaction reaches (a literal of the code is no sample).
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import inspect
 import linecache
 import logging
+import re
+from collections.abc import Callable
 from typing import Any
 
+from .. import censor as egress
 from ..presenter import Presenter, _chained_rules
+from ..redaction import DEFAULT_CENSOR, Node, compile_tree, segments, write_key
+from ..response import Suggestion
+from ..ui import UIBlock
 from . import samples
 from .schema_table import rows
 
 logger = logging.getLogger("mcpfusion.docs")
 _MAX_VARIANTS = 6
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,129}")  # a suggestion's action the guard keeps (`censor._ACTION`)
 
 
-def sample_item(presenter: Presenter, variant: int = 0) -> dict[str, Any]:
+def sample_item(presenter: Presenter, variant: int = 0, masks: tuple[str, ...] = ()) -> dict[str, Any]:
     """One raw item that fits the presenter's schema (embeds get a list of two child items); past variant 0,
-    a field its callbacks test takes the values they test it against in turn."""
+    a field its callbacks test takes the values they test it against in turn, unless the redaction reaches
+    it (its own paths, or `masks`: a parent's paths going on into this item): the docs are public, and a
+    literal of the code (`e["email"] == "ceo@corp.example"`) is no sample of a redacted value."""
+    paths = (*presenter.redact_paths, *masks)
     item: dict[str, Any] = {}
     if presenter.item_model is not None:
         schema = presenter.item_model.model_json_schema()
         item = samples.sample(schema, schema, variant=variant) or {}
         if variant:
+            hidden = _reached(presenter, paths)
             for key, values in tested_values(presenter).items():
-                if key in item:
+                if key in item and key not in hidden and None not in hidden:
                     item[key] = values[(variant - 1) % len(values)]
     for key, child in presenter.embeds.items():
-        item[key] = [sample_item(child, variant + i) for i in range(2)]
+        item[key] = [sample_item(child, variant + i, _inside(paths, key)) for i in range(2)]
     return item
+
+
+def _reached(presenter: Presenter, paths: tuple[str, ...]) -> set[str | None]:
+    """The item's keys the redaction paths reach (None: every key: `*`, or the item whole), each field under
+    its name and its aliases (a path may name either)."""
+    keys: set[str | None] = set()
+    for path in paths:
+        kind, name, lists = segments(path)[0] if path else ("none", None, 0)
+        if kind == "key":
+            keys.add(name)
+        elif kind == "none" or lists or len(segments(path)) == 1:  # (`*.ssn` reaches only into objects)
+            keys.add(None)
+    fields = getattr(presenter.item_model, "model_fields", None) or {}
+    for name, info in fields.items():
+        names = {name, *(a for a in (info.alias, info.serialization_alias, info.validation_alias)
+                         if isinstance(a, str))}
+        if keys & names:
+            keys |= names
+    return keys
+
+
+def _inside(paths: tuple[str, ...], key: str) -> tuple[str, ...]:
+    """What of the redaction paths goes on into the items of the embed at `key` (`lines[*].card`: `card`;
+    "": each item whole)."""
+    inner: list[str] = []
+    for path in paths:
+        first, *rest = segments(path) if path else [("none", None, 0)]
+        if first[0] == "any" or first[:2] == ("key", key):
+            inner.append(".".join((write_key(n) if k == "key" and n is not None else "*" if k == "any" else "")
+                                  + "[*]" * lists for k, n, lists in rest))
+    return tuple(inner)
+
+
+def _masking(masks: tuple[str, ...]) -> Callable[[Any, list[Any]], None] | None:
+    """The parents' redaction going on into this presenter's data (`_inside`), as a function adding the values
+    it takes out to `removed` (None: no parent redacts in here)."""
+    if not masks:
+        return None
+    paths = [m for m in masks if m]
+    tree = compile_tree(Node(paths, DEFAULT_CENSOR, True, ())) if paths else None
+
+    def take(data: Any, removed: list[Any]) -> None:
+        if tree is None or len(paths) < len(masks):  # a parent hides the item whole: every value of it
+            removed.append(data)
+        else:
+            tree(data, removed, None)
+
+    return take
 
 
 def variants(presenter: Presenter) -> int:
@@ -123,8 +187,8 @@ def _constants(node: ast.AST) -> list[Any]:
     return []
 
 
-def sample_items(presenter: Presenter, count: int | None = None) -> list[dict[str, Any]]:
-    return [sample_item(presenter, i) for i in range(count if count is not None else variants(presenter))]
+def sample_items(presenter: Presenter, count: int | None = None, masks: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    return [sample_item(presenter, i, masks) for i in range(count if count is not None else variants(presenter))]
 
 
 def many(action: Any) -> bool | None:
@@ -132,11 +196,13 @@ def many(action: Any) -> bool | None:
     return True if action.paginate else action.output.many
 
 
-def _renders(presenter: Presenter, ctx: Any, many: bool | None) -> tuple[list[Any], str | None]:
-    """The presenter rendered on samples of the shape the action returns (either shape when unknown): every
-    render that worked, and the first error's class when no shape rendered whole (a callback needing real
-    data); the error itself is logged."""
-    items = sample_items(presenter)
+def _renders(presenter: Presenter, ctx: Any, many: bool | None,
+             masks: tuple[str, ...] = ()) -> tuple[list[Any], str | None]:
+    """The presenter rendered (and guarded) on samples of the shape the action returns (either shape when
+    unknown): every render that worked, and the first error's class when no shape rendered whole (a callback
+    needing real data); the error itself is logged. `masks`: a parent's redaction paths going on into it."""
+    items = sample_items(presenter, masks=masks)
+    inherited = _masking(masks)
     samples: dict[bool, list[Any]] = {False: items, True: [items[: presenter.max_items or None]]}
     done: list[Any] = []
     error: str | None = None
@@ -145,7 +211,7 @@ def _renders(presenter: Presenter, ctx: Any, many: bool | None) -> tuple[list[An
         failed = False
         for data in samples[shape]:
             try:
-                done.append(presenter.render(data, ctx))
+                done.append(_guarded(presenter, presenter.render(data, ctx), inherited))
             except Exception as exc:  # a callback that needs real dependencies: say so rather than fail the page
                 # The text stays in the server's log: it may hold a secret (a database URL), and the page is public.
                 logger.log(logging.DEBUG if error else logging.WARNING,
@@ -155,14 +221,52 @@ def _renders(presenter: Presenter, ctx: Any, many: bool | None) -> tuple[list[An
     return done, None if whole else error
 
 
+def _guarded(presenter: Presenter, rendered: Any,
+             inherited: Callable[[Any, list[Any]], None] | None = None) -> Any:
+    """The render with the real values the presenter's redaction takes out of its data censored out of its
+    rules, UI blocks, suggestions and directives, as the egress guard censors a call's blocks
+    (`Presenter._respond`: its own guarded paths' values, and its embeds' that opted out when it did not);
+    and those a parent's redaction takes out of it (`inherited`), as the parent's guard does."""
+    removed: list[Any] = []
+    loose: list[Any] | None = [] if presenter.embeds and presenter.guard_blocks else None
+    if inherited is not None:
+        inherited(rendered.data, removed)
+    tree = presenter._redactor() if presenter._cache.redact is False else presenter._cache.redact
+    if callable(tree):
+        tree(rendered.data, removed, loose)  # (the sample's own copy: the docs read no data from it)
+    every = removed + (loose or [])
+    if not every:
+        return rendered
+
+    def scrub(texts: list[str]) -> list[str]:
+        return egress.scrub_blocks(texts, every, presenter.censor) if texts else texts
+
+    rendered.rules = scrub(rendered.rules)
+    rendered.directives = scrub(rendered.directives)
+    titles = scrub([b.title for b in rendered.ui_blocks if b.title is not None])
+    rendered.ui_blocks = [b if b.title is None else _titled(b, titles.pop(0)) for b in rendered.ui_blocks]
+    reasons = scrub([s.reason for s in rendered.suggestions])
+    # An action that is no name was built from data (`suggest(f"mail.{email}", ...)`): guarded like a reason.
+    actions = [s.action if _NAME.fullmatch(s.action) else scrub([s.action])[0] for s in rendered.suggestions]
+    rendered.suggestions = [Suggestion(a, r) for a, r in zip(actions, reasons, strict=True)]
+    return rendered
+
+
+def _titled(block: UIBlock, title: str) -> UIBlock:
+    return block if block.title == title else dataclasses.replace(block, title=title)
+
+
 def sample_failure(exc: BaseException) -> str:
     """What the docs say of a callback that failed on sample data: the exception's class, never its text."""
     return f"{type(exc).__name__} (details in the server log)"
 
 
-def describe(presenter: Presenter, ctx: Any = None, many: bool | None = None) -> dict[str, Any]:
+def describe(presenter: Presenter, ctx: Any = None, many: bool | None = None,
+             masks: tuple[str, ...] = ()) -> dict[str, Any]:
     """A JSON-able description of `presenter` (and, recursively, of its embedded children), sampled as the
-    action answers: one object (`many` False), a list (True), or both (None)."""
+    action answers: one object (`many` False), a list (True), or both (None). `masks`: the redaction paths of
+    its parents going on into its data (`_inside`), guarded as its own."""
+    paths = (*presenter.redact_paths, *masks)
     info: dict[str, Any] = {
         "name": presenter.name,
         "fields": rows(presenter.item_schema()),
@@ -175,12 +279,13 @@ def describe(presenter: Presenter, ctx: Any = None, many: bool | None = None) ->
         "suggestions": [],
         "directives": [],
         "limit": presenter.max_items,
-        "embeds": [{"key": k, "presenter": describe(c, ctx)} for k, c in presenter.embeds.items()],
+        "embeds": [{"key": k, "presenter": describe(c, ctx, masks=_inside(paths, k))}
+                   for k, c in presenter.embeds.items()],
         "sample_error": None,
     }
     inherited = {r for e in info["embeds"] for r in e["presenter"]["automatic_rules"] + e["presenter"]["rules"]}
     inherited_suggestions = {(s["action"], s["reason"]) for e in info["embeds"] for s in e["presenter"]["suggestions"]}
-    renders, info["sample_error"] = _renders(presenter, ctx, many)
+    renders, info["sample_error"] = _renders(presenter, ctx, many, masks)
     seen_blocks: set[tuple[str, str | None]] = set()
     for rendered in renders:
         for rule in rendered.rules:
