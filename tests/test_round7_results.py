@@ -39,3 +39,35 @@ async def test_an_async_generator_returned_is_read_as_the_rows_it_yields() -> No
         assert not result["isError"]
         assert result["structuredContent"]["items"] == [{"id": 1}, {"id": 2}]
         assert "hidden@example.com" not in str(result)
+
+
+async def test_callbacks_see_the_data_in_json_types_as_the_docs_say() -> None:
+    import datetime as dt
+    import decimal
+    import enum
+    import uuid
+
+    from mcpfusion.testing import ToolTester
+
+    class Tier(enum.Enum):
+        gold = "gold"
+
+    class Account(BaseModel):
+        due: dt.date
+        total: decimal.Decimal
+        tier: Tier
+        ref: uuid.UUID
+
+    seen: dict[str, Any] = {}
+    view = Presenter("account").schema(Account).ui(lambda a: seen.update(a) or [])
+    t = Tool("t")
+
+    @t.action(readonly=True, returns=view)
+    async def get() -> dict[str, Any]:
+        """An account."""
+        return {"due": dt.date(2026, 1, 2), "total": decimal.Decimal("1.50"), "tier": Tier.gold,
+                "ref": uuid.UUID(int=7)}
+
+    result = await ToolTester([t]).call("t", "get", {})
+    assert seen == result.data == {"due": "2026-01-02", "total": "1.50", "tier": "gold",
+                                   "ref": "00000000-0000-0000-0000-000000000007"}
