@@ -69,9 +69,13 @@
   var apiBase = (document.body.getAttribute("data-api-base") || "").replace(/\/+$/, "");
   /* another origin (an export opened from disk has the origin "null"): the browser needs the server's CORS */
   var foreign = false;
-  if (apiBase) {
-    try { foreign = new URL(apiBase).origin !== window.location.origin; } catch (e) { foreign = true; }
+  if (apiBase) {  /* a path (the server's root_path) is this origin */
+    try { foreign = new URL(apiBase, window.location.href).origin !== window.location.origin; } catch (e) {
+      foreign = true;
+    }
   }
+  /* cookies only reach the API from its own origin, and a page opened from a file has none to set */
+  var cookiesWork = !foreign && /^https?:$/.test(window.location.protocol);
   document.querySelectorAll(".cors-note").forEach(function (note) { note.hidden = !foreign; });
   function unreachable(error) {
     if (!foreign) { return String(error) + "\n\nThe server did not answer: is it running?"; }
@@ -79,6 +83,47 @@
       ", another origin: the browser blocks the answer unless that server allows this origin with CORS " +
       "(FastAPI's CORSMiddleware; a page opened from a file has the origin null). Or use the docs the server " +
       "serves itself (" + apiBase + "/tools), or the curl example above.";
+  }
+  /* the form's header fields (data-header) on top of the JSON and token headers; throws on a bad name/value */
+  function requestHeaders(form, token) {
+    var headers = new Headers({ "Content-Type": "application/json", "Accept": "application/json" });
+    if (token) { headers.set("Authorization", "Bearer " + token); }
+    form.querySelectorAll("input[data-header]").forEach(function (input) {
+      var value = input.value.trim();
+      if (!value) { return; }
+      try { headers.set(input.getAttribute("data-header"), value); } catch (e) {
+        throw new Error("Header " + input.getAttribute("data-header") + ": " + e.message);
+      }
+    });
+    return headers;
+  }
+  /* the form's cookie fields (data-cookie) as [name, value]; fetch never sets a Cookie header */
+  var COOKIE_NAME = /^[!#-'*+\-.0-9A-Z^-z|~]+$/;  /* an RFC 7230 token */
+  var COOKIE_VALUE = /^[!#-+\--:<-[\]-~]+$/;  /* RFC 6265 cookie-octets, as the curl example checks */
+  function requestCookies(form) {
+    var cookies = [];
+    form.querySelectorAll("input[data-cookie]").forEach(function (input) {
+      var name = input.getAttribute("data-cookie");
+      var value = input.value.trim();
+      if (!value) { return; }
+      if (!COOKIE_NAME.test(name) || !COOKIE_VALUE.test(value)) {
+        throw new Error("Cookie " + name + ": a cookie's value (and name) is printable ASCII without " +
+          "spaces, quotes, commas, semicolons or backslashes");
+      }
+      cookies.push([name, value]);
+    });
+    if (cookies.length && !cookiesWork) {
+      throw new Error("The cookie fields work on the docs the API's own server serves (" +
+        (apiBase || "the server") + "/tools): this page cannot set its cookies. Or use the curl example above.");
+    }
+    return cookies;
+  }
+  /* set for this request's path only, strict: sent with this call alone; cleared once it is answered */
+  function setCookies(cookies, path, maxAge) {
+    cookies.forEach(function (c) {
+      document.cookie = c[0] + "=" + (maxAge === 0 ? "" : c[1]) + "; path=" + path + "; SameSite=Strict" +
+        (maxAge === 0 ? "; max-age=0" : "") + (window.location.protocol === "https:" ? "; Secure" : "");
+    });
   }
   function show(form, status, text, ok) {
     var out = form.querySelector(".response");
@@ -102,13 +147,19 @@
       var raw = form.elements.namedItem("body").value.trim() || "{}";
       var body;
       try { body = JSON.parse(raw); } catch (e) { show(form, "Invalid JSON body", e.message, false); return; }
-      var headers = { "Content-Type": "application/json", "Accept": "application/json" };
-      var token = tokenField.value.trim();
-      if (token) { headers.Authorization = "Bearer " + token; }
+      var headers, cookies;
+      try { headers = requestHeaders(form, tokenField.value.trim()); cookies = requestCookies(form); } catch (e) {
+        show(form, "Cannot send", e.message, false);
+        return;
+      }
+      var url = apiBase + form.getAttribute("data-path");
+      var cookiePath = cookies.length ? new URL(url, window.location.href).pathname : "";
+      setCookies(cookies, cookiePath);
       button.disabled = true;
       show(form, "Sending…", "", true);
-      fetch(apiBase + form.getAttribute("data-path"), {
-        method: "POST", headers: headers, body: JSON.stringify(body), credentials: "omit"
+      fetch(url, {
+        method: "POST", headers: headers, body: JSON.stringify(body),
+        credentials: cookies.length ? "same-origin" : "omit"
       }).then(function (response) {
         return response.text().then(function (text) {
           var pretty = text;
@@ -117,7 +168,10 @@
         });
       }).catch(function (e) {
         show(form, "Request failed", unreachable(e), false);
-      }).finally(function () { button.disabled = false; });
+      }).finally(function () {
+        setCookies(cookies, cookiePath, 0);
+        button.disabled = false;
+      });
     });
   });
 })();
