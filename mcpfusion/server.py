@@ -29,6 +29,8 @@ from typing import Any
 
 from uvicorn.logging import AccessFormatter as UvicornAccessFormatter
 
+from .telemetry import redact_query
+
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_KEEP_ALIVE_TIMEOUT = 5.0
 DEFAULT_GRACEFUL_TIMEOUT = 20.0  # under the 30 s a container orchestrator gives before it kills
@@ -266,16 +268,10 @@ class LogFormatter(logging.Formatter):
 
 
 def redacted_query(path: str) -> str:
-    """`path` (a request target) with its query's values `REDACTED`, their names kept (`?x=REDACTED`), and a
-    part without a name (`?4111111111111111`) `REDACTED` whole: a REST GET's arguments are its query."""
+    """`path` (a request target) with its query written as spans write it (`telemetry.redact_query`: values
+    `REDACTED`, plain names kept, a part without one `REDACTED` whole): a REST GET's arguments are its query."""
     head, mark, query = path.partition("?")
-    if not mark:
-        return path
-    parts = []
-    for part in query.split("&"):
-        name, equals, _ = part.partition("=")
-        parts.append(f"{name}=REDACTED" if equals else "REDACTED" if part else "")
-    return f"{head}?{'&'.join(parts)}"
+    return f"{head}?{redact_query(query)}" if mark else path
 
 
 class AccessFormatter(UvicornAccessFormatter):

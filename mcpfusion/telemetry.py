@@ -14,7 +14,7 @@ Spans, after the OpenTelemetry conventions for MCP and GenAI tool execution:
   not define is `_OTHER`, in the span's name and `mcp.method.name` alike (its text is recorded nowhere).
 - `{METHOD} /api/{tool}/{action}` (SERVER): one per REST call, made by FastAPI's own telemetry
   (`build_app()` configures it with the same providers; see `fastapi_config()` for `mount()`), its `url.query`
-  values `REDACTED` (a GET's arguments).
+  values `REDACTED` (a GET's arguments), and a part without a plain name `REDACTED` whole (`redact_query`).
 - `execute_tool {tool}.{action}` (INTERNAL): one per action call, a child of either server span (current
   while the action runs: the handler's own spans nest under it, and what it sets on `get_current_span()`
   lands on it), with children `mcpfusion.dependencies` (when the action has dependencies),
@@ -53,7 +53,7 @@ from contextlib import AbstractContextManager, nullcontext
 from operator import itemgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import unquote_plus
 
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
@@ -77,8 +77,17 @@ _TARGETS = {"tools/call": "name", "prompts/get": "name"}
 _NO_SPANS: dict[str, str] = {}
 OTHER_METHOD = "_OTHER"  # a method MCP does not define, in span names and attributes and metric labels
 MAX_ATTRIBUTE_LENGTH = 256  # a client-chosen attribute value is cut there (a name or URI is never longer)
+_WINDOW = 4 * MAX_ATTRIBUTE_LENGTH  # how much of a client's text is read to make one attribute value
+# Where a URI's authority starts: after `scheme://` anywhere (a URI in a path, too), or at the start after a
+# special scheme's colon and any slashes or none (`https:user:pw@host` and `https:\\user:pw@host` are
+# https://user:pw@host to WHATWG parsers).
+_AUTHORITY = r"(^(?:https?|wss?|ftp):[/\\]*|(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://)"
 # A URI's credentials (RFC 3986 userinfo): up to the authority's last "@", as URL parsers read `user:p@ss@host`.
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
+_USERINFO = re.compile(_AUTHORITY + r"[^/?#]*@", re.IGNORECASE)
+_OPEN_AUTHORITY = re.compile(_AUTHORITY + r"[^/?#]*\Z", re.IGNORECASE)  # one the window cut (its "@" unseen)
+# A query parameter's name that a span or log line may show: a plain one, as parameter names are (not a card
+# number, a token's text or an escaped `name=value` sent as a name).
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 _META_TRACE_KEYS = ("traceparent", "tracestate")
 _SKIP = nullcontext()
 _PHASE_SPANS = {name: f"mcpfusion.{name}" for name in ("dependencies", "handler", "present")}
@@ -399,27 +408,57 @@ def clean(value: str) -> str:
     `MAX_ATTRIBUTE_LENGTH` of them."""
     if len(value) <= MAX_ATTRIBUTE_LENGTH and value.isprintable():
         return value
-    return "".join(filter(str.isprintable, value[:4 * MAX_ATTRIBUTE_LENGTH]))[:MAX_ATTRIBUTE_LENGTH]
+    return _printable(value[:_WINDOW])[:MAX_ATTRIBUTE_LENGTH]
+
+
+def _printable(value: str) -> str:
+    return value if value.isprintable() else "".join(filter(str.isprintable, value))
 
 
 def clean_uri(uri: str) -> str:
     """A client's URI as an attribute, after OpenTelemetry's URL conventions: its credentials (userinfo) as
-    `REDACTED:REDACTED`, its query's values and its fragment as `REDACTED`; then `clean`."""
-    uri = _USERINFO.sub(r"\1REDACTED:REDACTED@", uri, count=1)
-    uri, hashed, fragment = uri.partition("#")
-    uri, asked, query = uri.partition("?")
+    `REDACTED:REDACTED`, its query as `redact_query` writes it and its fragment as `REDACTED`; cleaned first (as
+    `clean`, and without leading or trailing spaces, which URL parsers skip too), so that no invisible character
+    hides a URI's credentials from the redaction."""
+    text = _printable(uri[:_WINDOW]).strip()
+    text, hashed, fragment = text.partition("#")
+    text, asked, query = text.partition("?")
+    text = _USERINFO.sub(r"\1REDACTED:REDACTED@", text)
+    if len(uri) > _WINDOW and not asked and not hashed:  # cut inside the path or authority: maybe before its "@"
+        text = _OPEN_AUTHORITY.sub(r"\1REDACTED", text)
     if asked:
-        uri = f"{uri}?{scrub_query(query)}"
+        text = f"{text}?{redact_query(query)}"
     if hashed and fragment:
-        uri += "#REDACTED"
-    return clean(uri)
+        text += "#REDACTED"
+    return text[:MAX_ATTRIBUTE_LENGTH]
 
 
 def scrub_query(query: str) -> str:
-    """A URL's query with every value `REDACTED`: the parameters' names stay (what was asked, never with what;
-    a REST GET's arguments are its query)."""
-    pairs = parse_qsl(query[:4 * MAX_ATTRIBUTE_LENGTH], keep_blank_values=True)
-    return urlencode([(name, "REDACTED") for name, _ in pairs])[:MAX_ATTRIBUTE_LENGTH]
+    """The REST server span's `url.query` (FastAPI's: the request's query decoded and encoded again) as
+    `redact_query` writes it, at most `MAX_ATTRIBUTE_LENGTH` characters."""
+    return redact_query(query[:_WINDOW])[:MAX_ATTRIBUTE_LENGTH]
+
+
+def redact_query(query: str) -> str:
+    """A URL's query with every value `REDACTED` and only plain names kept (`q=REDACTED&limit=REDACTED`: what
+    was asked, never with what; a REST GET's arguments are its query). Split on the raw `&` and `=`: a part
+    without a plain name or without a value (`4111111111111111`, `number%3D4111111111111111`, `tok_x=`) is
+    `REDACTED` whole, since FastAPI's `url.query` writes a part without `=` as `part=`; empty parts are
+    dropped, as FastAPI does. The same text for a raw query and for FastAPI's `url.query` of it."""
+    parts = []
+    for part in query.split("&"):
+        if part:
+            name, _, value = part.partition("=")
+            name = _plain_name(name) if value else ""
+            parts.append(f"{name}=REDACTED" if name else "REDACTED")
+    return "&".join(parts)
+
+
+def _plain_name(name: str) -> str:
+    """`name` (decoded, as FastAPI decodes it) when it is a plain name, else ""."""
+    if ("%" in name or "+" in name) and _PLAIN_NAME.fullmatch(decoded := unquote_plus(name)):
+        return decoded
+    return name if _PLAIN_NAME.fullmatch(name) else ""
 
 
 def _put(span: Any, key: str, value: str) -> None:
