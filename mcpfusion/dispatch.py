@@ -69,7 +69,7 @@ from .pagination import (
 from .presenter import Presenter, PresenterError
 from .problem import http_code, http_detail, is_error_status
 from .redaction import RedactionError
-from .response import ToolResponse, error_response, success, to_jsonable, tool_error
+from .response import ResponseView, ToolResponse, error_response, success, to_jsonable, tool_error
 from .select import SELECT_PARAM, check_audience, select_keys, unselectable
 from .tool import DISCRIMINATOR, Action, Tool, missing_discriminator, unknown_action
 
@@ -299,7 +299,7 @@ class ToolRegistry:
     def _pipeline(self, action: Action) -> CallNext | None:
         """The composed chain of `action` (None when it has no middleware: the plain path, no extra cost)."""
         layers = [mw for mw in self.layers(action) if applies(mw, action)]
-        found = chain(layers, self._endpoint, _failure_of) if layers or action.confirm else None
+        found = chain(layers, self._endpoint, _failure_of, self._own_answer) if layers or action.confirm else None
         self._pipelines[action] = found
         return found
 
@@ -330,6 +330,25 @@ class ToolRegistry:
                     call.done = True          # success)
             elif queued:
                 del queued[attempt:]
+        call.answered = response  # (checked: a middleware returning it as it is costs nothing more)
+        return response
+
+    def _own_answer(self, call: ActionCall, response: ToolResponse) -> ToolResponse:
+        """A response a middleware gave in place of its call_next's (a cache's `success(...)`, a guard's cut of
+        one): held to the contract of the handler's answer, as a handler's `ToolResponse` is (`_select`, then
+        `_checked`); a typed action's that does not fit its outputSchema is `INVALID_OUTPUT`. One carrying its
+        structuredContent (`success_structured`, an earlier call's answer, a page with its next_cursor) is
+        validated as it is, never made again from its data."""
+        if response.is_error:
+            return response
+        action = call.action
+        structured = response.structured_content
+        if structured is None:
+            if call.select and not response.view.data_left_out:  # (left out: the first text is no data block)
+                _selected(response, call.select)
+            return self._checked(action, response, None, call.request)
+        if action.output.schema is not None:
+            action.output.check(ToolResponse([], view=ResponseView(data=structured)), None)  # (raises on mismatch)
         return response
 
     async def _confirm_scope(self, call: ActionCall) -> str:
@@ -646,21 +665,7 @@ class ToolRegistry:
                     with phase("present"):
                         response, presenter = present(action, result, presenter, ctx, select,
                                                       None if pages is None else pages.given)
-                        if response.view.suggestions:  # (what the caller may call, and only registered actions)
-                            self._callable_suggestions(response, request)
-                        if response.content:
-                            check_content(action, response.content, self.max_content_bytes)
-                        if response.view.data is not None or not response.content:
-                            response = action.output.check(response, presenter)
-                            if response.view.data_left_out and response.structured_content is not None:
-                                self._data_left_out(action, response, request)  # attach(..., data_block=False)
-                        elif not response.is_error and action.output.schema is not None:
-                            # Content alone from a typed action: its outputSchema promises structuredContent (a
-                            # client refuses the answer without it); the data goes with the content: `attach`.
-                            raise PresenterError("answered content alone, but its output schema promises "
-                                                 "structured data: return attach(data, ...) (or declare no returns=)")
-                        if not action.readonly and not response.is_error:
-                            _check_texts(action, response.texts)  # (here, not at the wire: answered as done)
+                        response = self._checked(action, response, presenter, request)
                     if pages is not None:
                         pages.finish(response, next_key)
                     return response
@@ -686,6 +691,28 @@ class ToolRegistry:
             raise failed
         # Reached only when a yield dependency caught what failed and did not raise it again.
         return _swallowed(action, failed)
+
+    def _checked(self, action: Action, response: ToolResponse, presenter: Presenter | None, request: Request
+                 ) -> ToolResponse:
+        """What every answer passes before it leaves, the handler's (presented) or one a middleware gave
+        (`_own_answer`): suggestions only of what the caller may call, content that may be sent, a typed
+        action's structuredContent checked against its outputSchema, a write's texts that a wire can carry."""
+        if response.view.suggestions:  # (what the caller may call, and only registered actions)
+            self._callable_suggestions(response, request)
+        if response.content:
+            check_content(action, response.content, self.max_content_bytes)
+        if response.view.data is not None or not response.content:
+            response = action.output.check(response, presenter)
+            if response.view.data_left_out and response.structured_content is not None:
+                self._data_left_out(action, response, request)  # attach(..., data_block=False)
+        elif not response.is_error and action.output.schema is not None:
+            # Content alone from a typed action: its outputSchema promises structuredContent (a client refuses
+            # the answer without it); the data goes with the content: `attach`.
+            raise PresenterError("answered content alone, but its output schema promises structured data: return "
+                                 "attach(data, ...) (or declare no returns=)")
+        if not action.readonly and not response.is_error:
+            _check_texts(action, response.texts)  # (here, not at the wire: answered as done)
+        return response
 
     def _page_call(self, action: Action, filters: dict[str, Any], request: Request) -> PageCall:
         """The page of this call (its handler's `Page` dependency reads it from the request scope)."""
@@ -1114,6 +1141,14 @@ def _presenter(action: Action, dependencies: dict[str, Any]) -> Presenter | None
     )
 
 
+def _selected(response: ToolResponse, select: list[str]) -> None:
+    """`_select` applied to a response the handler (or a middleware) built: its data reshaped, in place."""
+    if not response.is_error and isinstance(response.view.data, (dict, list)):
+        whole = response.view.data
+        response.reshape(select_keys(whole, select))
+        response.view.presented = whole
+
+
 def nothing_found(action: Action) -> ToolError:
     return ToolError(
         NOT_FOUND,
@@ -1138,10 +1173,8 @@ def present(
     document is censored of the redacted values of the rows left off the page too.
     """
     if isinstance(result, ToolResponse):
-        if select and not result.is_error and isinstance(result.view.data, (dict, list)):
-            whole = result.view.data
-            result.reshape(select_keys(whole, select))
-            result.view.presented = whole
+        if select:
+            _selected(result, select)
         return result, None
     if isinstance(result, Attached):
         response, used = present(action, result.data, presenter, ctx, select, given)

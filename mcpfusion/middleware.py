@@ -13,6 +13,8 @@
 Order: the app's middleware wrap the tool's, which wrap the action's; within one list the first is the
 outermost. They run after the arguments validated and before dependencies resolve, so raising `ToolError`
 (or returning a response without calling `call_next`) short-circuits the call: no dependency, no handler.
+A response a middleware builds in place of call_next's passes the checks a handler's answer does (a typed
+action's structuredContent, checked against its outputSchema); call_next's, changed in place, is not checked again.
 An exception raised inside reaches the outer middleware as the error response it becomes (once a write
 ran, `call.done`: one saying it was done and not to call it again, `details.completed`). Guards
 (`Timeout`, `Concurrency`, `RateLimit`, `EgressLimit`, `Audit`) are middleware too.
@@ -108,7 +110,7 @@ class ActionCall:
     """
 
     __slots__ = ("action", "arguments", "raw_arguments", "request", "transport", "state", "guards",
-                 "select", "cursor", "confirmation", "raise_http", "phase", "done", "_request_id")
+                 "select", "cursor", "confirmation", "raise_http", "phase", "done", "answered", "_request_id")
 
     def __init__(
         self,
@@ -133,6 +135,9 @@ class ActionCall:
         self.raise_http = True
         self.phase = phase  # telemetry's timer of the dependency, handler and present steps
         self.done = False  # a write's effect happened (see the class docstring): set once, by `_endpoint`
+        # The response the innermost step gave last, or one a middleware gave already checked (see `chain`):
+        # a middleware returning it as it is costs no second check. Set by the framework.
+        self.answered: ToolResponse | None = None
         self._request_id: str | None = None
 
     @property
@@ -221,28 +226,35 @@ def applies(mw: Any, action: Action) -> bool:
 
 
 def chain(middleware: Sequence[Middleware], endpoint: CallNext,
-          on_error: Callable[[ActionCall, Exception], ToolResponse]) -> CallNext:
+          on_error: Callable[[ActionCall, Exception], ToolResponse],
+          on_answer: Callable[[ActionCall, ToolResponse], ToolResponse] | None = None) -> CallNext:
     """`endpoint` wrapped in `middleware` (first = outermost). What a middleware raises becomes, through
-    `on_error`, the response its outer middleware see."""
+    `on_error`, the response its outer middleware see. `on_answer` checks a response a middleware gave in place
+    of its call_next's (a cache's `success(...)`): any but `call.answered`, which `endpoint` sets to its own
+    (checked already) and each layer to what it gave."""
     handler = endpoint
     for mw in reversed(middleware):
-        handler = _bind(mw, handler, on_error)
+        handler = _bind(mw, handler, on_error, on_answer)
     return handler
 
 
-def _bind(mw: Middleware, call_next: CallNext, on_error: Callable[[ActionCall, Exception], ToolResponse]
-          ) -> CallNext:
+def _bind(mw: Middleware, call_next: CallNext, on_error: Callable[[ActionCall, Exception], ToolResponse],
+          on_answer: Callable[[ActionCall, ToolResponse], ToolResponse] | None) -> CallNext:
     async def run(call: ActionCall) -> ToolResponse:
         try:
             response = await mw(call, call_next)
+            if response.__class__ is not ToolResponse and not isinstance(response, ToolResponse):
+                # Its outer middleware and the transports read a response: the mistake is named here, once.
+                name = getattr(mw, "__qualname__", type(mw).__qualname__)
+                raise TypeError(f"middleware {name} of {call.action.label} returned a {type(response).__name__}, "
+                                "not the ToolResponse of call_next (or one it built)")
+            if response is call.answered:  # call_next's, as it was given (the usual case: one comparison)
+                return response
+            if on_answer is not None:  # its own answer: held to the contract the handler's is
+                response = on_answer(call, response)
         except Exception as exc:
-            return on_error(call, exc)
-        if response.__class__ is not ToolResponse and not isinstance(response, ToolResponse):
-            # Its outer middleware and the transports read a response: the mistake is named here, once.
-            name = getattr(mw, "__qualname__", type(mw).__qualname__)
-            return on_error(call, TypeError(f"middleware {name} of {call.action.label} returned a "
-                                            f"{type(response).__name__}, not the ToolResponse of call_next "
-                                            "(or one it built)"))
+            response = on_error(call, exc)
+        call.answered = response
         return response
 
     return run

@@ -492,12 +492,13 @@ def _not_found(exc: McpError, call: Call, uri: Any, resources: ResourceBackend) 
     """The error a read's -32602 `exc` becomes when it says `uri` was not found, with the code the call's
     revision gives a missing resource (else None: `exc` stands). Either the URI is unknown (told apart from
     the resource's own -32602 by the lookup), or the template's function found nothing (a NOT_FOUND
-    `ToolError`): the same -32002 on the handshake revisions."""
-    code = _not_found_code(call)
-    if code == exc.code or exc.code != jsonrpc.INVALID_PARAMS or not isinstance(uri, str) or not uri:
+    `ToolError`): the same -32002 on the handshake revisions. Either way `data.uri` names it (on 2026-07-28 too,
+    where the code is already -32602)."""
+    if exc.code != jsonrpc.INVALID_PARAMS or not isinstance(uri, str) or not uri:
         return None
+    code = _not_found_code(call)
     if not resources.exists(uri, call.request):
-        return McpError(code, exc.message, exc.data)
+        return None if code == exc.code else McpError(code, exc.message, exc.data)
     data = exc.data  # (`mcpfusion.errors.NOT_FOUND`, as `call_injected` puts it)
     if isinstance(data, dict) and data.get("code") == "NOT_FOUND":
         return McpError(code, exc.message, {**data, "uri": uri})
