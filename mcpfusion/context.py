@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from .errors import NO_BACK_CHANNEL, ToolError
 from .mcp import jsonrpc
-from .mcp.channel import Channel, NoBackChannel
+from .mcp.channel import Channel, InputRequired, InputResponsesChannel, NoBackChannel
 from .mcp.jsonrpc import McpError
 
 __all__ = ["NO_BACK_CHANNEL", "ClientUnreachable", "Context", "NoBackChannel", "OutsideMcp"]
@@ -104,7 +104,7 @@ class Context:
             return
         if not math.isfinite(progress):  # JSON has no NaN/inf: it would go out as null
             return
-        last = channel.last_progress
+        last = self._last_progress()
         if last is not None and progress <= last:
             return
         channel.last_progress = progress  # set before the await: concurrent calls of a handler see it
@@ -116,6 +116,12 @@ class Context:
         await channel.notify("notifications/progress", params)
 
     report_progress = progress
+
+    def _last_progress(self) -> float | None:
+        """The last progress value sent for this call: in this run of the handler, else in an earlier round
+        of the same 2026-07-28 request (carried in its signed requestState), else None."""
+        last = self._channel.last_progress
+        return _carried(self._channel.state)[1] if last is None else last
 
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Send `notifications/message` at `level` if the client's log level lets it through."""
@@ -201,6 +207,9 @@ class Context:
         self._require_for(*requests.values())
         try:
             answers = await self._channel.ask(requests, state)
+        except InputRequired:
+            self._carry_progress()
+            raise
         except ClientUnreachable:
             raise
         except NoBackChannel as exc:
@@ -213,7 +222,7 @@ class Context:
     @property
     def state(self) -> Any:
         """The `state` given to `ask` in the previous round of this request (2026-07-28), else None."""
-        return self._channel.state
+        return _carried(self._channel.state)[0]
 
     async def elicit(self, message: str, schema: dict[str, Any] | None = None, *, key: str | None = None
                      ) -> dict[str, Any]:
@@ -238,8 +247,9 @@ class Context:
 
     def can_ask(self, request: dict[str, Any]) -> bool:
         """Whether the client declared what `request` (`ctx.elicitation(...)`, `ctx.sampling(...)`,
-        `ctx.roots()`) needs: its capability, and for an elicitation the mode (`{"elicitation": {}}` is form
-        mode only). False when detached. What `ask` and `elicit` check before sending anything."""
+        `ctx.roots()`) needs: its capability, for an elicitation the mode (`{"elicitation": {}}` is form mode
+        only), for sampling with tools or includeContext `sampling.tools` / `sampling.context`. False when
+        detached. What `ask` and `elicit` check before sending anything."""
         return not self.is_detached and not _lacking(self.client_capabilities, request)
 
     def _require_for(self, *requests: dict[str, Any]) -> None:
@@ -254,7 +264,7 @@ class Context:
 
     def _refuse(self, missing: dict[str, Any]) -> NoReturn:
         """Raise (and record on the channel) -32021 with `requiredCapabilities` = `missing`."""
-        listed = ", ".join(f"{name!r} ({', '.join(sub)} mode)" if sub else repr(name) for name, sub in missing.items())
+        listed = ", ".join(_capability_text(name, sub) for name, sub in missing.items())
         raise self._channel.fail(McpError(
             jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY,
             f"This request needs the client capabilit{'y' if len(missing) == 1 else 'ies'} {listed}",
@@ -275,12 +285,23 @@ class Context:
                 answer: dict[str, Any] = await self._channel.request(method, request.get("params"))
             else:
                 answer = (await self._channel.ask({key: request}))[key]
+        except InputRequired:
+            self._carry_progress()
+            raise
         except ClientUnreachable:
             raise
         except NoBackChannel as exc:
             raise ClientUnreachable(method, str(exc)) from None
         self._check_answer(request, answer)
         return answer
+
+    def _carry_progress(self) -> None:
+        """This round of a 2026-07-28 request ends with an input-required result, and the retry re-runs the
+        handler from the start: put the last progress sent into the state signed into requestState, so the
+        rerun sends only greater values (MCP: progress increases for the whole call)."""
+        channel = self._channel
+        if isinstance(channel, InputResponsesChannel):  # (set by the ask that just raised: nothing ran since)
+            channel.next_state = _carry(channel.next_state, self._last_progress())
 
     def _check_answer(self, request: dict[str, Any], answer: Any) -> None:
         """Fail the request with -32602 when the client's answer to `request` is malformed (every way of
@@ -291,26 +312,64 @@ class Context:
                                               f"{problem}"))
 
 
+def _capability_text(name: str, sub: dict[str, Any]) -> str:
+    """A `requiredCapabilities` entry in words: 'elicitation' (form mode), 'sampling.tools', 'roots'."""
+    if not sub:
+        return repr(name)
+    if name == "elicitation":
+        return f"{name!r} ({', '.join(sub)} mode)"
+    return ", ".join(repr(f"{name}.{part}") for part in sub)
+
+
 _CAPABILITY_OF = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 
 
 def _lacking(capabilities: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
     """What of the client `capabilities` `request` needs is not declared, as `requiredCapabilities` entries
     ({} : nothing). An elicitation needs its mode too: `{}` declares form mode only, `{"url": {}}` url mode
-    only (MCP: servers must not send a mode the client does not support)."""
+    only (MCP: servers must not send a mode the client does not support). A sampling request with tools
+    needs `sampling.tools`, one with an `includeContext` other than "none" `sampling.context`."""
     name = _CAPABILITY_OF.get(request["method"])
     if name is None:
         return {}
     declared = capabilities.get(name)
+    params = request.get("params") or {}
+    if name == "sampling":
+        have = declared if isinstance(declared, dict) else {}
+        missing: dict[str, Any] = {sub: {} for sub in _sampling_needs(params) if have.get(sub) is None}
+        return {name: missing} if declared is None or missing else {}
     if declared is None:
         return {name: {}}
     if name != "elicitation":
         return {}
-    mode = (request.get("params") or {}).get("mode", "form")  # (no mode: form, as before modes existed)
+    mode = params.get("mode", "form")  # (no mode: form, as before modes existed)
     modes = declared if isinstance(declared, dict) else {}
     if mode in modes or (mode == "form" and not modes):
         return {}
     return {name: {str(mode): {}}}
+
+
+def _sampling_needs(params: dict[str, Any]) -> list[str]:
+    """The `sampling` sub-capabilities a `sampling/createMessage` request's `params` need (MCP 2025-11-25)."""
+    needs = ["tools"] if _uses_tools(params) else []
+    if params.get("includeContext") not in (None, "none"):
+        needs.append("context")
+    return needs
+
+
+def _uses_tools(params: dict[str, Any]) -> bool:
+    """Whether a sampling request is tool-enabled: it offers `tools` or a `toolChoice`, or its messages carry
+    tool_use/tool_result blocks. It needs `sampling.tools`, and its answer may be a list of blocks, tool_use
+    among them (`CreateMessageResultWithTools`)."""
+    if params.get("tools") is not None or params.get("toolChoice") is not None:
+        return True
+    messages = params.get("messages")
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else [content]:
+            if isinstance(block, dict) and block.get("type") in ("tool_use", "tool_result"):
+                return True
+    return False
 
 
 _RESULT_OF = {"elicitation/create": "ElicitResult", "sampling/createMessage": "CreateMessageResult",
@@ -324,14 +383,44 @@ def _answer_problem(request: dict[str, Any], answer: Any) -> str | None:
     from pydantic import ValidationError
 
     method = request["method"]
+    params = request.get("params") or {}
+    result = _RESULT_OF[method]
+    if method == "sampling/createMessage" and _uses_tools(params):
+        result = "CreateMessageResultWithTools"  # content may be a list, with tool_use blocks
     try:
-        getattr(mcp_types, _RESULT_OF[method]).model_validate(answer)
+        getattr(mcp_types, result).model_validate(answer)
     except ValidationError as exc:
         where = sorted({".".join(map(str, e["loc"])) or "(root)" for e in exc.errors()})
-        return f"is not a valid {_RESULT_OF[method]} (at {', '.join(where[:5])})"
+        return f"is not a valid {result} (at {', '.join(where[:5])})"
     if method == "elicitation/create" and isinstance(answer, dict) and answer.get("action") == "accept":
-        return _content_problem((request.get("params") or {}).get("requestedSchema"), answer.get("content"))
+        return _content_problem(params.get("requestedSchema"), answer.get("content"))
     return None
+
+
+#: Marks the requestState `state` of a 2026-07-28 round that also carries the last progress sent (see `_carry`).
+_CARRIER = "io.mcpfusion/context"
+
+
+def _carry(state: Any, progress: float | None) -> Any:
+    """`state` (the handler's, for `ctx.state`) with the last `progress` sent, for the next round's rerun.
+    A handler state that looks like a carrier is wrapped too, so `_carried` never mistakes one for the other."""
+    if progress is None and not _is_carrier(state):
+        return state
+    return {_CARRIER: {"state": state, "progress": progress}}
+
+
+def _carried(state: Any) -> tuple[Any, float | None]:
+    """The handler's state and the last progress sent, from a previous round's `state` (see `_carry`)."""
+    if not _is_carrier(state):
+        return state, None
+    inner = state[_CARRIER]
+    progress = inner.get("progress")
+    ok = isinstance(progress, (int, float)) and not isinstance(progress, bool)
+    return inner.get("state"), float(progress) if ok else None
+
+
+def _is_carrier(state: Any) -> bool:
+    return isinstance(state, dict) and len(state) == 1 and isinstance(state.get(_CARRIER), dict)
 
 
 def _content_problem(schema: Any, content: Any) -> str | None:
