@@ -651,14 +651,10 @@ class ToolRegistry:
                         result = await action.fn(**kwargs)
                     else:
                         result = await run_in_threadpool(action.fn, **kwargs)
+                    if result.__class__ is not dict and result.__class__ is not list and isinstance(result, _ROWS):
+                        result = await _read_rows(result, action.is_async)
                 if closing:
                     _stop_held(call)
-                if result.__class__ is not dict and result.__class__ is not list:
-                    # Read once, here: every later step (and every transport) sees the rows.
-                    if isinstance(result, Iterator):
-                        result = list(result)
-                    elif isinstance(result, AsyncIterator):  # (an async generator the handler returned)
-                        result = [row async for row in result]
                 try:
                     result, next_key = pages.take(result) if pages is not None else (result, None)
                     ctx = CallContext(action, dependencies, request.scope.get(CONTEXT_SCOPE_KEY))
@@ -864,6 +860,18 @@ def _check_texts(action: Action, texts: list[str]) -> None:
 # process (the tenant id, a principal's name, a tuple of them), never an object whose JSON is its fields
 # (a `datetime.now()` among them makes every call another scope: no cursor or confirmation ever matches).
 _SCOPE_TYPES = frozenset({str, int, float, bool, type(None), UUID})
+
+
+_ROWS = (Iterator, AsyncIterator)
+
+
+async def _read_rows(result: Any, on_loop: bool) -> Any:
+    """The rows of an iterator a handler returned, read once here, as part of the handler (its `Timeout`
+    running): every later step and every transport sees the list. A plain `def` handler's generator is read in
+    the thread pool, as the handler ran (it may block on a database cursor)."""
+    if isinstance(result, Iterator):
+        return list(result) if on_loop else await run_in_threadpool(list, result)
+    return [row async for row in result]  # (an async generator the handler returned)
 
 
 def _checked_scope(paging: Paging, value: Any, action: Action) -> Any:
