@@ -9,7 +9,8 @@ Where an action's output schema comes from (first match):
    annotation: the model is the firewall (validate, apply casts, strip undeclared and hidden fields) and its
    serialization schema is the output schema, its fields' descriptions included (what a presenter sends
    as domain rules, no presenter sends here). A dataclass or TypedDict is such a model too (`record_model`
-   makes one of its fields once), as FastAPI filters a response with one.
+   makes one of its fields once, a generic one's with its parameters given, each field written under its
+   own name, `_id` too), as FastAPI filters a response with one.
 3. a presenter (`returns=presenter`, or the `presenters=` a `returns=` dependency chooses from): the
    presenter's wire schema (embeds included, redacted fields typed as the censor).
 
@@ -48,8 +49,9 @@ from pydantic import (
 from typing_extensions import is_typeddict
 
 from .errors import INVALID_OUTPUT, ToolError
+from .hints import type_name
 from .model import Model
-from .presenter import Presenter
+from .presenter import Presenter, named_fields
 from .response import ToolResponse
 from .schema import NODES, closed, list_row, local, without
 from .serializer import as_written
@@ -79,8 +81,10 @@ def model_of(spec: Any) -> tuple[Model | type[BaseModel] | None, bool | None]:
 
 
 def is_record(spec: Any) -> bool:
-    """Whether `spec` is a dataclass or a TypedDict (a class: a dataclass's instance is data)."""
-    return isinstance(spec, type) and (dataclasses.is_dataclass(spec) or is_typeddict(spec))
+    """Whether `spec` is a dataclass or a TypedDict (a class: a dataclass's instance is data), a generic one
+    with its parameters given (`Envelope[int]`) too."""
+    cls = typing.get_origin(spec) or spec
+    return isinstance(cls, type) and (dataclasses.is_dataclass(cls) or is_typeddict(cls))
 
 
 def holds_records(annotation: Any) -> bool:
@@ -94,13 +98,31 @@ _NOT_REQUIRED = (typing.NotRequired, typing_extensions.NotRequired)
 _QUALIFIERS = (*_REQUIRED, *_NOT_REQUIRED, typing_extensions.ReadOnly)
 
 
+class _Record(BaseModel):
+    """The base of the models `record_model` makes: the firewall's config (undeclared keys dropped, attributes
+    read, nan and inf refused). Every field name is free: a clashing one is renamed (`named_fields`)."""
+
+    model_config = ConfigDict(extra="ignore", from_attributes=True, allow_inf_nan=False, protected_namespaces=())
+
+
 @functools.cache
-def record_model(cls: type) -> type[BaseModel]:
+def record_model(spec: Any) -> type[BaseModel]:
     """The pydantic model of a dataclass's or TypedDict's fields (types, defaults, `Field` annotations): what the
     output firewall validates with, as FastAPI validates a response with the class itself. Undeclared keys are
     dropped; a TypedDict key that is not required and not given stays out (`MISSING`), as it would be. Made
-    once per class. A pydantic dataclass with validators, serializers or computed fields is refused: they
-    would not run (declare it as a BaseModel)."""
+    once per class; a generic one's (`Envelope[int]`) is pydantic's generic model of it, its parameters given.
+    A pydantic dataclass with validators, serializers or computed fields is refused: they would not run
+    (declare it as a BaseModel)."""
+    cls = typing.get_origin(spec)
+    if cls is not None:
+        model = record_model(cls)
+        try:
+            return model[typing.get_args(spec)]  # type: ignore[index, no-any-return]
+        except TypeError as exc:  # (the arguments do not fit the class's parameters)
+            raise TypeError(f"{type_name(spec)} cannot be a model of the output ({exc})") from None
+        except (PydanticSchemaGenerationError, PydanticUserError) as exc:
+            raise TypeError(f"{type_name(spec)} has a field pydantic cannot validate ({exc.message})") from None
+    cls = spec
     name = cls.__qualname__
     decorators = getattr(cls, "__pydantic_decorators__", None)
     if decorators is not None and any(getattr(decorators, f.name) for f in dataclasses.fields(decorators)):
@@ -133,9 +155,10 @@ def record_model(cls: type) -> type[BaseModel]:
                 fields[field.name] = (hints[field.name], Field(default_factory=field.default_factory))
             else:
                 fields[field.name] = (hints[field.name], ... if field.default is dataclasses.MISSING else field.default)
-    config = ConfigDict(extra="ignore", from_attributes=True, allow_inf_nan=False)
+    parameters = tuple(getattr(cls, "__parameters__", ()))
+    base: Any = (_Record, typing.Generic[parameters]) if parameters else _Record  # type: ignore[index]
     try:
-        return create_model(cls.__name__, __config__=config, __module__=cls.__module__, **fields)
+        return create_model(cls.__name__, __base__=base, __module__=cls.__module__, **named_fields(fields))
     except (PydanticSchemaGenerationError, PydanticUserError) as exc:
         raise TypeError(f"{name} has a field pydantic cannot validate ({exc.message})") from None
 

@@ -14,11 +14,13 @@ import functools
 import inspect
 import logging
 import operator
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from datetime import date, time, timedelta
 from decimal import Decimal
 from enum import Enum
+from keyword import iskeyword
 from pathlib import PurePath
 from types import MappingProxyType, UnionType
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
@@ -29,6 +31,7 @@ from pydantic import (
     AliasPath,
     BaseModel,
     ConfigDict,
+    Field,
     PlainSerializer,
     RootModel,
     TypeAdapter,
@@ -139,6 +142,11 @@ def _text_lines(lines: Any, what: str, owner: str) -> list[str]:
     return [line for line in found if line]
 
 
+#: The attribute a callback composed of several builder calls (`rules`, `ui`, `suggest`...) keeps them under:
+#: the docs read what each one compares a field with from its own source, not the wrapper's.
+_PARTS = "__mcpfusion_parts__"
+
+
 def _chained_rules(first: Sequence[str] | Callable[[Any, Any], Any],
                    then: Sequence[str] | Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     """The rules of two `rules()` calls, one of them a function, as one function of (data, ctx): the first
@@ -147,6 +155,7 @@ def _chained_rules(first: Sequence[str] | Callable[[Any, Any], Any],
         return [*(_as_list(first(data, ctx)) if callable(first) else first),
                 *(_as_list(then(data, ctx)) if callable(then) else then)]
 
+    setattr(rules, _PARTS, (first, then))
     return rules
 
 
@@ -161,7 +170,37 @@ def _added(earlier: Callable[[Any, Any], Any] | None, made: Callable[[Any, Any],
     def both(data: Any, ctx: Any) -> list[Any]:
         return [*_as_list(earlier(data, ctx)), *_as_list(made(data, ctx))]
 
+    setattr(both, _PARTS, (earlier, made))
     return both
+
+
+def _field_name(key: str) -> bool:
+    """Whether a pydantic model can have a field of this name (see `named_fields`)."""
+    return key.isidentifier() and not iskeyword(key) and not key.startswith("_") and not hasattr(BaseModel, key)
+
+
+def named_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """`fields` (`create_model`'s definitions) under names a pydantic model can have: a key pydantic would take
+    for a private attribute (`_id`, `_links`) or the config (`model_config`), one that shadows a BaseModel
+    attribute (`json`, `copy`) or that is no name (a TypedDict's `"first-name"`) gets a name of its own, the
+    key its alias: read and written as the key, as pydantic writes a dataclass or TypedDict (and FastAPI)."""
+    out: dict[str, Any] = {}
+    for key, definition in fields.items():
+        if _field_name(key) or not (isinstance(definition, tuple) and len(definition) == 2):
+            out[key] = definition
+            continue
+        own = re.sub(r"\W", "_", key).strip("_") or "field"
+        own = f"{'f_' if own[0].isdigit() else ''}{own}_"
+        while own in fields or own in out or hasattr(BaseModel, own):
+            own += "_"
+        hint, default = definition
+        if isinstance(default, FieldInfo):  # its own aliases stay, the key fills in the others
+            default = copy.copy(default)  # (pydantic reads every attribute of a model's field info as set: set them)
+            for attribute in ("alias", "validation_alias", "serialization_alias"):
+                if getattr(default, attribute) is None:
+                    setattr(default, attribute, key)
+        out[own] = (Annotated[hint, Field(alias=key)], default)
+    return out
 
 
 def _direct(fn: Callable[[Any, Any], Any] | None) -> tuple[Callable[..., Any], bool] | None:
@@ -477,7 +516,9 @@ class Presenter:
                                      "embed")
             for name, field in model.model_fields.items() if model is not None else ():
                 wire = field.serialization_alias or field.alias or name
-                if key in (name, field.alias, field.serialization_alias) and wire != name:
+                # (a key no field can be named, `_links`, is a field's alias: it is written under the key)
+                if key in (name, field.alias, field.serialization_alias) and wire != name and not (
+                        key == wire and not _field_name(key)):
                     raise PresenterError(f"presenter {self.name!r}: embed({key!r}) names the field {name!r}, which "
                                          f"the data writes as {wire!r} (its alias): an embedded field must be "
                                          "written under its own name (drop the alias, or do not embed it)")
@@ -505,6 +546,7 @@ class Presenter:
     def schema(self, spec: Model | type[BaseModel] | Mapping[str, Any]) -> Presenter:
         """The fields that exist for the agent; everything else is stripped."""
         hidden: frozenset[str] = frozenset()
+        keys: dict[str, str] = {}  # a field renamed from its key (`named_fields`) -> the key, as the agent sees it
         if isinstance(spec, Model):
             model, hidden = spec.schema, spec.hidden
         elif isinstance(spec, type) and issubclass(spec, RootModel):
@@ -521,21 +563,21 @@ class Presenter:
             fields: dict[str, Any] = {}
             for name, value in spec.items():
                 if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], str):
-                    from pydantic import Field
-
                     value = (value[0], Field(description=value[1]))
                 elif not isinstance(value, tuple):
                     value = (value, ...)
                 fields[name] = (stripping_annotation(value[0]), *value[1:])  # nested models keep no extra key
+            named = named_fields(fields)
+            keys = {own: key for own, key in zip(named, fields, strict=True) if own != key}
             model = create_model(
-                self.name, __config__=ConfigDict(extra="ignore", from_attributes=True), **fields
+                self.name, __config__=ConfigDict(extra="ignore", from_attributes=True), **named
             )
         check_output_model(model, f"presenter {self.name!r}")
         self.item_model = model
         self.hidden_fields = hidden
         self._cache = _Cache()
         # An excluded field never reaches the data: its description is no rule of what the agent sees.
-        self.auto_rules = [f"{n}: {f.description}" for n, f in model.model_fields.items()
+        self.auto_rules = [f"{keys.get(n, n)}: {f.description}" for n, f in model.model_fields.items()
                            if f.description and not f.exclude]
         self._prepare_rules()
         self._check_paths()

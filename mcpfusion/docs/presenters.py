@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import censor as egress
-from ..presenter import Presenter, _chained_rules
+from ..presenter import _PARTS, Presenter
 from ..redaction import DEFAULT_CENSOR, Node, compile_tree, segments, write_key
 from ..response import Suggestion
 from ..ui import UIBlock
@@ -121,18 +121,15 @@ def tested_values(presenter: Presenter) -> dict[str, list[Any]]:
     return found
 
 
-_CHAINED = _chained_rules((), ()).__code__  # the wrapper `Presenter.rules` makes of several calls
-
-
 def _parts(callback: Any) -> list[Any]:
-    """The functions a callback is made of: the functions of each `rules()` call it chains (their source is
-    what compares, not the wrapper's), else the callback itself; none for a list."""
+    """The functions a callback is made of: the functions of each `rules()`, `ui()`, `suggest()`... call it
+    composes (their source is what compares, not the wrapper's), else the callback itself; none for a list."""
     if not callable(callback):
         return []
-    if getattr(callback, "__code__", None) is not _CHAINED:
+    parts = getattr(callback, _PARTS, None)
+    if not isinstance(parts, tuple):
         return [callback]
-    chained = inspect.getclosurevars(callback).nonlocals
-    return [*_parts(chained.get("first")), *_parts(chained.get("then"))]
+    return [found for part in parts for found in _parts(part)]
 
 
 def _compared(fn: Any) -> dict[str, list[Any]]:
