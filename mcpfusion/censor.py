@@ -21,6 +21,10 @@ everywhere else:
   as written or JSON-escaped), is censored. Object keys are structure, never censored; nor is a string that
   the schema fixes (an enum or const member: `keep`), which a censor would turn into invalid output.
 
+Many values in a long text (a list's rows, each with a redacted field) are looked for in one pass over it
+(`_Search`, an Aho-Corasick automaton), not one scan a value: the guard's cost grows with the text and the
+values, not with their product; a small response (a handful of values, a few KB) takes the plain loops.
+
 Values shorter than `MIN_LENGTH` ("1", "EU", "") are matched only as whole strings of the structured data:
 scanning free text for them would censor ordinary words and numbers. Booleans and `None` are never guarded.
 The guard matches exact values (not a lower-cased or partial copy; in blocks, not a URL-encoded one). A
@@ -33,7 +37,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
 from dataclasses import replace
 from datetime import date, datetime, time
@@ -45,6 +50,7 @@ from typing import Any
 from urllib.parse import quote
 from uuid import UUID
 
+import ahocorasick
 from pydantic_core import PydanticSerializationError, to_json
 from starlette.exceptions import HTTPException  # (FastAPI's is a subclass)
 
@@ -165,6 +171,10 @@ def _amount_forms(amounts: Amounts, text: str) -> list[str]:
     holds it, and a match of it censors its whole token)."""
     marked = _GROUPED.search(text) is not None
     underscore = marked and "_" in text
+    if _many(len(amounts), len(text)):  # (many numbers: their probes looked for in one scan)
+        probes = {forms: _probes(forms, marked, underscore) for forms in amounts}
+        held = _search([probe for each in probes.values() for probe in each]).found(text)
+        return [form for forms, each in probes.items() if not held.isdisjoint(each) for form in forms]
     return [form for forms in amounts if any(probe in text for probe in _probes(forms, marked, underscore))
             for form in forms]
 
@@ -236,7 +246,173 @@ def _quoted(value: str) -> str:
     return f'"{_escaped(value)}"'
 
 
+# -- many needles at once ---------------------------------------------------------------------------------
+
+# One `in` per needle costs ~0.3 ns a character of the text (and ~40 ns a call); one scan for them all
+# (`_Search`) costs building its automaton, ~1 µs a needle, and ~5 ns a character. A list's rows bring a
+# needle each into a text that grows with them: the loop's cost is their product, the square of the rows.
+# The scan pays from `_FEW` needles in `_LONG` characters (bench/censor_scale.py); a small response (a
+# handful of needles, a few KB) keeps the loop and pays one comparison.
+_FEW = 32
+_LONG = 8192
+
+
+def _many(needles: int, chars: int) -> bool:
+    """Whether `needles` needles are looked for in `chars` characters in one scan (`_Search`)."""
+    return needles >= _FEW and chars >= _LONG
+
+
+class _Search:
+    """Many needles looked for at once: an Aho-Corasick automaton (pyahocorasick, which takes any code point,
+    a lone surrogate too) gives every occurrence of each of them, overlapping ones too, in one pass over a
+    text. Needles are never empty (every one is a form of a value of `MIN_LENGTH` or more)."""
+
+    __slots__ = ("_automaton", "places", "_touching")
+
+    def __init__(self, needles: Iterable[str]) -> None:
+        self.places: dict[str, list[int]] = {}  # each needle's places in the list given (it may repeat one)
+        automaton = ahocorasick.Automaton(ahocorasick.STORE_ANY)
+        for i, needle in enumerate(needles):
+            if needle in self.places:
+                self.places[needle].append(i)
+            else:
+                self.places[needle] = [i]
+                automaton.add_word(needle, needle)
+        # (an automaton of no needle cannot be scanned with: none is found)
+        self._automaton = automaton if len(automaton) else None
+        if self._automaton is not None:
+            automaton.make_automaton()
+        self._touching: tuple[str, frozenset[str]] | None = None
+
+    def occurrences(self, text: str) -> Iterator[tuple[int, str]]:
+        """(start, needle) of each occurrence in `text`, in the order they end."""
+        if self._automaton is not None:
+            for last, needle in self._automaton.iter(text):
+                yield last + 1 - len(needle), needle
+
+    def any(self, text: str) -> bool:
+        """Whether `text` holds a needle (the scan stops at the first)."""
+        return next(self.occurrences(text), None) is not None
+
+    def found(self, text: str) -> set[str]:
+        """The needles `text` holds."""
+        return {needle for _, needle in self.occurrences(text)}
+
+    def starts(self, text: str) -> dict[str, list[int]]:
+        """Where each needle `text` holds starts, in order."""
+        starts: dict[str, list[int]] = {}
+        for at, needle in self.occurrences(text):
+            if needle in starts:
+                starts[needle].append(at)
+            else:
+                starts[needle] = [at]
+        return starts
+
+    def touching(self, censor: str) -> frozenset[str]:
+        """The needles a censor written into a text may complete: one holding it, held in it, or starting with
+        its end or ending with its start (with "[REDACTED]", `]x` or `x[RED`). No other needle is found in a
+        text after a replacement that was not in it before."""
+        if self._touching is None or self._touching[0] != censor:
+            heads = tuple(censor[:i] for i in range(1, len(censor) + 1))
+            tails = tuple(censor[i:] for i in range(len(censor)))
+            found = frozenset(needle for needle in self.places if censor in needle or needle in censor
+                              or needle.endswith(heads) or needle.startswith(tails))
+            self._touching = (censor, found)
+        return self._touching[1]
+
+
+class _Needles(list[str]):
+    """A list of needles that keeps its `_Search`, built on first use: the guard looks for the same needles in
+    several blocks, and a scrubber in each document."""
+
+    search: _Search | None = None  # (a class default: made as a plain list is, with no __init__ of its own)
+
+
+def _search(needles: list[str]) -> _Search:
+    """The scan for `needles`: a `_Needles`' own, else a new one."""
+    if isinstance(needles, _Needles):
+        if needles.search is None:
+            needles.search = _Search(needles)
+        return needles.search
+    return _Search(needles)
+
+
+def _spread(texts: list[str], needles: list[str], censor: str) -> list[list[str]]:
+    """For each of `texts`, the needles that may change it: all of them, or for many needles in many texts
+    (a list's rows, each with its strings, UI block or suggestion) the ones it holds and those the censor may
+    complete (`_Search.touching`), in their order, from one scan of all the texts; none for a text holding
+    none, which stays as it is. Either way `_scrub_text` and `_scrub_block` give the same result."""
+    # (a text costs the loop a call a needle besides its characters: as ~128 characters more)
+    if len(texts) < 2 or not _many(len(needles), sum(map(len, texts)) + 128 * len(texts)):
+        return [needles] * len(texts)
+    search = _search(needles)
+    starts = [0]
+    for text in texts[:-1]:
+        starts.append(starts[-1] + len(text) + 1)
+    held: dict[int, set[str]] = {}
+    for at, needle in search.occurrences("\n".join(texts)):
+        i = bisect_right(starts, at) - 1
+        if at + len(needle) <= starts[i] + len(texts[i]):  # (not across the join)
+            held.setdefault(i, set()).add(needle)
+    places = search.places
+    touching = {place for needle in search.touching(censor) for place in places[needle]}
+    spread: list[list[str]] = [[] for _ in texts]
+    for i, found in held.items():
+        order = sorted(touching.union(*(places[needle] for needle in found)))
+        # (all of them: the list itself, whose scan is built already)
+        spread[i] = needles if len(order) == len(needles) else [needles[place] for place in order]
+    return spread
+
+
+def _replaced(text: str, needles: list[str], censor: str) -> str:
+    """`_scrub_text` of many needles in a long text, the same text from one scan (`_Search`) instead of one
+    `replace` per needle: each needle's occurrences that no earlier replacement broke are replaced left to
+    right as `str.replace` does (one overlapping the previous one is skipped). A needle the censor may
+    complete (`_Search.touching`) is looked for in the text as written so far, and the text scanned again
+    once it replaced one."""
+    needles = needles if isinstance(needles, _Needles) else _Needles(needles)
+    search = _search(needles)
+    touching = search.touching(censor)
+    starts = search.starts(text)
+    taken = bytearray(len(text))  # the characters replaced so far (1)
+    spans: list[tuple[int, int]] = []
+    for needle in needles:
+        if needle in touching:
+            written = _written(text, spans, censor)
+            if needle in written:
+                if _NUMERIC.fullmatch(needle):
+                    return _scrub_all(written, needles, censor)
+                text = written.replace(needle, censor)
+                starts, taken, spans = search.starts(text), bytearray(len(text)), []
+            continue
+        size = len(needle)
+        for at in starts.get(needle, ()):
+            if taken.find(1, at, at + size) < 0:  # intact in the text the earlier needles left
+                if _NUMERIC.fullmatch(needle):  # a number: its whole token and every needle's occurrence go
+                    return _scrub_all(_written(text, spans, censor), needles, censor)
+                taken[at:at + size] = b"\1" * size
+                spans.append((at, at + size))
+    return _written(text, spans, censor)
+
+
+def _written(text: str, spans: list[tuple[int, int]], censor: str) -> str:
+    """`text` with each of `spans` (none overlapping another) replaced by the censor."""
+    if not spans:
+        return text
+    parts: list[str] = []
+    at = 0
+    for start, end in sorted(spans):
+        parts += [text[at:start], censor]
+        at = end
+    parts.append(text[at:])
+    return "".join(parts)
+
+
 def _scrub_text(text: str, needles: list[str], censor: str) -> str:
+    """`text` with each needle in turn (longest first) replaced by the censor in what the earlier ones left; a
+    number's whole token and every other needle's occurrence once one is found (`_scrub_all`)."""
+    if _many(len(needles), len(text)):
+        return _replaced(text, needles, censor)
     for needle in needles:
         if needle in text:
             if _NUMERIC.fullmatch(needle):  # a number: its whole token goes (`_hits`)
@@ -248,17 +424,38 @@ def _scrub_text(text: str, needles: list[str], censor: str) -> str:
 def _scrub_data(data: Any, exact: set[str], needles: list[str], keep: frozenset[str], censor: str) -> Any:
     """`data` with its string values censored: equal to a removed string, or holding a needle. Keys stay (they
     are the structure), and so do strings in `keep`. Returns `data` itself when nothing changed."""
+    strings = list(dict.fromkeys(_strings(data)))
+    # (the needles each string may hold: its rows' strings are not each scanned for every row's values)
+    held = dict(zip(strings, _spread(strings, needles, censor), strict=True))
+    return _scrub_value(data, exact, held, keep, censor)
+
+
+def _strings(data: Any) -> Iterator[str]:
+    """Every string value in `data` (not the keys)."""
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+
+
+def _scrub_value(data: Any, exact: set[str], held: dict[str, list[str]], keep: frozenset[str], censor: str) -> Any:
+    """`_scrub_data`, each string given the needles it may hold (`_spread`)."""
     if isinstance(data, str):
         if data in keep:
             return data
         if data in exact:
             return censor
-        return _scrub_text(data, needles, censor)
+        return _scrub_text(data, held[data], censor)
     if isinstance(data, dict):
-        items = {k: _scrub_data(v, exact, needles, keep, censor) for k, v in data.items()}
+        items = {k: _scrub_value(v, exact, held, keep, censor) for k, v in data.items()}
         return data if all(items[k] is v for k, v in data.items()) else items
     if isinstance(data, list):
-        values = [_scrub_data(v, exact, needles, keep, censor) for v in data]
+        values = [_scrub_value(v, exact, held, keep, censor) for v in data]
         return data if all(new is old for new, old in zip(values, data, strict=True)) else values
     return data
 
@@ -342,12 +539,20 @@ def _hits(text: str, needles: list[str]) -> list[tuple[int, int]]:
     """Every occurrence of every needle in `text` (overlapping ones too), overlapping spans merged; a
     number's whole token (`_token`)."""
     found: list[tuple[int, int]] = []
-    for needle in needles:
-        at = text.find(needle)
-        sep = _grouping(needle) if at >= 0 and _NUMERIC.fullmatch(needle) else None
-        while at >= 0:
+    if _many(len(needles), len(text)):
+        seps: dict[str, str | None] = {}
+        for at, needle in _search(needles).occurrences(text):
+            if needle not in seps:
+                seps[needle] = _grouping(needle) if _NUMERIC.fullmatch(needle) else None
+            sep = seps[needle]
             found.append((at, at + len(needle)) if sep is None else _token(text, at, at + len(needle), sep))
-            at = text.find(needle, at + 1)
+    else:
+        for needle in needles:
+            at = text.find(needle)
+            sep = _grouping(needle) if at >= 0 and _NUMERIC.fullmatch(needle) else None
+            while at >= 0:
+                found.append((at, at + len(needle)) if sep is None else _token(text, at, at + len(needle), sep))
+                at = text.find(needle, at + 1)
     found.sort()
     merged: list[tuple[int, int]] = []
     for start, end in found:
@@ -359,15 +564,20 @@ def _hits(text: str, needles: list[str]) -> list[tuple[int, int]]:
 
 
 def _outside(spans: list[tuple[int, int]], kept: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """`spans` without the parts of them in `kept` (both in order)."""
+    """`spans` without the parts of them in `kept` (both in order, neither overlapping itself): one walk of
+    both (a block of many bullets with many hits is no product of the two)."""
     out: list[tuple[int, int]] = []
+    first = 0  # the first kept span that may still meet a span: those before it end before this one starts
     for start, end in spans:
-        for k_start, k_end in kept:
-            if k_end <= start or k_start >= end:
-                continue
+        while first < len(kept) and kept[first][1] <= start:
+            first += 1
+        i = first
+        while i < len(kept) and kept[i][0] < end:
+            k_start, k_end = kept[i]
             if k_start > start:
                 out.append((start, k_start))
             start = max(start, k_end)
+            i += 1
         if start < end:
             out.append((start, end))
     return out
@@ -377,7 +587,7 @@ def _scrub_block(text: str, needles: list[str], censor: str) -> str:
     """`text` (a block of the wire format, or any text) with every needle censored but in its markup: a
     stored value equal to a tag or an action name never breaks the format (fail closed: the rest of an
     occurrence that straddles markup is censored)."""
-    if not any(needle in text for needle in needles):
+    if not (_search(needles).any(text) if _many(len(needles), len(text)) else any(n in text for n in needles)):
         return text
     kept = _markup(text)
     if not kept:
@@ -393,21 +603,27 @@ def _scrub_block(text: str, needles: list[str], censor: str) -> str:
 
 def _scrub_view(view: ResponseView, found: list[str], mask: str) -> None:
     """The structured view (what the tester reads) says what the wire says."""
-    view.system_rules = [_scrub_text(r, found, mask) for r in view.system_rules]
-    view.suggestions = [Suggestion(_scrub_action(s.action, found, mask), _scrub_text(s.reason, found, mask))
+    held: dict[str, list[str]] | None = None
+    if len(found) >= _FEW:  # (a list's rows, each with a UI block or a suggestion: one scan for all)
+        texts = list(dict.fromkeys([
+            *view.system_rules, *(s.reason for s in view.suggestions), *(b.content for b in view.ui_blocks),
+            *(b.title for b in view.ui_blocks if b.title is not None),
+            *(s.action for s in view.suggestions if _guarded_action(s.action))]))
+        held = dict(zip(texts, _spread(texts, found, mask), strict=True))
+
+    def scrub(text: str) -> str:
+        return _scrub_text(text, found if held is None else held[text], mask)
+
+    view.system_rules = [scrub(r) for r in view.system_rules]
+    view.suggestions = [Suggestion(scrub(s.action) if _guarded_action(s.action) else s.action, scrub(s.reason))
                         for s in view.suggestions]
-    view.ui_blocks = [
-        replace(b, content=_scrub_text(b.content, found, mask),
-                title=None if b.title is None else _scrub_text(b.title, found, mask))
-        for b in view.ui_blocks
-    ]
+    view.ui_blocks = [replace(b, content=scrub(b.content), title=None if b.title is None else scrub(b.title))
+                      for b in view.ui_blocks]
 
 
-def _scrub_action(action: Any, found: list[str], mask: str) -> Any:
-    """A suggestion's action, censored unless it is a name (`_ACTION`)."""
-    if action.__class__ is not str or _ACTION.fullmatch(action):
-        return action
-    return _scrub_text(action, found, mask)
+def _guarded_action(action: Any) -> bool:
+    """Whether a suggestion's action is censored: a text that is no name (`_ACTION`)."""
+    return action.__class__ is str and not _ACTION.fullmatch(action)
 
 
 class Scrubber:
@@ -470,7 +686,7 @@ def _document_needles(removed: list[Any]) -> list[str]:
             texts.update(text for text in _renderings(value) if len(text) >= MIN_LENGTH)
     forms = {form for text in texts for form in _variants(text)}
     forms.update(form for text in texts for form in _document_forms(text))
-    return sorted(forms, key=len, reverse=True)
+    return _Needles(sorted(forms, key=len, reverse=True))
 
 
 # What the markup serializers escape, each its own way: `&`, `<` and `>` always, then quotes and breaks as
@@ -621,8 +837,7 @@ def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENS
     if every and len(texts) > 1:
         found = _forms_in(every, texts[1:], amounts)
         if found:
-            for i in range(1, len(texts)):
-                texts[i] = _scrub_block(texts[i], found, mask)
+            texts[1:] = _scrub_blocks(texts[1:], found, mask)
             _scrub_view(response.view, found, mask)
     data = response.view.data
     if data is None or isinstance(data, str):
@@ -644,22 +859,36 @@ def scrub_blocks(texts: list[str], removed: list[Any], censor: Any = DEFAULT_CEN
     _, every, amounts = _values(removed)
     mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
     found = _forms_in(every, texts, amounts)
-    return [_scrub_block(text, found, mask) for text in texts] if found else texts
+    return _scrub_blocks(texts, found, mask) if found else texts
+
+
+def _scrub_blocks(texts: list[str], found: list[str], mask: str) -> list[str]:
+    """Each of `texts` censored (`_scrub_block`) of the needles it may hold (`_spread`: a list's rows may each
+    have a UI block)."""
+    return [_scrub_block(text, held, mask) if held else text
+            for text, held in zip(texts, _spread(texts, found, mask), strict=True)]
 
 
 def _forms_in(every: list[str], texts: list[str], amounts: Amounts) -> list[str]:
     """The forms of the removed values that `texts` hold, every form of such a value (the structured view
     holds it unescaped), a number's as Python writes it (`_amount_forms`); one scan of them all per form,
-    and most find nothing."""
+    and most find nothing (one scan for all the forms of many values in a long text)."""
     blocks = texts[0] if len(texts) == 1 else "\n".join(texts)
     found: list[str] = []
-    for value in every:
-        forms = _variants(value)
-        if any(form in blocks for form in forms):
-            found += forms
+    if _many(len(every), len(blocks)):
+        held = _search([form for value in every for form in _variants(value)]).found(blocks)
+        for value in every:
+            forms = _variants(value)
+            if not held.isdisjoint(forms):
+                found += forms
+    else:
+        for value in every:
+            forms = _variants(value)
+            if any(form in blocks for form in forms):
+                found += forms
     if amounts:
         found += _amount_forms(amounts, blocks)
-    return sorted(set(found), key=len, reverse=True)
+    return _Needles(sorted(set(found), key=len, reverse=True))
 
 
 def _clean(texts: list[str], removed: list[Any]) -> bool:
@@ -667,6 +896,8 @@ def _clean(texts: list[str], removed: list[Any]) -> bool:
     scan of all the blocks per form) and no short one as a whole string of the data block. The common
     case, decided without building the guard's sets; anything else (numbers, nested values, a form found
     somewhere) takes the full path, which decides for itself."""
+    if len(removed) >= _FEW and _many(len(removed), sum(map(len, texts))):
+        return _clean_many(texts, removed)
     whole: str | None = None
     for value in removed:
         if value.__class__ is not str:
@@ -696,6 +927,31 @@ def _clean(texts: list[str], removed: list[Any]) -> bool:
     return True
 
 
+def _clean_many(texts: list[str], removed: list[Any]) -> bool:
+    """`_clean` of many values (a list's rows) in a long text: all their forms looked for in one scan."""
+    forms: list[str] = []
+    quoted: set[str] = set()  # the short values as whole strings of the data block
+    for value in removed:
+        if value.__class__ is not str:
+            if value is None or value is True or value is False:
+                continue  # never guarded
+            return False
+        if len(value) >= MIN_LENGTH:
+            known = _long_forms.get(value) or _forms(value)
+            if isinstance(known, str):
+                forms.append(known)
+            else:
+                forms += known
+        elif value:
+            quoted.add(_quoted(value))
+    whole = "\n".join(texts)
+    head = len(texts[0]) if texts else 0
+    search = _search(forms + list(quoted))
+    long = set(forms)
+    # (a short value counts in the data block alone: the join's first text)
+    return not any(needle in long or at + len(needle) <= head for at, needle in search.occurrences(whole))
+
+
 # The forms of the long removed strings met lately (`_variants`; a plain one as itself), read by `_clean` as
 # a plain dict: a value's forms are looked up on every guarded response, and a dict read costs less than
 # the LRU cache's call. Emptied when full.
@@ -711,6 +967,8 @@ def _forms(value: str) -> str | tuple[str, ...]:
 
 
 def _contains(text: str, needles: list[str], exact: Any) -> bool:
+    if _many(len(needles) + len(exact), len(text)):
+        return _search([*needles, *(_quoted(value) for value in exact)]).any(text)
     for needle in needles:
         if needle in text:
             return True
@@ -757,7 +1015,8 @@ def scrub_error(exc: BaseException, removed: list[Any], censor: Any = DEFAULT_CE
     if not exact and not every and not numbers:
         return
     exact |= texts  # a removed number's text, given alone ("ssn": "42")
-    needles = sorted({form for value in every for form in _variants(value)}.union(*amounts), key=len, reverse=True)
+    needles = _Needles(sorted({form for value in every for form in _variants(value)}.union(*amounts), key=len,
+                              reverse=True))
     mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
 
     def clean(value: Any) -> Any:
