@@ -84,6 +84,10 @@ _WINDOW = 4 * MAX_ATTRIBUTE_LENGTH  # how much of a client's text is read to mak
 _AUTHORITY = r"(^(?:https?|wss?|ftp):[/\\]*|(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://)"
 # A URI's credentials (RFC 3986 userinfo): up to the authority's last "@", as URL parsers read `user:p@ss@host`.
 _USERINFO = re.compile(_AUTHORITY + r"[^/?#]*@", re.IGNORECASE)
+# A `user:password@` whose password holds `/`, `?` or `#` (a base64 one): no URL parser reads it as credentials,
+# but it is one. The user part holds none of them; the password runs to its `@` (and to any later `@` before
+# the next `/`). A port followed by a path and an `@` (`host:8080/p?x=a@b`) is redacted too: safe, and rare.
+_LOOSE_USERINFO = re.compile(_AUTHORITY + r"[^\s@/?#]*:[^\s@]*@(?:[^/\s@]*@)*", re.IGNORECASE)
 _OPEN_AUTHORITY = re.compile(_AUTHORITY + r"[^/?#]*\Z", re.IGNORECASE)  # one the window cut (its "@" unseen)
 # A query parameter's name that a span or log line may show: a plain one, as parameter names are (not a card
 # number, a token's text or an escaped `name=value` sent as a name).
@@ -420,7 +424,7 @@ def clean_uri(uri: str) -> str:
     `REDACTED:REDACTED`, its query as `redact_query` writes it and its fragment as `REDACTED`; cleaned first (as
     `clean`, and without leading or trailing spaces, which URL parsers skip too), so that no invisible character
     hides a URI's credentials from the redaction."""
-    text = _printable(uri[:_WINDOW]).strip()
+    text = _LOOSE_USERINFO.sub(r"\1REDACTED:REDACTED@", _printable(uri[:_WINDOW]).strip())
     text, hashed, fragment = text.partition("#")
     text, asked, query = text.partition("?")
     text = _USERINFO.sub(r"\1REDACTED:REDACTED@", text)

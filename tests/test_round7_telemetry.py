@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -132,3 +133,11 @@ def test_clean_uri_redacts_a_userinfo_wherever_a_parser_reads_an_authority():
     assert clean_uri("mailto:ana@example.com") == "mailto:ana@example.com"  # no authority: no userinfo
     assert clean_uri("file:///a@b.txt") == "file:///a@b.txt"
     assert clean_uri("https://host/" + "B" * 5000).startswith("https://host/BBB")
+
+
+@pytest.mark.parametrize("uri", ["postgres://admin:Zm9v/YmFy@db.internal/app", "postgres://admin:pa?ss@db.internal/app",
+                                 "postgres://admin:pa#ss@db.internal/app", "x://u:p/q@h@i/j"])
+def test_a_password_holding_a_slash_question_mark_or_hash_is_redacted_whole(uri: str) -> None:
+    cleaned = clean_uri(uri)
+    assert "REDACTED:REDACTED@" in cleaned
+    assert not any(part in cleaned for part in ("admin", "Zm9v", "YmFy", "pa", "ss@", "u:p", "q@h"))
