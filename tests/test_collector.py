@@ -53,13 +53,13 @@ def test_serve_asks_for_it_unless_told_otherwise(monkeypatch):
     seen: list[str | None] = []
     monkeypatch.delenv(collector.ENV, raising=False)
 
-    def load(*args: object) -> None:
+    def served(*args: object) -> None:  # (where serve imports the app)
         import os
 
         seen.append(os.environ.get(collector.ENV))
         raise cli.CliError("stop here")
 
-    monkeypatch.setattr(cli, "load", load)
+    monkeypatch.setattr(cli, "served", served)
     with pytest.raises(cli.CliError):
         cli.cmd_serve(type("Args", (), {"app": "x:app", "app_dir": None})())
     monkeypatch.setenv(collector.ENV, "0")
