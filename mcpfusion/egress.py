@@ -99,6 +99,12 @@ def _wrapper(structured: dict[str, Any] | None, data: Any, after: str | None,
     return encode
 
 
+def _selectable(call: ActionCall) -> bool:
+    """Whether the action takes `_select` (what an answer cut short may advise): the tool offers it and the
+    action declares fields to select (one without refuses it). Asked only of an answer over the limit."""
+    return bool(call.action.tool.select) and bool(call.action.output_keys())
+
+
 class EgressLimit:
     """Cut answers larger than `bytes` (UTF-8) or `tokens` (o200k) at row or block boundaries."""
 
@@ -173,7 +179,7 @@ class EgressLimit:
             encode = _encoder(data, head)
         rows: list[Any] = data.split("\n") if isinstance(data, str) else list(data) if encode else []
         unit = "lines" if isinstance(data, str) else "rows"
-        select = bool(call.action.tool.select)
+        select = _selectable(call)
         if after is not None:
             rest = [text for text in rest if after not in text]
         # A list the presenter's `limit` already cut (or an inner egress limit) counts against the rows the
@@ -264,7 +270,7 @@ class EgressLimit:
             RESPONSE_TOO_LARGE,
             f"The answer of {call.action.qualified_name} is larger than the egress limit ({self._label()}) "
             "and cannot be cut into smaller parts.",
-            recovery=f"Ask for less: narrower filters, {'fewer fields (_select), ' if call.action.tool.select else ''}"
+            recovery=f"Ask for less: narrower filters, {'fewer fields (_select), ' if _selectable(call) else ''}"
                      "or one item at a time.",
         )
 

@@ -45,6 +45,7 @@ from . import ui
 from .content import Attached
 from .errors import CURSOR_EXPIRED, INTERNAL_ERROR, INVALID_CURSOR, ToolError
 from .memo import by_identity
+from .response import ToolResponse
 from .serializer import JSON_SCALARS, canonical_bytes, json_bytes, jsonable
 from .slots import Fields
 
@@ -342,17 +343,20 @@ class PageCall:
 
     def take(self, result: Any) -> tuple[Any, Any]:
         """(the rows of this page, the position after them or None): a handler's `Paged` as it is, a whole
-        list sliced at the page (offset pagination), anything else untouched. An `attach(rows, ...)` is paged
+        list sliced at the page (offset pagination), a response the handler made of either (`toon_success`,
+        `success_structured`...) paged as they are, anything else untouched. An `attach(rows, ...)` is paged
         as its rows (its content kept), and `given` keeps them all: a document built from every row is
         censored of the redacted values of those left off the page too (a `Paged`'s `given`: the extra row
         `keyset` dropped)."""
         if isinstance(result, Attached):
             rows, next_key = self.take(result.data)
-            if rows is result.data:  # not a list: nothing to page
-                return result, None
+            if rows is result.data:  # not a list (nothing to page), or a response paged in place
+                return result, next_key
             if not isinstance(result.data, Paged):
                 self.given = result.data
             return Attached(rows, result.content, result.data_block), next_key
+        if isinstance(result, ToolResponse):
+            return self._take_response(result)
         if isinstance(result, Paged):
             self.position = result.position
             self.given = getattr(result, "given", None)  # (a subclass may not call our __init__)
@@ -363,6 +367,18 @@ class PageCall:
         end = offset + self.page.size
         self.position = lambda index: offset + index + 1
         return list(result[offset:end]), end if len(result) > end else None
+
+    def _take_response(self, response: ToolResponse) -> tuple[ToolResponse, Any]:
+        """A response the handler made of its rows, paged in place as those rows would be: its data block
+        (and structuredContent) written again of the page's rows in its own encoding (TOON, JSON). Its data
+        is the `Paged` of `page.keyset` when the handler gave one (`toon_success` keeps it), so the next page
+        starts after it; an answer of no list (an error, one object) is not paged."""
+        data = response.view.data
+        if response.is_error or not isinstance(data, list):
+            return response, None
+        rows, next_key = self.take(data)
+        response.reshape(rows)
+        return response, next_key
 
     def finish(self, response: Any, next_key: Any) -> None:
         """Tell the reader of `response` where the next page is: a notice for the agent, `next_cursor` in

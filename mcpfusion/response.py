@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,7 +125,9 @@ class ToolResponse:
     def reshape(self, data: Any) -> None:
         """Replace the data (after `_select`): the data block is written again with its own encoding."""
         view = self.view
-        if view.encoding == "toon":
+        if not self.texts or view.data_left_out:  # (`attach(..., data_block=False)`: no data block to write)
+            pass
+        elif view.encoding == "toon":
             self.texts[0] = toon.encode(data)
         elif view.encoding == "json" and not isinstance(data, str):
             raw = json_bytes(data)
@@ -209,8 +212,19 @@ def to_jsonable(data: Any) -> Any:
     if isinstance(data, BaseModel):
         return data.model_dump(mode="json")
     if isinstance(data, (list, tuple)) and data and isinstance(data[0], BaseModel):
-        return [d.model_dump(mode="json") if isinstance(d, BaseModel) else d for d in data]
+        return _as_page(data, [d.model_dump(mode="json") if isinstance(d, BaseModel) else d for d in data])
     return data
+
+
+def _as_page(given: Any, rows: Any) -> Any:
+    """`rows` (what `given` converts to) as a list of `given`'s own class when that is a subclass of list
+    (`Page.keyset`'s `Paged`), with what it carries: where the next page starts, so that a paginated action
+    answering `toon_success(page.keyset(...))` is paged from it (`PageCall.take`)."""
+    if rows.__class__ is not list or given.__class__ is list or not isinstance(given, list):
+        return rows
+    kept = copy.copy(given)  # (its attributes, not its rows: they are the converted ones)
+    kept[:] = rows
+    return kept
 
 
 def _written(response: ToolResponse) -> ToolResponse:
@@ -264,14 +278,14 @@ def error_response(exc: ToolError | ValidationFailed) -> ToolResponse:
 def toon_success(data: Any) -> ToolResponse:
     """The payload as pipe-delimited TOON: uniform collections cost about half the tokens of JSON. Values
     are converted as the JSON path converts them (a UUID or Decimal as its exact text, a set as a list)."""
-    data = jsonable(to_jsonable(data))
-    return ToolResponse([toon.encode(data)], view=ResponseView(data=data, encoding="toon"))
+    rows = jsonable(to_jsonable(data))
+    return ToolResponse([toon.encode(rows)], view=ResponseView(data=_as_page(data, rows), encoding="toon"))
 
 
 def success_structured(data: Any, *, pretty: bool = False) -> ToolResponse:
     """JSON text for older clients plus `structuredContent` for clients that read the output schema. A list
     (of dicts or models) is sent as MCP wants structured content, an object: `{"items": [...]}`."""
-    data = jsonable(to_jsonable(data))  # structuredContent is JSON: datetimes, sets... as the text has them
+    given, data = data, jsonable(to_jsonable(data))  # structuredContent is JSON: datetimes, sets... as the text
     if isinstance(data, list):
         structured = {"items": data}
     elif isinstance(data, dict):
@@ -279,7 +293,7 @@ def success_structured(data: Any, *, pretty: bool = False) -> ToolResponse:
     else:
         raise TypeError("success_structured needs an object or a list (dicts or pydantic models), "
                         f"not {type(data).__name__}")
-    view = ResponseView(data=data, encoding=_json(pretty))
+    view = ResponseView(data=_as_page(given, data), encoding=_json(pretty))
     return _written(ToolResponse([dumps(data, pretty=pretty)], structured_content=structured, view=view))
 
 

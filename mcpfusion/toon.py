@@ -6,24 +6,42 @@ bench/presenter.py); the official `toon-format` package is the strict decoder th
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import toons
 
 DELIMITER = "|"
+BOM = "\ufeff"
+# A parameter name written bare in a cell (as `exposition` writes a value bare): anything else (`x,y?`, `a:b`,
+# a blank) is quoted, or `,` `?` and `:` would read as the cell's own marks.
+_BARE_NAME = re.compile(r"[\w.-]+")
 
 
 def encode(data: Any) -> str:
     """`data` as TOON with the pipe delimiter: uniform collections collapse to one header and rows."""
-    return toons.dumps(data, delimiter=DELIMITER)
+    text = toons.dumps(data, delimiter=DELIMITER)
+    if text[:1] == BOM:
+        # A root string `toons` left bare: a decoder drops a document's leading BOM (and reads a lone one as
+        # an empty object), so it is quoted. Bare means it needed no escape.
+        text = f'"{text}"'
+    return text
+
+
+def param_name(name: str) -> str:
+    """A parameter's name as a cell writes it: bare, or quoted as JSON when it holds a mark of the cell."""
+    return name if _BARE_NAME.fullmatch(name) else json.dumps(name, ensure_ascii=False)
 
 
 def params_cell(params: Sequence[str], required: Sequence[str], values: Mapping[str, str] | None = None) -> str:
     """An action's parameters in one cell: `id,note?` (a `?` marks an optional one), empty for none; `values`
-    adds what some of them take after a colon (`status:draft|sent`)."""
+    adds what some of them take after a colon (`status:draft|sent`). A name that is not a plain word is
+    quoted (`"x,y"?`, see `param_name`)."""
     needed, notes = set(required), values or {}
-    return ",".join((p if p in needed else f"{p}?") + (f":{notes[p]}" if p in notes else "") for p in params)
+    return ",".join(param_name(p) + ("" if p in needed else "?") + (f":{notes[p]}" if p in notes else "")
+                    for p in params)
 
 
 def action_table(rows: Sequence[tuple[str, str, str]]) -> str:

@@ -35,6 +35,16 @@ def toon_description(tool: Tool) -> str:
     return tool.toon_text()
 
 
+def advertised_toon(tool: Tool) -> list[tuple[str, str]]:
+    """(MCP tool name, description) of each TOON description `tools/list` advertises for the tool: one for a
+    grouped tool, one per group of several actions under `exposition="profiles"` (a group of one is a flat
+    tool, described as its action); none without `toon_description` or when flat."""
+    if not tool.toon_description:
+        return []
+    return [(e.name, listing.grouped_entry(e.tool)["description"]) for e in listing.exposed(tool)
+            if e.action is None]
+
+
 def grouped_entry(tool: Tool, *, output: bool = True) -> dict[str, Any]:
     """The tool as one grouped MCP tool with its TOON description (without `output`: no outputSchema)."""
     entry = listing.grouped_entry(tool, tool.toon_text())
@@ -99,7 +109,10 @@ def description_economy(tool: Tool) -> dict[str, Any]:
     """The grouped TOON entry against the flat JSON entries, like for like: both without outputSchema (the
     description and input schemas are what grouping saves on)."""
     grouped, flat = grouped_entry(tool, output=False), flat_entries(tool)
-    toon_tokens = tokens.count(toon_description(tool))
+    # The descriptions tools/list advertises (each group's under profiles), else the tool's for comparison.
+    advertised = advertised_toon(tool)
+    toon_tokens = (sum(tokens.count(text) for _, text in advertised) if advertised
+                   else tokens.count(toon_description(tool)))
     grouped_tokens = tokens.count_json(grouped)
     flat_tokens = tokens.count_json(flat)
     return {

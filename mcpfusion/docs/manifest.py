@@ -102,9 +102,25 @@ def action_entry(action: Action, curl_base: str, memo: Memo | None = None,
     }
 
 
+def toon_entry(tool: Tool) -> dict[str, Any]:
+    """The TOON description as `tools/list` advertises it: the tool's (grouped), or each group's under
+    `exposition="profiles"` (`groups`: MCP tool and text; `text` shows them in turn, each after its tool's
+    name; `table` every group's rows); when none is advertised, the tool's own, shown for comparison."""
+    groups = economy.advertised_toon(tool)
+    if len(groups) == 1 and groups[0][0] == tool.name:
+        text = groups[0][1]
+        return {"text": text, "table": _toon_table(text), "advertised": True, "groups": [
+            {"mcp_tool": tool.name, "text": text}]}
+    if not groups:
+        text = economy.toon_description(tool)
+        return {"text": text, "table": _toon_table(text), "advertised": False, "groups": []}
+    return {"text": "\n\n".join(f"{name}: {text}" for name, text in groups),
+            "table": [row for _, text in groups for row in _toon_table(text)], "advertised": True,
+            "groups": [{"mcp_tool": name, "text": text} for name, text in groups]}
+
+
 def tool_entry(tool: Tool, curl_base: str, memo: Memo | None = None,
                registry: ToolRegistry | None = None, *, rest: bool = True) -> dict[str, Any]:
-    text = economy.toon_description(tool)
     advertised = listing.tool_entries(tool)
     if registry is not None and not registry.output_schemas:  # as tools/list advertises them then
         advertised = [{k: v for k, v in e.items() if k != "outputSchema"} for e in advertised]
@@ -116,11 +132,7 @@ def tool_entry(tool: Tool, curl_base: str, memo: Memo | None = None,
         "exposition": tool.exposition,
         "select": tool.select,
         "select_keys": tool.select_keys() if tool.select else [],
-        "toon_description": {
-            "text": text,
-            "table": _toon_table(text),
-            "advertised": tool.toon_description and any(e.action is None for e in listing.exposed(tool)),
-        },
+        "toon_description": toon_entry(tool),
         "annotations": tool.annotations(),
         "mcp_tools": advertised,
         "tokens": economy.advertised_economy(tool, advertised) if tokens.enabled() else None,
