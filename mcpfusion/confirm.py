@@ -12,6 +12,10 @@ these exact arguments.
   question's key are bound to that dependency's value too (resolved before the question, as for a page):
   a confirmation given in one tenant runs nothing in another. Without it, the caller is what binds them.
 
+On 2026-07-28 the question's nonce, and the confirmation a run spent, travel in the signed requestState as the
+framework's own round data, next to the handler's state (`ctx.state` is exactly what the handler passed): a
+handler that asks the user itself reruns on the next round still confirmed, and the user is asked once.
+
 The action never runs without one or the other, and one confirmation runs it once: a run that fails saying
 nothing was done and to make the same call again (BUSY, RATE_LIMITED, a `retry_after`: see `retryable`) gives
 the confirmation back, so that retry runs with the same token or answer. A declined question answers
@@ -34,7 +38,7 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 
-from .context import NoBackChannel
+from .context import NoBackChannel, request_round
 from .errors import BUSY, CONFIRMATION_REQUIRED, NOT_CONFIRMED, RATE_LIMITED, ToolError, ValidationFailed, sent_value
 from .listing import how_to_call
 from .middleware import ActionCall
@@ -210,13 +214,15 @@ async def require_confirmation(call: ActionCall, scope: str = "") -> Confirmed:
     ctx = call.context
     asking = None if ctx.is_detached else ctx.elicitation(question(call), SCHEMA)
     if asking is not None and ctx.can_ask(asking):  # (a form: a client of URL elicitation only gets a token)
-        # One question per run: its nonce comes back in the signed requestState of the 2026 wire's retry.
-        nonce = ctx.state if isinstance(ctx.state, str) and ctx.state.startswith("confirm:") else \
-            f"confirm:{secrets.token_hex(8)}"
+        # One question per request: its nonce comes back in the round data of the 2026 wire's retries.
+        nonce = _carried(call).get("nonce")
+        if not isinstance(nonce, str):
+            nonce = f"confirm:{secrets.token_hex(8)}"
         key = question_key(call, digest, nonce)
+        _leave(call, nonce=nonce)  # (this round ends with the question when it is not answered yet)
         try:
             async with waiting_for_the_user(call):  # the user's reading time is not the action's run
-                answer = (await ctx.ask({key: asking}, state=nonce))[key]
+                answer = (await ctx.ask({key: asking}))[key]
                 # `ask` let through only a valid ElicitResult whose accepted content matches SCHEMA (else
                 # -32602). A "no" ends the call here, before the guards take their slots back.
                 if answer is not None and not (answer.get("action") == "accept"
@@ -226,7 +232,7 @@ async def require_confirmation(call: ActionCall, scope: str = "") -> Confirmed:
         except NoBackChannel:
             answer = None
         if answer is not None:
-            spent = await _spend(call, f"question|{key}")
+            spent = await _spend(call, f"question|{key}", nonce)
             if spent is not None:
                 return spent
             raise ToolError(NOT_CONFIRMED, f"That confirmation of {name} was already used; nothing was done.",
@@ -235,16 +241,45 @@ async def require_confirmation(call: ActionCall, scope: str = "") -> Confirmed:
                                      "the user; nothing was done.")
 
 
-async def _spend(call: ActionCall, confirmation: str) -> Confirmed | None:
-    """The confirmation, spent now; None when it was already."""
+#: `mcp.state.Round` key of a confirmation's round data: {"nonce": its question's, "spent": the confirmation a
+#: run spent, "run": what the next round spends of it}.
+_ROUND_KEY = "confirm"
+
+
+def _carried(call: ActionCall) -> dict[str, Any]:
+    """What the previous round of this 2026-07-28 request left of its confirmation ({}: nothing, or no rounds)."""
+    this_round = request_round(call.context)
+    found = this_round.carried.get(_ROUND_KEY) if this_round is not None else None
+    return found if isinstance(found, dict) else {}
+
+
+def _leave(call: ActionCall, **data: str | None) -> None:
+    """Leave `data` of the confirmation to the next round of this 2026-07-28 request (nothing elsewhere)."""
+    this_round = request_round(call.context)
+    if this_round is not None:
+        this_round.leaving[_ROUND_KEY] = {k: v for k, v in data.items() if v is not None}
+
+
+async def _spend(call: ActionCall, confirmation: str, nonce: str | None = None) -> Confirmed | None:
+    """The confirmation, spent now; None when it was already.
+
+    A 2026-07-28 run that spent it and then asked the user itself reruns on the next round: that rerun
+    spends the `run` key its signed round data carries, once. Each run leaves one requestState with a
+    fresh key, and only a run that asks leaves one, so a confirmation still completes one run only."""
+    carried = _carried(call)
+    run = carried.get("run")
+    key = f"{confirmation}|{run}" if carried.get("spent") == confirmation and isinstance(run, str) else confirmation
     expires = time.time() + TOKEN_TTL
     try:
-        return Confirmed(confirmation, expires) if await call.guards.spend(confirmation, expires) else None
+        if not await call.guards.spend(key, expires):
+            return None
     except SpentUnavailable:
         raise ToolError(BUSY, f"The confirmation of {call.action.qualified_name} could not be recorded right now; "
                               "nothing was done.",
                         recovery="Retry the same call in a few seconds (the confirmation is still valid).",
                         retry_after=2.0) from None
+    _leave(call, nonce=nonce, spent=confirmation, run=secrets.token_hex(8))
+    return Confirmed(key, expires)
 
 
 #: Error codes that say the call did nothing and is to be made again as it is (with or without `retry_after`).

@@ -20,8 +20,9 @@ from typing import Any, NoReturn
 
 from .errors import NO_BACK_CHANNEL, ToolError
 from .mcp import jsonrpc
-from .mcp.channel import Channel, InputRequired, InputResponsesChannel, NoBackChannel
+from .mcp.channel import Channel, InputRequired, NoBackChannel
 from .mcp.jsonrpc import McpError
+from .mcp.state import Round, round_of
 
 __all__ = ["NO_BACK_CHANNEL", "ClientUnreachable", "Context", "NoBackChannel", "OutsideMcp"]
 
@@ -121,7 +122,11 @@ class Context:
         """The last progress value sent for this call: in this run of the handler, else in an earlier round
         of the same 2026-07-28 request (carried in its signed requestState), else None."""
         last = self._channel.last_progress
-        return _carried(self._channel.state)[1] if last is None else last
+        if last is not None:
+            return last
+        this_round = round_of(self._channel)
+        carried = this_round.carried.get("progress") if this_round is not None else None
+        return float(carried) if isinstance(carried, (int, float)) and not isinstance(carried, bool) else None
 
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Send `notifications/message` at `level` if the client's log level lets it through."""
@@ -221,8 +226,9 @@ class Context:
 
     @property
     def state(self) -> Any:
-        """The `state` given to `ask` in the previous round of this request (2026-07-28), else None."""
-        return _carried(self._channel.state)[0]
+        """The `state` given to `ask` in the previous round of this request (2026-07-28), else None: exactly
+        that value (the framework's own round data travels next to it, never in it)."""
+        return self._channel.state
 
     async def elicit(self, message: str, schema: dict[str, Any] | None = None, *, key: str | None = None
                      ) -> dict[str, Any]:
@@ -297,11 +303,14 @@ class Context:
 
     def _carry_progress(self) -> None:
         """This round of a 2026-07-28 request ends with an input-required result, and the retry re-runs the
-        handler from the start: put the last progress sent into the state signed into requestState, so the
-        rerun sends only greater values (MCP: progress increases for the whole call)."""
-        channel = self._channel
-        if isinstance(channel, InputResponsesChannel):  # (set by the ask that just raised: nothing ran since)
-            channel.next_state = _carry(channel.next_state, self._last_progress())
+        handler from the start: leave the last progress sent in the round data signed into requestState (next
+        to the handler's state), so the rerun sends only greater values (MCP: progress increases for the
+        whole call)."""
+        this_round = round_of(self._channel)
+        if this_round is not None:
+            last = self._last_progress()
+            if last is not None:
+                this_round.leaving["progress"] = last
 
     def _check_answer(self, request: dict[str, Any], answer: Any) -> None:
         """Fail the request with -32602 when the client's answer to `request` is malformed (every way of
@@ -310,6 +319,11 @@ class Context:
         if problem is not None:
             raise self._channel.fail(McpError(jsonrpc.INVALID_PARAMS, f"The client's answer to {request['method']} "
                                               f"{problem}"))
+
+
+def request_round(ctx: Context) -> Round | None:
+    """The framework's own round data of `ctx`'s 2026-07-28 request (None elsewhere): see `mcp.state.Round`."""
+    return round_of(ctx._channel)
 
 
 def _capability_text(name: str, sub: dict[str, Any]) -> str:
@@ -395,32 +409,6 @@ def _answer_problem(request: dict[str, Any], answer: Any) -> str | None:
     if method == "elicitation/create" and isinstance(answer, dict) and answer.get("action") == "accept":
         return _content_problem(params.get("requestedSchema"), answer.get("content"))
     return None
-
-
-#: Marks the requestState `state` of a 2026-07-28 round that also carries the last progress sent (see `_carry`).
-_CARRIER = "io.mcpfusion/context"
-
-
-def _carry(state: Any, progress: float | None) -> Any:
-    """`state` (the handler's, for `ctx.state`) with the last `progress` sent, for the next round's rerun.
-    A handler state that looks like a carrier is wrapped too, so `_carried` never mistakes one for the other."""
-    if progress is None and not _is_carrier(state):
-        return state
-    return {_CARRIER: {"state": state, "progress": progress}}
-
-
-def _carried(state: Any) -> tuple[Any, float | None]:
-    """The handler's state and the last progress sent, from a previous round's `state` (see `_carry`)."""
-    if not _is_carrier(state):
-        return state, None
-    inner = state[_CARRIER]
-    progress = inner.get("progress")
-    ok = isinstance(progress, (int, float)) and not isinstance(progress, bool)
-    return inner.get("state"), float(progress) if ok else None
-
-
-def _is_carrier(state: Any) -> bool:
-    return isinstance(state, dict) and len(state) == 1 and isinstance(state.get(_CARRIER), dict)
 
 
 def _content_problem(schema: Any, content: Any) -> str | None:

@@ -6,6 +6,7 @@ through `ToolRegistry.call` / `call_action`."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
@@ -54,7 +55,7 @@ from .identity import AUTH_SCOPE_KEY
 from .listing import Exposed, entries, exposed, how_to_call, mcp_name, restricted, serving
 from .mcp.jsonrpc import ProtocolSignal
 from .middleware import CLOSING_KEY, ActionCall, CallNext, GuardState, Middleware, applies, chain, describe
-from .output import invalid_output
+from .output import NEXT_CURSOR, invalid_output
 from .pagination import (
     CURSOR_PARAM,
     MAX_CURSOR_LENGTH,
@@ -69,7 +70,7 @@ from .pagination import (
 from .presenter import Presenter, PresenterError
 from .problem import http_code, http_detail, is_error_status
 from .redaction import RedactionError
-from .response import ResponseView, ToolResponse, error_response, success, to_jsonable, tool_error
+from .response import ToolResponse, error_response, success, to_jsonable, tool_error
 from .select import SELECT_PARAM, check_audience, select_keys, unselectable
 from .tool import DISCRIMINATOR, Action, Tool, missing_discriminator, unknown_action
 
@@ -334,21 +335,18 @@ class ToolRegistry:
         return response
 
     def _own_answer(self, call: ActionCall, response: ToolResponse) -> ToolResponse:
-        """A response a middleware gave in place of its call_next's (a cache's `success(...)`, a guard's cut of
-        one): held to the contract of the handler's answer, as a handler's `ToolResponse` is (`_select`, then
-        `_checked`); a typed action's that does not fit its outputSchema is `INVALID_OUTPUT`. One carrying its
-        structuredContent (`success_structured`, an earlier call's answer, a page with its next_cursor) is
-        validated as it is, never made again from its data."""
-        if response.is_error:
-            return response
-        action = call.action
-        structured = response.structured_content
-        if structured is None:
-            if call.select and not response.view.data_left_out:  # (left out: the first text is no data block)
-                _selected(response, call.select)
-            return self._checked(action, response, None, call.request)
-        if action.output.schema is not None:
-            action.output.check(ToolResponse([], view=ResponseView(data=structured)), None)  # (raises on mismatch)
+        """A response a middleware gave in place of its call_next's (a cache's `success(...)` or kept answer, a
+        guard's cut of one): held to the contract of the handler's answer for this caller, as a handler's
+        `ToolResponse` is (`_select`, then `_checked`: suggestions of what this caller may call, content,
+        outputSchema, texts), whatever it carries; a typed action's that does not fit is `INVALID_OUTPUT`. Done
+        on a copy: the middleware may give the same object again, to this caller or another."""
+        response = _copied(response)
+        given = response.structured_content
+        if call.select:
+            _selected(response, call.select)
+        response = self._checked(call.action, response, None, call.request)
+        if given is not None and call.action.paginate:
+            _kept_cursor(call.action, response, given)
         return response
 
     async def _confirm_scope(self, call: ActionCall) -> str:
@@ -1147,6 +1145,28 @@ def _presenter(action: Action, dependencies: dict[str, Any]) -> Presenter | None
         f"{action.label} has no view of its result for this caller, so nothing was sent.",
         recovery="Your role or tenant may not see this result; try another action or ask an administrator.",
     )
+
+
+def _copied(response: ToolResponse) -> ToolResponse:
+    """A shallow copy of a middleware's `response` that `_own_answer` may change: its own texts and view (what
+    `_select`, the suggestions' filter and the output check replace), the rest shared and left as it is."""
+    made = copy.copy(response)
+    made.texts = list(response.texts)
+    made.view = copy.copy(response.view)
+    return made
+
+
+def _kept_cursor(action: Action, response: ToolResponse, given: dict[str, Any]) -> None:
+    """A page a middleware gave (a cache's kept one, an egress cut) keeps the next_cursor of the structuredContent
+    it carried, which the output check wrote again from its rows alone."""
+    structured = response.structured_content
+    if NEXT_CURSOR not in given or structured is None or NEXT_CURSOR in structured:
+        return
+    cursor = given[NEXT_CURSOR]
+    if cursor is not None and cursor.__class__ is not str:  # (the outputSchema says a string or null)
+        logger.error("%s: a middleware's page carries a next_cursor that is no string", action.label)
+        raise invalid_output(action.label)
+    response.structured_content = {**structured, NEXT_CURSOR: cursor}
 
 
 def _selected(response: ToolResponse, select: list[str]) -> None:

@@ -13,8 +13,9 @@
 Order: the app's middleware wrap the tool's, which wrap the action's; within one list the first is the
 outermost. They run after the arguments validated and before dependencies resolve, so raising `ToolError`
 (or returning a response without calling `call_next`) short-circuits the call: no dependency, no handler.
-A response a middleware builds in place of call_next's passes the checks a handler's answer does (a typed
-action's structuredContent, checked against its outputSchema); call_next's, changed in place, is not checked again.
+A response a middleware gives in place of call_next's (one it built, or kept from an earlier call) passes the
+checks a handler's answer does for this caller, on a copy (the one it gave is never changed); call_next's,
+changed in place, is not checked again.
 An exception raised inside reaches the outer middleware as the error response it becomes (once a write
 ran, `call.done`: one saying it was done and not to call it again, `details.completed`). Guards
 (`Timeout`, `Concurrency`, `RateLimit`, `EgressLimit`, `Audit`) are middleware too.
@@ -230,8 +231,8 @@ def chain(middleware: Sequence[Middleware], endpoint: CallNext,
           on_answer: Callable[[ActionCall, ToolResponse], ToolResponse] | None = None) -> CallNext:
     """`endpoint` wrapped in `middleware` (first = outermost). What a middleware raises becomes, through
     `on_error`, the response its outer middleware see. `on_answer` checks a response a middleware gave in place
-    of its call_next's (a cache's `success(...)`): any but `call.answered`, which `endpoint` sets to its own
-    (checked already) and each layer to what it gave."""
+    of its call_next's (a cache's `success(...)` or kept answer) and returns the checked copy: any but
+    `call.answered`, which `endpoint` sets to its own (checked already) and each layer to what it gave."""
     handler = endpoint
     for mw in reversed(middleware):
         handler = _bind(mw, handler, on_error, on_answer)

@@ -242,12 +242,3 @@ async def test_the_handler_state_comes_back_as_given_next_to_the_carried_progres
         result = await mcp.call_tool("s", {"action": "progress_then_ask_with_state", "state": state},
                                      progress_callback=on_progress)
     assert result.is_error is False and json.loads(result.content[0].text) == state
-
-
-def test_carry_round_trips_and_leaves_a_state_without_progress_as_it_was():
-    from mcpfusion.context import _carried, _carry
-
-    assert _carry({"a": 1}, None) == {"a": 1}
-    for state in (None, "s", {"a": 1}, CARRIER_LIKE):
-        assert _carried(_carry(state, 2.5)) == (state, 2.5)
-        assert _carried(_carry(state, None)) == (state, None)

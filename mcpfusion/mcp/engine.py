@@ -22,7 +22,7 @@ from .channel import LOG_RANK, Channel, InputRequired, InputResponsesChannel
 from .jsonrpc import EncodedList, McpError
 from .params import check_params
 from .sessions import Session
-from .state import RequestStateSigner
+from .state import RequestStateSigner, attach_round, round_of
 from .wire import caller_key
 
 # Methods each wire serves; anything else is -32601 there.
@@ -273,13 +273,14 @@ class Engine:
         if inputs is not None:
             params = call.params
             sent_state = params.get("requestState")
-            previous, state = ({}, None) if sent_state is None else \
-                self.signer.verify(sent_state, call.method, name, caller_key(call.request))
+            previous, state, carried = ({}, None, {}) if sent_state is None else \
+                self.signer.verify_round(sent_state, call.method, name, caller_key(call.request))
             responses = params.get("inputResponses")
             if responses is not None and not isinstance(responses, dict):
                 raise McpError(jsonrpc.INVALID_PARAMS, "'inputResponses' must be an object")
             inputs.responses = {**previous, **(responses or {})}
             inputs.previous_state = state
+            attach_round(inputs, carried)  # the framework's own round data, next to the handler's state
         try:
             result = await run()
         except (InputRequired, McpError) as exc:
@@ -293,7 +294,9 @@ class Engine:
             return result
         # The handler asked the client something: whatever it returned after the failed ask is void.
         answered = {k: v for k, v in inputs.responses.items() if k not in inputs.pending}
-        token = self.signer.sign(call.method, name, answered, inputs.next_state, caller_key(call.request))
+        this_round = round_of(inputs)
+        token = self.signer.sign(call.method, name, answered, inputs.next_state, caller_key(call.request),
+                                 this_round.leaving if this_round is not None else None)
         return {"resultType": "input_required", "inputRequests": inputs.pending, "requestState": token}
 
     async def _resources_list(self, call: Call) -> dict[str, Any]:
