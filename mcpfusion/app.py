@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from fastapi import FastAPI
 from fastapi.routing import iter_route_contexts
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Scope
 
 from . import collector, inputschema
 from .context import Context
@@ -29,10 +32,12 @@ from .mcp.callables import invoke
 from .mcp.engine import Call, Engine
 from .mcp.http import McpHttpTransport
 from .mcp.jsonrpc import McpError, ProtocolSignal, notification
+from .mcp.security import Guarded, HostGuard, HostOriginGuard, mcp_refusal
 from .mcp.settings import TransportSettings
 from .mcp.state import RequestStateSigner
 from .middleware import ActionCall, CallNext, Middleware, applies, chain
 from .pagination import Paging, checked_ttl
+from .problem import http_problem_response
 from .prompts import Prompt, PromptRegistry
 from .resources import Resource, ResourceRegistry, ResourceTemplate
 from .response import ResponseView, ToolResponse
@@ -702,11 +707,14 @@ class MCPFusion:
         # Outermost: a shutdown first waits for the calls' background tasks, then the app's pools close.
         app.router.lifespan_context = draining(self.registry.background, app.router.lifespan_context)
         self.rest_routes = rest  # (what the docs export reads: no REST route, no curl example nor try-it form)
+        # Added after the bearer check, so it runs first: a foreign Host is refused before a 401 names its host.
+        guarded = self._guard_paths(app, transport.guard, rest=rest, docs_path=docs_path)
         if rest:
             from .rest import add_rest_routes
 
+            # (With the guard before routing, the routes need no check of their own.)
             add_rest_routes(app, self.registry, max_body_bytes=self.settings.max_body_bytes,
-                            host_check=transport.guard.refusal)
+                            host_check=None if guarded else transport.guard.refusal)
         if docs is not None:
             from .docs.routes import add_docs_routes
 
@@ -719,6 +727,36 @@ class MCPFusion:
         app.state.mcpfusions = [*getattr(app.state, "mcpfusions", ()), self]
         self.app = app
         return app
+
+    def _guard_paths(self, app: FastAPI, guard: HostOriginGuard, *, rest: bool, docs_path: str | None) -> bool:
+        """Install the MCP endpoint's DNS-rebinding guard (`HostGuard`) on every path this fusion serves: its
+        MCP path (with a trailing slash too), its REST routes, its tool docs and its OAuth metadata. False
+        when the app has started already (no middleware can be added then): the REST routes check it then."""
+        if app.middleware_stack is not None:
+            return False
+        mcp_path = self.settings.path.rstrip("/")
+        exact = {mcp_path + "/": Guarded(mcp_refusal)}
+        # The MCP path itself is the hot path, and its endpoint checks first thing: guarded here only when a
+        # middleware (a bearer check, whose 401 names the host) would answer before the endpoint.
+        if app.user_middleware:
+            exact[mcp_path or "/"] = exact[mcp_path + "/"]
+        prefixes: list[tuple[str, Guarded]] = []
+        if rest:
+            from .rest import serves_path
+
+            served = Guarded(_problem_refusal, serves=serves_path(self.registry, "/api"))
+            exact["/api"] = served
+            prefixes.append(("/api/", served))
+        page = Guarded(_problem_refusal, origin=False)  # read-only pages, read cross-origin: the Host only
+        if docs_path is not None:
+            exact.update(dict.fromkeys((docs_path, f"{docs_path}.json", f"{docs_path}.toon"), page))
+            prefixes.append((docs_path + "/", page))
+        if self.authorization is not None:
+            from .authorization import WELL_KNOWN
+
+            prefixes.append((WELL_KNOWN, page))
+        app.add_middleware(HostGuard, guard=guard, exact=exact, prefixes=prefixes)
+        return True
 
     def build_app(self, **fastapi_kwargs: Any) -> FastAPI:
         """A new FastAPI application with everything mounted."""
@@ -746,6 +784,11 @@ class FusionApp(FastAPI):
         if scope.get("path") == self.mcp_path:
             scope.setdefault("fastapi.telemetry", None)
         await super().__call__(scope, receive, send)
+
+
+def _problem_refusal(scope: Scope, status: int, reason: str) -> Response:
+    """The Host guard's refusal (421 or 403) as problem details, as REST answers every error."""
+    return http_problem_response(HTTPException(status, reason), Request(scope).url.path)
 
 
 def _redis_stores(settings: TransportSettings) -> RedisStores | None:

@@ -21,12 +21,16 @@ class BodyTooLarge(Exception):  # noqa: N818
 
 
 class InvalidJSON(ValueError):
-    """The body is not JSON, nests deeper than the parser allows, or holds an integer too long to read."""
+    """The body is not JSON, nests deeper than the parser allows, holds an integer too long to read, or is
+    in another encoding than UTF-8."""
 
     @property
     def reason(self) -> str:
         """What is wrong, as the client is told (the parser's own words name no case plainly)."""
         text = str(self)
+        if text.startswith(_ENCODED_AS):
+            encoding = text[len(_ENCODED_AS):]
+            return f"the body is {encoding} (it starts with a {encoding} byte order mark); JSON is read as UTF-8 only"
         if "recursion limit" in text:
             return "the JSON nests deeper than this server reads (about 200 levels)"
         if "number out of range" in text:  # valid JSON: Python's cap on the digits of an int it converts
@@ -66,14 +70,33 @@ async def read_body(request: Request, limit: int) -> bytes:
     return body
 
 
+# The byte order marks of the encodings JSON is not read in (RFC 8259: JSON exchanged over a network is UTF-8),
+# named in the refusal; UTF-32's first, as UTF-16 LE's is the start of UTF-32 LE's.
+_OTHER_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+               (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
+_ENCODED_AS = "encoded as "
+
+
 def parse_json(body: bytes) -> Any:
     """The JSON value of `body` (pydantic-core: fast, and nesting is capped), or `InvalidJSON`. `NaN` and
-    `Infinity` are not JSON (RFC 8259): refused like any other syntax error."""
+    `Infinity` are not JSON (RFC 8259): refused like any other syntax error. A leading UTF-8 byte order mark
+    is skipped, as `json.loads` (so FastAPI's own routes) skips it; another encoding's is refused by name."""
     try:
         return from_json(body, allow_inf_nan=False)
     except (ValueError, RecursionError) as exc:
         # Not only syntax errors: huge integer literals raise ValueError, deep nesting a recursion error.
-        raise InvalidJSON(str(exc)) from None
+        failure: Exception = exc
+    # Looked at only once the parse failed: a valid body (every call) pays nothing for it.
+    if body.startswith(codecs.BOM_UTF8):  # RFC 8259 lets a parser ignore it
+        try:
+            return from_json(body[len(codecs.BOM_UTF8):], allow_inf_nan=False)
+        except (ValueError, RecursionError) as exc:
+            failure = exc
+    else:
+        encoding = next((name for bom, name in _OTHER_BOMS if body.startswith(bom)), None)
+        if encoding is not None:
+            raise InvalidJSON(_ENCODED_AS + encoding) from None
+    raise InvalidJSON(str(failure)) from None
 
 
 def is_json_media_type(content_type: str | None) -> bool:

@@ -15,6 +15,7 @@ import re
 import sys
 import typing
 from collections.abc import Callable, Iterator
+from numbers import Number
 from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, HTTPException
@@ -423,7 +424,9 @@ def _kind(value: Any) -> str:
 def _query_readers(action: Action, parameters: list[dict[str, Any]]) -> dict[str, Callable[[str], Any]]:
     """How the query text of each parameter whose type takes a number, a boolean or null is read: as a JSON
     body would carry it, so GET and POST hand the handler the same values (`?size=2` for `Literal[1, 2, 3]` is
-    2, `?n=5` for `int | str` is 5). A parameter of strings only keeps its text."""
+    2, `?n=5` for `int | str` is 5). A parameter of strings only keeps its text, and so does every parameter
+    for a quoted text (`?q="a b"` is `'"a b"'`, as POST's `{"q": "\\"a b\\""}`), and a type that reads the
+    number's text itself (`Decimal`: `?amount=1.10` is `Decimal("1.10")`, never a float's `1.1`)."""
     readers: dict[str, Callable[[str], Any]] = {}
     for parameter in parameters:
         name = parameter["name"]
@@ -435,35 +438,45 @@ def _query_readers(action: Action, parameters: list[dict[str, Any]]) -> dict[str
     return readers
 
 
-def _field_check(action: Action, name: str) -> Callable[[Any], bool]:
-    """Whether a value is valid for the argument field `name`, in lax mode as the call validates it (its
-    adapter made on first use, from the argument model's field: type and constraints)."""
+_INVALID = object()  # what `_field_check` returns for a value the field refuses
+
+
+def _field_check(action: Action, name: str) -> Callable[[Any], Any]:
+    """What a value becomes in the argument field `name`, validated in lax mode as the call validates it, or
+    `_INVALID` (its adapter made on first use, from the argument model's field: type and constraints)."""
 
     @functools.cache
     def adapter() -> TypeAdapter[Any]:
         field = action.args_model.model_fields[name]
         return TypeAdapter(Annotated[field.annotation, field])  # type: ignore[arg-type]
 
-    def check(value: Any) -> bool:
+    def check(value: Any) -> Any:
         try:
-            adapter().validate_python(value)
+            return adapter().validate_python(value)
         except ValidationError:
-            return False
-        return True
+            return _INVALID
 
     return check
 
 
-def _read_query_value(kinds: set[str], check: Callable[[Any], bool] | None, text: str) -> Any:
-    """The JSON reading of `text` when it is a scalar of a type the parameter takes (and, for a parameter that
-    also takes strings, `check` accepts it), else the text itself: then the error quotes what was sent."""
+def _read_query_value(kinds: set[str], check: Callable[[Any], Any] | None, text: str) -> Any:
+    """The JSON reading of `text` when it is a number, a boolean or null of a type the parameter takes (and,
+    for a parameter that also takes strings, `check` accepts it), else the text itself: then the error quotes
+    what was sent. A JSON string is text too: its quotes and escapes are the value's own, as in a body."""
     try:
         value = parse_json(text.encode())
     except InvalidJSON:
         return text
-    if _kind(value) not in kinds or (check is not None and not check(value)):  # (a list or object: "string")
+    kind = _kind(value)
+    if kind == "string" or kind not in kinds:  # (a list or object: "string")
         return text
-    return value
+    if check is None:
+        return value
+    # A fraction read as a float may lose digits (12345678901234567.89): a type reading the text as a number
+    # of its own (Decimal) gets the text, as a body's string form or a FastAPI query gives it.
+    if isinstance(value, float) and isinstance(read := check(text), Number) and not isinstance(read, bool):
+        return text
+    return text if check(value) is _INVALID else value
 
 
 def _query_on_post(request: Request, get_too: bool) -> list[tuple[str, str]]:
@@ -849,6 +862,23 @@ def _unknown(registry: ToolRegistry, request: Request, prefix: str) -> dict[str,
         actions = [name[len(tool_name) + 1:] for name in error.available_actions]
         found["recovery"] = f"Call {base}/{tool_name}/{{action}} with one of these actions: {', '.join(actions)}{see}."
     return found
+
+
+def serves_path(registry: ToolRegistry, prefix: str = "/api") -> Callable[[Scope], bool]:
+    """Whether a request under `prefix` is `registry`'s REST to answer (where the Host guard refuses a foreign
+    Host): a path naming one of its tools, or one that neither a route of the app nor another fusion's tool
+    claims (its 404 would list the tools). The app's own routes under the prefix keep their own rules."""
+
+    def serves(scope: Scope) -> bool:
+        segment = get_route_path(scope)[len(prefix) + 1:].partition("/")[0]
+        if segment in registry.tools:
+            return True
+        request = Request(scope)
+        other = any(isinstance(route, LateActions) and route._prefix == prefix and route._registry is not registry
+                    and segment in route._registry.tools for route in request.app.router.routes)
+        return not other and not _app_claims(request, prefix, segment)
+
+    return serves
 
 
 _OWNER = "_mcpfusion_registry"  # the attribute of a REST endpoint naming the registry whose action it calls

@@ -2,13 +2,21 @@
 
 A browser page on an attacker's domain that re-resolves its name to 127.0.0.1 still sends its own
 Host/Origin, so a server that only accepts loopback names (the default) cannot be driven from it.
+`HostGuard` applies the check to every path a server serves (its REST routes and pages too), before routing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from starlette._utils import get_route_path
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
 from .settings import LOCAL_HOSTS
+from .wire import TRANSPORT_SCOPE_KEY, http_error
 
 
 def _host_name(host: str) -> str:
@@ -90,3 +98,64 @@ class HostOriginGuard:
         if "*" in self.allowed_origins or origin in self.allowed_origins:
             return None
         return INVALID_ORIGIN
+
+
+Refusal = Callable[[Scope, int, str], Response]  # (the request's scope, status, reason) -> the answer to send
+
+
+def mcp_refusal(_scope: Scope, status: int, reason: str) -> Response:
+    """A refusal as the MCP endpoint answers it: the HTTP status, with a JSON-RPC error body."""
+    return http_error(status, reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Guarded:
+    """How `HostGuard` treats the paths of one kind: `answer` a refusal; `origin`: check the Origin too (not for a
+    public read-only document, which browsers read cross-origin); `serves`: for a prefix the app may share,
+    whether a refused path is the server's to answer at all (None: every path)."""
+
+    answer: Refusal
+    origin: bool = True
+    serves: Callable[[Scope], bool] | None = None
+
+
+class HostGuard:
+    """ASGI middleware: a server's DNS-rebinding guard, answering a foreign Host (421) or Origin (403) on every
+    path the server serves before routing and authentication see the request: no trailing-slash redirect to
+    the foreign host, no 404 or 405 of the server's routes, no 401 challenge naming it. `exact` paths and
+    `prefixes` are matched as the router matches routes (below the `root_path`); the stdio bridge, calling in
+    process, is never checked. A request elsewhere costs a dict lookup and a prefix test; one here, a pass over
+    its headers (not cached in the scope: a middleware inside this one may still change them)."""
+
+    def __init__(self, app: ASGIApp, *, guard: HostOriginGuard, exact: Mapping[str, Guarded],
+                 prefixes: Sequence[tuple[str, Guarded]] = ()) -> None:
+        self.app = app
+        self.guard = guard
+        self.exact = dict(exact)
+        self.prefixes = tuple(prefixes)
+        self.starts = tuple(prefix for prefix, _ in self.prefixes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get(TRANSPORT_SCOPE_KEY) != "stdio":
+            path = get_route_path(scope) if scope.get("root_path") else scope["path"]
+            kind = self.exact.get(path)
+            if kind is None and path.startswith(self.starts):
+                kind = next(k for prefix, k in self.prefixes if path.startswith(prefix))
+            if kind is not None:
+                host, origin = _host_and_origin(scope["headers"])
+                refusal = self.guard.refusal(host, origin if kind.origin else None)
+                if refusal is not None and (kind.serves is None or kind.serves(scope)):
+                    await kind.answer(scope, *refusal)(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+
+def _host_and_origin(headers: Sequence[tuple[bytes, bytes]]) -> tuple[str | None, str | None]:
+    """The Host and Origin headers (a repeated one: its last value, as the MCP endpoint reads it)."""
+    host = origin = None
+    for name, value in headers:
+        if name == b"host":
+            host = value
+        elif name == b"origin":
+            origin = value
+    return (None if host is None else host.decode("latin-1"), None if origin is None else origin.decode("latin-1"))
