@@ -8,9 +8,11 @@ everywhere else:
 - text blocks (UI, embeds, directives, rules, suggestions): every occurrence of a removed value at least
   `MIN_LENGTH` characters long, as written or JSON-escaped (`json.dumps` of it), each as escaped for the
   XML-ish blocks, inside JSON text and in a markdown table cell (a number also in the forms Python's format
-  writes an amount in, `85,000` and `85,000.00`: `_number_forms`; the whole number token around a match: no
-  `[REDACTED].00`), is replaced by the censor; the wire format's own markup (tags, attribute names, a
-  block's type, a suggestion's action when it is a name: letters, digits, `_.-`) is never touched;
+  writes an amount in, `85,000` and `85,000.00`: `_number_forms`, and so is a string that is a Decimal's
+  text, as a Decimal field reaches the guard: `"12345.50"` as `12,345.50` and `float()`'s `12345.5`; the
+  whole number token around a match: no `[REDACTED].00`), is replaced by the censor; the wire format's own
+  markup (tags, attribute names, a block's type, a suggestion's action when it is a name: letters, digits,
+  `_.-`) is never touched;
 - attached documents (`Scrubber`): every occurrence of every form of a long removed value, none kept for
   markup (a document is no block of the wire format), in each form a standard serializer writes it too
   (XML/HTML escapes and character references, CSV, YAML's quoted scalars, URL-encoded: `_document_forms`;
@@ -71,7 +73,8 @@ def _values(removed: list[Any]) -> tuple[set[str], list[str], Amounts]:
     removed numbers' forms)."""
     if all(v.__class__ is str or v is None for v in removed):  # the common case: censored string fields
         strings = {v for v in removed if v}
-        return strings, sorted([v for v in strings if len(v) >= MIN_LENGTH], key=len, reverse=True), set()
+        texts = [v for v in strings if len(v) >= MIN_LENGTH]
+        return strings, sorted(texts, key=len, reverse=True), _text_amounts(texts)
     exact: set[str] = set()
     long: set[str] = set()
     numbers: set[str] = set()
@@ -106,7 +109,32 @@ def _values(removed: list[Any]) -> tuple[set[str], list[str], Amounts]:
                     long.add(text)
             elif len(text) >= MIN_LENGTH:
                 numbers.add(text)
-    return exact, sorted(long | numbers, key=len, reverse=True), amounts
+    return exact, sorted(long | numbers, key=len, reverse=True), amounts | _text_amounts(long)
+
+
+# The text of a Decimal as `str()` and pydantic's JSON write it (`12345.50`, `-0.50`, `1E+5`), none other (no
+# leading zero: `01234` is a code, not a number). A Decimal field reaches the callbacks and the redaction as
+# this string, which a callback may still format as the amount it is: `f"{Decimal(e['salary']):,.2f}"`.
+_DECIMAL_TEXT = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:E[+-]\d+)?")
+
+
+def _text_amounts(texts: Iterable[str]) -> Amounts:
+    """The number forms of each long removed string that is a Decimal's text (`_text_number_forms`)."""
+    return {forms for text in texts if _DECIMAL_TEXT.fullmatch(text)
+            for forms in (_text_number_forms(text),) if len(forms) > 1}
+
+
+@lru_cache(maxsize=4096)
+def _text_number_forms(text: str) -> tuple[str, ...]:
+    """The forms (`_number_forms`) of the Decimal a string is the text of (`_DECIMAL_TEXT`), the text first,
+    and of the float a callback may make of it (`float(salary)`: `12345.5`) when that float is the same
+    number (15 significant digits or fewer; a longer one rounds to another). A form with fewer than
+    `MIN_LENGTH` significant digits is left out (`1e-05`)."""
+    number = Decimal(text)
+    forms = _number_forms(number)
+    if forms and len(number.as_tuple().digits) <= 15 and -64 <= number.adjusted() <= 64:
+        forms += tuple(form for form in _number_forms(float(number)) if _significant(form))
+    return tuple(dict.fromkeys(forms))
 
 
 def _finite(value: Any) -> bool:
@@ -141,9 +169,14 @@ def _number_forms(value: int | float | Decimal) -> tuple[str, ...]:
         for spec in ("", *_NUMBER_SPECS):
             with suppress(ValueError):  # (a Decimal takes no `_`)
                 form = format(number, spec)
-                if len(_NON_DIGIT.sub("", form).lstrip("0")) >= MIN_LENGTH:
+                if _significant(form):
                     forms.append(form)
     return tuple(dict.fromkeys(forms))
+
+
+def _significant(form: str) -> bool:
+    """Whether a number's form has `MIN_LENGTH` significant digits or more."""
+    return len(_NON_DIGIT.sub("", form).lstrip("0")) >= MIN_LENGTH
 
 
 _NON_DIGIT = re.compile(r"\D")
@@ -535,23 +568,41 @@ def _token(text: str, start: int, end: int, sep: str) -> tuple[int, int]:
     return start, end
 
 
+def _widen(text: str, start: int, end: int, sep: str, widened: dict[str, tuple[int, int]]) -> bool:
+    """Whether `text[start:end]`, a numeric needle's occurrence, is in a token not yet widened: if so, that
+    token (`_token`) is the one last widened for `sep` in `widened`."""
+    last = widened.get(sep)
+    if last is not None and last[0] <= start and end <= last[1]:
+        return False
+    widened[sep] = _token(text, start, end, sep)
+    return True
+
+
 def _hits(text: str, needles: list[str]) -> list[tuple[int, int]]:
     """Every occurrence of every needle in `text` (overlapping ones too), overlapping spans merged; a
-    number's whole token (`_token`)."""
+    number's whole token (`_token`), each token widened once: an occurrence inside the token last widened
+    for its grouping is in that token (widening each would cost the square of a long run of digits)."""
     found: list[tuple[int, int]] = []
+    widened: dict[str, tuple[int, int]] = {}  # per grouping, the token last widened
     if _many(len(needles), len(text)):
         seps: dict[str, str | None] = {}
         for at, needle in _search(needles).occurrences(text):
             if needle not in seps:
                 seps[needle] = _grouping(needle) if _NUMERIC.fullmatch(needle) else None
             sep = seps[needle]
-            found.append((at, at + len(needle)) if sep is None else _token(text, at, at + len(needle), sep))
+            if sep is None:
+                found.append((at, at + len(needle)))
+            elif _widen(text, at, at + len(needle), sep, widened):
+                found.append(widened[sep])
     else:
         for needle in needles:
             at = text.find(needle)
             sep = _grouping(needle) if at >= 0 and _NUMERIC.fullmatch(needle) else None
             while at >= 0:
-                found.append((at, at + len(needle)) if sep is None else _token(text, at, at + len(needle), sep))
+                if sep is None:
+                    found.append((at, at + len(needle)))
+                elif _widen(text, at, at + len(needle), sep, widened):
+                    found.append(widened[sep])
                 at = text.find(needle, at + 1)
     found.sort()
     merged: list[tuple[int, int]] = []
@@ -671,8 +722,8 @@ def _document_needles(removed: list[Any]) -> list[str]:
     """Every form of every long removed value a document may hold: as `_variants` and the standard
     serializers (`_document_forms`) write a text, and each value that is no string as `_renderings` writes
     it."""
-    _, every, _ = _values(removed)
-    texts = set(every)
+    _, every, amounts = _values(removed)
+    texts = set(every).union(*amounts)  # (a Decimal's text in its number forms: `_text_number_forms`)
     stack = list(removed)
     while stack:
         value = stack.pop()
@@ -952,9 +1003,9 @@ def _clean_many(texts: list[str], removed: list[Any]) -> bool:
     return not any(needle in long or at + len(needle) <= head for at, needle in search.occurrences(whole))
 
 
-# The forms of the long removed strings met lately (`_variants`; a plain one as itself), read by `_clean` as
-# a plain dict: a value's forms are looked up on every guarded response, and a dict read costs less than
-# the LRU cache's call. Emptied when full.
+# The forms of the long removed strings met lately (`_variants`, a Decimal's text's number forms too; a plain
+# one as itself), read by `_clean` as a plain dict: a value's forms are looked up on every guarded response,
+# and a dict read costs less than the LRU cache's call. Emptied when full.
 _long_forms: dict[str, str | tuple[str, ...]] = {}
 
 
@@ -962,6 +1013,8 @@ def _forms(value: str) -> str | tuple[str, ...]:
     if len(_long_forms) >= 4096:
         _long_forms.clear()
     forms = _variants(value)
+    if _DECIMAL_TEXT.fullmatch(value):  # a Decimal's text: a block may hold it as a callback formatted it
+        forms = tuple(dict.fromkeys((*forms, *_text_number_forms(value))))
     known = _long_forms[value] = value if forms == (value,) else forms
     return known
 

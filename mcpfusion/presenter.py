@@ -290,6 +290,9 @@ def _suggest_each(target: list[Any], suggest: Callable[[Any, Any], Any], items: 
     fn: Callable[..., Any] = suggest if direct is None else direct[0]
     with_ctx = direct is None or direct[1]
     kept = {id(s) for s in target}  # ids of objects `target` holds (alive as long as it holds them)
+    # Past a few suggestions, a new object is looked up among those `target` holds in a set, not compared with
+    # each: rows of distinct suggestions would cost their square. A few are compared (cheaper than hashing).
+    seen: _Seen | None = None
     last: Any = None
     for item in items:
         value = fn(item, ctx) if with_ctx else fn(item)
@@ -302,9 +305,48 @@ def _suggest_each(target: list[Any], suggest: Callable[[Any, Any], Any], items: 
         for s in value if isinstance(value, _SEQUENCES) else (value,):
             if s is None or id(s) in kept:
                 continue
-            if s not in target:
-                target.append(s)
-                kept.add(id(s))
+            if seen is None:
+                if s in target:
+                    continue
+            elif not seen.add(s, target):
+                continue
+            target.append(s)
+            kept.add(id(s))
+            if seen is None and len(target) > _FEW_SUGGESTIONS:
+                seen = _Seen(target)
+
+
+_FEW_SUGGESTIONS = 4  # (comparing a suggestion with a couple of others costs about what hashing it does)
+
+
+class _Seen:
+    """The values of a list, to tell whether a value equal to one is in it: the hashable ones in a set, the
+    others (rare) compared one by one, as `in` compares them."""
+
+    __slots__ = ("hashed", "loose")
+
+    def __init__(self, values: list[Any]) -> None:
+        self.hashed: set[Any] = set()
+        self.loose: list[Any] = []
+        for value in values:
+            self._keep(value)
+
+    def _keep(self, value: Any) -> None:
+        try:
+            self.hashed.add(value)
+        except TypeError:  # unhashable
+            self.loose.append(value)
+
+    def add(self, value: Any, values: list[Any]) -> bool:
+        """Whether `value` is new (equal to none of `values`, the list this was made of, as kept up to date
+        by the caller), kept if so."""
+        try:
+            new = value not in self.hashed and (not self.loose or value not in self.loose)
+        except TypeError:  # unhashable: compared with each, as `in` does
+            new = value not in values
+        if new:
+            self._keep(value)
+        return new
 
 
 def _part() -> _Rendered:
