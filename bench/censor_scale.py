@@ -13,20 +13,14 @@ Run: `python bench/censor_scale.py` (a minute or so; not part of `make bench`).
 from __future__ import annotations
 
 import statistics
-import time
-from collections.abc import Callable
+import sys
+from pathlib import Path
 from typing import Any
 
 from mcpfusion import Presenter, censor, ui
 
-
-def best(fn: Callable[[], Any], rounds: int = 3) -> float:
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return min(samples)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import best  # noqa: E402
 
 
 def contacts(n: int) -> list[dict[str, str]]:
@@ -55,7 +49,7 @@ def rows() -> None:
         figures = []
         for n in (2000, 8000, 16000):
             data = contacts(n)
-            figures.append(f"n={n}: {best(lambda: presenter.present([dict(r) for r in data])) / n * 1e6:6.1f}")  # noqa: B023
+            figures.append(f"n={n}: {best(lambda: presenter.present([dict(r) for r in data]), 3) / n * 1e6:6.1f}")  # noqa: B023
         print(f"  {label:16s} " + "  ".join(figures))
 
 
@@ -67,8 +61,8 @@ def threshold() -> None:
         cells = []
         for chars in (1024, 16384, 131072, 1048576):
             text = ("Customer number 12 [REDACTED] " * (chars // 30 + 1))[:chars]
-            loop = statistics.median(best(lambda: any(x in text for x in needles)) for _ in range(3))  # noqa: B023
-            scan = statistics.median(best(lambda: censor._Search(needles).any(text)) for _ in range(3))  # noqa: B023
+            loop = statistics.median(best(lambda: any(x in text for x in needles), 3) for _ in range(3))  # noqa: B023
+            scan = statistics.median(best(lambda: censor._Search(needles).any(text), 3) for _ in range(3))  # noqa: B023
             mark = "*" if censor._many(n, chars) else " "
             cells.append(f"L={chars:>7}: {loop * 1e3:7.3f} / {scan * 1e3:7.3f}{mark}")
         print(f"  n={n:5d} " + "  ".join(cells))

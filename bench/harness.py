@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +60,13 @@ def export_tree(rev: str, into: Path) -> Path:
     archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
     return target
+
+
+def best(fn: Any, rounds: int = 7) -> float:
+    """The shortest of `rounds` wall-clock timings of `fn()`, in seconds (the least disturbed run)."""
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return min(samples)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as `python bench/presenter.py` from anywhere
 
+from harness import best  # noqa: E402
 from mcpfusion_server import invoice_presenter  # noqa: E402 - the same presenter the throughput bench serves
 from peers.invoice import RAW as INVOICE  # noqa: E402
 
@@ -36,15 +37,6 @@ def per_call(fn, *, rounds: int = 7, number: int = 2000, clock=time.perf_counter
             fn()
         samples.append((clock() - start) / number)
     return statistics.median(samples)
-
-
-def best(fn, *, rounds: int = 7) -> float:
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return min(samples)
 
 
 def main() -> None:
