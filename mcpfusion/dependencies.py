@@ -47,7 +47,7 @@ from starlette.websockets import WebSocket
 from .context import Context
 from .hints import per_annotation, type_hints, type_name
 from .memo import by_identity
-from .pagination import Page, current_page
+from .pagination import SCOPE_SOLVE, Page, current_page
 
 logger = logging.getLogger("mcpfusion")
 
@@ -610,8 +610,9 @@ async def resolve(dependant: Dependant, request: Request, stack: AsyncExitStack)
         return await plan.run(request)
     queued = _queued.get()
     if queued is None:  # a resource or a prompt: its tasks start once its exit stack closed without an error
-        queued = []
+        queued = _CallQueue()
         stack.push_async_exit(_start_after(queued, scope))  # (first in, last out: after every teardown)
+    scope_solve = getattr(dependant.call, SCOPE_SOLVE, False)
     saved = scope.get("fastapi_inner_astack"), scope.get("fastapi_function_astack")
     scope["fastapi_inner_astack"] = scope["fastapi_function_astack"] = stack
     app = scope.get("app")
@@ -621,6 +622,7 @@ async def resolve(dependant: Dependant, request: Request, stack: AsyncExitStack)
             request=request,
             dependant=dependant,
             dependency_overrides_provider=_Overrides(overrides) if overrides else app,
+            dependency_cache=None if scope_solve else _take_seed(queued, request),
             async_exit_stack=stack,
             embed_body_fields=False,
         )
@@ -628,6 +630,8 @@ async def resolve(dependant: Dependant, request: Request, stack: AsyncExitStack)
         scope["fastapi_inner_astack"], scope["fastapi_function_astack"] = saved
     if solved.errors:
         raise DependencyErrors(list(solved.errors))
+    if scope_solve and not overrides and isinstance(queued, _CallQueue) and not _yields(dependant):
+        queued.seed = (request, solved.dependency_cache)
     if solved.background_tasks is not None:
         queued.append(solved.background_tasks)  # started once the whole call has succeeded
     collected = _collected.get()
@@ -663,6 +667,33 @@ def end_response_collection(token: Token[Response | None]) -> None:
     _collected.reset(token)
 
 
+class _CallQueue(list[BackgroundTasks]):
+    """The `BackgroundTasks` one call queued, and what its cursor scope's solve (a confirmation's, solved
+    before the action's dependencies: `SCOPE_SOLVE`) left for the next solve of the call: FastAPI's dependency
+    cache, so that a dependency both need (the tenant) runs once, as within a FastAPI request, and the headers
+    it sets on the `Response` are sent once."""
+
+    seed: tuple[Request, dict[Any, Any]] | None = None
+
+
+def _take_seed(queued: list[BackgroundTasks], request: Request) -> dict[Any, Any] | None:
+    """The cache the cursor scope's solve left for this call's next solve of the same request (taken: an
+    attempt the middleware makes again solves the scope again)."""
+    if not isinstance(queued, _CallQueue) or queued.seed is None:
+        return None
+    (seeded, cache), queued.seed = queued.seed, None
+    return cache if seeded is request else None
+
+
+def _yields(dependant: Dependant) -> bool:
+    """Whether a dependency of the tree is a yield one: its value is closed with the scope's solve, before the
+    confirmation is asked, so the action's solve must make its own."""
+    call = _original(dependant.call)
+    fn = call if call is None or inspect.isroutine(call) or inspect.isclass(call) else type(call).__call__
+    return (inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
+            or any(map(_yields, dependant.dependencies)))
+
+
 BACKGROUND_KEY = "mcpfusion.background"  # the scope's list of the background tasks its calls started
 BACKGROUND_TIMEOUT = 30.0  # seconds a shutdown waits for the background tasks still running
 # The `BackgroundTasks` queued by the action call running in this context (None: no call collects them). A
@@ -674,7 +705,7 @@ _queued: ContextVar[list[BackgroundTasks] | None] = ContextVar("mcpfusion.backgr
 def collect_background() -> tuple[list[BackgroundTasks], Token[list[BackgroundTasks] | None]]:
     """Start collecting the `BackgroundTasks` of the call about to run: the list they go to, and the token that
     ends the collection (`_queued.reset`, see `end_collection`)."""
-    queued: list[BackgroundTasks] = []
+    queued = _CallQueue()
     return queued, _queued.set(queued)
 
 

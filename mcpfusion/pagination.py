@@ -56,6 +56,7 @@ T = TypeVar("T")
 CURSOR_PARAM = "cursor"
 PAGE_SCOPE_KEY = "mcpfusion.page"
 SCOPE_VALUE = "mcpfusion.cursor_scope"  # the cursor scope's value among a paginated action's dependencies
+SCOPE_SOLVE = "__mcpfusion_scope_solve__"  # marks the call of `Paging.scope_dependant`, solved on its own
 MAX_CURSOR_LENGTH = 8192  # the longest cursor a page is issued with (and accepted back)
 CURSOR_SCHEMA: dict[str, Any] = {
     "type": ["string", "null"],  # null (what agents send for "no value") is the first page, as when omitted
@@ -274,6 +275,7 @@ class Paging:
                 return values
 
             collect.__signature__ = inspect.Signature([parameter])  # type: ignore[attr-defined]
+            setattr(collect, SCOPE_SOLVE, True)  # (its solve's values are shared with the action's: `resolve`)
             self._scope_dependant = get_dependant(path="", call=collect)
         return self._scope_dependant
 

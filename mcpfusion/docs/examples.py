@@ -1,7 +1,8 @@
 """Call examples for an action: the MCP JSON-RPC `tools/call` body and a REST `curl`.
 
 The curl example also sends the headers and cookies the action's dependencies require (`Header()`,
-`Cookie()`: `rest.request_parameters`), each with a sample value, so that running it is no 422.
+`Cookie()`: `rest.request_parameters`), and those of the app's `cursor_scope` dependency where a call of the
+action solves it (a page's, a confirmation's), each with a sample value, so that running it is no 422.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
+from ..dispatch import ToolRegistry
 from ..errors import ValidationFailed
 from ..listing import discriminated, mcp_name
-from ..rest import request_parameters
+from ..rest import cursor_scope, request_parameters
 from ..tool import DISCRIMINATOR, Action
 from . import samples
 from .schema_table import type_label
@@ -57,12 +59,12 @@ def mcp_call(action: Action, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": mcp_name(action), "arguments": args}}
 
 
-def request_examples(action: Action) -> list[dict[str, Any]]:
-    """The headers and cookies the action's dependencies read, as OpenAPI lists them, each with a value a
-    request may send (`example`: the parameter's or its schema's example, else a sample; None when none fits
-    a header or a cookie)."""
+def request_examples(action: Action, registry: ToolRegistry | None = None) -> list[dict[str, Any]]:
+    """The headers and cookies the action's dependencies read (with `registry`, its cursor scope's too), as
+    OpenAPI lists them, each with a value a request may send (`example`: the parameter's or its schema's
+    example, else a sample; None when none fits a header or a cookie)."""
     found = []
-    for p in request_parameters(action):
+    for p in request_parameters(action, cursor_scope(registry, action)):
         schema = p.get("schema") or {}
         found.append({"in": p["in"], "name": p["name"], "required": bool(p.get("required")),
                       "type": type_label(schema, schema),

@@ -71,7 +71,7 @@ def action_entry(action: Action, curl_base: str, memo: Memo | None = None,
         if (id(p), shape) not in memo:
             memo[(id(p), shape)] = presenters.describe(p, ctx, shape)
     arguments = examples.example_arguments(action)
-    sent = examples.request_examples(action)  # the headers and cookies its dependencies read (MCP's too)
+    sent = examples.request_examples(action, registry)  # the headers and cookies its dependencies read (MCP's too)
     path = examples.rest_path(action) if rest else None
     return {
         "name": action.name,
