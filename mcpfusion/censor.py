@@ -25,7 +25,9 @@ everywhere else:
 
 Many values in a long text (a list's rows, each with a redacted field) are looked for in one pass over it
 (`_Search`, an Aho-Corasick automaton), not one scan a value: the guard's cost grows with the text and the
-values, not with their product; a small response (a handful of values, a few KB) takes the plain loops.
+values, not with their product (a long value is looked for by its head and confirmed where that is found:
+the automaton's size is bounded by the values' count, not their length); a small response (a handful of
+values, a few KB) takes the plain loops.
 
 Values shorter than `MIN_LENGTH` ("1", "EU", "") are matched only as whole strings of the structured data:
 scanning free text for them would censor ordinary words and numbers. Booleans and `None` are never guarded.
@@ -295,22 +297,52 @@ def _many(needles: int, chars: int) -> bool:
     return needles >= _FEW and chars >= _LONG
 
 
+# A needle longer than this is looked for by its head (`_Search`): the automaton's size, whatever the needles'.
+_HEAD = 32
+
+
+def _confirmed(text: str, needle: str, heads: list[int], every: bool) -> Iterator[int]:
+    """Where `needle` starts in `text` (in order; the first place only unless `every`), given where its head
+    starts (`heads`, in order): each checked, or the text searched for it when checking would compare more
+    characters than a search (a head found all over, `aaaa...`): never more work than the loops' search."""
+    if len(heads) * len(needle) <= len(text):
+        for at in heads:
+            if text.startswith(needle, at):
+                yield at
+                if not every:
+                    return
+        return
+    at = text.find(needle)
+    while at >= 0:
+        yield at
+        at = text.find(needle, at + 1) if every else -1
+
+
 class _Search:
     """Many needles looked for at once: an Aho-Corasick automaton (pyahocorasick, which takes any code point,
     a lone surrogate too) gives every occurrence of each of them, overlapping ones too, in one pass over a
-    text. Needles are never empty (every one is a form of a value of `MIN_LENGTH` or more)."""
+    text. Needles are never empty (every one is a form of a value of `MIN_LENGTH` or more).
+
+    A needle longer than `_HEAD` is added by its head (its first `_HEAD` characters) and confirmed where its
+    head is found (`_confirmed`): the automaton is at most `_HEAD` characters a needle, whatever the values'
+    length (a long value's 20-30 forms, each as long as it, made its size their total length: 1.5 GB and
+    20 s for 500 rows of 2,000 characters, where the loops took 1 s)."""
 
     __slots__ = ("_automaton", "places", "_touching")
 
     def __init__(self, needles: Iterable[str]) -> None:
         self.places: dict[str, list[int]] = {}  # each needle's places in the list given (it may repeat one)
-        automaton = ahocorasick.Automaton(ahocorasick.STORE_ANY)
+        heads: dict[str, list[str]] = {}  # each head, the needles it starts (a short needle is its own head)
         for i, needle in enumerate(needles):
             if needle in self.places:
                 self.places[needle].append(i)
             else:
                 self.places[needle] = [i]
-                automaton.add_word(needle, needle)
+                heads.setdefault(needle[:_HEAD], []).append(needle)
+        automaton = ahocorasick.Automaton(ahocorasick.STORE_ANY)
+        for head, starting in heads.items():
+            # (whether the head is a needle itself, and the longer needles it starts)
+            automaton.add_word(head, (head, head in self.places, tuple(n for n in starting if n != head)))
         # (an automaton of no needle cannot be scanned with: none is found)
         self._automaton = automaton if len(automaton) else None
         if self._automaton is not None:
@@ -318,18 +350,36 @@ class _Search:
         self._touching: tuple[str, frozenset[str]] | None = None
 
     def occurrences(self, text: str) -> Iterator[tuple[int, str]]:
-        """(start, needle) of each occurrence in `text`, in the order they end."""
-        if self._automaton is not None:
-            for last, needle in self._automaton.iter(text):
-                yield last + 1 - len(needle), needle
+        """(start, needle) of each occurrence in `text`: a short needle's in the order they end, then each long
+        one's in order."""
+        return self._each(text, True)
+
+    def _each(self, text: str, every: bool) -> Iterator[tuple[int, str]]:
+        """`occurrences`, or with `every` false each long needle's first one only (enough to tell it is held)."""
+        if self._automaton is None:
+            return
+        longer: dict[str, tuple[tuple[str, ...], list[int]]] = {}  # each long needles' head found, and where
+        for last, (head, whole, starting) in self._automaton.iter(text):
+            start = last + 1 - len(head)
+            if whole:
+                yield start, head
+            if starting:
+                if head in longer:
+                    longer[head][1].append(start)
+                else:
+                    longer[head] = (starting, [start])
+        for starting, starts in longer.values():
+            for needle in starting:
+                for at in _confirmed(text, needle, starts, every):
+                    yield at, needle
 
     def any(self, text: str) -> bool:
-        """Whether `text` holds a needle (the scan stops at the first)."""
-        return next(self.occurrences(text), None) is not None
+        """Whether `text` holds a needle (a short one ends the scan)."""
+        return next(self._each(text, False), None) is not None
 
     def found(self, text: str) -> set[str]:
         """The needles `text` holds."""
-        return {needle for _, needle in self.occurrences(text)}
+        return {needle for _, needle in self._each(text, False)}
 
     def starts(self, text: str) -> dict[str, list[int]]:
         """Where each needle `text` holds starts, in order."""
