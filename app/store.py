@@ -27,7 +27,7 @@ from sqlalchemy import BindParameter, Executable, Row, Select, and_, bindparam, 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mcpfusion import ToolError
-from models import InvoiceModel
+from models import MAX_TOTAL_CENTS, InvoiceModel
 
 from .auth import Principal
 from .db import Database, DatabaseBusy
@@ -51,6 +51,21 @@ def not_found(kind: str, ident: str, list_action: str) -> ToolError:
         recovery=f"Call {list_action} first to find a valid id.",  # the qualified name, whatever the exposition
         available_actions=[list_action],
     )
+
+
+def never_stored(ident: str) -> bool:
+    """Whether no row can have `ident`: one holding NUL (PostgreSQL text cannot, and a query carrying it fails),
+    answered as an unknown id without a query, whatever the way in (a tool's id, the invoice://{id} resource).
+    Only text to store is refused at validation (`models.Text`); an id is looked up as sent."""
+    return "\x00" in ident
+
+
+def check_text(field: str, value: str | None) -> None:
+    """Text to store holds no NUL (see `never_stored`): refused as the field's validation error, before any write.
+    (A tool parameter declared `models.Text` is refused at validation already; remind's message is not.)"""
+    if value is not None and never_stored(value):
+        raise ToolError("VALIDATION_ERROR", f"{field} must not contain a NUL character (\\u0000).",
+                        recovery=f"Send {field} without it and call again.", details={"field": field})
 
 
 def busy(exc: DatabaseBusy) -> ToolError:
@@ -111,9 +126,17 @@ def check_due_date(due_date: dt.date, issued_on: dt.date) -> None:
 
 def check_total(lines: list[Any]) -> None:
     """An invoice owes something: a zero total could never be paid (a payment is at least 1 cent), so it would
-    stay sent, and be reminded, forever. A free item is a 0-priced line beside priced ones."""
-    if sum(line.quantity * line.unit_price_cents for line in lines) > 0:
+    stay sent, and be reminded, forever. A free item is a 0-priced line beside priced ones. And it owes at
+    most `MAX_TOTAL_CENTS` (what one line can total), so every amount stored fits the database's integers."""
+    total = sum(line.quantity * line.unit_price_cents for line in lines)
+    if 0 < total <= MAX_TOTAL_CENTS:
         return
+    if total:
+        raise ToolError("VALIDATION_ERROR",
+                        f"The lines total {total} cents; an invoice totals at most {MAX_TOTAL_CENTS} cents.",
+                        recovery=f"Split the amount over several invoices of at most {MAX_TOTAL_CENTS} cents each, "
+                                 "and call create_invoice for each.",
+                        details={"field": "lines"})
     raise ToolError("VALIDATION_ERROR",
                     "The lines total 0 cents; an invoice must total more than 0 (nothing would be owed on it).",
                     recovery="Give at least one line a unit_price_cents above 0 (a free item can stay a 0-priced "
@@ -286,6 +309,8 @@ class BillingStore:
     async def _invoice_row(self, session: AsyncSession, invoice_id: str) -> InvoiceRecord:
         """The invoice to change, locked until the write commits: `FOR UPDATE` on Postgres, the write lock its
         transaction began with on SQLite (which ignores FOR UPDATE)."""
+        if never_stored(invoice_id):
+            raise not_found("Invoice", invoice_id, "billing.list_invoices")
         query = (
             select(InvoiceRecord).where(InvoiceRecord.tenant == self.tenant, InvoiceRecord.id == invoice_id)
             .execution_options(populate_existing=True).with_for_update()
@@ -316,6 +341,8 @@ class BillingStore:
     ) -> list[dict[str, Any]]:
         """Latest due date first; `after` is the `invoice_key` of the last row already seen (keyset pagination:
         rows inserted meanwhile never shift the next page)."""
+        if customer_id is not None and never_stored(customer_id):
+            return []
         today = self.today()
         params: dict[str, Any] = {"tenant": self.tenant, "today": today, "status": status, "customer_id": customer_id,
                                   "limit": limit}
@@ -332,7 +359,8 @@ class BillingStore:
 
     async def _detail(self, invoice_id: str, session: AsyncSession | None = None) -> dict[str, Any]:
         """One invoice with its customer, lines and payments (read in `session` when given)."""
-        rows = await self._rows(_INVOICE_DETAIL, {"tenant": self.tenant, "invoice_id": invoice_id}, session)
+        rows = [] if never_stored(invoice_id) else await self._rows(
+            _INVOICE_DETAIL, {"tenant": self.tenant, "invoice_id": invoice_id}, session)
         if not rows:
             raise not_found("Invoice", invoice_id, "billing.list_invoices")
         data = invoice_dict(rows[0], self.tenant, self.today())
@@ -382,7 +410,7 @@ class BillingStore:
     async def _create_invoice(
         self, session: AsyncSession, customer_id: str, due_date: dt.date, lines: list[Any], internal_note: str | None
     ) -> dict[str, Any]:
-        customer = await session.scalar(
+        customer = None if never_stored(customer_id) else await session.scalar(
             select(CustomerRecord).where(CustomerRecord.tenant == self.tenant, CustomerRecord.id == customer_id)
         )
         if customer is None:
@@ -441,6 +469,7 @@ class BillingStore:
 
     async def remind(self, invoice_id: str, message: str | None = None) -> dict[str, Any]:
         """Count a reminder of a sent invoice and record it with the sender's personal line (`message`)."""
+        check_text("message", message)
         async with self._writing() as session:
             row = await self._invoice_row(session, invoice_id)
             if row.status != "sent":
@@ -455,6 +484,8 @@ class BillingStore:
 
     async def reminders(self, invoice_id: str) -> list[dict[str, Any]]:
         """The reminders recorded for one of the tenant's invoices, oldest first."""
+        if never_stored(invoice_id):
+            return []
         query = (select(ReminderRecord.sent_on, ReminderRecord.message)
                  .where(ReminderRecord.tenant == self.tenant, ReminderRecord.invoice_id == invoice_id)
                  .order_by(ReminderRecord.id))
@@ -532,9 +563,9 @@ class BillingStore:
             query = query.where(or_(_CUST.c.name > name, and_(_CUST.c.name == name, _CUST.c.id > ident)))
         if limit is not None:
             query = query.limit(limit)
-        if search and "\x00" in search:
-            # No name or country holds NUL (PostgreSQL text cannot; SQLite's LIKE would end the pattern at it
-            # and match every row), so nothing matches.
+        if search and never_stored(search):
+            # No name or country holds NUL (see `never_stored`; SQLite's LIKE would end the pattern at it and
+            # match every row), so nothing matches.
             return []
         if search:
             # A literal substring, without case: LIKE's wildcards (% and _) and its escape character escaped,
@@ -545,7 +576,8 @@ class BillingStore:
         return [self._customer_dict(row) for row in await self._rows(query, {}, built_once=False)]
 
     async def get_customer(self, customer_id: str) -> dict[str, Any]:
-        found = await self._rows(self._customers().where(_CUST.c.id == customer_id), {}, built_once=False)
+        found = [] if never_stored(customer_id) else await self._rows(
+            self._customers().where(_CUST.c.id == customer_id), {}, built_once=False)
         if not found:
             raise not_found("Customer", customer_id, "customers.list")
         return self._customer_dict(found[0])

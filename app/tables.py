@@ -1,11 +1,18 @@
-"""Database tables (SQLAlchemy 2 ORM). Every row belongs to a tenant; queries always filter on it."""
+"""Database tables (SQLAlchemy 2 ORM). Every row belongs to a tenant; queries always filter on it.
+
+Amounts in cents are `Money` columns, 64-bit (BIGINT; SQLite's integers are 64-bit anyway): an invoice may
+total up to `models.MAX_TOTAL_CENTS`, far beyond a 32-bit INTEGER's 21,474,836.47.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import Date, ForeignKey, Index, Integer, String, UniqueConstraint, text
+from sqlalchemy import BigInteger, Date, ForeignKey, Index, Integer, String, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+# Amounts in cents (a line's own unit price and quantity have smaller maxima and stay INTEGER).
+Money = BigInteger
 
 
 class Base(DeclarativeBase):
@@ -48,9 +55,9 @@ class InvoiceRecord(Base):
     customer_id: Mapped[str] = mapped_column(ForeignKey("customers.id"), index=True)
     status: Mapped[str] = mapped_column(String(10))
     currency: Mapped[str] = mapped_column(String(3))
-    total_cents: Mapped[int] = mapped_column(Integer, default=0)
-    paid_cents: Mapped[int] = mapped_column(Integer, default=0)
-    margin_cents: Mapped[int | None] = mapped_column(Integer)
+    total_cents: Mapped[int] = mapped_column(Money, default=0)
+    paid_cents: Mapped[int] = mapped_column(Money, default=0)
+    margin_cents: Mapped[int | None] = mapped_column(Money)
     issued_on: Mapped[dt.date] = mapped_column(Date)
     due_date: Mapped[dt.date] = mapped_column(Date)
     reminders_sent: Mapped[int] = mapped_column(Integer, default=0)
@@ -82,7 +89,7 @@ class PaymentRecord(Base):
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     tenant: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
     invoice_id: Mapped[str] = mapped_column(ForeignKey("invoices.id"), index=True)
-    amount_cents: Mapped[int] = mapped_column(Integer)
+    amount_cents: Mapped[int] = mapped_column(Money)
     method: Mapped[str] = mapped_column(String(10))
     received_on: Mapped[dt.date] = mapped_column(Date)
     processor_ref: Mapped[str | None] = mapped_column(String(80))

@@ -3,9 +3,11 @@
 from .customer import Customer, CustomerModel, CustomerRef
 from .invoice import (
     INVOICE_STATUSES,
+    MAX_TOTAL_CENTS,
     ExportRow,
     Invoice,
     InvoiceLine,
+    InvoiceLineInput,
     InvoiceModel,
     InvoiceRow,
     InvoiceRowModel,
@@ -15,23 +17,28 @@ from .invoice import (
     SupportInvoiceRowModel,
 )
 from .payment import Payment, PaymentMethod, PaymentModel
+from .text import OptionalText, Text
 
 __all__ = [
     "INVOICE_STATUSES",
+    "MAX_TOTAL_CENTS",
     "Customer",
     "CustomerModel",
     "CustomerRef",
     "ExportRow",
     "Invoice",
     "InvoiceLine",
+    "InvoiceLineInput",
     "InvoiceModel",
     "InvoiceRow",
     "InvoiceRowModel",
     "InvoiceStatus",
+    "OptionalText",
     "Payment",
     "PaymentMethod",
     "PaymentModel",
     "RevenueSummary",
     "SupportInvoiceModel",
     "SupportInvoiceRowModel",
+    "Text",
 ]

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 from mcpfusion import Model
 
 from .customer import CustomerRef
+from .text import Text
 
 InvoiceStatus = Literal["draft", "sent", "paid", "void"]
 INVOICE_STATUSES: tuple[str, ...] = get_args(InvoiceStatus)
@@ -19,6 +20,13 @@ INVOICE_STATUSES: tuple[str, ...] = get_args(InvoiceStatus)
 INTERNAL_FIELDS = ("internal_note", "margin_cents", "void_reason")
 # Fields that never leave the server, whatever the role.
 HIDDEN_FIELDS = ("tenant", "processor_token")
+# A line's maxima, and so an invoice's: it totals at most what one line can (10,000 x 1,000,000.00 =
+# 10,000,000,000.00), however many lines it has (create_invoice refuses more). Every amount the service stores
+# (a total, a payment, a margin) is then far inside the database's 64-bit integers (app/tables.py `Money`), and
+# of what a JSON number holds exactly (2**53).
+MAX_QUANTITY = 10_000
+MAX_UNIT_PRICE_CENTS = 100_000_000
+MAX_TOTAL_CENTS = MAX_QUANTITY * MAX_UNIT_PRICE_CENTS
 
 
 class InvoiceLine(BaseModel):
@@ -27,13 +35,20 @@ class InvoiceLine(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     description: str = Field(min_length=1, max_length=200)
-    quantity: int = Field(1, ge=1, le=10_000)
-    unit_price_cents: int = Field(ge=0, le=100_000_000, description="Unit price in CENTS (integer).")
+    quantity: int = Field(1, ge=1, le=MAX_QUANTITY)
+    unit_price_cents: int = Field(ge=0, le=MAX_UNIT_PRICE_CENTS, description="Unit price in CENTS (integer).")
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def amount_cents(self) -> int:
         return self.quantity * self.unit_price_cents
+
+
+class InvoiceLineInput(InvoiceLine):
+    """One line item. `amount_cents` is computed, never sent by the agent."""
+
+    # (an input's own class: the check runs on what the agent sends, not on every line read back)
+    description: Text = Field(min_length=1, max_length=200)
 
 
 class InvoiceRow(BaseModel):

@@ -81,7 +81,9 @@ _PAID_CHART = ui.echarts_template(
 
 
 def _detail_ui(invoice: dict[str, Any]) -> list[ui.UIBlock]:
-    outstanding = max(invoice["total_cents"] - invoice["paid_cents"], 0)
+    # Outstanding is what revenue_summary and open balances count: a sent invoice's unpaid part. A draft is
+    # not owed until it is sent, a void one never is (nothing can be paid on either).
+    outstanding = max(invoice["total_cents"] - invoice["paid_cents"], 0) if invoice["status"] == "sent" else 0
     state = "OVERDUE" if invoice["overdue"] else invoice["status"]
     total = money(invoice["total_cents"], invoice["currency"])
     return [
