@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import Connection, event, inspect, select, text
+from sqlalchemy import BigInteger, Connection, event, inspect, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 
@@ -22,6 +22,9 @@ from . import sqlite
 from .seed import demo_rows
 from .settings import Settings
 from .tables import Base, CustomerRecord, InvoiceRecord, LineRecord, PaymentRecord, TenantRecord
+
+# The money columns of each table (64-bit; a database created before they were is widened at start-up).
+MONEY_COLUMNS = {"invoices": ("total_cents", "paid_cents", "margin_cents"), "payments": ("amount_cents",)}
 
 logger = logging.getLogger("app.db")
 
@@ -78,9 +81,16 @@ def _sqlite_begin(conn: Connection) -> None:
 def _add_missing_columns(conn: Any) -> None:
     """Columns and indexes added since a database file was created (create_all makes missing tables with
     their indexes, never a column or an index of a table that exists)."""
-    known = {c["name"] for c in inspect(conn).get_columns("invoices")}
-    if "void_reason" not in known:
+    columns = {c["name"]: c for c in inspect(conn).get_columns("invoices")}
+    if "void_reason" not in columns:
         conn.execute(text("ALTER TABLE invoices ADD COLUMN void_reason VARCHAR(200)"))
+    # Money columns were 32-bit: widened where the database knows the difference (SQLite's INTEGER is 64-bit).
+    if conn.dialect.name == "postgresql":
+        payments = {c["name"]: c for c in inspect(conn).get_columns("payments")}
+        for table, found in (("invoices", columns), ("payments", payments)):
+            for name in MONEY_COLUMNS[table]:
+                if name in found and not isinstance(found[name]["type"], BigInteger):
+                    conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN {name} TYPE BIGINT"))
     for index in Base.metadata.tables["invoices"].indexes:
         index.create(conn, checkfirst=True)
 

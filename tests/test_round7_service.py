@@ -269,3 +269,33 @@ async def test_every_docs_example_call_is_legal_on_the_demo_data(tmp_path):
         for tool, action, body in examples:
             r = await rest(client, tool, action, body, "demo-admin")
             assert legal(r), (tool, action, body, r.text)
+
+
+async def test_a_database_made_with_32_bit_money_columns_is_widened_at_start(postgres_url):  # noqa: F811
+    import subprocess
+    from urllib.parse import urlsplit
+
+    from sqlalchemy import inspect as inspect_db
+    from sqlalchemy import text as sql
+
+    from app.db import MONEY_COLUMNS, Database
+    from tests.test_service_postgres import pg_bin
+
+    where = urlsplit(postgres_url)
+    subprocess.run([pg_bin("createdb"), "-h", where.hostname, "-p", str(where.port), "-U", "mcpfusion", "older"],
+                   check=True, capture_output=True, timeout=60)
+    url = database_url(postgres_url.rsplit("/", 1)[0] + "/older", "")
+    db = Database(url)
+    await db.ready()  # as an earlier version made it, then its money columns as they were (32-bit)
+    async with db.engine.begin() as conn:
+        for table, names in MONEY_COLUMNS.items():
+            for name in names:
+                await conn.execute(sql(f"ALTER TABLE {table} ALTER COLUMN {name} TYPE INTEGER"))
+    await db.dispose()
+    db = Database(url)
+    await db.ready()
+    async with db.engine.connect() as conn:
+        kinds = await conn.run_sync(lambda c: {(t, col["name"]): str(col["type"]) for t in MONEY_COLUMNS
+                                               for col in inspect_db(c).get_columns(t)})
+    await db.dispose()
+    assert all(kinds[(table, name)] == "BIGINT" for table, names in MONEY_COLUMNS.items() for name in names)
