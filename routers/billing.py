@@ -121,7 +121,7 @@ async def get_invoice(id: InvoiceId, store: BillingStore = Depends(get_store)) -
 
 @billing.action(destructive=False, scopes=WRITE, open_world=False, **DETAIL)
 async def create_invoice(invoice: InvoiceCreate, store: BillingStore = Depends(get_store)) -> dict[str, Any]:
-    """Create a draft invoice; its lines must total 1 to 1,000,000,000,000 cents (free items beside paid ones)"""
+    """Create a draft invoice for a customer; its lines must total 1 to 10^12 cents (free items beside paid ones)"""
     return await store.create_invoice(invoice.customer_id, invoice.due_date, invoice.lines, invoice.internal_note)
 
 

@@ -25,8 +25,11 @@ def confirmation_config(app, path: Path) -> Path:
     """Actions declared `confirm=True` answer a first, schema-valid call with 428 and a token to send back
     (`_confirm`): the documented two-step protocol, so 428 is an expected status of theirs (and only theirs).
     Actions with a rule relative to today (`DATE_RULES`) may answer 422 to a schema-valid call. A paginated
-    action answers 400 to a cursor it never issued (any string is schema-valid; only the server knows its own)."""
-    lines = []
+    action answers 400 to a cursor it never issued (any string is schema-valid; only the server knows its own).
+    Strings holding NUL are not generated (see below)."""
+    # Text the service stores refuses NUL (Postgres text cannot hold it) with a clear 422 its schemas do not
+    # spell out (a pattern would cost every agent tokens): such strings are not generated.
+    lines = ["[generation]", "allow-x00 = false", ""]
     for action in app.state.mcpfusion.registry.actions():
         operation = f"{action.tool.name}_{action.name}"
         extra = ['"428"'] if action.confirm else ['"422"'] if operation in DATE_RULES else []
