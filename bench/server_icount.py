@@ -15,8 +15,10 @@ JSON mode with tracing on instead of SSE (`BENCH_TELEMETRY=1 BENCH_METRICS=0`: S
 processor, an exporter that discards, every trace recorded): `traced_vs_json`, the instruction counterpart of
 `mcp_throughput.py --telemetry`'s tracing on/off (its export thread and the garbage collector included, every
 thread of the server being counted; use `--calls 3000` or more, the collector's full passes are rare).
-Instructions miss what memory costs: `--cache-sim` reports KCachegrind's cycle estimate instead (a garbage
-collector walking cold objects weighs more than its instruction count). `--keep DIR` keeps the dumps there,
+`--modes json,modern` counts the JSON server's tools/call on the sessionless 2026-07-28 wire instead of SSE
+(`modern_vs_json`; the wire `ratio_vs_bare_fastapi` is read on). Instructions miss what memory costs:
+`--cache-sim` reports KCachegrind's cycle estimate instead (a garbage collector walking cold objects weighs
+more than its instruction count). `--keep DIR` keeps the dumps there,
 one per thread (`--separate-threads=yes`), for `callgrind_annotate` (use an empty directory).
 
 Run: `python bench/server_icount.py [HEAD 5036de5 ...] [--calls 600] [--jobs 2]` (a few minutes per cell).
@@ -43,6 +45,7 @@ import mcp_throughput  # noqa: E402
 from harness import export_tree  # noqa: E402
 from mcp_throughput import (  # noqa: E402
     LEGACY,
+    MODERN,
     BenchError,
     call_body,
     call_headers,
@@ -53,12 +56,14 @@ from mcp_throughput import (  # noqa: E402
 )
 
 
-async def drive(port: int, session_id: str, calls: int, connections: int, first_id: int) -> int:
-    """Send exactly `calls` 2025-11-25 tools/call over `connections` keep-alive connections; each reply must be
-    a successful result with a Content-Length (a one-body answer). Returns the number of replies."""
+async def drive(port: int, session_id: str | None, calls: int, connections: int, first_id: int,
+                wire: str = LEGACY) -> int:
+    """Send exactly `calls` tools/call of `wire` (2025-11-25 over `session_id`, or sessionless 2026-07-28) over
+    `connections` keep-alive connections; each reply must be a successful result with a Content-Length (a
+    one-body answer). Returns the number of replies."""
     head = b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n" + b"".join(
-        f"{k}: {v}\r\n".encode() for k, v in call_headers(LEGACY, session_id).items())
-    template = json.dumps({**call_body(LEGACY), "id": "__ID__"}, separators=(",", ":")).encode()
+        f"{k}: {v}\r\n".encode() for k, v in call_headers(wire, session_id).items())
+    template = json.dumps({**call_body(wire), "id": "__ID__"}, separators=(",", ":")).encode()
     ids = iter(range(first_id, first_id + calls))
     answered = 0
 
@@ -95,7 +100,7 @@ def cycles(events: dict[str, int]) -> float:
 
 def measure(tree: Path, mode: str, args: argparse.Namespace, out_dir: Path) -> dict[str, float]:
     """Instructions ("Ir") and with `--cache-sim` estimated cycles ("cycles") per tools/call of `tree`'s
-    server in `mode` ("json" or "sse")."""
+    server in `mode` ("json", "sse", "traced", or "modern": the JSON server called on the 2026-07-28 wire)."""
     port = free_port()
     out = (args.keep or out_dir) / f"{tree.name}.{mode}.callgrind"
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
@@ -104,7 +109,8 @@ def measure(tree: Path, mode: str, args: argparse.Namespace, out_dir: Path) -> d
            "--host", "127.0.0.1", "--port", str(port), "--workers", "1", "--loop", "uvloop",
            "--http", "httptools", "--no-access-log", "--log-level", "warning"]
     env = {**os.environ, **mcp_throughput.GC_TUNING, "PYTHONPATH": str(tree),
-           **({"BENCH_TELEMETRY": "1", "BENCH_METRICS": "0"} if mode == "traced" else {"BENCH_MODE": mode})}
+           **({"BENCH_TELEMETRY": "1", "BENCH_METRICS": "0"} if mode == "traced"
+              else {"BENCH_MODE": "json" if mode == "modern" else mode})}
     proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 600
@@ -119,12 +125,13 @@ def measure(tree: Path, mode: str, args: argparse.Namespace, out_dir: Path) -> d
                     raise BenchError("server did not start within 600 s") from None
                 time.sleep(1)
         base = f"http://127.0.0.1:{port}"
-        session_id = open_session(base)
-        check_call(base, LEGACY, session_id, sse=mode == "sse")
-        asyncio.run(drive(port, session_id, args.warmup, args.connections, 10))
+        wire = MODERN if mode == "modern" else LEGACY
+        session_id = None if wire == MODERN else open_session(base)
+        check_call(base, wire, session_id, sse=mode == "sse")
+        asyncio.run(drive(port, session_id, args.warmup, args.connections, 10, wire))
         control(proc.pid, "-i", "on")
         control(proc.pid, "-z")
-        answered = asyncio.run(drive(port, session_id, args.calls, args.connections, 10_000_000))
+        answered = asyncio.run(drive(port, session_id, args.calls, args.connections, 10_000_000, wire))
         control(proc.pid, "-d")
     finally:
         proc.terminate()
@@ -158,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=32, help="keep-alive connections (default 32, as wrk)")
     parser.add_argument("--jobs", type=int, default=2, help="cells measured at once (default 2)")
     parser.add_argument("--modes", default="json,sse",
-                        help="the two cells per tree: json,sse (default) or json,traced (tracing on/off)")
+                        help="the two cells per tree: json,sse (default), json,traced (tracing on/off) or "
+                             "json,modern (the JSON server's tools/call on the 2026-07-28 wire)")
     parser.add_argument("--no-gc-tuning", action="store_true", help="serve without MCPFUSION_GC_TUNING=1")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep the callgrind dumps in this directory, one per thread (callgrind_annotate them)")
@@ -166,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="simulate the caches and report estimated cycles instead of instructions (slower)")
     args = parser.parse_args(argv)
     base_mode, other = args.modes.split(",")
-    if (base_mode, other) not in (("json", "sse"), ("json", "traced")):
-        parser.error("--modes is json,sse or json,traced")
+    if (base_mode, other) not in (("json", "sse"), ("json", "traced"), ("json", "modern")):
+        parser.error("--modes is json,sse, json,traced or json,modern")
     if args.no_gc_tuning:
         mcp_throughput.GC_TUNING["MCPFUSION_GC_TUNING"] = "0"
     mcp_throughput.CHECK_TIMEOUT = 600  # a first call under valgrind loads its modules ~10x slower

@@ -814,7 +814,9 @@ _URL_SAFE = re.compile(r"[A-Za-z0-9_.~-]*")  # what no serializer escapes (urlli
 # What a YAML double-quoted scalar escapes (PyYAML's `write_double_quoted`): with allow_unicode=False (its
 # default) every character but printable ASCII, else only the non-printable ones; named escapes first.
 _YAML_ASCII = re.compile(r'[^\x20-\x7e]|["\\]')
-_YAML_UNICODE = re.compile(r'[^\x20-\x7e\xa0-\ud7ff\ue000-\ufffd]|["\\\x85\u2028\u2029\ufeff]')
+# Spelled as the characters escaped rather than the printable ones kept: the same set, but `re` compiles a
+# negated class over the BMP's ranges in ~2.5 ms at import and this one in ~0.5 ms.
+_YAML_UNICODE = re.compile(r'[\x00-\x1f"\\\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff\U00010000-\U0010ffff]')
 _YAML_NAMED = {"\0": "0", "\x07": "a", "\x08": "b", "\t": "t", "\n": "n", "\x0b": "v", "\x0c": "f", "\r": "r",
                "\x1b": "e", '"': '"', "\\": "\\", "\x85": "N", "\xa0": "_", "\u2028": "L", "\u2029": "P"}
 
