@@ -111,3 +111,13 @@ def test_refusals_are_never_remembered_and_the_set_is_bounded(monkeypatch: pytes
         message = _message(name=f"tool_{n}")
         assert _ours(message, {**HEADERS, "mcp-name": f"tool_{n}"})[0] == MODERN
         assert 1 <= len(modern._PASSED) <= 3
+
+
+def test_envelope_keys_tell_nan_and_infinities_from_null_and_keep_big_integers():
+    keys = [envelope_key({"_meta": {"x": value}, "arguments": {"a": 1}})
+            for value in (None, float("nan"), float("inf"), float("-inf"), 2**70, 2**70 + 1, 1, 1.0)]
+    assert None not in keys and len(set(keys)) == len(keys)
+    # The arguments never matter; anything else does.
+    assert envelope_key({"name": "a", "arguments": {"x": 1}}) == envelope_key({"name": "a", "arguments": {"y": 2}})
+    assert envelope_key({"name": "a"}) != envelope_key({"name": "b"})
+    assert envelope_key({"name": "a", "arguments": {1: 2}}) is None  # (no JSON object: nothing to remember by)

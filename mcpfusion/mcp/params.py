@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
@@ -74,9 +75,16 @@ def envelope_key(params: dict[str, Any]) -> bytes | None:
                 return None
     rest = {k: v for k, v in params.items() if k != "arguments"} if "arguments" in params else params
     try:
-        encoded = to_json(rest, inf_nan_mode="constants")
-    except (PydanticSerializationError, ValueError, RecursionError):
-        return None
+        # orjson first (~4x faster); it writes NaN and infinities as null, so a key holding null is written
+        # again by pydantic, as is what orjson refuses (integers past 64 bits, deep nesting).
+        encoded = orjson.dumps(rest)
+        if b"null" in encoded:
+            encoded = to_json(rest, inf_nan_mode="constants")
+    except orjson.JSONEncodeError:
+        try:
+            encoded = to_json(rest, inf_nan_mode="constants")
+        except (PydanticSerializationError, ValueError, RecursionError):
+            return None
     return encoded if len(encoded) <= MAX_KEY_BYTES else None
 
 
