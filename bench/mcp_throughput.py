@@ -25,7 +25,8 @@ time-sliced core still costs some cache misses), so the ratios of the last line 
 Run: `python bench/mcp_throughput.py [--duration 5] [--rounds 3] [--connections 32]` (`--servers mcpfusion
 --sse-only`: our 2025-11-25 JSON and SSE modes alone, i.e. `sse_cpu_vs_json_mcpfusion`). The last line is
 `ratio_vs_sdk_2026=X ratio_vs_fastmcp_2026=Y ratio_vs_bare_fastapi=Z` (ours at 2026-07-28 over each peer);
-the line before it gives, per server, the CPU of an SSE reply over a JSON reply (`sse_cpu_vs_json`) and ours
+a line before it gives `ratio_vs_bare_fastapi_paired=P` (the median of the rounds' own ratios to the bare
+route), and another, per server, the CPU of an SSE reply over a JSON reply (`sse_cpu_vs_json`) and ours
 in SSE mode over each peer in SSE mode.
 `--middleware` adds mcpfusion with three no-op middleware around every call, measured in the same rounds;
 a `middleware_cost_2026=P%` line gives what they cost against plain mcpfusion.
@@ -496,6 +497,11 @@ def report(cells: dict[tuple[str, str], Target], args: argparse.Namespace) -> No
               f"{costs['req/CPU-s']:.1f}% of req/CPU-s")
         print(f"middleware_cost_2026={costs['req/CPU-s' if basis == 'best_per_cpu' else 'req/s']:.1f}%")
     print(f"ratios from {'req/s' if other == 'best' else 'req/CPU-s'}: {ratios(other)}")
+    # As for tracing on/off: each round measures ours and the bare route seconds apart, so the median of the
+    # rounds' own ratios moves less with a host drifting between rounds than the best round of each.
+    ours, bare = cells["mcpfusion", MODERN], cells["bare", MODERN]
+    paired = statistics.median(a.per_cpu / b.per_cpu for a, b in zip(ours.rounds, bare.rounds, strict=True))
+    print(f"median of the rounds' req/CPU-s ratios to the bare route: ratio_vs_bare_fastapi_paired={paired:.2f}")
     print(f"ratios from {'req/CPU-s' if basis == 'best_per_cpu' else 'req/s'} (below):")
     print(ratios(basis))
 

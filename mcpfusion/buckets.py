@@ -30,6 +30,10 @@ class MemoryBuckets:
         self.buckets: dict[str, tuple[float, float]] = {}
 
     async def take(self, key: str, capacity: float, refill_per_second: float) -> float:
+        return self.take_now(key, capacity, refill_per_second)
+
+    def take_now(self, key: str, capacity: float, refill_per_second: float) -> float:
+        """`take` without a coroutine (nothing here waits): what `RateLimit` calls on these buckets."""
         if len(key) > _LONG_KEY:
             key = "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
         now = self.clock()

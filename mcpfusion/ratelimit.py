@@ -20,6 +20,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from .buckets import MemoryBuckets
 from .confirm import called_as
 from .dispatch import no_phase
 from .errors import RATE_LIMITED, ToolError
@@ -73,8 +74,11 @@ class RateLimit:
         return call.caller_key
 
     async def __call__(self, call: ActionCall, call_next: CallNext) -> ToolResponse:
-        # (`charge`, inline: one coroutine less on every call)
-        wait = await call.guards.buckets.take(f"{self.name}:{self.subject(call)}", self.capacity, self.refill)
+        # (`charge`, inline: one coroutine less on every call; none at all for the in-process buckets)
+        buckets = call.guards.buckets
+        key = f"{self.name}:{self.subject(call)}"
+        wait = buckets.take_now(key, self.capacity, self.refill) if buckets.__class__ is MemoryBuckets \
+            else await buckets.take(key, self.capacity, self.refill)
         if wait > 0:
             raise self._limited(call, wait)
         return await call_next(call)

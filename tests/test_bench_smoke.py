@@ -29,6 +29,7 @@ def test_harness_prints_table_and_ratio_line():
     lines = run.stdout.strip().splitlines()
     assert LAST_LINE.match(lines[-1]), lines[-1]
     table = "\n".join(lines)
+    assert re.search(r"ratio_vs_bare_fastapi_paired=\d+\.\d\d$", table, re.MULTILINE), table[-2000:]
     for label in ("mcpfusion (full presenter)", "official SDK MCPServer", "FastMCP", "bare FastAPI route"):
         assert label in table
     # every MCP server has a figure at both wires, JSON and SSE

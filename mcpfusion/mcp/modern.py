@@ -281,7 +281,8 @@ class HangupWatch:
     def watch(self, receive: Receive, channel: Channel, task: asyncio.Task[Any] | None) -> Hangup:
         """Watch the call running in `task` (its `stop()` once its answer is ready)."""
         hangup = Hangup(self, receive, channel, task)
-        loop = asyncio.get_running_loop()
+        # (The task's loop: `get_running_loop()` makes a getpid() system call on Python 3.11.)
+        loop = task.get_loop() if task is not None else asyncio.get_running_loop()
         if loop is not self._loop:  # the first call, or an app served again on another loop (tests)
             if self._timer is not None:
                 self._timer.cancel()
