@@ -157,7 +157,8 @@ def _number_forms(value: int | float | Decimal) -> tuple[str, ...]:
     """The texts a finite number is commonly written as, when its own text is at least `MIN_LENGTH` long
     (a shorter one is a word): `str()` and `repr()`, grouped (`85,000`, `85_000`), with two decimals (`.2f`,
     `,.2f`, `_.2f`), an integral float or Decimal as its int too. A form with fewer than `MIN_LENGTH`
-    significant digits is left out: `0.00`, a tiny float's money form, is no copy of it."""
+    significant digits is left out: `0.00`, a tiny float's money form, is no copy of it. A negative number's
+    forms are followed by its magnitude's."""
     text = str(value)
     if len(text) < MIN_LENGTH:
         return ()
@@ -173,6 +174,8 @@ def _number_forms(value: int | float | Decimal) -> tuple[str, ...]:
                 form = format(number, spec)
                 if _significant(form):
                     forms.append(form)
+    if text[0] == "-":  # a negative number's magnitude is as telling (`abs(balance)`, `-balance`, `f"{-v:,}"`)
+        forms += [form[1:] for form in forms if form[0] == "-" and _significant(form[1:])]
     return tuple(dict.fromkeys(forms))
 
 
