@@ -128,6 +128,8 @@ class RawTool:
         self.fn = fn
         self.descriptor = descriptor
         self.validator = validator  # a jsonschema validator of the declared input schema, or None
+        output = descriptor.get("outputSchema")
+        self.output = None if output is None else inputschema.output_validator(output)
         self.model = model  # the argument model of its signature (no input schema declared), or None
         self.context_arg = context_parameter(fn)
         self.action = RawAction(descriptor)
@@ -165,11 +167,19 @@ class RawTool:
         except KeyError:
             pass
         layers = [mw for mw in middleware if applies(mw, cast("Action", self.action))]
-        found = self._pipelines[middleware] = chain(layers, self._endpoint, _failure_of) if layers else None
+        found = self._pipelines[middleware] = \
+            chain(layers, self._endpoint, _failure_of, self._own_answer) if layers else None
         return found
 
     async def _endpoint(self, call: ActionCall) -> ToolResponse:
-        return await self.respond(call.arguments, call.request.scope.get(CONTEXT_SCOPE_KEY))
+        response = await self.respond(call.arguments, call.request.scope.get(CONTEXT_SCOPE_KEY))
+        call.answered = response  # (checked already: a middleware returning it as it is costs nothing more)
+        return response
+
+    def _own_answer(self, call: ActionCall, response: ToolResponse) -> ToolResponse:
+        """A response a middleware gave in place of the tool's (a cache's, a guard's): held to what the tool's
+        own results are (`_checked`), as an action's middleware answers are to its contract."""
+        return self._checked(response.to_mcp(), response.error_code)
 
     async def respond(self, arguments: dict[str, Any], context: Any) -> RawResponse:
         """Validate the arguments, run the function, check its result."""
@@ -254,8 +264,9 @@ class RawTool:
         found = inputschema.faults(self.validator, arguments)
         return ValidationFailed(self.name, found) if found else None  # (it lists the first ones, counts the rest)
 
-    def _checked(self, result: dict[str, Any]) -> RawResponse:
-        """`result` when MCP's `CallToolResult` accepts it; else an internal error (a client's SDK would refuse
+    def _checked(self, result: dict[str, Any], code: str | None = None) -> RawResponse:
+        """`result` when MCP's `CallToolResult` accepts it and, for a tool declaring an `outputSchema`, a success
+        carries `structuredContent` that the schema accepts; else an internal error (a client's SDK would refuse
         the result: the agent would get nothing it can act on), logged with where it is wrong, never values."""
         from mcp_types import CallToolResult
         from pydantic import ValidationError
@@ -267,7 +278,16 @@ class RawTool:
             logger.error("raw tool %s returned a result that is not an MCP CallToolResult (at %s): a result is a "
                          "str, a list of content blocks or a {\"content\": [...]} dict", self.name, ", ".join(wrong))
             return self._internal_error()
-        return RawResponse(result)
+        if self.output is not None and result.get("isError") is not True:
+            structured = result.get("structuredContent")
+            wrong = ["structuredContent (missing)"] if not isinstance(structured, dict) else sorted(
+                {"structuredContent" + "".join(f"[{part!r}]" for part in list(e.absolute_path)[:2])
+                 for e in self.output.iter_errors(structured)})
+            if wrong:
+                logger.error("raw tool %s answered a result its outputSchema refuses (at %s): a client refuses it",
+                             self.name, ", ".join(wrong[:5]))
+                return self._internal_error()
+        return RawResponse(result, code)
 
     def _internal_error(self) -> RawResponse:
         return _error_result(ToolError(

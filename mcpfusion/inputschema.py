@@ -30,6 +30,14 @@ def input_validator(schema: dict[str, Any], where: str) -> Any:
     return _linear_time(cls)(schema)
 
 
+def output_validator(schema: dict[str, Any]) -> Any:
+    """A validator of a raw tool's declared `outputSchema` (checked at declaration by `check_output_schema`),
+    its patterns matched in linear time as an input schema's are."""
+    from jsonschema.validators import validator_for
+
+    return _linear_time(validator_for(schema))(schema)
+
+
 def _check_patterns(cls: Any, schema: dict[str, Any], where: str) -> None:
     """Refuse the patterns the linear-time engine cannot compile (look-arounds, backreferences): matched by a
     backtracking engine, one argument could hold the event loop for minutes (ReDoS)."""
