@@ -22,9 +22,11 @@ the read is handed back to the caller, which repeats it through the async engine
 on the connection's sqlite3 connection. SQLAlchemy's execution of an already compiled and cached statement
 (execution context, cache lookup, result metadata, `Row` objects) cost more than SQLite running the query.
 
-`casefold(text)` is a text folded for comparing without case: SQLite's `lower()` folds ASCII letters only, so
-every connection made here (`add_functions`) has `casefold`, Python's `str.casefold`; on another database it is
-`lower()` (Postgres folds any letter its database's locale knows).
+`casefold(text)` is a text folded for comparing without case, in one Unicode form (NFC: a name typed as "u" +
+combining diaeresis, as macOS writes it, is the "ü" stored): SQLite's `lower()` folds ASCII letters only, so
+every connection made here (`add_functions`) has `casefold`, Python's `str.casefold` of the NFC text; on another
+database it is `lower()` (Postgres folds any letter its database's locale knows; the store writes the search
+term in NFC, the form its names are stored in, since `normalize()` needs a UTF-8 database).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -63,7 +66,7 @@ def _casefold(element: casefold, compiler: SQLCompiler, **kw: Any) -> str:
 
 
 def _fold(value: Any) -> Any:
-    return value.casefold() if isinstance(value, str) else value  # (NULL stays NULL)
+    return unicodedata.normalize("NFC", value).casefold() if isinstance(value, str) else value  # (NULL stays NULL)
 
 
 def add_functions(dbapi_connection: Any) -> None:

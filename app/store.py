@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import secrets
+import unicodedata
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -570,6 +571,8 @@ class BillingStore:
         if search:
             # A literal substring, without case: LIKE's wildcards (% and _) and its escape character escaped,
             # then both sides folded by the same function of the database (`casefold` leaves those three be).
+            # In NFC, the form names are stored in: "Mu" + a combining diaeresis (macOS's way) finds "Müller".
+            search = unicodedata.normalize("NFC", search)
             pattern = "%" + search.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
             query = query.where(or_(casefold(_CUST.c.name).like(casefold(literal(pattern)), escape="/"),
                                     _CUST.c.country == search.upper()))
