@@ -90,8 +90,8 @@ class InputResponsesChannel(Channel):
 
     kind = "modern"
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, progress_token: Any = None, log_level: str | None = None) -> None:
+        super().__init__(progress_token=progress_token, log_level=log_level)
         self.responses: dict[str, Any] = {}
         self.previous_state: Any = None
         self.next_state: Any = None
