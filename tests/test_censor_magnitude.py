@@ -40,3 +40,25 @@ def test_a_short_magnitude_stays_a_word():
         .ui(lambda d: [ui.markdown(f"page 123 of {abs(d['balance'])} rows")])
     )
     assert "page 123 of 123 rows" in presenter.present({"id": "a", "balance": -123}).texts[1]
+
+
+async def test_no_path_carries_the_magnitude():
+    from mcpfusion import Tool
+    from tests.firewall_kit import PATHS, app_for, every_path
+
+    presenter = (
+        Presenter("Account").schema({"id": str, "balance": int}).redact_pii(["balance"])
+        .ui(lambda d: [ui.markdown(f"owed {abs(d['balance']):,} ({-d['balance']})")])
+    )
+    accounts = Tool("accounts", description="Accounts")
+
+    @accounts.action(readonly=True, returns=presenter)
+    async def get(id: str) -> dict[str, object]:
+        """One account."""
+        return {"id": id, "balance": -1234567}
+
+    answers = await every_path(app_for(accounts), "accounts", "get", {"id": "a1"})
+    assert set(answers) == set(PATHS)
+    for path, answer in answers.items():
+        assert answer.error is None, (path, answer.raw)
+        assert "1234567" not in answer.raw and "1,234,567" not in answer.raw, (path, answer.raw)
