@@ -657,9 +657,14 @@ def _hits(text: str, needles: list[str]) -> list[tuple[int, int]]:
                 elif _widen(text, at, at + len(needle), sep, widened):
                     found.append(widened[sep])
                 at = text.find(needle, at + 1)
-    found.sort()
+    return _merged_spans(found)
+
+
+def _merged_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`spans` (start, end) in order, those that overlap merged into one."""
+    spans.sort()
     merged: list[tuple[int, int]] = []
-    for start, end in found:
+    for start, end in spans:
         if merged and start < merged[-1][1]:
             merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
         else:

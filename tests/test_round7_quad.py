@@ -20,7 +20,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcpfusion import Presenter, censor, suggest, ui
-from mcpfusion.censor import _NUMERIC, _grouping, _markup, _token, guard, scrub_blocks, scrub_error, scrubber
+from mcpfusion.censor import (
+    _NUMERIC,
+    _grouping,
+    _markup,
+    _merged_spans,
+    _token,
+    guard,
+    scrub_blocks,
+    scrub_error,
+    scrubber,
+)
 from mcpfusion.errors import ToolError
 from mcpfusion.response import Suggestion, assemble
 
@@ -44,14 +54,7 @@ def old_hits(text: str, needles: list[str]) -> list[tuple[int, int]]:
         while at >= 0:
             found.append((at, at + len(needle)) if sep is None else _token(text, at, at + len(needle), sep))
             at = text.find(needle, at + 1)
-    found.sort()
-    merged: list[tuple[int, int]] = []
-    for start, end in found:
-        if merged and start < merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged
+    return _merged_spans(found)  # (the merge is not what changed: the library's own)
 
 
 def old_outside(spans: list[tuple[int, int]], kept: list[tuple[int, int]]) -> list[tuple[int, int]]:
