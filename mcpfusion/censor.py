@@ -701,13 +701,7 @@ def _scrub_block(text: str, needles: list[str], censor: str) -> str:
     kept = _markup(text)
     if not kept:
         return _scrub_text(text, needles, censor)
-    parts: list[str] = []
-    at = 0
-    for start, end in _outside(_hits(text, needles), kept):
-        parts += [text[at:start], censor]
-        at = end
-    parts.append(text[at:])
-    return "".join(parts)
+    return _written(text, _outside(_hits(text, needles), kept), censor)
 
 
 def _scrub_view(view: ResponseView, found: list[str], mask: str) -> None:
@@ -908,16 +902,7 @@ def _renderings(value: Any) -> list[str]:
 def _scrub_all(text: str, needles: list[str], censor: str) -> str:
     """`text` with every occurrence of every needle censored (overlapping ones as one: no part of either is
     left)."""
-    hits = _hits(text, needles)
-    if not hits:
-        return text
-    parts: list[str] = []
-    at = 0
-    for start, end in hits:
-        parts += [text[at:start], censor]
-        at = end
-    parts.append(text[at:])
-    return "".join(parts)
+    return _written(text, _hits(text, needles), censor)
 
 
 def scrubber(removed: list[Any], censor: Any = DEFAULT_CENSOR) -> Callable[[str], str]:

@@ -26,6 +26,7 @@ from mcpfusion.censor import (
     _markup,
     _merged_spans,
     _token,
+    _written,
     guard,
     scrub_blocks,
     scrub_error,
@@ -72,14 +73,7 @@ def old_outside(spans: list[tuple[int, int]], kept: list[tuple[int, int]]) -> li
 
 
 def old_scrub_all(text: str, needles: list[str], censor_text: str) -> str:
-    hits = old_hits(text, needles)
-    parts: list[str] = []
-    at = 0
-    for start, end in hits:
-        parts += [text[at:start], censor_text]
-        at = end
-    parts.append(text[at:])
-    return "".join(parts)
+    return _written(text, old_hits(text, needles), censor_text)
 
 
 def old_scrub_block(text: str, needles: list[str], censor_text: str) -> str:
@@ -88,13 +82,7 @@ def old_scrub_block(text: str, needles: list[str], censor_text: str) -> str:
     kept = _markup(text)
     if not kept:
         return old_scrub_text(text, needles, censor_text)
-    parts: list[str] = []
-    at = 0
-    for start, end in old_outside(old_hits(text, needles), kept):
-        parts += [text[at:start], censor_text]
-        at = end
-    parts.append(text[at:])
-    return "".join(parts)
+    return _written(text, old_outside(old_hits(text, needles), kept), censor_text)
 
 
 # -- forcing either path -------------------------------------------------------------------------------------
