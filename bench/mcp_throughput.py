@@ -370,6 +370,12 @@ class Target:
         return max(r.per_cpu for r in self.rounds)
 
 
+def paired_ratio(a: Target, b: Target) -> float:
+    """The median over the rounds of a's req/CPU-s over b's in that round: each round measures the two seconds
+    apart, so this moves less with a host drifting between rounds than the ratio of the best rounds."""
+    return statistics.median(x.per_cpu / y.per_cpu for x, y in zip(a.rounds, b.rounds, strict=True))
+
+
 def measure(target: Target, seconds: float, args: argparse.Namespace, phase: str = "run") -> WrkResult:
     """One wrk run; any unsuccessful response fails the benchmark (it would inflate req/s)."""
     cpu_before = target.proc.cpu_seconds()
@@ -471,9 +477,7 @@ def report(cells: dict[tuple[str, str], Target], args: argparse.Namespace) -> No
     for traced, what in ((TRACED, "tracing"), (FULL, "telemetry"), (SAMPLED, "telemetry")):
         if (traced.key, MODERN) in cells and ("mcpfusion", MODERN) in cells:
             on, off = cells[traced.key, MODERN], cells["mcpfusion", MODERN]
-            # Each round measures the pair seconds apart; the median of those per-round ratios is less moved
-            # by the machine drifting between rounds than the best round of each.
-            paired = statistics.median(a.per_cpu / b.per_cpu for a, b in zip(on.rounds, off.rounds, strict=True))
+            paired = paired_ratio(on, off)
             print(f"{what} on/off at {MODERN} ({traced.label}): req/CPU-s {on.best_per_cpu:,.0f} / "
                   f"{off.best_per_cpu:,.0f} = {on.best_per_cpu / off.best_per_cpu:.2f}, req/s {on.best:,.0f} / "
                   f"{off.best:,.0f} = {on.best / off.best:.2f}, median of the rounds' req/CPU-s ratios "
@@ -497,10 +501,7 @@ def report(cells: dict[tuple[str, str], Target], args: argparse.Namespace) -> No
               f"{costs['req/CPU-s']:.1f}% of req/CPU-s")
         print(f"middleware_cost_2026={costs['req/CPU-s' if basis == 'best_per_cpu' else 'req/s']:.1f}%")
     print(f"ratios from {'req/s' if other == 'best' else 'req/CPU-s'}: {ratios(other)}")
-    # As for tracing on/off: each round measures ours and the bare route seconds apart, so the median of the
-    # rounds' own ratios moves less with a host drifting between rounds than the best round of each.
-    ours, bare = cells["mcpfusion", MODERN], cells["bare", MODERN]
-    paired = statistics.median(a.per_cpu / b.per_cpu for a, b in zip(ours.rounds, bare.rounds, strict=True))
+    paired = paired_ratio(cells["mcpfusion", MODERN], cells["bare", MODERN])
     print(f"median of the rounds' req/CPU-s ratios to the bare route: ratio_vs_bare_fastapi_paired={paired:.2f}")
     print(f"ratios from {'req/CPU-s' if basis == 'best_per_cpu' else 'req/s'} (below):")
     print(ratios(basis))
