@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import binascii
 import dataclasses
+import functools
 import hashlib
 import hmac
 import inspect
@@ -298,6 +299,7 @@ class Paging:
         return found
 
 
+@functools.lru_cache(maxsize=1024)  # (the registered actions' names: a few, every page of every call)
 def _action_print(action: str) -> str:
     """What a cursor carries of its action's name: 48 bits of its digest (the cursor is sealed, so this only
     tells one action's cursors from another's)."""
