@@ -91,8 +91,11 @@ def _add_missing_columns(conn: Any) -> None:
             for name in MONEY_COLUMNS[table]:
                 if name in found and not isinstance(found[name]["type"], BigInteger):
                     conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN {name} TYPE BIGINT"))
-    for index in Base.metadata.tables["invoices"].indexes:
-        index.create(conn, checkfirst=True)
+    if "idempotency_key" not in {c["name"] for c in inspect(conn).get_columns("payments")}:
+        conn.execute(text("ALTER TABLE payments ADD COLUMN idempotency_key VARCHAR(64)"))
+    for table in ("invoices", "payments"):
+        for index in Base.metadata.tables[table].indexes:
+            index.create(conn, checkfirst=True)
 
 
 @contextmanager

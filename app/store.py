@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import BindParameter, Executable, Row, Select, and_, bindparam, case, func, literal, or_, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mcpfusion import ToolError
@@ -507,14 +508,38 @@ class BillingStore:
         invoice = await self.get_invoice(invoice_id)
         check_voidable(invoice_id, invoice["status"], invoice["paid_cents"])
 
-    async def record_payment(self, invoice_id: str, amount_cents: int, method: str, processor_ref: str
-                             ) -> dict[str, Any]:
-        async with self._writing() as session:
-            return await self._record_payment(session, invoice_id, amount_cents, method, processor_ref)
+    async def record_payment(self, invoice_id: str, amount_cents: int, method: str, processor_ref: str,
+                             idempotency_key: str | None = None) -> dict[str, Any]:
+        """Record a payment. With `idempotency_key`, a payment already recorded under it (a retry after a lost
+        answer) is answered with the invoice as it is and nothing is recorded again; the key of another payment
+        (other invoice, amount or method) is a CONFLICT."""
+        try:
+            async with self._writing() as session:
+                return await self._record_payment(session, invoice_id, amount_cents, method, processor_ref,
+                                                  idempotency_key)
+        except IntegrityError:
+            if idempotency_key is None:
+                raise
+            # Another transaction stored this key first (for another invoice: only the unique index saw it).
+            async with self._writing() as session:
+                return await self._record_payment(session, invoice_id, amount_cents, method, processor_ref,
+                                                  idempotency_key)
 
     async def _record_payment(self, session: AsyncSession, invoice_id: str, amount_cents: int, method: str,
-                              processor_ref: str) -> dict[str, Any]:
-        row = await self._invoice_row(session, invoice_id)
+                              processor_ref: str, idempotency_key: str | None = None) -> dict[str, Any]:
+        row = await self._invoice_row(session, invoice_id)  # (locked first: a retry of this payment waits here)
+        if idempotency_key is not None:
+            done = (await session.execute(
+                select(PaymentRecord.invoice_id, PaymentRecord.amount_cents, PaymentRecord.method)
+                .where(PaymentRecord.tenant == self.tenant, PaymentRecord.idempotency_key == idempotency_key)
+            )).one_or_none()
+            if done is not None:
+                if tuple(done) != (row.id, amount_cents, method):
+                    raise conflict("This idempotency_key was already used for another payment (another invoice, "
+                                   "amount or method); nothing was recorded.",
+                                   "Send a new idempotency_key for a new payment; reuse a key only to retry the "
+                                   "same payment.", "billing.get_invoice")
+                return await self._detail(invoice_id, session)  # recorded before: the invoice as it is now
         owed = row.total_cents - row.paid_cents
         if row.status != "sent":
             raise payment_refused(invoice_id, row.status)
@@ -525,7 +550,7 @@ class BillingStore:
                            f"Send amount_cents of at most {owed}.", "billing.record_payment")
         session.add(PaymentRecord(
             id=f"pay_{secrets.token_hex(6)}", tenant=self.tenant, invoice_id=row.id, amount_cents=amount_cents,
-            method=method, received_on=self.today(), processor_ref=processor_ref,
+            method=method, received_on=self.today(), processor_ref=processor_ref, idempotency_key=idempotency_key,
         ))
         row.paid_cents += amount_cents
         if row.paid_cents == row.total_cents:

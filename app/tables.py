@@ -93,6 +93,11 @@ class PaymentRecord(Base):
     method: Mapped[str] = mapped_column(String(10))
     received_on: Mapped[dt.date] = mapped_column(Date)
     processor_ref: Mapped[str | None] = mapped_column(String(80))
+    # The caller's key for this payment (`record_payment(idempotency_key=...)`): a retry with the same key
+    # records nothing more. Unique per tenant; NULLs (payments sent without one) never collide.
+    idempotency_key: Mapped[str | None] = mapped_column(String(64))
+
+    __table_args__ = (Index("ux_payments_idempotency_key", "tenant", "idempotency_key", unique=True),)
 
 
 class ReminderRecord(Base):

@@ -89,6 +89,9 @@ else:
     InvoiceUpdate = create_model(_update.__name__, __base__=_update, status=(InvoiceStatus, _sent))
     PaymentCreate = PaymentModel.input_model("create")
 InvoiceId = Annotated[str, Field(description="Invoice id, e.g. inv_0001 (see list_invoices).", max_length=40)]
+IdempotencyKey = Annotated[str | None, Field(
+    description="Your key for this payment; resend it on a retry and it is recorded once.",
+    min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 DraftId = Annotated[InvoiceId, Field(examples=["inv_0003"])]  # (the docs' example: a draft of the demo data)
 StatusFilter = Annotated[
     Literal[(*INVOICE_STATUSES, "overdue")] | None,  # type: ignore[valid-type]
@@ -174,15 +177,17 @@ async def void_invoice(
 async def record_payment(
     id: InvoiceId,
     payment: PaymentCreate,
+    idempotency_key: IdempotencyKey = None,
     api_key: str = Depends(payment_api_key),
     store: BillingStore = Depends(get_store),
 ) -> dict[str, Any]:
     """Capture a payment for a sent invoice"""
-    # A real service would call the payment processor with api_key, which answers each charge's own id; the
-    # demo makes one from the key and a nonce (two payments of the same amount are two charges).
-    nonce = secrets.token_hex(8)
+    # A real service would call the payment processor with api_key (and the idempotency key, so that a retry
+    # is the same charge), which answers each charge's own id; the demo makes one from the key and a nonce (two
+    # payments of the same amount are two charges) or from the idempotency key.
+    nonce = secrets.token_hex(8) if idempotency_key is None else idempotency_key
     reference = "ch_" + hashlib.sha256(f"{api_key}:{id}:{payment.amount_cents}:{nonce}".encode()).hexdigest()[:16]
-    return await store.record_payment(id, payment.amount_cents, payment.method, reference)
+    return await store.record_payment(id, payment.amount_cents, payment.method, reference, idempotency_key)
 
 
 @billing.action(readonly=True, idempotent=True, output_schema=RevenueSummary, open_world=False)
