@@ -89,9 +89,9 @@ else:
     InvoiceUpdate = create_model(_update.__name__, __base__=_update, status=(InvoiceStatus, _sent))
     PaymentCreate = PaymentModel.input_model("create")
 InvoiceId = Annotated[str, Field(description="Invoice id, e.g. inv_0001 (see list_invoices).", max_length=40)]
-IdempotencyKey = Annotated[str | None, Field(
-    description="Your key for this payment; resend it on a retry and it is recorded once.",
-    min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+IdempotencyKey = Annotated[OptionalText, Field(
+    description="A new key per payment; resend it on a retry and the payment is recorded once.",
+    min_length=8, max_length=64)]
 DraftId = Annotated[InvoiceId, Field(examples=["inv_0003"])]  # (the docs' example: a draft of the demo data)
 StatusFilter = Annotated[
     Literal[(*INVOICE_STATUSES, "overdue")] | None,  # type: ignore[valid-type]

@@ -338,9 +338,10 @@ async def test_two_payments_of_the_same_amount_are_two_charges(t, monkeypatch):
     references: list[str] = []
     record = BillingStore.record_payment
 
-    async def spy(self, invoice_id, amount_cents, method, processor_ref):
+    async def spy(self, invoice_id, amount_cents, method, processor_ref, idempotency_key=None):
+        assert idempotency_key is None  # (none sent: two payments, as a caller without keys makes them)
         references.append(processor_ref)
-        return await record(self, invoice_id, amount_cents, method, processor_ref)
+        return await record(self, invoice_id, amount_cents, method, processor_ref, idempotency_key)
 
     monkeypatch.setattr(BillingStore, "record_payment", spy)
     for _ in range(2):

@@ -90,7 +90,7 @@ async def test_a_key_reused_for_another_payment_is_a_conflict(tmp_path, transpor
     assert (await _stored(app, other_id))["paid_cents"] == 0
 
 
-@pytest.mark.parametrize("key", ["short", "with space!", "x" * 65, "é-accented-key"])
+@pytest.mark.parametrize("key", ["short", "x" * 65, "nul\x00in-the-key"])
 async def test_a_malformed_key_is_refused_before_anything_is_recorded(tmp_path, key):
     app = build(tmp_path)
     invoice_id = await _sent_invoice("inproc", app)
