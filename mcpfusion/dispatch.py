@@ -274,15 +274,21 @@ class ToolRegistry:
         """The action `tool/action` (REST addressing), or a self-healing error naming only what a caller with
         `granted` scopes may see (None: everything)."""
         tool = self.tools.get(tool_name)
+        action = None if tool is None else tool.actions.get(action_name)
+        if action is None or granted is not None and not any(map(_allows(granted), action.tool.actions.values())):
+            raise self.unknown(tool_name, action_name, granted)
+        return action  # (one `granted` hides: REST's `authorize` refuses it 403, the tester's as unknown)
+
+    def unknown(self, tool_name: str, action_name: str, granted: frozenset[str] | None = None) -> ToolError:
+        """What tool/action addressing answers for an action its tool lacks, or one the caller's `granted`
+        scopes hide: the same words, naming only what the caller may see."""
+        tool = self.tools.get(tool_name)
         allows = None if granted is None else _allows(granted)
         seen = tool if tool is None or allows is None else restricted(Exposed(tool_name, tool, None), allows)
         if tool is None or seen is None:
-            raise UnknownToolError(tool_name, [name for name, t in self.tools.items()
-                                               if allows is None or any(map(allows, t.actions.values()))])
-        action = tool.actions.get(action_name)
-        if action is None:
-            raise unknown_action(seen, action_name)
-        return action
+            return UnknownToolError(tool_name, [name for name, t in self.tools.items()
+                                                if allows is None or any(map(allows, t.actions.values()))])
+        return unknown_action(seen, action_name)
 
     # -- middleware and guards ---------------------------------------------------------------------------
 
@@ -597,12 +603,15 @@ class ToolRegistry:
 
     def authorize(self, action: Action, request: Request, transport: str) -> None:
         """Refuse a call the caller's scopes do not allow: REST answers 403 `insufficient_scope` naming the
-        scopes needed; the other transports answer as for an unknown action (they never list it)."""
+        scopes needed; the other transports answer as for an unknown action (they never list it), MCP for the
+        MCP tool the caller named, the tester for the tool/action it named."""
         granted = self.granted(request)
         if granted is None or action.scopes <= granted:
             return
         if transport == "rest":
             raise insufficient_scope(action.scopes, request, self.authorization, what=action.label)
+        if transport == "tester":  # addressed as tool/action (ToolTester, `mcpfusion call`), not by MCP name
+            raise self.unknown(action.tool.name, action.name, granted)
         raise self.hidden(action, granted)
 
     async def _run(self, action: Action, kwargs: dict[str, Any], request: Request, select: list[str] | None,

@@ -201,10 +201,11 @@ def test_an_app_that_fails_to_import_is_shown_in_its_own_files(tmp_path):
 
 def test_call_enforces_the_callers_scopes(env):
     """`call --token` is one more transport: support (no billing:write) cannot create or pay, exactly as on
-    MCP and stdio (the write is answered as unknown), and nothing is stored."""
+    MCP and stdio (the write is answered as an action billing does not have), and nothing is stored."""
     body = '{"customer_id": "cus_0002", "due_date": "2030-02-01", "lines": [{"description": "x", "unit_price_cents": 7}]}'
     refused = cli(env, "call", APP, "billing", "create_invoice", "--token", "demo-support", "--json", body)
-    assert refused.returncode == 2 and 'code="UNKNOWN_TOOL"' in refused.stdout, refused.stdout
+    assert refused.returncode == 2 and 'code="UNKNOWN_ACTION"' in refused.stdout, refused.stdout
+    assert "billing_write" not in refused.stdout  # (the MCP tool serving it: hidden too)
     paid = cli(env, "call", APP, "billing", "record_payment", "--token", "demo-support", "--json",
                '{"id": "inv_0001", "amount_cents": 1, "method": "card"}')
     assert paid.returncode == 2, paid.stdout
