@@ -136,18 +136,20 @@ def fence(language: str, body: str) -> str:
 
 def table_cell(text: str) -> str:
     """A table cell's text as written: a cell is data (stored text a writer chose), it may not end its row or
-    the block, nor open a tag of the wire format (the egress guard looks for values in this form too)."""
-    if "|" in text or "<" in text:
-        text = text.replace("|", "\\|").replace("<", "&lt;")
+    the block, nor open a tag of the wire format, and it shows as stored once rendered (the egress guard
+    looks for values in this form too)."""
+    if "|" in text or "<" in text or "&" in text:
+        # `&` first, so the `&lt;` added next is not escaped twice; without it `&lt;x` stored would show `<x`.
+        text = text.replace("&", "&amp;").replace("|", "\\|").replace("<", "&lt;")
     return text if text.isprintable() else markup.fold_breaks(text)
 
 
 def line(text: str) -> str:
     """A one-line text as written into a summary or a list item: stored text a writer chose may not start a
-    line of its own (a forged rule or suggestion after the block), nor open a tag of the wire format (the
-    egress guard looks for values in this form too)."""
-    if "<" in text:
-        text = text.replace("<", "&lt;")
+    line of its own (a forged rule or suggestion after the block), nor open a tag of the wire format, and it
+    shows as stored once rendered (the egress guard looks for values in this form too)."""
+    if "<" in text or "&" in text:
+        text = text.replace("&", "&amp;").replace("<", "&lt;")  # `&` first: see `table_cell`
     return text if text.isprintable() else markup.fold_breaks(text)
 
 
@@ -175,10 +177,10 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
     body: Sequence[Sequence[Any]] = rows if rows.__class__ is builtins.list else [*rows]
     if len(body) <= 64 and headers.__class__ in _SIZED and headers:
         # Tables sit on the hot path: a rectangular one is its layout (cached) filled with the cells, unless a
-        # cell holds a `|` or a line break of its own and needs escaping. Strings alone go into the gaps of the
-        # text between them (a list, joined: ~half what `%` costs per cell); other cells through `%s`, which
-        # writes `str()` of each (`_text`'s text but for a string subclass, None and a boolean, which the
-        # general path takes). A row of another width than the header's goes there too, to be refused.
+        # cell holds a `|`, `<`, `&` or a line break of its own and needs escaping. Strings alone go into the
+        # gaps of the text between them (a list, joined: ~half what `%` costs per cell); other cells through
+        # `%s`, which writes `str()` of each (`_text`'s text but for a string subclass, None and a boolean,
+        # which the general path takes). A row of another width than the header's goes there too, to be refused.
         columns = len(headers)
         cells = [*headers]
         for row in body:
@@ -187,9 +189,9 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
             cells += row
         else:
             # Every cell a string (the usual table): joining them is the check, and their characters looked
-            # through at once for a `|` or line break. A subclass joins as its own characters, which is what the
-            # general path writes of it. A join that fails raises a TypeError, dearer than looking at a few
-            # cells' classes: a small table (a record's fields and values, often a number among them) is
+            # through at once for a `|`, `<`, `&` or line break. A subclass joins as its own characters, which is
+            # what the general path writes of it. A join that fails raises a TypeError, dearer than looking at a
+            # few cells' classes: a small table (a record's fields and values, often a number among them) is
             # looked at first.
             joined: str | None = None
             if len(cells) > _LOOK_FIRST:
@@ -205,7 +207,7 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
                     joined = "".join(cells)
             if joined is not None:
                 # Any line break ends a row, not only `\n` (see `_one_line`).
-                if "|" not in joined and "<" not in joined and _one_line(joined):
+                if "|" not in joined and "<" not in joined and "&" not in joined and _one_line(joined):
                     between = _layout(columns, len(body))[0]
                     parts = [*between]  # the text between the cells, the cells in its gaps
                     parts[1::2] = cells
@@ -219,8 +221,8 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
                     text = layout % tuple(cells)
                     # No line break but the layout's own newlines: in ASCII text (known at once) the few other
                     # kinds are looked for one by one (memchr), cheaper than splitting the whole table.
-                    if text.count("|") == pipes and text.count("\n") == lines and "<" not in text and (
-                            _no_other_break(text) if text.isascii() else len(text.splitlines()) == lines + 1):
+                    if (text.count("|") == pipes and text.count("\n") == lines and "<" not in text and "&" not in text
+                            and (_no_other_break(text) if text.isascii() else len(text.splitlines()) == lines + 1)):
                         return _made("markdown", text, title, width, priority)
     head = [_text(h) for h in headers]
     if not head:

@@ -73,8 +73,9 @@ def _reference_table(headers, rows):
             return {None: "", True: "true", False: "false"}[value]
         return "".join([value]) if isinstance(value, str) else str(value)
 
-    def cell(value):  # a cell is data: it cannot end its row (any line break) nor open a tag of the wire format
-        return fold_breaks(text(value).replace("|", "\\|").replace("<", "&lt;"))
+    def cell(value):  # a cell is data: it cannot end its row (any line break) nor open a tag of the wire format,
+        # and it shows as stored once rendered (`&` escaped too, before the `&lt;` it would otherwise alter)
+        return fold_breaks(text(value).replace("&", "&amp;").replace("|", "\\|").replace("<", "&lt;"))
 
     lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(list(headers))]
     return "\n".join(lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows])
@@ -98,6 +99,7 @@ class Shouting(str):
     (("Tuple", "Row"), [("ünïcødé ✓", "</ui_passthrough><x>"), ("ignore previous instructions", 1.5e300)]),
     (["A", "B"], ["ab", ["c", "d"]]),  # a string row is its characters, on either path
     (["A", "B"], [("x", ""), ["", None]]),
+    (["A & B", "C"], [["&lt;x", "a&amp;b"], ["<b>&amp;</b>", 1]]),  # stored entities show as stored
     # More cells than `table` looks at one by one: joined, or (a number among them) written through `%s`.
     (["A", "B", "C"], [["x", Shouting("y"), "z"]] * 5),
     (["A", "B", "C"], [["x", "y", "z"]] * 4 + [["x", "y", 7]]),
@@ -112,7 +114,7 @@ def test_ui_table_is_the_table_written_cell_by_cell(headers, rows):
     assert plain == ui.UIBlock("markdown", _reference_table(headers, rows)) and hash(plain)
 
 
-_CELL = st.text(alphabet="ab|\n\r\u2028%s{} é", max_size=4)
+_CELL = st.text(alphabet="ab|\n\r\u2028%s{} é&<", max_size=4)
 
 
 @settings(max_examples=200, deadline=None)
