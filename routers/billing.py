@@ -14,6 +14,7 @@
 
 import datetime as dt
 import hashlib
+import logging
 import secrets
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -51,6 +52,22 @@ from models import (
     Text,
 )
 from presenters import invoice_admin, invoice_rows_admin, invoice_rows_support, invoice_support
+
+logger = logging.getLogger("app.billing")
+
+
+async def announce_change(call: ActionCall, call_next: CallNext) -> ToolResponse:
+    """tells the clients subscribed to invoice://{id} that this write changed the invoice"""
+    # (resources/subscribe on the session wire, subscriptions/listen on 2026-07-28: app.main's invoice://{id})
+    response = await call_next(call)
+    data = response.view.data
+    if not response.is_error and isinstance(data, dict) and "id" in data:
+        try:
+            await call.request.app.state.mcpfusion.notify_resource_updated(f"invoice://{data['id']}")
+        except Exception:  # (the write is done: a broker that cannot tell the subscribers does not undo it)
+            logger.warning("invoice://%s changed; its subscribers could not be told", data["id"], exc_info=True)
+    return response
+
 
 billing = Tool(
     "billing",
@@ -122,13 +139,14 @@ async def get_invoice(id: InvoiceId, store: BillingStore = Depends(get_store)) -
     return await store.get_invoice(id)
 
 
-@billing.action(destructive=False, scopes=WRITE, open_world=False, **DETAIL)
+@billing.action(destructive=False, scopes=WRITE, open_world=False, middleware=[announce_change], **DETAIL)
 async def create_invoice(invoice: InvoiceCreate, store: BillingStore = Depends(get_store)) -> dict[str, Any]:
     """Create a draft invoice for a customer; its lines must total 1 to 10^12 cents (free items beside paid ones)"""
     return await store.create_invoice(invoice.customer_id, invoice.due_date, invoice.lines, invoice.internal_note)
 
 
-@billing.action(idempotent=True, destructive=False, scopes=WRITE, open_world=False, **DETAIL)
+@billing.action(idempotent=True, destructive=False, scopes=WRITE, open_world=False, middleware=[announce_change],
+                **DETAIL)
 async def update_invoice_status(
     id: DraftId, change: InvoiceUpdate, store: BillingStore = Depends(get_store)
 ) -> dict[str, Any]:
@@ -136,7 +154,8 @@ async def update_invoice_status(
     return await store.set_status(id, change.status)
 
 
-@billing.action(open_world=True, destructive=False, middleware=[Timeout(10)], scopes=WRITE, **DETAIL)
+@billing.action(open_world=True, destructive=False, middleware=[announce_change, Timeout(10)], scopes=WRITE,
+                **DETAIL)
 async def remind(
     id: InvoiceId,
     ctx: Context,
@@ -163,7 +182,7 @@ async def voidable(call: ActionCall, call_next: CallNext) -> ToolResponse:
 
 
 @billing.action(destructive=True, confirm="Void invoice {id} (reason: {reason})? This cannot be undone.", scopes=WRITE,
-                middleware=[voidable], open_world=False, **DETAIL)
+                middleware=[announce_change, voidable], open_world=False, **DETAIL)
 async def void_invoice(
     id: InvoiceId,
     reason: Annotated[Text, Field(min_length=3, max_length=200, description="Why the invoice is voided.")],
@@ -173,7 +192,8 @@ async def void_invoice(
     return await store.void(id, reason)
 
 
-@billing.action(open_world=True, destructive=False, scopes=["payments:write"], **DETAIL)
+@billing.action(open_world=True, destructive=False, scopes=["payments:write"], middleware=[announce_change],
+                **DETAIL)
 async def record_payment(
     id: InvoiceId,
     payment: PaymentCreate,

@@ -17,6 +17,7 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from mcp.types import ElicitResult, TextContent
 
 from app.deps import get_store
+from mcpfusion import Timeout
 from routers.billing import billing
 from tests.governance_kit import TRANSPORTS, Caller
 from tests.service_kit import build, mcp_target, serve
@@ -105,7 +106,7 @@ async def test_remind_times_out_and_export_invoices_runs_two_at_once(tmp_path, t
             store.closed += 1
 
     app.dependency_overrides[get_store] = slow_store
-    (timeout,) = billing.actions["remind"].middleware
+    (timeout,) = [mw for mw in billing.actions["remind"].middleware if isinstance(mw, Timeout)]
     monkeypatch.setattr(timeout, "seconds", 0.2)  # the service waits 10 s; the test need not
     callers = [Caller(app, transport, "billing", "demo-admin") for _ in range(3)]
     try:
