@@ -92,7 +92,12 @@ async def test_odd_last_event_ids_are_a_404_not_a_crash():
                      f"{sid}~" + "y" * 50_000 + "#1"):
             r = await client.get("/mcp", headers={"accept": "text/event-stream", "mcp-session-id": sid,
                                                   "last-event-id": last.encode()})
-            assert r.status_code == 404, last
+            # 400 (not this session's) or 410 (gone), never 404: that would tell the client its session is gone
+            assert r.status_code in (400, 410), last
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        alive = await client.post("/mcp", json=ping, headers={"accept": "application/json", "mcp-session-id": sid,
+                                                              "mcp-protocol-version": "2025-11-25"})
+        assert alive.status_code == 200 and alive.json()["result"] == {}  # (the session lives on)
 
 
 async def test_both_wires_refuse_a_bad_request_the_same_way():

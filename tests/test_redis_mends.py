@@ -260,7 +260,7 @@ async def test_a_resumed_stream_of_a_dead_replicas_request_ends_then_404s(redis_
         assert r.status_code == 200 and '"progress":1' in r.text  # what was stored, then the end
         ids = re.findall(r"^id: (\S+)", r.text, re.M)
         again = await http.get("/mcp", headers={**get, "last-event-id": ids[-1]})
-        assert again.status_code == 404 and "send the request again" in again.text
+        assert again.status_code == 410 and "send the request again" in again.text
 
 
 async def test_a_resumed_stream_of_a_running_request_waits_for_its_reply(redis_server):

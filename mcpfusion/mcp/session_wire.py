@@ -586,8 +586,10 @@ class SessionWire(WirePipeline):
         if last:
             parsed = parse_event_id(last)
             stream_id = parsed[0] if parsed is not None else ""
+            # Never 404 here: on a request naming a session, 404 tells the client that the session is gone (it
+            # must start a new one), and this session is alive; only its stream cannot be resumed.
             if not stream_id.startswith(session.id + "~"):
-                return http_error(404, "Unknown Last-Event-ID for this session")
+                return http_error(400, "Unknown Last-Event-ID for this session: open the GET stream without it")
             if stream_id.endswith("~get"):  # the GET stream itself always goes on live
                 return self._get_stream(session, headers, last)
             # A request's stream the store no longer knows (expired, evicted, or never issued) has nothing to
@@ -598,11 +600,11 @@ class SessionWire(WirePipeline):
             except Exception:  # noqa: BLE001 - the stream may well exist: retry, never 404
                 return retry_later(503, "Service Unavailable: the event store is unreachable; retry later")
             if replay is None:
-                return http_error(404, "Unknown Last-Event-ID: the stream has expired or was never issued; send "
+                return http_error(410, "Unknown Last-Event-ID: the stream has expired or was never issued; send "
                                        "the request again")
             if _lost(replay[1]):
-                return http_error(404, "Not Found: the server running this request stopped before it answered; "
-                                       "send the request again")
+                return http_error(410, "Gone: the server running this request stopped before it answered; send "
+                                       "the request again")
             return event_source(_ending_cleanly(self._resume(session, stream_id, last)), headers,
                                 self.settings.sse_ping_seconds)
         return await self._new_get_stream(session, headers)
