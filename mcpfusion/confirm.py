@@ -41,6 +41,7 @@ from starlette.exceptions import HTTPException
 from .context import NoBackChannel, request_round
 from .errors import BUSY, CONFIRMATION_REQUIRED, NOT_CONFIRMED, RATE_LIMITED, ToolError, ValidationFailed, sent_value
 from .listing import how_to_call
+from .mcp.jsonrpc import ClientAnswerError
 from .middleware import ActionCall
 from .pagination import CURSOR_PARAM
 from .pauses import waiting_for_the_user
@@ -231,6 +232,9 @@ async def require_confirmation(call: ActionCall, scope: str = "") -> Confirmed:
                                     recovery="Do not call it again unless the user asks for it.")
         except NoBackChannel:
             answer = None
+        except ClientAnswerError as exc:  # its client failed to ask (not the server): the user agrees elsewhere
+            raise _needs_token(call, digest, f"{name} needs the user's confirmation, and this client could not "
+                                             f"ask the user ({exc.message}); nothing was done.") from None
         if answer is not None:
             spent = await _spend(call, f"question|{key}", nonce)
             if spent is not None:

@@ -103,6 +103,12 @@ class McpError(ProtocolSignal):
         return error(request_id, self.code, self.message, self.data)
 
 
+class ClientAnswerError(McpError):
+    """The client answered a request of the server's (elicitation/create, sampling/createMessage, roots/list)
+    with an error: -32603 for the call that asked, unless its asker handles it (a confirmation answers as for
+    a client that cannot ask the user)."""
+
+
 def dumps(message: Any) -> str:
     """Compact JSON text of one message: `encode`'s bytes (a reply that cannot be written is an error)."""
     return encode(message).decode() if message.__class__ is dict else serializer.dumps(message)

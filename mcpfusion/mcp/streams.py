@@ -187,10 +187,10 @@ class SessionChannel(Channel):
             err = reply["error"]
             code = err.get("code")
             said = err.get("message")
-            raise McpError(jsonrpc.INTERNAL_ERROR,
-                           f"The client answered {method} with an error"
-                           f"{f' ({code})' if code.__class__ is int else ''}: "
-                           f"{said[:200] if isinstance(said, str) else 'no message'}")
+            raise jsonrpc.ClientAnswerError(jsonrpc.INTERNAL_ERROR,
+                                            f"The client answered {method} with an error"
+                                            f"{f' ({code})' if code.__class__ is int else ''}: "
+                                            f"{said[:200] if isinstance(said, str) else 'no message'}")
         result = reply.get("result") if isinstance(reply, dict) else None
         return result if isinstance(result, dict) else {}
 
