@@ -29,11 +29,14 @@ from .errors import (
     NOT_FOUND,
     RATE_LIMITED,
     UNAUTHORIZED,
+    VALIDATION_ERROR,
     ToolError,
     ValidationFailed,
     http_status,
+    shortened,
 )
 from .mcp.jsonrpc import http_detail as http_detail  # one wording of an HTTP error, on every transport
+from .mcp.security import INVALID_ORIGIN
 from .response import ToolResponse
 from .serializer import dumps
 
@@ -57,8 +60,13 @@ _HTTP_CODES: dict[int, tuple[str, str]] = {
     429: (RATE_LIMITED, "Wait for the time given in Retry-After, then call again."),
 }
 INTERNAL_RECOVERY = "This is a server problem, not your call; retry later."
+# The DNS-rebinding guard's 403 is about the Origin header, not the credentials: 403's recovery would mislead.
+ORIGIN_RECOVERY = ("Send no Origin header (a client that is not a browser has none to send), or add this origin "
+                   "to MCPFUSION_ALLOWED_ORIGINS (the allowed_origins setting) on the server.")
 # The agent's recovery of a validation error points at the fields listed above it; REST lists them in `errors`.
 REST_VALIDATION_RECOVERY = "Fix the fields listed in errors and send the request again."
+# The `errors` entry of a validation error that names no one field (as ValidationFailed names a whole body).
+ARGUMENTS_FIELD = "(arguments)"
 
 # Every status a REST operation may answer with a problem, for OpenAPI (`HEADERS`: the headers sent with it).
 DOCUMENTED = {
@@ -69,6 +77,7 @@ DOCUMENTED = {
     403: "The credentials may not call this action, or the request's Origin is not allowed",
     404: "Unknown tool or action, or the object does not exist for this caller",
     405: "The path does not serve this method (see Allow)",
+    408: "The request body stopped arriving (`mcpfusion serve` waits its header timeout, 10 s by default)",
     409: "The object is not in a state that allows the call",
     413: "Request body too large",
     415: "The body is not UTF-8 JSON (another media type, charset or content encoding)",
@@ -154,6 +163,9 @@ def problem(
         body["recovery"] = recovery
     if available_actions:
         body["available_actions"] = list(available_actions)
+    if not errors and code == VALIDATION_ERROR and status == 422:
+        # Clients read the invalid fields from `errors` whatever raised the error (a handler's own check too).
+        errors = [(ARGUMENTS_FIELD, message)]
     if errors:
         body["errors"] = [{"field": name, "detail": text} for name, text in errors]
     if details:
@@ -169,9 +181,16 @@ def problem_of(error: ToolError | ValidationFailed, *, status: int | None = None
     return problem(
         status or http_status(error.code), error.code, error.message, recovery=error.recovery,
         available_actions=error.available_actions, details=error.details, retry_after=error.retry_after,
-        errors=error.fields if isinstance(error, ValidationFailed) else (), severity=error.severity,
+        errors=error.fields if isinstance(error, ValidationFailed) else _named_field(error), severity=error.severity,
         instance=instance,
     )
+
+
+def _named_field(error: ToolError) -> list[tuple[str, str]]:
+    """The `errors` of a handler's VALIDATION_ERROR naming its field in `details` (`{"field": "due_date"}`);
+    none for another code or without a field name (`problem` then lists the arguments as a whole)."""
+    field = error.details.get("field") if error.code == VALIDATION_ERROR else None
+    return [(shortened(field), error.message)] if isinstance(field, str) and field else []
 
 
 def problem_of_result(response: ToolResponse, *, instance: str | None = None) -> dict[str, Any]:
@@ -225,6 +244,8 @@ def problem_of_http(exc: HTTPException, *, instance: str | None = None,
                      instance or "request", status)
         return problem(500, INTERNAL_ERROR, _title(500), recovery=INTERNAL_RECOVERY, instance=instance)
     code, recovery = http_code(status)
+    if status == 403 and exc.detail == INVALID_ORIGIN:
+        recovery = ORIGIN_RECOVERY
     detail = exc.detail if status < 500 and isinstance(exc.detail, str) and exc.detail else _title(status)
     if status == 405 and exc.headers and exc.headers.get("Allow"):
         recovery = f"Use one of these methods: {exc.headers['Allow']}."

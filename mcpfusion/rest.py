@@ -55,6 +55,7 @@ from .errors import (
     INVALID_CURSOR,
     UNKNOWN_TOOL,
     VALIDATION_ERROR,
+    VALIDATION_RECOVERY,
     ToolError,
     UnknownToolError,
     field_path,
@@ -130,7 +131,8 @@ def _rest_recovery(found: dict[str, Any], request: Request | None, action: Actio
     """`found` with a recovery a REST client can follow where the agent's names MCP calls or markup: the one
     place REST rewrites recoveries."""
     code = found.get("code")
-    if code == VALIDATION_ERROR and found.get("errors"):  # (a handler's own one keeps its recovery)
+    if code == VALIDATION_ERROR and found.get("recovery") in (None, VALIDATION_RECOVERY):
+        # The agent's words point at fields listed above them; a handler's own recovery is kept (routes named).
         found["recovery"] = REST_VALIDATION_RECOVERY
     elif request is not None and code in (INVALID_CURSOR, CURSOR_EXPIRED):
         # The agent's recovery names the MCP tool; a REST client starts over on the route it called.
@@ -687,15 +689,16 @@ def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: d
     """Add the FastAPI routes of one action to `router`: POST, and GET when its parameters fit a query. The
     security schemes its dependencies use (`Security(HTTPBearer())`...) are documented on both, and added to
     `schemes` for the document's components, as FastAPI documents its own routes."""
-    responses = {
-        "200": {
-            "description": "The data, exactly as the MCP data block carries it"
-            + ("; one page of it (see the Next-Cursor header)" if action.paginate else ""),
-            "content": _success_content(action, item_schemas),
-            **({"headers": sent} if (sent := _success_headers(registry, action)) else {}),
-        },
-        **errors,
+    success = {
+        "description": "The data, exactly as the MCP data block carries it"
+        + ("; one page of it (see the Next-Cursor header)" if action.paginate else ""),
+        "content": _success_content(action, item_schemas),
     }
+    sent = _success_headers(registry, action)
+    # Only a GET's next page is a URL to follow (`_next_page`): a POST's 200 lists no Link.
+    posted = {k: v for k, v in sent.items() if k != "Link"}
+    responses = {"200": {**success, **({"headers": sent} if sent else {})}, **errors}
+    post_responses = {"200": {**success, **({"headers": posted} if posted else {})}, **errors}
     common: dict[str, Any] = {
         "summary": action.summary or action.name,
         # Cleaned as FastAPI cleans a route's docstring (an indented paragraph would be a code block).
@@ -716,7 +719,7 @@ def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: d
                 "required": bool(action.required),
                 "content": {"application/json": {"schema": _body_schema(action)}},
             },
-            "responses": responses,
+            "responses": post_responses,
             **({"parameters": headers} if headers else {}),
             **security,
         },

@@ -27,8 +27,11 @@ import os
 import socket
 from typing import Any
 
+from starlette._utils import get_route_path
 from uvicorn.logging import AccessFormatter as UvicornAccessFormatter
 
+from .problem import PROBLEM_MEDIA_TYPE, problem
+from .serializer import json_bytes
 from .telemetry import redact_query
 
 DEFAULT_HEADER_TIMEOUT = 10.0
@@ -37,8 +40,24 @@ DEFAULT_GRACEFUL_TIMEOUT = 20.0  # under the 30 s a container orchestrator gives
 DEFAULT_MAX_HEAD_BYTES = 64 * 1024
 _HEAD_TOO_LARGE_TEXT = b"Request Header Fields Too Large: the request line and headers exceed %d bytes"
 _BODY_TIMEOUT_TEXT = b"Request Timeout: the request body stopped arriving"
-_BODY_TIMEOUT = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
-                 b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_BODY_TIMEOUT_TEXT), _BODY_TIMEOUT_TEXT))
+_BODY_TIMEOUT_HEAD = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: %s\r\ncontent-length: %d\r\n"
+                      b"connection: close\r\n\r\n%s")
+_BODY_TIMEOUT = _BODY_TIMEOUT_HEAD % (b"text/plain; charset=utf-8", len(_BODY_TIMEOUT_TEXT), _BODY_TIMEOUT_TEXT)
+REST_PREFIX = "/api"  # where the REST routes answer every error as problem details (`mcpfusion.rest`)
+
+
+def body_timeout_answer(scope: dict[str, Any] | None) -> bytes:
+    """The 408 of a request whose body stopped arriving: problem details under the REST prefix, as REST answers
+    every error; plain text elsewhere (the app's own routes, `/mcp`, whose format the server cannot know)."""
+    if scope is None:
+        return _BODY_TIMEOUT
+    path = get_route_path(scope) if scope.get("root_path") else scope.get("path", "")
+    if path != REST_PREFIX and not path.startswith(REST_PREFIX + "/"):
+        return _BODY_TIMEOUT
+    body = json_bytes(problem(408, "REQUEST_TIMEOUT", "The request body stopped arriving: the server waited too long "
+                         "for the rest of it.", recovery="Send the whole body (as many bytes as its Content-Length "
+                         "says) without pausing, then call again.", instance=scope.get("path")))
+    return _BODY_TIMEOUT_HEAD % (PROBLEM_MEDIA_TYPE.encode(), len(body), body)
 
 
 class _HeaderDeadline:
@@ -152,7 +171,7 @@ class _HeaderDeadline:
             self._body_timer = self.loop.call_later(self.header_timeout - idle, self._body_deadline)
             return
         if not cycle.response_started:
-            self.transport.write(_BODY_TIMEOUT)
+            self.transport.write(body_timeout_answer(cycle.scope))
         self.transport.close()  # the app's `receive()` then reads a disconnect
 
 

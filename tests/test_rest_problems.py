@@ -82,8 +82,8 @@ async def test_missing_credential_is_a_documented_503(tmp_path, monkeypatch):
 
 
 def test_a_handlers_own_validation_error_keeps_its_recovery_on_rest():
-    """REST's "fix the fields listed in errors" is for a problem that lists fields; a handler's own
-    VALIDATION_ERROR without fields keeps the recovery it wrote."""
+    """REST's "fix the fields listed in errors" is for pydantic's fields; a handler's own VALIDATION_ERROR keeps
+    the recovery it wrote (its `errors` name the arguments as a whole: no field was named)."""
     from fastapi.testclient import TestClient
 
     from mcpfusion import MCPFusion, Tool, ToolError
@@ -99,6 +99,7 @@ def test_a_handlers_own_validation_error_keeps_its_recovery_on_rest():
 
     client = TestClient(MCPFusion("p", tools=[orders]).build_app())
     own = client.post("/api/orders/make", json={"total": 0}).json()
-    assert (own["status"], own["recovery"]) == (422, "Add a priced line and send it again.") and "errors" not in own
+    assert (own["status"], own["recovery"]) == (422, "Add a priced line and send it again.")
+    assert own["errors"] == [{"field": "(arguments)", "detail": "The lines total 0."}]
     listed = client.post("/api/orders/make", json={"total": "x"}).json()
     assert listed["recovery"] == "Fix the fields listed in errors and send the request again." and listed["errors"]
