@@ -5,14 +5,13 @@ once the user agrees. A handler's own `ctx.elicit` still sees the protocol error
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.service_kit import build, confirm_token, serve
-from tests.test_elicit_subscribe_mends import open_session
+from tests.test_elicit_subscribe_mends import answer_on_session_wire
 
 ADMIN = {"authorization": "Bearer demo-admin"}
 
@@ -23,32 +22,15 @@ def service(tmp_path):
         yield base
 
 
-async def void_answering_with(c: httpx.AsyncClient, arguments: dict[str, Any], error: Any) -> dict[str, Any]:
+async def void_answering_with(base: str, arguments: dict[str, Any], error: Any) -> dict[str, Any]:
     """tools/call billing_void_invoice on a session whose client answers elicitation/create with `error`."""
-    headers = await open_session(c, {"elicitation": {}}, **ADMIN)
-    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "billing_void_invoice", "arguments": arguments}}
-    asked = 0
-    async with c.stream("POST", "/mcp", json=call, headers=headers) as r:
-        async for line in r.aiter_lines():
-            if not (line.startswith("data:") and line[5:].strip()):
-                continue
-            message = json.loads(line[5:])
-            if message.get("method") == "elicitation/create":
-                asked += 1
-                sent = await c.post("/mcp", json={"jsonrpc": "2.0", "id": message["id"], "error": error},
-                                    headers=headers)
-                assert sent.status_code == 202
-            elif message.get("id") == 1:
-                assert asked == 1
-                return message
-    raise AssertionError("no reply")
+    return await answer_on_session_wire(base, "billing_void_invoice", arguments, error, member="error", **ADMIN)
 
 
 async def test_an_error_answer_to_the_confirmation_asks_for_a_token_instead(service):
     async with httpx.AsyncClient(base_url=service, timeout=10) as c:
         arguments = {"id": "inv_0003", "reason": "entered twice"}  # a draft of the demo data
-        reply = await void_answering_with(c, arguments, {"code": -32601, "message": "Method not found" + "x" * 5000})
+        reply = await void_answering_with(service, arguments, {"code": -32601, "message": "Method not found" + "x" * 5000})
         assert "error" not in reply, reply  # a tool result, not a JSON-RPC error
         result = reply["result"]
         text = result["content"][0]["text"]
@@ -63,8 +45,7 @@ async def test_an_error_answer_to_the_confirmation_asks_for_a_token_instead(serv
 
 
 async def test_an_error_answer_of_any_shape_is_still_a_confirmation_request(service):
-    async with httpx.AsyncClient(base_url=service, timeout=10) as c:
-        reply = await void_answering_with(c, {"id": "inv_0003", "reason": "entered twice"},
-                                          {"code": "not a number", "message": None})
-        assert reply["result"]["isError"] is True
-        assert 'code="CONFIRMATION_REQUIRED"' in reply["result"]["content"][0]["text"]
+    reply = await void_answering_with(service, {"id": "inv_0003", "reason": "entered twice"},
+                                      {"code": "not a number", "message": None})
+    assert reply["result"]["isError"] is True
+    assert 'code="CONFIRMATION_REQUIRED"' in reply["result"]["content"][0]["text"]

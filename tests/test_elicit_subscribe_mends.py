@@ -119,11 +119,12 @@ async def open_session(c: httpx.AsyncClient, capabilities: dict[str, Any], **ext
     return headers
 
 
-async def answer_on_session_wire(base: str, name: str, arguments: dict[str, Any], answer: dict[str, Any]
-                                 ) -> dict[str, Any]:
-    """Call `name` on 2025-11-25, answer the elicitation/create it sends with `answer`; the call's reply."""
+async def answer_on_session_wire(base: str, name: str, arguments: dict[str, Any], answer: Any, *,
+                                 member: str = "result", **extra: str) -> dict[str, Any]:
+    """Call `name` on 2025-11-25, answer the elicitation/create it sends with `answer` (its `member`: "result",
+    or "error" for a client that fails the request); the call's reply. `extra`: headers (the caller's token)."""
     async with httpx.AsyncClient(base_url=base, timeout=10) as c:
-        headers = await open_session(c, {"elicitation": {}})
+        headers = await open_session(c, {"elicitation": {}}, **extra)
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
         async with c.stream("POST", "/mcp", json=call, headers=headers) as r:
             async for line in r.aiter_lines():
@@ -131,8 +132,9 @@ async def answer_on_session_wire(base: str, name: str, arguments: dict[str, Any]
                     continue
                 message = json.loads(line[5:])
                 if message.get("method") == "elicitation/create":
-                    await c.post("/mcp", json={"jsonrpc": "2.0", "id": message["id"], "result": answer},
-                                 headers=headers)
+                    sent = await c.post("/mcp", json={"jsonrpc": "2.0", "id": message["id"], member: answer},
+                                        headers=headers)
+                    assert sent.status_code == 202, sent.text
                 elif message.get("id") == 1:
                     return message
     raise AssertionError("no reply")
