@@ -17,7 +17,7 @@ from .invoice import (
     SupportInvoiceRowModel,
 )
 from .payment import Payment, PaymentMethod, PaymentModel
-from .text import OptionalText, Text
+from .text import NO_NUL, OptionalText, Text
 
 __all__ = [
     "INVOICE_STATUSES",
@@ -33,6 +33,7 @@ __all__ = [
     "InvoiceRow",
     "InvoiceRowModel",
     "InvoiceStatus",
+    "NO_NUL",
     "OptionalText",
     "Payment",
     "PaymentMethod",

@@ -41,6 +41,7 @@ from mcpfusion import (
 from mcpfusion.content import Attached
 from models import (
     INVOICE_STATUSES,
+    NO_NUL,
     ExportRow,
     InvoiceLineInput,
     InvoiceModel,
@@ -49,7 +50,6 @@ from models import (
     PaymentMethod,
     PaymentModel,
     RevenueSummary,
-    Text,
 )
 from presenters import invoice_admin, invoice_rows_admin, invoice_rows_support, invoice_support
 
@@ -106,9 +106,9 @@ else:
     InvoiceUpdate = create_model(_update.__name__, __base__=_update, status=(InvoiceStatus, _sent))
     PaymentCreate = PaymentModel.input_model("create")
 InvoiceId = Annotated[str, Field(description="Invoice id, e.g. inv_0001 (see list_invoices).", max_length=40)]
-IdempotencyKey = Annotated[OptionalText, Field(
+IdempotencyKey = Annotated[str | None, Field(
     description="A new key per payment; resend it on a retry and the payment is recorded once.",
-    min_length=8, max_length=64)]
+    min_length=8, max_length=64), NO_NUL]  # (limits before NO_NUL: a string's, and null passes them)
 DraftId = Annotated[InvoiceId, Field(examples=["inv_0003"])]  # (the docs' example: a draft of the demo data)
 StatusFilter = Annotated[
     Literal[(*INVOICE_STATUSES, "overdue")] | None,  # type: ignore[valid-type]
@@ -185,7 +185,7 @@ async def voidable(call: ActionCall, call_next: CallNext) -> ToolResponse:
                 middleware=[announce_change, voidable], open_world=False, **DETAIL)
 async def void_invoice(
     id: InvoiceId,
-    reason: Annotated[Text, Field(min_length=3, max_length=200, description="Why the invoice is voided.")],
+    reason: Annotated[str, Field(min_length=3, max_length=200, description="Why the invoice is voided."), NO_NUL],
     store: BillingStore = Depends(get_store),
 ) -> dict[str, Any]:
     """Void an unpaid invoice (cannot be undone)"""

