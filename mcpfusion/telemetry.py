@@ -219,14 +219,15 @@ class Telemetry:
 
     def _rest_tracer_provider(self) -> Any:
         """The tracer provider of FastAPI's REST spans: ours, with every `url.query` value `REDACTED` (a REST
-        GET's query holds the action's arguments: a customer's e-mail searched for, say)."""
+        GET's query holds the action's arguments: a customer's e-mail searched for, say) and `url.path` cleaned
+        as every client-chosen value (`clean`: any client, authenticated or not, chooses the path)."""
         from opentelemetry.trace import NoOpTracerProvider
 
         if not self.tracing or isinstance(self.tracer_provider, NoOpTracerProvider):  # (FastAPI then traces nothing)
             return self.tracer_provider
-        from .tracing import QueryScrubbing
+        from .tracing import AttributeScrubbing
 
-        return QueryScrubbing(self.tracer_provider, scrub_query)
+        return AttributeScrubbing(self.tracer_provider, {"url.query": scrub_query, "url.path": clean})
 
     def install(self, app: FastAPI) -> None:
         """Serve `/metrics` when `prometheus=True`."""

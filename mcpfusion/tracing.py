@@ -593,32 +593,37 @@ class Tracing:
             (sinks.sampled if flags & _SAMPLED else sinks.unsampled)(spans)
 
 
-class QueryScrubbing(trace.TracerProvider):
-    """`provider` as FastAPI's REST telemetry is given it: a span started with a `url.query` (FastAPI's server
-    span of a request with a query string: a REST GET's arguments) gets `scrub(url.query)` instead, since
-    FastAPI offers no hook of its own. Everything else is `provider`'s."""
+class AttributeScrubbing(trace.TracerProvider):
+    """`provider` as FastAPI's REST telemetry is given it: a span started with one of the attributes of `scrubs`
+    (FastAPI's server span: its `url.query`, a REST GET's arguments; its `url.path`, which any client chooses,
+    matched by a route or not) gets that attribute's `scrub(value)` instead, since FastAPI offers no hook of
+    its own. Everything else is `provider`'s."""
 
-    def __init__(self, provider: Any, scrub: Callable[[str], str]) -> None:
+    def __init__(self, provider: Any, scrubs: dict[str, Callable[[str], str]]) -> None:
         self._provider = provider
-        self._scrub = scrub
+        self._scrubs = scrubs
 
     def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
-        return _QueryScrubbingTracer(self._provider.get_tracer(*args, **kwargs), self._scrub)
+        return _ScrubbingTracer(self._provider.get_tracer(*args, **kwargs), self._scrubs)
 
     def __getattr__(self, name: str) -> Any:  # force_flush, shutdown, ...
         return getattr(self._provider, name)
 
 
-class _QueryScrubbingTracer(trace.Tracer):
-    """A tracer whose spans' `url.query` is scrubbed before the tracer (its sampler, its processors) sees it."""
+class _ScrubbingTracer(trace.Tracer):
+    """A tracer whose spans' attributes of `scrubs` are scrubbed before the tracer (its sampler, its processors)
+    sees them."""
 
-    def __init__(self, tracer: trace.Tracer, scrub: Callable[[str], str]) -> None:
+    def __init__(self, tracer: trace.Tracer, scrubs: dict[str, Callable[[str], str]]) -> None:
         self._tracer = tracer
-        self._scrub = scrub
+        self._scrubs = scrubs
 
     def _scrubbed(self, attributes: Any) -> Any:
-        query = attributes.get("url.query") if attributes else None
-        return attributes if not isinstance(query, str) else {**attributes, "url.query": self._scrub(query)}
+        if not attributes:
+            return attributes
+        found = {name: scrub(value) for name, scrub in self._scrubs.items()
+                 if isinstance(value := attributes.get(name), str)}
+        return {**attributes, **found} if found else attributes
 
     def start_span(self, name: str, context: Any = None, kind: Any = _INTERNAL, attributes: Any = None,
                    links: Any = None, start_time: int | None = None, record_exception: bool = True,
@@ -635,5 +640,5 @@ class _QueryScrubbingTracer(trace.Tracer):
 
 CURRENT = CurrentSpan()
 
-__all__ = ["CURRENT", "LIGHT", "CurrentSpan", "DroppedSpan", "FinishedSpan", "LightSpan", "QueryScrubbing", "Sinks",
-           "Tracing"]
+__all__ = ["CURRENT", "LIGHT", "AttributeScrubbing", "CurrentSpan", "DroppedSpan", "FinishedSpan", "LightSpan",
+           "Sinks", "Tracing"]
