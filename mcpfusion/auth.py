@@ -206,6 +206,10 @@ class ResourceChallenges(Protocol):
         ...
 
 
+# The RFC 6750 error of a refusal before any route: a 401's is the authentication's own challenge (or none).
+_CHALLENGED = {400: "invalid_request", 401: "", 403: "insufficient_scope"}
+
+
 def quoted(value: str) -> str:
     """`value` as an RFC 7230/7235 quoted-string: backslash and double quote escaped, control characters
     and non-ASCII characters (which a header cannot carry) replaced by spaces."""
@@ -665,9 +669,17 @@ class RequireBearer:
             if refusal is not None:
                 raise refusal
         except HTTPException as exc:
-            if exc.status_code == 401 and self.resource is not None:
-                header = self.resource.unauthorized_challenge(request, (exc.headers or {}).get("WWW-Authenticate"))
-                exc = HTTPException(401, exc.detail, headers={**(exc.headers or {}), "WWW-Authenticate": header})
+            own = (exc.headers or {}).get("WWW-Authenticate")
+            error = _CHALLENGED.get(exc.status_code)
+            if self.resource is not None and error is not None and (exc.status_code == 401 or own is None):
+                # RFC 6750 section 3: every refusal of the token's request says why in a Bearer challenge (a 400
+                # for two Authorization headers, an authentication's own 403), naming the resource metadata.
+                if own is None and exc.status_code != 401:
+                    detail = exc.detail if isinstance(exc.detail, str) else ""
+                    own = f"Bearer error={quoted(error)}" + (f", error_description={quoted(detail)}" if detail else "")
+                header = self.resource.unauthorized_challenge(request, own)
+                exc = HTTPException(exc.status_code, exc.detail,
+                                    headers={**(exc.headers or {}), "WWW-Authenticate": header})
             answer = exc.response(scope["path"]) if isinstance(exc, AuthUnavailable) else \
                 http_problem_response(exc, scope["path"])
             await answer(scope, receive, send)
