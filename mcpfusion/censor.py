@@ -31,10 +31,20 @@ values, a few KB) takes the plain loops.
 
 Values shorter than `MIN_LENGTH` ("1", "EU", "") are matched only as whole strings of the structured data:
 scanning free text for them would censor ordinary words and numbers. Booleans and `None` are never guarded.
-The guard matches exact values (not a lower-cased or partial copy; in blocks, not a URL-encoded one). A
-presenter that deliberately shows redacted values to a human operator opts out with
-`redact_pii(..., guard_blocks=False)`: its data block and structured data are still redacted, its other
-blocks are not guarded.
+
+The guard matches a value whatever its letter case (an email, a name, an id read the same to a human in
+capitals): each form's key (`_key`: lower-cased, İ as i, a final sigma as a sigma) is looked for in the text
+folded in place (`_fold`), and what is found is censored by its span in the text as written, never by a
+`replace` of the key; the wire format's markup is told in the text as written. A short value's whole-string
+match in the structured data and in an error is case-insensitive too ("EU" for a removed "eu"); a string the
+schema fixes (`keep`) is kept as written only. A text that folding would lengthen (no character does in
+Python's tables once İ is mapped: the fallback stays for newer ones) is matched exactly as written. The
+guard does not match a partial copy, a copy with an invisible character inside it (a soft hyphen, a
+zero-width space) or in another Unicode normalization, a form whose escapes differ by case (`\\u00c9`,
+JSON's escape of an upper-cased `é`, is no form of `é`'s), nor, in blocks, a copy in an encoding the
+application applied (URL-encoded: documents are searched for those, `Scrubber`). A presenter that
+deliberately shows redacted values to a human operator opts out with `redact_pii(..., guard_blocks=False)`:
+its data block and structured data are still redacted, its other blocks are not guarded.
 """
 
 from __future__ import annotations
@@ -211,7 +221,7 @@ def _amount_forms(amounts: Amounts, text: str) -> list[str]:
     underscore = marked and "_" in text
     if _many(len(amounts), len(text)):  # (many numbers: their probes looked for in one scan)
         probes = {forms: _probes(forms, marked, underscore) for forms in amounts}
-        held = _search([probe for each in probes.values() for probe in each]).found(text)
+        held = _Search([probe for each in probes.values() for probe in each]).found(text)
         return [form for forms, each in probes.items() if not held.isdisjoint(each) for form in forms]
     return [form for forms in amounts if any(probe in text for probe in _probes(forms, marked, underscore))
             for form in forms]
@@ -408,44 +418,125 @@ class _Search:
 
 
 class _Needles(list[str]):
-    """A list of needles that keeps its `_Search`, built on first use: the guard looks for the same needles in
-    several blocks, and a scrubber in each document."""
+    """A list of needles that keeps its keys (`_keys`) and its `_Search`es, made on first use: the guard looks
+    for the same needles in several blocks, and a scrubber in each document."""
 
-    search: _Search | None = None  # (a class default: made as a plain list is, with no __init__ of its own)
+    # (class defaults: made as a plain list is, with no __init__ of its own)
+    keys: list[str] | None = None
+    search: _Search | None = None  # of the keys
+    exact: _Search | None = None  # of the needles as written (a text that cannot be folded: `_fold`)
 
 
-def _search(needles: list[str]) -> _Search:
-    """The scan for `needles`: a `_Needles`' own, else a new one."""
+def _search(needles: list[str], folded: bool = True) -> _Search:
+    """The scan for `needles`' keys (`_key`), or for the needles as written when not `folded`: a `_Needles`'
+    own, else a new one."""
     if isinstance(needles, _Needles):
-        if needles.search is None:
-            needles.search = _Search(needles)
-        return needles.search
-    return _Search(needles)
+        if folded:
+            if needles.search is None:
+                needles.search = _Search(_keys(needles))
+            return needles.search
+        if needles.exact is None:
+            needles.exact = _Search(needles)
+        return needles.exact
+    return _Search(_keys(needles) if folded else needles)
+
+
+# -- letter case: a removed value is censored whatever the case it is written in --------------------------
+
+
+def _key(text: str) -> str:
+    """`text` case-folded, each character on its own, into one character: lower-cased, İ (which `str.lower`
+    writes as two, i and a combining dot) as i, a final sigma as a sigma (`str.lower` writes Σ as ς or σ by
+    the letters around it: a value cut out of a word would not be found in it). Python's Unicode tables have
+    no other character lowered into more than one, nor by its context (`tests/test_censor_case.py`)."""
+    if text.isascii():  # (the common case: one C call)
+        return text.lower()
+    low = (text.replace("\u0130", "i") if "\u0130" in text else text).lower()
+    return low.replace("\u03c2", "\u03c3") if "\u03c2" in low else low
+
+
+def _fold(text: str) -> str | None:
+    """`text` as its needles' keys (`_key`) are looked for in it: each character at its place, so a span found
+    in it is the text's span; None if folding changed its length (no character of today's tables does), a
+    text then matched exactly as written."""
+    low = _key(text)
+    return low if len(low) == len(text) else None
+
+
+def _keys(needles: list[str]) -> list[str]:
+    """Each needle's key (`_key`), in the needles' order (a `_Needles`' own, made once)."""
+    if isinstance(needles, _Needles):
+        if needles.keys is None:
+            needles.keys = _folded(needles)
+        return needles.keys
+    return _folded(needles)
+
+
+def _folded(texts: list[str]) -> list[str]:
+    """Each text's key (`_key`): all folded at once, joined by line breaks, when none holds one (folding is
+    character by character: a list's thousands of needles cost one `lower`, not a call each)."""
+    if len(texts) < 4:
+        return [_key(text) for text in texts]
+    keys = _key("\n".join(texts)).split("\n")
+    return keys if len(keys) == len(texts) else [_key(text) for text in texts]
+
+
+def _scanned(text: str, needles: list[str], censor: str = "") -> tuple[str, list[str], bool]:
+    """(what to look in, what to look for, whether case-folded): `text` folded (`_fold`) and the needles' keys,
+    or both as written when the text, or the censor written into it, cannot be folded in place."""
+    low = _fold(text)
+    if low is None or (censor and _mask(censor) is None):
+        return text, needles, False
+    return low, _keys(needles), True
+
+
+@lru_cache(maxsize=64)
+def _mask(censor: str) -> str | None:
+    """The censor as a folded text holds it once written (`_fold`): a presenter's few censors, folded once."""
+    return _fold(censor)
+
+
+def _every(text: str, needle: str) -> list[tuple[int, int]]:
+    """The spans `str.replace` would replace: each occurrence of `needle` left to right, none overlapping the
+    one before."""
+    spans: list[tuple[int, int]] = []
+    size = len(needle)
+    at = text.find(needle)
+    while at >= 0:
+        spans.append((at, at + size))
+        at = text.find(needle, at + size)
+    return spans
 
 
 def _spread(texts: list[str], needles: list[str], censor: str) -> list[list[str]]:
     """For each of `texts`, the needles that may change it: all of them, or for many needles in many texts
     (a list's rows, each with its strings, UI block or suggestion) the ones it holds and those the censor may
     complete (`_Search.touching`), in their order, from one scan of all the texts; none for a text holding
-    none, which stays as it is. Either way `_scrub_text` and `_scrub_block` give the same result."""
+    none, which stays as it is. Either way `_scrub_text` and `_scrub_block` give the same result. The scan
+    is case-folded (`_key`)."""
     # (a text costs the loop a call a needle besides its characters: as ~128 characters more)
     if len(texts) < 2 or not _many(len(needles), sum(map(len, texts)) + 128 * len(texts)):
+        return [needles] * len(texts)
+    needles = needles if isinstance(needles, _Needles) else _Needles(needles)
+    scan, _, folded = _scanned("\n".join(texts), needles, censor)
+    if not folded:  # (no character folds out of place today: each text then decides for itself)
         return [needles] * len(texts)
     search = _search(needles)
     starts = [0]
     for text in texts[:-1]:
         starts.append(starts[-1] + len(text) + 1)
     held: dict[int, set[str]] = {}
-    for at, needle in search.occurrences("\n".join(texts)):
+    for at, key in search.occurrences(scan):
         i = bisect_right(starts, at) - 1
-        if at + len(needle) <= starts[i] + len(texts[i]):  # (not across the join)
-            held.setdefault(i, set()).add(needle)
+        if at + len(key) <= starts[i] + len(texts[i]):  # (not across the join)
+            held.setdefault(i, set()).add(key)
     places = search.places
-    touching = {place for needle in search.touching(censor) for place in places[needle]}
+    touching = {place for key in search.touching(_mask(censor) or censor) for place in places[key]}
     spread: list[list[str]] = [[] for _ in texts]
     for i, found in held.items():
-        order = sorted(touching.union(*(places[needle] for needle in found)))
+        order = sorted(touching.union(*(places[key] for key in found)))
         # (all of them: the list itself, whose scan is built already)
+        # (a plain list: a row's few needles are folded again where used, cheaper than a `_Needles` made)
         spread[i] = needles if len(order) == len(needles) else [needles[place] for place in order]
     return spread
 
@@ -455,26 +546,30 @@ def _replaced(text: str, needles: list[str], censor: str) -> str:
     `replace` per needle: each needle's occurrences that no earlier replacement broke are replaced left to
     right as `str.replace` does (one overlapping the previous one is skipped). A needle the censor may
     complete (`_Search.touching`) is looked for in the text as written so far, and the text scanned again
-    once it replaced one."""
+    once it replaced one. Keys are looked for in the folded text (`_scanned`), spans replaced in the text."""
     needles = needles if isinstance(needles, _Needles) else _Needles(needles)
-    search = _search(needles)
-    touching = search.touching(censor)
-    starts = search.starts(text)
+    scan, keys, folded = _scanned(text, needles, censor)
+    search = _search(needles, folded)
+    mask = (_mask(censor) or censor) if folded else censor  # (the censor as the folded text holds it)
+    touching = search.touching(mask)
+    starts = search.starts(scan)
     taken = bytearray(len(text))  # the characters replaced so far (1)
     spans: list[tuple[int, int]] = []
-    for needle in needles:
-        if needle in touching:
-            written = _written(text, spans, censor)
-            if needle in written:
-                if _NUMERIC.fullmatch(needle):
-                    return _scrub_all(written, needles, censor)
-                text = written.replace(needle, censor)
-                starts, taken, spans = search.starts(text), bytearray(len(text)), []
+    for key in keys:
+        if key in touching:
+            written = _written(scan, spans, mask)
+            if key in written:
+                text = _written(text, spans, censor)
+                if _NUMERIC.fullmatch(key):
+                    return _scrub_all(text, needles, censor)
+                text = _written(text, _every(written, key), censor)
+                scan = written.replace(key, mask)  # (the new text folded: folding is character by character)
+                starts, taken, spans = search.starts(scan), bytearray(len(text)), []
             continue
-        size = len(needle)
-        for at in starts.get(needle, ()):
+        size = len(key)
+        for at in starts.get(key, ()):
             if taken.find(1, at, at + size) < 0:  # intact in the text the earlier needles left
-                if _NUMERIC.fullmatch(needle):  # a number: its whole token and every needle's occurrence go
+                if _NUMERIC.fullmatch(key):  # a number: its whole token and every needle's occurrence go
                     return _scrub_all(_written(text, spans, censor), needles, censor)
                 taken[at:at + size] = b"\1" * size
                 spans.append((at, at + size))
@@ -495,25 +590,42 @@ def _written(text: str, spans: list[tuple[int, int]], censor: str) -> str:
 
 
 def _scrub_text(text: str, needles: list[str], censor: str) -> str:
-    """`text` with each needle in turn (longest first) replaced by the censor in what the earlier ones left; a
-    number's whole token and every other needle's occurrence once one is found (`_scrub_all`)."""
+    """`text` with each needle in turn (longest first) replaced by the censor in what the earlier ones left,
+    whatever its letter case (its key in the folded text: `_scanned`); a number's whole token and every other
+    needle's occurrence once one is found (`_scrub_all`)."""
+    if not needles:  # (most strings of a list's rows: `_spread` gave them none)
+        return text
     if _many(len(needles), len(text)):
         return _replaced(text, needles, censor)
-    for needle in needles:
-        if needle in text:
-            if _NUMERIC.fullmatch(needle):  # a number: its whole token goes (`_hits`)
+    # (`_scanned` written out: this runs on each string of a list's rows that holds a needle)
+    low, folded_mask = _fold(text), _mask(censor)
+    folded = low is not None and folded_mask is not None
+    scan, mask, keys = (low or text, folded_mask or censor, _keys(needles)) if folded else (text, censor, needles)
+    for key in keys:
+        if key in scan:
+            if _NUMERIC.fullmatch(key):  # a number: its whole token goes (`_hits`)
                 return _scrub_all(text, needles, censor)
-            text = text.replace(needle, censor)
+            if not folded:
+                text = scan = text.replace(key, censor)
+                continue
+            # (replaced by its spans in the text, never a `replace` of the key, which the text may not hold)
+            text = _written(text, _every(scan, key), censor)
+            scan = scan.replace(key, mask)  # (the new text folded: folding is character by character)
     return text
 
 
 def _scrub_data(data: Any, exact: set[str], needles: list[str], keep: frozenset[str], censor: str) -> Any:
     """`data` with its string values censored: equal to a removed string, or holding a needle. Keys stay (they
-    are the structure), and so do strings in `keep`. Returns `data` itself when nothing changed."""
+    are the structure), and so do strings in `keep`. Returns `data` itself when nothing changed. Whatever the
+    letter case: a string equal to a removed one but in case (`_key`: "EU" for a removed "eu") is censored
+    whole as the value itself, a needle found as `_scrub_text` finds it; `keep` is matched as written (the
+    schema's members are exact)."""
     strings = list(dict.fromkeys(_strings(data)))
     # (the needles each string may hold: its rows' strings are not each scanned for every row's values)
     held = dict(zip(strings, _spread(strings, needles, censor), strict=True))
-    return _scrub_value(data, exact, held, keep, censor)
+    # (a long one in other case is a needle found whole: censored whole by `_scrub_text`, no key made per string)
+    short = {_key(value) for value in exact if len(value) < MIN_LENGTH}
+    return _scrub_value(data, exact, short, held, keep, censor)
 
 
 def _strings(data: Any) -> Iterator[str]:
@@ -529,19 +641,21 @@ def _strings(data: Any) -> Iterator[str]:
             stack.extend(value)
 
 
-def _scrub_value(data: Any, exact: set[str], held: dict[str, list[str]], keep: frozenset[str], censor: str) -> Any:
-    """`_scrub_data`, each string given the needles it may hold (`_spread`)."""
+def _scrub_value(data: Any, exact: set[str], short: set[str], held: dict[str, list[str]], keep: frozenset[str],
+                 censor: str) -> Any:
+    """`_scrub_data`, each string given the needles it may hold (`_spread`); `short` holds the keys (`_key`) of
+    the removed strings shorter than `MIN_LENGTH`."""
     if isinstance(data, str):
         if data in keep:
             return data
-        if data in exact:
+        if data in exact or (len(data) < MIN_LENGTH and _key(data) in short):
             return censor
         return _scrub_text(data, held[data], censor)
     if isinstance(data, dict):
-        items = {k: _scrub_value(v, exact, held, keep, censor) for k, v in data.items()}
+        items = {k: _scrub_value(v, exact, short, held, keep, censor) for k, v in data.items()}
         return data if all(items[k] is v for k, v in data.items()) else items
     if isinstance(data, list):
-        values = [_scrub_value(v, exact, held, keep, censor) for v in data]
+        values = [_scrub_value(v, exact, short, held, keep, censor) for v in data]
         return data if all(new is old for new, old in zip(values, data, strict=True)) else values
     return data
 
@@ -634,29 +748,35 @@ def _widen(text: str, start: int, end: int, sep: str, widened: dict[str, tuple[i
 def _hits(text: str, needles: list[str]) -> list[tuple[int, int]]:
     """Every occurrence of every needle in `text` (overlapping ones too), overlapping spans merged; a
     number's whole token (`_token`), each token widened once: an occurrence inside the token last widened
-    for its grouping is in that token (widening each would cost the square of a long run of digits)."""
+    for its grouping is in that token (widening each would cost the square of a long run of digits). Found
+    whatever their letter case: the needles' keys in the folded text (`_scanned`), whose spans are the text's."""
+    return _spans(*_scanned(text, needles), needles)
+
+
+def _spans(text: str, keys: list[str], folded: bool, needles: list[str]) -> list[tuple[int, int]]:
+    """`_hits` of `keys` in `text`, as `_scanned` gives them (`needles`: their scan, `_search`)."""
     found: list[tuple[int, int]] = []
     widened: dict[str, tuple[int, int]] = {}  # per grouping, the token last widened
-    if _many(len(needles), len(text)):
+    if _many(len(keys), len(text)):
         seps: dict[str, str | None] = {}
-        for at, needle in _search(needles).occurrences(text):
-            if needle not in seps:
-                seps[needle] = _grouping(needle) if _NUMERIC.fullmatch(needle) else None
-            sep = seps[needle]
+        for at, key in _search(needles, folded).occurrences(text):
+            if key not in seps:
+                seps[key] = _grouping(key) if _NUMERIC.fullmatch(key) else None
+            sep = seps[key]
             if sep is None:
-                found.append((at, at + len(needle)))
-            elif _widen(text, at, at + len(needle), sep, widened):
+                found.append((at, at + len(key)))
+            elif _widen(text, at, at + len(key), sep, widened):
                 found.append(widened[sep])
     else:
-        for needle in needles:
-            at = text.find(needle)
-            sep = _grouping(needle) if at >= 0 and _NUMERIC.fullmatch(needle) else None
+        for key in keys:
+            at = text.find(key)
+            sep = _grouping(key) if at >= 0 and _NUMERIC.fullmatch(key) else None
             while at >= 0:
                 if sep is None:
-                    found.append((at, at + len(needle)))
-                elif _widen(text, at, at + len(needle), sep, widened):
+                    found.append((at, at + len(key)))
+                elif _widen(text, at, at + len(key), sep, widened):
                     found.append(widened[sep])
-                at = text.find(needle, at + 1)
+                at = text.find(key, at + 1)
     return _merged_spans(found)
 
 
@@ -695,13 +815,15 @@ def _outside(spans: list[tuple[int, int]], kept: list[tuple[int, int]]) -> list[
 def _scrub_block(text: str, needles: list[str], censor: str) -> str:
     """`text` (a block of the wire format, or any text) with every needle censored but in its markup: a
     stored value equal to a tag or an action name never breaks the format (fail closed: the rest of an
-    occurrence that straddles markup is censored)."""
-    if not (_search(needles).any(text) if _many(len(needles), len(text)) else any(n in text for n in needles)):
+    occurrence that straddles markup is censored). Markup is told in the text as written (a tag in capitals
+    is none), an occurrence found whatever its case (`_scanned`)."""
+    scan, keys, folded = _scanned(text, needles)
+    if not (_search(needles, folded).any(scan) if _many(len(keys), len(scan)) else any(k in scan for k in keys)):
         return text
     kept = _markup(text)
     if not kept:
         return _scrub_text(text, needles, censor)
-    return _written(text, _outside(_hits(text, needles), kept), censor)
+    return _written(text, _outside(_spans(scan, keys, folded, needles), kept), censor)
 
 
 def _scrub_view(view: ResponseView, found: list[str], mask: str) -> None:
@@ -938,7 +1060,7 @@ def guard(response: ToolResponse, removed: list[Any], censor: Any = DEFAULT_CENS
     data = response.view.data
     if data is None or isinstance(data, str):
         return
-    if not _contains(texts[0], [form for value in every for form in _head_forms(value)], exact):
+    if not _contains(texts[0], every, exact):
         return
     needles = [form for value in every for form in _data_forms(value)]
     scrubbed = _scrub_data(data, exact, needles, keep(), mask)
@@ -968,20 +1090,24 @@ def _scrub_blocks(texts: list[str], found: list[str], mask: str) -> list[str]:
 def _forms_in(every: list[str], texts: list[str], amounts: Amounts) -> list[str]:
     """The forms of the removed values that `texts` hold, every form of such a value (the structured view
     holds it unescaped), a number's as Python writes it (`_amount_forms`); one scan of them all per form,
-    and most find nothing (one scan for all the forms of many values in a long text)."""
+    and most find nothing (one scan for all the forms of many values in a long text). A form is looked for
+    whatever its letter case (its key in the folded blocks: `_fold`), and found as written."""
     blocks = texts[0] if len(texts) == 1 else "\n".join(texts)
+    forms = [_variants(value) for value in every]
+    scan, keys, _ = _scanned(blocks, [form for each in forms for form in each])
     found: list[str] = []
-    if _many(len(every), len(blocks)):
-        held = _search([form for value in every for form in _variants(value)]).found(blocks)
-        for value in every:
-            forms = _variants(value)
-            if not held.isdisjoint(forms):
-                found += forms
+    at = 0  # (each value's keys: the next len(its forms) of `keys`)
+    if _many(len(every), len(scan)):
+        held = _Search(keys).found(scan)
+        for each in forms:
+            if not held.isdisjoint(keys[at:at + len(each)]):
+                found += each
+            at += len(each)
     else:
-        for value in every:
-            forms = _variants(value)
-            if any(form in blocks for form in forms):
-                found += forms
+        for each in forms:
+            if any(key in scan for key in keys[at:at + len(each)]):
+                found += each
+            at += len(each)
     if amounts:
         found += _amount_forms(amounts, blocks)
     return _Needles(sorted(set(found), key=len, reverse=True))
@@ -994,25 +1120,29 @@ def _clean(texts: list[str], removed: list[Any]) -> bool:
     somewhere) takes the full path, which decides for itself."""
     if len(removed) >= _FEW and _many(len(removed), sum(map(len, texts))):
         return _clean_many(texts, removed)
-    whole: str | None = None
+    whole: str | None = None  # the blocks folded (`_fold`): the forms' keys are looked for
     for value in removed:
         if value.__class__ is not str:
             if value is None or value is True or value is False:
                 continue  # never guarded
             return False
+        if whole is None:
+            if not value:
+                continue
+            # A form found only across a join (a value holding the separator) is a false alarm: the full
+            # path looks block by block. A form in a block is always in the join.
+            whole = _fold("\n".join(texts))
+            if whole is None:  # (a text that cannot be folded in place: the full path matches it exactly)
+                return False
         forms = _long_forms.get(value)  # known: a string of MIN_LENGTH or more
         if forms is None:
             if not value:
                 continue
-            if len(value) < MIN_LENGTH:
-                if texts and _quoted(value) in texts[0]:
+            if len(value) < MIN_LENGTH:  # (as a whole string of the data block: the join's first text)
+                if texts and whole.find(_key(_quoted(value)), 0, len(texts[0])) >= 0:
                     return False
                 continue
             forms = _forms(value)
-        if whole is None:
-            # A form found only across a join (a value holding the separator) is a false alarm: the full
-            # path looks block by block. A form in a block is always in the join.
-            whole = "\n".join(texts)
         if forms.__class__ is str:  # plain text: its one form is itself
             if forms in whole:
                 return False
@@ -1024,7 +1154,11 @@ def _clean(texts: list[str], removed: list[Any]) -> bool:
 
 
 def _clean_many(texts: list[str], removed: list[Any]) -> bool:
-    """`_clean` of many values (a list's rows) in a long text: all their forms looked for in one scan."""
+    """`_clean` of many values (a list's rows) in a long text: all their forms' keys looked for in one scan of
+    the folded text."""
+    whole = _fold("\n".join(texts))
+    if whole is None:  # (a text that cannot be folded in place: the full path matches it exactly)
+        return False
     forms: list[str] = []
     quoted: set[str] = set()  # the short values as whole strings of the data block
     for value in removed:
@@ -1039,38 +1173,49 @@ def _clean_many(texts: list[str], removed: list[Any]) -> bool:
             else:
                 forms += known
         elif value:
-            quoted.add(_quoted(value))
-    whole = "\n".join(texts)
+            quoted.add(_key(_quoted(value)))
     head = len(texts[0]) if texts else 0
-    search = _search(forms + list(quoted))
+    search = _Search(forms + list(quoted))
     long = set(forms)
     # (a short value counts in the data block alone: the join's first text)
     return not any(needle in long or at + len(needle) <= head for at, needle in search.occurrences(whole))
 
 
-# The forms of the long removed strings met lately (`_variants`, a Decimal's text's number forms too; a plain
-# one as itself), read by `_clean` as a plain dict: a value's forms are looked up on every guarded response,
-# and a dict read costs less than the LRU cache's call. Emptied when full.
+# The keys (`_key`) of the forms of the long removed strings met lately (`_variants`, a Decimal's text's number
+# forms too; a plain one as its one key), read by `_clean` as a plain dict: a value's forms are looked up on
+# every guarded response, and a dict read costs less than the LRU cache's call. Emptied when full.
 _long_forms: dict[str, str | tuple[str, ...]] = {}
 
 
 def _forms(value: str) -> str | tuple[str, ...]:
     if len(_long_forms) >= 4096:
         _long_forms.clear()
-    forms = _variants(value)
+    forms = _variant_keys(value)
     if _DECIMAL_TEXT.fullmatch(value):  # a Decimal's text: a block may hold it as a callback formatted it
-        forms = tuple(dict.fromkeys((*forms, *_text_number_forms(value))))
-    known = _long_forms[value] = value if forms == (value,) else forms
+        forms = tuple(dict.fromkeys((*forms, *map(_key, _text_number_forms(value)))))
+    known = _long_forms[value] = forms[0] if len(forms) == 1 else forms
     return known
 
 
-def _contains(text: str, needles: list[str], exact: Any) -> bool:
-    if _many(len(needles) + len(exact), len(text)):
-        return _search([*needles, *(_quoted(value) for value in exact)]).any(text)
-    for needle in needles:
-        if needle in text:
+@lru_cache(maxsize=4096)
+def _variant_keys(value: str) -> tuple[str, ...]:
+    """The keys (`_key`) of a value's forms (`_variants`)."""
+    return tuple(dict.fromkeys(_key(form) for form in _variants(value)))
+
+
+def _contains(text: str, every: list[str], exact: Any) -> bool:
+    """Whether the data block's text holds a long value (`every`) in a form JSON writes it in, or a removed
+    string (`exact`) as a whole JSON string, whatever its letter case (keys in the folded text)."""
+    scan = _fold(text)
+    if scan is None:  # (a text that cannot be folded in place: the data's own scrub decides)
+        return True
+    keys = _folded([form for value in every for form in _head_forms(value)])
+    if _many(len(keys) + len(exact), len(scan)):
+        return _Search([*keys, *(_key(_quoted(value)) for value in exact)]).any(scan)
+    for key in keys:
+        if key in scan:
             return True
-    return any(_quoted(value) in text for value in exact)
+    return any(_key(_quoted(value)) in scan for value in exact)
 
 
 # -- errors a presenter's callback raised ----------------------------------------------------------------
@@ -1113,20 +1258,21 @@ def scrub_error(exc: BaseException, removed: list[Any], censor: Any = DEFAULT_CE
     if not exact and not every and not numbers:
         return
     exact |= texts  # a removed number's text, given alone ("ssn": "42")
+    exact = {_key(value) for value in exact}  # (a string equal to one whatever its letter case)
     needles = _Needles(sorted({form for value in every for form in _variants(value)}.union(*amounts), key=len,
                               reverse=True))
     mask = censor if isinstance(censor, str) else DEFAULT_CENSOR
 
     def clean(value: Any) -> Any:
         if isinstance(value, str):
-            return mask if value in exact else _scrub_text(value, needles, mask)
+            return mask if _key(value) in exact else _scrub_text(value, needles, mask)
         if isinstance(value, dict):  # (its keys too: an error's details are no schema's structure)
             return {clean(k): clean(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [clean(v) for v in value]
         if _number(value):
             # the error leaves as JSON: a number is written as its text, and 42 == 42.0 == Decimal(42)
-            return mask if value in numbers or str(value) in exact else value
+            return mask if value in numbers or _key(str(value)) in exact else value
         return value
 
     clean_error(exc, clean)

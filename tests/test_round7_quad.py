@@ -36,19 +36,33 @@ from mcpfusion.errors import ToolError
 from mcpfusion.response import Suggestion, assemble
 
 # -- the loops as they were before the one-scan path (the reference for the same results) ------------------
+# (matching whatever the letter case since the guard does, `censor._key`: each needle lower-cased looked for in
+# the text lower-cased, spans replaced in the text; ALPHABET lowers in place, character by character)
+
+
+def _replace(text: str, needle: str, censor_text: str) -> str:
+    """`text.replace(needle, censor_text)` whatever the letter case."""
+    low, key = text.lower(), needle.lower()
+    spans: list[tuple[int, int]] = []
+    at = low.find(key)
+    while at >= 0:
+        spans.append((at, at + len(key)))
+        at = low.find(key, at + len(key))
+    return _written(text, spans, censor_text)
 
 
 def old_scrub_text(text: str, needles: list[str], censor_text: str) -> str:
     for needle in needles:
-        if needle in text:
+        if needle.lower() in text.lower():
             if _NUMERIC.fullmatch(needle):
                 return old_scrub_all(text, needles, censor_text)
-            text = text.replace(needle, censor_text)
+            text = _replace(text, needle, censor_text)
     return text
 
 
 def old_hits(text: str, needles: list[str]) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
+    text, needles = text.lower(), [needle.lower() for needle in needles]
     for needle in needles:
         at = text.find(needle)
         sep = _grouping(needle) if at >= 0 and _NUMERIC.fullmatch(needle) else None
@@ -77,7 +91,7 @@ def old_scrub_all(text: str, needles: list[str], censor_text: str) -> str:
 
 
 def old_scrub_block(text: str, needles: list[str], censor_text: str) -> str:
-    if not any(needle in text for needle in needles):
+    if not any(needle.lower() in text.lower() for needle in needles):
         return text
     kept = _markup(text)
     if not kept:
