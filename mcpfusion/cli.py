@@ -98,6 +98,16 @@ def described(exc: BaseException) -> str:
     return without_credentials(what)
 
 
+def exited(exc: SystemExit) -> str:
+    """A `sys.exit()` called while importing an app, on one line as `described` writes an exception: its
+    status (or message), and where in the app's own files."""
+    code = exc.code
+    what = f"it exited with status {code or 0}" if code is None or isinstance(code, int) else f"it exited: {code}"
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if _is_own(frame.filename)]
+    where = f" (sys.exit at {_shown(frames[-1])})" if frames else " (sys.exit at import)"
+    return without_credentials(what + where)
+
+
 # A URL's userinfo (`scheme://user:password@`), and `password=...`-like pairs (libpq's "host=h password=p").
 _URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)([^/?#\s]*)@")
 _SECRET_PAIR = re.compile(r"(?<![A-Za-z0-9])(password|passwd|pwd|secret|token|api[_-]?key)(\s*=\s*)"
@@ -222,6 +232,8 @@ def _imported(target: str, app_dir: str | None) -> Any:
         raise CliError(f"cannot import {module_name!r}: {exc}") from None
     except Exception as exc:  # the app's own code failed: where, in its files, without the import machinery
         raise CliError(f"importing {module_name!r} failed: {described(exc)}") from None
+    except SystemExit as exc:  # (not the app's exit status to pass on: the command never ran)
+        raise CliError(f"importing {module_name!r} failed: {exited(exc)}") from None
     try:
         obj = getattr(module, attr)
     except AttributeError:
@@ -540,27 +552,30 @@ def cmd_stdio(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    from .docs.page import visible
+
     _, fusion = load(args.app, args.app_dir, server=args.server)
     registry = fusion.registry
-    if args.json:
-        print(json.dumps(registry.mcp_tools(), indent=2, ensure_ascii=False))
+    if args.json:  # (`\u202e` in a JSON string is the same character: the same JSON, safe on a terminal)
+        print(visible(json.dumps(registry.mcp_tools(), indent=2, ensure_ascii=False)))
         return 0
-    print(f"{fusion.name} {fusion.version}: {len(registry.tools)} tools")
+    lines = [f"{fusion.name} {fusion.version}: {len(registry.tools)} tools"]
     for tool in registry.tools.values():
         flags = [tool.exposition] + (["_select"] if tool.select else []) + (["toon"] if tool.toon_description else [])
-        print(f"\n== {tool.name} [{', '.join(flags)}] tags={','.join(tool.tags) or '-'}"
-              + (f" source={tool.source}" if tool.source else ""))
+        lines.append(f"\n== {tool.name} [{', '.join(flags)}] tags={','.join(tool.tags) or '-'}"
+                     + (f" source={tool.source}" if tool.source else ""))
         for entry in tool_entries(tool):
             if entry["name"] != tool.name:
-                print(f"-- {entry['name']} {json.dumps(entry.get('annotations', {}))}")
-            print(entry.get("description", ""))
-        print("actions:")
+                lines.append(f"-- {entry['name']} {json.dumps(entry.get('annotations', {}))}")
+            lines.append(entry.get("description", ""))
+        lines.append("actions:")
         for action in tool.actions.values():
             hints = [h for h, on in (("readonly", action.readonly), ("destructive", action.destructive),
                                      ("idempotent", action.idempotent), ("open_world", action.open_world)) if on]
             presenters = ",".join(p.name for p in action.presenters) or "-"
-            print(f"  {action.qualified_name}({', '.join(action.required)}) [{' '.join(hints) or '-'}] "
-                  f"presenters={presenters}")
+            lines.append(f"  {action.qualified_name}({', '.join(action.required)}) [{' '.join(hints) or '-'}] "
+                         f"presenters={presenters}")
+    print(visible("\n".join(lines)))  # a description's NUL, terminal escape or U+202E shown, not obeyed
     return 0
 
 
@@ -705,7 +720,13 @@ def cmd_lock(args: argparse.Namespace) -> int:
         raise CliError(f"{path} is not valid JSON: {exc}") from None
     except OSError as exc:  # a directory, no permission...
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    newer = lock.newer_format(pinned)
+    if newer is not None:
+        raise CliError(f"{path} was written by a newer mcpfusion (lockfile format {newer}; this one, "
+                       f"{__version__}, reads up to {lock.FORMAT}): upgrade mcpfusion to check it, and do not "
+                       f"regenerate it with this one (that would drop what the newer format pins)")
     try:
+        lock.check_shape(pinned)  # (before resealing, which reads actions that are no object as none)
         pinned = lock.resealed(pinned)  # its digests from its content: an edit that kept them is still a change
         changes = lock.diff(pinned, current)
     except (AttributeError, TypeError, KeyError, ValueError):  # JSON, but not the shape `lock` writes

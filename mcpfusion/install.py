@@ -108,11 +108,14 @@ def http_entry(client: str, url: str, bearer: str | None) -> dict[str, Any]:
     return entry
 
 
-def write_entry(path: Path, name: str, entry: dict[str, Any], *, private: bool = False) -> None:
+def write_entry(path: Path, name: str, entry: dict[str, Any], *, private: bool = False,
+                make_folder: bool = False) -> None:
     """Set `mcpServers[name]` in the JSON file at `path`, keeping everything else; written atomically.
 
     The file keeps its permissions (a private 0600 config stays private); a new one is created 0600 when
-    `private` (it will hold a token or the server's environment), else as the umask says."""
+    `private` (it will hold a token or the server's environment), else as the umask says. A missing folder is
+    created only with `make_folder` (the client's own, `~/.cursor`): a mistyped `--config` path would
+    otherwise be written where no client reads it."""
     config: Any = {}
     if path.exists() and path.read_text().strip():
         try:
@@ -123,7 +126,10 @@ def write_entry(path: Path, name: str, entry: dict[str, Any], *, private: bool =
             raise InstallError(f"{path} does not hold a JSON object with an 'mcpServers' object")
     config.setdefault("mcpServers", {})[name] = entry
     target = Path(os.path.realpath(path))  # a symlinked config (dotfiles) stays a symlink
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if make_folder:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    elif not target.parent.is_dir():
+        raise InstallError(f"cannot write {path}: no folder {target.parent} (--config creates no folders)")
     _replace(target, json.dumps(config, indent=2, ensure_ascii=False) + "\n", _mode(target, private))
 
 
@@ -196,7 +202,8 @@ def install(client: str, app: str, *, name: str, app_dir: Path, config: Path | N
     bearer = authorization(client, token)
     entry = http_entry(client, url, bearer) if url else stdio_entry(app, app_dir, bearer, env or {})
     path = config or default_config_path(client)
-    write_entry(path, name, entry, private=bool(env) or (bearer is not None and bearer != TOKEN_REFERENCE))
+    write_entry(path, name, entry, private=bool(env) or (bearer is not None and bearer != TOKEN_REFERENCE),
+                make_folder=config is None)
     return path, entry
 
 

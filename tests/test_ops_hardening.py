@@ -149,6 +149,7 @@ def test_install_keeps_a_private_config_private_and_writes_no_predictable_temp_f
     assert stat.S_IMODE(config.stat().st_mode) == 0o640
 
     fresh = tmp_path / "new" / "mcp.json"  # a new file holding a token: private from the start
+    fresh.parent.mkdir()  # (--config creates no folders)
     install("cursor", "a:app", name="a", app_dir=tmp_path, config=fresh, token="s3cret")
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
     plain = tmp_path / "plain.json"  # nothing secret: what the umask says

@@ -619,8 +619,28 @@ def _same_shape(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return all(a.get(k) == b.get(k) for k in keys)
 
 
+def newer_format(lock: Any) -> int | None:
+    """The format of a lockfile written by a newer mcpfusion than this one, else None: this one cannot tell
+    what it pins, and regenerating it would drop that."""
+    found = lock.get("mcpfusion_lock") if isinstance(lock, dict) else None
+    return found if isinstance(found, int) and not isinstance(found, bool) and found > FORMAT else None
+
+
+def check_shape(lock: Any) -> None:
+    """Raise ValueError unless `lock` has the objects `diff` walks: its tools, and each tool's actions (a
+    string or a list there would be compared item by item, as tools and actions named by its characters)."""
+    tools = lock.get("tools") if isinstance(lock, dict) else None
+    if not isinstance(tools, dict):
+        raise ValueError("a lockfile's tools are an object")
+    for tool in tools.values():
+        if not isinstance(tool, dict) or not isinstance(tool.get("actions", {}), dict):
+            raise ValueError("a lockfile's tool is an object whose actions are an object")
+
+
 def diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """What drifted from `old` (a lockfile) to `new` (the served contract), one line per change."""
+    """What drifted from `old` (a lockfile) to `new` (the served contract), one line per change; ValueError
+    for a lockfile not of the shape `contract` writes."""
+    check_shape(old)
     out: list[str] = []
     old, new = canonical(old), canonical(new)  # (a lockfile written before its anyOf branches were ordered)
     was, now = old.get("mcpfusion_lock"), new.get("mcpfusion_lock")

@@ -26,8 +26,21 @@ def action_id(tool: str, action: str) -> str:
     return f"action-{tool.replace('-', '~')}-{action.replace('-', '~')}"
 
 
+# Shown as `\u202e`, never as themselves: a C0/C1 control (NUL is an HTML parse error, ESC a terminal escape)
+# and the bidi embeddings, overrides and isolates (U+202E shows the rest of a description reversed: a file
+# name or an amount spoofed in docs a reviewer trusts). Tabs and line breaks are kept: descriptions have lines.
+_UNSEEN = str.maketrans({c: f"\\u{c:04x}" for c in (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20),
+                                                      *range(0x7F, 0xA0), *range(0x202A, 0x202F),
+                                                      *range(0x2066, 0x206A))})
+
+
+def visible(text: str) -> str:
+    """`text` with its control and bidi control characters written as escapes (`\u0000`, `\u202e`)."""
+    return text if text.isprintable() else text.translate(_UNSEEN)
+
+
 def _e(value: Any) -> str:
-    return escape(str(value), quote=True)
+    return escape(visible(str(value)), quote=True)
 
 
 def _json(value: Any) -> str:

@@ -44,7 +44,9 @@ def sample_item(presenter: Presenter, variant: int = 0, masks: tuple[str, ...] =
     item: dict[str, Any] = {}
     if presenter.item_model is not None:
         schema = presenter.item_model.model_json_schema()
-        item = samples.sample(schema, schema, variant=variant) or {}
+        misfits: list[tuple[str, Any]] = []
+        item = samples.sample(schema, schema, variant=variant, misfits=misfits) or {}
+        _warn_misfits(presenter, misfits)
         if variant:
             hidden = _reached(presenter, paths)
             for key, values in tested_values(presenter).items():
@@ -53,6 +55,20 @@ def sample_item(presenter: Presenter, variant: int = 0, masks: tuple[str, ...] =
     for key, child in presenter.embeds.items():
         item[key] = [sample_item(child, variant + i, _inside(paths, key)) for i in range(2)]
     return item
+
+
+_WARNED: set[tuple[str, str, str]] = set()
+
+
+def _warn_misfits(presenter: Presenter, misfits: list[tuple[str, Any]]) -> None:
+    """One line per example of a field that does not fit the field (the author's mistake, not a failure: the
+    sample takes another value), once per process: every page and export samples the presenter again."""
+    for field, example in misfits:
+        key = (presenter.name, field, repr(example))
+        if key not in _WARNED:
+            _WARNED.add(key)
+            logger.warning("presenter %r: field %r: example %r does not fit the field; the docs sample another "
+                           "value", presenter.name, field, example)
 
 
 def _reached(presenter: Presenter, paths: tuple[str, ...]) -> set[str | None]:

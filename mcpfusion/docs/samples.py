@@ -93,22 +93,27 @@ class _Plan:
     missing a required value, or an array an item, is None: an example, never a partial one) and what is left
     of the `MAX_VALUES` budget."""
 
-    __slots__ = ("today", "alt", "strict", "left")
+    __slots__ = ("today", "alt", "strict", "left", "misfits")
 
-    def __init__(self, today: dt.date | None, alt: int, strict: bool) -> None:
+    def __init__(self, today: dt.date | None, alt: int, strict: bool,
+                 misfits: list[tuple[str, Any]] | None = None) -> None:
         self.today = today
         self.alt = alt
         self.strict = strict
         self.left = MAX_VALUES
+        self.misfits = misfits
 
 
 def sample(schema: Any, root: dict[str, Any] | None = None, *, name: str = "value", variant: int = 0,
-           depth: int = 0, today: dt.date | None = None, alt: int = 0, strict: bool = False) -> Any:
+           depth: int = 0, today: dt.date | None = None, alt: int = 0, strict: bool = False,
+           misfits: list[tuple[str, Any]] | None = None) -> Any:
     """A value that fits `schema`, or None when none is found (best effort: custom validators, look-arounds
     and cross-field rules are not honoured). With `today`, dates are a month after it; else fixed. `alt`:
-    another try (see `_Plan`); `strict`: no object without a required field, no array with an item missing."""
+    another try (see `_Plan`); `strict`: no object without a required field, no array with an item missing.
+    A declared example that does not fit its own schema is passed over, and added to `misfits` as (the
+    property's name, the example)."""
     root = root if root is not None else (schema if isinstance(schema, dict) else {})
-    return _sample(schema, root, name, variant, depth, _Plan(today, alt, strict))
+    return _sample(schema, root, name, variant, depth, _Plan(today, alt, strict, misfits))
 
 
 def _sample(schema: Any, root: dict[str, Any], name: str, variant: int, depth: int, plan: _Plan) -> Any:
@@ -117,7 +122,12 @@ def _sample(schema: Any, root: dict[str, Any], name: str, variant: int, depth: i
     if depth > _MAX_DEPTH or plan.left < 0:
         return None
     if "examples" in schema and isinstance(schema["examples"], list) and schema["examples"]:
-        return schema["examples"][variant % len(schema["examples"])]
+        # An author's mistake (`Literal["a", "b"]` with `examples=["c"]`): a sample of it would not validate.
+        fitting = [e for e in schema["examples"] if _example_fits(e, schema)]
+        if plan.misfits is not None:
+            plan.misfits.extend((name, e) for e in schema["examples"] if e not in fitting)
+        if fitting:
+            return fitting[variant % len(fitting)]
     if "const" in schema:
         return schema["const"]
     if isinstance(schema.get("enum"), list) and schema["enum"]:
@@ -273,6 +283,30 @@ def _string(schema: dict[str, Any], root: dict[str, Any], name: str, variant: in
     if _fits(text, schema):
         return text
     return pattern_example(schema["pattern"], low, high) if isinstance(schema.get("pattern"), str) else None
+
+
+_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "null": lambda v: v is None,
+}
+
+
+def _example_fits(value: Any, schema: dict[str, Any]) -> bool:
+    """Whether a declared example keeps to its schema's enum, const and type, and to `_fits`."""
+    if isinstance(schema.get("enum"), list) and value not in schema["enum"]:
+        return False
+    if "const" in schema and value != schema["const"]:
+        return False
+    kinds = schema.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else []
+    if kinds and not any(_JSON_TYPES.get(k, lambda v: True)(value) for k in kinds):
+        return False
+    return _fits(value, schema)
 
 
 def _fits(value: Any, schema: dict[str, Any]) -> bool:
