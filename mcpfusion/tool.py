@@ -52,6 +52,7 @@ from .scopes import declared_scopes
 from .select import SELECT_PARAM, select_schema
 from .slots import fields_repr
 from .stripping import models_in
+from .unknown_fields import accepted, holds_models, model_at, unknown_fields
 from .validatable import check_output_model, check_validatable
 
 Exposition = Literal["grouped", "flat", "profiles"]
@@ -440,6 +441,13 @@ class Action:
             model = self.args_model.__pydantic_validator__.validate_python(arguments)
         except ValidationError as exc:
             raise ValidationFailed(self.label, self._explain(exc)) from None
+        if self.nested_models:  # (a nested model ignores unknown keys: refused here, as the root's are)
+            strays = unknown_fields(arguments, model)
+            if strays:
+                shown = [(field_path(loc), self._nested_unknown(loc, reader))
+                         for loc, reader in strays[:MAX_FIELDS_SHOWN]]
+                # (ValidationFailed lists the first fields and counts the others: those left unbuilt are counted)
+                raise ValidationFailed(self.label, shown + [shown[-1]] * (len(strays) - len(shown)))
         values = {name: getattr(model, name) for name in self.plain_args}
         for param, (flat_model, fields) in self.flattened.items():
             present = {f: getattr(model, f) for f in fields if f in model.model_fields_set}
@@ -448,6 +456,19 @@ class Action:
             except ValidationError as exc:  # the model's own validators (a field against another)
                 raise ValidationFailed(self.label, self._explain(exc)) from None
         return values
+
+    @functools.cached_property
+    def nested_models(self) -> bool:
+        """Whether the arguments may hold a model below the root (whose unknown keys pydantic ignores)."""
+        return any(holds_models(field.annotation) for field in self.args_model.model_fields.values())
+
+    @staticmethod
+    def _nested_unknown(loc: tuple[Any, ...], model: type[BaseModel] | None) -> str:
+        """What to tell of a key the object at `loc[:-1]` (of `model`, when known) does not take."""
+        where = field_path(loc[:-1])
+        if model is None or not model.model_fields:
+            return f"Unknown field: {where} does not take it. Remove it."
+        return f"Unknown field: {where} takes {accepted(model)}. Remove it."
 
     def _validate_json(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """`input_schema=`: the hand-written JSON Schema judges; the handler gets the parameters it names."""
@@ -500,8 +521,8 @@ class Action:
             return "This field is guarded: it cannot be written by the agent. Remove it."
         if root in self.hidden:
             return "Unknown field. Remove it."
-        if len(loc) > 1:  # inside an object: the action's own fields would mislead
-            return f"Unknown field: {field_path(loc[:-1])} does not take it. Remove it."
+        if len(loc) > 1:  # inside an object: the action's own fields would mislead, that object's are named
+            return self._nested_unknown(loc, model_at(self.args_model, loc[:-1]))
         if not valid:
             return "Unknown field: this action takes no arguments. Remove it."
         return f"Unknown field. This action accepts: {valid}."

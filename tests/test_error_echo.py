@@ -102,7 +102,7 @@ async def test_unknown_field_wording_fits_where_it_was_sent():
                                                               "amount_cents": 5}]})
     no_arguments = await shop_tester().call("shop", "totals", {"extra": 1})
     assert nested.error_code == no_arguments.error_code == "VALIDATION_ERROR"
-    assert "lines[0].amount_cents" in nested.text and "lines[0] does not take it" in nested.text
+    assert "lines[0].amount_cents" in nested.text and "lines[0] takes description, " in nested.text
     assert "This action accepts" not in nested.text
     # (its tool has _select: the one parameter it takes; a tool without it says it takes no arguments)
     assert "This action accepts: _select." in no_arguments.text and "accepts: ." not in no_arguments.text
