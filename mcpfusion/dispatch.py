@@ -68,7 +68,7 @@ from .pagination import (
     fingerprint,
 )
 from .presenter import Presenter, PresenterError
-from .problem import http_code, http_detail, is_error_status
+from .problem import http_code, http_detail, is_error_status, retry_after_of, waited
 from .redaction import RedactionError
 from .response import ToolResponse, error_response, success, to_jsonable, tool_error
 from .select import SELECT_PARAM, check_audience, select_keys, unselectable
@@ -981,7 +981,9 @@ def _failure(action: Action, exc: Exception, raise_http: bool, transport: str) -
         if exc.status_code >= 500:
             logger.error("%s: HTTP %s raised by the handler or a dependency", action.label, exc.status_code)
         code, recovery = http_code(exc.status_code)  # REST's code for the same status
-        return tool_error(code, http_detail(exc), recovery=recovery or None)
+        retry_after = retry_after_of(exc)
+        return tool_error(code, http_detail(exc), recovery=waited(recovery, retry_after) or None,
+                          retry_after=retry_after)
     if isinstance(exc, PresenterError):
         logger.error("%s: %s", action.label, exc)  # field names only, never values
         return error_response(invalid_output(action.label))

@@ -505,12 +505,14 @@ class Output:
             and (self.many is None or self.many == isinstance(data, list))
         )
         if not fits:
-            # Checked as written: a client validates the JSON it receives (a nan there is null).
-            self._validate(as_written(structured), schema)
+            # Checked as written: a client validates the JSON it receives (a nan there is null). A response the
+            # handler built itself (`toon_success`, `success_structured`) passed its presenter by: say so.
+            bypassed = presenter is None and bool(self.firewall or self.presenters)
+            self._validate(as_written(structured), schema, _BYPASSED if bypassed else "")
         response.structured_content = structured
         return response
 
-    def _validate(self, structured: dict[str, Any], schema: dict[str, Any]) -> None:
+    def _validate(self, structured: dict[str, Any], schema: dict[str, Any], why: str = "") -> None:
         if self._validator is None:
             from jsonschema.validators import validator_for  # imported on first use: a cold-start cost
 
@@ -525,9 +527,13 @@ class Output:
 
             worst = best_match(self._validator.iter_errors(structured)) or error
             # The path and the rule that failed, never the value (it may be what the schema keeps out).
-            logger.error("%s: structured result does not match its output schema at %s (%s)",
-                         self.label, masked_path(worst.absolute_path, declared_names(schema)), worst.validator)
+            logger.error("%s: structured result does not match its output schema at %s (%s)%s",
+                         self.label, masked_path(worst.absolute_path, declared_names(schema)), worst.validator, why)
             raise invalid_output(self.label)
+
+
+_BYPASSED = ("; the handler returned a response it built itself (toon_success, success, success_structured), "
+             "which is sent as written, never shaped by the action's presenter: return the data instead")
 
 
 def masked_path(path: abc.Iterable[Any], declared: abc.Set[str]) -> str:

@@ -46,6 +46,7 @@ from . import ui
 from .content import Attached
 from .errors import CURSOR_EXPIRED, INTERNAL_ERROR, INVALID_CURSOR, ToolError
 from .memo import by_identity
+from .presenter import PresenterError
 from .response import ToolResponse
 from .serializer import JSON_SCALARS, canonical_bytes, json_bytes, jsonable
 from .slots import Fields
@@ -366,6 +367,10 @@ class PageCall:
             self.given = getattr(result, "given", None)  # (a subclass may not call our __init__)
             return list(result), result.next_key
         if not isinstance(result, (list, tuple)):
+            if result is not None:
+                # A declaration mistake: an answer with no rows to page would go out with no `items` nor cursor.
+                raise PresenterError(f"{self.action} pages its answer (paginate=) but its handler returned "
+                                     f"{type(result).__name__}, not its rows: return a list (or page.keyset(...))")
             return result, None
         offset = self.page.after if isinstance(self.page.after, int) else 0
         end = offset + self.page.size

@@ -209,7 +209,18 @@ def is_error_status(status: object) -> bool:
 
 def http_code(status: int) -> tuple[str, str]:
     """(tool error code, recovery) of an HTTP status raised as an `HTTPException`: REST and MCP name it alike."""
-    return _HTTP_CODES.get(status, (INTERNAL_ERROR if status >= 500 else f"HTTP_{status}", ""))
+    return _HTTP_CODES.get(status, (INTERNAL_ERROR, INTERNAL_RECOVERY) if status >= 500 else (f"HTTP_{status}", ""))
+
+
+def retry_after_of(exc: HTTPException) -> float | None:
+    """The seconds a 429's or a 503's `Retry-After` asks to wait (None: none, or a date rather than seconds)."""
+    retry = (exc.headers or {}).get("Retry-After")
+    return float(retry) if exc.status_code in (429, 503) and retry and retry.isdigit() else None
+
+
+def waited(recovery: str, retry_after: float | None) -> str:
+    """`recovery`, or how long to wait first when the error says it (`retry_after_of`)."""
+    return recovery if retry_after is None else f"Wait {math.ceil(retry_after)} s, then call again."
 
 
 _KEY_PLACES = {"header": "the header", "cookie": "the cookie", "query": "the query parameter"}
@@ -251,8 +262,9 @@ def problem_of_http(exc: HTTPException, *, instance: str | None = None,
         recovery = f"Use one of these methods: {exc.headers['Allow']}."
     elif status == 401:
         recovery = unauthorized_recovery((exc.headers or {}).get("WWW-Authenticate"), schemes)
-    retry = (exc.headers or {}).get("Retry-After")
-    retry_after = float(retry) if status == 429 and retry and retry.isdigit() else None
+    retry_after = retry_after_of(exc)
+    if status == 503:
+        recovery = waited(recovery, retry_after)
     details = None if status >= 500 else exc.detail if isinstance(exc.detail, dict) else \
         {"detail": exc.detail} if isinstance(exc.detail, list) else None
     return problem(status, code, detail, recovery=recovery or None, details=details, retry_after=retry_after,
