@@ -35,13 +35,18 @@ def app():
 
 
 PATHS = [("/mcp", {"jsonrpc": "2.0", "id": 1, "method": "ping"}), ("/api/notes/ping", {})]
+ACCEPT = ("accept", "application/json, text/event-stream")
+
+
+async def post(path: str, body: dict, *tokens: str) -> httpx.Response:
+    """`body` to `path` with one Authorization header per token."""
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app()), base_url="http://127.0.0.1") as client:
+        return await client.post(path, json=body, headers=[("authorization", f"Bearer {t}") for t in tokens] + [ACCEPT])
 
 
 @pytest.mark.parametrize(("path", "body"), PATHS)
 async def test_a_refused_role_is_challenged(path, body):
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app()), base_url="http://127.0.0.1") as client:
-        r = await client.post(path, json=body, headers={"authorization": "Bearer root",
-                                                         "accept": "application/json, text/event-stream"})
+    r = await post(path, body, "root")
     challenge = r.headers["www-authenticate"]
     assert r.status_code == 403 and challenge.startswith('Bearer error="insufficient_scope"'), challenge
     assert "error_description=\"Role 'root' may not use this service.\"" in challenge
@@ -50,10 +55,7 @@ async def test_a_refused_role_is_challenged(path, body):
 
 @pytest.mark.parametrize(("path", "body"), PATHS)
 async def test_two_authorization_headers_are_challenged_as_an_invalid_request(path, body):
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app()), base_url="http://127.0.0.1") as client:
-        headers = [("authorization", "Bearer ok"), ("authorization", "Bearer root"),
-                   ("accept", "application/json, text/event-stream")]
-        r = await client.post(path, json=body, headers=headers)
+    r = await post(path, body, "ok", "root")
     challenge = r.headers.get("www-authenticate", "")
     assert r.status_code == 400 and challenge.startswith('Bearer error="invalid_request"'), (r.text, challenge)
     assert "resource_metadata=" in challenge
@@ -61,8 +63,6 @@ async def test_two_authorization_headers_are_challenged_as_an_invalid_request(pa
 
 @pytest.mark.parametrize(("path", "body"), PATHS)
 async def test_a_401_keeps_its_own_challenge(path, body):
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app()), base_url="http://127.0.0.1") as client:
-        r = await client.post(path, json=body, headers={"authorization": "Bearer nope",
-                                                         "accept": "application/json, text/event-stream"})
+    r = await post(path, body, "nope")
     challenge = r.headers["www-authenticate"]
     assert r.status_code == 401 and challenge.startswith('Bearer error="invalid_token"') and "resource_metadata=" in challenge
