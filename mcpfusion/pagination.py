@@ -300,6 +300,11 @@ class Paging:
         return found
 
 
+def _pageable(data: Any) -> bool:
+    """Whether an `attach(...)`'s data is what `PageCall.take` pages: rows, or a response made of them."""
+    return isinstance(data, (list, tuple, ToolResponse))
+
+
 @functools.lru_cache(maxsize=1024)  # (the registered actions' names: a few, every page of every call)
 def _action_print(action: str) -> str:
     """What a cursor carries of its action's name: 48 bits of its digest (the cursor is sealed, so this only
@@ -349,13 +354,16 @@ class PageCall:
     def take(self, result: Any) -> tuple[Any, Any]:
         """(the rows of this page, the position after them or None): a handler's `Paged` as it is, a whole
         list sliced at the page (offset pagination), a response the handler made of either (`toon_success`,
-        `success_structured`...) paged as they are, anything else untouched. An `attach(rows, ...)` is paged
+        `success_structured`...) paged as they are, None untouched (nothing found), anything else a PresenterError (no
+        rows: a declaration mistake). An `attach(rows, ...)` is paged
         as its rows (its content kept), and `given` keeps them all: a document built from every row is
         censored of the redacted values of those left off the page too (a `Paged`'s `given`: the extra row
         `keyset` dropped)."""
         if isinstance(result, Attached):
+            if not _pageable(result.data):  # (one object and its document: no rows to page)
+                return result, None
             rows, next_key = self.take(result.data)
-            if rows is result.data:  # not a list (nothing to page), or a response paged in place
+            if rows is result.data:  # a response paged in place
                 return result, next_key
             if not isinstance(result.data, Paged):
                 self.given = result.data
