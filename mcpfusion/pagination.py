@@ -354,8 +354,8 @@ class PageCall:
     def take(self, result: Any) -> tuple[Any, Any]:
         """(the rows of this page, the position after them or None): a handler's `Paged` as it is, a whole
         list sliced at the page (offset pagination), a response the handler made of either (`toon_success`,
-        `success_structured`...) paged as they are, None untouched (nothing found), anything else a PresenterError (no
-        rows: a declaration mistake). An `attach(rows, ...)` is paged
+        `success_structured`...) paged as they are, None untouched (nothing found), anything else a
+        PresenterError (no rows: a declaration mistake). An `attach(rows, ...)` is paged
         as its rows (its content kept), and `given` keeps them all: a document built from every row is
         censored of the redacted values of those left off the page too (a `Paged`'s `given`: the extra row
         `keyset` dropped)."""
