@@ -444,14 +444,27 @@ def _search(needles: list[str], folded: bool = True) -> _Search:
 # -- letter case: a removed value is censored whatever the case it is written in --------------------------
 
 
+# The letters `str.lower` leaves apart from their capital's lower case (ı and i are both I's, ſ and s both S's,
+# µ and μ both Μ's...), each as that one, and İ (which `str.lower` writes as two characters) as i: a value
+# typed with one is the same value to a reader. Python's tables hold no others (`tests/test_censor_case.py`).
+_CASE_TWINS = str.maketrans({
+    "\u0130": "i", "\u0131": "i", "\u017f": "s", "\u00b5": "\u03bc", "\u0345": "\u03b9", "\u03c2": "\u03c3",
+    "\u03d0": "\u03b2", "\u03d1": "\u03b8", "\u03d5": "\u03c6", "\u03d6": "\u03c0", "\u03f0": "\u03ba",
+    "\u03f1": "\u03c1", "\u03f5": "\u03b5", "\u1c80": "\u0432", "\u1c81": "\u0434", "\u1c82": "\u043e",
+    "\u1c83": "\u0441", "\u1c84": "\u0442", "\u1c85": "\u0442", "\u1c86": "\u044a", "\u1c87": "\u0463",
+    "\u1c88": "\ua64b", "\u1e9b": "\u1e61", "\u1fbe": "\u03b9",
+})
+
+
 def _key(text: str) -> str:
-    """`text` case-folded, each character on its own, into one character: lower-cased, İ (which `str.lower`
-    writes as two, i and a combining dot) as i, a final sigma as a sigma (`str.lower` writes Σ as ς or σ by
-    the letters around it: a value cut out of a word would not be found in it). Python's Unicode tables have
-    no other character lowered into more than one, nor by its context (`tests/test_censor_case.py`)."""
+    """`text` case-folded, each character on its own, into one character: lower-cased, each letter as its
+    capital's lower case (`_CASE_TWINS`: ı as i, ſ as s, İ as i rather than `str.lower`'s two characters), a
+    final sigma as a sigma (`str.lower` writes Σ as ς or σ by the letters around it: a value cut out of a word
+    would not be found in it). Python's tables have no other character lowered into more than one, nor by its
+    context (`tests/test_censor_case.py`)."""
     if text.isascii():  # (the common case: one C call)
         return text.lower()
-    low = (text.replace("\u0130", "i") if "\u0130" in text else text).lower()
+    low = text.translate(_CASE_TWINS).lower()
     return low.replace("\u03c2", "\u03c3") if "\u03c2" in low else low
 
 

@@ -188,6 +188,22 @@ def test_lower_case_moves_no_character_but_those_the_key_handles() -> None:
     assert all(len(censor._key(c)) == 1 for c in map(chr, range(0x10000)))
 
 
+def test_letters_of_one_capital_share_a_key() -> None:
+    # ı and i are both I's, ſ and s both S's, µ and μ both Μ's: every letter whose capital is one character folds
+    # as that capital's lower case (`censor._CASE_TWINS` lists those `str.lower` leaves apart).
+    apart = [c for c in map(chr, range(sys.maxunicode + 1)) if not 0xD800 <= ord(c) <= 0xDFFF
+             and len(c.upper()) == 1 and censor._key(c) != censor._key(c.upper())]
+    assert apart == []
+
+
+def test_a_dotless_i_or_a_long_s_copy_is_censored() -> None:
+    scrub = scrubber(["ana.lima@northwind.example", "accounts@tailspin.example"])
+    assert scrub("cc ana.l\u0131ma@northw\u0131nd.example, accounts@tail\u017fpin.example") == \
+        "cc [REDACTED], [REDACTED]"
+    needles = censor._Needles(["ana.lima@northwind.example"])
+    assert censor._scrub_text("| ANA.L\u0131MA@NORTHWIND.EXAMPLE |", needles, "[X]") == "| [X] |"
+
+
 def test_a_text_holding_a_dotted_capital_i_is_censored_in_place() -> None:
     needles = censor._Needles(["istanbul-office@example.com", "i\u0307zmir-branch"])
     text = "İSTANBUL-OFFICE@EXAMPLE.COM, Straße ΟΔΟΣ, İZMİR-BRANCH, istanbul-office@example.com!"
