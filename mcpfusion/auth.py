@@ -206,8 +206,8 @@ class ResourceChallenges(Protocol):
         ...
 
 
-# The RFC 6750 error of a refusal before any route: a 401's is the authentication's own challenge (or none).
-_CHALLENGED = {400: "invalid_request", 401: "", 403: "insufficient_scope"}
+# The RFC 6750 error of a refusal that carries no challenge of its own (a 401's is the authentication's).
+_REFUSAL_ERRORS = {400: "invalid_request", 403: "insufficient_scope"}
 
 
 def quoted(value: str) -> str:
@@ -220,8 +220,13 @@ def quoted(value: str) -> str:
 def unauthorized(description: str = "A valid bearer token is required.", *, error: str | None = "invalid_token"
                  ) -> HTTPException:
     """The 401 to raise from an authentication dependency."""
-    challenge = "Bearer" if error is None else f"Bearer error={quoted(error)}, error_description={quoted(description)}"
+    challenge = "Bearer" if error is None else bearer_challenge(error, description)
     return HTTPException(status_code=401, detail=description, headers={"WWW-Authenticate": challenge})
+
+
+def bearer_challenge(error: str, description: str) -> str:
+    """`Bearer error="...", error_description="..."` (RFC 6750 section 3; no description when empty)."""
+    return f"Bearer error={quoted(error)}" + (f", error_description={quoted(description)}" if description else "")
 
 
 def single_authorization(request: Request) -> str | None:
@@ -669,17 +674,14 @@ class RequireBearer:
             if refusal is not None:
                 raise refusal
         except HTTPException as exc:
-            own = (exc.headers or {}).get("WWW-Authenticate")
-            error = _CHALLENGED.get(exc.status_code)
-            if self.resource is not None and error is not None and (exc.status_code == 401 or own is None):
+            status, own = exc.status_code, (exc.headers or {}).get("WWW-Authenticate")
+            if self.resource is not None and (status == 401 or (own is None and status in _REFUSAL_ERRORS)):
                 # RFC 6750 section 3: every refusal of the token's request says why in a Bearer challenge (a 400
                 # for two Authorization headers, an authentication's own 403), naming the resource metadata.
-                if own is None and exc.status_code != 401:
-                    detail = exc.detail if isinstance(exc.detail, str) else ""
-                    own = f"Bearer error={quoted(error)}" + (f", error_description={quoted(detail)}" if detail else "")
+                if own is None and status != 401:
+                    own = bearer_challenge(_REFUSAL_ERRORS[status], exc.detail if isinstance(exc.detail, str) else "")
                 header = self.resource.unauthorized_challenge(request, own)
-                exc = HTTPException(exc.status_code, exc.detail,
-                                    headers={**(exc.headers or {}), "WWW-Authenticate": header})
+                exc = HTTPException(status, exc.detail, headers={**(exc.headers or {}), "WWW-Authenticate": header})
             answer = exc.response(scope["path"]) if isinstance(exc, AuthUnavailable) else \
                 http_problem_response(exc, scope["path"])
             await answer(scope, receive, send)
