@@ -98,13 +98,13 @@ def described(exc: BaseException) -> str:
     return without_credentials(what)
 
 
-def exited(exc: SystemExit) -> str:
-    """A `sys.exit()` called while importing an app, on one line as `described` writes an exception: its
-    status (or message), and where in the app's own files."""
+def exited(exc: SystemExit, during: str = "import") -> str:
+    """A `sys.exit()` called while importing, building or starting an app, on one line as `described` writes an
+    exception: its status (or message), and where in the app's own files (else `during` what)."""
     code = exc.code
     what = f"it exited with status {code or 0}" if code is None or isinstance(code, int) else f"it exited: {code}"
     frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if _is_own(frame.filename)]
-    where = f" (sys.exit at {_shown(frames[-1])})" if frames else " (sys.exit at import)"
+    where = f" (sys.exit at {_shown(frames[-1])})" if frames else f" (sys.exit at {during})"
     return without_credentials(what + where)
 
 
@@ -161,13 +161,15 @@ def _workers(text: str) -> int:
 def _startup_failed(target: str, exc: BaseException | str) -> CliError:
     """The one-line error of an app whose lifespan start-up raised, `described` as an import failure is (no
     traceback, where in the app's files, the credentials a connection string in its message holds masked)."""
-    what = without_credentials(exc) if isinstance(exc, str) else described(exc)
+    what = (without_credentials(exc) if isinstance(exc, str) else
+            exited(exc, "start-up") if isinstance(exc, SystemExit) else described(exc))
     return CliError(f"starting {target} failed (its lifespan start-up raised): {what}")
 
 
 def _shutdown_failed(target: str, exc: BaseException) -> CliError:
     """The one-line error of an app whose lifespan shutdown raised (as `_startup_failed`)."""
-    return CliError(f"stopping {target} failed (its lifespan shutdown raised): {described(exc)}")
+    what = exited(exc, "shutdown") if isinstance(exc, SystemExit) else described(exc)
+    return CliError(f"stopping {target} failed (its lifespan shutdown raised): {what}")
 
 
 class Starting:
@@ -217,6 +219,8 @@ class Starting:
                 # (a shutdown cancelled was cut short by the server, a second signal: it says so, not an app fault)
                 self.shutdown_failure = exc
                 status(f"error: {_shutdown_failed(self.target, exc)}")
+            if failed and isinstance(exc, SystemExit):  # the app's sys.exit(), told as a failure: raised on, it
+                return  # would end the process past the server's handling (stdio's, with the app's status)
             raise
 
 
@@ -240,6 +244,8 @@ def _imported(target: str, app_dir: str | None) -> Any:
         raise CliError(f"module {module_name!r} has no attribute {attr!r}") from None
     except Exception as exc:  # a module that builds its app on first access (a module __getattr__) failed
         raise CliError(f"building {target} failed: {described(exc)}") from None
+    except SystemExit as exc:  # (its sys.exit() too: KeyboardInterrupt still interrupts)
+        raise CliError(f"building {target} failed: {exited(exc, 'the lookup of ' + repr(attr))}") from None
     return obj
 
 
@@ -263,6 +269,8 @@ def served(target: str, app_dir: str | None = None) -> tuple[Any, list[MCPFusion
             return obj.build_app(), [obj], obj
         except Exception as exc:
             raise CliError(f"building the app of {target} failed: {described(exc)}") from None
+        except SystemExit as exc:  # (a subclass's build_app: not the app's exit status to pass on)
+            raise CliError(f"building the app of {target} failed: {exited(exc, 'build_app')}") from None
     fusions = _mounted(obj)
     if not fusions:
         raise CliError(f"{target} is not an MCPFusion object nor an app built by MCPFusion (app.state.mcpfusion)")
@@ -609,7 +617,7 @@ async def _lifespan_of(app: Any, target: str) -> AsyncIterator[None]:
     context = lifespan(app)
     try:
         await context.__aenter__()
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise _startup_failed(target, exc) from None
     try:
         yield
@@ -618,7 +626,7 @@ async def _lifespan_of(app: Any, target: str) -> AsyncIterator[None]:
         raise
     try:
         await context.__aexit__(None, None, None)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise _shutdown_failed(target, exc) from None
 
 
