@@ -103,6 +103,33 @@ async def test_closed_stream_resumes_with_last_event_id(client):
     assert r.status_code == 400  # (not 404: that session is alive, only the id is not its own)
 
 
+async def test_a_last_event_id_past_the_streams_last_event_is_refused_like_a_foreign_one(client):
+    headers = await initialize(client)
+    r = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 4, "method": "ping"}, headers=headers)
+    priming_id, reply_id = [line.removeprefix("id: ") for line in r.text.split("\r\n") if line.startswith("id: ")]
+    stream, _, number = reply_id.rpartition("#")
+    get = {**headers, "accept": "text/event-stream"}
+    for never in (f"{stream}#{int(number) + 1}", f"{stream}#999999999", f"{stream}#{'9' * 40}"):
+        r = await client.get("/mcp", headers={**get, "last-event-id": never})
+        assert r.status_code == 400, never
+        assert r.json() == {"jsonrpc": "2.0", "id": None, "error": {
+            "code": -32600, "message": "Unknown Last-Event-ID for this session: this stream never sent that event; "
+                                       "resume from the id of the last event received"}}
+    # The ids it did send still resume: after the priming event the reply, after the reply nothing more.
+    for last, replayed in ((priming_id, [reply_id]), (reply_id, [])):
+        r = await client.get("/mcp", headers={**get, "last-event-id": last})
+        assert r.status_code == 200
+        assert [line.removeprefix("id: ") for line in r.text.split("\r\n") if line.startswith("id: ")] == replayed
+    # The session's GET stream too: its own ids go on live, a number past its last is refused before it starts.
+    async with client.stream("GET", "/mcp", headers=get) as g:
+        get_id = (await events_of(g, count=1))[0]["id"]
+    assert get_id.startswith(headers["mcp-session-id"] + "~get#")
+    r = await client.get("/mcp", headers={**get, "last-event-id": get_id.rpartition("#")[0] + "#999999999"})
+    assert r.status_code == 400 and "never sent that event" in r.json()["error"]["message"]
+    async with client.stream("GET", "/mcp", headers={**get, "last-event-id": get_id}) as g:
+        assert g.status_code == 200 and (await events_of(g, count=1))[0]["data"] == ""  # (its new priming event)
+
+
 async def test_a_call_without_intermediate_messages_is_one_sse_body_and_still_resumable(client):
     headers = await initialize(client)
     body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "billing_whoami"}}

@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from mcpfusion.context import Context, NoBackChannel
-from mcpfusion.mcp.events import InMemoryEventStore, event_id, parse_event_id
+from mcpfusion.mcp.events import InMemoryEventStore, NotIssued, event_id, parse_event_id
 from mcpfusion.mcp.jsonrpc import EncodedList, McpError, encode
 from mcpfusion.mcp.security import HostOriginGuard
 from mcpfusion.mcp.state import RequestStateSigner
@@ -71,6 +71,17 @@ async def test_event_store_replays_after_an_id_and_skips_priming_events():
     assert await store.replay_after(ids[1]) == ("s1", [])
     assert await store.replay_after("unknown#1") is None
     assert await store.replay_after("garbage") is None
+
+
+async def test_event_store_refuses_a_number_past_the_streams_last_event():
+    store = InMemoryEventStore(max_events=2)
+    ids = [await store.store_event("s1", {"n": i}) for i in range(3)]  # (the first one dropped: max_events)
+    assert await store.replay_after(ids[-1]) == ("s1", [])  # the last event sent: nothing more, but issued
+    assert await store.replay_after(event_id("s1", 1)) == ("s1", [(ids[1], {"n": 1}), (ids[2], {"n": 2})])
+    for never in (event_id("s1", 4), event_id("s1", 999999)):
+        with pytest.raises(NotIssued):
+            await store.replay_after(never)
+    assert await store.replay_after("s2#999999") is None  # (a stream it does not know: expired, or forged)
 
 
 def test_event_ids_are_parsed_in_one_place():

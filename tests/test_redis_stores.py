@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from mcpfusion.mcp.events import parse_event_id
+from mcpfusion.mcp.events import NotIssued, parse_event_id
 from mcpfusion.mcp.sessions import Session, SessionLimitError, new_session_id
 from mcpfusion.redis import SessionStoreUnavailable, from_url
 
@@ -126,6 +126,11 @@ async def test_event_replay_of_unknown_or_bogus_ids(stores):
     last = await stores.events.store_event(stream, {"jsonrpc": "2.0", "method": "m"})
     assert await stores.events.replay_after(f"{stream}#{'9' * 5000}") is None
     assert await stores.events.replay_after(last) == (stream, [])
+    # Numbers past the stream's last event were never issued (up to the 40 digits an id may have).
+    for number in (parse_event_id(last)[1] + 1, 10**24, 10**26, 10**40 - 1):
+        with pytest.raises(NotIssued):
+            await stores.events.replay_after(f"{stream}#{number}")
+    assert await stores.events.replay_after(f"nostream~x#{10**40 - 1}") is None
 
 
 async def test_event_retention_is_bounded(stores):

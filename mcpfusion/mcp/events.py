@@ -21,6 +21,11 @@ class StoreRefused(Exception):
     at once will not help, so a reply is sent unstored without waiting."""
 
 
+class NotIssued(LookupError):
+    """An event id names a stream the store knows, at a number past the last event it stored there: the
+    store never issued it (forged or mangled), unlike an id that expired with its stream."""
+
+
 class EventStore(Protocol):
     async def store_event(self, stream_id: str, message: dict[str, Any] | None) -> str:
         """Append `message` (None = priming event) to `stream_id`; return its event id."""
@@ -28,7 +33,8 @@ class EventStore(Protocol):
 
     async def replay_after(self, last_event_id: str) -> tuple[str, list[tuple[str, dict[str, Any]]]] | None:
         """The stream of `last_event_id` and the (id, message) events stored after it, priming events
-        excluded; None when the id is unknown or has expired."""
+        excluded; None when the id is unknown or has expired. Raises `NotIssued` for a number past the
+        stream's last event, which the transport refuses (a store that cannot tell returns no events)."""
         ...
 
 
@@ -119,8 +125,11 @@ class InMemoryEventStore:
         if parsed is None or parsed[0] not in self._streams:
             return None
         stream_id, after = parsed
+        stored = self._streams[stream_id]
+        if stored and after > stored[-1][0]:  # (events are dropped oldest first: the last one is kept)
+            raise NotIssued(last_event_id)
         events = [
             (event_id(stream_id, seq), from_json(data))
-            for seq, data in self._streams[stream_id] if seq > after and data is not None
+            for seq, data in stored if seq > after and data is not None
         ]
         return stream_id, events

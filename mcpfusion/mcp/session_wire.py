@@ -25,7 +25,7 @@ from .broker import (
     publish_best_effort,
 )
 from .engine import Call, Engine, check_params
-from .events import EventStore, InMemoryEventStore, parse_event_id
+from .events import EventStore, InMemoryEventStore, NotIssued, parse_event_id
 from .events import event_id as nth_event_id
 from .jsonrpc import McpError, is_valid_id, result
 from .pipeline import WirePipeline, invalid_request
@@ -590,13 +590,23 @@ class SessionWire(WirePipeline):
             # must start a new one), and this session is alive; only its stream cannot be resumed.
             if not stream_id.startswith(session.id + "~"):
                 return http_error(400, "Unknown Last-Event-ID for this session: open the GET stream without it")
-            if stream_id.endswith("~get"):  # the GET stream itself always goes on live
+            if stream_id.endswith("~get"):  # the GET stream itself goes on live, even once its events expired
+                # Looked at here, before the stream starts (its replay comes once it listens): an event number
+                # it never sent would leave the client skipping or waiting for events that never come.
+                try:
+                    await self.events.replay_after(last)
+                except NotIssued:
+                    return _not_issued()
+                except Exception:  # noqa: BLE001, S110 - an unreachable store: the stream goes on live as ever
+                    pass
                 return self._get_stream(session, headers, last)
             # A request's stream the store no longer knows (expired, evicted, or never issued) has nothing to
             # replay and nothing will ever follow on it: say so rather than hold an empty stream open forever
             # (and store nothing under an id the client chose).
             try:
                 replay = await self.events.replay_after(last)
+            except NotIssued:
+                return _not_issued()
             except Exception:  # noqa: BLE001 - the stream may well exist: retry, never 404
                 return retry_later(503, "Service Unavailable: the event store is unreachable; retry later")
             if replay is None:
@@ -878,6 +888,13 @@ def _cancel_box(request_id: Any) -> str | None:
         return None
     box = f"cancel:{jsonrpc.dumps(request_id)}"
     return box if len(box) <= MAX_MARKED_ID + 7 else None
+
+
+def _not_issued() -> Response:
+    """400 for a Last-Event-ID of this session's stream past its last event: never sent, so no place to resume
+    from (400 as for a foreign id, not 410: nothing expired; never 404: the session lives)."""
+    return http_error(400, "Unknown Last-Event-ID for this session: this stream never sent that event; resume "
+                           "from the id of the last event received")
 
 
 def _get_conflict() -> Response:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from mcpfusion.mcp.events import StoreRefused, event_id, parse_event_id
+from mcpfusion.mcp.events import NotIssued, StoreRefused, event_id, parse_event_id
 
 from .coalesce import Coalescer
 
@@ -121,16 +121,20 @@ class RedisEventStore:
         if parsed is None:
             return None
         stream_id, number = parsed
-        if number >= _MAX_NUMBER:  # not an id this store issued (Redis would reject it as an entry id)
-            return None
         key = self._key(stream_id)
+        if number >= _MAX_NUMBER:  # past any entry id (Redis would reject it as one), so past the stream's last
+            if await self.client.exists(key):
+                raise NotIssued(last_event_id)
+            return None
         after = _entry_id(number)
         async with self.client.pipeline(transaction=False) as pipe:
-            pipe.exists(key)
+            pipe.xrevrange(key, max="+", min="-", count=1)  # the last entry: trimming drops the oldest only
             pipe.xrange(key, min=f"({after}", max="+")
-            exists, entries = await pipe.execute()
-        if not exists:
+            newest, entries = await pipe.execute()
+        if not newest:  # (a stream key never stays empty: gone, so expired or never issued)
             return None
+        if number > _event_number(newest[0][0]):
+            raise NotIssued(last_event_id)
         events = [
             (event_id(stream_id, _event_number(entry_id)), json.loads(fields["m"]))
             for entry_id, fields in entries
