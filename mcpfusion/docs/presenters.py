@@ -22,6 +22,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import ValidationError
+
 from .. import censor as egress
 from ..presenter import _PARTS, Presenter
 from ..redaction import DEFAULT_CENSOR, Node, compile_tree, segments, write_key
@@ -45,8 +47,16 @@ def sample_item(presenter: Presenter, variant: int = 0, masks: tuple[str, ...] =
     if presenter.item_model is not None:
         schema = presenter.item_model.model_json_schema()
         misfits: list[tuple[str, Any]] = []
-        item = samples.sample(schema, schema, variant=variant, misfits=misfits) or {}
+        passed: list[tuple[str, Any]] = []
+        for _ in range(_MAX_REFUSALS):  # each try passes over the examples the model refused in the last
+            used: list[tuple[str, Any]] = []
+            item = samples.sample(schema, schema, variant=variant, misfits=misfits, passed=passed, used=used) or {}
+            refused = [r for r in _refused_examples(presenter, item, used) if r not in passed]
+            if not refused:
+                break
+            passed += refused
         _warn_misfits(presenter, misfits)
+        _warn_misfits(presenter, passed, "is refused by the model's validators")
         if variant:
             hidden = _reached(presenter, paths)
             for key, values in tested_values(presenter).items():
@@ -60,15 +70,44 @@ def sample_item(presenter: Presenter, variant: int = 0, masks: tuple[str, ...] =
 _WARNED: set[tuple[str, str, str]] = set()
 
 
-def _warn_misfits(presenter: Presenter, misfits: list[tuple[str, Any]]) -> None:
-    """One line per example of a field that does not fit the field (the author's mistake, not a failure: the
-    sample takes another value), once per process: every page and export samples the presenter again."""
+def _warn_misfits(presenter: Presenter, misfits: list[tuple[str, Any]],
+                  why: str = "does not fit the field") -> None:
+    """One line per example of a field that does not fit the field, or that the model's validators refuse
+    (`why`; the author's mistake, not a failure: the sample takes another value), once per process: every page
+    and export samples the presenter again."""
     for field, example in misfits:
         key = (presenter.name, field, repr(example))
         if key not in _WARNED:
             _WARNED.add(key)
-            logger.warning("presenter %r: field %r: example %r does not fit the field; the docs sample another "
-                           "value", presenter.name, field, example)
+            logger.warning("presenter %r: field %r: example %r %s; the docs sample another value",
+                           presenter.name, field, example, why)
+
+
+#: How many times a sample is made again past the examples the model's validators refused (each time, one or
+#: more of them more: a bound, not a count of fields).
+_MAX_REFUSALS = 8
+
+
+def _refused_examples(presenter: Presenter, item: dict[str, Any],
+                      used: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The examples of `used` the presenter's model refuses in `item` (a `field_validator` raising ValueError
+    on a value its JSON schema allows): as (property name, example), by the errors' locations and inputs. A
+    refusal of no example (a generated value, a model validator) is left to the render, which reports it."""
+    model: Any = presenter.item_model
+    try:
+        model.__pydantic_validator__.validate_python(item, by_name=True)
+    except ValidationError as exc:
+        refused: list[tuple[str, Any]] = []
+        for error in exc.errors(include_url=False):
+            names = [part for part in error["loc"] if isinstance(part, str)]
+            # (the innermost name the sample took an example under: a list's items sample under its own name)
+            found = next(((n, error.get("input")) for n in reversed(names) if (n, error.get("input")) in used), None)
+            if found is not None and found not in refused:
+                refused.append(found)
+        return refused
+    except Exception:  # a validator raising something else: the render says it, as of any failing sample
+        return []
+    return []
 
 
 def _reached(presenter: Presenter, paths: tuple[str, ...]) -> set[str | None]:

@@ -90,30 +90,36 @@ MAX_VALUES = 10_000
 class _Plan:
     """How one sample is made, passed down its recursion: `today` (dates a month after it, else fixed), `alt`
     (bits of another try: 1 past dates, 2 date-times without an offset, 4 whole numbers), `strict` (an object
-    missing a required value, or an array an item, is None: an example, never a partial one) and what is left
-    of the `MAX_VALUES` budget."""
+    missing a required value, or an array an item, is None: an example, never a partial one), what is left
+    of the `MAX_VALUES` budget, and the declared examples: those that do not fit (`misfits`), those to pass
+    over (`passed`) and those taken (`used`), each as (property name, example)."""
 
-    __slots__ = ("today", "alt", "strict", "left", "misfits")
+    __slots__ = ("today", "alt", "strict", "left", "misfits", "passed", "used")
 
     def __init__(self, today: dt.date | None, alt: int, strict: bool,
-                 misfits: list[tuple[str, Any]] | None = None) -> None:
+                 misfits: list[tuple[str, Any]] | None = None, passed: list[tuple[str, Any]] | None = None,
+                 used: list[tuple[str, Any]] | None = None) -> None:
         self.today = today
         self.alt = alt
         self.strict = strict
         self.left = MAX_VALUES
         self.misfits = misfits
+        self.passed = passed
+        self.used = used
 
 
 def sample(schema: Any, root: dict[str, Any] | None = None, *, name: str = "value", variant: int = 0,
            depth: int = 0, today: dt.date | None = None, alt: int = 0, strict: bool = False,
-           misfits: list[tuple[str, Any]] | None = None) -> Any:
+           misfits: list[tuple[str, Any]] | None = None, passed: list[tuple[str, Any]] | None = None,
+           used: list[tuple[str, Any]] | None = None) -> Any:
     """A value that fits `schema`, or None when none is found (best effort: custom validators, look-arounds
     and cross-field rules are not honoured). With `today`, dates are a month after it; else fixed. `alt`:
     another try (see `_Plan`); `strict`: no object without a required field, no array with an item missing.
     A declared example that does not fit its own schema is passed over, and added to `misfits` as (the
-    property's name, the example)."""
+    property's name, the example); so is one `passed` names (one a model's validator refused); each example
+    taken is added to `used`."""
     root = root if root is not None else (schema if isinstance(schema, dict) else {})
-    return _sample(schema, root, name, variant, depth, _Plan(today, alt, strict, misfits))
+    return _sample(schema, root, name, variant, depth, _Plan(today, alt, strict, misfits, passed, used))
 
 
 def _sample(schema: Any, root: dict[str, Any], name: str, variant: int, depth: int, plan: _Plan) -> Any:
@@ -126,7 +132,11 @@ def _sample(schema: Any, root: dict[str, Any], name: str, variant: int, depth: i
         fitting = [e for e in schema["examples"] if _example_fits(e, schema)]
         if plan.misfits is not None:
             plan.misfits.extend((name, e) for e in schema["examples"] if e not in fitting)
+        if plan.passed:
+            fitting = [e for e in fitting if (name, e) not in plan.passed]
         if fitting:
+            if plan.used is not None:
+                plan.used.append((name, fitting[variant % len(fitting)]))
             return fitting[variant % len(fitting)]
     if "const" in schema:
         return schema["const"]
