@@ -16,7 +16,7 @@ from .invoice import (
     SupportInvoiceModel,
     SupportInvoiceRowModel,
 )
-from .payment import Payment, PaymentMethod, PaymentModel
+from .payment import NOT_BLANK_KEY, Payment, PaymentMethod, PaymentModel
 from .text import NO_NUL, OptionalText, Text
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "InvoiceRow",
     "InvoiceRowModel",
     "InvoiceStatus",
+    "NOT_BLANK_KEY",
     "NO_NUL",
     "OptionalText",
     "Payment",

@@ -5,11 +5,25 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from mcpfusion import Model
 
 PaymentMethod = Literal["card", "transfer"]
+
+
+def not_blank_key(value: str | None) -> str | None:
+    """`value` unchanged, unless it is blank (spaces only: a ValueError, the field's validation error). A blank
+    key is no key of this payment's: an agent sending the same spaces for every payment would have each
+    payment after the first answered as its retry (or refused as another's), not recorded."""
+    if value is not None and not value.strip():
+        raise ValueError("must not be blank: send a key of your own for this payment, 8 to 64 characters that "
+                         "are not all spaces (e.g. a UUID), and the same key again only on its retry")
+    return value
+
+
+NOT_BLANK_KEY = AfterValidator(not_blank_key)
+"""The idempotency key's rule, after its length limits (as `NO_NUL`: those stay a string's)."""
 
 
 class Payment(BaseModel):

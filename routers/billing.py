@@ -42,6 +42,7 @@ from mcpfusion.content import Attached
 from models import (
     INVOICE_STATUSES,
     NO_NUL,
+    NOT_BLANK_KEY,
     ExportRow,
     InvoiceLineInput,
     InvoiceModel,
@@ -108,7 +109,7 @@ else:
 InvoiceId = Annotated[str, Field(description="Invoice id, e.g. inv_0001 (see list_invoices).", max_length=40)]
 IdempotencyKey = Annotated[str | None, Field(
     description="A new key per payment; resend it on a retry and the payment is recorded once.",
-    min_length=8, max_length=64), NO_NUL]  # (limits before NO_NUL: a string's, and null passes them)
+    min_length=8, max_length=64), NO_NUL, NOT_BLANK_KEY]  # (limits before the rules: a string's; null passes)
 DraftId = Annotated[InvoiceId, Field(examples=["inv_0003"])]  # (the docs' example: a draft of the demo data)
 StatusFilter = Annotated[
     Literal[(*INVOICE_STATUSES, "overdue")] | None,  # type: ignore[valid-type]
