@@ -64,7 +64,8 @@ def never_stored(ident: str) -> bool:
 
 def check_text(field: str, value: str | None) -> None:
     """Text to store holds no NUL (see `never_stored`): refused as the field's validation error, before any write.
-    (A tool parameter declared `models.Text` is refused at validation already; remind's message is not.)"""
+    (The tools' parameters, `remind`'s message too, are refused at validation already (`models.NO_NUL`): this is
+    for the store's other callers.)"""
     if value is not None and never_stored(value):
         raise ToolError("VALIDATION_ERROR", f"{field} must not contain a NUL character (\\u0000).",
                         recovery=f"Send {field} without it and call again.", details={"field": field})

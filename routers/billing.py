@@ -160,13 +160,13 @@ async def update_invoice_status(
 async def remind(
     id: InvoiceId,
     ctx: Context,
-    message: Annotated[str | None, Field(description="A personal line added to the reminder.", max_length=500)]
-    = None,
+    message: Annotated[str | None, Field(description="A personal line added to the reminder.", max_length=500),
+                       NO_NUL] = None,
     store: BillingStore = Depends(get_store),
 ) -> dict[str, Any]:
     """Send a payment reminder for a sent invoice"""
-    # The line is kept with the reminder's record (never echoed to the logs; one holding NUL is refused by the
-    # store, `check_text`); none: a plain reminder.
+    # The line is kept with the reminder's record (never echoed to the logs; one holding NUL is refused at
+    # validation, as every text the service stores); none: a plain reminder.
     invoice = await (store.remind(id, message) if message else store.remind(id))
     added = " with the personal line" if message else ""
     await ctx.info(f"reminder #{invoice['reminders_sent']} queued for {invoice['number']}{added}")

@@ -94,9 +94,10 @@ def test_check_on_a_copy_of_the_reference_names_a_lost_redaction_and_a_new_requi
     edit(copy / "presenters" / "invoice.py", 'PII_PATHS = ["customer.email", "customer.phone"]',
          'PII_PATHS = ["customer.phone"]')
     edit(copy / "routers" / "billing.py",
-         'message: Annotated[str | None, Field(description="A personal line added to the reminder.", max_length=500)]\n'
-         '    = None,',
-         'message: Annotated[str, Field(description="A personal line added to the reminder.", max_length=500)],')
+         'message: Annotated[str | None, Field(description="A personal line added to the reminder.", max_length=500),\n'
+         '                       NO_NUL] = None,',
+         'message: Annotated[str, Field(description="A personal line added to the reminder.", max_length=500), '
+         'NO_NUL],')
     run = cli(copy, "--check")
     assert run.returncode == 1, run.stdout + run.stderr
     out = run.stdout
