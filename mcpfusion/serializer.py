@@ -8,8 +8,9 @@ the same bytes for those types and converts the rest: datetimes are ISO 8601 wit
 sets and tuples are lists, Decimals and UUIDs strings, enums their values, pydantic models their JSON dump.
 Anything else is refused (`PydanticSerializationError`, naming its type): its `str()` or `repr()` is not the
 data and may hold what must not leave (a connection string, a token). Floats that JSON has no number for
-(inf, NaN) are `null`. Compact output is byte-identical to `json.dumps(separators=(",", ":"),
-ensure_ascii=False)` for plain JSON data (tests/test_serializer.py checks both encoders against each other).
+(inf, NaN) are `null`, a pydantic model's too whatever its own `ser_json_inf_nan` says. Compact output is
+byte-identical to `json.dumps(separators=(",", ":"), ensure_ascii=False)` for plain JSON data
+(tests/test_serializer.py checks both encoders against each other).
 """
 
 from __future__ import annotations
@@ -36,7 +37,14 @@ def json_bytes(data: Any, *, pretty: bool = False) -> bytes:
     try:
         return orjson.dumps(data, option=_PRETTY if pretty else _PLAIN)
     except orjson.JSONEncodeError:
-        return to_json(data, indent=2 if pretty else None, inf_nan_mode="null")
+        indent = 2 if pretty else None
+        written = to_json(data, indent=indent, inf_nan_mode="null")
+        if b"NaN" in written or b"Infinity" in written:
+            # A pydantic model's own `ser_json_inf_nan="constants"` wins over the mode: its NaN and Infinity
+            # are no JSON (a client's parser refuses the message). Read back (pydantic-core reads them) and
+            # written again, they are null. (Text holding those words is written again the same.)
+            return to_json(from_json(written), indent=indent, inf_nan_mode="null")
+        return written
 
 
 def dumps(data: Any, *, pretty: bool = False) -> str:
