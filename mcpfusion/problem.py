@@ -22,6 +22,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
+from . import markup
 from .errors import (
     CONFLICT,
     FORBIDDEN,
@@ -156,7 +157,7 @@ def problem(
         "type": TYPE_PREFIX + code, "title": _title(status), "status": status, "detail": message, "code": code,
     }
     if instance:
-        body["instance"] = instance
+        body["instance"] = markup.visible_path(instance)  # (its tool or action name is the caller's)
     if severity and severity != "error":
         body["severity"] = severity
     if recovery:

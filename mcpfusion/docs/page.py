@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .. import tokens
+from ..markup import visible as visible  # (re-exported: `mcpfusion inspect` reads it here)
 from . import search
 from .examples import SENT_HEADERS
 from .schema_table import rows as schema_rows
@@ -24,19 +25,6 @@ def action_id(tool: str, action: str) -> str:
     """The HTML id of an action's section: `action-{tool}-{action}`, a "-" inside a name written "~" (never in
     a name), so that tool "a-b" action "c" and tool "a" action "b-c" get different ids."""
     return f"action-{tool.replace('-', '~')}-{action.replace('-', '~')}"
-
-
-# Shown as `\u202e`, never as themselves: a C0/C1 control (NUL is an HTML parse error, ESC a terminal escape)
-# and the bidi embeddings, overrides and isolates (U+202E shows the rest of a description reversed: a file
-# name or an amount spoofed in docs a reviewer trusts). Tabs and line breaks are kept: descriptions have lines.
-_UNSEEN = str.maketrans({c: f"\\u{c:04x}" for c in (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20),
-                                                      *range(0x7F, 0xA0), *range(0x202A, 0x202F),
-                                                      *range(0x2066, 0x206A))})
-
-
-def visible(text: str) -> str:
-    """`text` with its control and bidi control characters written as escapes (`\u0000`, `\u202e`)."""
-    return text if text.isprintable() else text.translate(_UNSEEN)
 
 
 def _e(value: Any) -> str:
