@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from fastapi import FastAPI
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from fastapi.staticfiles import StaticFiles
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -34,10 +34,15 @@ ASSETS_DIR = Path(_SPEC.origin).parent / "static"
 
 
 def serve_offline(app: FastAPI) -> None:
-    """Replace the CDN-backed `/docs` and `/redoc` routes of `app` (whichever it has) by offline ones."""
+    """Replace the CDN-backed `/docs` and `/redoc` routes of `app` (whichever it has) by offline ones, and
+    FastAPI's Swagger UI OAuth2 redirect page by the same page under a Content-Security-Policy."""
     pages = {app.docs_url, app.redoc_url} - {None}
     if not pages or app.openapi_url is None:
         return
+    # (FastAPI serves the redirect page only beside Swagger UI)
+    redirect = app.swagger_ui_oauth2_redirect_url if app.docs_url is not None else None
+    if redirect:
+        pages.add(redirect)
     app.router.routes[:] = [r for r in app.router.routes if not (isinstance(r, Route) and r.path in pages)]
     # ReDoc's bundle draws its footer logo from its CDN: serve the bundle with that image inlined instead.
     app.add_route(f"{ASSETS_PATH}/redoc.standalone.js", _redoc_bundle, include_in_schema=False)
@@ -60,6 +65,11 @@ def serve_offline(app: FastAPI) -> None:
             ))
 
         app.add_route(app.docs_url, swagger_ui, include_in_schema=False)
+    if redirect:
+        async def swagger_ui_redirect(request: Request) -> HTMLResponse:
+            return _guarded(get_swagger_ui_oauth2_redirect_html(), _REDIRECT_POLICY)
+
+        app.add_route(redirect, swagger_ui_redirect, include_in_schema=False)
     if app.redoc_url is not None:
         async def redoc(request: Request) -> HTMLResponse:
             root = request.scope.get("root_path", "")
@@ -74,16 +84,22 @@ def serve_offline(app: FastAPI) -> None:
 
 _INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
 
+# Scripts from this origin and the page's own inline ones (`{hashes}`) only, so neither a `javascript:` link nor
+# a script a description smuggled in runs; ReDoc's search worker (a blob) and both UIs' injected styles allowed.
+_DOCS_POLICY = ("default-src 'self'; script-src 'self'{hashes}; style-src 'self' 'unsafe-inline'; "
+                "img-src 'self' data:; worker-src 'self' blob:; object-src 'none'; base-uri 'none'; "
+                "frame-ancestors 'self'")
+# The OAuth2 redirect page (Swagger UI's popup, sent back here by the authorization server with the code or
+# token in its URL) runs its one inline script, which hands them to the page that opened it: nothing to load,
+# no form, never framed.
+_REDIRECT_POLICY = "default-src 'none'; script-src{hashes}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-def _guarded(page: HTMLResponse) -> HTMLResponse:
-    """`page` with a Content-Security-Policy: scripts from this origin and the page's own inline ones (by their
-    hashes) only, so neither a `javascript:` link nor a script a description smuggled in runs; ReDoc's search
-    worker (a blob) and both UIs' injected styles allowed."""
+
+def _guarded(page: HTMLResponse, policy: str = _DOCS_POLICY) -> HTMLResponse:
+    """`page` with the Content-Security-Policy `policy`, allowing the page's own inline scripts by their hashes."""
     hashes = "".join(f" 'sha256-{base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()}'"
                      for script in _INLINE_SCRIPT.findall(bytes(page.body).decode()))
-    page.headers["Content-Security-Policy"] = (
-        f"default-src 'self'; script-src 'self'{hashes}; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-        "worker-src 'self' blob:; object-src 'none'; base-uri 'none'; frame-ancestors 'self'")
+    page.headers["Content-Security-Policy"] = policy.format(hashes=hashes)
     return page
 
 

@@ -57,3 +57,28 @@ def test_redoc_bundle_names_no_outside_host():
         bundle = client.get(src)
     assert bundle.status_code == 200 and bundle.headers["content-type"].startswith("application/javascript")
     assert "cdn.redoc.ly" not in bundle.text and len(bundle.content) > 100_000
+
+
+def test_the_oauth2_redirect_page_runs_its_own_script_only():
+    """FastAPI's Swagger UI OAuth2 redirect page (the popup the authorization server sends the code or token
+    to) under a policy of its own: its one inline script by hash, nothing else, on built and mounted apps."""
+    import base64
+    import hashlib
+
+    from fastapi.openapi.docs import get_swagger_ui_oauth2_redirect_html
+
+    script = re.search(r"<script>(.*?)</script>", get_swagger_ui_oauth2_redirect_html().body.decode(), re.S)
+    digest = base64.b64encode(hashlib.sha256(script.group(1).encode()).digest()).decode()
+    policy = (f"default-src 'none'; script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'; "
+              "frame-ancestors 'none'")
+    mounted = FastAPI(docs_url="/api-docs", swagger_ui_oauth2_redirect_url="/api-docs/redirect")
+    MCPFusion("notes", tools=[tool]).mount(mounted)
+    for app, path in ((MCPFusion("notes", tools=[tool]).build_app(), "/docs/oauth2-redirect"),
+                      (mounted, "/api-docs/redirect")):
+        r = TestClient(app).get(path)
+        assert r.status_code == 200 and r.headers["content-security-policy"] == policy, path
+        assert r.text == get_swagger_ui_oauth2_redirect_html().body.decode()  # FastAPI's page, as it was
+        assert [route.path for route in app.router.routes if getattr(route, "path", None) == path] == [path]
+    # Without Swagger UI there is no redirect page (as FastAPI has none).
+    bare = MCPFusion("notes", tools=[tool]).build_app(docs_url=None)
+    assert TestClient(bare).get("/docs/oauth2-redirect").status_code == 404

@@ -44,3 +44,31 @@ def test_no_description_runs_script_and_both_pages_render(browser: Browser) -> N
         assert page.locator("h1").first.is_visible()
         page.close()
         assert dialogs == []
+
+
+def test_the_oauth2_redirect_page_still_hands_the_code_to_swagger_ui(browser: Browser) -> None:
+    """Its policy lets its one inline script run: opened as Swagger UI opens it (a popup, back from the
+    authorization server), it gives the opener the code and closes, with no policy violation."""
+    with uvicorn_server("tests.browser.hostile_docs_app:build_app") as base:
+        page = browser.new_page()
+        page.goto(f"{base}/docs")
+        page.locator(".opblock").first.wait_for(timeout=30_000)
+        # What Swagger UI's authorization dialog leaves on its window before opening the popup.
+        page.evaluate("""() => {
+            window.handedOver = null;
+            window.swaggerUIRedirectOauth2 = {
+                state: "s1", redirectUrl: location.origin + "/docs/oauth2-redirect",
+                auth: {name: "oauth", schema: {get: () => "authorizationCode"}, code: null},
+                errCb: (error) => { window.handedOver = {error: error.message}; },
+                callback: (found) => { window.handedOver = {code: found.auth.code}; },
+            };
+        }""")
+        violations: list[str] = []  # (heard on the context: the popup's first messages come before it is ours)
+        page.context.on("console", lambda message: violations.append(message.text)
+                        if "Content Security Policy" in message.text else None)
+        with page.expect_popup() as opened:
+            page.evaluate("() => { window.open('/docs/oauth2-redirect?code=abc&state=s1'); }")
+        opened.value.wait_for_event("close", timeout=10_000)
+        assert page.evaluate("() => window.handedOver") == {"code": "abc"}
+        assert violations == []
+        page.close()
