@@ -16,11 +16,14 @@ On 2026-07-28 the question's nonce, and the confirmation a run spent, travel in 
 framework's own round data, next to the handler's state (`ctx.state` is exactly what the handler passed): a
 handler that asks the user itself reruns on the next round still confirmed, and the user is asked once.
 
-The action never runs without one or the other, and one confirmation runs it once: a run that fails saying
-nothing was done and to make the same call again (BUSY, RATE_LIMITED, a `retry_after`: see `retryable`) gives
-the confirmation back, so that retry runs with the same token or answer. A declined question answers
-`NOT_CONFIRMED`. A template (`confirm="Void {id}?"`) is filled with the validated arguments (None reads
-"none"); `mcpfusion.tool` checks its fields, conversions and format specs at declaration.
+The action never runs without one or the other, and one confirmation runs it once. Each is bound to the epoch
+of the store of spent confirmations it was issued in (`mcpfusion.spent`; in its token, or the signed round data):
+one issued before that store forgot what was spent (a restart, a flushed Redis) is refused and asked again,
+never run a second time. A run that fails saying nothing was done and to make the same call again (BUSY,
+RATE_LIMITED, a `retry_after`: see `retryable`) gives the confirmation back, so that retry runs with the same
+token or answer. A declined question answers `NOT_CONFIRMED`. A template (`confirm="Void {id}?"`) is filled
+with the validated arguments (None reads "none"); `mcpfusion.tool` checks its fields, conversions and format
+specs at declaration.
 """
 
 from __future__ import annotations
@@ -146,14 +149,15 @@ def digest_of(call: ActionCall, scope: str = "") -> str:
     return hmac.new(call.guards.signing_key, b"call|" + canonical.encode(), hashlib.sha256).hexdigest()
 
 
-def token(call: ActionCall, digest: str, expires: int | None = None, nonce: str | None = None) -> str:
-    """`<expiry>.<nonce>.<mac>`: bound to the call's digest (action + arguments) and its caller (tenant and
-    principal); the nonce makes each one issued its own (a token is used once: see `GuardState.spend`)."""
+def token(call: ActionCall, digest: str, epoch: str, expires: int | None = None, nonce: str | None = None) -> str:
+    """`<expiry>.<nonce>.<epoch>.<mac>`: bound to the call's digest (action + arguments), its caller (tenant and
+    principal) and the epoch of the spent confirmations' store; the nonce makes each one issued its own (a
+    token is used once: see `GuardState.spend`)."""
     expires = expires if expires is not None else int(time.time() + TOKEN_TTL)
     nonce = nonce if nonce is not None else secrets.token_hex(4)
-    mac = hmac.new(call.guards.signing_key, f"confirm|{expires}|{nonce}|{call.caller_key}|{digest}".encode(),
-                   hashlib.sha256).hexdigest()[:32]
-    return f"{expires}.{nonce}.{mac}"
+    signed = f"confirm|{expires}|{nonce}|{epoch}|{call.caller_key}|{digest}"
+    mac = hmac.new(call.guards.signing_key, signed.encode(), hashlib.sha256).hexdigest()[:32]
+    return f"{expires}.{nonce}.{epoch}.{mac}"
 
 
 def question_key(call: ActionCall, digest: str, nonce: str) -> str:
@@ -176,16 +180,17 @@ def pop_token(action: Action, arguments: dict[str, Any]) -> str | None:
     return sent
 
 
-def _valid(call: ActionCall, digest: str, sent: Any) -> bool:
-    if not isinstance(sent, str) or sent.count(".") != 2:
-        return False
-    expiry, nonce, _ = sent.split(".")
+def _valid(call: ActionCall, digest: str, sent: Any) -> str | None:
+    """The epoch `sent` was issued in when it is an unexpired token of this call; None otherwise."""
+    if not isinstance(sent, str) or sent.count(".") != 3:
+        return None
+    expiry, nonce, epoch, _ = sent.split(".")
     # ASCII digits of a plausible length only: `isdigit` also takes "²", and int() refuses 4,300 digits.
     if not (expiry.isascii() and expiry.isdigit() and len(expiry) <= 12) or int(expiry) < time.time():
-        return False
-    if not (nonce.isascii() and nonce.isalnum() and len(nonce) <= 16):
-        return False
-    return hmac.compare_digest(sent, token(call, digest, int(expiry), nonce))
+        return None
+    if not all(part.isascii() and part.isalnum() and len(part) <= limit for part, limit in ((nonce, 16), (epoch, 32))):
+        return None
+    return epoch if hmac.compare_digest(sent, token(call, digest, epoch, int(expiry), nonce)) else None
 
 
 class Confirmed:
@@ -204,23 +209,28 @@ async def require_confirmation(call: ActionCall, scope: str = "") -> Confirmed:
     digest = digest_of(call, scope)
     name = call.action.qualified_name
     if call.confirmation is not None:
-        if _valid(call, digest, call.confirmation):
-            spent = await _spend(call, f"token|{call.confirmation}")
-            if spent is not None:
-                return spent
-            raise _needs_token(call, digest, f"The {CONFIRM_PARAM} token was already used: one confirmation runs "
-                                             f"{name} once; nothing was done.")
-        raise _needs_token(call, digest, f"The {CONFIRM_PARAM} token does not match this call of {name} "
-                                         "(other arguments, another caller, or expired); nothing was done.")
+        epoch = _valid(call, digest, call.confirmation)
+        if epoch is None:
+            raise await _needs_token(call, digest, f"The {CONFIRM_PARAM} token does not match this call of {name} "
+                                                   "(other arguments, another caller, or expired); nothing was done.")
+        spent = await _spend(call, f"token|{call.confirmation}", epoch)
+        if spent is not None:
+            return spent
+        current = await _epoch(call)
+        if current != epoch:
+            raise await _needs_token(call, digest, f"The {CONFIRM_PARAM} token {_FORGOT}; nothing was done.", current)
+        raise await _needs_token(call, digest, f"The {CONFIRM_PARAM} token was already used: one confirmation "
+                                               f"runs {name} once; nothing was done.", current)
     ctx = call.context
     asking = None if ctx.is_detached else ctx.elicitation(question(call), SCHEMA)
     if asking is not None and ctx.can_ask(asking):  # (a form: a client of URL elicitation only gets a token)
         # One question per request: its nonce comes back in the round data of the 2026 wire's retries.
-        nonce = _carried(call).get("nonce")
-        if not isinstance(nonce, str):
-            nonce = f"confirm:{secrets.token_hex(8)}"
+        carried = _carried(call)
+        nonce, epoch = carried.get("nonce"), carried.get("epoch")
+        if not (isinstance(nonce, str) and isinstance(epoch, str)):
+            nonce, epoch = f"confirm:{secrets.token_hex(8)}", await _epoch(call)  # (before the user is asked)
         key = question_key(call, digest, nonce)
-        _leave(call, nonce=nonce)  # (this round ends with the question when it is not answered yet)
+        _leave(call, nonce=nonce, epoch=epoch)  # (this round ends with the question when it is not answered yet)
         try:
             async with waiting_for_the_user(call):  # the user's reading time is not the action's run
                 answer = (await ctx.ask({key: asking}))[key]
@@ -233,20 +243,26 @@ async def require_confirmation(call: ActionCall, scope: str = "") -> Confirmed:
         except NoBackChannel:
             answer = None
         except ClientAnswerError as exc:  # its client failed to ask (not the server): the user agrees elsewhere
-            raise _needs_token(call, digest, f"{name} needs the user's confirmation, and this client could not "
-                                             f"ask the user ({exc.message}); nothing was done.") from None
+            raise await _needs_token(call, digest, f"{name} needs the user's confirmation, and this client could "
+                                                   f"not ask the user ({exc.message}); nothing was done.") from None
         if answer is not None:
-            spent = await _spend(call, f"question|{key}", nonce)
+            spent = await _spend(call, f"question|{key}", epoch, nonce)
             if spent is not None:
                 return spent
-            raise ToolError(NOT_CONFIRMED, f"That confirmation of {name} was already used; nothing was done.",
+            why = "was already used" if await _epoch(call) == epoch else _FORGOT
+            raise ToolError(NOT_CONFIRMED, f"That confirmation of {name} {why}; nothing was done.",
                             recovery=f"Call {called_as(call)} again to ask the user once more.")
-    raise _needs_token(call, digest, f"{name} needs the user's confirmation, and this client cannot ask "
-                                     "the user; nothing was done.")
+    raise await _needs_token(call, digest, f"{name} needs the user's confirmation, and this client cannot ask "
+                                           "the user; nothing was done.")
 
 
-#: `mcp.state.Round` key of a confirmation's round data: {"nonce": its question's, "spent": the confirmation a
-#: run spent, "run": what the next round spends of it}.
+#: Why a confirmation of another epoch than the store's is refused (see `mcpfusion.spent`).
+_FORGOT = ("cannot be known to be unused: this server's record of used confirmations was reset since it was "
+           "issued (a restart), or another of its processes issued it")
+
+
+#: `mcp.state.Round` key of a confirmation's round data: {"nonce": its question's, "epoch": the spent store's
+#: when it was asked, "spent": the confirmation a run spent, "run": what the next round spends of it}.
 _ROUND_KEY = "confirm"
 
 
@@ -264,8 +280,19 @@ def _leave(call: ActionCall, **data: str | None) -> None:
         this_round.leaving[_ROUND_KEY] = {k: v for k, v in data.items() if v is not None}
 
 
-async def _spend(call: ActionCall, confirmation: str, nonce: str | None = None) -> Confirmed | None:
-    """The confirmation, spent now; None when it was already.
+async def _epoch(call: ActionCall) -> str:
+    """The epoch a confirmation issued now is bound to; a BUSY error when the store cannot be reached (no
+    confirmation is asked for that could not be used)."""
+    try:
+        return await call.guards.epoch()
+    except SpentUnavailable:
+        raise ToolError(BUSY, f"The confirmation of {call.action.qualified_name} cannot be asked for right now; "
+                              "nothing was done.",
+                        recovery="Retry the same call in a few seconds.", retry_after=2.0) from None
+
+
+async def _spend(call: ActionCall, confirmation: str, epoch: str, nonce: str | None = None) -> Confirmed | None:
+    """The confirmation, issued in `epoch`, spent now; None when it was already, or that epoch is gone.
 
     A 2026-07-28 run that spent it and then asked the user itself reruns on the next round: that rerun
     spends the `run` key its signed round data carries, once. Each run leaves one requestState with a
@@ -275,14 +302,14 @@ async def _spend(call: ActionCall, confirmation: str, nonce: str | None = None) 
     key = f"{confirmation}|{run}" if carried.get("spent") == confirmation and isinstance(run, str) else confirmation
     expires = time.time() + TOKEN_TTL
     try:
-        if not await call.guards.spend(key, expires):
+        if not await call.guards.spend(key, expires, epoch):
             return None
     except SpentUnavailable:
         raise ToolError(BUSY, f"The confirmation of {call.action.qualified_name} could not be recorded right now; "
                               "nothing was done.",
                         recovery="Retry the same call in a few seconds (the confirmation is still valid).",
                         retry_after=2.0) from None
-    _leave(call, nonce=nonce, spent=confirmation, run=secrets.token_hex(8))
+    _leave(call, nonce=nonce, epoch=epoch, spent=confirmation, run=secrets.token_hex(8))
     return Confirmed(key, expires)
 
 
@@ -318,8 +345,9 @@ async def give_back(call: ActionCall, confirmed: Confirmed, failure: BaseExcepti
         await release(confirmed.key, confirmed.expires)
 
 
-def _needs_token(call: ActionCall, digest: str, message: str) -> ToolError:
-    issued = token(call, digest)
+async def _needs_token(call: ActionCall, digest: str, message: str, epoch: str | None = None) -> ToolError:
+    """CONFIRMATION_REQUIRED with a fresh token, in `epoch` (the store's, when already read)."""
+    issued = token(call, digest, epoch if epoch is not None else await _epoch(call))
     return ToolError(
         CONFIRMATION_REQUIRED,
         message,

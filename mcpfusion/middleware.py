@@ -82,10 +82,25 @@ class GuardState:
         self.buckets: Buckets = MemoryBuckets()  # `mcpfusion.redis.buckets.RedisBuckets` for replicas
         self.spent: Spent = MemorySpent()  # `mcpfusion.redis.spent.RedisSpent` for replicas
 
-    async def spend(self, confirmation: str, expires: float) -> bool:
+    async def epoch(self) -> str:
+        """The spent confirmations' epoch, bound into each confirmation issued (see `mcpfusion.spent`); "0" for
+        an app's own store without one. `SpentUnavailable` when the shared store cannot be reached."""
+        current = getattr(self.spent, "epoch", None)
+        if current is None:
+            return "0"
+        found = await current()
+        if not (isinstance(found, str) and 0 < len(found) <= 32 and found.isascii() and found.isalnum()):
+            raise TypeError(f"{type(self.spent).__name__}.epoch() returned {found!r}: an epoch is 1 to 32 ASCII "
+                            "letters and digits")
+        return found
+
+    async def spend(self, confirmation: str, expires: float, epoch: str | None = None) -> bool:
         """Use a confirmation once: True the first time, False for a replay before it expires (on any
-        replica when they share Redis); `SpentUnavailable` when the shared store cannot be reached."""
-        return await self.spent.spend(confirmation, expires)
+        replica when they share Redis) and for one issued in another `epoch` than the store's (it may have
+        forgotten that spend); `SpentUnavailable` when the shared store cannot be reached."""
+        if epoch is None or not hasattr(self.spent, "epoch"):  # (an app's own store written before epochs)
+            return await self.spent.spend(confirmation, expires)
+        return await self.spent.spend(confirmation, expires, epoch)
 
     def semaphore(self, owner: object, limit: int) -> asyncio.Semaphore:
         found = self.semaphores.get(id(owner))

@@ -217,7 +217,8 @@ async def call(transport: str, app: FastAPI, tool: str, action: str, args: dict[
         return Outcome(None, data, r.text)
 
 
-CONFIRM_TOKEN = re.compile(r"\d{10}\.[0-9a-f]{8}\.[0-9a-f]{32}")
+# <expiry>.<nonce>.<epoch of the spent store>.<mac> (`mcpfusion.confirm.token`)
+CONFIRM_TOKEN = re.compile(r"\d{10}\.[0-9a-f]{8}\.[0-9a-zA-Z]{1,32}\.[0-9a-f]{32}")
 
 
 def confirm_token(text: str) -> str:
