@@ -315,9 +315,9 @@ def _unshared_state(fusion: MCPFusion, workers: int) -> list[str]:
 
 
 def _unshared_guards(fusion: MCPFusion, workers: int) -> list[str]:
-    """The guards whose state `workers` processes without Redis keep apart: spent confirmations (one
-    confirmation runs its action once per worker) and rate-limit buckets (each worker lets the whole limit
-    through). Only for what the app uses, and only while they are the in-memory stores."""
+    """The guards whose state `workers` processes without Redis keep apart: spent confirmations (each worker
+    refuses the confirmations another issued: the user confirms again) and rate-limit buckets (each worker lets
+    the whole limit through). Only for what the app uses, and only while they are the in-memory stores."""
     from .buckets import MemoryBuckets
     from .spent import MemorySpent
 
@@ -325,8 +325,9 @@ def _unshared_guards(fusion: MCPFusion, workers: int) -> list[str]:
     actions = list(registry.actions())
     notices = []
     if isinstance(registry.guards.spent, MemorySpent) and any(a.confirm for a in actions):
-        notices.append(f"each of the {workers} workers remembers its own spent confirmations, so one confirmation "
-                       "can run its action once per worker; set MCPFUSION_REDIS_URL (see docs/deployment.md)")
+        notices.append(f"each of the {workers} workers remembers its own spent confirmations, so a worker refuses "
+                       "the confirmations another issued and the user is asked again; set MCPFUSION_REDIS_URL "
+                       "(see docs/deployment.md)")
     limits = sys.modules.get("mcpfusion.ratelimit")  # (not loaded: no RateLimit anywhere)
     if limits is not None and isinstance(registry.guards.buckets, MemoryBuckets) and any(
             isinstance(mw, limits.RateLimit) for a in actions for mw in registry.layers(a)):

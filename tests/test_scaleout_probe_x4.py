@@ -157,7 +157,7 @@ def test_workers_without_redis_warn_about_confirmations_and_rate_limits(tmp_path
     assert "confirmation" not in unguarded and "RateLimit" not in unguarded
     monkeypatch.setattr(sys.modules[__name__], "WORKERS_APP", GUARDED_APP)
     err = _serve_warnings(tmp_path, monkeypatch, capsys, "2", MCPFUSION_SIGNING_KEY="probe-x4-signing-key")
-    assert "one confirmation can run its action once per worker" in err
+    assert "a worker refuses the confirmations another issued and the user is asked again" in err
     assert "a caller gets up to 2x each RateLimit" in err
     shared = _serve_warnings(tmp_path, monkeypatch, capsys, "2", MCPFUSION_REDIS_URL="redis://127.0.0.1:1/0",
                              MCPFUSION_SIGNING_KEY="probe-x4-signing-key")
