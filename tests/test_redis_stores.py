@@ -251,3 +251,34 @@ async def test_app_shutdown_closes_the_redis_stores(redis_server):
         assert [t for t in asyncio.all_tasks() if t.get_name() == "mcpfusion-redis-broker"]
     # No reader task is left pending at exit ("Task was destroyed but it is pending").
     assert not [t for t in asyncio.all_tasks() if t.get_name() == "mcpfusion-redis-broker" and not t.done()]
+
+
+async def test_events_and_broker_write_messages_as_the_wire_does(stores, other):
+    # A log's data holding a datetime, a pydantic model or NaN: what the wire writes of it (ISO text, the model's
+    # fields, null) is what Redis keeps and replays. `json.dumps` refused the first two (the event went out
+    # unstored: a client resuming never got it) and wrote NaN, which is no JSON.
+    import datetime as dt
+
+    from pydantic import BaseModel
+
+    class Reading(BaseModel):
+        at: dt.date
+        value: float
+
+    data = {"when": dt.datetime(2026, 12, 7, 13, 0, tzinfo=dt.UTC), "reading": Reading(at=dt.date(2026, 12, 7),
+            value=float("nan")), "word": "NaN", "name": "Zoë 中"}
+    message = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": data}}
+    written = {"when": "2026-12-07T13:00:00Z", "reading": {"at": "2026-12-07", "value": None}, "word": "NaN",
+               "name": "Zoë 中"}
+    stream = f"{new_session_id()}~log"
+    stored = await stores.events.store_event(stream, message)
+    async with other.broker.subscribe(f"stream:{stream}") as sub:
+        published, receivers = await stores.broker.publish_event(stores.events, stream, f"stream:{stream}", message)
+        assert receivers == 1
+        got_id, got = await sub.get()
+    assert got_id == published and got["params"]["data"] == written
+    _, replayed = await other.events.replay_after(f"{stream}#0")
+    assert [(eid, m["params"]["data"]) for eid, m in replayed] == [(stored, written), (published, written)]
+    async with other.broker.subscribe("plain") as sub:
+        assert await stores.broker.publish("plain", message) == 1
+        assert (await sub.get())["params"]["data"] == written

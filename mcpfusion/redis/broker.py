@@ -34,6 +34,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.connection import AbstractConnection
 
 from ..mcp.broker import KEPT, REFUSED, RESUBSCRIBED, UNEXPECTED, QueueSubscription
+from ..serializer import json_bytes
 from .client import UNAVAILABLE
 from .events import RedisEventStore
 
@@ -164,7 +165,7 @@ class RedisBroker:
         self._take = client.register_script(_TAKE)
 
     async def publish(self, topic: str, message: Any) -> int:
-        data = json.dumps(message, separators=(",", ":"))
+        data = json_bytes(message)
         return int(await self.client.publish(self.prefix + topic, data))
 
     async def expect(self, entries: list[tuple[str, str, float]], fresh: bool = True) -> list[bool]:
@@ -183,7 +184,7 @@ class RedisBroker:
         """Publish `message` on `topic` and keep it in `box` of `session_id` if something expects it there (see
         `expect`); returns the receivers and `KEPT`, `UNEXPECTED` or `REFUSED` (too large, too many, Redis full).
         Raises when Redis is unreachable."""
-        data = json.dumps(message, separators=(",", ":"))
+        data = json_bytes(message)
         receivers, status = await self._keep(keys=[self._kept(session_id)], args=[
             box, data, _now_ms(), MAX_KEPT_BYTES, MAX_KEPT, self.prefix + topic])
         return int(receivers), {KEPT: KEPT, UNEXPECTED: UNEXPECTED}.get(status, REFUSED)

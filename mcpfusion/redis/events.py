@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from mcpfusion.mcp.events import NotIssued, StoreRefused, event_id, parse_event_id
+from mcpfusion.serializer import json_bytes
 
 from .coalesce import Coalescer
 
@@ -102,7 +103,7 @@ class RedisEventStore:
     async def store_and_publish(self, stream_id: str, message: dict[str, Any], channel: str) -> tuple[str, int]:
         """Store `message` and publish `[event_id, message]` (JSON) on the Redis `channel`, atomically;
         returns the event id and how many subscribers got it."""
-        data = json.dumps(message, separators=(",", ":"))
+        data = json_bytes(message)
         id_prefix = json.dumps(f"{stream_id}#")[:-1]  # the opening quote and escaped text, no closing quote
         # A response ends its request's stream (never the session's GET stream, which holds no responses).
         finished = "method" not in message
@@ -112,7 +113,7 @@ class RedisEventStore:
         return event_id(stream_id, int(number)), int(receivers)
 
     async def store_event(self, stream_id: str, message: dict[str, Any] | None) -> str:
-        data = "" if message is None else json.dumps(message, separators=(",", ":"))
+        data = b"" if message is None else json_bytes(message)
         entry_id = await _refusable(self._stores.call(self._key(stream_id), data))
         return event_id(stream_id, _event_number(entry_id))
 
