@@ -116,6 +116,50 @@ async def test_the_redis_store_refuses_a_spend_of_an_epoch_it_forgot(redis_serve
         await client.aclose()
 
 
+async def test_a_spend_lost_by_a_redis_restored_from_a_snapshot_is_refused(redis_server):
+    # The epoch's key is in the snapshot, the spend made after it is not: a restart that loads the snapshot
+    # (a crash, AOF's last second, a failover to a replica behind) keeps the key but is another Redis process.
+    client = connect(redis_server.url)
+    spent = RedisSpent(client, prefix="test:spent:")
+    try:
+        epoch = await spent.epoch()
+        await client.save()  # the snapshot: the epoch key, no spend yet
+        expires = time.time() + 60
+        assert await spent.spend("token|a", expires, epoch) is True
+        redis_server.restart()  # (no save on the way down: the last snapshot is loaded)
+        assert await client.exists("test:spent:epoch") == 1
+        assert await spent.spend("token|a", expires, epoch) is False  # its spend was lost: refused all the same
+        fresh = await spent.epoch()
+        assert fresh != epoch and await spent.spend("token|a", expires, fresh) is True
+        assert await spent.spend("token|a", expires, fresh) is False
+    finally:
+        await client.aclose()
+
+
+async def test_a_spend_redis_may_have_evicted_is_refused(redis_server):
+    # A spent key has an expiry: a volatile-* policy may evict it and keep the epoch's key (which has none).
+    client = connect(redis_server.url)
+    spent = RedisSpent(client, prefix="test:spent:")
+    try:
+        epoch = await spent.epoch()
+        expires = time.time() + 60
+        assert await spent.spend("token|a", expires, epoch) is True
+        used = int((await client.info("memory"))["used_memory"])
+        await client.config_set("maxmemory-policy", "volatile-lru")
+        await client.config_set("maxmemory", str(used + 2_000_000))
+        for index in range(200):  # filler with expiries until Redis evicts one of them
+            await client.set(f"filler:{index}", "x" * 100_000, ex=600)
+            if int((await client.info("stats"))["evicted_keys"]):
+                break
+        else:
+            raise AssertionError("Redis evicted nothing")
+        assert await spent.spend("token|b", expires, epoch) is False  # an eviction happened: no spend is sure
+        fresh = await spent.epoch()
+        assert fresh != epoch and await spent.spend("token|b", expires, fresh) is True
+    finally:
+        await client.aclose()
+
+
 # -- in memory: a new process with the same signing key ---------------------------------------------------
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -133,6 +177,17 @@ async def test_a_token_used_before_a_restart_is_refused_by_the_next_process(tran
         again = await after.call("void", {**ARGS, CONFIRM_PARAM: fresh})
         assert again.code == "CONFIRMATION_REQUIRED" and "already used" in again.text
         assert runs == ["inv_1", "inv_1"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_token_whose_mac_holds_a_non_ascii_character_is_refused_not_a_crash(transport):
+    runs: list[str] = []
+    async with running(build(runs), transport) as caller:
+        token = await asked_token(caller)
+        for forged in (token[:-1] + "\u00e9", token[:-1] + "\uff11", token + "\u202e"):
+            answer = await caller.call("void", {**ARGS, CONFIRM_PARAM: forged})
+            assert answer.code == "CONFIRMATION_REQUIRED", answer.text
+        assert runs == [] and (await caller.call("void", {**ARGS, CONFIRM_PARAM: token})).code is None
 
 
 class Modern:

@@ -14,20 +14,32 @@ from .client import UNAVAILABLE
 
 logger = logging.getLogger("mcpfusion.confirm")
 
-# The epoch, made by the first replica that needs one (ARGV[1], drawn by it) and read by the others. No expiry:
-# it goes only with what Redis forgets (a restart without persistence, a FLUSHALL), the spent keys with it.
-_EPOCH = """
-local found = redis.call('GET', KEYS[1])
-if found then return found end
-redis.call('SET', KEYS[1], ARGV[1])
-return ARGV[1]
+# The epoch: a key made by the first replica that needs one (ARGV[1], drawn by it), read with what tells that
+# Redis may have forgotten spends since without losing that key: its process (`run_id`: a restart, even one that
+# loaded a snapshot older than the last spends, or a failover to a replica) and its evictions (`evicted_keys`: a
+# spent key has an expiry, so `volatile-*` policies may drop it and keep the epoch's). The three as one digest.
+# No expiry: the key goes only with what Redis forgets (a restart without persistence, a FLUSHALL).
+_CURRENT = """
+local function current(key, fresh)
+  local stored = redis.call('GET', key)
+  if not stored then
+    if not fresh then return false end
+    redis.call('SET', key, fresh)
+    stored = fresh
+  end
+  local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+  local evicted = string.match(redis.call('INFO', 'stats'), 'evicted_keys:(%d+)') or ''
+  return string.sub(redis.sha1hex(stored .. '|' .. run .. '|' .. evicted), 1, 24)
+end
 """
+
+_EPOCH = _CURRENT + "return current(KEYS[1], ARGV[1])"
 
 # Spend while the epoch is still the confirmation's, in one step: were the check a round trip of its own, a
 # flush between the two would let a forgotten spend happen again. A missing epoch is a mismatch: `_EPOCH`
 # makes a new one for the next confirmation issued.
-_SPEND = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+_SPEND = _CURRENT + """
+if current(KEYS[1], false) ~= ARGV[1] then return 0 end
 if redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PXAT', ARGV[2]) then return 1 end
 return 0
 """
@@ -44,9 +56,10 @@ class RedisSpent:
     wins, every later use on any replica is a replay. When Redis cannot be reached the confirmation is not
     used (fail closed): a destructive action waits for the store rather than risk running twice.
 
-    The epoch is one more key (`<prefix>epoch`), checked by the spend's own script: no extra round trip. A
-    Redis that lost its keys lost the epoch with them, so a confirmation issued before is refused instead of
-    running again.
+    The epoch is one more key (`<prefix>epoch`) with the Redis process's id and its count of evicted keys,
+    checked by the spend's own script: no extra round trip. A Redis that lost its keys lost the epoch with
+    them; one restarted (from a snapshot too) has another process id; one that evicted keys may have evicted a
+    spent one: a confirmation issued before is then refused (the user confirms again) instead of running again.
 
     The key's value is its expiry in milliseconds: `release` deletes it only while it still holds that value,
     never a later spend of the same confirmation (made once this one expired, so with a later expiry)."""
