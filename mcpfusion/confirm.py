@@ -190,7 +190,9 @@ def _valid(call: ActionCall, digest: str, sent: Any) -> str | None:
         return None
     if not all(part.isascii() and part.isalnum() and len(part) <= limit for part, limit in ((nonce, 16), (epoch, 32))):
         return None
-    return epoch if hmac.compare_digest(sent, token(call, digest, epoch, int(expiry), nonce)) else None
+    # (bytes: `compare_digest` raises on a str holding a non-ASCII character, which only the MAC part may hold)
+    return epoch if hmac.compare_digest(sent.encode("utf-8", "surrogatepass"),
+                                        token(call, digest, epoch, int(expiry), nonce).encode()) else None
 
 
 class Confirmed:
