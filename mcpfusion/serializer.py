@@ -15,6 +15,7 @@ byte-identical to `json.dumps(separators=(",", ":"), ensure_ascii=False)` for pl
 
 from __future__ import annotations
 
+import re
 import secrets
 from typing import Any
 
@@ -28,6 +29,9 @@ _PRETTY = _PLAIN | orjson.OPT_INDENT_2
 UNWRITABLE = PydanticSerializationError
 """What `json_bytes` raises for data it refuses: a value of no JSON type, or text JSON cannot carry in UTF-8
 (a lone surrogate, as `os.fsdecode` makes of a file name that is not UTF-8)."""
+# NaN or Infinity where a value stands (after `:`, `[` or `,`, before `,`, `]` or `}`): a constant, not text
+# (a string holding the word is quoted, so this matches it only when it holds those marks around it too).
+_CONSTANT = re.compile(rb"[:\[,]\s*-?(?:NaN|Infinity)\s*[,\]}]")
 # The classes of JSON's scalars: a value of one is written as it is, with nothing to convert.
 JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 
@@ -39,11 +43,14 @@ def json_bytes(data: Any, *, pretty: bool = False) -> bytes:
     except orjson.JSONEncodeError:
         indent = 2 if pretty else None
         written = to_json(data, indent=indent, inf_nan_mode="null")
-        if b"NaN" in written or b"Infinity" in written:
+        if (b"NaN" in written or b"Infinity" in written) and _CONSTANT.search(written):
             # A pydantic model's own `ser_json_inf_nan="constants"` wins over the mode: its NaN and Infinity
             # are no JSON (a client's parser refuses the message). Read back (pydantic-core reads them) and
-            # written again, they are null. (Text holding those words is written again the same.)
-            return to_json(from_json(written), indent=indent, inf_nan_mode="null")
+            # written again, they are null. (Text holding ":NaN," is written again the same.)
+            try:
+                return to_json(from_json(written), indent=indent, inf_nan_mode="null")
+            except (ValueError, RecursionError):  # nested deeper than the reader goes: refused as unwritable
+                raise UNWRITABLE("NaN or Infinity in data nested too deeply to write them as null") from None
         return written
 
 

@@ -75,3 +75,21 @@ def test_the_writer_writes_a_models_constants_as_null():
     assert serializer.json_bytes({"r": nan, "t": "NaN"}, pretty=True) == b'{\n  "r": {\n    "value": null\n  },\n  "t": "NaN"\n}'
     assert serializer.dumps([Reading(value=float("inf")), 10**30]) == '[{"value":null},1000000000000000000000000000000]'
     assert serializer.json_bytes(Reading(value=1.5)) == b'{"value":1.5}'
+
+
+def test_deep_data_holding_the_words_is_written_as_it_is_and_deep_constants_are_refused_cleanly():
+    import datetime as dt
+
+    def nest(value: Any, depth: int) -> Any:
+        for _ in range(depth):
+            value = {"k": value}
+        return value
+
+    # Text holding the words (the writer used to read such output back, and failed past ~200 levels).
+    for note in ("NaN", "Infinity", "-Infinity and NaN", "x:NaN"):
+        deep = nest({"when": dt.date(2020, 1, 1), "note": note}, 250)
+        assert serializer.json_bytes(deep).endswith(f'{{"when":"2020-01-01","note":"{note}"}}'.encode() + b"}" * 250)
+    # A model's NaN constant nested too deep to read back: refused as unwritable (callers answer that), not a 500.
+    with pytest.raises(serializer.UNWRITABLE):
+        serializer.json_bytes(nest(Reading(value=float("nan")), 300))
+    assert serializer.json_bytes(nest(Reading(value=float("nan")), 20)) == b'{"k":' * 20 + b'{"value":null}' + b"}" * 20
