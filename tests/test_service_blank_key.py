@@ -1,4 +1,4 @@
-"""`record_payment(idempotency_key=...)`: a blank key (spaces only) is a validation error of the field saying
+"""`record_payment(idempotency_key=...)`: a blank key (spaces only, or nothing that shows) is a validation error of the field saying
 what a key must be, over MCP, REST and in process, and nothing is recorded: it was taken as a real key, so an
 agent sending the same spaces with every payment had its second payment answered as the first one's retry.
 A key with spaces inside, or any other printable text, is still a key; the advertised schema is unchanged."""
@@ -15,9 +15,13 @@ from routers.billing import IdempotencyKey
 from tests.service_kit import build, call
 from tests.test_service_idempotent_payment import ADMIN, TRANSPORTS, _pay, _sent_invoice, _stored
 
-SAID = ("must not be blank: send a key of your own for this payment, 8 to 64 characters that are not all spaces "
-        "(e.g. a UUID), and the same key again only on its retry")
-BLANK = [" " * 8, " " * 64, "\t" + " " * 10 + "\n", "\u3000" * 8]
+SAID = ("must be a key you can read: 8 to 64 printable characters, not all blanks, no invisible or control "
+        "characters (e.g. a UUID); send a key of your own for this payment, and the same key again only on its retry")
+# Spaces, and what pastes as blank: zero-width characters, a BOM, word joiners, marks, no-break spaces,
+# controls, Hangul fillers and the blank Braille pattern (alone, mixed, or inside a key).
+BLANK = [" " * 8, " " * 64, "\t" + " " * 10 + "\n", "\u3000" * 8, "\u200b" * 8, "\ufeff" * 8, "\u2060" * 8,
+         "\u200e" * 8, "\u3164" * 8, "\u2800" * 8, "\x01" * 8, "\u00a0" * 8, " \u200b\u3164\u2800 \ufeff  ",
+         "pay\u200b-0001"]
 
 
 @pytest.mark.parametrize("key", BLANK)
