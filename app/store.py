@@ -28,7 +28,7 @@ from sqlalchemy import BindParameter, Executable, Row, Select, and_, bindparam, 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from mcpfusion import ToolError
+from mcpfusion import ToolError, visible_name
 from models import MAX_TOTAL_CENTS, InvoiceModel
 
 from .auth import Principal
@@ -49,7 +49,7 @@ def not_found(kind: str, ident: str, list_action: str) -> ToolError:
     shown = ident if len(ident) <= 80 else ident[:77] + "..."  # an id sent can be megabytes: never echoed whole
     return ToolError(
         "NOT_FOUND",
-        f'{kind} "{shown}" was not found.',
+        f'{kind} "{visible_name(shown)}" was not found.',  # its control, bidi and format characters escaped
         recovery=f"Call {list_action} first to find a valid id.",  # the qualified name, whatever the exposition
         available_actions=[list_action],
     )

@@ -12,6 +12,7 @@ from .content import Audio, EmbeddedResource, Image, ResourceLink, attach, audio
 from .context import Context
 from .dispatch import CallContext, ToolRegistry
 from .errors import ToolError, UnknownToolError
+from .markup import visible_name
 from .middleware import ActionCall, CallNext, Middleware
 from .model import Model
 from .pagination import Page, Paged, Paging
@@ -109,5 +110,6 @@ __all__ = [
     "tool_error",
     "toon_success",
     "ui",
+    "visible_name",
 ]
 

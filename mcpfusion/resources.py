@@ -27,6 +27,7 @@ from starlette.requests import Request
 
 from mcpfusion.dependencies import is_empty
 from mcpfusion.injection import Injected, call_injected
+from mcpfusion.markup import visible_name, visible_path
 from mcpfusion.mcp import jsonrpc
 from mcpfusion.mcp.jsonrpc import McpError
 from mcpfusion.scopes import Granted, declared_scopes, visible
@@ -317,7 +318,9 @@ class ResourceRegistry:
         found = self._find(uri, request)
         if found is None:
             # -32602 with data.uri: what 2026-07-28 requires (SEP-2164); harmless on older wires.
-            raise McpError(jsonrpc.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+            # The URI quoted with its control, bidi and format characters escaped (`data.uri` percent-encoded).
+            raise McpError(jsonrpc.INVALID_PARAMS, f"Resource not found: {visible_name(uri)}",
+                           {"uri": visible_path(uri)})
         served, variables = found
         if isinstance(served, ResourceTemplate) and served.reads_variables:
             if request is None:  # (as `call_injected` would make it)

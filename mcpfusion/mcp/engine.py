@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from starlette.requests import Request
 
+from ..markup import visible_name, visible_path
 from . import jsonrpc, protocol
 from .backend import PromptBackend, ResourceBackend, ToolBackend
 from .callables import invoke
@@ -42,8 +43,9 @@ ECHO_MAX = 120  # characters of a name the client sent that an error repeats (as
 
 
 def _echoed(name: str) -> str:
-    """`name` as an error may repeat it: a method name sent can be megabytes."""
-    return name if len(name) <= ECHO_MAX else name[:ECHO_MAX - 3] + "..."
+    """`name` as an error may repeat it: a method name sent can be megabytes, and its control, bidi and format
+    characters are escaped (`markup.visible_name`: U+202E would show the rest of the error reversed)."""
+    return visible_name(name if len(name) <= ECHO_MAX else name[:ECHO_MAX - 3] + "...")
 
 
 class Call:
@@ -336,8 +338,8 @@ class Engine:
             await _charge(resources, call)
         if resources is None or not resources.exists(uri, call.request):
             # The code resources/read answers for the same URI.
-            raise McpError(_not_found_code(call), f"Resource not found: {uri}: subscribe to a listed resource or "
-                           "one of its templates", {"uri": uri})
+            raise McpError(_not_found_code(call), f"Resource not found: {visible_name(uri)}: subscribe to a listed "
+                           "resource or one of its templates", {"uri": visible_path(uri)})
         try:
             await self._with_input(call, uri, lambda: resources.read(uri, self.make_context(call), call.request))
         except McpError as exc:  # the code the read answers
@@ -504,7 +506,7 @@ def _not_found(exc: McpError, call: Call, uri: Any, resources: ResourceBackend) 
         return None if code == exc.code else McpError(code, exc.message, exc.data)
     data = exc.data  # (`mcpfusion.errors.NOT_FOUND`, as `call_injected` puts it)
     if isinstance(data, dict) and data.get("code") == "NOT_FOUND":
-        return McpError(code, exc.message, {**data, "uri": uri})
+        return McpError(code, exc.message, {**data, "uri": visible_path(uri)})
     return None
 
 

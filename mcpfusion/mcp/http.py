@@ -44,7 +44,15 @@ from .security import HostOriginGuard
 from .session_wire import SessionWire
 from .sessions import InMemorySessionStore, SessionStore
 from .settings import TransportSettings
-from .wire import TRANSPORT_SCOPE_KEY, any_repeated, error_response, header, http_error, repeated
+from .wire import (
+    TRANSPORT_SCOPE_KEY,
+    any_repeated,
+    error_response,
+    header,
+    http_error,
+    repeated,
+    shown_header,
+)
 
 
 class McpRoute(APIRoute):
@@ -224,8 +232,8 @@ class McpHttpTransport:
             if version in protocol.MODERN_PROTOCOL_VERSIONS:
                 return Response(status_code=405, headers={"Allow": "POST"})
             # As POST answers it (the specification: an unsupported version is a 400).
-            return error_response(None, jsonrpc.INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}",
-                                  status=400)
+            return error_response(None, jsonrpc.INVALID_REQUEST,
+                                  f"Unsupported MCP-Protocol-Version: {shown_header(version)}", status=400)
         if _repeats_session_headers(request):
             return http_error(400, "Bad Request: send the MCP-Protocol-Version and Mcp-Session-Id headers once each")
         return None

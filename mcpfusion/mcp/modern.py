@@ -30,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive
 
+from ..markup import visible_name
 from . import jsonrpc, protocol
 from .broker import BoundedQueue, Broker
 from .channel import Channel, InputResponsesChannel
@@ -117,7 +118,9 @@ def _routing_headers(request: Request) -> dict[str, str] | str:
 
 
 def _shown(value: str) -> str:
-    return value if len(value) <= 120 else value[:120] + "…"
+    """A value from the body or a header, as a problem quotes it: cut, its control, bidi and format
+    characters escaped (`markup.visible_name`)."""
+    return visible_name(value if len(value) <= 120 else value[:120] + "…")
 
 
 NAME_NOT_TEXT = "(the name-bearing param is no string)"  # `_assume_fixed`'s mark for `_every_problem`

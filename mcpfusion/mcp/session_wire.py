@@ -69,6 +69,7 @@ from .wire import (
     json_response,
     not_acceptable,
     retry_later,
+    shown_header,
 )
 
 logger = logging.getLogger("mcpfusion.mcp")
@@ -242,8 +243,8 @@ class SessionWire(WirePipeline):
             return refusal
         assert session is not None
         if version is not None and version not in protocol.HANDSHAKE_PROTOCOL_VERSIONS:
-            return error_response(msg_id, jsonrpc.INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version}",
-                                  status=400)
+            return error_response(msg_id, jsonrpc.INVALID_REQUEST,
+                                  f"Unsupported MCP-Protocol-Version: {shown_header(version)}", status=400)
         if not has_id:
             try:
                 await self._client_notification(session, message)

@@ -353,8 +353,10 @@ class StdioBridge:
         elif method == "ping":
             self._emit({"jsonrpc": "2.0", "id": msg_id, "result": {}})
         else:
-            self._emit(error(msg_id, jsonrpc.INVALID_REQUEST, f"Invalid request: send initialize first ({method} "
-                             "needs the session it starts)"))
+            from .engine import _echoed  # (the method quoted as "Method not found" quotes it: cut, escaped)
+
+            self._emit(error(msg_id, jsonrpc.INVALID_REQUEST, f"Invalid request: send initialize first "
+                             f"({_echoed(method)} needs the session it starts)"))
         return True
 
     async def _initialized(self, session_id: str | None, messages: list[Any]) -> None:
