@@ -30,7 +30,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import inspect
 import json
+import logging
 import secrets
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -57,6 +59,8 @@ from .spent import MemorySpent, Spent
 
 if TYPE_CHECKING:
     from .tool import Action, Tool
+
+_logger = logging.getLogger("mcpfusion.confirm")
 
 CallNext = Callable[["ActionCall"], Awaitable[ToolResponse]]
 Middleware = Callable[["ActionCall", CallNext], Awaitable[ToolResponse]]
@@ -85,10 +89,12 @@ class GuardState:
     async def epoch(self) -> str:
         """The spent confirmations' epoch, bound into each confirmation issued (see `mcpfusion.spent`); "0" for
         an app's own store without one. `SpentUnavailable` when the shared store cannot be reached."""
-        current = getattr(self.spent, "epoch", None)
+        current = _epoch_of(self.spent)
         if current is None:
             return "0"
-        found = await current()
+        found = current()
+        if inspect.isawaitable(found):  # (`async def epoch`, as `Spent` says; a plain `def` is read as well)
+            found = await found
         if not (isinstance(found, str) and 0 < len(found) <= 32 and found.isascii() and found.isalnum()):
             raise TypeError(f"{type(self.spent).__name__}.epoch() returned {found!r}: an epoch is 1 to 32 ASCII "
                             "letters and digits")
@@ -98,7 +104,7 @@ class GuardState:
         """Use a confirmation once: True the first time, False for a replay before it expires (on any
         replica when they share Redis) and for one issued in another `epoch` than the store's (it may have
         forgotten that spend); `SpentUnavailable` when the shared store cannot be reached."""
-        if epoch is None or not hasattr(self.spent, "epoch"):  # (an app's own store written before epochs)
+        if epoch is None or _epoch_of(self.spent) is None:  # (an app's own store written before epochs)
             return await self.spent.spend(confirmation, expires)
         return await self.spent.spend(confirmation, expires, epoch)
 
@@ -107,6 +113,33 @@ class GuardState:
         if found is None:
             found = self.semaphores[id(owner)] = asyncio.Semaphore(limit)
         return found
+
+
+def _epoch_of(store: Any) -> Callable[[], Any] | None:
+    """The `epoch` of an app's own spent store when its `spend` takes the epoch too; None otherwise: a store
+    written before epochs, or half-way (an `epoch` beside a `spend(key, expires)`), is used as one without
+    (its confirmations run once; one it forgot is not caught), said once in the log, never a failure after
+    the user confirmed."""
+    epoch = getattr(store, "epoch", None)
+    if epoch is None:
+        return None
+    kind = type(store)
+    known = _EPOCHS.get(kind)
+    if known is None:
+        try:
+            inspect.signature(store.spend).bind("key", 0.0, "epoch")
+            known = True
+        except TypeError:  # (no epoch argument; or a signature not readable: a builtin, as without one)
+            known = False
+            _logger.warning("%s has an epoch() but its spend() takes no epoch: a confirmation it forgot is not "
+                            "refused (see mcpfusion.spent.Spent)", kind.__qualname__)
+        except ValueError:
+            known = False
+        _EPOCHS[kind] = known
+    return epoch if known else None
+
+
+_EPOCHS: dict[type, bool] = {}  # spent stores' classes: whether their spend takes an epoch
 
 
 class ActionCall:

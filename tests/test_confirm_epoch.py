@@ -354,3 +354,36 @@ async def test_a_store_without_an_epoch_still_runs_a_confirmation_once():
         assert (await caller.call("void", {**ARGS, CONFIRM_PARAM: token})).code is None
         again = await caller.call("void", {**ARGS, CONFIRM_PARAM: token})
         assert again.code == "CONFIRMATION_REQUIRED" and "already used" in again.text and runs == ["inv_1"]
+
+
+class HalfWay(StoreWithoutEpoch):
+    """An app's own store given an `epoch` but whose `spend` still takes two arguments."""
+
+    async def epoch(self) -> str:
+        return "e1"
+
+
+class PlainEpoch(StoreWithoutEpoch):
+    """An `epoch` written as a plain function, and a `spend` taking the epoch."""
+
+    def epoch(self) -> str:
+        return "e1"
+
+    async def spend(self, key: str, expires: float, epoch: str | None = None) -> bool:
+        return epoch in (None, "e1") and await super().spend(key, expires)
+
+
+@pytest.mark.parametrize("store", [HalfWay, PlainEpoch])
+async def test_an_own_store_half_way_to_epochs_runs_a_confirmation_once_never_a_500(store, caplog):
+    runs: list[str] = []
+    app = build(runs)
+    app.state.mcpfusion.registry.guards.spent = store()  # type: ignore[assignment]
+    async with running(app, "rest") as caller:
+        token = await asked_token(caller)
+        assert (await caller.call("void", {**ARGS, CONFIRM_PARAM: token})).code is None
+        again = await caller.call("void", {**ARGS, CONFIRM_PARAM: token})
+        assert again.code == "CONFIRMATION_REQUIRED" and "already used" in again.text and runs == ["inv_1"]
+    warned = [r.getMessage() for r in caplog.records if "takes no epoch" in r.getMessage()]
+    assert warned == ([] if store is PlainEpoch else
+                      ["HalfWay has an epoch() but its spend() takes no epoch: a confirmation it forgot is not refused "
+                       "(see mcpfusion.spent.Spent)"])
