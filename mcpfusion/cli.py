@@ -36,6 +36,7 @@ from typing import Any
 from . import collector
 from .app import MCPFusion
 from .listing import tool_entries
+from .markup import visible_name
 from .version import __version__
 
 
@@ -84,10 +85,14 @@ def _shown(frame: traceback.FrameSummary) -> str:
 def described(exc: BaseException) -> str:
     """An exception raised while importing, building or starting an app, on one line: its type and message, and
     where in the app's own files: the line that raised it (`at app/settings.py:116`), or the line that called
-    the library that did (`raised in sqlalchemy, called from app/db.py:126`); credentials masked. (A syntax
-    error's message names its file and line.) No traceback: import the app in Python for the whole of it."""
+    the library that did (`raised in sqlalchemy, called from app/db.py:126`); credentials masked, and what a
+    terminal would not show as itself (escape sequences, line breaks, bidi marks) escaped (`\\u001b`). (A
+    syntax error's message names its file and line.) No traceback: import the app in Python for the whole of it."""
     if isinstance(exc, SyntaxError):
-        return without_credentials(f"{type(exc).__name__}: {exc}")
+        try:
+            return shown(f"{type(exc).__name__}: {exc}")
+        except Exception:  # (a subclass whose __str__ raises: written as traceback writes it)
+            pass
     what = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     frames = traceback.extract_tb(exc.__traceback__)
     if frames and _is_own(frames[-1].filename):
@@ -95,17 +100,39 @@ def described(exc: BaseException) -> str:
     elif frames:
         caller = next((frame for frame in reversed(frames) if _is_own(frame.filename)), None)
         what += f" (raised in {_library(frames[-1].filename)}" + (f", called from {_shown(caller)})" if caller else ")")
-    return without_credentials(what)
+    return shown(what)
+
+
+#: What a `sys.exit()` during each step stopped, when its status says no error (0, None).
+_STOPPED = {"start-up": "before the app started", "shutdown": "while the app was stopping"}
 
 
 def exited(exc: SystemExit, during: str = "import") -> str:
     """A `sys.exit()` called while importing, building or starting an app, on one line as `described` writes an
-    exception: its status (or message), and where in the app's own files (else `during` what)."""
+    exception: its status (the number the process would have exited with: `sys.exit(True)` is status 1), its
+    message, or only the type of any other object (a dict may hold a password); and where in the app's own
+    files (else `during` what). A status 0 says the app exited before it was built (or started): the command
+    never ran. Nothing in it can raise (an object whose `__str__` does is named by its type)."""
     code = exc.code
-    what = f"it exited with status {code or 0}" if code is None or isinstance(code, int) else f"it exited: {code}"
+    if code is None or isinstance(code, int):
+        number = 0 if code is None else int.__int__(code)  # (bool is an int: True is 1; no __int__ override)
+        what = (f"it exited with status {number}" if number else
+                f"it exited (status 0, no error) {_STOPPED.get(during, 'before the app was built')}")
+    elif isinstance(code, str):
+        what = f"it exited: {str.__str__(code)}"
+    else:
+        kind = type(code).__name__
+        what = f"it exited with {'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
     frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if _is_own(frame.filename)]
     where = f" (sys.exit at {_shown(frames[-1])})" if frames else f" (sys.exit at {during})"
-    return without_credentials(what + where)
+    return shown(what + where)
+
+
+def shown(text: str) -> str:
+    """`text` (an app's message) as one line of a terminal or a log: its credentials masked, its control, bidi
+    and format characters escaped (`\\u001b`, `\\u202e`, line breaks as `\\u000a`), so that it can neither
+    drive the terminal nor forge a line of mcpfusion's own."""
+    return visible_name(without_credentials(text))
 
 
 # A URL's userinfo (`scheme://user:password@`), and `password=...`-like pairs (libpq's "host=h password=p").
@@ -161,7 +188,7 @@ def _workers(text: str) -> int:
 def _startup_failed(target: str, exc: BaseException | str) -> CliError:
     """The one-line error of an app whose lifespan start-up raised, `described` as an import failure is (no
     traceback, where in the app's files, the credentials a connection string in its message holds masked)."""
-    what = (without_credentials(exc) if isinstance(exc, str) else
+    what = (shown(exc) if isinstance(exc, str) else
             exited(exc, "start-up") if isinstance(exc, SystemExit) else described(exc))
     return CliError(f"starting {target} failed (its lifespan start-up raised): {what}")
 
@@ -215,12 +242,15 @@ class Starting:
                 self.failure = exc
                 if self.report is not None:
                     self.report(_startup_failed(self.target, exc))
-            elif failed == "lifespan.shutdown.failed" and not isinstance(exc, asyncio.CancelledError):
-                # (a shutdown cancelled was cut short by the server, a second signal: it says so, not an app fault)
+            elif failed == "lifespan.shutdown.failed" and _app_raised(exc):
+                # (a shutdown cancelled by the server, cut short by a second signal: it says so, not an app fault;
+                # a CancelledError the app raised itself is its failure)
                 self.shutdown_failure = exc
                 status(f"error: {_shutdown_failed(self.target, exc)}")
-            if failed and isinstance(exc, SystemExit):  # the app's sys.exit(), told as a failure: raised on, it
-                return  # would end the process past the server's handling (stdio's, with the app's status)
+            if failed and not isinstance(exc, Exception) and _app_raised(exc):  # the app's sys.exit() (or
+                # custom BaseException), told as a failure: raised on, it would end the process past the server's
+                # handling (stdio's, with the app's status; a task's exception never retrieved, a traceback)
+                return
             raise
 
 
@@ -233,19 +263,23 @@ def _imported(target: str, app_dir: str | None) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        raise CliError(f"cannot import {module_name!r}: {exc}") from None
-    except Exception as exc:  # the app's own code failed: where, in its files, without the import machinery
-        raise CliError(f"importing {module_name!r} failed: {described(exc)}") from None
+        raise CliError(f"cannot import {module_name!r}: {shown(str(exc))}") from None
+    except KeyboardInterrupt:
+        raise
     except SystemExit as exc:  # (not the app's exit status to pass on: the command never ran)
         raise CliError(f"importing {module_name!r} failed: {exited(exc)}") from None
+    except BaseException as exc:  # the app's own code failed: where, in its files, without the import machinery
+        raise CliError(f"importing {module_name!r} failed: {described(exc)}") from None  # (a CancelledError too)
     try:
         obj = getattr(module, attr)
     except AttributeError:
         raise CliError(f"module {module_name!r} has no attribute {attr!r}") from None
-    except Exception as exc:  # a module that builds its app on first access (a module __getattr__) failed
-        raise CliError(f"building {target} failed: {described(exc)}") from None
+    except KeyboardInterrupt:
+        raise
     except SystemExit as exc:  # (its sys.exit() too: KeyboardInterrupt still interrupts)
         raise CliError(f"building {target} failed: {exited(exc, 'the lookup of ' + repr(attr))}") from None
+    except BaseException as exc:  # a module that builds its app on first access (a module __getattr__) failed
+        raise CliError(f"building {target} failed: {described(exc)}") from None
     return obj
 
 
@@ -267,10 +301,12 @@ def served(target: str, app_dir: str | None = None) -> tuple[Any, list[MCPFusion
             return obj.app, _mounted(obj.app) or [obj], obj
         try:
             return obj.build_app(), [obj], obj
-        except Exception as exc:
-            raise CliError(f"building the app of {target} failed: {described(exc)}") from None
+        except KeyboardInterrupt:
+            raise
         except SystemExit as exc:  # (a subclass's build_app: not the app's exit status to pass on)
             raise CliError(f"building the app of {target} failed: {exited(exc, 'build_app')}") from None
+        except BaseException as exc:
+            raise CliError(f"building the app of {target} failed: {described(exc)}") from None
     fusions = _mounted(obj)
     if not fusions:
         raise CliError(f"{target} is not an MCPFusion object nor an app built by MCPFusion (app.state.mcpfusion)")
@@ -618,7 +654,9 @@ async def _lifespan_of(app: Any, target: str) -> AsyncIterator[None]:
     context = lifespan(app)
     try:
         await context.__aenter__()
-    except (Exception, SystemExit) as exc:
+    except BaseException as exc:
+        if not _app_raised(exc):
+            raise
         raise _startup_failed(target, exc) from None
     try:
         yield
@@ -627,8 +665,20 @@ async def _lifespan_of(app: Any, target: str) -> AsyncIterator[None]:
         raise
     try:
         await context.__aexit__(None, None, None)
-    except (Exception, SystemExit) as exc:
+    except BaseException as exc:
+        if not _app_raised(exc):
+            raise
         raise _shutdown_failed(target, exc) from None
+
+
+def _app_raised(exc: BaseException) -> bool:
+    """Whether `exc`, out of the app's lifespan, is the app's own failure (a `sys.exit()`, a custom
+    BaseException, a CancelledError it raised), not a Ctrl-C: a KeyboardInterrupt, or the cancellation
+    `asyncio.run` makes of it (the task is then being cancelled), still interrupts (exit 130)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return False
+    task = asyncio.current_task() if isinstance(exc, asyncio.CancelledError) else None
+    return task is None or not task.cancelling()
 
 
 def cmd_call(args: argparse.Namespace) -> int:

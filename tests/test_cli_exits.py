@@ -116,3 +116,173 @@ def test_sys_exit_in_the_lifespan_shutdown_is_one_error_line(tmp_path, command):
                                             "shutdown raised): it exited with status 5 (sys.exit at stop_exit.py:"
                                             f"{exit_line(tmp_path / 'stop_exit.py')})")
     assert "Traceback" not in done.stderr
+
+
+# -- probe 7: what the exit or exception says, always one line, never driving the terminal -------------------
+
+HOSTILE = "bad\x1b[2J\x1b]0;title\x07\u202eRTL\nmcpfusion: ok: forged"
+ESCAPED = "bad\\u001b[2J\\u001b]0;title\\u0007\\u202eRTL\\u000amcpfusion: ok: forged"
+
+
+def write(folder: Path, name: str, body: str) -> str:
+    (folder / f"{name}.py").write_text(textwrap.dedent(body))
+    return f"{name}:app"
+
+
+def test_an_exit_object_whose_str_raises_is_named_by_its_type(tmp_path):
+    app = write(tmp_path, "exit_str_raises", '''
+        import sys
+        class Bad:
+            def __str__(self):
+                raise RuntimeError("str failed")
+            __repr__ = __str__
+        sys.exit(Bad())
+    ''')
+    line = one_error(cli(tmp_path, "inspect", app))
+    assert line == ("mcpfusion: error: importing 'exit_str_raises' failed: it exited with a Bad "
+                    f"(sys.exit at exit_str_raises.py:{exit_line(tmp_path / 'exit_str_raises.py')})")
+
+
+@pytest.mark.parametrize("command", ["call", "stdio"])
+def test_a_lifespan_exit_object_whose_str_raises_is_one_line(tmp_path, command):
+    (tmp_path / "life_bad.py").write_text(LIFESPAN.replace("STARTUP", "sys.exit(Bad())").replace(
+        "SHUTDOWN", "pass") + "\n\nclass Bad:\n    def __str__(self):\n        raise RuntimeError('no')\n\n"
+                             "    __repr__ = __str__\n")
+    done = run(tmp_path, command, "life_bad:app")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1].startswith("mcpfusion: error: starting life_bad:app failed (its lifespan "
+                                                   "start-up raised): it exited with a Bad (sys.exit at life_bad.py:")
+    assert "Traceback" not in done.stderr
+
+
+def test_an_exit_message_is_escaped_onto_one_line(tmp_path):
+    app = write(tmp_path, "exit_hostile", f"import sys\nsys.exit({HOSTILE!r})\n")
+    line = one_error(cli(tmp_path, "inspect", app))
+    assert line == f"mcpfusion: error: importing 'exit_hostile' failed: it exited: {ESCAPED} (sys.exit at exit_hostile.py:2)"
+    assert "\x1b" not in line and "\u202e" not in line
+
+
+def test_an_exception_message_is_escaped_onto_one_line(tmp_path):
+    app = write(tmp_path, "raise_hostile", f"raise RuntimeError({HOSTILE!r})\n")
+    line = one_error(cli(tmp_path, "inspect", app))
+    assert line == f"mcpfusion: error: importing 'raise_hostile' failed: RuntimeError: {ESCAPED} (at raise_hostile.py:1)"
+
+
+@pytest.mark.parametrize("command", ["call", "stdio"])
+def test_a_lifespan_message_is_escaped_onto_one_line(tmp_path, command):
+    (tmp_path / "life_hostile.py").write_text(LIFESPAN.replace("STARTUP", f"raise RuntimeError({HOSTILE!r})")
+                                              .replace("SHUTDOWN", "pass"))
+    done = run(tmp_path, command, "life_hostile:app")
+    assert done.returncode == 2, done.stderr
+    assert f"RuntimeError: {ESCAPED} (at life_hostile.py:" in done.stderr.splitlines()[-1]
+    assert "\x1b" not in done.stderr and "forged" not in done.stderr.replace(ESCAPED, "")
+
+
+def test_a_getattr_exit_message_is_escaped(tmp_path):
+    (tmp_path / "lazy_hostile.py").write_text(f"import sys\n\n\ndef __getattr__(name):\n    sys.exit({HOSTILE!r})\n")
+    line = one_error(cli(tmp_path, "inspect", "lazy_hostile:app"))
+    assert line == f"mcpfusion: error: building lazy_hostile:app failed: it exited: {ESCAPED} (sys.exit at lazy_hostile.py:5)"
+
+
+@pytest.mark.parametrize("code", ["0", "None", ""])
+def test_a_clean_exit_before_the_app_was_built_says_so(tmp_path, code):
+    app = write(tmp_path, "exit_clean", f"import sys\nsys.exit({code})\n")
+    line = one_error(cli(tmp_path, "inspect", app))
+    assert line == ("mcpfusion: error: importing 'exit_clean' failed: it exited (status 0, no error) before the app "
+                    "was built (sys.exit at exit_clean.py:2)")
+
+
+def test_a_clean_exit_in_build_app_says_so(tmp_path):
+    (tmp_path / "build_clean.py").write_text(TOOL + textwrap.dedent('''
+        class Fusion(MCPFusion):
+            def build_app(self, **kwargs):
+                sys.exit(0)
+
+
+        app = Fusion("notes", tools=[notes])
+    '''))
+    line = one_error(run(tmp_path, "inspect", "build_clean:app"))
+    assert "failed: it exited (status 0, no error) before the app was built (sys.exit at build_clean.py:" in line
+
+
+def test_a_clean_exit_in_the_lifespan_start_up_says_so(tmp_path):
+    (tmp_path / "life_clean.py").write_text(LIFESPAN.replace("STARTUP", "sys.exit(0)").replace("SHUTDOWN", "pass"))
+    done = run(tmp_path, "call", "life_clean:app")
+    assert done.returncode == 2, done.stderr
+    assert "raised): it exited (status 0, no error) before the app started (sys.exit at" in done.stderr
+
+
+@pytest.mark.parametrize(("code", "status"), [("True", 1), ("False", 0), ("7", 7)])
+def test_an_exit_status_is_the_number_the_process_would_exit_with(tmp_path, code, status):
+    app = write(tmp_path, "exit_bool", f"import sys\nsys.exit({code})\n")
+    line = one_error(cli(tmp_path, "inspect", app))
+    said = f"it exited with status {status}" if status else "it exited (status 0, no error) before the app was built"
+    assert line == f"mcpfusion: error: importing 'exit_bool' failed: {said} (sys.exit at exit_bool.py:2)"
+
+
+@pytest.mark.parametrize(("code", "kind"), [("{'password': 'hunter2'}", "a dict"), ("['hunter2']", "a list"),
+                                            ("object()", "an object"), ("2.5", "a float")])
+def test_an_exit_object_is_named_by_its_type_only(tmp_path, code, kind):
+    app = write(tmp_path, "exit_obj", f"import sys\nsys.exit({code})\n")
+    line = one_error(cli(tmp_path, "inspect", app))
+    assert line == f"mcpfusion: error: importing 'exit_obj' failed: it exited with {kind} (sys.exit at exit_obj.py:2)"
+    assert "hunter2" not in line
+
+
+BASE = '''
+    import asyncio
+
+
+    class Weird(BaseException):
+        pass
+'''
+
+
+@pytest.mark.parametrize(("raised", "named"), [("Weird('odd')", "exc_base.Weird: odd"),
+                                               ("asyncio.CancelledError('gone')",
+                                                "asyncio.exceptions.CancelledError: gone")])
+def test_a_base_exception_at_import_is_one_error_line(tmp_path, raised, named):
+    app = write(tmp_path, "exc_base", BASE + f"\n    raise {raised}\n")
+    line = one_error(cli(tmp_path, "inspect", app))
+    assert line == f"mcpfusion: error: importing 'exc_base' failed: {named} (at exc_base.py:{len(BASE.splitlines()) + 2})"
+
+
+@pytest.mark.parametrize("raised", ["Weird('odd')", "asyncio.CancelledError('gone')"])
+def test_a_base_exception_in_a_module_getattr_or_build_app_is_one_error_line(tmp_path, raised):
+    (tmp_path / "lazy_base.py").write_text(textwrap.dedent(BASE) + f"\n\ndef __getattr__(name):\n    raise {raised}\n")
+    line = one_error(cli(tmp_path, "inspect", "lazy_base:app"))
+    assert line.startswith("mcpfusion: error: building lazy_base:app failed: ") and "(at lazy_base.py:" in line
+    (tmp_path / "build_base.py").write_text(TOOL + textwrap.dedent(BASE) + textwrap.dedent(f'''
+        class Fusion(MCPFusion):
+            def build_app(self, **kwargs):
+                raise {raised}
+
+
+        app = Fusion("notes", tools=[notes])
+    '''))
+    line = one_error(run(tmp_path, "call", "build_base:app"))
+    assert line.startswith("mcpfusion: error: building the app of build_base:app failed: ") and "(at build_base.py:" in line
+
+
+@pytest.mark.parametrize("command", ["call", "stdio"])
+@pytest.mark.parametrize("where", ["STARTUP", "SHUTDOWN"])
+@pytest.mark.parametrize("raised", ["Weird('odd')", "asyncio.CancelledError('gone')"])
+def test_a_base_exception_in_the_lifespan_is_one_error_line(tmp_path, command, where, raised):
+    body = (LIFESPAN + textwrap.dedent(BASE)).replace(where, f"raise {raised}")
+    (tmp_path / "life_base.py").write_text(body.replace("STARTUP", "pass").replace("SHUTDOWN", "pass"))
+    done = run(tmp_path, command, "life_base:app")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    step = "starting life_base:app failed (its lifespan start-up" if where == "STARTUP" else \
+        "stopping life_base:app failed (its lifespan shutdown"
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith(f"mcpfusion: error: {step} raised): ") and "(at life_base.py:" in last, done.stderr
+    assert "Traceback" not in done.stderr and "never retrieved" not in done.stderr
+
+
+def test_a_keyboard_interrupt_at_import_or_in_the_lifespan_still_interrupts(tmp_path):
+    app = write(tmp_path, "kb_import", "raise KeyboardInterrupt\n")
+    done = cli(tmp_path, "inspect", app)
+    assert done.returncode == 130 and "error" not in done.stderr, done.stderr
+    (tmp_path / "kb_life.py").write_text(LIFESPAN.replace("STARTUP", "raise KeyboardInterrupt").replace("SHUTDOWN", "pass"))
+    done = run(tmp_path, "call", "kb_life:app")
+    assert done.returncode == 130 and "error" not in done.stderr, done.stderr

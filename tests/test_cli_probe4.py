@@ -64,7 +64,7 @@ def test_install_still_creates_the_clients_own_folder(tmp_path, monkeypatch):
     assert path == tmp_path / ".cursor" / "mcp.json" and "a" in json.loads(path.read_text())["mcpServers"]
 
 
-@pytest.mark.parametrize(("code", "said"), [("3", "exited with status 3"), ("", "exited with status 0"),
+@pytest.mark.parametrize(("code", "said"), [("3", "exited with status 3"), ("", "exited (status 0, no error) before the app was built"),
                                             ("'no config'", "exited: no config")])
 def test_sys_exit_while_importing_the_app_is_one_error_line(tmp_path, code, said):
     (tmp_path / "exits_p4.py").write_text(f"import sys\nsys.exit({code})\n")
