@@ -72,3 +72,28 @@ async def test_search_works_server_side_without_javascript(http):
 async def test_docs_routes_stay_out_of_openapi(http):
     paths = (await http.get("/openapi.json")).json()["paths"]
     assert not [p for p in paths if p.startswith("/tools")]
+
+
+async def test_page_sends_its_policy_as_a_header_and_is_never_framed(http):
+    """Browsers ignore frame-ancestors in a <meta> policy: the header keeps other sites from framing the page
+    whose try-it forms take a bearer token (clickjacking); X-Frame-Options for browsers without it."""
+    for path in ("/tools", "/tools?q=invoice"):
+        page = await http.get(path)
+        assert page.status_code == 200
+        header = page.headers["content-security-policy"]
+        meta = unescape(re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page.text).group(1))
+        assert header == f"{meta}; frame-ancestors 'none'"
+        assert "default-src 'none'" in header and "script-src 'self';" in header
+        assert page.headers["x-frame-options"] == "DENY"
+    head = await http.head("/tools")
+    assert head.headers["x-frame-options"] == "DENY" and "frame-ancestors 'none'" in head.headers[
+        "content-security-policy"]
+
+
+async def test_page_under_a_root_path_keeps_its_header_policy():
+    transport = httpx.ASGITransport(app=build_app(), root_path="/svc")
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8123") as client:
+        page = await client.get("/svc/tools")
+    assert page.status_code == 200, page.text[:200]
+    assert page.headers["content-security-policy"].endswith("; frame-ancestors 'none'")
+    assert page.headers["x-frame-options"] == "DENY"

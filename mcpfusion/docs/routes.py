@@ -96,14 +96,18 @@ def add_docs_routes(app: FastAPI, registry: ToolRegistry, *, path: str = "/tools
     # They read `q` and `name` from the request rather than as typed parameters: a parameter makes FastAPI import
     # `pydantic.v1` when the route is added (~35 ms of a server's start-up), for two plain strings.
     def page(request: Request) -> HTMLResponse:
-        from .page import render_page
+        from .page import _csp, render_page
 
         q = request.query_params.get("q", "")
         root = request.scope.get("root_path", "").rstrip("/")
         links = openapi_link(app, root)
         html = render_page(manifest_for(request), asset_prefix=f"{leaf}/static/", manifest_href=leaf,
                            api_base=root, query=q, links=links)
-        return HTMLResponse(html)
+        # The page's policy (its <meta> too, for a saved copy) as a header, where browsers obey frame-ancestors:
+        # no site frames the page whose try-it forms take a bearer token (clickjacking); X-Frame-Options for
+        # browsers without CSP frame-ancestors.
+        return HTMLResponse(html, headers={"Content-Security-Policy": f"{_csp(root)}; frame-ancestors 'none'",
+                                           "X-Frame-Options": "DENY"})
 
     def manifest_json(request: Request) -> Response:
         body = json.dumps(manifest_for(request), ensure_ascii=False, indent=2, default=str)
