@@ -362,8 +362,8 @@ def _unshared_guards(fusion: MCPFusion, workers: int) -> list[str]:
     notices = []
     if isinstance(registry.guards.spent, MemorySpent) and any(a.confirm for a in actions):
         notices.append(f"each of the {workers} workers remembers its own spent confirmations, so a worker refuses "
-                       "the confirmations another issued and the user is asked again; set MCPFUSION_REDIS_URL "
-                       "(see docs/deployment.md)")
+                       "the confirmations another issued and the user is asked again (as many times as a retry "
+                       "lands on another worker); set MCPFUSION_REDIS_URL (see docs/deployment.md)")
     limits = sys.modules.get("mcpfusion.ratelimit")  # (not loaded: no RateLimit anywhere)
     if limits is not None and isinstance(registry.guards.buckets, MemoryBuckets) and any(
             isinstance(mw, limits.RateLimit) for a in actions for mw in registry.layers(a)):
