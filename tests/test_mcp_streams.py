@@ -545,3 +545,21 @@ async def test_a_malformed_elicitation_answer_is_refused_on_the_session_wire_too
         "action": "accept", "content": "x"}})
     assert reply["id"] == "ask-3" and reply["error"]["code"] == -32602
     assert "answer to elicitation/create is not a valid ElicitResult (at content)" in reply["error"]["message"]
+
+
+async def test_initialize_carrying_a_session_id_is_404_when_it_ended_and_400_when_it_lives(client):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    live = await initialize(client)
+    again = await client.post("/mcp", json=body, headers=live)
+    assert again.status_code == 400 and "mcp-session-id" not in again.headers
+    assert again.json()["error"]["code"] == -32600 and "initialized already" in again.json()["error"]["message"]
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    assert (await client.post("/mcp", json=ping, headers=live)).status_code == 200  # the live one still serves
+    assert (await client.delete("/mcp", headers=live)).status_code == 200
+    ended = await client.post("/mcp", json=body, headers=live)
+    assert ended.status_code == 404 and "mcp-session-id" not in ended.headers
+    unknown = await client.post("/mcp", json=body, headers={**live, "mcp-session-id": "no-such-session"})
+    assert unknown.status_code == 404
+    fresh = await client.post("/mcp", json=body, headers={k: v for k, v in live.items() if k != "mcp-session-id"})
+    assert fresh.status_code == 200 and fresh.headers["mcp-session-id"] != live["mcp-session-id"]

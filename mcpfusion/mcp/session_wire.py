@@ -237,6 +237,13 @@ class SessionWire(WirePipeline):
         if message["method"] == "initialize":
             if not has_id:
                 return error_response(None, jsonrpc.INVALID_REQUEST, "initialize must be a request (with an id)")
+            if header(request, b"mcp-session-id"):
+                # A session's id: an ended or unknown one is 404 as for any request (the client starts again
+                # without it); a live one is initialized already (a second session would hold its quota slot).
+                found, refusal = await self._session(request, msg_id)
+                return refusal or error_response(
+                    msg_id, jsonrpc.INVALID_REQUEST, "Bad Request: this session is initialized already; send "
+                    "initialize without an Mcp-Session-Id header to start a new session", status=400)
             return await self._initialize(request, message, wants_json, wants_sse)
         session, refusal = await self._session(request, msg_id)
         if refusal is not None:
