@@ -52,13 +52,20 @@ async def cursor_scope(principal: Principal = Depends(current_principal)) -> str
     return f"{principal.tenant}/{principal.subject}"
 
 
+def _whole_invoices(principal: Principal) -> bool:
+    """Whether the caller sees whole invoices: an admin whose token may read customers too. A token narrowed to
+    `billing:read` (no `customers:read`) is refused the customers tool, so it does not get the customers' email
+    and phone through their invoices either: it sees them as support does."""
+    return principal.is_admin and "customers:read" in principal.scopes
+
+
 async def invoice_presenter(principal: Principal = Depends(current_principal)) -> Presenter:
     """Admins see whole invoices; support sees them without internal fields and contact details."""
-    return invoice_admin if principal.is_admin else invoice_support
+    return invoice_admin if _whole_invoices(principal) else invoice_support
 
 
 async def invoice_rows_presenter(principal: Principal = Depends(current_principal)) -> Presenter:
-    return invoice_rows_admin if principal.is_admin else invoice_rows_support
+    return invoice_rows_admin if _whole_invoices(principal) else invoice_rows_support
 
 
 async def customer_presenter(principal: Principal = Depends(current_principal)) -> Presenter:

@@ -250,3 +250,23 @@ async def test_protected_resource_verifier_checks_the_resource_as_audience():
         with pytest.raises(HTTPException) as refused:
             await resource.authenticate(request(jwt.encode(claims(aud=audience), SECRET, algorithm="HS256")))
         assert refused.value.status_code == 401
+
+
+async def test_an_admin_token_without_customers_read_gets_no_customer_contact_through_invoices(tmp_path):
+    # customers:read gates the customers tool: a token narrowed to billing:read must not read the same email and
+    # phone through an invoice, its list, its PDF or its resource (it sees invoices as support does).
+    narrowed = jwt.encode(claims(role="admin", tenant="acme", scope="billing:read"), SECRET, algorithm="HS256")
+    whole = jwt.encode(claims(role="admin", tenant="acme"), SECRET, algorithm="HS256")
+    app = jwt_app(tmp_path)
+    async with asgi_client(app) as client:
+        headers = {"authorization": f"Bearer {narrowed}"}
+        assert (await client.post("/api/customers/get", json={"id": "cus_0001"}, headers=headers)).status_code == 403
+        one = (await client.post("/api/billing/get_invoice", json={"id": "inv_0001"}, headers=headers)).json()
+        rows = (await client.post("/api/billing/list_invoices", json={}, headers=headers)).json()
+        assert one["customer"]["email"] == "[REDACTED]" and one["customer"]["phone"] in ("[REDACTED]", None)
+        assert rows and {row["customer"]["email"] for row in rows} == {"[REDACTED]"}
+        on_mcp = (await mcp(client, "billing", "get_invoice", {"id": "inv_0001"}, narrowed)).text
+        assert "@" not in on_mcp and "[REDACTED]" in on_mcp
+        admin = (await client.post("/api/billing/get_invoice", json={"id": "inv_0001"},
+                                   headers={"authorization": f"Bearer {whole}"})).json()
+        assert "@" in admin["customer"]["email"] and "internal_note" in admin
