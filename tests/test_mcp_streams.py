@@ -109,7 +109,7 @@ async def test_a_last_event_id_past_the_streams_last_event_is_refused_like_a_for
     priming_id, reply_id = [line.removeprefix("id: ") for line in r.text.split("\r\n") if line.startswith("id: ")]
     stream, _, number = reply_id.rpartition("#")
     get = {**headers, "accept": "text/event-stream"}
-    for never in (f"{stream}#{int(number) + 1}", f"{stream}#999999999", f"{stream}#{'9' * 40}"):
+    for never in (f"{stream}#{int(number) + 1}", f"{stream}#{int(number) + 999999999}", f"{stream}#{'9' * 40}"):
         r = await client.get("/mcp", headers={**get, "last-event-id": never})
         assert r.status_code == 400, never
         assert r.json() == {"jsonrpc": "2.0", "id": None, "error": {
@@ -124,7 +124,8 @@ async def test_a_last_event_id_past_the_streams_last_event_is_refused_like_a_for
     async with client.stream("GET", "/mcp", headers=get) as g:
         get_id = (await events_of(g, count=1))[0]["id"]
     assert get_id.startswith(headers["mcp-session-id"] + "~get#")
-    r = await client.get("/mcp", headers={**get, "last-event-id": get_id.rpartition("#")[0] + "#999999999"})
+    get_stream, _, get_number = get_id.rpartition("#")
+    r = await client.get("/mcp", headers={**get, "last-event-id": f"{get_stream}#{int(get_number) + 999999999}"})
     assert r.status_code == 400 and "never sent that event" in r.json()["error"]["message"]
     async with client.stream("GET", "/mcp", headers={**get, "last-event-id": get_id}) as g:
         assert g.status_code == 200 and (await events_of(g, count=1))[0]["data"] == ""  # (its new priming event)
@@ -563,3 +564,25 @@ async def test_initialize_carrying_a_session_id_is_404_when_it_ended_and_400_whe
     assert unknown.status_code == 404
     fresh = await client.post("/mcp", json=body, headers={k: v for k, v in live.items() if k != "mcp-session-id"})
     assert fresh.status_code == 200 and fresh.headers["mcp-session-id"] != live["mcp-session-id"]
+
+
+async def test_event_and_stream_ids_tell_nothing_of_other_sessions(client):
+    # Each stream numbers its own events, and a request's stream id is drawn at random: a client reading its own
+    # ids learns nothing of how many requests and events other sessions (other tenants) had in between.
+    mine, theirs = await initialize(client), await initialize(client)
+    ping = {"jsonrpc": "2.0", "id": 4, "method": "ping"}
+
+    async def ids(headers):
+        r = await client.post("/mcp", json=ping, headers=headers)
+        return [line.removeprefix("id: ") for line in r.text.split("\r\n") if line.startswith("id: ")]
+
+    first = await ids(mine)
+    for _ in range(5):
+        await ids(theirs)
+    second = await ids(mine)
+    for priming, reply in (first, second):
+        stream, _, number = priming.rpartition("#")
+        assert reply == f"{stream}#{int(number) + 1}"  # one stream's events follow each other, nothing between
+    (one, _, _), (two, _, _) = first[0].rpartition("#"), second[0].rpartition("#")
+    suffixes = [one.rpartition("~")[2], two.rpartition("~")[2]]
+    assert all(len(s) == 16 for s in suffixes) and int(suffixes[1], 16) - int(suffixes[0], 16) not in range(1, 64)

@@ -77,8 +77,10 @@ async def test_event_store_refuses_a_number_past_the_streams_last_event():
     store = InMemoryEventStore(max_events=2)
     ids = [await store.store_event("s1", {"n": i}) for i in range(3)]  # (the first one dropped: max_events)
     assert await store.replay_after(ids[-1]) == ("s1", [])  # the last event sent: nothing more, but issued
-    assert await store.replay_after(event_id("s1", 1)) == ("s1", [(ids[1], {"n": 1}), (ids[2], {"n": 2})])
-    for never in (event_id("s1", 4), event_id("s1", 999999)):
+    first, last = (parse_event_id(i)[1] for i in (ids[0], ids[-1]))  # (numbered within the stream, one by one)
+    assert [parse_event_id(i)[1] for i in ids] == [first, first + 1, first + 2]
+    assert await store.replay_after(event_id("s1", first)) == ("s1", [(ids[1], {"n": 1}), (ids[2], {"n": 2})])
+    for never in (event_id("s1", last + 1), event_id("s1", last + 999999)):
         with pytest.raises(NotIssued):
             await store.replay_after(never)
     assert await store.replay_after("s2#999999") is None  # (a stream it does not know: expired, or forged)

@@ -195,8 +195,8 @@ async def test_publish_event_falls_back_for_other_event_stores(stores):
 
     memory = InMemoryEventStore()
     event_id, receivers = await stores.broker.publish_event(memory, "s~m", "nobody", {"jsonrpc": "2.0"})
-    assert (event_id, receivers) == ("s~m#1", 0)
-    assert await memory.replay_after("s~m#0") == ("s~m", [("s~m#1", {"jsonrpc": "2.0"})])
+    assert event_id.startswith("s~m#") and receivers == 0
+    assert await memory.replay_after("s~m#0") == ("s~m", [(event_id, {"jsonrpc": "2.0"})])
 
 
 async def test_sessions_written_by_another_server_version_still_load(stores):

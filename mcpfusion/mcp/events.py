@@ -74,8 +74,6 @@ class InMemoryEventStore:
         # collector to walk again and again (its full collections then cost more than the replies themselves).
         self._streams: dict[str, list[tuple[int, bytes | None]]] = {}
         self._order: deque[tuple[float, str]] = deque()  # (start time, stream id), oldest first
-        # One counter for every stream: ids stay unique even for a stream that was forgotten and restarted.
-        self._counter = 0
         self._last: tuple[dict[str, Any], bytes] | None = None  # the message stored last, and its bytes
 
     def _forget_old(self, now: float) -> None:
@@ -95,8 +93,10 @@ class InMemoryEventStore:
             self._forget_old(now)
             events = self._streams[stream_id] = []
             self._order.append((now, stream_id))
-        self._counter += 1
-        seq = self._counter
+        # Numbered per stream (a counter shared by every stream told each client how many events the others'
+        # streams had between two of its own), from the time it started in microseconds: a stream forgotten
+        # and started again (a session's GET stream) goes on past every number it had before.
+        seq = events[-1][0] + 1 if events else time.time_ns() // 1000
         if message is None:
             events.append((seq, None))
         else:

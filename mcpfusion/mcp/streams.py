@@ -8,7 +8,6 @@ a client that resumed the stream with `Last-Event-ID` (possibly on another repli
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -47,13 +46,11 @@ STORE_PAUSE = 5.0
 """Seconds a request's notifications go to its open stream unstored after the event store failed one (a
 frozen store would otherwise hold each progress or log message for its timeout)."""
 
-_STREAM_PREFIX = secrets.token_hex(6)  # this process's; with a counter, stream ids unique across replicas
-_stream_numbers = itertools.count(1)
-
-
 def new_stream_id(session_id: str) -> str:
-    """A new POST stream id of `session_id` (`{session}~{hex}`; `Last-Event-ID` finds its session by it)."""
-    return f"{session_id}~{_STREAM_PREFIX}{next(_stream_numbers):x}"
+    """A new POST stream id of `session_id` (`{session}~{hex}`; `Last-Event-ID` finds its session by it): drawn
+    at random, unique across replicas (a counter shared by every session told each client how many requests
+    the others made between two of its own)."""
+    return f"{session_id}~{secrets.token_hex(8)}"
 
 
 logger = logging.getLogger("mcpfusion.mcp")
