@@ -199,3 +199,13 @@ async def test_an_integer_id_beyond_64_bits_is_refused_and_the_largest_one_answe
     assert refused.status_code == 400 and refused.json()["id"] is None
     assert refused.json()["error"]["code"] == -32600 and "64 bits" in refused.json()["error"]["message"]
     assert answered.status_code == 200 and answered.json()["id"] == largest
+
+
+async def test_the_smallest_signed_64_bit_id_is_answered_and_one_below_refused():
+    smallest = -(2**63)
+    async with client(MCPFusion("int-ids").build_app()) as http:
+        headers = {"accept": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"}
+        answers = [await http.post("/mcp", headers=headers, json={
+            "jsonrpc": "2.0", "id": i, "method": "tools/list", "params": {"_meta": META}}) for i in (smallest, smallest - 1)]
+    assert answers[0].status_code == 200 and answers[0].json()["id"] == smallest
+    assert answers[1].status_code == 400 and answers[1].json()["error"]["code"] == -32600

@@ -244,8 +244,9 @@ MAX_ID_LENGTH = 256
 
 
 MAX_INT_ID = 2**63 - 1
-"""Largest integer id (in absolute value) accepted: a 64-bit integer, what clients' JSON-RPC ids are (a counter);
-a longer one would be echoed and kept as the overlong string id would."""
+"""Largest integer id accepted (the smallest: `MIN_INT_ID`): a signed 64-bit integer, what clients' JSON-RPC ids
+are (a counter); a longer one would be echoed and kept as the overlong string id would."""
+MIN_INT_ID = -(2**63)
 
 
 def is_valid_id(value: Any) -> bool:
@@ -253,11 +254,11 @@ def is_valid_id(value: Any) -> bool:
     bools are not integers)."""
     if isinstance(value, str):
         return len(value) <= MAX_ID_LENGTH
-    return isinstance(value, int) and not isinstance(value, bool) and -MAX_INT_ID <= value <= MAX_INT_ID
+    return isinstance(value, int) and not isinstance(value, bool) and MIN_INT_ID <= value <= MAX_INT_ID
 
 
 def is_overlong_id(value: Any) -> bool:
     """A string id longer than `MAX_ID_LENGTH`, or an integer beyond 64 bits (the refusal names the limit)."""
     if isinstance(value, str):
         return len(value) > MAX_ID_LENGTH
-    return isinstance(value, int) and not isinstance(value, bool) and not -MAX_INT_ID <= value <= MAX_INT_ID
+    return isinstance(value, int) and not isinstance(value, bool) and not MIN_INT_ID <= value <= MAX_INT_ID
