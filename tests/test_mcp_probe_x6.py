@@ -166,3 +166,12 @@ async def test_the_2026_wire_refuses_a_request_carrying_a_result_or_an_error(ext
     assert refused.status_code == noted.status_code == 400
     assert (refused.json()["id"], noted.json()["id"]) == (1, None)
     assert refused.json()["error"]["code"] == noted.json()["error"]["code"] == -32600
+
+
+@pytest.mark.parametrize("version", [20260728, None, ["2026-07-28"], {"v": 1}])
+async def test_an_envelope_version_that_is_not_text_is_invalid_params_not_a_header_mismatch(version):
+    refused = await post(request(_meta={**META, "io.modelcontextprotocol/protocolVersion": version}))
+    error = refused.json()["error"]
+    assert refused.status_code == 400 and error["code"] == -32602, error
+    assert error["message"] == ('Invalid params: params._meta["io.modelcontextprotocol/protocolVersion"] must be a '
+                                'string (e.g. "2026-07-28")')

@@ -211,6 +211,18 @@ def _every_problem(message: dict[str, Any], headers: dict[str, str], refused: An
                                          message=text[0].upper() + text[1:] if text.startswith("the ") else text)
 
 
+def _version_not_text(params: Any) -> str | None:
+    """The invalid-params text of an envelope whose protocol version is there but not a string (the ladder
+    compares it with the header and calls it a header mismatch: the body is what is wrong, as a missing one is)."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict) or protocol.PROTOCOL_VERSION_META_KEY not in meta:
+        return None
+    if isinstance(meta[protocol.PROTOCOL_VERSION_META_KEY], str):
+        return None
+    key = protocol.PROTOCOL_VERSION_META_KEY
+    return f'Invalid params: params._meta["{key}"] must be a string (e.g. "2026-07-28")'
+
+
 # Envelopes that passed the ladder: (method, routing headers, params without arguments as JSON).
 _PASSED: dict[tuple[Any, ...], None] = {}
 
@@ -389,6 +401,9 @@ class ModernWire(WirePipeline):
         params = raw_params or {}
         verdict = _classify(message, headers, envelope)
         if not isinstance(verdict, tuple):
+            wrong = _version_not_text(params)
+            if wrong is not None:
+                return error_response(msg_id, jsonrpc.INVALID_PARAMS, wrong)
             verdict = _every_problem(message, headers, verdict)
             return error_response(msg_id, verdict.code, verdict.message, verdict.data)
         version, info, caps = verdict
