@@ -116,48 +116,50 @@ async def test_the_redis_store_refuses_a_spend_of_an_epoch_it_forgot(redis_serve
         await client.aclose()
 
 
-async def test_a_spend_lost_by_a_redis_restored_from_a_snapshot_is_refused(redis_server):
+@pytest.fixture
+async def redis_spent(redis_server):
+    """A client of the test's Redis and a `RedisSpent` on it, closed after."""
+    client = connect(redis_server.url)
+    try:
+        yield client, RedisSpent(client, prefix="test:spent:")
+    finally:
+        await client.aclose()
+
+
+async def test_a_spend_lost_by_a_redis_restored_from_a_snapshot_is_refused(redis_server, redis_spent):
     # The epoch's key is in the snapshot, the spend made after it is not: a restart that loads the snapshot
     # (a crash, AOF's last second, a failover to a replica behind) keeps the key but is another Redis process.
-    client = connect(redis_server.url)
-    spent = RedisSpent(client, prefix="test:spent:")
-    try:
-        epoch = await spent.epoch()
-        await client.save()  # the snapshot: the epoch key, no spend yet
-        expires = time.time() + 60
-        assert await spent.spend("token|a", expires, epoch) is True
-        redis_server.restart()  # (no save on the way down: the last snapshot is loaded)
-        assert await client.exists("test:spent:epoch") == 1
-        assert await spent.spend("token|a", expires, epoch) is False  # its spend was lost: refused all the same
-        fresh = await spent.epoch()
-        assert fresh != epoch and await spent.spend("token|a", expires, fresh) is True
-        assert await spent.spend("token|a", expires, fresh) is False
-    finally:
-        await client.aclose()
+    client, spent = redis_spent
+    epoch = await spent.epoch()
+    await client.save()  # the snapshot: the epoch key, no spend yet
+    expires = time.time() + 60
+    assert await spent.spend("token|a", expires, epoch) is True
+    redis_server.restart()  # (no save on the way down: the last snapshot is loaded)
+    assert await client.exists("test:spent:epoch") == 1
+    assert await spent.spend("token|a", expires, epoch) is False  # its spend was lost: refused all the same
+    fresh = await spent.epoch()
+    assert fresh != epoch and await spent.spend("token|a", expires, fresh) is True
+    assert await spent.spend("token|a", expires, fresh) is False
 
 
-async def test_a_spend_redis_may_have_evicted_is_refused(redis_server):
+async def test_a_spend_redis_may_have_evicted_is_refused(redis_spent):
     # A spent key has an expiry: a volatile-* policy may evict it and keep the epoch's key (which has none).
-    client = connect(redis_server.url)
-    spent = RedisSpent(client, prefix="test:spent:")
-    try:
-        epoch = await spent.epoch()
-        expires = time.time() + 60
-        assert await spent.spend("token|a", expires, epoch) is True
-        used = int((await client.info("memory"))["used_memory"])
-        await client.config_set("maxmemory-policy", "volatile-lru")
-        await client.config_set("maxmemory", str(used + 2_000_000))
-        for index in range(200):  # filler with expiries until Redis evicts one of them
-            await client.set(f"filler:{index}", "x" * 100_000, ex=600)
-            if int((await client.info("stats"))["evicted_keys"]):
-                break
-        else:
-            raise AssertionError("Redis evicted nothing")
-        assert await spent.spend("token|b", expires, epoch) is False  # an eviction happened: no spend is sure
-        fresh = await spent.epoch()
-        assert fresh != epoch and await spent.spend("token|b", expires, fresh) is True
-    finally:
-        await client.aclose()
+    client, spent = redis_spent
+    epoch = await spent.epoch()
+    expires = time.time() + 60
+    assert await spent.spend("token|a", expires, epoch) is True
+    used = int((await client.info("memory"))["used_memory"])
+    await client.config_set("maxmemory-policy", "volatile-lru")
+    await client.config_set("maxmemory", str(used + 2_000_000))
+    for index in range(200):  # filler with expiries until Redis evicts one of them
+        await client.set(f"filler:{index}", "x" * 100_000, ex=600)
+        if int((await client.info("stats"))["evicted_keys"]):
+            break
+    else:
+        raise AssertionError("Redis evicted nothing")
+    assert await spent.spend("token|b", expires, epoch) is False  # an eviction happened: no spend is sure
+    fresh = await spent.epoch()
+    assert fresh != epoch and await spent.spend("token|b", expires, fresh) is True
 
 
 # -- in memory: a new process with the same signing key ---------------------------------------------------
@@ -345,17 +347,6 @@ class StoreWithoutEpoch:
         return True
 
 
-async def test_a_store_without_an_epoch_still_runs_a_confirmation_once():
-    runs: list[str] = []
-    app = build(runs)
-    app.state.mcpfusion.registry.guards.spent = StoreWithoutEpoch()  # type: ignore[assignment]
-    async with running(app, "rest") as caller:
-        token = await asked_token(caller)
-        assert (await caller.call("void", {**ARGS, CONFIRM_PARAM: token})).code is None
-        again = await caller.call("void", {**ARGS, CONFIRM_PARAM: token})
-        assert again.code == "CONFIRMATION_REQUIRED" and "already used" in again.text and runs == ["inv_1"]
-
-
 class HalfWay(StoreWithoutEpoch):
     """An app's own store given an `epoch` but whose `spend` still takes two arguments."""
 
@@ -373,8 +364,8 @@ class PlainEpoch(StoreWithoutEpoch):
         return epoch in (None, "e1") and await super().spend(key, expires)
 
 
-@pytest.mark.parametrize("store", [HalfWay, PlainEpoch])
-async def test_an_own_store_half_way_to_epochs_runs_a_confirmation_once_never_a_500(store, caplog):
+@pytest.mark.parametrize("store", [StoreWithoutEpoch, HalfWay, PlainEpoch])
+async def test_an_own_store_without_or_half_way_to_epochs_runs_a_confirmation_once_never_a_500(store, caplog):
     runs: list[str] = []
     app = build(runs)
     app.state.mcpfusion.registry.guards.spent = store()  # type: ignore[assignment]
@@ -384,6 +375,6 @@ async def test_an_own_store_half_way_to_epochs_runs_a_confirmation_once_never_a_
         again = await caller.call("void", {**ARGS, CONFIRM_PARAM: token})
         assert again.code == "CONFIRMATION_REQUIRED" and "already used" in again.text and runs == ["inv_1"]
     warned = [r.getMessage() for r in caplog.records if "takes no epoch" in r.getMessage()]
-    assert warned == ([] if store is PlainEpoch else
+    assert warned == ([] if store is not HalfWay else
                       ["HalfWay has an epoch() but its spend() takes no epoch: a confirmation it forgot is not refused "
                        "(see mcpfusion.spent.Spent)"])
