@@ -86,7 +86,7 @@ def _values(removed: list[Any]) -> tuple[set[str], list[str], Amounts]:
     if all(v.__class__ is str or v is None for v in removed):  # the common case: censored string fields
         strings = {v for v in removed if v}
         texts = [v for v in strings if len(v) >= MIN_LENGTH]
-        return strings, sorted(texts, key=len, reverse=True), _text_amounts(texts)
+        return strings, sorted(texts + _upper_twins(texts), key=len, reverse=True), _text_amounts(texts)
     exact: set[str] = set()
     long: set[str] = set()
     numbers: set[str] = set()
@@ -121,7 +121,15 @@ def _values(removed: list[Any]) -> tuple[set[str], list[str], Amounts]:
                     long.add(text)
             elif len(text) >= MIN_LENGTH:
                 numbers.add(text)
-    return exact, sorted(long | numbers, key=len, reverse=True), amounts | _text_amounts(long)
+    return exact, sorted(long | numbers | {*_upper_twins(long)}, key=len, reverse=True), amounts | _text_amounts(long)
+
+
+def _upper_twins(texts: Iterable[str]) -> list[str]:
+    """Each value's upper case where it is no case of the value letter for letter (`Weiß` as `WEISS`, `ﬁ` as
+    `FI`: upper case writes them longer, so lower-casing the copy does not give the value back): looked for
+    too, so that the guard's "whatever the letter case" holds for them. ASCII text has none."""
+    return [upper for text in texts if not text.isascii()
+            for upper in (text.upper(),) if _key(upper) != _key(text)]
 
 
 # The text of a Decimal as `str()` and pydantic's JSON write it (`12345.50`, `-0.50`, `1E+5`), none other (no
@@ -184,9 +192,29 @@ def _number_forms(value: int | float | Decimal) -> tuple[str, ...]:
                 form = format(number, spec)
                 if _significant(form):
                     forms.append(form)
+    forms += [form for form in _locale_forms(forms) if _significant(form)]
     if text[0] == "-":  # a negative number's magnitude is as telling (`abs(balance)`, `-balance`, `f"{-v:,}"`)
         forms += [form[1:] for form in forms if form[0] == "-" and _significant(form[1:])]
     return tuple(dict.fromkeys(forms))
+
+
+# Grouping separators other locales write (`850.000`, `850 000` with a space, a no-break or a narrow no-break
+# space, `850'000`), with the decimal mark each goes with (`98.765,40`, `98 765,40`, `98'765.40`).
+_LOCALE_GROUPS = ((".", ","), (" ", ","), ("\u00a0", ","), ("\u202f", ","), (" ", "."), ("'", "."))
+
+
+def _locale_forms(forms: list[str]) -> list[str]:
+    """The grouped forms (`85,000.50`) as other locales write them, and the ungrouped decimal ones with a
+    decimal comma (`85000,50`): a callback formatting an amount for its readers (`babel`, a hand-made
+    `replace`) writes it so."""
+    out: list[str] = []
+    for form in forms:
+        whole, dot, fraction = form.partition(".")
+        if "," in whole:
+            out += [whole.replace(",", group) + (mark + fraction if dot else "") for group, mark in _LOCALE_GROUPS]
+        elif dot and whole.lstrip("-").isdigit() and fraction.isdigit():
+            out.append(f"{whole},{fraction}")
+    return out
 
 
 def _significant(form: str) -> bool:
@@ -210,8 +238,8 @@ def _probes(forms: tuple[str, ...], marked: bool, underscore: bool) -> tuple[str
 
 # What every grouped or decimal form holds (`85,000`, `85_000`, `85000.00`, `12,345.5`): a text without it
 # holds none of them, and is scanned for none.
-_GROUPED = re.compile(r"\d[,_]\d{3}|\d\.\d")
-_SEPARATED = re.compile(r"[,_.]")
+_GROUPED = re.compile(r"\d[,_.' \u00a0\u202f]\d{3}|\d[.,]\d")
+_SEPARATED = re.compile(r"[,_.' \u00a0\u202f]")
 
 
 def _amount_forms(amounts: Amounts, text: str) -> list[str]:

@@ -292,3 +292,18 @@ def test_nothing_removed_changes_nothing() -> None:
     texts = list(response.texts)
     guard(response, [])
     assert response.texts == texts
+
+
+def test_a_value_whose_upper_case_is_longer_is_censored_upper_cased() -> None:
+    # `ß` upper-cases to `SS`, `ﬁ` to `FI`: lower-casing the copy does not give the value back, so the value's
+    # upper case is looked for too (a mailing label, a shouted summary).
+    name, firm = "Jürgen Weiß-Großmann", "ﬁnanz Straße GmbH"
+    view = (Presenter("contact").schema({"id": str, "name": str, "firm": str, "label": str})
+            .redact_pii(["name", "firm"])
+            .ui(lambda c: ui.summary(f"Write to {c['name'].upper()} at {c['firm'].upper()}"))
+            .rules(lambda c: [f"Address {c['name'].title()}"]))
+    response = view.present({"id": "c1", "name": name, "firm": firm, "label": f"{name.upper()} / {firm.upper()}"})
+    wire = "\n".join(response.texts)
+    for leaked in ("WEISS-GROSSMANN", "FINANZ STRASSE", "Weiß-Großmann", "Jürgen"):
+        assert leaked not in wire and leaked not in json.dumps(response.view.data, ensure_ascii=False), wire
+    assert response.view.data["label"] == "[REDACTED] / [REDACTED]" and "Write to [REDACTED] at [REDACTED]" in wire
