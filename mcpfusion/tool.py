@@ -84,7 +84,9 @@ def _docstring(text: str | None) -> str:
         return ""
     if "\n" not in text:  # a one-line docstring: what cleandoc would make of it, without its line bookkeeping
         return text.expandtabs().strip()
-    return inspect.cleandoc(text)
+    # Each line's trailing blanks and the blank lines around it left out too: Python 3.11's cleandoc keeps a
+    # last line of spaces (`"""Other.\n    """`), which later versions drop; one description on every version.
+    return "\n".join(line.rstrip() for line in inspect.cleandoc(text).split("\n")).strip("\n")
 
 
 def _one_line(text: str) -> str:
