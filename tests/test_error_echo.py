@@ -3,6 +3,7 @@ fields is counted rather than listed, and each wording fits the mistake it answe
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Annotated
 
 import httpx
@@ -126,6 +127,29 @@ async def test_a_boolean_is_never_read_as_a_number():
     assert all(p in top.text for p in ('name="a"', 'name="b"', 'name="c[1]"'))
     # Numeric text stays accepted (as FastAPI reads JSON bodies); a declared bool is left alone.
     assert not fine.is_error and fine.data == {"a": 7, "b": 1.0, "c": [2], "flag": True, "either": "x"}
+
+
+async def test_a_boolean_is_not_a_number_in_a_mapping_a_tuple_or_a_union_with_text_either():
+    calc = Tool("calc", description="Numbers")
+
+    @calc.action(readonly=True)
+    async def tally(counts: dict[str, int] | None = None, pair: tuple[int, float] | None = None,
+                    either: int | str | None = None, amount: Decimal | None = None,
+                    flags: dict[str, bool] | None = None, mixed: tuple[bool, int] | None = None) -> dict:
+        """Tally"""
+        return {"counts": counts, "pair": pair, "either": either, "amount": amount, "flags": flags, "mixed": mixed}
+
+    t = ToolTester(MCPFusion("calc", tools=[calc]).registry)
+    wrong = await t.call("calc", "tally", {"counts": {"a": 1, "b": True}, "pair": [True, 2], "either": False,
+                                           "amount": True, "mixed": [True, False]})
+    assert wrong.error_code == "VALIDATION_ERROR"
+    for name in ("counts.b", "pair[0]", "either", "amount", "mixed[1]"):
+        assert f'name="{name}"' in wrong.text, wrong.text
+    assert 'name="counts.a"' not in wrong.text and 'name="mixed[0]"' not in wrong.text
+    fine = await t.call("calc", "tally", {"counts": {"a": 1}, "pair": [1, 2.5], "either": "x", "amount": "1.50",
+                                          "flags": {"on": True}, "mixed": [True, 3]})
+    assert not fine.is_error, fine.text
+    assert fine.data["flags"] == {"on": True} and list(fine.data["mixed"]) == [True, 3] and fine.data["either"] == "x"
 
 
 async def test_an_object_json_cannot_hold_is_an_internal_error_never_its_repr():
