@@ -7,13 +7,17 @@ problem details (`mcpfusion.problem`) with the same code, message, recovery and 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import functools
 import inspect
+import mimetypes
 import re
 import sys
+import textwrap
 import typing
+import urllib.parse
 from collections.abc import Callable, Iterator
 from numbers import Number
 from typing import Annotated, Any
@@ -46,7 +50,7 @@ from .body import (
     read_body,
 )
 from .confirm import CONFIRM_PARAM
-from .content import ResourceLink
+from .content import EmbeddedResource, ResourceLink
 from .dependencies import collect_response, end_response_collection, security_schemes, takes_response
 from .dispatch import ToolRegistry, _raised_errors
 from .errors import (
@@ -60,6 +64,7 @@ from .errors import (
     UnknownToolError,
     field_path,
 )
+from .mcp.wire import _media_ranges, _quality
 from .middleware import applies
 from .output import ITEMS, NEXT_CURSOR, loose_formats_out
 from .problem import (
@@ -174,9 +179,111 @@ def _content_body(response: ToolResponse, request: Request | None = None) -> Res
     page = _next_page(view.next_cursor, request)
     if len(items) == 1 and not isinstance(items[0], ResourceLink) and _HEADER_VALUE.fullmatch(items[0].media_type):
         media_type = items[0].media_type  # (Starlette adds charset=utf-8 only to a text/* type naming none)
-        return Response(items[0].payload(), media_type=media_type, headers={**_inert(media_type), **(page or {})})
+        headers = {**_inert(media_type), "Content-Disposition": _disposition(items[0], media_type),
+                   **_file_transfer(media_type), **(page or {})}
+        return Response(items[0].payload(), media_type=media_type, headers=headers)
     return Response(dumps({"content": [item.to_mcp() for item in items]}), media_type="application/json",
                     headers=page)
+
+
+_FILENAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _disposition(item: Any, media_type: str) -> str:
+    """`inline`, with a filename when the item names its document (an embedded resource's URI: `invoice://inv_1`
+    is `inv_1.pdf`): ASCII letters, digits, `.`, `_` and `-` only (nothing a header or a path could misread),
+    with the media type's extension when it has none."""
+    uri = item.uri if isinstance(item, EmbeddedResource) else None
+    stem = ""
+    if uri:
+        rest = uri.split("?", 1)[0].split("#", 1)[0]
+        rest = urllib.parse.unquote(rest.split("://", 1)[-1] if "://" in rest else rest.split(":", 1)[-1])
+        parts = [part for part in rest.replace("\\", "/").split("/") if part]
+        stem = _FILENAME_UNSAFE.sub("_", parts[-1] if parts else "").strip("._")[:100]
+    if not stem:
+        return "inline"
+    essence = media_type.split(";", 1)[0].strip().lower()
+    extension = {"application/pdf": ".pdf"}.get(essence) or mimetypes.guess_extension(essence) or ""
+    if extension and not stem.lower().endswith(extension):
+        stem += extension
+    return f'inline; filename="{stem}"'
+
+
+def _file_transfer(media_type: str) -> dict[str, str]:
+    """`Content-Description: File Transfer` (RFC 2045's header, which browsers ignore) for a document no
+    browser-based API console shows as text, an image or a player: Swagger UI's try-it then offers it as a
+    download (named by Content-Disposition) rather than printing its bytes, while the document stays inline
+    for a browser opening its URL."""
+    essence = media_type.split(";", 1)[0].strip().lower()
+    shown = essence.startswith(("text/", "image/", "audio/")) or "json" in essence or "xml" in essence
+    return {} if shown else {"Content-Description": "File Transfer"}
+
+
+def content_only(action: Action) -> bool:
+    """Whether every answer of `action` is its content alone: it declares `content_types` and each `return` of
+    its handler is `attach(..., data_block=False)` (read from its source; anything else, or no source: it may
+    answer JSON too)."""
+    if not action.content_types:
+        return False
+    return _returns_content_only(action.fn)
+
+
+@functools.cache
+def _returns_content_only(fn: Callable[..., Any]) -> bool:
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(fn))))
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return False
+    found = next((node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if found is None:
+        return False
+    returns: list[ast.Return] = []
+    stack: list[ast.AST] = list(found.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue  # (a nested function's returns are its own)
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return False
+        if isinstance(node, ast.Return):
+            returns.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return bool(returns) and all(_left_out_call(node.value) for node in returns)
+
+
+def _left_out_call(node: ast.expr | None) -> bool:
+    """Whether `node` is `attach(..., data_block=False)` (or `something.attach(...)`)."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    return name == "attach" and any(
+        kw.arg == "data_block" and isinstance(kw.value, ast.Constant) and kw.value.value is False
+        for kw in node.keywords)
+
+
+def sendable_media_types(action: Action) -> list[str]:
+    """The media types a success of `action` may be sent as: its content types alone when it answers content
+    only, else JSON (and its content types)."""
+    declared = sorted(action.content_types or ())
+    return declared if content_only(action) else ["application/json", *declared]
+
+
+def not_acceptable(request: Request, sendable: list[str]) -> Response | None:
+    """The 406 problem for a request whose `Accept` gives none of `sendable` a q-value above 0 (a missing or
+    empty Accept accepts anything), else None."""
+    accept = request.headers.get("accept")
+    if not accept or not accept.strip():
+        return None
+    ranges = _media_ranges(accept)
+    for media_type in sendable:
+        kind, _, sub = media_type.split(";", 1)[0].strip().lower().partition("/")
+        if _quality(ranges, kind, sub) > 0:
+            return None
+    which = "it" if len(sendable) == 1 else "one of them"
+    refusal = StarletteHTTPException(406, f"Not Acceptable: this action answers {', '.join(sendable)}; send an "
+                                          f"Accept header that allows {which} (or none).")
+    return http_problem_response(refusal, request.url.path)
 
 
 _MARKUP = ("text/html", "application/xhtml+xml", "image/svg+xml", "text/xml", "application/xml")
@@ -200,7 +307,11 @@ _ENVELOPE_SCHEMA = {
 
 
 def _success_content(action: Action, seen: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """The 200 media types: the data as JSON, and the declared content types as themselves."""
+    """The 200 media types: the data as JSON, and the declared content types as themselves (those alone for an
+    action that answers its content only: `attach(..., data_block=False)`)."""
+    if content_only(action):
+        return {media_type: {"schema": {"type": "string", "format": "binary"}}
+                for media_type in sorted(action.content_types or ())}
     data = _output_schema(action, seen)
     content: dict[str, Any] = {"application/json": {"schema": data}}
     if action.content_types:
@@ -240,6 +351,14 @@ EMBEDDED_HEADER = {
                                           '`"lines"; limit=5; items=2; hidden=9`.',
                            "schema": {"type": "string"}},
 }
+
+
+DISPOSITION_HEADER = {
+    "Content-Disposition": {"description": "`inline`, with the document's file name when it has one (from its URI), "
+                                           'e.g. `inline; filename="inv_0001.pdf"`.',
+                            "schema": {"type": "string"}},
+}
+NOT_ACCEPTABLE = "The Accept header allows none of the media types this action answers (those of its 200)"
 
 
 def _success_headers(registry: ToolRegistry, action: Action) -> dict[str, Any]:
@@ -586,6 +705,7 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
     # with dependencies while the app overrides some: an override may take one).
     sets_response = _sets_response(registry, action)
     overridable = not action.dependency_free
+    sendable = sendable_media_types(action)
 
     async def call_action(request: Request) -> Response:
         if host_check is not None:
@@ -593,6 +713,9 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
             refusal = host_check(headers.get("host"), headers.get("origin"))
             if refusal is not None:  # as /mcp answers: 421 for a foreign Host, 403 for a foreign Origin
                 return http_problem_response(StarletteHTTPException(*refusal), request.url.path)
+        refused_accept = not_acceptable(request, sendable)
+        if refused_accept is not None:  # (before the call: a write is never done for an answer nobody can read)
+            return refused_accept
         too_many = _too_many_query_names(request)
         if too_many is not None:
             return validation_problem(action.label, too_many, request.url.path)
@@ -689,14 +812,19 @@ def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: d
     """Add the FastAPI routes of one action to `router`: POST, and GET when its parameters fit a query. The
     security schemes its dependencies use (`Security(HTTPBearer())`...) are documented on both, and added to
     `schemes` for the document's components, as FastAPI documents its own routes."""
+    alone = content_only(action)
     success = {
-        "description": "The data, exactly as the MCP data block carries it"
+        "description": ("The document itself, sent inline (Content-Disposition names its file when known)" if alone
+                        else "The data, exactly as the MCP data block carries it")
         + ("; one page of it (see the Next-Cursor header)" if action.paginate else ""),
         "content": _success_content(action, item_schemas),
     }
     sent = _success_headers(registry, action)
+    if alone:
+        sent = {**sent, **DISPOSITION_HEADER}
     # Only a GET's next page is a URL to follow (`_next_page`): a POST's 200 lists no Link.
     posted = {k: v for k, v in sent.items() if k != "Link"}
+    errors = {**errors, "406": {**errors["default"], "description": NOT_ACCEPTABLE}}
     responses = {"200": {**success, **({"headers": sent} if sent else {})}, **errors}
     post_responses = {"200": {**success, **({"headers": posted} if posted else {})}, **errors}
     common: dict[str, Any] = {
@@ -705,6 +833,8 @@ def _declare_routes(registry: ToolRegistry, action: Action, path: str, errors: d
         "description": inspect.cleandoc(action.fn.__doc__ or "") or action.description,
         "tags": [action.tool.name],
     }
+    if alone:  # (else FastAPI adds its response class's application/json to the 200)
+        common["response_class"] = Response
     security = _security(action, schemes)
     parameters = query_parameters(action)
     # What its dependencies (and the cursor scope solved with them) read from the request: REST must send them.
