@@ -112,13 +112,39 @@ def sent_headers(parameters: Iterable[dict[str, Any]]) -> list[tuple[str, str]]:
 
 
 def curl(path: str, arguments: dict[str, Any], base_url: str,
-         parameters: Iterable[dict[str, Any]] = ()) -> str:
+         parameters: Iterable[dict[str, Any]] = (), media_types: Iterable[str] | None = None) -> str:
     """`curl` for `POST {base_url}{path}` with `arguments` as the JSON body, and the required headers and
-    cookies of `parameters` (`request_examples`)."""
+    cookies of `parameters` (`request_examples`). An action answering only documents (`media_types`, the REST
+    media types it answers, JSON not among them) asks for them and writes the answer to a file (`-o`): curl
+    prints no binary to a terminal."""
     url = base_url.rstrip("/") + path
     body = json.dumps(arguments, ensure_ascii=False)
     lines = [f"curl -X POST {shlex.quote(url)}", '-H "Authorization: Bearer $TOKEN"',
              "-H 'Content-Type: application/json'"]
+    binary = [m for m in media_types or () if m != "application/json"]
+    if binary and len(binary) == len(list(media_types or ())):
+        lines.append(f"-H {shlex.quote('Accept: ' + ', '.join(binary))}")
     lines += [f"-H {shlex.quote(f'{name}: {value}')}" for name, value in sent_headers(parameters)]
     lines.append(f"-d {shlex.quote(body)}")
+    if binary and len(binary) == len(list(media_types or ())):
+        lines.append(f"-o {shlex.quote(download_name(path, binary[0]))}")
     return " \\\n  ".join(lines)
+
+
+_EXTENSIONS = {"application/pdf": ".pdf", "image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif",
+               "image/webp": ".webp", "audio/mpeg": ".mp3", "audio/wav": ".wav", "text/csv": ".csv",
+               "application/zip": ".zip"}
+
+
+def download_name(path: str, media_type: str) -> str:
+    """A file name for what `path` answers as `media_type`: the action's name with the type's extension
+    (`/api/billing/invoice_pdf` as `invoice.pdf`)."""
+    import mimetypes
+
+    essence = media_type.split(";", 1)[0].strip().lower()
+    extension = _EXTENSIONS.get(essence) or mimetypes.guess_extension(essence) or ".bin"
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", path.rstrip("/").rsplit("/", 1)[-1]) or "answer"
+    suffix = "_" + extension[1:]
+    if stem.lower().endswith(suffix) and len(stem) > len(suffix):
+        stem = stem[:-len(suffix)]
+    return stem + extension

@@ -13,6 +13,7 @@ import toons
 
 from .. import inputschema, listing, tokens, toon
 from ..dispatch import CallContext, ToolRegistry
+from ..rest import sendable_media_types
 from ..tool import Action, Tool
 from ..version import __version__
 from . import economy, examples, presenters, samples
@@ -73,6 +74,7 @@ def action_entry(action: Action, curl_base: str, memo: Memo | None = None,
     arguments = examples.example_arguments(action)
     sent = examples.request_examples(action, registry)  # the headers and cookies its dependencies read (MCP's too)
     path = examples.rest_path(action) if rest else None
+    media = sendable_media_types(action) if path is not None else None
     return {
         "name": action.name,
         "qualified_name": action.qualified_name,
@@ -84,6 +86,7 @@ def action_entry(action: Action, curl_base: str, memo: Memo | None = None,
         "mcp_name": listing.mcp_name(action),
         "discriminated": listing.discriminated(action),
         "rest_path": path,
+        "rest_media_types": media,  # what its REST 200 may be (the try-it form asks for them)
         "parameters": rows(action.input_schema),
         "request_parameters": sent,
         "input_schema": action.input_schema,
@@ -96,7 +99,7 @@ def action_entry(action: Action, curl_base: str, memo: Memo | None = None,
         "example_missing": missing_examples(action.input_schema, arguments),
         "examples": {
             "mcp": examples.mcp_call(action, arguments),
-            "curl": examples.curl(path, arguments, curl_base, sent) if path is not None else None,
+            "curl": examples.curl(path, arguments, curl_base, sent, media) if path is not None else None,
         },
         "tokens": economy.action_economy(action, ctx) if tokens.enabled() else None,
     }
@@ -199,7 +202,8 @@ def rebase(manifest: dict[str, Any], curl_base: str) -> dict[str, Any]:
             if a["rest_path"] is None:  # no REST route: nothing to aim
                 actions.append(a)
                 continue
-            curl = examples.curl(a["rest_path"], a["example_arguments"], curl_base, a.get("request_parameters") or ())
+            curl = examples.curl(a["rest_path"], a["example_arguments"], curl_base, a.get("request_parameters") or (),
+                                 a.get("rest_media_types"))
             actions.append({**a, "examples": {**a["examples"], "curl": curl}})
         tools.append({**tool, "actions": actions})
     return {**manifest, "tools": tools}

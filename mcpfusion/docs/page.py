@@ -242,10 +242,18 @@ def _request_fields(a: dict[str, Any]) -> str:
     return f'<div class="tryit-fields tryit-request">{"".join(fields)}</div>{note}'
 
 
+def _accept(a: dict[str, Any]) -> str:
+    """The try-it request's Accept: the media types the action's REST 200 may be (JSON for a manifest without
+    them), and problem details."""
+    media = a.get("rest_media_types") or ["application/json"]
+    return ", ".join([*media, "application/problem+json"])
+
+
 def _try_it(a: dict[str, Any], served: str) -> str:
     body = _json(a["example_arguments"])
     return (
-        f'<form class="tryit" data-path="{_e(a["rest_path"])}" aria-label="Try {_e(a["qualified_name"])}">'
+        f'<form class="tryit" data-path="{_e(a["rest_path"])}" data-accept="{_e(_accept(a))}" '
+        f'aria-label="Try {_e(a["qualified_name"])}">'
         '<div class="tryit-fields">'
         f'<label>Bearer token <input type="text" name="token" autocomplete="off" spellcheck="false" '
         'placeholder="your token, without Bearer"></label>'
@@ -256,7 +264,7 @@ def _try_it(a: dict[str, Any], served: str) -> str:
         '<noscript><p class="muted">The try-it form needs JavaScript; the curl example above does the same.'
         "</p></noscript>"
         '<div class="response" role="status" aria-live="polite" hidden><span class="status"></span>'
-        '<pre class="code"><code></code></pre></div>'
+        '<a class="download" hidden></a><pre class="code"><code></code></pre></div>'
         "</form>"
     )
 

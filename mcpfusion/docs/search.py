@@ -11,12 +11,10 @@ def terms(query: str) -> list[str]:
 
 
 def tool_keys(tool: dict[str, Any]) -> str:
-    """What a tool is found by: its name, the MCP names of its groups of actions, and its tags (the MCP name of
-    a single action is that action's key: finding it must not show the whole tool)."""
-    groups = [t["name"] for t in tool.get("mcp_tools", ())
-              if "action" in t.get("inputSchema", {}).get("properties", {})]
-    names = [tool["name"], *groups, *tool.get("tags", ())]
-    return " ".join(names).lower()
+    """What a tool is found by: its name and its tags. An MCP tool's name is a key of the actions it serves
+    (`action_keys`), never of the whole tool: under `exposition="profiles"` `billing_write` finds the actions
+    `billing_write` serves, not the read-only ones of `billing_read`."""
+    return " ".join([tool["name"], *tool.get("tags", ())]).lower()
 
 
 def action_keys(action: dict[str, Any]) -> str:

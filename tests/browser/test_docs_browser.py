@@ -169,3 +169,35 @@ def test_core_content_readable_with_javascript_off(browser: Browser, reference_s
         page.wait_for_url("**/tools?q=void_invoice")
         expect(page.locator("article.action:not([hidden])")).to_have_count(1)  # the others: hidden
         expect(page.locator("#action-billing-void_invoice")).to_be_visible()
+
+
+def test_search_by_an_mcp_tool_name_shows_only_the_actions_it_serves(docs: Watched) -> None:
+    page = docs.page
+    page.locator("#search").fill("billing_write")
+    shown = page.locator("#tool-billing article.action:visible")
+    expect(shown).to_have_count(4)
+    names = sorted(shown.evaluate_all("els => els.map(e => e.getAttribute('data-action'))"))
+    assert names == ["create_invoice", "record_payment", "remind", "update_invoice_status"]
+    expect(page.locator("#action-billing-get_invoice")).to_be_hidden()
+    assert docs.console_errors == []
+
+
+def test_try_it_of_a_pdf_offers_a_download(docs: Watched) -> None:
+    page = docs.page
+    curl = page.locator("#action-billing-invoice_pdf pre").filter(has_text="curl -X POST").text_content() or ""
+    assert "-o invoice.pdf" in curl and "Accept: application/pdf" in curl
+    form = page.locator("#action-billing-invoice_pdf form.tryit")
+    form.locator("input[name=token]").fill("demo-admin")
+    form.locator("button[type=submit]").click()
+    expect(form.locator(".response .status")).to_contain_text("HTTP 200")
+    body = form.locator(".response code").text_content() or ""
+    assert body.startswith("binary application/pdf, ") and body.endswith(" bytes") and "%PDF" not in body
+    link = form.locator(".response a.download")
+    expect(link).to_be_visible()
+    assert (link.get_attribute("download") or "").endswith(".pdf")
+    with page.expect_download() as got:
+        link.click()
+    path = got.value.path()
+    with open(path, "rb") as f:
+        assert f.read(5) == b"%PDF-"
+    assert docs.console_errors == []

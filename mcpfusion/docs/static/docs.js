@@ -131,6 +131,26 @@
     out.classList.toggle("error", !ok);
     out.querySelector(".status").textContent = status;
     out.querySelector("code").textContent = text;
+    var link = out.querySelector("a.download");
+    if (link && link.href) { URL.revokeObjectURL(link.href); link.removeAttribute("href"); }
+    if (link) { link.hidden = true; }
+  }
+  /* an answer read as text: JSON, XML, text/*; anything else (a PDF, an image) is a file to download */
+  function textual(type) { return !type || /json|xml|^text\//.test(type); }
+  /* the file name of a Content-Disposition (`filename="inv_1.pdf"`), else the path's last segment */
+  function fileName(disposition, path) {
+    var found = /filename="?([^";]+)"?/i.exec(disposition || "");
+    return found ? found[1] : path.split("/").pop() || "answer";
+  }
+  function showFile(form, status, response, blob, path) {
+    var type = (response.headers.get("Content-Type") || "").split(";")[0].trim();
+    show(form, status, "binary " + (type || "data") + ", " + blob.size + " bytes", response.ok);
+    var link = form.querySelector(".response a.download");
+    var name = fileName(response.headers.get("Content-Disposition"), path);
+    link.href = URL.createObjectURL(blob);
+    link.download = name;
+    link.textContent = "Download " + name;
+    link.hidden = false;
   }
   document.querySelectorAll("form.tryit").forEach(function (form) {
     var button = form.querySelector("button[type=submit]");
@@ -148,7 +168,11 @@
       var body;
       try { body = JSON.parse(raw); } catch (e) { show(form, "Invalid JSON body", e.message, false); return; }
       var headers, cookies;
-      try { headers = requestHeaders(form, tokenField.value.trim()); cookies = requestCookies(form); } catch (e) {
+      try {
+        headers = requestHeaders(form, tokenField.value.trim());
+        headers.set("Accept", form.getAttribute("data-accept") || "application/json");
+        cookies = requestCookies(form);
+      } catch (e) {
         show(form, "Cannot send", e.message, false);
         return;
       }
@@ -161,10 +185,15 @@
         method: "POST", headers: headers, body: JSON.stringify(body),
         credentials: cookies.length ? "same-origin" : "omit"
       }).then(function (response) {
+        var status = "HTTP " + response.status + " " + response.statusText;
+        var type = (response.headers.get("Content-Type") || "").split(";")[0].trim().toLowerCase();
+        if (!textual(type)) {
+          return response.blob().then(function (blob) { showFile(form, status, response, blob, url); });
+        }
         return response.text().then(function (text) {
           var pretty = text;
           try { pretty = JSON.stringify(JSON.parse(text), null, 2); } catch (e) { /* not JSON: show as is */ }
-          show(form, "HTTP " + response.status + " " + response.statusText, pretty, response.ok);
+          show(form, status, pretty, response.ok);
         });
       }).catch(function (e) {
         show(form, "Request failed", unreachable(e), false);
