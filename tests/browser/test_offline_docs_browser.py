@@ -57,6 +57,29 @@ def test_swagger_ui_renders_the_operations_offline(offline: Offline, reference_s
     assert offline.foreign == [] and offline.errors == []
 
 
+def test_swagger_try_it_of_the_pdf_asks_for_it_and_offers_a_download(offline: Offline, reference_server: str
+                                                                      ) -> None:
+    page = offline.page
+    page.goto(f"{reference_server}/docs")
+    expect(page.locator(".opblock").first).to_be_visible(timeout=30_000)
+    page.click("button.authorize")
+    page.fill(".modal-ux input[type=text]", "demo-admin")
+    page.click(".modal-ux button.authorize")
+    page.click(".modal-ux button.btn-done")
+    block = page.locator("#operations-billing-billing_invoice_pdf_get")
+    block.locator(".opblock-summary").click()
+    block.locator("button.try-out__btn").click()
+    block.locator('input[placeholder="id"]').fill("inv_0001")
+    block.locator("button.execute").click()
+    expect(block.locator(".live-responses-table tbody .response-col_status").first).to_contain_text("200")
+    assert "accept: application/pdf" in (block.locator(".curl-command").text_content() or "")
+    link = block.locator(".live-responses-table a[download]")
+    expect(link).to_have_count(1)
+    assert link.get_attribute("download") == "inv_0001.pdf"
+    assert "Unrecognized response type" not in (block.locator(".live-responses-table").text_content() or "")
+    assert offline.foreign == [] and offline.errors == []
+
+
 def test_redoc_renders_offline(offline: Offline, reference_server: str) -> None:
     offline.page.goto(f"{reference_server}/redoc")
     expect(offline.page.get_by_text("/api/billing/get_invoice").first).to_be_attached(timeout=30_000)
