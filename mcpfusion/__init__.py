@@ -12,7 +12,6 @@ from .content import Audio, EmbeddedResource, Image, ResourceLink, attach, audio
 from .context import Context
 from .dispatch import CallContext, ToolRegistry
 from .errors import ToolError, UnknownToolError
-from .markup import visible_name
 from .middleware import ActionCall, CallNext, Middleware
 from .model import Model
 from .pagination import Page, Paged, Paging
@@ -33,6 +32,7 @@ from .response import (
 from .tool import Action, Flatten, Tool
 from .ui import UIBlock
 from .version import __version__
+from .visible import visible_name
 
 if TYPE_CHECKING:
     from .audit import Audit

@@ -36,8 +36,8 @@ from typing import Any
 from . import collector
 from .app import MCPFusion
 from .listing import tool_entries
-from .markup import visible_name
 from .version import __version__
+from .visible import visible_name
 
 
 class CliError(Exception):

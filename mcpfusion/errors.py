@@ -9,6 +9,7 @@ from typing import Any
 
 from . import markup
 from .serializer import jsonable
+from .visible import visible_name
 
 # Codes the framework itself emits; handlers may use any other code of the same shape (`CODE_SHAPE`).
 VALIDATION_ERROR = "VALIDATION_ERROR"
@@ -136,7 +137,7 @@ class UnknownToolError(ToolError):
     """`tools/call` named a tool that is not registered (a protocol error on MCP)."""
 
     def __init__(self, name: str, available: Iterable[str]) -> None:
-        self.name = name = markup.visible_name(shortened(str(name)))
+        self.name = name = visible_name(shortened(str(name)))
         self.available = sorted(available)
         super().__init__(
             UNKNOWN_TOOL,
@@ -171,7 +172,7 @@ class ValidationFailed(Exception):
         # An answer never grows with what was sent: names are cut short and a flood of bad fields (100,000
         # unknown keys) is listed up to a point, the rest counted. A name the caller sent shows its U+202E or
         # NUL escaped (`field_path` escaped those it wrote; these are the others).
-        shown = [(markup.visible_name(shortened(name)), message) for name, message in fields[:MAX_FIELDS_SHOWN]]
+        shown = [(visible_name(shortened(name)), message) for name, message in fields[:MAX_FIELDS_SHOWN]]
         if len(fields) > MAX_FIELDS_SHOWN:
             shown.append(("(arguments)", f"{len(fields) - MAX_FIELDS_SHOWN} more fields are not valid either: "
                                          "fix the ones above, then call again to see the rest."))
@@ -196,14 +197,14 @@ def _number(value: float) -> str:
 
 def field_path(loc: Sequence[str | int]) -> str:
     """('lines', 0, 'amount') -> 'lines[0].amount', as errors quote it: each key cut short, its control, bidi
-    and format characters escaped (`markup.visible_name`: a key is the caller's, U+202E would reverse the
+    and format characters escaped (`visible_name`: a key is the caller's, U+202E would reverse the
     rest of the line it is quoted in)."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            name = markup.visible_name(shortened(str(part)))
+            name = visible_name(shortened(str(part)))
             out += f".{name}" if out else name
     return out
 
@@ -214,7 +215,7 @@ def sent_value(value: Any) -> str:
         shown = json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         shown = repr(value)
-    return markup.visible_name(shortened(shown))  # (`\u202e` in a JSON string is the same character)
+    return visible_name(shortened(shown))  # (`\u202e` in a JSON string is the same character)
 
 
 def shortened(text: str, limit: int = 120) -> str:

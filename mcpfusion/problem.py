@@ -22,7 +22,6 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from . import markup
 from .errors import (
     CONFLICT,
     FORBIDDEN,
@@ -40,6 +39,7 @@ from .mcp.jsonrpc import http_detail as http_detail  # one wording of an HTTP er
 from .mcp.security import INVALID_ORIGIN
 from .response import ToolResponse
 from .serializer import dumps
+from .visible import visible_path
 
 logger = logging.getLogger("mcpfusion")
 
@@ -157,7 +157,7 @@ def problem(
         "type": TYPE_PREFIX + code, "title": _title(status), "status": status, "detail": message, "code": code,
     }
     if instance:
-        body["instance"] = markup.visible_path(instance)  # (its tool or action name is the caller's)
+        body["instance"] = visible_path(instance)  # (its tool or action name is the caller's)
     if severity and severity != "error":
         body["severity"] = severity
     if recovery:

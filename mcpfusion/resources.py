@@ -27,12 +27,12 @@ from starlette.requests import Request
 
 from mcpfusion.dependencies import is_empty
 from mcpfusion.injection import Injected, call_injected
-from mcpfusion.markup import visible_name, visible_path
 from mcpfusion.mcp import jsonrpc
 from mcpfusion.mcp.jsonrpc import McpError
 from mcpfusion.scopes import Granted, declared_scopes, visible
 from mcpfusion.serializer import dumps
 from mcpfusion.slots import fields_repr
+from mcpfusion.visible import visible_name, visible_path
 
 _VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # What a variable's value never holds (it is one piece of a path: RFC 6570's simple expansion escapes them).

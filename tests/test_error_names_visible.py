@@ -16,8 +16,8 @@ from pydantic import BaseModel
 from mcpfusion import Tool
 from mcpfusion.app import MCPFusion
 from mcpfusion.docs import page
-from mcpfusion.markup import visible, visible_name
 from mcpfusion.testing import ToolTester
+from mcpfusion.visible import visible, visible_name
 
 # An override, a zero-width space, a C1 control (NEL), a line separator, a tab and a tag character, between
 # letters an error must keep as they are.

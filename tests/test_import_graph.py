@@ -17,10 +17,10 @@ SUBPACKAGES = ("mcpfusion.mcp", "mcpfusion.redis", "mcpfusion.docs")
 # Leaves every layer may use (they import nothing of mcpfusion, so they cannot close a cycle): the one JSON
 # serializer shared by MCP and REST, o200k token counting (docs and telemetry), the version, the
 # optional-extra importer, request bodies (limit, JSON parsing) of both HTTP adapters, the caller
-# identity sessions are bound to, and the plain classes' dataclass behaviours (`slots`: content items,
-# sessions and transport settings alike).
+# identity sessions are bound to, the plain classes' dataclass behaviours (`slots`: content items,
+# sessions and transport settings alike), and text as a reader sees it (`visible`: what any error quotes).
 FOUNDATION = frozenset({"mcpfusion.serializer", "mcpfusion.tokens", "mcpfusion.version", "mcpfusion.extras",
-                        "mcpfusion.body", "mcpfusion.identity", "mcpfusion.slots"})
+                        "mcpfusion.body", "mcpfusion.identity", "mcpfusion.slots", "mcpfusion.visible"})
 
 
 @pytest.fixture(scope="module")

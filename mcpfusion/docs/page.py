@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .. import tokens
-from ..markup import visible as visible  # (re-exported: `mcpfusion inspect` reads it here)
+from ..visible import visible as visible  # (re-exported: `mcpfusion inspect` reads it here)
 from . import search
 from .examples import SENT_HEADERS
 from .schema_table import rows as schema_rows

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from starlette.requests import Request
 
-from ..markup import visible_name, visible_path
+from ..visible import visible_name, visible_path
 from . import jsonrpc, protocol
 from .backend import PromptBackend, ResourceBackend, ToolBackend
 from .callables import invoke
@@ -44,7 +44,7 @@ ECHO_MAX = 120  # characters of a name the client sent that an error repeats (as
 
 def _echoed(name: str) -> str:
     """`name` as an error may repeat it: a method name sent can be megabytes, and its control, bidi and format
-    characters are escaped (`markup.visible_name`: U+202E would show the rest of the error reversed)."""
+    characters are escaped (`visible_name`: U+202E would show the rest of the error reversed)."""
     return visible_name(name if len(name) <= ECHO_MAX else name[:ECHO_MAX - 3] + "...")
 
 

@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive
 
-from ..markup import visible_name
+from ..visible import visible_name
 from . import jsonrpc, protocol
 from .broker import BoundedQueue, Broker
 from .channel import Channel, InputResponsesChannel
@@ -119,7 +119,7 @@ def _routing_headers(request: Request) -> dict[str, str] | str:
 
 def _shown(value: str) -> str:
     """A value from the body or a header, as a problem quotes it: cut, its control, bidi and format
-    characters escaped (`markup.visible_name`)."""
+    characters escaped (`visible_name`)."""
     return visible_name(value if len(value) <= 120 else value[:120] + "…")
 
 

@@ -25,8 +25,8 @@ TRANSPORT_SCOPE_KEY = "mcpfusion.transport"
 def shown_header(value: str) -> str:
     """A header value (read as latin-1) as an error quotes it: its bytes read as the UTF-8 a client sends
     (else escaped, `\\xe2`), cut to 120 characters, control, bidi and format characters escaped
-    (`markup.visible_name`): never a raw C1 control or U+202E in the text."""
-    from mcpfusion.markup import visible_name
+    (`visible_name`): never a raw C1 control or U+202E in the text."""
+    from mcpfusion.visible import visible_name
 
     text = value.encode("latin-1").decode("utf-8", "backslashreplace")
     return visible_name(text if len(text) <= 120 else text[:117] + "...")
