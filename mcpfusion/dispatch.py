@@ -704,6 +704,10 @@ class ToolRegistry:
             self._callable_suggestions(response, request)
         if response.content:
             check_content(action, response.content, self.max_content_bytes)
+        if action.content_only and not response.is_error and not response.data_left_out:
+            # (what REST sends and OpenAPI documents of it: the document, never a JSON body)
+            raise PresenterError("answered its data, but it declares content_only=True: return attach(data, "
+                                 "content, data_block=False)")
         if response.view.data is not None or not response.content:
             response = action.output.check(response, presenter)
             if response.view.data_left_out and response.structured_content is not None:

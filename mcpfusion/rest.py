@@ -7,7 +7,6 @@ problem details (`mcpfusion.problem`) with the same code, message, recovery and 
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import copy
 import functools
@@ -15,7 +14,6 @@ import inspect
 import mimetypes
 import re
 import sys
-import textwrap
 import typing
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -220,46 +218,9 @@ def _file_transfer(media_type: str) -> dict[str, str]:
 
 
 def content_only(action: Action) -> bool:
-    """Whether every answer of `action` is its content alone: it declares `content_types` and each `return` of
-    its handler is `attach(..., data_block=False)` (read from its source; anything else, or no source: it may
-    answer JSON too)."""
-    if not action.content_types:
-        return False
-    return _returns_content_only(action.fn)
-
-
-@functools.cache
-def _returns_content_only(fn: Callable[..., Any]) -> bool:
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(fn))))
-    except (OSError, TypeError, SyntaxError, ValueError):
-        return False
-    found = next((node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-    if found is None:
-        return False
-    returns: list[ast.Return] = []
-    stack: list[ast.AST] = list(found.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue  # (a nested function's returns are its own)
-        if isinstance(node, (ast.Yield, ast.YieldFrom)):
-            return False
-        if isinstance(node, ast.Return):
-            returns.append(node)
-        stack.extend(ast.iter_child_nodes(node))
-    return bool(returns) and all(_left_out_call(node.value) for node in returns)
-
-
-def _left_out_call(node: ast.expr | None) -> bool:
-    """Whether `node` is `attach(..., data_block=False)` (or `something.attach(...)`)."""
-    if not isinstance(node, ast.Call):
-        return False
-    func = node.func
-    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-    return name == "attach" and any(
-        kw.arg == "data_block" and isinstance(kw.value, ast.Constant) and kw.value.value is False
-        for kw in node.keywords)
+    """Whether every answer of `action` is its content alone (declared: `content_only=True`, with its
+    `content_types`): REST then answers the document itself, and OpenAPI documents only those types."""
+    return action.content_only and bool(action.content_types)
 
 
 def sendable_media_types(action: Action) -> list[str]:

@@ -223,7 +223,7 @@ class Action:
     _FIELDS = ("tool", "name", "fn", "description", "readonly", "destructive", "idempotent", "open_world",
                "presenter", "presenter_dependency", "presenter_candidates", "output", "title", "argument_fields",
                "flattened", "plain_args", "dependant", "dependency_free", "guarded", "hidden", "is_async", "paginate",
-               "middleware", "confirm", "content_types", "json_schema", "json_validator", "own_scopes")
+               "middleware", "confirm", "content_types", "json_schema", "json_validator", "own_scopes", "content_only")
 
     def __init__(
         self,
@@ -255,6 +255,7 @@ class Action:
         json_schema: dict[str, Any] | None = None,
         json_validator: Any = None,
         own_scopes: frozenset[str] = _NONE,
+        content_only: bool = False,
     ) -> None:
         self.tool = tool
         self.name = name
@@ -284,6 +285,7 @@ class Action:
         self.json_schema = json_schema  # a hand-written input schema (`input_schema=`)
         self.json_validator = json_validator
         self.own_scopes = own_scopes  # `scopes=` of the action itself (its tool's are added)
+        self.content_only = content_only  # every answer its content alone: REST sends the document itself
 
     def __repr__(self) -> str:
         return fields_repr(self, self._FIELDS)
@@ -604,6 +606,7 @@ class Tool:
         content_types: Iterable[str] | None = None,
         input_schema: dict[str, Any] | None = None,
         scopes: Iterable[str] = (),
+        content_only: bool = False,
     ) -> Callable[[F], F]: ...
 
     def action(
@@ -625,6 +628,7 @@ class Tool:
         content_types: Iterable[str] | None = None,
         input_schema: dict[str, Any] | None = None,
         scopes: Iterable[str] = (),
+        content_only: bool = False,
     ) -> Any:
         """Register a handler as an action; its signature becomes the input schema. Works bare
         (`@tool.action`) and called (`@tool.action("name", readonly=True, returns=view)`).
@@ -638,7 +642,9 @@ class Tool:
         tool's). `confirm=True` (or a message template such as "Void {id}?") asks the user to confirm these
         exact arguments before it runs.
         `content_types` lists the MIME types of the images, audio or documents it sends (see
-        `mcpfusion.content`; anything else is refused before it leaves). `input_schema` replaces the signature's
+        `mcpfusion.content`; anything else is refused before it leaves); `content_only=True` says each answer is
+        that content alone (`attach(..., data_block=False)`, checked): REST sends the document itself and
+        OpenAPI documents only those types. `input_schema` replaces the signature's
         schema by a hand-written JSON Schema, validated the same way (the handler's parameters must be among its
         properties). `scopes` are the OAuth scopes a caller needs (with the tool's own, and those of any
         `Security(dependency, scopes=[...])` among its dependencies): a caller without them does not see the
@@ -665,6 +671,11 @@ class Tool:
                 action.own_scopes |= own
             if content_types is not None:
                 action.content_types = frozenset(c.split(";", 1)[0].strip().lower() for c in content_types)
+            if content_only:
+                if not action.content_types:
+                    raise ValueError(f"action {action.label}: content_only=True answers content alone, so it "
+                                     "declares content_types=[...] too (the MIME types of what it sends)")
+                action.content_only = True
             self.actions_add(action)
             return fn
 

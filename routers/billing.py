@@ -232,7 +232,8 @@ async def export_invoices(
     ])
 
 
-@billing.action(readonly=True, idempotent=True, content_types=["application/pdf"], open_world=False, **DETAIL)
+@billing.action(readonly=True, idempotent=True, content_types=["application/pdf"], content_only=True,
+                open_world=False, **DETAIL)
 async def invoice_pdf(id: InvoiceId, store: BillingStore = Depends(get_store)) -> Attached:
     """Get one invoice as a PDF document (also at invoice://{id})"""
     # Drawn from the invoice as presented to this caller: the support role's PDF is redacted like its data.

@@ -16,21 +16,21 @@ files = Tool("files", description="Files")
 calls: list[str] = []
 
 
-@files.action(readonly=True, content_types=["application/pdf"])
+@files.action(readonly=True, content_types=["application/pdf"], content_only=True)
 async def pdf(id: str) -> object:
     """One document as a PDF"""
     calls.append(id)
     return attach({"id": id}, document(PDF, "application/pdf", uri=f"doc://{id}"), data_block=False)
 
 
-@files.action(readonly=True, content_types=["application/pdf"])
+@files.action(readonly=True, content_types=["application/pdf"], content_only=True)
 async def odd_name(id: str) -> object:
     """A document whose URI holds characters no file name should"""
     return attach({"id": id}, document(PDF, "application/pdf", uri='doc://x/..%2f"evil\r\n name'),
                   data_block=False)
 
 
-@files.action(readonly=True, content_types=["image/png"])
+@files.action(readonly=True, content_types=["image/png"], content_only=True)
 async def picture(id: str) -> object:
     """An image without a name"""
     return attach({"id": id}, image(PNG), data_block=False)
@@ -57,9 +57,28 @@ async def http():
         yield client
 
 
-def test_content_only_is_read_from_the_handler():
+def test_content_only_is_declared_with_its_content_types():
     assert content_only(files.actions["pdf"]) and content_only(files.actions["picture"])
     assert not content_only(files.actions["both"]) and not content_only(files.actions["data"])
+    with pytest.raises(ValueError, match="content_only=True answers content alone, so it declares content_types"):
+        @files.action(readonly=True, content_only=True)
+        async def bare(id: str) -> object:
+            """No content types"""
+            return attach({"id": id}, image(PNG), data_block=False)
+
+
+async def test_a_content_only_action_answering_its_data_is_refused_not_sent_as_json():
+    odd = Tool("odd", description="Odd")
+
+    @odd.action(readonly=True, content_types=["application/pdf"], content_only=True)
+    async def leaky(id: str) -> object:
+        """Says content only, answers data"""
+        return {"id": id, "secret_note": "x"}
+
+    app = MCPFusion(name="odd", tools=[odd]).build_app()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        answer = await client.post("/api/odd/leaky", json={"id": "1"})
+    assert answer.status_code == 500 and answer.json()["code"] == "INVALID_OUTPUT" and "secret_note" not in answer.text
 
 
 async def test_openapi_documents_what_is_sent(http):
