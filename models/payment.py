@@ -16,16 +16,20 @@ PaymentMethod = Literal["card", "transfer"]
 _DRAWN_BLANK = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 
 
+def _shows(char: str) -> bool:
+    """Whether a character shows: not a space, a control, a format character (zero-width, BOM, bidi marks) or
+    a letter drawn blank."""
+    return char.isprintable() and not char.isspace() and char not in _DRAWN_BLANK
+
+
 def not_blank_key(value: str | None) -> str | None:
-    """`value` unchanged, unless nothing of it shows (a ValueError, the field's validation error): spaces only,
-    or a character that is not printable (a zero-width space, a BOM, a control, a no-break space: what copies
-    and pastes as a blank) or one drawn blank. Such a key is no key of this payment's: an agent sending the same
-    blank for every payment would have each payment after the first answered as its retry (or refused as
-    another's), not recorded."""
-    if value is not None and (not value.isprintable() or all(c.isspace() or c in _DRAWN_BLANK for c in value)):
-        raise ValueError("must be a key you can read: 8 to 64 printable characters, not all blanks, no invisible "
-                         "or control characters (e.g. a UUID); send a key of your own for this payment, and the "
-                         "same key again only on its retry")
+    """`value` unchanged, unless nothing of it shows (a ValueError, the field's validation error): spaces, or
+    what copies and pastes as blank (zero-width spaces, a BOM, no-break spaces, controls, letters drawn blank).
+    Such a key is no key of this payment's: an agent sending the same blank for every payment would have each
+    payment after the first answered as its retry (or refused as another's), not recorded."""
+    if value is not None and not any(_shows(char) for char in value):
+        raise ValueError("must not be blank: send a key of your own for this payment, 8 to 64 characters of "
+                         "which some show (e.g. a UUID), and the same key again only on its retry")
     return value
 
 

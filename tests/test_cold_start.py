@@ -348,7 +348,7 @@ def test_an_action_reads_and_prints_as_the_dataclass_it_was():
     assert tuple(p.name for p in parameters) == Action._FIELDS
     assert {p.name: p.default for p in parameters if p.default is not p.empty} == {
         "paginate": None, "middleware": (), "confirm": False, "content_types": None, "json_schema": None,
-        "json_validator": None, "own_scopes": frozenset()}
+        "json_validator": None, "own_scopes": frozenset(), "content_only": False}
     assert repr(action) == "Action(" + ", ".join(f"{n}={getattr(action, n)!r}" for n in Action._FIELDS) + ")"
     assert repr(action).startswith("Action(tool=Tool('items', actions=['get_item', 'rename']), name='get_item', ")
     assert action == action and action != tool.actions["rename"]

@@ -429,7 +429,10 @@ class StdioBridge:
                                          and version not in protocol.HANDSHAKE_PROTOCOL_VERSIONS):
             return _routing_headers(headers, message, version)
         if self.session_id:
-            headers["mcp-session-id"] = self.session_id
+            # (a second `initialize` starts a new session, which replaces this one: sent without its id, which the
+            # session wire refuses on an initialize)
+            if not (isinstance(message, dict) and message.get("method") == "initialize"):
+                headers["mcp-session-id"] = self.session_id
         elif _sessionless(message):
             # No session for the session wire to take it: the 2026-07-28 wire answers, as over HTTP (naming
             # the envelope it needs, never an HTTP header).
