@@ -479,12 +479,28 @@ MAX_QUERY_NAMES = 256
 
 
 def _too_many_query_names(request: Request) -> list[tuple[str, str]] | None:
-    """The invalid field of a query string with more than `MAX_QUERY_NAMES` names, else None."""
+    """The invalid field of a query string with more than `MAX_QUERY_NAMES` names, or one that is not UTF-8
+    once percent-decoded, else None."""
     count = len(request.query_params)  # distinct names
-    if count <= MAX_QUERY_NAMES:
-        return None
-    return [("(query)", f"At most {MAX_QUERY_NAMES} query parameters are read; this URL has {count}. "
-                        "Send only the action's parameters.")]
+    if count > MAX_QUERY_NAMES:
+        return [("(query)", f"At most {MAX_QUERY_NAMES} query parameters are read; this URL has {count}. "
+                            "Send only the action's parameters.")]
+    replaced = any("\ufffd" in name or "\ufffd" in value for name, value in request.query_params.multi_items())
+    if replaced and not _utf8_query(request.scope.get("query_string", b"")):
+        # (Starlette reads what is no UTF-8 as U+FFFD: the action would get another value than the one sent,
+        # where a JSON body holding those bytes is refused)
+        return [("(query)", "The query string is not UTF-8 once percent-decoded: percent-encode each value's "
+                            "UTF-8 bytes (%C3%A9 for é).")]
+    return None
+
+
+def _utf8_query(raw: bytes) -> bool:
+    """Whether every name and value of a raw query string decodes as UTF-8."""
+    try:
+        urllib.parse.parse_qsl(raw.decode("latin-1"), keep_blank_values=True, encoding="utf-8", errors="strict")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _query_arguments(request: Request, readers: dict[str, Callable[[str], Any]]) -> dict[str, Any]:

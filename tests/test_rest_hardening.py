@@ -39,6 +39,19 @@ async def test_post_with_a_query_string_is_a_422_naming_its_parameters(tmp_path)
         assert (await client.post("/api/billing/list_invoices?", json={}, headers=ADMIN)).status_code == 200
 
 
+async def test_a_query_string_that_is_no_utf8_is_a_422_not_a_replaced_value(tmp_path):
+    # `?id=%ff` reached the handler as "\ufffd" (a 404 for an id never sent), where the same byte in a JSON body
+    # is refused: the query is refused too, and text that is UTF-8 (or holds U+FFFD itself) still goes through.
+    async with asgi_client(build(tmp_path)) as client:
+        for query in ("id=%ff", "id=inv%C3", "%ff=1&id=inv_0001"):
+            r = await client.get(f"/api/billing/get_invoice?{query}", headers=ADMIN)
+            assert r.status_code == 422, (query, r.text)
+            assert r.json()["errors"][0]["field"] == "(query)" and "not UTF-8" in r.json()["errors"][0]["detail"]
+        assert (await client.get("/api/billing/get_invoice?id=inv_0001", headers=ADMIN)).status_code == 200
+        for sent in ("%C3%A9t%C3%A9", "%EF%BF%BD"):  # é and U+FFFD sent as UTF-8: a plain unknown id
+            assert (await client.get(f"/api/billing/get_invoice?id={sent}", headers=ADMIN)).status_code == 404
+
+
 async def test_following_the_next_link_with_post_does_not_return_the_first_page(tmp_path):
     async with asgi_client(build(tmp_path)) as client:
         first = await client.get("/api/billing/list_invoices", headers=ADMIN)
