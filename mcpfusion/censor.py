@@ -192,29 +192,9 @@ def _number_forms(value: int | float | Decimal) -> tuple[str, ...]:
                 form = format(number, spec)
                 if _significant(form):
                     forms.append(form)
-    forms += [form for form in _locale_forms(forms) if _significant(form)]
     if text[0] == "-":  # a negative number's magnitude is as telling (`abs(balance)`, `-balance`, `f"{-v:,}"`)
         forms += [form[1:] for form in forms if form[0] == "-" and _significant(form[1:])]
     return tuple(dict.fromkeys(forms))
-
-
-# Grouping separators other locales write (`850.000`, `850 000` with a space, a no-break or a narrow no-break
-# space, `850'000`), with the decimal mark each goes with (`98.765,40`, `98 765,40`, `98'765.40`).
-_LOCALE_GROUPS = ((".", ","), (" ", ","), ("\u00a0", ","), ("\u202f", ","), (" ", "."), ("'", "."))
-
-
-def _locale_forms(forms: list[str]) -> list[str]:
-    """The grouped forms (`85,000.50`) as other locales write them, and the ungrouped decimal ones with a
-    decimal comma (`85000,50`): a callback formatting an amount for its readers (`babel`, a hand-made
-    `replace`) writes it so."""
-    out: list[str] = []
-    for form in forms:
-        whole, dot, fraction = form.partition(".")
-        if "," in whole:
-            out += [whole.replace(",", group) + (mark + fraction if dot else "") for group, mark in _LOCALE_GROUPS]
-        elif dot and whole.lstrip("-").isdigit() and fraction.isdigit():
-            out.append(f"{whole},{fraction}")
-    return out
 
 
 def _significant(form: str) -> bool:
@@ -238,8 +218,8 @@ def _probes(forms: tuple[str, ...], marked: bool, underscore: bool) -> tuple[str
 
 # What every grouped or decimal form holds (`85,000`, `85_000`, `85000.00`, `12,345.5`): a text without it
 # holds none of them, and is scanned for none.
-_GROUPED = re.compile(r"\d[,_.' \u00a0\u202f]\d{3}|\d[.,]\d")
-_SEPARATED = re.compile(r"[,_.' \u00a0\u202f]")
+_GROUPED = re.compile(r"\d[,_]\d{3}|\d\.\d")
+_SEPARATED = re.compile(r"[,_.]")
 
 
 def _amount_forms(amounts: Amounts, text: str) -> list[str]:
