@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import unicodedata
 from typing import Literal
 
 from pydantic import AfterValidator, BaseModel, Field
@@ -17,9 +18,10 @@ _DRAWN_BLANK = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 
 
 def _shows(char: str) -> bool:
-    """Whether a character shows: not a space, a control, a format character (zero-width, BOM, bidi marks) or
-    a letter drawn blank."""
-    return char.isprintable() and not char.isspace() and char not in _DRAWN_BLANK
+    """Whether a character shows on its own: a letter, a digit, a punctuation mark or a symbol (not a space, a
+    control, a format character such as a zero-width space or a BOM, a combining mark or variation selector,
+    which draw nothing alone), and not a letter drawn blank."""
+    return unicodedata.category(char)[0] in "LNPS" and char not in _DRAWN_BLANK
 
 
 def not_blank_key(value: str | None) -> str | None:

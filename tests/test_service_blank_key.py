@@ -20,7 +20,8 @@ SAID = ("must not be blank: send a key of your own for this payment, 8 to 64 cha
 # Spaces, and what pastes as blank: zero-width characters, a BOM, word joiners, marks, no-break spaces,
 # controls, Hangul fillers and the blank Braille pattern (alone, mixed, or inside a key).
 BLANK = [" " * 8, " " * 64, "\t" + " " * 10 + "\n", "\u3000" * 8, "\u200b" * 8, "\ufeff" * 8, "\u2060" * 8,
-         "\u200e" * 8, "\u3164" * 8, "\u2800" * 8, "\x01" * 8, "\u00a0" * 8, " \u200b\u3164\u2800 \ufeff  "]
+         "\u200e" * 8, "\u3164" * 8, "\u2800" * 8, "\x01" * 8, "\u00a0" * 8, " \u200b\u3164\u2800 \ufeff  ",
+         "\u034f" * 8, "\ufe0f" * 8, "\U000e0100" * 8, "\u17b4" * 8, "\U0001d165" * 8, "\u0300" * 8]
 
 
 @pytest.mark.parametrize("key", BLANK)
@@ -32,7 +33,8 @@ def test_a_blank_key_is_refused_by_the_model(key):
 
 
 @pytest.mark.parametrize("key", ["pay 7f3a 0001", "  pay-0001 ", "Commande n°42 — été", "........",
-                                 "pay\u200b-0001", "\u200b\u200b\u200bx\u200b\u200b\u200b\u200b"])
+                                 "pay\u200b-0001", "\u200b\u200b\u200bx\u200b\u200b\u200b\u200b", "支払い-0001-確認",
+                                 "🧾🧾🧾🧾🧾🧾🧾🧾", "e\u0301e\u0301e\u0301e\u0301"])
 def test_keys_with_spaces_inside_or_printable_text_are_keys(key):
     assert TypeAdapter(IdempotencyKey).validate_python(key) == key
 
