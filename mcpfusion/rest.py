@@ -231,12 +231,16 @@ def sendable_media_types(action: Action) -> list[str]:
 
 
 def not_acceptable(request: Request, sendable: list[str]) -> Response | None:
-    """The 406 problem for a request whose `Accept` gives none of `sendable` a q-value above 0 (a missing or
-    empty Accept accepts anything), else None."""
-    accept = request.headers.get("accept")
-    if not accept or not accept.strip():
+    """The 406 problem for a request whose `Accept` gives none of `sendable` a q-value above 0 (a missing, empty
+    or unreadable Accept accepts anything), else None."""
+    accept = ", ".join(request.headers.getlist("accept"))  # (several Accept fields are one list, RFC 9110 5.3)
+    if not accept.strip():
         return None
     ranges = _media_ranges(accept)
+    if len(ranges) < sum(1 for item in accept.split(",") if item.strip()):
+        # A range or q-value it could not read (`*; q=.2`, Java's default; `json`): the header is disregarded, as
+        # RFC 9110 12.5.1 allows, rather than every answer refused for a client's spelling.
+        return None
     for media_type in sendable:
         kind, _, sub = media_type.split(";", 1)[0].strip().lower().partition("/")
         if _quality(ranges, kind, sub) > 0:

@@ -125,3 +125,17 @@ async def test_an_accept_excluding_what_is_sent_is_a_406_before_the_call(http):
     assert (await http.get("/api/files/data?id=1", headers={"accept": "application/xml"})).status_code == 406
     assert (await http.get("/api/files/data?id=1", headers={"accept": "application/json"})).json() == {"id": "1"}
     assert (await http.get("/api/files/both?id=1", headers={"accept": "application/pdf"})).status_code == 200
+
+
+async def test_an_accept_it_cannot_read_is_disregarded_and_several_are_one_list(http):
+    # Java's HttpURLConnection default (`*; q=.2` is no media range, `.2` no qvalue), a bare `*` or `json`: the
+    # header is disregarded (RFC 9110 12.5.1 allows it) rather than every answer refused; several Accept fields
+    # are one list, whatever their order.
+    for accept in ("text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2", "*", "json", "application/json;q=x"):
+        r = await http.get("/api/files/data?id=1", headers={"accept": accept})
+        assert r.status_code == 200 and r.json() == {"id": "1"}, accept
+    for fields in ([("accept", "text/html"), ("accept", "*/*")], [("accept", "*/*"), ("accept", "text/html")]):
+        r = await http.get("/api/files/data?id=1", headers=httpx.Headers(fields))
+        assert r.status_code == 200, fields
+    r = await http.get("/api/files/data?id=1", headers=httpx.Headers([("accept", "text/html"), ("accept", "image/png")]))
+    assert r.status_code == 406
