@@ -40,7 +40,7 @@ def _plan(node: Any, defs: dict[str, Any], depth: int) -> Any:
             return _NUMBER
         if len(kept) == 1 and len(plans) == 2 and kept[0][0] is not None:
             return kept[0][0]
-        return None
+        return _mixed(kept, defs, depth)
     kind = node.get("type")
     kinds = set(kind) if isinstance(kind, list) else {kind}
     if kinds & _NUMERIC and kinds <= _NUMERIC | {"null"}:
@@ -62,6 +62,54 @@ def _plan(node: Any, defs: dict[str, Any], depth: int) -> Any:
     return None
 
 
+def _mixed(kept: list[tuple[Any, Any]], defs: dict[str, Any], depth: int) -> Any:
+    """The plan of a union mixing numbers with objects or arrays (`int | list[int]`, `int | Line`, two models):
+    `("union", a number among the choices, the objects' plan, the arrays' plan)`, or None when a choice takes
+    a boolean (then a boolean is no mistake there) or nothing in it wants a number."""
+    if any(_takes_booleans(choice, defs, depth) for _, choice in kept):
+        return None
+    plans = [plan for plan, _ in kept if plan is not None]
+    number = _NUMBER in plans
+    objects = [plan for plan in plans if plan != _NUMBER and plan[0] == "object"]
+    arrays = [plan for plan in plans if plan != _NUMBER and plan[0] == "array"]
+    merged = _merged_objects(objects)
+    array = arrays[0] if len(arrays) == 1 else None
+    if not number and merged is None and array is None:
+        return None
+    return ("union", number, merged, array)
+
+
+def _takes_booleans(choice: Any, defs: dict[str, Any], depth: int) -> bool:
+    """Whether a union's choice may hold a boolean: a `bool`, anything (no type), or an enum or const of one."""
+    if not isinstance(choice, dict) or depth > _MAX_DEPTH:
+        return True
+    ref = choice.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return _takes_booleans(defs.get(ref[len("#/$defs/"):]), defs, depth + 1)
+    if "enum" in choice or "const" in choice:
+        return any(isinstance(v, bool) for v in choice.get("enum", [choice.get("const")]))
+    nested = choice.get("anyOf") or choice.get("oneOf")
+    if isinstance(nested, list):
+        return any(_takes_booleans(sub, defs, depth + 1) for sub in nested)
+    kind = choice.get("type")
+    kinds = set(kind) if isinstance(kind, list) else {kind}
+    return kind is None or "boolean" in kinds
+
+
+def _merged_objects(objects: list[Any]) -> Any:
+    """One plan for the objects of a union: a key's plan where every object declaring it agrees on it."""
+    if len(objects) <= 1:
+        return objects[0] if objects else None
+    names = {name for _, properties, _ in objects for name in properties}
+    merged = {}
+    for name in names:
+        seen = {repr(properties[name]) for _, properties, _ in objects if name in properties}
+        merged[name] = next(properties[name] for _, properties, _ in objects if name in properties) \
+            if len(seen) == 1 else None
+    others = {repr(other) for _, _, other in objects}
+    return ("object", merged, objects[0][2] if len(others) == 1 else None)
+
+
 def _text(choice: Any) -> bool:
     """Whether a union's choice is plain text (a `str`): no boolean is one."""
     return isinstance(choice, dict) and choice.get("type") == "string"
@@ -80,6 +128,15 @@ def _walk(plan: Any, value: Any, path: tuple[str | int, ...], found: list[str]) 
     if plan == _NUMBER:
         if value is True or value is False:
             found.append(field_path(path))
+    elif plan[0] == "union":
+        _, number, objects, arrays = plan
+        if value is True or value is False:
+            if number:
+                found.append(field_path(path))
+        elif isinstance(value, dict):
+            _walk(objects, value, path, found)
+        elif isinstance(value, list):
+            _walk(arrays, value, path, found)
     elif plan[0] == "object":
         if isinstance(value, dict):
             _, properties, others = plan

@@ -4,7 +4,7 @@ fields is counted rather than listed, and each wording fits the mistake it answe
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Literal
 
 import httpx
 from pydantic import BaseModel, Field, model_validator
@@ -150,6 +150,41 @@ async def test_a_boolean_is_not_a_number_in_a_mapping_a_tuple_or_a_union_with_te
                                           "flags": {"on": True}, "mixed": [True, 3]})
     assert not fine.is_error, fine.text
     assert fine.data["flags"] == {"on": True} and list(fine.data["mixed"]) == [True, 3] and fine.data["either"] == "x"
+
+
+class CentsLine(BaseModel):
+    cents: int
+
+
+class Fee(BaseModel):
+    kind: Literal["fee"]
+    cents: int
+
+
+class Refund(BaseModel):
+    kind: Literal["refund"]
+    cents: int
+    note: str = ""
+
+
+async def test_a_boolean_is_not_a_number_in_a_union_mixing_numbers_and_objects_or_arrays():
+    calc = Tool("calc", description="Numbers")
+
+    @calc.action(readonly=True)
+    async def mixed(a: int | list[int] | None = None, b: int | CentsLine | None = None,
+                    c: Annotated[Fee | Refund, Field(discriminator="kind")] | None = None,
+                    d: bool | int | None = None, e: Literal[1, True] | None = None) -> dict:
+        """Mixed"""
+        return {"a": a, "d": d, "e": e}
+
+    t = ToolTester(MCPFusion("calc", tools=[calc]).registry)
+    for arguments, name in (({"a": True}, "a"), ({"a": [1, True]}, "a[1]"), ({"b": False}, "b"),
+                            ({"b": {"cents": True}}, "b.cents"), ({"c": {"kind": "refund", "cents": True}}, "c.cents")):
+        wrong = await t.call("calc", "mixed", arguments)
+        assert wrong.error_code == "VALIDATION_ERROR" and f'name="{name}"' in wrong.text, (arguments, wrong.text)
+    fine = await t.call("calc", "mixed", {"a": [1, 2], "b": {"cents": 3}, "c": {"kind": "fee", "cents": 4},
+                                          "d": True, "e": True})
+    assert not fine.is_error and fine.data == {"a": [1, 2], "d": True, "e": True}, fine.text
 
 
 async def test_an_object_json_cannot_hold_is_an_internal_error_never_its_repr():
