@@ -18,6 +18,16 @@ _NUMERIC = frozenset({"integer", "number"})
 _MAX_DEPTH = 32  # definitions that refer to themselves (trees) are followed this deep
 
 
+_REF = "$ref"
+_LOCAL = "#/$defs/"
+
+
+def _defined(node: dict[str, Any], defs: dict[str, Any]) -> Any:
+    """The definition a `$ref` node names among `defs` (None: no local definition, as an unknown one)."""
+    ref = node[_REF]
+    return defs.get(ref[len(_LOCAL):]) if isinstance(ref, str) and ref.startswith(_LOCAL) else None
+
+
 def numbers_plan(schema: dict[str, Any]) -> Any:
     """The plan of an input schema: `_NUMBER`, `("object", {property: plan}, plan of other keys)`,
     `("array", plan of the items, plans of the first ones)` or None."""
@@ -27,9 +37,8 @@ def numbers_plan(schema: dict[str, Any]) -> Any:
 def _plan(node: Any, defs: dict[str, Any], depth: int) -> Any:
     if not isinstance(node, dict) or depth > _MAX_DEPTH:
         return None
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        return _plan(defs.get(ref[len("#/$defs/"):]), defs, depth + 1)
+    if _REF in node:
+        return _plan(_defined(node, defs), defs, depth + 1)
     choices = node.get("anyOf") or node.get("oneOf")
     if isinstance(choices, list):
         plans = [(_plan(c, defs, depth + 1), c) for c in choices]
@@ -83,9 +92,8 @@ def _takes_booleans(choice: Any, defs: dict[str, Any], depth: int) -> bool:
     """Whether a union's choice may hold a boolean: a `bool`, anything (no type), or an enum or const of one."""
     if not isinstance(choice, dict) or depth > _MAX_DEPTH:
         return True
-    ref = choice.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        return _takes_booleans(defs.get(ref[len("#/$defs/"):]), defs, depth + 1)
+    if _REF in choice:
+        return _takes_booleans(_defined(choice, defs), defs, depth + 1)
     if "enum" in choice or "const" in choice:
         return any(isinstance(v, bool) for v in choice.get("enum", [choice.get("const")]))
     nested = choice.get("anyOf") or choice.get("oneOf")
@@ -103,11 +111,10 @@ def _merged_objects(objects: list[Any]) -> Any:
     names = {name for _, properties, _ in objects for name in properties}
     merged = {}
     for name in names:
-        seen = {repr(properties[name]) for _, properties, _ in objects if name in properties}
-        merged[name] = next(properties[name] for _, properties, _ in objects if name in properties) \
-            if len(seen) == 1 else None
-    others = {repr(other) for _, _, other in objects}
-    return ("object", merged, objects[0][2] if len(others) == 1 else None)
+        declared = [properties[name] for _, properties, _ in objects if name in properties]
+        merged[name] = declared[0] if all(plan == declared[0] for plan in declared) else None
+    others = [other for _, _, other in objects]
+    return ("object", merged, others[0] if all(other == others[0] for other in others) else None)
 
 
 def _text(choice: Any) -> bool:

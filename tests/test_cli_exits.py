@@ -97,24 +97,16 @@ LIFESPAN = TOOL + textwrap.dedent('''
 
 
 @pytest.mark.parametrize("command", ["call", "stdio"])
-def test_sys_exit_in_the_lifespan_start_up_is_one_error_line(tmp_path, command):
-    (tmp_path / "start_exit.py").write_text(LIFESPAN.replace("STARTUP", "sys.exit(4)").replace("SHUTDOWN", "pass"))
-    done = run(tmp_path, command, "start_exit:app")
+@pytest.mark.parametrize(("module", "startup", "shutdown", "failed", "status"), [
+    ("start_exit", "sys.exit(4)", "pass", "starting start_exit:app failed (its lifespan start-up raised)", 4),
+    ("stop_exit", "pass", "sys.exit(5)", "stopping stop_exit:app failed (its lifespan shutdown raised)", 5),
+])
+def test_sys_exit_in_the_lifespan_is_one_error_line(tmp_path, command, module, startup, shutdown, failed, status):
+    (tmp_path / f"{module}.py").write_text(LIFESPAN.replace("STARTUP", startup).replace("SHUTDOWN", shutdown))
+    done = run(tmp_path, command, f"{module}:app")
     assert done.returncode == 2, done.stderr
-    assert done.stderr.splitlines()[-1] == ("mcpfusion: error: starting start_exit:app failed (its lifespan "
-                                            "start-up raised): it exited with status 4 (sys.exit at start_exit.py:"
-                                            f"{exit_line(tmp_path / 'start_exit.py')})")
-    assert "Traceback" not in done.stderr
-
-
-@pytest.mark.parametrize("command", ["call", "stdio"])
-def test_sys_exit_in_the_lifespan_shutdown_is_one_error_line(tmp_path, command):
-    (tmp_path / "stop_exit.py").write_text(LIFESPAN.replace("STARTUP", "pass").replace("SHUTDOWN", "sys.exit(5)"))
-    done = run(tmp_path, command, "stop_exit:app")
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.splitlines()[-1] == ("mcpfusion: error: stopping stop_exit:app failed (its lifespan "
-                                            "shutdown raised): it exited with status 5 (sys.exit at stop_exit.py:"
-                                            f"{exit_line(tmp_path / 'stop_exit.py')})")
+    assert done.stderr.splitlines()[-1] == (f"mcpfusion: error: {failed}: it exited with status {status} (sys.exit "
+                                            f"at {module}.py:{exit_line(tmp_path / f'{module}.py')})")
     assert "Traceback" not in done.stderr
 
 
