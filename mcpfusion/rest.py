@@ -62,7 +62,7 @@ from .errors import (
     UnknownToolError,
     field_path,
 )
-from .mcp.wire import _media_ranges, _quality
+from .mcp.wire import media_ranges, quality
 from .middleware import applies
 from .output import ITEMS, NEXT_CURSOR, loose_formats_out
 from .problem import (
@@ -236,14 +236,14 @@ def not_acceptable(request: Request, sendable: list[str]) -> Response | None:
     accept = ", ".join(request.headers.getlist("accept"))  # (several Accept fields are one list, RFC 9110 5.3)
     if not accept.strip():
         return None
-    ranges = _media_ranges(accept)
+    ranges = media_ranges(accept)
     if len(ranges) < sum(1 for item in accept.split(",") if item.strip()):
         # A range or q-value it could not read (`*; q=.2`, Java's default; `json`): the header is disregarded, as
         # RFC 9110 12.5.1 allows, rather than every answer refused for a client's spelling.
         return None
     for media_type in sendable:
         kind, _, sub = media_type.split(";", 1)[0].strip().lower().partition("/")
-        if _quality(ranges, kind, sub) > 0:
+        if quality(ranges, kind, sub) > 0:
             return None
     which = "it" if len(sendable) == 1 else "one of them"
     refusal = StarletteHTTPException(406, f"Not Acceptable: this action answers {', '.join(sendable)}; send an "

@@ -181,11 +181,11 @@ _QVALUE = re.compile(r"0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?")
 
 @functools.lru_cache(maxsize=64)  # clients send the same header with every request
 def _acceptable(accept: str) -> tuple[bool, bool]:
-    ranges = _media_ranges(accept)
-    return _quality(ranges, "application", "json") > 0, _quality(ranges, "text", "event-stream") > 0
+    ranges = media_ranges(accept)
+    return quality(ranges, "application", "json") > 0, quality(ranges, "text", "event-stream") > 0
 
 
-def _media_ranges(accept: str) -> list[tuple[str, str, float]]:
+def media_ranges(accept: str) -> list[tuple[str, str, float]]:
     """The Accept header's media ranges as (type, subtype, q), lower-case (RFC 9110 section 12.5.1); a range
     that is not `type/subtype` (or `*/*`, `type/*`) or whose q is not a qvalue is left out."""
     ranges = []
@@ -208,7 +208,7 @@ def _media_ranges(accept: str) -> list[tuple[str, str, float]]:
     return ranges
 
 
-def _quality(ranges: list[tuple[str, str, float]], kind: str, sub: str) -> float:
+def quality(ranges: list[tuple[str, str, float]], kind: str, sub: str) -> float:
     """The q-value `ranges` give `kind/sub`: the most specific range that matches it decides (0 if none)."""
     best, quality = -1, 0.0
     for range_kind, range_sub, q in ranges:
