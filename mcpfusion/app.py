@@ -24,7 +24,16 @@ from .context import Context
 from .dependencies import CONTEXT_SCOPE_KEY, context_parameter, draining
 from .dispatch import ToolRegistry, _failure_of, no_phase
 from .errors import INTERNAL_ERROR, ToolError, UnknownToolError, ValidationFailed, field_path, sent_value
-from .health import HEALTHZ_RESPONSES, READYZ_RESPONSES, Check, Readiness, ReadinessGroup, healthz, readyz_endpoint
+from .health import (
+    HEALTHZ_RESPONSES,
+    READYZ_RESPONSES,
+    Check,
+    HeadServedToo,
+    Readiness,
+    ReadinessGroup,
+    healthz,
+    readyz_endpoint,
+)
 from .injection import Injected, call_injected
 from .listing import exposed
 from .mcp import jsonrpc
@@ -711,12 +720,13 @@ class MCPFusion:
             self.registry.guards.buckets = RedisBuckets(redis_client)
             self.registry.guards.spent = RedisSpent(redis_client)
         if first:
-            app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"], summary="Liveness",
-                              response_model=None, responses=HEALTHZ_RESPONSES)
+            app.router.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"], summary="Liveness",
+                                     response_model=None, responses=HEALTHZ_RESPONSES,
+                                     route_class_override=HeadServedToo)
             ready = readyz_endpoint(readiness)
-            app.add_api_route("/readyz", ready, methods=["GET"], tags=["health"],
-                              summary="Readiness: database, Redis and the app's own checks",
-                              responses=READYZ_RESPONSES)
+            app.router.add_api_route("/readyz", ready, methods=["GET"], tags=["health"],
+                                     summary="Readiness: database, Redis and the app's own checks",
+                                     responses=READYZ_RESPONSES, route_class_override=HeadServedToo)
             # HEAD wherever GET is served (RFC 9110), as probes may send it; undocumented (no second operation)
             app.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=False, response_model=None)
             app.add_api_route("/readyz", ready, methods=["HEAD"], include_in_schema=False)

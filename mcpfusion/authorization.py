@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .auth import RequireBearer, bearer_authenticator, quoted
+from .health import HeadServedToo
 from .identity import ANONYMOUS, AUTH_SCOPE_KEY, is_claims
 from .memo import by_identity
 
@@ -294,9 +295,9 @@ class ProtectedResource:
         if self.resource is not None:
             paths.add(WELL_KNOWN + urlsplit(self.resource).path.rstrip("/"))
         for path in sorted(paths):
-            app.add_api_route(path, self._endpoint, methods=["GET"], tags=["authorization"],
-                              summary="OAuth protected resource metadata (RFC 9728)",
-                              include_in_schema=path == WELL_KNOWN)
+            app.router.add_api_route(path, self._endpoint, methods=["GET"], tags=["authorization"],
+                                     summary="OAuth protected resource metadata (RFC 9728)",
+                                     include_in_schema=path == WELL_KNOWN, route_class_override=HeadServedToo)
             app.add_api_route(path, self._endpoint, methods=["HEAD"], include_in_schema=False)  # (RFC 9110)
         if self.authenticate is not None:
             protected = (mcp_path, "/api/") if prefixes is None else prefixes

@@ -19,7 +19,10 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
 
 logger = logging.getLogger("mcpfusion.health")
 
@@ -142,6 +145,17 @@ def _free_key(taken: dict[str, str], name: str, fusion_name: str) -> str:
     return key
 
 
+class HeadServedToo(APIRoute):
+    """A documented GET route whose path also answers HEAD, through an undocumented route of its own (RFC 9110:
+    HEAD wherever GET is served; one route of both methods would document a second operation). Routing answers
+    a method neither serves with this route's 405, whose `Allow` then names HEAD too."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.methods and scope["method"] not in self.methods:
+            raise HTTPException(405, headers={"Allow": ", ".join(sorted({*self.methods, "HEAD"}))})
+        await super().handle(scope, receive, send)
+
+
 async def healthz() -> dict[str, str]:
     """Liveness: the process is up and its event loop answers."""
     return {"status": "ok"}
@@ -170,4 +184,4 @@ HEALTHZ_RESPONSES: dict[int | str, dict[str, Any]] = {
         "additionalProperties": {"type": "string"}, "type": "object", "title": "Response Healthz Healthz Get"}}}},
 }
 
-__all__ = ["Check", "Readiness", "ReadinessGroup", "ThreadedCheck", "healthz", "readyz_endpoint"]
+__all__ = ["Check", "HeadServedToo", "Readiness", "ReadinessGroup", "ThreadedCheck", "healthz", "readyz_endpoint"]

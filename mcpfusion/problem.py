@@ -55,9 +55,13 @@ _HTTP_CODES: dict[int, tuple[str, str]] = {
     403: (FORBIDDEN, "Use credentials that are allowed to call this action."),
     404: (NOT_FOUND, "Check the identifiers you sent; list the available items first if you are unsure."),
     405: (METHOD_NOT_ALLOWED, "Use one of the methods listed in the Allow header."),
+    406: ("NOT_ACCEPTABLE", "Send an Accept header that allows a media type the action answers (named in detail), "
+                            "or send no Accept header at all."),
     409: (CONFLICT, "Read the object's current state, then call again if the change still applies."),
     413: ("PAYLOAD_TOO_LARGE", "Send a smaller request body."),
     415: ("UNSUPPORTED_MEDIA_TYPE", "Send the parameters as application/json: UTF-8, uncompressed."),
+    421: ("MISDIRECTED_REQUEST", "Send the request with the server's own host name in the URL (the Host header); "
+                                 "to serve another name, its operator adds it to MCPFUSION_ALLOWED_HOSTS."),
     429: (RATE_LIMITED, "Wait for the time given in Retry-After, then call again."),
 }
 INTERNAL_RECOVERY = "This is a server problem, not your call; retry later."

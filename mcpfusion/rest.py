@@ -7,6 +7,7 @@ problem details (`mcpfusion.problem`) with the same code, message, recovery and 
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import copy
 import functools
@@ -522,6 +523,30 @@ def _query_arguments(request: Request, readers: dict[str, Callable[[str], Any]])
     return arguments
 
 
+def _repeated_scalars(request: Request, action: Action, arguments: dict[str, Any]) -> list[tuple[str, str]]:
+    """The invalid fields of a GET naming one of the action's parameters more than once: every parameter a GET
+    takes is a scalar (`_select` alone is repeated), so `?id=a&id=b` is a mistake to name as such, not a list
+    the parameter's type refuses ("Input should be a valid string")."""
+    return [(name, f"{name} was sent {len(value)} times in the query; send it once.")
+            for name, value in arguments.items()
+            if name != SELECT_PARAM and isinstance(value, list) and name in action.accepted_keys]
+
+
+def _not_json(raw: bytes, exc: InvalidJSON) -> str:
+    """What is wrong with a body the JSON parser refused: an encoding other than UTF-8 (Latin-1's `é`, a
+    Windows code page) is named as such, not as a JSON syntax error (its JSON may be well formed)."""
+    if not raw.startswith(_UTF16_BOMS):  # (UTF-16 and UTF-32, named by their byte order mark: `exc.reason`)
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as failure:
+            return (f"the body is not UTF-8 (byte 0x{raw[failure.start]:02x} at offset {failure.start}); JSON is "
+                    "read as UTF-8 only: encode the body as UTF-8")
+    return exc.reason
+
+
+_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_BE)  # (UTF-32 LE's starts as UTF-16 LE's)
+
+
 def _json_kinds(schema: dict[str, Any]) -> set[str]:
     """The JSON types a scalar parameter's schema takes ("number" for integers too: JSON has one number)."""
     if "enum" in schema or "const" in schema:
@@ -705,6 +730,9 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
             if refused is not None:
                 return refused
             arguments: Any = _query_arguments(request, readers or {})
+            repeated = _repeated_scalars(request, action, arguments)
+            if repeated:
+                return validation_problem(action.label, repeated, request.url.path)
         elif request.query_params:
             return validation_problem(action.label, _query_on_post(request, get_too), request.url.path)
         else:
@@ -722,7 +750,7 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
             try:
                 arguments = parse_json(raw) if raw.strip() else {}
             except InvalidJSON as exc:  # not JSON, or nested deeper than the parser allows
-                fields = [("(body)", f"Send a JSON object of the action's parameters: {exc.reason}.")]
+                fields = [("(body)", f"Send a JSON object of the action's parameters: {_not_json(raw, exc)}.")]
                 return validation_problem(action.label, fields, request.url.path)
         if not isinstance(arguments, dict):
             fields = [("(body)", "Send a JSON object of the action's parameters.")]
