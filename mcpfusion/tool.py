@@ -523,8 +523,8 @@ class Action:
         root = str(loc[0]) if loc else ""
         if root in self.guarded:
             return "This field is guarded: it cannot be written by the agent. Remove it."
-        if root in self.hidden:
-            return "Unknown field. Remove it."
+        # A hidden field is answered as any unknown key: a message of its own would tell which names the model
+        # hides (fields that never leave the server), where the schema and every answer keep them out of sight.
         if len(loc) > 1:  # inside an object: the action's own fields would mislead, that object's are named
             return self._nested_unknown(loc, model_at(self.args_model, loc[:-1]))
         if not valid:

@@ -16,8 +16,8 @@ from .invoice import (
     SupportInvoiceModel,
     SupportInvoiceRowModel,
 )
-from .payment import NOT_BLANK_KEY, Payment, PaymentMethod, PaymentModel
-from .text import NO_NUL, OptionalText, Text
+from .payment import NOT_BLANK_INVOICE_KEY, NOT_BLANK_KEY, Payment, PaymentMethod, PaymentModel
+from .text import NO_NUL, NOT_BLANK, OptionalText, Text
 
 __all__ = [
     "INVOICE_STATUSES",
@@ -33,6 +33,8 @@ __all__ = [
     "InvoiceRow",
     "InvoiceRowModel",
     "InvoiceStatus",
+    "NOT_BLANK",
+    "NOT_BLANK_INVOICE_KEY",
     "NOT_BLANK_KEY",
     "NO_NUL",
     "OptionalText",

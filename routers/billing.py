@@ -42,6 +42,7 @@ from mcpfusion.content import Attached
 from models import (
     INVOICE_STATUSES,
     NO_NUL,
+    NOT_BLANK,
     NOT_BLANK_KEY,
     ExportRow,
     InvoiceLineInput,
@@ -186,7 +187,8 @@ async def voidable(call: ActionCall, call_next: CallNext) -> ToolResponse:
                 middleware=[announce_change, voidable], open_world=False, **DETAIL)
 async def void_invoice(
     id: InvoiceId,
-    reason: Annotated[str, Field(min_length=3, max_length=200, description="Why the invoice is voided."), NO_NUL],
+    reason: Annotated[str, Field(min_length=3, max_length=200, description="Why the invoice is voided."), NO_NUL,
+                      NOT_BLANK],
     store: BillingStore = Depends(get_store),
 ) -> dict[str, Any]:
     """Void an unpaid invoice (cannot be undone)"""

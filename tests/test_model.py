@@ -80,7 +80,11 @@ async def test_fixture_and_guarded_field_named_in_error(tool_tester):
     assert ok.data == {"id": "i1", "status": "paid"}
     bad = await tester.call("billing", "update_invoice_status", {"id": "i1", "created_at": "now", "cost_basis": 1})
     assert '<field name="created_at">This field is guarded: it cannot be written by the agent. Remove it.</field>' in bad.text
-    assert '<field name="cost_basis">Unknown field. Remove it.</field>' in bad.text
+    # A hidden field is answered as any unknown one: its own message would reveal which names the model hides.
+    assert '<field name="cost_basis">Unknown field. This action accepts: id, status, due_date.</field>' in bad.text
+    unknown = await tester.call("billing", "update_invoice_status", {"id": "i1", "cost_basiz": 1})
+    assert unknown.text == bad.text.replace("cost_basis", "cost_basiz").replace(
+        '<field name="created_at">This field is guarded: it cannot be written by the agent. Remove it.</field>\n', "")
     assert isinstance(tester, ToolTester)
     schema = tool_entries(tool)[0]["inputSchema"]["properties"]
     assert "created_at" not in schema and "cost_basis" not in schema and "status" in schema

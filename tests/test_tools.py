@@ -231,7 +231,7 @@ async def test_validation_errors_name_fields_and_echo_values_guarded_rejected_hi
         '<validation_error action="billing/create_invoice">\n'
         '<field name="amount_cents">Input should be greater than or equal to 0. You sent: -2.</field>\n'
         '<field name="id">This field is guarded: it cannot be written by the agent. Remove it.</field>\n'
-        '<field name="internal_notes">Unknown field. Remove it.</field>\n'
+        '<field name="internal_notes">Unknown field. This action accepts: customer_id, amount_cents.</field>\n'
         "<recovery>Fix the fields above and call the tool again.</recovery>\n</validation_error>"
     )
     ok = await tester.call("billing", "create_invoice", {"customer_id": "c1", "amount_cents": 5})
