@@ -64,7 +64,7 @@ def test_transport_settings_keep_the_dataclass_behaviour(monkeypatch):
     with pytest.raises(TypeError):
         hash(settings)
     names = list(inspect.signature(TransportSettings).parameters)
-    assert names == list(TransportSettings.__match_args__) and len(names) == 26
+    assert names == list(TransportSettings.__match_args__) and len(names) == 27
     assert repr(settings) == "TransportSettings(" + ", ".join(
         f"{name}={getattr(settings, name)!r}" for name in names) + ")"
     assert str(inspect.signature(TransportSettings).parameters["redis_url"]) == "redis_url: 'str | None' = <factory>"

@@ -8,6 +8,7 @@ imports the layer that defines it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterable
@@ -39,6 +40,7 @@ MODERN_METHODS = frozenset({
 LISTING_CACHE_SIZE = 64  # views of the tools kept (one per set of granted scopes seen recently)
 CACHEABLE = frozenset({"tools/list", "resources/list", "resources/templates/list", "resources/read",
                        "prompts/list", "server/discover"})
+YIELD_EVERY = 64  # URIs a subscriptions/listen checks between two turns of the event loop
 ECHO_MAX = 120  # characters of a name the client sent that an error repeats (as unknown tool names are cut)
 
 
@@ -358,17 +360,21 @@ class Engine:
     async def allowed_subscriptions(self, uris: Any, call: Call) -> list[str]:
         """The resource URIs of a 2026 `subscriptions/listen` this server honours: bounded in length and
         number, and read successfully by the caller (as `resources/subscribe` checks; any failure drops the
-        URI, which the acknowledgement then leaves out). Charged once, before any read, as `resources/read` is:
-        -32010 over the app's rate limit, and no reader runs."""
+        URI, which the acknowledgement then leaves out). The wire bounds the list's length
+        (`TransportSettings.max_listen_uris`), and the event loop serves other requests every `YIELD_EVERY`
+        URIs. Charged once, before any read, as `resources/read` is: -32010 over the app's rate limit, and no
+        reader runs."""
         if not isinstance(uris, list) or self.resources is None:
             return []
         wanted = [u for u in dict.fromkeys(u for u in uris if isinstance(u, str)) if len(u) <= self.max_uri_length]
         if wanted:  # (the reads run the app's code: one request's worth, whatever the number of URIs)
             await _charge(self.resources, call)
         honored: list[str] = []
-        for uri in wanted:
+        for checked, uri in enumerate(wanted):
             if len(honored) >= self.max_subscriptions:
                 break
+            if checked and not checked % YIELD_EVERY:  # reads that never wait would hold the event loop
+                await asyncio.sleep(0)
             if self.resources.exists(uri, call.request) and await self._readable(uri, call):
                 honored.append(uri)
         return honored

@@ -424,6 +424,9 @@ class ModernWire(WirePipeline):
                     client_capabilities=caps if isinstance(caps, dict) else {},
                     client_info=info if isinstance(info, dict) else {}, envelope=envelope)
         if method == "subscriptions/listen":
+            too_many = self._too_many_uris(params)
+            if too_many is not None:  # (before the params check: it would validate every URI first)
+                return error_response(msg_id, jsonrpc.INVALID_PARAMS, too_many)
             try:
                 check_params(method, call.protocol_version, params)
             except McpError as exc:
@@ -534,6 +537,19 @@ class ModernWire(WirePipeline):
                     task.cancel()
 
         return event_source(events(), SSE_HEADERS, self.settings.sse_ping_seconds)
+
+    def _too_many_uris(self, params: dict[str, Any]) -> str | None:
+        """Why a `subscriptions/listen` names too many resource URIs (None: it does not). Each URI is read as
+        the caller before it is honoured: a list of hundreds of thousands held the event loop for seconds, so
+        one longer than `max_listen_uris` is refused whole, unread."""
+        requested = params.get("notifications")
+        uris = requested.get("resourceSubscriptions") if isinstance(requested, dict) else None
+        limit = self.settings.max_listen_uris
+        if not isinstance(uris, list) or len(uris) <= limit:
+            return None
+        return (f"Invalid params for subscriptions/listen: notifications.resourceSubscriptions names {len(uris)} "
+                f"URIs; this server takes at most {limit} in one request (at most "
+                f"{self.engine.max_subscriptions} of them are honoured): send fewer")
 
     async def _listen(self, call: Call) -> Response:
         requested = call.params.get("notifications")

@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from .events import EventStore
     from .sessions import SessionStore
 
+DEFAULT_MAX_LISTEN_URIS = 1000
+"""The default `max_listen_uris`: ten times the URIs a listen honours by default (`max_subscriptions`), room for
+some the caller may not read; a list this long is checked in a few tens of milliseconds."""
+
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1", "testserver")
 
 
@@ -47,6 +51,10 @@ class TransportSettings(Fields):
     - `max_inflight_per_session`: requests of one 2025-era session running at once on a replica (429 beyond):
       a call waiting for the answer of a client that hung up waits `client_request_timeout`, holding its
       memory, and a client opening such calls without end would pile them up.
+    - `max_listen_uris`: the most resource URIs one 2026-07-28 `subscriptions/listen` may name
+      (`notifications.resourceSubscriptions`, duplicates counted; default 1000). Each is read as the caller
+      before it is honoured, so a longer list is refused whole with -32602 naming this limit rather than
+      checked URI by URI; of the URIs the caller may read, at most `max_subscriptions` are honoured.
     - `redis_url`: keep sessions, resumable streams and cross-replica messages in Redis (`mcpfusion.redis`)
       so that any replica serves any request (default `MCPFUSION_REDIS_URL`; unset = in-memory). Explicit
       `session_store` / `event_store` / `broker` still win.
@@ -57,7 +65,7 @@ class TransportSettings(Fields):
         "max_sessions", "max_sessions_per_principal", "max_sessions_per_tenant", "max_subscriptions",
         "max_uri_length", "sse_retry_ms", "sse_ping_seconds", "sse_hold_seconds", "event_store", "session_store",
         "broker", "signing_key", "request_state_ttl", "client_request_timeout", "reply_store_timeout", "principal",
-        "cache_ttl_ms", "cache_scope", "redis_url", "max_inflight_per_session")
+        "cache_ttl_ms", "cache_scope", "redis_url", "max_inflight_per_session", "max_listen_uris")
 
     path: str
     allowed_hosts: list[str] | None
@@ -85,6 +93,7 @@ class TransportSettings(Fields):
     cache_scope: str
     redis_url: str | None
     max_inflight_per_session: int
+    max_listen_uris: int
 
     def __init__(  # every setting a parameter with its default, as the dataclass's
         self, path: str = "/mcp", allowed_hosts: list[str] | None = FACTORY,
@@ -98,6 +107,7 @@ class TransportSettings(Fields):
         client_request_timeout: float = 300.0, reply_store_timeout: float = 10.0,
         principal: Callable[..., Any] | None = None, cache_ttl_ms: int = 0, cache_scope: str = "private",
         redis_url: str | None = FACTORY, max_inflight_per_session: int = 100,
+        max_listen_uris: int = DEFAULT_MAX_LISTEN_URIS,
     ) -> None:
         # The environment's defaults are read when the settings are made, as the dataclass's factories did.
         self.path = path
@@ -127,6 +137,7 @@ class TransportSettings(Fields):
         self.cache_scope = cache_scope
         self.redis_url = (os.environ.get("MCPFUSION_REDIS_URL") or None) if redis_url is FACTORY else redis_url
         self.max_inflight_per_session = _checked_count("max_inflight_per_session", max_inflight_per_session)
+        self.max_listen_uris = _checked_count("max_listen_uris", max_listen_uris)
 
     def session_limits(self) -> SessionLimits:
         return SessionLimits(self.max_sessions, self.max_sessions_per_principal, self.max_sessions_per_tenant)

@@ -1,0 +1,138 @@
+"""Black-box probe 1 on /mcp: what it found, each test failing without its fix.
+
+1. A 2026-07-28 `subscriptions/listen` naming ~210k resource URIs held the event loop for seconds (each URI is
+   read as the caller): a list longer than `max_listen_uris` is refused whole with -32602 naming the limit,
+   unread, and the URIs of a list within it are checked with the event loop serving others in between.
+2. An unknown MCP-Protocol-Version header on a request without a session got the 2026 wire's demand for a
+   `_meta` envelope and an Mcp-Method header: it is the structured -32022 now, saying the version came from the
+   header, its data naming the version sent and every version served.
+3. -32022's `data.supported` lists what `server/discover` advertises (the handshake revisions too).
+6. A 413 (the body over the limit, announced or chunked), and any refusal sent before the body was read,
+   carries `Connection: close`: the server will not read the rest, so the client must not reuse the
+   connection for its next request (it was lost). /mcp and /api alike.
+8. A notification sent with an id is -32600 saying so (it was "Method not found"), and a body holding a lone
+   UTF-16 surrogate escape is told that, not that it is no JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+from starlette.requests import Request
+
+from mcpfusion import MCPFusion, Tool
+from mcpfusion.mcp.channel import InputResponsesChannel
+from mcpfusion.mcp.engine import Call
+from tests.mcp_app import serve
+
+MODERN = "2026-07-28"
+SESSION = "2025-11-25"
+META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+SSE = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+LISTEN_HEADERS = {**SSE, "mcp-protocol-version": MODERN, "mcp-method": "subscriptions/listen"}
+
+
+def notes_fusion(reads: list[str] | None = None, **settings: Any) -> MCPFusion:
+    notes = Tool("notes", description="Notes")
+
+    @notes.action(readonly=True)
+    async def read(id: str) -> dict:
+        """Read a note"""
+        return {"id": id}
+
+    fusion = MCPFusion("notes", tools=[notes], **settings)
+
+    @fusion.resource_template("notes://{id}", mime_type="application/json")
+    async def note(id: str) -> dict:
+        """One note (only the even ones exist)."""
+        if reads is not None:
+            reads.append(id)
+        if int(id) % 2:
+            raise LookupError(id)
+        return {"id": id}
+
+    return fusion
+
+
+def client(app: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
+
+
+def listen(uris: list[str]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+            "params": {"_meta": META, "notifications": {"resourceSubscriptions": uris}}}
+
+
+# -- 1. subscriptions/listen: the list of URIs is bounded --------------------------------------------------------
+
+
+async def test_a_listen_naming_more_uris_than_the_limit_is_refused_unread():
+    reads: list[str] = []
+    app = notes_fusion(reads, max_listen_uris=50).build_app()
+    async with client(app) as http:
+        refused = await http.post("/mcp", json=listen([f"notes://{n}" for n in range(51)]), headers=LISTEN_HEADERS)
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == -32602 and refused.json()["id"] == 9
+    assert "names 51 URIs" in error["message"] and "at most 50 in one request" in error["message"], error
+    assert reads == []  # not one URI read: the refusal costs nothing per URI
+
+
+def test_the_default_limit_is_documented_and_checked():
+    from mcpfusion.mcp.settings import DEFAULT_MAX_LISTEN_URIS, TransportSettings
+
+    assert TransportSettings().max_listen_uris == DEFAULT_MAX_LISTEN_URIS == 1000
+    assert "max_listen_uris" in (TransportSettings.__doc__ or "")
+    with pytest.raises(ValueError, match="max_listen_uris"):
+        TransportSettings(max_listen_uris=0)
+
+
+def test_a_listen_within_the_limit_is_honoured():
+    reads: list[str] = []
+    app = notes_fusion(reads, max_listen_uris=50, max_subscriptions=3).build_app()
+    with serve(app) as url, httpx.stream("POST", url + "/mcp", json=listen([f"notes://{n}" for n in range(50)]),
+                                         headers=LISTEN_HEADERS, timeout=10) as answer:
+        assert answer.status_code == 200
+        first = next(line for line in answer.iter_lines() if line.startswith("data:"))
+    acknowledged = json.loads(first[5:])["params"]["notifications"]
+    assert acknowledged["resourceSubscriptions"] == ["notes://0", "notes://2", "notes://4"]
+    assert reads == ["0", "1", "2", "3", "4"]  # read until max_subscriptions were honoured
+
+
+async def test_the_uris_of_a_listen_are_checked_with_the_event_loop_serving_others_in_between():
+    ticks = 0
+    seen: list[int] = []  # the other task's ticks as each read ran
+
+    async def other_requests() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    fusion = notes_fusion(max_listen_uris=300)
+
+    @fusion.resource_template("count://{id}", mime_type="application/json")
+    async def counted(id: str) -> dict:
+        """A read that never waits (as a synchronous database read in an async function)."""
+        seen.append(ticks)
+        raise LookupError(id)
+
+    app = fusion.build_app()
+    uris = [f"count://{n}" for n in range(300)]
+    # (the stream of a listen never ends: the engine is asked as the wire asks it)
+    request = Request({"type": "http", "method": "POST", "path": "/mcp", "headers": [], "query_string": b"",
+                       "app": app})
+    call = Call("subscriptions/listen", listen(uris)["params"], 9, request, InputResponsesChannel(),
+                protocol_version=MODERN, modern=True)
+    other = asyncio.create_task(other_requests())
+    await asyncio.sleep(0)
+    try:
+        honored = await fusion.engine.allowed_subscriptions(uris, call)
+    finally:
+        other.cancel()
+    assert honored == [] and len(seen) == 300
+    assert len(set(seen)) > 1, "the reads held the event loop from the first to the last"
