@@ -194,6 +194,26 @@ def _check_media_type(what: str, mime: str) -> None:
                            "'text/csv; charset=utf-8'.")
 
 
+def declared_types(types: Any, where: str) -> frozenset[str]:
+    """An action's `content_types=`, checked: a list of media types (type/subtype, parameters dropped), each
+    as `check` compares it (lower-case, `image/jpg` read as `image/jpeg`). A string alone is refused: read as
+    a list it would be its characters, and every content refused."""
+    if isinstance(types, (str, bytes)):
+        raise TypeError(f"{where}: content_types= takes a list of MIME types, e.g. content_types=[{types!r}], "
+                        "not a string")
+    found: set[str] = set()
+    for entry in types:
+        if not isinstance(entry, str) or _parse(entry) is None:
+            raise ValueError(f"{where}: content_types= entry {entry!r} is not a MIME type: write it as "
+                             "type/subtype, e.g. 'image/png'")
+        normal = _normal(entry)
+        if "*" in normal:
+            raise ValueError(f"{where}: content_types= entry {entry!r} is a wildcard: list each MIME type the "
+                             "action sends, e.g. 'image/png'")
+        found.add(normal)
+    return frozenset(found)
+
+
 def _normal(mime: str) -> str:
     """The type and subtype alone, lower-case (`text/csv` of `Text/CSV; charset=utf-8`). (The first `;` ends
     them in any media type: a token has none; a string that is no media type is refused by `check`.)"""

@@ -67,12 +67,12 @@ from .pagination import (
     authorization_scope,
     fingerprint,
 )
-from .presenter import Presenter, PresenterError
+from .presenter import CallbackError, Presenter, PresenterError
 from .problem import http_code, http_detail, is_error_status, retry_after_of, waited
 from .redaction import RedactionError
 from .response import ToolResponse, error_response, success, to_jsonable, tool_error
 from .select import SELECT_PARAM, check_audience, select_keys, unselectable
-from .tool import DISCRIMINATOR, Action, Tool, missing_discriminator, unknown_action
+from .tool import DISCRIMINATOR, Action, Tool, checked_middleware, missing_discriminator, unknown_action
 
 if TYPE_CHECKING:
     from .authorization import ProtectedResource
@@ -114,7 +114,7 @@ class ToolRegistry:
         self.tools: dict[str, Tool] = {}
         self.paging = paging or Paging()  # signs the cursors of paginated actions
         self.output_schemas = output_schemas  # False: tools/list advertises no outputSchema (token budget)
-        self.middleware = tuple(middleware)  # around every action (see mcpfusion.middleware)
+        self.middleware = checked_middleware(middleware, "the app")  # around every action (mcpfusion.middleware)
         self.guards = GuardState(signing_key)
         self._pipelines: dict[Action, CallNext | None] = {}
         self._routes: dict[str, tuple[Tool, Action | None]] = {}
@@ -988,6 +988,9 @@ def _failure(action: Action, exc: Exception, raise_http: bool, transport: str) -
         retry_after = retry_after_of(exc)
         return tool_error(code, http_detail(exc), recovery=waited(recovery, retry_after) or None,
                           retry_after=retry_after)
+    if isinstance(exc, CallbackError):
+        logger.error("%s: %s", action.label, exc)
+        return _internal_error(action)
     if isinstance(exc, PresenterError):
         logger.error("%s: %s", action.label, exc)  # field names only, never values
         return error_response(invalid_output(action.label))

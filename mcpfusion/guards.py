@@ -22,6 +22,8 @@ timeout then says it may still complete and to check its effect before calling a
 from __future__ import annotations
 
 import asyncio
+import math
+from typing import Any
 
 from .errors import BUSY, TIMEOUT, ToolError
 from .middleware import CLOSING_KEY, ActionCall, CallNext
@@ -31,6 +33,17 @@ from .response import ToolResponse
 
 def _seconds(value: float) -> str:
     return f"{value:g} s"
+
+
+def _check_seconds(guard: str, name: str, value: Any, zero: bool = False) -> None:
+    """Refuse a duration that is no number, not finite or not above 0 (`zero`: 0 allowed): NaN compares false
+    with everything, so it would pass a plain `<= 0` check and time out every call."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{guard} {name} takes a number of seconds, not {value!r}")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        least = "0 or more" if zero else "above 0"
+        raise ValueError(f"{guard} needs a positive number of seconds: {name} must be finite and {least}, "
+                         f"not {value!r}")
 
 
 class _Clock:
@@ -86,8 +99,7 @@ class Timeout:
     `dispatch.completed_error`)."""
 
     def __init__(self, seconds: float) -> None:
-        if seconds <= 0:
-            raise ValueError("Timeout needs a positive number of seconds")
+        _check_seconds("Timeout", "seconds", seconds)
         self.seconds = seconds
 
     async def __call__(self, call: ActionCall, call_next: CallNext) -> ToolResponse:
@@ -148,8 +160,12 @@ class Concurrency:
     the user's confirmation leaves its slot free meanwhile."""
 
     def __init__(self, limit: int, *, wait: float = 0.0, retry_after: float = 1.0) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise TypeError(f"Concurrency limit takes a whole number of calls, not {limit!r}")
         if limit < 1:
             raise ValueError("Concurrency needs a limit of at least 1")
+        _check_seconds("Concurrency", "wait", wait, zero=True)
+        _check_seconds("Concurrency", "retry_after", retry_after)
         self.limit = limit
         self.wait = wait
         self.retry_after = retry_after

@@ -22,7 +22,7 @@ from decimal import Decimal
 from enum import Enum
 from keyword import iskeyword
 from pathlib import PurePath
-from types import MappingProxyType, UnionType
+from types import AsyncGeneratorType, CoroutineType, MappingProxyType, UnionType
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 from uuid import UUID
 
@@ -77,6 +77,11 @@ class PresenterError(Exception):
     """The handler's data does not fit the presenter's schema (a server bug, never the agent's)."""
 
 
+class CallbackError(PresenterError):
+    """A presenter callback returned what no callback may (a coroutine: it is async): a server bug, answered
+    as an internal error (the output schema is not what failed)."""
+
+
 def _fields_of(exc: ValidationError, at: int) -> str:
     """The failing field names of a validation error, never its values."""
     fields = {str(e["loc"][at]) for e in exc.errors() if len(e["loc"]) > at}
@@ -95,6 +100,11 @@ def _flexible(fn: Callable[..., Any], what: str, owner: str) -> Callable[[Any, A
     if not callable(fn):
         raise TypeError(f"presenter {owner!r}: Presenter.{what}() takes a function of (data[, ctx]), not "
                         f"{type(fn).__name__} {fn!r:.60}")
+    if _is_async(fn):
+        name = getattr(fn, "__qualname__", None) or type(fn).__name__
+        raise TypeError(f"presenter {owner!r}: Presenter.{what}() takes a plain function (def), but {name} is "
+                        "async: its result would be a coroutine, never awaited; write it as def (present what "
+                        "the handler already loaded, or load it in the handler)")
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):  # a builtin without a signature: called with the data alone, as before
@@ -110,6 +120,15 @@ def _flexible(fn: Callable[..., Any], what: str, owner: str) -> Callable[[Any, A
     adapter = lambda data, ctx: fn(data)  # noqa: E731 - marked below as taking one argument
     adapter.__mcpfusion_data_only__ = fn  # type: ignore[attr-defined]
     return adapter
+
+
+def _is_async(fn: Any) -> bool:
+    """Whether calling `fn` gives a coroutine or an async generator (an `async def`, or an object whose
+    `__call__` is one, or a `functools.partial` of one)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    call = fn if inspect.isroutine(fn) else type(fn).__call__  # (called once `callable(fn)`)
+    return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
 
 
 def _check_arity(fn: Callable[..., Any], signature: inspect.Signature, positional: list[inspect.Parameter],
@@ -217,7 +236,15 @@ def _as_list(value: Any) -> list[Any]:
         return []
     if value.__class__ is list or isinstance(value, _SEQUENCES):
         return [*filter(_not_none, value)]
+    if isinstance(value, _ASYNC_RESULTS):  # a callback that is async after all (declared checks miss a wrapper)
+        if isinstance(value, CoroutineType):
+            value.close()  # (never awaited: no warning, and nothing of it is sent)
+        raise CallbackError(f"a presenter callback returned {type(value).__name__} (it is async): presenter "
+                             "callbacks are plain functions; nothing of it was sent")
     return [value]
+
+
+_ASYNC_RESULTS = (CoroutineType, AsyncGeneratorType)
 
 
 _SEQUENCES = (list, tuple)  # a tuple: `isinstance(x, list | tuple)` builds the union at every call

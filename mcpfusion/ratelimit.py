@@ -52,8 +52,13 @@ class RateLimit:
         key: str | KeyFunction = "principal",
         name: str | None = None,
     ) -> None:
-        if calls < 1 or per <= 0:
-            raise ValueError("RateLimit needs calls >= 1 and a positive period")
+        calls = _whole("calls", calls)
+        if burst is not None:
+            burst = _whole("burst", burst)
+        if isinstance(per, bool) or not isinstance(per, (int, float)):
+            raise TypeError(f"RateLimit per= takes a number of seconds, not {per!r}")
+        if not (math.isfinite(per) and per > 0):  # (NaN would disable the limit, infinity never refill it)
+            raise ValueError(f"RateLimit per= must be a finite number of seconds above 0, not {per!r}")
         if isinstance(key, str) and key not in ("principal", "tenant"):
             raise ValueError('RateLimit key must be "principal", "tenant" or a function of the call')
         self.calls = calls
@@ -102,6 +107,17 @@ class RateLimit:
     def describe(self) -> str:
         who = self.key if isinstance(self.key, str) else "custom key"
         return f"rate limit: {self.calls} calls per {self.per:g} s per {who}"
+
+
+def _whole(name: str, value: Any) -> int:
+    """`value` of the argument `name` (`calls=`, `burst=`): a whole number of calls, at least 1 (0 or fewer
+    would refuse every call forever)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"RateLimit {name}= takes a whole number of calls, not {value!r}")
+    if value < 1:
+        raise ValueError(f"RateLimit {name}= must be at least 1, not {value!r}: with none the first call, and "
+                         "every one after it, would be refused")
+    return value
 
 
 async def charge_refused(call: ActionCall, layers: Iterable[Any]) -> None:

@@ -13,8 +13,8 @@ import types
 import typing
 import warnings
 from collections import abc
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal, TypeVar, overload
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, RootModel, ValidationError, create_model
@@ -25,6 +25,7 @@ from . import exposition as expo
 from . import inputschema, toon
 from .argschema import Arguments, arguments, check_listable
 from .booleans import booleans_in, numbers_plan
+from .content import declared_types
 from .dependencies import (
     build_dependant,
     check_dependency_parameters,
@@ -204,6 +205,41 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     """`inspect.iscoroutinefunction(fn)`, read from the code flags first for a plain `async def`."""
     code = getattr(fn, "__code__", None) if fn.__class__ is types.FunctionType else None
     return (code is not None and bool(code.co_flags & inspect.CO_COROUTINE)) or inspect.iscoroutinefunction(fn)
+
+
+class MiddlewareLike(Protocol):
+    """What `middleware=` takes (`mcpfusion.middleware.Middleware`, read without importing it: that module
+    reads this one): an async callable of (call, call_next)."""
+
+    def __call__(self, call: Any, call_next: Any, /) -> Awaitable[Any]: ...
+
+
+def checked_middleware(middleware: Any, where: str) -> tuple[Any, ...]:
+    """`middleware=` as declared, checked: a list of callables that take `(call, call_next)` (an instance
+    of a guard, not its class). Each mistake is refused here, naming `where`: else every call of the actions
+    it wraps would fail as an internal error."""
+    if isinstance(middleware, (str, bytes)) or not isinstance(middleware, Iterable):
+        raise TypeError(f"{where}: middleware= takes a list of middleware, e.g. middleware=[{middleware!r}]")
+    found = tuple(middleware)
+    for mw in found:
+        if isinstance(mw, type):
+            raise TypeError(f"{where}: middleware {mw.__qualname__} is a class: give an instance of it "
+                            f"({mw.__qualname__}(...)), which is called with (call, call_next)")
+        if not callable(mw):
+            raise TypeError(f"{where}: middleware {mw!r} is not callable: a middleware is an async function (or "
+                            "an object with an async __call__) taking (call: ActionCall, call_next: CallNext)")
+        try:
+            signature = inspect.signature(mw)
+        except (TypeError, ValueError):  # (a builtin without a readable signature: trusted as it is)
+            continue
+        try:
+            signature.bind(None, None)
+        except TypeError:
+            name = getattr(mw, "__qualname__", type(mw).__qualname__)
+            raise TypeError(f"{where}: middleware {name}{signature} cannot be called with (call, call_next), so "
+                            "every call would fail: a middleware takes exactly those two arguments, e.g. "
+                            "async def audit(call: ActionCall, call_next: CallNext) -> ToolResponse") from None
+    return found
 
 
 class Flatten:
@@ -559,7 +595,7 @@ class Tool:
         select: bool = False,
         toon_description: bool = False,
         title: str | None = None,
-        middleware: Sequence[Any] = (),
+        middleware: Sequence[MiddlewareLike] = (),
         profile_hints: Sequence[str] = expo.PROFILE_HINTS,
         scopes: Iterable[str] = (),
     ) -> None:
@@ -578,7 +614,7 @@ class Tool:
         self.toon_description = toon_description
         self.profile_hints = tuple(profile_hints)
         self.title = title
-        self.middleware = tuple(middleware)  # around every action of this tool (see mcpfusion.middleware)
+        self.middleware = checked_middleware(middleware, f"tool {name!r}")  # around every action of this tool
         self.scopes = declared_scopes(scopes, f"tool {name!r}")  # needed by every action of this tool
         self.actions: dict[str, Action] = {}
         self.source: str | None = None  # set by discovery: the file that defined it
@@ -601,7 +637,7 @@ class Tool:
         output_schema: dict[str, Any] | type[BaseModel] | Any | None = None,
         title: str | None = None,
         paginate: int | bool | None = None,
-        middleware: Sequence[Any] = (),
+        middleware: Sequence[MiddlewareLike] = (),
         confirm: bool | str = False,
         content_types: Iterable[str] | None = None,
         input_schema: dict[str, Any] | None = None,
@@ -623,7 +659,7 @@ class Tool:
         output_schema: Any = None,
         title: str | None = None,
         paginate: int | bool | None = None,
-        middleware: Sequence[Any] = (),
+        middleware: Sequence[MiddlewareLike] = (),
         confirm: bool | str = False,
         content_types: Iterable[str] | None = None,
         input_schema: dict[str, Any] | None = None,
@@ -661,7 +697,7 @@ class Tool:
                 fn, name or _function_name(fn), description, readonly, destructive, idempotent, open_world,
                 returns, tuple(presenters), output_schema, title, paginate, input_schema, confirm,
             )
-            action.middleware = tuple(middleware)
+            action.middleware = checked_middleware(middleware, f"action {action.label}")
             if isinstance(confirm, str):
                 check_confirm_template(confirm, action.declared_schema().get("properties") or {}, action.label)
                 check_confirm_formats(confirm, action)
@@ -670,7 +706,7 @@ class Tool:
             if own:
                 action.own_scopes |= own
             if content_types is not None:
-                action.content_types = frozenset(c.split(";", 1)[0].strip().lower() for c in content_types)
+                action.content_types = declared_types(content_types, f"action {action.label}")
             if content_only:
                 if not action.content_types:
                     raise ValueError(f"action {action.label}: content_only=True answers content alone, so it "

@@ -1,0 +1,225 @@
+"""Declarations that could never serve as meant are refused when they are made, naming the argument (probe 3):
+rate limits and guards with values that block, disable or crash; `content_types=` given one string; middleware
+that is not callable with (call, call_next); `async def` presenter callbacks (and a callback that returns a
+coroutine anyway is an error at call time, never a rule of the agent's)."""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+
+import pytest
+
+from mcpfusion import ActionCall, Concurrency, MCPFusion, Presenter, RateLimit, Timeout, Tool, image, ui
+from mcpfusion.testing import ToolTester
+
+NAN, INF = math.nan, math.inf
+
+
+# -- 1: RateLimit ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kwargs", "error", "says"), [
+    ({"calls": 5, "burst": 0}, ValueError, r"burst= must be at least 1, not 0"),
+    ({"calls": 5, "burst": -1}, ValueError, r"burst= must be at least 1, not -1"),
+    ({"calls": 0}, ValueError, r"calls= must be at least 1"),
+    ({"calls": 1.5}, TypeError, r"calls= takes a whole number"),
+    ({"calls": True}, TypeError, r"calls= takes a whole number"),
+    ({"calls": 5, "burst": 2.0}, TypeError, r"burst= takes a whole number"),
+    ({"calls": 5, "per": NAN}, ValueError, r"per= must be a finite number of seconds above 0, not nan"),
+    ({"calls": 1, "per": INF}, ValueError, r"per= must be a finite number of seconds above 0, not inf"),
+    ({"calls": 5, "per": 0}, ValueError, r"per= must be a finite number"),
+    ({"calls": 5, "per": -60}, ValueError, r"per= must be a finite number"),
+    ({"calls": 5, "per": "60"}, TypeError, r"per= takes a number of seconds"),
+])
+def test_a_rate_limit_that_would_block_everything_disable_itself_or_crash_is_refused(kwargs, error, says):
+    with pytest.raises(error, match=r"RateLimit " + says):
+        RateLimit(**kwargs)
+
+
+async def test_a_valid_rate_limit_still_limits():
+    tool = Tool("t")
+
+    @tool.action(readonly=True, middleware=[RateLimit(2, per=3600, burst=1)])
+    async def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    tester = ToolTester(MCPFusion("x", tools=[tool]))
+    codes = [(await tester.call("t", "ping")).error_code for _ in range(2)]
+    assert codes == [None, "RATE_LIMITED"]
+
+
+# -- 2: Timeout and Concurrency ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seconds", [NAN, INF, -INF, 0, -1])
+def test_a_timeout_that_is_not_a_finite_positive_number_is_refused(seconds):
+    with pytest.raises(ValueError, match=r"Timeout needs a positive number of seconds: seconds must be finite"):
+        Timeout(seconds)
+
+
+def test_a_timeout_of_text_is_refused():
+    with pytest.raises(TypeError, match=r"Timeout seconds takes a number of seconds, not '10'"):
+        Timeout("10")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("kwargs", "error", "says"), [
+    ({"limit": 2, "wait": NAN}, ValueError, r"wait must be finite and 0 or more, not nan"),
+    ({"limit": 2, "wait": -1}, ValueError, r"wait must be finite and 0 or more"),
+    ({"limit": 2, "retry_after": 0}, ValueError, r"retry_after must be finite and above 0"),
+    ({"limit": 2.5}, TypeError, r"limit takes a whole number"),
+])
+def test_a_concurrency_guard_with_impossible_waits_is_refused(kwargs, error, says):
+    with pytest.raises(error, match=r"Concurrency .*" + says):
+        Concurrency(**kwargs)
+
+
+def test_valid_guards_are_accepted():
+    assert Timeout(0.05).seconds == 0.05
+    assert Timeout(10).seconds == 10
+    assert Concurrency(1, wait=0).wait == 0
+
+
+# -- 3: content_types= -----------------------------------------------------------------------------------
+
+
+def test_content_types_given_one_string_is_refused_not_read_as_its_characters():
+    charts = Tool("charts")
+    with pytest.raises(TypeError, match=r"action charts/chart: content_types= takes a list of MIME types, e\.g\. "
+                                        r"content_types=\['image/png'\], not a string"):
+        @charts.action(readonly=True, content_types="image/png")
+        async def chart() -> object:
+            """A chart."""
+            return image(b"")
+    assert not charts.actions
+
+
+@pytest.mark.parametrize(("entry", "says"), [("png", "is not a MIME type"), ("image/*", "is a wildcard"),
+                                             (42, "is not a MIME type")])
+def test_a_content_type_that_is_no_single_mime_type_is_refused(entry, says):
+    charts = Tool("charts")
+    with pytest.raises(ValueError, match=f"content_types= entry .* {says}"):
+        @charts.action(readonly=True, content_types=[entry])
+        async def chart() -> object:
+            """A chart."""
+            return image(b"")
+
+
+async def test_declared_content_types_are_compared_as_sent_types_are():
+    charts = Tool("charts")
+
+    @charts.action(readonly=True, content_types=["Image/PNG; q=1", "image/jpg"])
+    async def chart() -> object:
+        """A chart."""
+        return image(b"\x89PNG\r\n\x1a\n" + b"\0" * 32)
+
+    assert charts.actions["chart"].content_types == frozenset({"image/png", "image/jpeg"})
+    answer = await ToolTester([charts]).call("charts", "chart")
+    assert answer.error_code is None, answer.text
+
+
+# -- 4: middleware ----------------------------------------------------------------------------------------
+
+
+async def _one_argument(call: ActionCall) -> None:  # forgot call_next
+    return None
+
+
+async def _fine(call, call_next):
+    return await call_next(call)
+
+
+@pytest.mark.parametrize(("middleware", "says"), [
+    (["audit"], r"middleware 'audit' is not callable"),
+    ([42], r"middleware 42 is not callable"),
+    ("audit", r"middleware= takes a list of middleware"),
+    ([_one_argument], r"middleware _one_argument\(call: 'ActionCall'\) -> 'None' cannot be called with "
+                      r"\(call, call_next\)"),
+    ([RateLimit], r"middleware RateLimit is a class: give an instance of it"),
+    ([lambda call, call_next, extra: None], r"middleware <lambda>\(call, call_next, extra\) cannot be called"),
+])
+def test_middleware_that_cannot_take_call_and_call_next_is_refused_on_tool_action_and_app(middleware, says):
+    with pytest.raises(TypeError, match=r"tool 't': " + says):
+        Tool("t", middleware=middleware)
+    tool = Tool("u")
+    with pytest.raises(TypeError, match=r"action u/b: " + says):
+        @tool.action(readonly=True, middleware=middleware)
+        async def b() -> str:
+            """B."""
+            return "ok"
+    assert not tool.actions
+    # (the app keeps its list as a tuple first: one string is then refused by its first character)
+    with pytest.raises(TypeError, match=r"the app: " + (says if not isinstance(middleware, str) else "middleware")):
+        MCPFusion("x", tools=[Tool("v")], middleware=middleware).registry  # noqa: B018 (built on first use)
+
+
+async def test_middleware_of_every_valid_form_is_accepted_and_runs():
+    class Guard:
+        async def __call__(self, call, call_next, *rest):
+            return await call_next(call)
+
+    async def with_default(call, call_next, note="x"):
+        return await call_next(call)
+
+    tool = Tool("t", middleware=[Guard(), functools.partial(with_default, note="y")])
+
+    @tool.action(readonly=True, middleware=(_fine, RateLimit(5), Timeout(5)))
+    async def a() -> str:
+        """A."""
+        return "ok"
+
+    answer = await ToolTester(MCPFusion("x", tools=[tool], middleware=[_fine])).call("t", "a")
+    assert answer.error_code is None and answer.text == "ok"
+
+
+# -- 5: async presenter callbacks ------------------------------------------------------------------------
+
+
+async def _async_ui(item):
+    return ui.summary("x")
+
+
+async def _async_lines(item):
+    return ["Amounts are in cents."]
+
+
+async def _async_generator(item):
+    yield ui.summary("x")
+
+
+class _AsyncCallable:
+    async def __call__(self, item):
+        return []
+
+
+@pytest.mark.parametrize("builder", ["ui", "collection_ui", "suggest", "collection_suggest", "rules",
+                                     "directives", "attach"])
+@pytest.mark.parametrize("callback", [_async_ui, _async_lines, _async_generator, _AsyncCallable(),
+                                      functools.partial(_async_ui)])
+def test_an_async_presenter_callback_is_refused_at_declaration(builder, callback):
+    presenter = Presenter("v").schema({"id": str})
+    with pytest.raises(TypeError, match=rf"presenter 'v': Presenter\.{builder}\(\) takes a plain function \(def\), "
+                                        r"but .* is async"):
+        getattr(presenter, builder)(callback)
+
+
+@pytest.mark.parametrize("builder", ["rules", "directives", "ui", "suggest"])
+async def test_a_callback_returning_a_coroutine_anyway_fails_the_call_and_sends_nothing_of_it(builder, caplog):
+    # A plain function wrapping an async one gets past the declaration's check: its coroutine is refused at
+    # call time (INTERNAL_ERROR), never sent as a rule or directive, and closed (no "never awaited" warning).
+    presenter = getattr(Presenter("v").schema({"id": str}), builder)(lambda item: _async_lines(item))
+    billing = Tool("billing")
+
+    @billing.action(readonly=True, returns=presenter)
+    async def get() -> dict[str, str]:
+        """Get."""
+        return {"id": "inv_1"}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        answer = await ToolTester([billing]).call("billing", "get")
+    assert answer.error_code == "INTERNAL_ERROR", answer.text
+    assert "coroutine" not in answer.text and "0x" not in answer.text
+    assert "returned coroutine (it is async)" in caplog.text
