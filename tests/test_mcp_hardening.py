@@ -168,7 +168,8 @@ async def test_modern_header_and_envelope_errors(client):
     status, reply = await post({**call, "params": {"name": "billing_whoami", "_meta": future}},
                                modern_headers("tools/call", "billing_whoami", version="2099-01-01"))
     assert (status, reply["error"]["code"]) == (400, -32022)
-    assert reply["error"]["data"] == {"supported": ["2026-07-28"], "requested": "2099-01-01"}
+    assert reply["error"]["data"] == {"supported": ["2025-06-18", "2025-11-25", "2026-07-28"],
+                                      "requested": "2099-01-01"}
     no_meta = {**call, "params": {"name": "billing_whoami"}}
     status, reply = await post(no_meta, modern_headers("tools/call", "billing_whoami"))
     assert (status, reply["error"]["code"]) == (400, -32602)

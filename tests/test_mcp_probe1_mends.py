@@ -136,3 +136,64 @@ async def test_the_uris_of_a_listen_are_checked_with_the_event_loop_serving_othe
         other.cancel()
     assert honored == [] and len(seen) == 300
     assert len(set(seen)) > 1, "the reads held the event loop from the first to the last"
+
+
+# -- 2, 3. an unsupported version: -32022, naming where it was read and every version served ------------------
+
+SERVED = ["2025-06-18", SESSION, MODERN]
+INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+              "params": {"protocolVersion": SESSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+
+
+async def discovered(http: httpx.AsyncClient) -> list[str]:
+    discover = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}}
+    answer = await http.post("/mcp", json=discover, headers={**SSE, "mcp-protocol-version": MODERN,
+                                                             "mcp-method": "server/discover"})
+    return answer.json()["result"]["supportedVersions"]
+
+
+@pytest.mark.parametrize("version", ["2025-11-26", "garbage", "2024-11-05", "2025-03-26"])
+async def test_an_unknown_version_header_without_a_session_is_the_structured_32022(version):
+    async with client(notes_fusion().build_app()) as http:
+        refused = await http.post("/mcp", json=INITIALIZE, headers={**SSE, "mcp-protocol-version": version})
+        served = await discovered(http)
+    assert refused.status_code == 400, refused.text
+    assert refused.json() == {"jsonrpc": "2.0", "id": 0, "error": {
+        "code": -32022,
+        "message": f"Unsupported protocol version {version} in the MCP-Protocol-Version header: this server serves "
+                   "2025-06-18, 2025-11-25, 2026-07-28",
+        "data": {"supported": served, "requested": version}}}
+    assert served == SERVED
+    # (nothing of the 2026 envelope, nor of an Mcp-Method header, which initialize does not have)
+    assert "_meta" not in refused.text and "Mcp-Method" not in refused.text
+
+
+async def test_an_unknown_version_header_on_a_notification_or_a_malformed_request():
+    async with client(notes_fusion().build_app()) as http:
+        headers = {**SSE, "mcp-protocol-version": "2099-01-01"}
+        note = await http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+        broken = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 4, "method": 7}, headers=headers)
+    assert note.status_code == 400 and note.json()["id"] is None
+    assert note.json()["error"]["code"] == -32022 and note.json()["error"]["data"]["supported"] == SERVED
+    assert broken.status_code == 400 and broken.json()["error"]["code"] == -32600  # what is wrong first
+
+
+async def test_an_unsupported_envelope_version_lists_what_discover_advertises():
+    meta = {**META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
+    async with client(notes_fusion().build_app()) as http:
+        refused = await http.post("/mcp", json=body, headers={
+            **SSE, "mcp-protocol-version": "2099-01-01", "mcp-method": "tools/list"})
+        served = await discovered(http)
+    error = refused.json()["error"]
+    assert error["code"] == -32022 and error["data"] == {"supported": served, "requested": "2099-01-01"}
+    assert "in the envelope (params._meta)" in error["message"]
+
+
+async def test_a_session_client_with_an_unknown_version_keeps_its_wires_answer():
+    async with client(notes_fusion(json_response=True).build_app()) as http:
+        opened = await http.post("/mcp", json=INITIALIZE, headers=SSE)
+        headers = {**SSE, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2099-01-01"}
+        refused = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "ping"}, headers=headers)
+    assert refused.status_code == 400
+    assert refused.json()["error"] == {"code": -32600, "message": "Unsupported MCP-Protocol-Version: 2099-01-01"}

@@ -14,6 +14,7 @@ from mcpfusion import MCPFusion, Tool
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
 HEADERS = {"accept": "application/json", "mcp-protocol-version": MODERN}
+SERVED = ["2025-06-18", "2025-11-25", MODERN]  # what server/discover advertises
 
 
 def client() -> httpx.AsyncClient:
@@ -77,15 +78,17 @@ async def test_a_header_mismatch_and_an_unsupported_envelope_version_are_both_na
     error = refused.json()["error"]
     assert error["code"] == -32020 and "data" not in error
     assert "does not match the request envelope's protocol version" in error["message"]
-    assert "unsupported protocol version 2099-01-01 in the envelope: this server serves 2026-07-28" in error["message"]
+    assert ("unsupported protocol version 2099-01-01 in the envelope (params._meta): this server serves "
+            "2025-06-18, 2025-11-25, 2026-07-28") in error["message"]
 
 
-async def test_a_lone_unsupported_version_keeps_the_sdk_answer():
+async def test_a_lone_unsupported_version_is_the_structured_answer_naming_the_version_and_where():
     meta = {**META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}
     refused = await post(request(_meta=meta), **{"mcp-method": "tools/list", "mcp-protocol-version": "2099-01-01"})
     error = refused.json()["error"]
-    assert error == {"code": -32022, "message": "Unsupported protocol version",
-                     "data": {"supported": [MODERN], "requested": "2099-01-01"}}
+    assert error == {"code": -32022, "message": "Unsupported protocol version 2099-01-01 in the envelope "
+                     "(params._meta): this server serves 2025-06-18, 2025-11-25, 2026-07-28",
+                     "data": {"supported": SERVED, "requested": "2099-01-01"}}
 
 
 # -- 2. notifications are checked like requests ---------------------------------------------------------------
@@ -127,7 +130,7 @@ async def test_a_notification_with_a_broken_meta_and_no_mcp_method_is_told_both(
 async def test_a_notification_at_an_unsupported_version_is_told_the_supported_ones():
     refused = await post(notification(), **{**NOTIFIED, "mcp-protocol-version": "2099-01-01"})
     assert refused.status_code == 400
-    assert refused.json()["error"]["code"] == -32022 and refused.json()["error"]["data"]["supported"] == [MODERN]
+    assert refused.json()["error"]["code"] == -32022 and refused.json()["error"]["data"]["supported"] == SERVED
 
 
 @pytest.mark.parametrize("params", [{"_meta": META}, {}, {"_meta": {}},

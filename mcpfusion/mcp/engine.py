@@ -216,7 +216,7 @@ class Engine:
 
     async def _discover(self, call: Call) -> dict[str, Any]:
         result: dict[str, Any] = {
-            "supportedVersions": [*protocol.HANDSHAKE_PROTOCOL_VERSIONS, *protocol.MODERN_PROTOCOL_VERSIONS],
+            "supportedVersions": list(protocol.SERVED_PROTOCOL_VERSIONS),
             "capabilities": self.capabilities(modern=True),
         }
         if self.instructions:

@@ -2,9 +2,11 @@
 `app.dependency_overrides` apply to MCP exactly as to REST.
 
 One endpoint serves every revision. A request goes to the sessionless 2026-07-28 wire when its
-`MCP-Protocol-Version` header names a non-handshake version (unknown ones included, so they get the
-structured -32022 answer), or when it has no such header but carries the 2026 `_meta` envelope and no
-session; everything else is the handshake-era session wire.
+`MCP-Protocol-Version` header names a 2026 version, or an unknown one with the 2026 `_meta` envelope and no
+session (the ladder tells a header and envelope that disagree), or when it has no such header but carries the
+envelope and no session; everything else is the handshake-era session wire. An unknown version in the header
+of a request with neither a session nor an envelope is answered here: the structured -32022, naming the
+header and every version served (`unsupported_header`).
 """
 
 from __future__ import annotations
@@ -39,11 +41,13 @@ from . import jsonrpc, protocol
 from .broker import Broker, InMemoryBroker, publish_best_effort
 from .engine import Engine
 from .events import EventStore, InMemoryEventStore
-from .modern import ModernWire
+from .modern import ModernWire, served_versions_data, unsupported_version_text
+from .pipeline import invalid_request
 from .security import HostOriginGuard
 from .session_wire import SessionWire
 from .sessions import InMemorySessionStore, SessionStore
 from .settings import TransportSettings
+from .streams import is_response
 from .wire import (
     TRANSPORT_SCOPE_KEY,
     any_repeated,
@@ -208,7 +212,12 @@ class McpHttpTransport:
             # unsupported (the 2026 wire would ask for a _meta envelope it never heard of).
             if version not in protocol.HANDSHAKE_PROTOCOL_VERSIONS and (
                     version in protocol.MODERN_PROTOCOL_VERSIONS or header(request, b"mcp-session-id") is None):
-                return await self.modern_wire.post(request, message)
+                if version in protocol.MODERN_PROTOCOL_VERSIONS or _is_modern_body(message) \
+                        or not isinstance(message, dict) or is_response(message):
+                    return await self.modern_wire.post(request, message)
+                # Neither wire's client for sure (no session, no envelope): the header's version is unsupported,
+                # said so with every version served, whatever the rest of the request would need on either.
+                return unsupported_header(message, version)
         elif _is_modern_body(message) and header(request, b"mcp-session-id") is None:
             return await self.modern_wire.post(request, message)
         if _repeats_session_headers(request):
@@ -237,6 +246,20 @@ class McpHttpTransport:
         if _repeats_session_headers(request):
             return http_error(400, "Bad Request: send the MCP-Protocol-Version and Mcp-Session-Id headers once each")
         return None
+
+
+def unsupported_header(message: dict[str, Any], version: str) -> Response:
+    """The answer to a request or notification without a session whose MCP-Protocol-Version header names a
+    version this server does not serve (and whose body carries no 2026 envelope): the structured -32022 of the
+    2026-07-28 wire (a 400), its data naming the version sent and every version served (as `server/discover`
+    does), its message saying the version was read from the header. A message that is no JSON-RPC request is
+    told that first."""
+    refusal = invalid_request(message)
+    if refusal is not None:
+        return refusal
+    return error_response(message.get("id"), jsonrpc.UNSUPPORTED_PROTOCOL_VERSION,
+                          unsupported_version_text(shown_header(version), "the MCP-Protocol-Version header"),
+                          served_versions_data(version.encode("latin-1").decode("utf-8", "backslashreplace")))
 
 
 def _first(explicit: Any, shared: Any, default: Callable[[], Any]) -> Any:

@@ -166,14 +166,31 @@ def _assume_fixed(message: dict[str, Any], headers: dict[str, str], refused: Any
     return None
 
 
-def _unsupported(refused: Any) -> str:
-    """The text of the ladder's last rungs after other problems: the SDK's "Unsupported protocol version"
-    names neither version there, where its data (the first problem's) is not sent."""
+def served_versions_data(requested: Any) -> dict[str, Any]:
+    """The data of an unsupported-protocol-version error (-32022): the version asked for and every version
+    this server serves, on either wire, as `server/discover` lists them (the SDK's ladder names the
+    2026-07-28 wire's alone: a client that also speaks 2025-11-25 could not learn it would be served)."""
+    return {"supported": list(protocol.SERVED_PROTOCOL_VERSIONS), "requested": requested}
+
+
+def unsupported_version_text(shown: str, where: str) -> str:
+    """The message of an unsupported-protocol-version error: the version (`shown`: as an error may quote it),
+    where it was read, what is served."""
+    return (f"Unsupported protocol version {shown} in {where}: this server serves "
+            f"{', '.join(protocol.SERVED_PROTOCOL_VERSIONS)}")
+
+
+ENVELOPE = "the envelope (params._meta)"
+
+
+def _unsupported(refused: Any, first: bool) -> str:
+    """The text of the ladder's last rungs: the SDK's "Unsupported protocol version" names neither the version
+    nor where it was read (and after other problems its data, the first problem's, is not sent)."""
     data = refused.data
     if refused.code != jsonrpc.UNSUPPORTED_PROTOCOL_VERSION or not isinstance(data, dict):
         return str(refused.message)
-    return (f"unsupported protocol version {_shown(str(data.get('requested')))} in the envelope: this server "
-            f"serves {', '.join(data.get('supported') or ())}")
+    text = unsupported_version_text(_shown(str(data.get("requested"))), ENVELOPE)
+    return text if first else text[0].lower() + text[1:]
 
 
 def _every_problem(message: dict[str, Any], headers: dict[str, str], refused: Any, before: Any = None) -> Any:
@@ -192,7 +209,7 @@ def _every_problem(message: dict[str, Any], headers: dict[str, str], refused: An
             break
         fixed = _assume_fixed(message, headers, refused)
         if fixed is None:
-            texts.append(_unsupported(refused) if texts else refused.message)
+            texts.append(_unsupported(refused, first=not texts))
             break
         if fixed[2] is NAME_NOT_TEXT:  # (an invalid param, as the params check would say of it)
             method = message.get("method")
@@ -207,7 +224,10 @@ def _every_problem(message: dict[str, Any], headers: dict[str, str], refused: An
         if not isinstance(refused, ladder.InboundLadderRejection):
             break
     text = "; ".join(texts)
-    return ladder.InboundLadderRejection(code=first.code, data=first.data,
+    data = first.data
+    if first.code == jsonrpc.UNSUPPORTED_PROTOCOL_VERSION and isinstance(data, dict):
+        data = served_versions_data(data.get("requested"))
+    return ladder.InboundLadderRejection(code=first.code, data=data,
                                          message=text[0].upper() + text[1:] if text.startswith("the ") else text)
 
 

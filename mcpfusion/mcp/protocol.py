@@ -28,6 +28,8 @@ if TYPE_CHECKING:
         is_version_at_least,
     )
 
+    SERVED_PROTOCOL_VERSIONS: tuple[str, ...]
+
 __all__ = [
     "CLIENT_CAPABILITIES_META_KEY",
     "CLIENT_INFO_META_KEY",
@@ -37,6 +39,7 @@ __all__ = [
     "MODERN_PROTOCOL_VERSIONS",
     "OLDEST_SERVED_VERSION",
     "PROTOCOL_VERSION_META_KEY",
+    "SERVED_PROTOCOL_VERSIONS",
     "SERVER_INFO_META_KEY",
     "is_version_at_least",
     "lazy_names",
@@ -72,7 +75,12 @@ _lazy = lazy_names(globals(), {
 
 
 def __getattr__(name: str) -> Any:
-    """`lazy_names`, and `HANDSHAKE_PROTOCOL_VERSIONS`: those of `mcp_types` this server serves."""
+    """`lazy_names`, and `HANDSHAKE_PROTOCOL_VERSIONS`: those of `mcp_types` this server serves;
+    `SERVED_PROTOCOL_VERSIONS`: every version served, on either wire (what `server/discover` advertises and
+    an unsupported-version error lists, so that a client may pick one of them and retry)."""
+    if name == "SERVED_PROTOCOL_VERSIONS":
+        every = globals()[name] = (*__getattr__("HANDSHAKE_PROTOCOL_VERSIONS"), *_lazy("MODERN_PROTOCOL_VERSIONS"))
+        return every
     if name != "HANDSHAKE_PROTOCOL_VERSIONS":
         return _lazy(name)
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS as known
