@@ -774,6 +774,14 @@ class Tool:
         guarded: set[str] = set()
         hidden: set[str] = set()
         reserved = _reserved_names(paginate, confirm)
+        sent_as: dict[str, str] = {}  # each key the agent sends, and the parameter (or flattened field) it sets
+
+        def send(key: str, what: str) -> None:
+            other = sent_as.setdefault(key, what)
+            if other != what:
+                raise TypeError(f"{where}: {what} is sent as {key!r}, and so is {other}: one key cannot set two "
+                                "parameters (both would get the same value); rename one or give it another alias")
+
         for prop in (input_schema or {}).get("properties") or ():
             if prop in reserved:
                 raise ValueError(f"{fn.__qualname__}: input_schema property {prop!r} is reserved ({reserved[prop]}); "
@@ -802,6 +810,8 @@ class Tool:
                     if field_name in fields:
                         raise TypeError(f"{where}: {flat.__name__}'s field {field_name!r}, flattened into the action's "
                                         "parameters, clashes with another parameter of that name; rename one")
+                    for sent in _sent_names(field_name, info):
+                        send(sent, f"{flat.__name__}'s field {field_name!r} (flattened)")
                     fields[field_name] = (info.annotation, info)
                 check_listable(flat, f"{named}: parameter {arg!r}")
                 flattened[arg] = (flat, tuple(flat.model_fields))
@@ -815,10 +825,13 @@ class Tool:
                                  "private attributes: it would be left out of the input schema and never passed. "
                                  f"Rename it ({arg.lstrip('_') or 'value'}), or give the new name the alias "
                                  f"(Annotated[..., Field(alias={arg!r})]) if the agent must send {arg!r}")
-            for sent in _aliases(arg, annotation, default):
+            aliases = _aliases(arg, annotation, default)
+            for sent in aliases:
                 if sent in reserved:
                     raise ValueError(f"{fn.__qualname__}: parameter {arg!r} is sent as {sent!r} (its alias), which is "
                                      f"reserved ({reserved[sent]}): give it another alias")
+            for sent in aliases or (arg,):
+                send(sent, f"parameter {arg!r}")
             check_validatable(annotation, f"{where}: parameter {arg!r}")
             check_listable(annotation, f"{named}: parameter {arg!r}")
             fields[arg] = (annotation, ... if default is inspect.Parameter.empty else default)

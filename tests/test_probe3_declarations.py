@@ -8,10 +8,12 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from typing import Annotated
 
 import pytest
+from pydantic import BaseModel, Field
 
-from mcpfusion import ActionCall, Concurrency, MCPFusion, Presenter, RateLimit, Timeout, Tool, image, ui
+from mcpfusion import ActionCall, Concurrency, Flatten, MCPFusion, Presenter, RateLimit, Timeout, Tool, image, ui
 from mcpfusion.testing import ToolTester
 
 NAN, INF = math.nan, math.inf
@@ -223,3 +225,58 @@ async def test_a_callback_returning_a_coroutine_anyway_fails_the_call_and_sends_
     assert answer.error_code == "INTERNAL_ERROR", answer.text
     assert "coroutine" not in answer.text and "0x" not in answer.text
     assert "returned coroutine (it is async)" in caplog.text
+
+
+# -- 6: two parameters sent under one key ---------------------------------------------------------------------
+
+
+class Address(BaseModel):
+    street: str
+    city: str = Field(alias="town")
+
+
+def _transfer_alias_first(source: Annotated[str, Field(alias="account")], account: str) -> str:
+    """Move money."""
+    return f"{source}>{account}"
+
+
+def _transfer_name_first(account: str, source: str = Field(alias="account")) -> str:
+    """Move money."""
+    return f"{source}>{account}"
+
+
+def _two_aliases(a: Annotated[str, Field(alias="x")], b: Annotated[str, Field(validation_alias="x")]) -> str:
+    """Two aliases."""
+    return a + b
+
+
+def _alias_of_a_flattened_field(address: Annotated[Address, Flatten()], town: str) -> str:
+    """An alias of a flattened field."""
+    return town
+
+
+@pytest.mark.parametrize(("fn", "says"), [
+    (_transfer_alias_first, r"parameter 'account' is sent as 'account', and so is parameter 'source'"),
+    (_transfer_name_first, r"parameter 'source' is sent as 'account', and so is parameter 'account'"),
+    (_two_aliases, r"parameter 'b' is sent as 'x', and so is parameter 'a'"),
+    (_alias_of_a_flattened_field, r"parameter 'town' is sent as 'town', and so is Address's field 'city' "
+                                  r"\(flattened\)"),
+])
+def test_two_parameters_sent_under_one_key_are_refused_at_declaration(fn, says):
+    tool = Tool("t", exposition="flat")
+    with pytest.raises(TypeError, match=says + r": one key cannot set two parameters"):
+        tool.action(destructive=True)(fn)
+    assert not tool.actions
+
+
+async def test_an_alias_that_clashes_with_nothing_is_accepted():
+    tool = Tool("t", exposition="flat")
+
+    @tool.action(destructive=True)
+    async def transfer(source: Annotated[str, Field(alias="from")], account: str) -> str:
+        """Move money."""
+        return f"{source}>{account}"
+
+    assert tool.actions["transfer"].input_schema["required"] == ["from", "account"]
+    answer = await ToolTester([tool]).call("t", "transfer", {"from": "acc_1", "account": "acc_2"})
+    assert answer.text == "acc_1>acc_2"
