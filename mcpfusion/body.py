@@ -4,6 +4,7 @@ parsing that turns hostile input (deep nesting, huge numbers) into a refusal ins
 from __future__ import annotations
 
 import codecs
+import re
 import sys
 from typing import Any
 
@@ -21,8 +22,9 @@ class BodyTooLarge(Exception):  # noqa: N818
 
 
 class InvalidJSON(ValueError):
-    """The body is not JSON, nests deeper than the parser allows, holds an integer too long to read, or is
-    in another encoding than UTF-8."""
+    """The body is not JSON, nests deeper than the parser allows, holds an integer too long to read or a lone
+    UTF-16 surrogate escape (no character: valid JSON syntax, but no text can carry it), or is in another
+    encoding than UTF-8."""
 
     @property
     def reason(self) -> str:
@@ -36,6 +38,11 @@ class InvalidJSON(ValueError):
         if "number out of range" in text:  # valid JSON: Python's cap on the digits of an int it converts
             return (f"the body holds a number too large to read (more than {sys.get_int_max_str_digits()} "
                     "digits)")
+        if text.startswith(_LONE_SURROGATE):
+            escape = text[len(_LONE_SURROGATE):] or _ANY_SURROGATE
+            # Valid JSON syntax (RFC 8259 allows the escape), but no Unicode text: nothing could carry it on.
+            return (f"the body holds a lone UTF-16 surrogate ({escape} without its pair), which is no character "
+                    "and cannot be carried: send the character itself, or its complete surrogate pair")
         return "the body is not valid JSON"
 
 
@@ -88,15 +95,48 @@ def parse_json(body: bytes) -> Any:
         failure: Exception = exc
     # Looked at only once the parse failed: a valid body (every call) pays nothing for it.
     if body.startswith(codecs.BOM_UTF8):  # RFC 8259 lets a parser ignore it
+        body = body[len(codecs.BOM_UTF8):]
         try:
-            return from_json(body[len(codecs.BOM_UTF8):], allow_inf_nan=False)
+            return from_json(body, allow_inf_nan=False)
         except (ValueError, RecursionError) as exc:
             failure = exc
     else:
         encoding = next((name for bom, name in _OTHER_BOMS if body.startswith(bom)), None)
         if encoding is not None:
             raise InvalidJSON(_ENCODED_AS + encoding) from None
+    escape = _lone_surrogate(body, str(failure))
+    if escape is not None:
+        raise InvalidJSON(_LONE_SURROGATE + escape) from None
     raise InvalidJSON(str(failure)) from None
+
+
+_LONE_SURROGATE = "lone surrogate "
+_ANY_SURROGATE = "an escape \\ud800 to \\udfff"  # (where the parser's position names none)
+# The parser's words for a \uXXXX escape of a UTF-16 surrogate without its pair: a high one followed by no
+# \u escape ("unexpected end of hex escape"), a low one alone or a high one followed by no low one
+# ("lone leading surrogate"); each at a position just past the escape.
+_SURROGATE_FAILURES = ("surrogate", "unexpected end of hex escape")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_AT = re.compile(r" at line (\d+) column (\d+)$")
+
+
+def _lone_surrogate(body: bytes, failure: str) -> str | None:
+    """The surrogate escape a failure to parse `body` is about (`\ud800`; "" when it cannot be located), or
+    None when the failure is another one. Asked only once the parse failed."""
+    if not any(words in failure for words in _SURROGATE_FAILURES):
+        return None
+    at = _AT.search(failure)
+    if at is None:
+        return ""
+    line, column = int(at[1]), int(at[2])
+    offset = 0
+    for _ in range(line - 1):  # (the parser counts lines and byte columns from 1)
+        offset = body.find(b"\n", offset) + 1
+        if offset == 0:
+            return ""
+    end = offset + column
+    found = [m[0] for m in _SURROGATE_ESCAPE.finditer(body, max(0, end - 13), end + 1)]
+    return found[-1].decode("ascii") if found else ""
 
 
 def is_json_media_type(content_type: str | None) -> bool:

@@ -197,3 +197,63 @@ async def test_a_session_client_with_an_unknown_version_keeps_its_wires_answer()
         refused = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "ping"}, headers=headers)
     assert refused.status_code == 400
     assert refused.json()["error"] == {"code": -32600, "message": "Unsupported MCP-Protocol-Version: 2099-01-01"}
+
+
+# -- 8. a notification sent with an id; a lone surrogate escape ------------------------------------------------
+
+
+async def opened_session(http: httpx.AsyncClient) -> dict[str, str]:
+    opened = await http.post("/mcp", json=INITIALIZE, headers=SSE)
+    headers = {**SSE, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": SESSION}
+    await http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    return headers
+
+
+@pytest.mark.parametrize("method", ["notifications/initialized", "notifications/cancelled",
+                                    "notifications/progress", "notifications/message"])
+async def test_a_notification_sent_with_an_id_is_told_to_drop_the_id(method):
+    async with client(notes_fusion(json_response=True).build_app()) as http:
+        headers = await opened_session(http)
+        answer = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 7, "method": method}, headers=headers)
+        modern = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 8, "method": method, "params": {"_meta": META}},
+                                 headers={**SSE, "mcp-protocol-version": MODERN, "mcp-method": method})
+    assert answer.json()["id"] == 7 and answer.json()["error"] == {
+        "code": -32600, "message": f"Invalid request: {method} is a notification: send it without an id (a request "
+                                   "with an id expects an answer, which a notification has not)"}
+    assert modern.status_code == 400 and modern.json()["error"]["code"] == -32600
+    assert f"{method} is a notification" in modern.json()["error"]["message"]
+
+
+async def test_an_unknown_method_is_still_not_found():
+    async with client(notes_fusion(json_response=True).build_app()) as http:
+        headers = await opened_session(http)
+        answer = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 7, "method": "notifications/made_up"},
+                                 headers=headers)
+    assert answer.json()["error"] == {"code": -32601, "message": "Method not found: notifications/made_up"}
+
+
+@pytest.mark.parametrize(("escaped", "named"), [
+    (r"\ud800", r"\ud800"), (r"\uDFFF", r"\uDFFF"), (r"\ud800\u0041", r"\ud800"), (r"a\udc00b", r"\udc00")])
+async def test_a_lone_surrogate_escape_is_named_as_such(escaped, named):
+    body = ('{"jsonrpc":"2.0","id":8,"method":"ping","params":{"_meta":{"x":"' + escaped + '"}}}').encode()
+    async with client(notes_fusion(json_response=True).build_app()) as http:
+        headers = await opened_session(http)
+        refused = await http.post("/mcp", content=body, headers=headers)
+    assert refused.status_code == 400
+    assert refused.json()["error"] == {"code": -32700, "message": (
+        f"Parse error: the body holds a lone UTF-16 surrogate ({named} without its pair), which is no character and "
+        "cannot be carried: send the character itself, or its complete surrogate pair")}
+
+
+def test_other_parse_failures_keep_their_words_and_a_pair_is_read():
+    from mcpfusion.body import InvalidJSON, parse_json
+
+    for body in (rb'{"x":"\u12"}', b'{"x":', b'{"x":"\xed\xa0\x80"}', rb'{"x":"\\ud800"'):
+        with pytest.raises(InvalidJSON) as refused:
+            parse_json(body)
+        assert refused.value.reason == "the body is not valid JSON", body
+    assert parse_json(rb'{"x":"\ud83d\ude00"}') == {"x": "\U0001F600"}
+    assert parse_json(rb'{"x":"\\ud800"}') == {"x": "\\ud800"}  # an escaped backslash: no escape at all
+    with pytest.raises(InvalidJSON) as multiline:  # the position on a later line, behind a byte order mark
+        parse_json(b'\xef\xbb\xbf{\n"a": "\xc3\xa9",\n"x": "\\udbff"}')
+    assert "(\\udbff without its pair)" in multiline.value.reason

@@ -9,6 +9,7 @@ imports the layer that defines it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterable
@@ -42,6 +43,15 @@ CACHEABLE = frozenset({"tools/list", "resources/list", "resources/templates/list
                        "prompts/list", "server/discover"})
 YIELD_EVERY = 64  # URIs a subscriptions/listen checks between two turns of the event loop
 ECHO_MAX = 120  # characters of a name the client sent that an error repeats (as unknown tool names are cut)
+
+
+@functools.cache
+def _notification_methods() -> frozenset[str]:
+    """Every notification method of the protocol, either way and in any revision (read when a request names
+    one: a method that exists, sent with an id by mistake, is told so rather than "Method not found")."""
+    from mcp_types.methods import CLIENT_NOTIFICATIONS, SERVER_NOTIFICATIONS
+
+    return frozenset(method for method, _ in (*CLIENT_NOTIFICATIONS, *SERVER_NOTIFICATIONS))
 
 
 def _echoed(name: str) -> str:
@@ -198,6 +208,9 @@ class Engine:
         allowed = MODERN_METHODS if call.modern else SESSION_METHODS
         handler = self._handlers.get(call.method) if call.method in allowed else None
         if handler is None:
+            if call.method in _notification_methods():
+                raise McpError(jsonrpc.INVALID_REQUEST, f"Invalid request: {call.method} is a notification: send it "
+                               "without an id (a request with an id expects an answer, which a notification has not)")
             raise McpError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {_echoed(call.method)}")
         check_params(call.method, call.protocol_version, call.params, call.envelope)
         result = await handler(call)
