@@ -15,9 +15,11 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any, get_args, get_origin
 
+from pydantic import TypeAdapter
 from starlette.requests import Request
 
 from mcpfusion.errors import sent_value
+from mcpfusion.hints import type_name
 from mcpfusion.injection import Injected, call_injected
 from mcpfusion.mcp import jsonrpc
 from mcpfusion.mcp.jsonrpc import McpError
@@ -54,6 +56,7 @@ class Prompt:
         injected = Injected(fn)
         args: list[dict[str, Any]] = []
         for param in injected.arguments:
+            _check_text_argument(name or fn.__name__, param)
             arg: dict[str, Any] = {"name": param.name, "required": param.default is inspect.Parameter.empty}
             desc = _description(param.annotation)
             if desc:
@@ -107,6 +110,40 @@ def _check_result(name: str, result: dict[str, Any]) -> None:
         raise McpError(jsonrpc.INTERNAL_ERROR, f"Prompt {name!r} returned messages MCP cannot carry (at "
                        f"{', '.join(wrong[:5])}): a message's role is user or assistant and its content a text, "
                        "image, audio or resource block") from None
+
+
+def _check_text_argument(prompt: str, param: inspect.Parameter) -> None:
+    """Refuse a prompt argument whose type no text can be (a list, an object): MCP sends a prompt's arguments
+    as strings, converted to the parameter's type as a query string is (`Injected`), so such a prompt could
+    never be got. A type without a JSON schema is left to that conversion."""
+    annotation = param.annotation
+    if annotation is str or annotation is Any or annotation is inspect.Parameter.empty:
+        return
+    try:
+        schema = TypeAdapter(annotation).json_schema()
+    except Exception:  # (no JSON schema: nothing to tell from here)
+        return
+    if not _from_text(schema, schema.get("$defs") or {}):
+        raise TypeError(f"prompt {prompt!r}: argument {param.name!r} has the type {type_name(annotation)}, which no "
+                        "text can be: MCP sends prompt arguments as strings. Take a str (and parse it), or a "
+                        "type written as one word (a number, a bool, a date, an enum or Literal)")
+
+
+def _from_text(schema: dict[str, Any], defs: dict[str, Any], depth: int = 0) -> bool:
+    """Whether some text converts to a value of `schema` (a scalar, an enum; one member of a union)."""
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and depth < 20:
+        return _from_text(defs.get(ref.rsplit("/", 1)[-1]) or {}, defs, depth + 1)
+    for union in ("anyOf", "oneOf"):
+        if union in schema:
+            return any(_from_text(member, defs, depth + 1) for member in schema[union])
+    if "allOf" in schema:
+        return all(_from_text(member, defs, depth + 1) for member in schema["allOf"])
+    if "enum" in schema or "const" in schema:
+        return True
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return kind is None or any(k in ("string", "integer", "number", "boolean") for k in kinds)
 
 
 def _description(annotation: Any) -> str | None:

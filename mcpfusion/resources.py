@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import builtins
+import inspect
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -222,6 +223,50 @@ def _check_reachable(dependant: Dependant, where: str) -> None:
         _check_reachable(sub, where)
 
 
+# RFC 3986: a URI starts with its scheme (a letter, then letters, digits, `+`, `-` or `.`) and a colon.
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _check_uri(uri: Any, what: str) -> None:
+    """Refuse a resource URI (or template) that is no URI: no scheme (`"not a uri"`), or spaces and control
+    characters, which no client sends in one."""
+    if not isinstance(uri, str):
+        raise TypeError(f"{what} URI {uri!r} is not a string")
+    if _SCHEME.match(uri) is None or any(c.isspace() or not c.isprintable() for c in uri):
+        raise ValueError(f"{what} URI {uri!r} is not a URI: write it as scheme:rest, with no spaces or control "
+                         "characters (e.g. 'docs://readme' or 'file:///readme.txt')")
+
+
+def _check_arguments(injected: Injected, variables: Iterable[str], where: str) -> None:
+    """Refuse a parameter of a resource function that no read could set (required, and neither a variable of
+    its template nor `uri`), and a template variable that nothing takes (neither a parameter, nor one of a
+    dependency's, nor `uri`, whose text holds it, nor `**kwargs`): every read would fail, or the variable would
+    be left unread."""
+    given = {*variables, "uri"}
+    for param in injected.arguments:
+        if param.name not in given and param.default is inspect.Parameter.empty:
+            kind = "the variables of its URI template" if variables else "the URI of a static resource (no variable)"
+            raise TypeError(f"{where}: the function takes {param.name!r}, which no read could set (a read gives "
+                            f"{kind} and 'uri'): name it after a variable of the template, or give it a default")
+    if injected.takes_any or "uri" in injected.names:
+        return
+    taken = injected.names | _path_names(injected.dependant)
+    unread = [name for name in variables if name not in taken]
+    if unread:
+        raise TypeError(f"{where}: the variable(s) {', '.join(map(repr, unread))} are not taken by the function "
+                        "nor its dependencies: name a parameter after each (or take 'uri'), or remove them from "
+                        "the template")
+
+
+def _path_names(dependant: Dependant) -> set[str]:
+    """The template variables the dependencies of `dependant` take, at any depth (their path parameters)."""
+    found: set[str] = set()
+    for sub in dependant.dependencies:
+        found.update(field.name for field in sub.path_params)
+        found |= _path_names(sub)
+    return found
+
+
 def _put(out: dict[str, Any], **values: Any) -> None:
     for key, value in values.items():
         if value is not None:
@@ -278,9 +323,19 @@ class ResourceRegistry:
         return bool(self.resources or self.templates)
 
     def add(self, resource: Resource) -> None:
+        _check_uri(resource.uri, "resource")
+        if resource.uri in self.resources:  # as prompts and tools: a second declaration is a mistake, never a swap
+            raise ValueError(f"duplicate resource URI {resource.uri!r}: it is already read by "
+                             f"{self.resources[resource.uri].name!r} (remove that one first to replace it)")
+        _check_arguments(resource.injected, (), f"resource {resource.uri!r}")
         self.resources[resource.uri] = resource
 
     def add_template(self, template: ResourceTemplate) -> None:
+        _check_uri(template.uri_template, "resource template")
+        if any(t.uri_template == template.uri_template for t in self.templates):
+            raise ValueError(f"duplicate resource template {template.uri_template!r}: one is declared already "
+                             "(remove that one first to replace it)")
+        _check_arguments(template.injected, template.variables, f"resource template {template.uri_template!r}")
         self.templates.append(template)
 
     def list(self, request: Request | None = None) -> list[dict[str, Any]]:

@@ -5,12 +5,15 @@ coroutine anyway is an error at call time, never a rule of the agent's)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import enum
 import functools
 import math
 import warnings
-from typing import Annotated
+from typing import Annotated, Literal
 
 import pytest
+from fastapi import Depends
 from pydantic import BaseModel, Field
 
 from mcpfusion import ActionCall, Concurrency, Flatten, MCPFusion, Presenter, RateLimit, Timeout, Tool, image, ui
@@ -280,3 +283,130 @@ async def test_an_alias_that_clashes_with_nothing_is_accepted():
     assert tool.actions["transfer"].input_schema["required"] == ["from", "account"]
     answer = await ToolTester([tool]).call("t", "transfer", {"from": "acc_1", "account": "acc_2"})
     assert answer.text == "acc_1>acc_2"
+
+
+# -- 8: resources and prompts no read could serve ---------------------------------------------------------------
+
+
+async def _other(other: str) -> str:
+    return other
+
+
+async def _takes_limit(id: str, limit: int) -> str:
+    return f"{id}/{limit}"
+
+
+async def _optional(id: str = "x") -> str:
+    return id
+
+
+async def _nothing() -> str:
+    return "x"
+
+
+@pytest.mark.parametrize(("template", "fn", "says"), [
+    ("lib://a/{id}", _other, r"the function takes 'other', which no read could set"),
+    ("lib://b/{id}", _takes_limit, r"the function takes 'limit', which no read could set"),
+    ("lib://c/{id}", _nothing, r"the variable\(s\) 'id' are not taken by the function nor its dependencies"),
+    ("lib://d/{id}/{page}", _takes_limit, r"the function takes 'limit'"),
+])
+def test_a_template_whose_variables_and_parameters_disagree_is_refused(template, fn, says):
+    fusion = MCPFusion("lib")
+    with pytest.raises(TypeError, match=rf"resource template '{template}': {says}"):
+        fusion.resource_template(template)(fn)
+    assert not fusion.resources.templates
+
+
+def test_a_static_resource_whose_function_takes_an_argument_is_refused():
+    fusion = MCPFusion("lib")
+    with pytest.raises(TypeError, match=r"resource 'lib://one': the function takes 'other', which no read could "
+                                        r"set \(a read gives the URI of a static resource"):
+        fusion.resource("lib://one")(_other)
+
+
+async def test_templates_whose_variables_are_taken_are_accepted_and_read():
+    def load(id: str) -> str:
+        return f"loaded {id}"
+
+    async def by_dependency(item: str = Depends(load)) -> str:
+        return item
+
+    async def by_uri(uri: str) -> str:
+        return uri
+
+    async def by_kwargs(**values: str) -> str:
+        return values["id"]
+
+    fusion = MCPFusion("lib")
+    fusion.resource_template("lib://dep/{id}")(by_dependency)
+    fusion.resource_template("lib://uri/{id}")(by_uri)
+    fusion.resource_template("lib://kw/{id}")(by_kwargs)
+    fusion.resource_template("lib://opt/{id}")(_optional_limit)
+    fusion.resource("lib://plain")(by_uri)
+    read = fusion.resources.read
+    assert (await read("lib://dep/7"))["contents"][0]["text"] == "loaded 7"
+    assert (await read("lib://uri/7"))["contents"][0]["text"] == "lib://uri/7"
+    assert (await read("lib://kw/7"))["contents"][0]["text"] == "7"
+    assert (await read("lib://opt/7"))["contents"][0]["text"] == "7/10"
+    assert (await read("lib://plain"))["contents"][0]["text"] == "lib://plain"
+
+
+async def _optional_limit(id: str, limit: int = 10) -> str:
+    return f"{id}/{limit}"
+
+
+@pytest.mark.parametrize("uri", ["not a uri", "readme.txt", "/docs/readme", "lib://a b", "lib://a\nb", ""])
+def test_a_resource_uri_that_is_no_uri_is_refused(uri):
+    fusion = MCPFusion("lib")
+    with pytest.raises(ValueError, match=r"resource URI .* is not a URI: write it as scheme:rest"):
+        fusion.resource(uri)(_nothing)
+    with pytest.raises(ValueError, match=r"resource template URI .* is not a URI"):
+        fusion.resource_template(uri + "{id}")(_optional)
+    assert not fusion.resources
+
+
+def test_a_resource_uri_or_template_declared_twice_is_refused_and_the_first_kept():
+    fusion = MCPFusion("lib")
+    fusion.resource("lib://dup", name="first")(_nothing)
+    with pytest.raises(ValueError, match=r"duplicate resource URI 'lib://dup': it is already read by 'first'"):
+        fusion.resource("lib://dup", name="second")(_nothing)
+    assert fusion.resources.resources["lib://dup"].name == "first"
+    fusion.resource_template("lib://t/{id}")(_optional_limit)
+    with pytest.raises(ValueError, match=r"duplicate resource template 'lib://t/\{id\}'"):
+        fusion.resource_template("lib://t/{id}")(_optional_limit)
+    assert len(fusion.resources.templates) == 1
+
+
+class Tone(enum.Enum):
+    FORMAL = "formal"
+
+
+class Shape(BaseModel):
+    sides: int
+
+
+@pytest.mark.parametrize("annotation", [list[int], dict[str, int], Shape, list[str] | None, tuple[int, int]])
+def test_a_prompt_argument_no_text_can_be_is_refused(annotation):
+    def listy(items: str) -> str:
+        """A prompt."""
+        return "x"
+
+    listy.__annotations__["items"] = annotation
+    fusion = MCPFusion("lib")
+    with pytest.raises(TypeError, match=r"prompt 'listy': argument 'items' has the type .*, which no text can be: "
+                                        r"MCP sends prompt arguments as strings"):
+        fusion.prompt()(listy)
+    assert not fusion.prompts
+
+
+async def test_prompt_arguments_text_converts_to_are_accepted():
+    def review(n: int, ratio: float, flag: bool, day: dt.date, tone: Tone, mode: Literal["a", "b"],
+               note: str | None = None, count: int | list[int] = 1) -> str:
+        """Review."""
+        return f"{n} {ratio} {flag} {day} {tone.value} {mode} {count}"
+
+    fusion = MCPFusion("lib")
+    fusion.prompt()(review)
+    got = await fusion.prompts.get("review", {"n": "2", "ratio": "0.5", "flag": "true", "day": "2026-01-02",
+                                              "tone": "formal", "mode": "a", "count": "3"})
+    assert got["messages"][0]["content"]["text"] == "2 0.5 True 2026-01-02 formal a 3"
