@@ -437,6 +437,48 @@ def _derive(sources: tuple[Presenter, ...], many: bool | None, optional: bool, p
     return derived, share(derived)
 
 
+def contradiction(explicit: dict[str, Any], presenters: tuple[Presenter, ...], many: bool | None) -> str | None:
+    """What makes the answers of `presenters` never valid against an explicit output schema (`output_schema=`
+    beside `returns=<presenter>`), None when some answer may be: a key it requires that no answer holds, a key
+    every answer holds that it forbids (`additionalProperties: false`), or a key typed apart. Read at the top
+    level only (a schema that may fit is left to the check of each answer)."""
+    derived, _ = _derive(presenters, many, False, True, False)
+    if derived is None:
+        return None
+    wanted = explicit.get("properties") or {}
+    required = [key for key in explicit.get("required") or () if isinstance(key, str)]
+    closed = explicit.get("additionalProperties") is False
+    reasons: list[str] = []
+    for branch in derived.get("anyOf") or [derived]:
+        given = branch.get("properties") or {}
+        missing = [key for key in required if key not in given]
+        extra = [key for key in branch.get("required") or () if key not in wanted] if closed else []
+        clash = [key for key in required if key in given and key in wanted and _apart(wanted[key], given[key])]
+        if not (missing or extra or clash):
+            return None
+        reasons.append("; ".join(
+            ([f"it requires {', '.join(map(repr, missing))}, which the presenter never sends"] if missing else [])
+            + ([f"it forbids {', '.join(map(repr, extra))}, which the presenter always sends"] if extra else [])
+            + ([f"it types {', '.join(map(repr, clash))} apart from the presenter"] if clash else [])))
+    return reasons[0]
+
+
+_JSON_TYPES = {"integer": {"integer", "number"}, "number": {"number", "integer"}}
+
+
+def _apart(wanted: Any, given: Any) -> bool:
+    """Whether two property schemas state top-level types no value has both of (`integer` is a `number`)."""
+    if not (isinstance(wanted, dict) and isinstance(given, dict)):
+        return False
+    first, second = wanted.get("type"), given.get("type")
+    if first is None or second is None or "anyOf" in given or "anyOf" in wanted:
+        return False
+    ones = {first} if isinstance(first, str) else set(first)
+    others = {second} if isinstance(second, str) else set(second)
+    widened = set().union(*(_JSON_TYPES.get(kind, {kind}) for kind in ones))
+    return not (widened & others)
+
+
 class Output:
     """One action's output contract (built lazily: presenters may still be configured after the decorator).
 

@@ -45,7 +45,7 @@ from .errors import (
 )
 from .hints import per_annotation, type_hints, type_name
 from .model import READ_SCHEMA_OF, Model
-from .output import Output, bare, cardinality, holds_records, model_of, shape
+from .output import Output, bare, cardinality, contradiction, holds_records, model_of, shape
 from .pagination import CURSOR_ADVERTISED, CURSOR_PARAM, CURSOR_SCHEMA
 from .presenter import Presenter
 from .schema import copied, root_keys
@@ -928,6 +928,12 @@ class Tool:
         declared = ((presenter,) if presenter else ()) + candidates
         for registered in declared:
             registered.freeze()  # the action answers with it: it must not change under the action
+        if explicit is not None and declared and model is None:
+            wrong = contradiction(explicit, declared, cardinality(annotation))
+            if wrong is not None:
+                raise TypeError(f"{where} (action {label}): output_schema= contradicts what its presenter answers "
+                                f"({wrong}), so every call would fail its output check: leave output_schema= out "
+                                "(the presenter's schema is advertised) or make it describe the presenter's output")
         if model is not None and (declared or dependency is not None):
             # A model next to presenters only documents their output: advertised, and checked as a schema.
             explicit = shape(bare(Presenter.firewall(model).wire_schema()), many, optional=self.select)

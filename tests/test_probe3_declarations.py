@@ -410,3 +410,45 @@ async def test_prompt_arguments_text_converts_to_are_accepted():
     got = await fusion.prompts.get("review", {"n": "2", "ratio": "0.5", "flag": "true", "day": "2026-01-02",
                                               "tone": "formal", "mode": "a", "count": "3"})
     assert got["messages"][0]["content"]["text"] == "2 0.5 True 2026-01-02 formal a 3"
+
+
+# -- 9: returns=<presenter> beside an output_schema= it contradicts ---------------------------------------------
+
+INVOICE_VIEW = Presenter("invoice").schema({"id": str, "total_cents": int})
+
+
+@pytest.mark.parametrize(("schema", "says"), [
+    ({"type": "object", "properties": {"number": {"type": "string"}}, "required": ["number"]},
+     r"it requires 'number', which the presenter never sends"),
+    ({"type": "object", "properties": {"id": {"type": "string"}}, "additionalProperties": False},
+     r"it forbids 'total_cents', which the presenter always sends"),
+    ({"type": "object", "properties": {"total_cents": {"type": "string"}}, "required": ["total_cents"]},
+     r"it types 'total_cents' apart from the presenter"),
+])
+def test_an_output_schema_contradicting_the_presenter_is_refused_at_declaration(schema, says):
+    tool = Tool("billing")
+    with pytest.raises(TypeError, match=r"\(action billing/get_invoice\): output_schema= contradicts what its "
+                                        rf"presenter answers \({says}\), so every call would fail"):
+        @tool.action(readonly=True, returns=INVOICE_VIEW, output_schema=schema)
+        async def get_invoice(id: str) -> dict[str, object]:
+            """Get one invoice."""
+            return {"id": id, "total_cents": 100}
+    assert not tool.actions
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "required": ["id"]},
+    {"type": "object", "properties": {"total_cents": {"type": "number"}}, "required": ["id", "total_cents"]},
+    {"type": "object", "properties": {"id": {"type": "string"}, "total_cents": {"type": "integer"}},
+     "additionalProperties": False},
+])
+async def test_an_output_schema_the_presenter_fits_is_accepted_and_answers(schema):
+    tool = Tool("billing")
+
+    @tool.action(readonly=True, returns=INVOICE_VIEW, output_schema=schema)
+    async def get_invoice(id: str) -> dict[str, object]:
+        """Get one invoice."""
+        return {"id": id, "total_cents": 100}
+
+    answer = await ToolTester([tool]).call("billing", "get_invoice", {"id": "inv_1"})
+    assert answer.error_code is None, answer.text
