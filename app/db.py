@@ -84,6 +84,11 @@ def _add_missing_columns(conn: Any) -> None:
     columns = {c["name"]: c for c in inspect(conn).get_columns("invoices")}
     if "void_reason" not in columns:
         conn.execute(text("ALTER TABLE invoices ADD COLUMN void_reason VARCHAR(200)"))
+    if "last_reminded_at" not in columns:
+        stamp = "TIMESTAMP WITHOUT TIME ZONE" if conn.dialect.name == "postgresql" else "DATETIME"
+        conn.execute(text(f"ALTER TABLE invoices ADD COLUMN last_reminded_at {stamp}"))
+    if "idempotency_key" not in columns:
+        conn.execute(text("ALTER TABLE invoices ADD COLUMN idempotency_key VARCHAR(64)"))
     # Money columns were 32-bit: widened where the database knows the difference (SQLite's INTEGER is 64-bit).
     if conn.dialect.name == "postgresql":
         payments = {c["name"]: c for c in inspect(conn).get_columns("payments")}

@@ -43,6 +43,9 @@ TRANSITIONS = {"draft": {"sent"}, "sent": set(), "paid": set(), "void": set()}
 DUE_WITHIN_YEARS = 10
 # Seconds a caller is told to wait after BUSY (the database locked by another writer).
 BUSY_RETRY_AFTER = 5
+# The least time between two reminders of one invoice: a second `remind` within it sends nothing and answers
+# when the last one went out (a retry after a lost answer, or twenty identical calls at once, remind once).
+REMIND_COOLDOWN = dt.timedelta(hours=1)
 
 
 def not_found(kind: str, ident: str, list_action: str) -> ToolError:
@@ -107,6 +110,24 @@ def nothing_owed(invoice_id: str, outcome: str) -> ToolError:
     marking it paid: no payment (at least 1 cent) or reminder applies to it."""
     return conflict(f'Invoice "{invoice_id}" is sent but nothing is owed on it (0 cents); {outcome}.',
                     "Settle it with update_invoice_status status=paid.", "billing.update_invoice_status")
+
+
+def utc_stamp(moment: dt.datetime) -> str:
+    """A stored UTC time (naive) as the caller reads it: ISO 8601 to the second, with its `Z`."""
+    return moment.replace(microsecond=0).isoformat() + "Z"
+
+
+def reminded_recently(invoice_id: str, last: dt.datetime, reminders_sent: int) -> ToolError:
+    """The refusal of a reminder within `REMIND_COOLDOWN` of the invoice's last one: nothing was sent, and the
+    caller learns that the last one did go out (a retry after a lost answer needs nothing more)."""
+    window = int(REMIND_COOLDOWN.total_seconds() // 60)
+    after = utc_stamp(last + REMIND_COOLDOWN)
+    return conflict(f'A reminder for invoice "{invoice_id}" was already sent at {utc_stamp(last)} (reminder '
+                    f"#{reminders_sent}); an invoice is reminded at most once every {window} minutes, so none "
+                    "was sent now.",
+                    "If this call retried one whose answer was lost, that reminder went out: do not send it again. "
+                    f"Otherwise send the next reminder after {after}, if the invoice is still unpaid "
+                    "(get_invoice shows reminders_sent).", "billing.get_invoice")
 
 
 def check_due_date(due_date: dt.date, issued_on: dt.date) -> None:
@@ -276,6 +297,11 @@ class BillingStore:
     def today() -> dt.date:
         return dt.date.today()
 
+    @staticmethod
+    def now() -> dt.datetime:
+        """The time a write is made, in UTC (naive: as every dialect stores it)."""
+        return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
     @asynccontextmanager
     async def _writing(self) -> AsyncIterator[AsyncSession]:
         """The session of one write: rolled back unless `_commit` committed it, closed when the write ends. On
@@ -403,16 +429,54 @@ class BillingStore:
 
     # -- invoices: writes --------------------------------------------------------------------------
     async def create_invoice(
-        self, customer_id: str, due_date: dt.date, lines: list[Any], internal_note: str | None
+        self, customer_id: str, due_date: dt.date, lines: list[Any], internal_note: str | None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
+        """Create a draft invoice. With `idempotency_key`, an invoice already created under it (a retry after a
+        lost answer) is answered as it is and nothing is created again; the key of another invoice (other
+        customer, due date, lines or note) is a CONFLICT."""
         check_due_date(due_date, self.today())  # before any session: a refused date costs no transaction
         check_total(lines)
-        async with self._writing() as session:
-            return await self._create_invoice(session, customer_id, due_date, lines, internal_note)
+        args = (customer_id, due_date, lines, internal_note, idempotency_key)
+        try:
+            async with self._writing() as session:
+                return await self._create_invoice(session, *args)
+        except IntegrityError:
+            if idempotency_key is None:
+                raise
+            # Another transaction stored this key first (Postgres: only the unique index saw it).
+            async with self._writing() as session:
+                return await self._create_invoice(session, *args)
+
+    async def _created_before(self, session: AsyncSession, idempotency_key: str, customer_id: str,
+                              due_date: dt.date, lines: list[Any], internal_note: str | None) -> dict[str, Any] | None:
+        """The invoice created under `idempotency_key` if its arguments were these, None if there is none; a
+        CONFLICT for the key of another invoice."""
+        found = await session.scalar(select(InvoiceRecord.id).where(InvoiceRecord.tenant == self.tenant,
+                                                                    InvoiceRecord.idempotency_key == idempotency_key))
+        if found is None:
+            return None
+        data = await self._detail(found, session)
+        sent = [(line.description, line.quantity, line.unit_price_cents) for line in lines]
+        kept = [(line["description"], line["quantity"], line["unit_price_cents"]) for line in data["lines"]]
+        if (data["customer_id"], data["due_date"], data["internal_note"], kept) != (customer_id, due_date,
+                                                                                    internal_note, sent):
+            raise conflict("This idempotency_key was already used for another invoice (another customer, due date, "
+                           "lines or note); nothing was created.",
+                           "Send a new idempotency_key for a new invoice; reuse a key only to retry the same "
+                           "create_invoice call.", "billing.list_invoices")
+        return data
 
     async def _create_invoice(
-        self, session: AsyncSession, customer_id: str, due_date: dt.date, lines: list[Any], internal_note: str | None
+        self, session: AsyncSession, customer_id: str, due_date: dt.date, lines: list[Any], internal_note: str | None,
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
+        if idempotency_key is not None:
+            # (SQLite: the write lock is held from the first statement, so a racing retry waits and finds it here)
+            created = await self._created_before(session, idempotency_key, customer_id, due_date, lines,
+                                                 internal_note)
+            if created is not None:
+                return created
         customer = None if never_stored(customer_id) else await session.scalar(
             select(CustomerRecord).where(CustomerRecord.tenant == self.tenant, CustomerRecord.id == customer_id)
         )
@@ -430,7 +494,7 @@ class BillingStore:
             id=invoice_id, tenant=self.tenant, number=f"{self.tenant.upper()}-{number:04d}",
             customer_id=customer.id, status="draft", currency=currency, total_cents=total, paid_cents=0,
             margin_cents=None, issued_on=self.today(), due_date=due_date, reminders_sent=0,
-            internal_note=internal_note, processor_token=None,
+            internal_note=internal_note, processor_token=None, idempotency_key=idempotency_key,
         ))
         session.add_all(
             LineRecord(invoice_id=invoice_id, position=i, description=line.description, quantity=line.quantity,
@@ -471,7 +535,8 @@ class BillingStore:
         return await self._detail(invoice_id, session)
 
     async def remind(self, invoice_id: str, message: str | None = None) -> dict[str, Any]:
-        """Count a reminder of a sent invoice and record it with the sender's personal line (`message`)."""
+        """Count a reminder of a sent invoice and record it with the sender's personal line (`message`); none
+        within `REMIND_COOLDOWN` of the invoice's last one (`reminded_recently`)."""
         check_text("message", message)
         async with self._writing() as session:
             row = await self._invoice_row(session, invoice_id)
@@ -480,7 +545,23 @@ class BillingStore:
                                "Pick a sent invoice (list_invoices with status=sent).", "billing.list_invoices")
             if row.total_cents == row.paid_cents:
                 raise nothing_owed(invoice_id, "no reminder was sent")
-            row.reminders_sent += 1
+            # One conditional UPDATE counts the reminder and stamps it, only if the last one is older than the
+            # cool-down: the database decides, whatever else runs at the same time.
+            now = self.now()
+            counted = await session.scalar(
+                update(InvoiceRecord)
+                .where(InvoiceRecord.tenant == self.tenant, InvoiceRecord.id == row.id,
+                       or_(InvoiceRecord.last_reminded_at.is_(None),
+                           InvoiceRecord.last_reminded_at <= now - REMIND_COOLDOWN))
+                .values(reminders_sent=InvoiceRecord.reminders_sent + 1, last_reminded_at=now)
+                .returning(InvoiceRecord.reminders_sent)
+                .execution_options(synchronize_session=False)
+            )
+            if counted is None:
+                last, count = (await session.execute(
+                    select(InvoiceRecord.last_reminded_at, InvoiceRecord.reminders_sent)
+                    .where(InvoiceRecord.tenant == self.tenant, InvoiceRecord.id == row.id))).one()
+                raise reminded_recently(invoice_id, last or now, count)  # (a stamp: the update did not pass it)
             session.add(ReminderRecord(tenant=self.tenant, invoice_id=row.id, sent_on=self.today(),
                                        message=message or None))
             return await self._commit(session, invoice_id)

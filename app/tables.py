@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import BigInteger, Date, ForeignKey, Index, Integer, String, UniqueConstraint, text
+from sqlalchemy import BigInteger, Date, DateTime, ForeignKey, Index, Integer, String, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 # Amounts in cents (a line's own unit price and quantity have smaller maxima and stay INTEGER).
@@ -47,6 +47,9 @@ class InvoiceRecord(Base):
         # The list's order (latest due date first, then number) within a tenant: a page is read in index order
         # and stops at its limit, instead of sorting every invoice of the tenant first.
         Index("ix_invoices_list_order", "tenant", text("due_date DESC"), "number"),
+        # The caller's key for this invoice (`create_invoice(idempotency_key=...)`): a retry with the same key
+        # creates nothing more. Unique per tenant; NULLs (invoices created without one) never collide.
+        Index("ux_invoices_idempotency_key", "tenant", "idempotency_key", unique=True),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -61,9 +64,12 @@ class InvoiceRecord(Base):
     issued_on: Mapped[dt.date] = mapped_column(Date)
     due_date: Mapped[dt.date] = mapped_column(Date)
     reminders_sent: Mapped[int] = mapped_column(Integer, default=0)
+    # When the last reminder was sent (UTC, naive): `remind` sends none within `store.REMIND_COOLDOWN` of it.
+    last_reminded_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
     internal_note: Mapped[str | None] = mapped_column(String(500))
     void_reason: Mapped[str | None] = mapped_column(String(200))
     processor_token: Mapped[str | None] = mapped_column(String(80))
+    idempotency_key: Mapped[str | None] = mapped_column(String(64))
 
     customer: Mapped[CustomerRecord] = relationship(lazy="raise")
     lines: Mapped[list[LineRecord]] = relationship(

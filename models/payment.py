@@ -36,8 +36,15 @@ NOT_BLANK_KEY = AfterValidator(not_blank_key)
 
 
 def not_blank_invoice_key(value: str | None) -> str | None:
-    """`not_blank_key` of `create_invoice`'s key (its error naming an invoice)."""
+    """`not_blank_key` of `create_invoice`'s key (its error naming an invoice), which checks its least length
+    too: its schema leaves `minLength` out (every token of the billing listing counts, bench/tokens.py)."""
+    if value is not None and len(value) < MIN_KEY_LENGTH:
+        raise ValueError(f"must be {MIN_KEY_LENGTH} to 64 characters: send a key of your own for this invoice "
+                         "(e.g. a UUID), and the same key again only on its retry")
     return blank_key_refused(value, "invoice")
+
+
+MIN_KEY_LENGTH = 8
 
 
 NOT_BLANK_INVOICE_KEY = AfterValidator(not_blank_invoice_key)

@@ -43,6 +43,7 @@ from models import (
     INVOICE_STATUSES,
     NO_NUL,
     NOT_BLANK,
+    NOT_BLANK_INVOICE_KEY,
     NOT_BLANK_KEY,
     ExportRow,
     InvoiceLineInput,
@@ -111,6 +112,9 @@ InvoiceId = Annotated[str, Field(description="Invoice id, e.g. inv_0001 (see lis
 IdempotencyKey = Annotated[str | None, Field(
     description="A new key per payment; resend it on a retry and the payment is recorded once.",
     min_length=8, max_length=64), NO_NUL, NOT_BLANK_KEY]  # (limits before the rules: a string's; null passes)
+# create_invoice's key: as the payment's, 8 to 64 characters some of which show (the least length is checked by
+# its rule, not advertised: a retry's key is the agent's own, and the listing stays within its token budget).
+InvoiceKey = Annotated[str | None, Field(max_length=64), NO_NUL, NOT_BLANK_INVOICE_KEY]
 DraftId = Annotated[InvoiceId, Field(examples=["inv_0003"])]  # (the docs' example: a draft of the demo data)
 StatusFilter = Annotated[
     Literal[(*INVOICE_STATUSES, "overdue")] | None,  # type: ignore[valid-type]
@@ -142,9 +146,12 @@ async def get_invoice(id: InvoiceId, store: BillingStore = Depends(get_store)) -
 
 
 @billing.action(destructive=False, scopes=WRITE, open_world=False, middleware=[announce_change], **DETAIL)
-async def create_invoice(invoice: InvoiceCreate, store: BillingStore = Depends(get_store)) -> dict[str, Any]:
+async def create_invoice(
+    invoice: InvoiceCreate, idempotency_key: InvoiceKey = None, store: BillingStore = Depends(get_store)
+) -> dict[str, Any]:
     """Create a draft invoice for a customer; its lines must total 1 to 10^12 cents (free items beside paid ones)"""
-    return await store.create_invoice(invoice.customer_id, invoice.due_date, invoice.lines, invoice.internal_note)
+    return await store.create_invoice(invoice.customer_id, invoice.due_date, invoice.lines, invoice.internal_note,
+                                      idempotency_key)
 
 
 @billing.action(idempotent=True, destructive=False, scopes=WRITE, open_world=False, middleware=[announce_change],
@@ -166,6 +173,7 @@ async def remind(
     store: BillingStore = Depends(get_store),
 ) -> dict[str, Any]:
     """Send a payment reminder for a sent invoice"""
+    # (the hour is app.store.REMIND_COOLDOWN; a reminder within it is a CONFLICT saying when the last one went out)
     # The line is kept with the reminder's record (never echoed to the logs; one holding NUL is refused at
     # validation, as every text the service stores); none: a plain reminder.
     invoice = await (store.remind(id, message) if message else store.remind(id))

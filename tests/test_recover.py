@@ -5,6 +5,7 @@ recoveries name the MCP tool as the agent calls it (REST still names the route),
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import httpx
@@ -207,9 +208,12 @@ async def test_a_spent_confirmation_answer_names_the_mcp_tool_to_ask_again():
 
 # -- billing.remind keeps its personal line -------------------------------------------------------------------
 
-async def test_remind_records_the_personal_line(service_app):
+async def test_remind_records_the_personal_line(service_app, monkeypatch):
+    from app import store as billing_store
     from app.auth import Principal
     from app.store import BillingStore
+
+    monkeypatch.setattr(billing_store, "REMIND_COOLDOWN", dt.timedelta(0))  # two reminders in a row
     from mcpfusion import Context
     from mcpfusion.testing import ToolTester
 

@@ -232,7 +232,7 @@ async def test_tool_listing(service_app):
         assert rows[name] == entry["inputSchema"]["properties"]["action"]["enum"]
     assert rows["billing_read"] == ["list_invoices", "get_invoice", "revenue_summary", "export_invoices", "invoice_pdf"]
     assert rows["billing_write"] == ["create_invoice", "update_invoice_status", "remind", "record_payment"]
-    assert "\ncreate_invoice(customer_id,due_date,lines,internal_note?): Create a draft invoice" in (
+    assert "\ncreate_invoice(customer_id,due_date,lines,internal_note?,idempotency_key?): Create a draft invoice" in (
         listing["billing_write"]["description"])
     assert listing["billing_read"]["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
     assert listing["billing_write"]["annotations"] == {"destructiveHint": False}  # open-world: remind, payments

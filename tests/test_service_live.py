@@ -40,7 +40,7 @@ def plan(token):
         ("billing", "create_invoice", new),
         ("billing", "create_invoice", new),
         ("billing", "update_invoice_status", {"id": "{new}", "status": "sent"}),
-        ("billing", "remind", {"id": overdue}),
+        ("billing", "remind", {"id": "{new}"}),  # (one of this run's: an invoice is reminded once an hour)
         ("billing", "record_payment", {"id": "{new}", "amount_cents": 100}),
         ("billing", "void_invoice", {"id": "{other}", "reason": "created twice"}),
         ("customers", "list", {}),

@@ -28,7 +28,7 @@ async def test_a_hidden_field_is_refused_with_the_words_of_any_unknown_field(tmp
         assert error["field"] == name
         details[name] = error["detail"]
     assert set(details.values()) == {"Unknown field. This action accepts: customer_id, due_date, lines, "
-                                     "internal_note."}
+                                     "internal_note, idempotency_key."}
 
 
 @pytest.mark.parametrize("name", HIDDEN_FIELDS)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from mcpfusion.exposition import compact_annotations
 from mcpfusion.pagination import CURSOR_SCHEMA
 from models import INVOICE_STATUSES, CustomerModel, InvoiceLine, InvoiceModel, InvoiceRowModel
-from routers.billing import InvoiceCreate, InvoiceId, InvoiceUpdate, StatusFilter, billing
+from routers.billing import InvoiceCreate, InvoiceId, InvoiceKey, InvoiceUpdate, StatusFilter, billing
 from routers.customers import customers
 
 Invoice = InvoiceModel.schema
@@ -83,6 +83,7 @@ def build(*, output_schemas: bool = True, every_hint: bool = True) -> FastMCP:
         due_date: Annotated[dt.date, _create["due_date"]],
         lines: Annotated[list[InvoiceLine], _create["lines"]],
         internal_note: Annotated[str | None, _create["internal_note"]] = None,
+        idempotency_key: InvoiceKey = None,
     ) -> Invoice:  # type: ignore[valid-type]
         """Create a draft invoice for a customer"""
         raise NotImplementedError
