@@ -218,6 +218,43 @@ def sent_value(value: Any) -> str:
     return visible_name(shortened(shown))  # (`\u202e` in a JSON string is the same character)
 
 
+def secret_at(schema: dict[str, Any], loc: Any) -> bool:
+    """Whether the value at `loc` (a validation error's path) of data of `schema` is a secret: a schema there
+    (or around it: a union's member, an object it is inside) is `writeOnly` or `format: password`, as a
+    pydantic `SecretStr`/`SecretBytes` is. An error never quotes such a value back (`You sent: ...`): it would
+    go out in the answer, the client's transcript and every proxy's log."""
+    defs = schema.get("$defs") or schema.get("definitions") or {}
+    nodes: list[Any] = [schema]
+    for step in (*loc, None):
+        seen: list[dict[str, Any]] = []
+        while nodes:  # each node with its `$ref`, `anyOf`, `oneOf` and `allOf` members, flattened
+            node = nodes.pop()
+            if not isinstance(node, dict) or len(seen) > 200:
+                continue
+            if node.get("writeOnly") is True or node.get("format") == "password":
+                return True
+            seen.append(node)
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/"):
+                nodes.append(defs.get(ref.rsplit("/", 1)[-1]))
+            for key in ("anyOf", "oneOf", "allOf"):
+                nodes.extend(node.get(key) or ())
+        if step is None:
+            return False
+        for node in seen:
+            if isinstance(step, int):
+                items = node.get("items")
+                nodes.extend(items if isinstance(items, list) else [items] if items is not None else [])
+                prefix = node.get("prefixItems")
+                if isinstance(prefix, list) and step < len(prefix):
+                    nodes.append(prefix[step])
+            else:
+                found = (node.get("properties") or {}).get(step)
+                extra = node.get("additionalProperties")
+                nodes.append(found if found is not None else extra if isinstance(extra, dict) else None)
+    return False
+
+
 def shortened(text: str, limit: int = 120) -> str:
     """`text` as an error may echo it: at most `limit` characters (an id or a name sent can be megabytes)."""
     return text if len(text) <= limit else text[: limit - 3] + "..."

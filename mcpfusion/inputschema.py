@@ -9,7 +9,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .errors import field_path, sent_value, shortened
+from .errors import field_path, secret_at, sent_value, shortened
 
 
 def input_validator(schema: dict[str, Any], where: str) -> Any:
@@ -149,6 +149,9 @@ def faults(validator: Any, arguments: dict[str, Any]) -> list[tuple[str, str]]:
                            for name in error.validator_value if name not in error.instance})
         elif error.validator == "additionalProperties" and error.validator_value is False:
             fields[(field_path(path), error.message)] = None  # (one per unknown key: see _additional_properties)
+        elif secret_at(validator.schema, path):  # (its message quotes the value too: said without it)
+            fields[(field_path(path) or "(arguments)",
+                    f"The value does not satisfy {error.validator} {sent_value(error.validator_value)}.")] = None
         else:
             fields[(field_path(path) or "(arguments)",
                     f"{_bounded_message(error)}. You sent: {sent_value(error.instance)}.")] = None

@@ -41,6 +41,7 @@ from .errors import (
     ToolError,
     ValidationFailed,
     field_path,
+    secret_at,
     sent_value,
 )
 from .hints import per_annotation, type_hints, type_name
@@ -576,6 +577,8 @@ class Action:
                 message = "Field required."
             elif err["type"] == "extra_forbidden":
                 message = self._unknown_message(tuple(err["loc"]), valid)
+            elif secret_at(self.declared_schema(), err["loc"]):  # (a SecretStr: never quoted back)
+                message = f"{err['msg'].rstrip('.')}."
             else:
                 message = f"{err['msg'].rstrip('.')}. You sent: {sent_value(err.get('input'))}."
             fields.append((name, message))

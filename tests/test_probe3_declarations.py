@@ -14,7 +14,8 @@ from typing import Annotated, Literal
 
 import pytest
 from fastapi import Depends
-from pydantic import BaseModel, Field
+from fastapi.testclient import TestClient
+from pydantic import BaseModel, Field, SecretBytes, SecretStr
 
 from mcpfusion import ActionCall, Concurrency, Flatten, MCPFusion, Presenter, RateLimit, Timeout, Tool, image, ui
 from mcpfusion.testing import ToolTester
@@ -452,3 +453,59 @@ async def test_an_output_schema_the_presenter_fits_is_accepted_and_answers(schem
 
     answer = await ToolTester([tool]).call("billing", "get_invoice", {"id": "inv_1"})
     assert answer.error_code is None, answer.text
+
+
+# -- 10: a secret argument is never quoted back in a validation error -----------------------------------------
+
+
+class Login(BaseModel):
+    user: str
+    password: SecretStr
+
+
+def _accounts() -> Tool:
+    acct = Tool("acct")
+
+    @acct.action(destructive=True)
+    async def set_password(user: str, password: Annotated[SecretStr, Field(min_length=12)],
+                           spare: SecretBytes | None = None, logins: list[Login] | None = None,
+                           pin: Annotated[int, Field(ge=1000, le=9999)] = 1234) -> str:
+        """Set a password."""
+        return "ok"
+
+    @acct.action(destructive=True, input_schema={
+        "type": "object", "properties": {"token": {"type": "string", "writeOnly": True, "minLength": 12},
+                                         "note": {"type": "string", "maxLength": 3}}})
+    async def set_token(token: str = "", note: str = "") -> str:
+        """Set a token."""
+        return "ok"
+
+    return acct
+
+
+@pytest.mark.parametrize(("action", "arguments", "field"), [
+    ("set_password", {"user": "ada", "password": "hunter2"}, "password"),
+    ("set_password", {"user": "ada", "password": ["hunter2-secret"]}, "password"),
+    ("set_password", {"user": "ada", "password": "correct-horse", "spare": {"hunter2-secret": 1}}, "spare"),
+    ("set_password", {"user": "ada", "password": "correct-horse",
+                      "logins": [{"user": "x", "password": ["hunter2-secret"]}]}, "logins[0].password"),
+    ("set_token", {"token": "hunter2"}, "token"),
+])
+async def test_a_secret_argument_is_never_quoted_back_on_mcp_or_rest(action, arguments, field):
+    secret = "hunter2"
+    acct = _accounts()
+    answer = await ToolTester(MCPFusion("a", tools=[acct])).call("acct", action, arguments)
+    assert answer.error_code == "VALIDATION_ERROR", answer.text
+    assert f'<field name="{field}">' in answer.text
+    assert secret not in answer.text and "You sent" not in answer.text
+    client = TestClient(MCPFusion("a", tools=[_accounts()]).build_app())
+    problem = client.post(f"/api/acct/{action}", json=arguments)
+    assert problem.status_code == 422 and secret not in problem.text, problem.text
+
+
+async def test_an_argument_that_is_no_secret_is_still_quoted_back():
+    answer = await ToolTester([_accounts()]).call("acct", "set_password",
+                                                  {"user": "ada", "password": "correct-horse", "pin": 99999})
+    assert "You sent: 99999." in answer.text
+    answer = await ToolTester([_accounts()]).call("acct", "set_token", {"note": "abcdef"})
+    assert "You sent: \"abcdef\"." in answer.text
