@@ -45,7 +45,7 @@ from .mcp.security import Guarded, HostGuard, HostOriginGuard, mcp_refusal
 from .mcp.settings import TransportSettings
 from .mcp.state import RequestStateSigner
 from .middleware import ActionCall, CallNext, Middleware, applies, chain
-from .pagination import Paging, checked_ttl
+from .pagination import Paging, checked_ttl, warning_of_a_process_key
 from .problem import http_problem_response
 from .prompts import Prompt, PromptRegistry
 from .resources import Resource, ResourceRegistry, ResourceTemplate
@@ -734,6 +734,8 @@ class MCPFusion:
             self.telemetry.install(app)
         if collector.wanted(self.gc_tuning):
             app.router.lifespan_context = collector.serving(app.router.lifespan_context)
+        if self.settings.signing_key is None:  # (said at start-up: a restart would refuse cursors and tokens)
+            app.router.lifespan_context = warning_of_a_process_key(app.router.lifespan_context, self.name)
         # Outermost: a shutdown first waits for the calls' background tasks, then the app's pools close.
         app.router.lifespan_context = draining(self.registry.background, app.router.lifespan_context)
         self.rest_routes = rest  # (what the docs export reads: no REST route, no curl example nor try-it form)

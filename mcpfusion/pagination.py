@@ -29,11 +29,13 @@ import hashlib
 import hmac
 import inspect
 import json
+import logging
 import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from fastapi import params
@@ -429,3 +431,24 @@ class PageCall:
         assert self.position is not None
         last = shown - 1 if self.sources is None else self.sources[shown - 1]
         return self.paging.issue(self.action, self.scope, self.filters, self.position(last))
+
+
+logger = logging.getLogger("mcpfusion")
+
+PROCESS_KEY_WARNING = (
+    "MCPFUSION_SIGNING_KEY is not set: server %r signs its cursors and confirmation tokens (_confirm) with a random "
+    "key of this process, so after a restart (or on another replica) every cursor and token issued before is "
+    "refused as not valid. Set MCPFUSION_SIGNING_KEY (signing_key=) to a secret that outlives the process.")
+
+
+def warning_of_a_process_key(inner: Callable[[Any], Any], name: str) -> Callable[[Any], Any]:
+    """The app's lifespan `inner`, logging `PROCESS_KEY_WARNING` once at start-up: the server `name` signs with
+    a key made for this process (no `signing_key`), which a restart silently replaces."""
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[Any]:
+        logger.warning(PROCESS_KEY_WARNING, name)
+        async with inner(app) as state:
+            yield state
+
+    return lifespan
