@@ -73,6 +73,12 @@ from .validatable import check_output_model, serialization_schema
 logger = logging.getLogger("mcpfusion")
 
 
+# What the callbacks return (typed so that a checker refuses an `async def` one: its coroutine is none of these).
+_Lines = str | Sequence[str | None] | None
+_Blocks = UIBlock | Sequence[UIBlock | None] | None
+_Suggestions = Suggestion | Sequence[Suggestion | None] | None
+
+
 class PresenterError(Exception):
     """The handler's data does not fit the presenter's schema (a server bug, never the agent's)."""
 
@@ -652,7 +658,7 @@ class Presenter:
         self._check_paths()
         return self
 
-    def rules(self, rules: Iterable[str | None] | Callable[..., Any], *, replace: bool = False) -> Presenter:
+    def rules(self, rules: Iterable[str | None] | Callable[..., _Lines], *, replace: bool = False) -> Presenter:
         """System rules sent with every response: a list (a single string is one rule), or a function of
         (data[, ctx]). A later call adds its rules after the earlier ones (a variant built on a copy keeps the
         original's rules); `replace=True` drops the earlier ones."""
@@ -675,7 +681,7 @@ class Presenter:
             _merge_unique(self._static_rules, self.auto_rules)
             _merge_unique(self._static_rules, self._rules)
 
-    def directives(self, lines: Iterable[str | None] | Callable[..., Any]) -> Presenter:
+    def directives(self, lines: Iterable[str | None] | Callable[..., _Lines]) -> Presenter:
         """`<llm_directives>` lines: a list (a single string is one line), or a function of (data[, ctx])."""
         self._directives = (_flexible(lines, "directives", self.name) if callable(lines)
                             else _text_lines(lines, "directives", self.name))
@@ -719,24 +725,24 @@ class Presenter:
             raise
         return self
 
-    def ui(self, fn: Callable[..., Any], *, replace: bool = False) -> Presenter:
+    def ui(self, fn: Callable[..., _Blocks], *, replace: bool = False) -> Presenter:
         """UI blocks for one item: `fn(item[, ctx]) -> UIBlock | list[UIBlock | None]`. A later call adds its
         blocks after the earlier ones' (a variant built on a copy keeps the original's); `replace=True`
         drops them. So do `collection_ui`, `suggest` and `collection_suggest`."""
         self._ui = _added(self._ui, _flexible(fn, "ui", self.name), replace)
         return self
 
-    def collection_ui(self, fn: Callable[..., Any], *, replace: bool = False) -> Presenter:
+    def collection_ui(self, fn: Callable[..., _Blocks], *, replace: bool = False) -> Presenter:
         """UI blocks for a whole list: `fn(items[, ctx])`."""
         self._collection_ui = _added(self._collection_ui, _flexible(fn, "collection_ui", self.name), replace)
         return self
 
-    def suggest(self, fn: Callable[..., Any], *, replace: bool = False) -> Presenter:
+    def suggest(self, fn: Callable[..., _Suggestions], *, replace: bool = False) -> Presenter:
         """Next actions for one item: `fn(item[, ctx]) -> list[Suggestion | None]`."""
         self._suggest = _added(self._suggest, _flexible(fn, "suggest", self.name), replace)
         return self
 
-    def collection_suggest(self, fn: Callable[..., Any], *, replace: bool = False) -> Presenter:
+    def collection_suggest(self, fn: Callable[..., _Suggestions], *, replace: bool = False) -> Presenter:
         """Next actions for a whole list, worked out once: `fn(items[, ctx]) -> list[Suggestion | None]`.
         A list is then answered from it instead of `suggest` per item (one item still uses `suggest`)."""
         made = _flexible(fn, "collection_suggest", self.name)

@@ -509,3 +509,62 @@ async def test_an_argument_that_is_no_secret_is_still_quoted_back():
     assert "You sent: 99999." in answer.text
     answer = await ToolTester([_accounts()]).call("acct", "set_token", {"note": "abcdef"})
     assert "You sent: \"abcdef\"." in answer.text
+
+
+# -- 12: a type checker catches the same mistakes ---------------------------------------------------------------
+
+MISTYPED_MODULE = '''
+from mcpfusion import ActionCall, CallNext, Presenter, ToolResponse, Tool, ui, suggest
+
+
+async def summary(inv: dict[str, object]) -> ui.UIBlock:
+    return ui.summary("x")
+
+
+async def rules(inv: dict[str, object]) -> list[str]:
+    return ["Amounts are in cents."]
+
+
+def plain_ui(inv: dict[str, object]) -> list[ui.UIBlock]:
+    return [ui.summary("x")]
+
+
+def plain_rules(inv: dict[str, object]) -> list[str]:
+    return ["Amounts are in cents."]
+
+
+async def audit(call: ActionCall, call_next: CallNext) -> ToolResponse:
+    return await call_next(call)
+
+
+async def one_argument(call: ActionCall) -> ToolResponse:
+    raise NotImplementedError
+
+
+fine = (Presenter("v").schema({"id": str}).ui(plain_ui).rules(plain_rules).rules(["x"])
+        .suggest(lambda inv: [suggest("t.a", "again")]))
+Tool("fine", middleware=[audit])
+
+Presenter("a").ui(summary)                         # 1: async
+Presenter("b").rules(rules)                        # 2: async
+Presenter("c").directives(rules)                   # 3: async
+Presenter("d").ui(lambda inv: "plain text")        # 4, 5: a str is no block
+Tool("t", middleware=["not a middleware", 42])     # 6, 7: not callables
+Tool("u", middleware=[one_argument])               # 8: no call_next
+'''
+
+
+@pytest.mark.timeout(300)
+def test_mypy_strict_refuses_async_callbacks_and_middleware_that_are_none(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    (tmp_path / "user_module.py").write_text(textwrap.dedent(MISTYPED_MODULE))
+    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "user_module.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=280)
+    lines = sorted({int(line.split(":")[1]) for line in done.stdout.splitlines() if ": error:" in line})
+    source = textwrap.dedent(MISTYPED_MODULE).splitlines()
+    flagged = [source[n - 1].split("#")[-1].strip() for n in lines]
+    assert flagged == ["1: async", "2: async", "3: async", "4, 5: a str is no block", "6, 7: not callables",
+                       "8: no call_next"], done.stdout
