@@ -32,6 +32,9 @@ AUTH_UNAVAILABLE = "AUTH_UNAVAILABLE"
 
 logger = logging.getLogger("mcpfusion.auth")
 
+Audience = str | tuple[str, ...]
+"""The resource URL a token must be issued for, or several: any one of them (`ProtectedResource.audience`)."""
+
 
 class AuthUnavailable(HTTPException):
     """The 503 of a token that cannot be checked now (the authorization server's keys or its introspection
@@ -89,7 +92,7 @@ class IntrospectionVerifier:
         self.requests = 0
         self._cache: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
 
-    async def averify(self, token: str, *, audience: str | None = None, audience_required: bool = False
+    async def averify(self, token: str, *, audience: Audience | None = None, audience_required: bool = False
                       ) -> dict[str, Any]:
         """The token's introspection claims (`scope`, `sub`, `aud`, `exp`...), or an HTTP 401 / 503.
         `audience`: what its `aud` must name when this verifier has no audience of its own (a token without
@@ -146,7 +149,7 @@ class IntrospectionVerifier:
         return claims
 
 
-def bearer_authenticator(verifier: Any, resource_url: Callable[[Request], str] | None = None, *,
+def bearer_authenticator(verifier: Any, resource_url: Callable[[Request], Audience] | None = None, *,
                          audience_required: bool = False) -> Callable[[Request], Any]:
     """`authenticate(request)` for `RequireBearer`: the bearer token's claims, as `verifier.averify` gives them.
     With `resource_url` (the protected resource's URL for a request), a verifier of this module that has no
@@ -163,14 +166,16 @@ def bearer_authenticator(verifier: Any, resource_url: Callable[[Request], str] |
     return authenticate
 
 
-def audience_forms(audience: str) -> list[str]:
+def audience_forms(audience: Audience) -> list[str]:
     """The spellings of a resource URL a token's `aud` may use: with and without its trailing slash (the
-    metadata advertises it without; a configured audience may carry one)."""
+    metadata advertises it without; a configured audience may carry one); of each, for several resources."""
+    if not isinstance(audience, str):
+        return [form for one in audience for form in audience_forms(one)]
     bare = audience.rstrip("/")
     return [bare, bare + "/"]
 
 
-def names_audience(claims: Mapping[str, Any], audience: str) -> bool:
+def names_audience(claims: Mapping[str, Any], audience: Audience) -> bool:
     """Whether the `aud` claim (a string or a list) names `audience` in one of its `audience_forms` (what
     `JWTVerifier` accepts too)."""
     found = claims.get("aud")
@@ -179,7 +184,7 @@ def names_audience(claims: Mapping[str, Any], audience: str) -> bool:
     return any(isinstance(a, str) and a in forms for a in audiences)
 
 
-def check_audience(claims: Mapping[str, Any], audience: str | None, *, required: bool = False) -> None:
+def check_audience(claims: Mapping[str, Any], audience: Audience | None, *, required: bool = False) -> None:
     """The 401 for a token whose `aud` claim does not name `audience`. A token without `aud` is refused when
     `required` (a configured audience: RFC 8707, the MCP authorization spec's "issued for this server"), and
     passes otherwise (the resource URL a server derived from the request, when none was configured: only a
@@ -532,7 +537,8 @@ class JWTVerifier:
         self.leeway = leeway
         self.required = [*required_claims, *(["iss"] if issuer else []), *(["aud"] if audience else [])]
 
-    def verify(self, token: str, *, audience: str | None = None, audience_required: bool = False) -> dict[str, Any]:
+    def verify(self, token: str, *, audience: Audience | None = None, audience_required: bool = False
+               ) -> dict[str, Any]:
         """The token's claims, or a 401 saying why (never the token itself). `audience`: what its `aud` must
         name when this verifier has no audience of its own (a token without `aud` is refused too with
         `audience_required`: see `check_audience`)."""
@@ -540,7 +546,7 @@ class JWTVerifier:
             return self._checked(token, self.jwks.keys(self._kid(token)) if self.jwks is not None else None,
                                  audience, audience_required)
 
-    async def averify(self, token: str, *, audience: str | None = None, audience_required: bool = False
+    async def averify(self, token: str, *, audience: Audience | None = None, audience_required: bool = False
                       ) -> dict[str, Any]:
         """`verify` for a coroutine, on the event loop and holding no thread: a known key verifies at once;
         a key id the set lacks waits for the set's refetch on the event loop."""
@@ -553,7 +559,7 @@ class JWTVerifier:
         kid = self._jwt.get_unverified_header(token).get("kid")
         return kid if isinstance(kid, str) else None
 
-    def _checked(self, token: str, jwks: Sequence[Any] | None, audience: str | None, audience_required: bool
+    def _checked(self, token: str, jwks: Sequence[Any] | None, audience: Audience | None, audience_required: bool
                  ) -> dict[str, Any]:
         """The claims of `token` signed with one of `jwks` (JWKS keys, tried in turn; None: this verifier's
         own key)."""
@@ -572,7 +578,7 @@ class JWTVerifier:
         key, algorithms = tries[-1]
         return self._decoded(token, key, algorithms, audience, audience_required)
 
-    def _decoded(self, token: str, key: Any, algorithms: list[str], audience: str | None,
+    def _decoded(self, token: str, key: Any, algorithms: list[str], audience: Audience | None,
                  audience_required: bool) -> dict[str, Any]:
         """The claims of `token` signed with `key`, checked."""
         claims: dict[str, Any] = self._jwt.decode(

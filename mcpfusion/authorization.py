@@ -2,9 +2,10 @@
 
 - `ProtectedResource` publishes the protected resource metadata (RFC 9728) at
   `/.well-known/oauth-protected-resource` and at its path-suffixed form (`.../oauth-protected-resource/mcp`),
-  so a client that got a 401 finds the authorization server; every 401 of `RequireBearer` carries
-  `WWW-Authenticate: Bearer resource_metadata="..."`, and a token without the resource's `required_scopes`
-  gets a 403 `insufficient_scope` before any JSON-RPC is read.
+  and the REST routes' own (`.../oauth-protected-resource/api`, whose `resource` is `.../api`), so a client
+  that got a 401 finds the authorization server; every 401 of `RequireBearer` carries
+  `WWW-Authenticate: Bearer resource_metadata="..."` (on `/api`, the REST routes' metadata), and a token
+  without the resource's `required_scopes` gets a 403 `insufficient_scope` before any JSON-RPC is read.
 - Scopes per action (`@tool.action(scopes=[...])`, `Tool(..., scopes=[...])`) are enforced in the core call
   path (`mcpfusion.dispatch`): on MCP and stdio an action the caller lacks scopes for is not listed and is
   answered like an unknown one; on REST it is a 403 `insufficient_scope` naming the scope needed.
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI, HTTPException
+from starlette._utils import get_route_path
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -192,7 +194,7 @@ class ProtectedResource:
         # A configured resource is the audience tokens must name (none naming no audience either); one derived
         # from the Host header only refuses tokens issued for another service.
         configured = self.resource is not None
-        self.authenticate = bearer_authenticator(verifier, self.resource_url, audience_required=configured) \
+        self.authenticate = bearer_authenticator(verifier, self.audience, audience_required=configured) \
             if verifier is not None else None if authenticate is None else _anonymous_when_none(authenticate)
         self.scope_descriptions = dict(scopes_supported) if isinstance(scopes_supported, Mapping) else {}
         self.declared_scopes = list(scopes_supported) if scopes_supported is not None else None
@@ -206,6 +208,9 @@ class ProtectedResource:
         self.authorization_url = authorization_url
         self.scopes_of = _closed_to_anonymous(scopes_of)
         self.mcp_path = "/mcp"
+        # The REST routes' prefix: a resource of its own (RFC 9728 section 3.3: a client that requested
+        # `/api/...` uses metadata only whose `resource` is that URL, never the MCP endpoint's).
+        self.rest_path = "/api"
         self.registry: Registry | None = None
 
     # -- the metadata document ------------------------------------------------------------------------
@@ -219,14 +224,43 @@ class ProtectedResource:
             raise ValueError("ProtectedResource: no resource= configured, so it needs a request to derive it")
         return _served_base(request) + self.mcp_path
 
+    def rest_resource_url(self, request: Request | None = None) -> str:
+        """The resource identifier of the REST routes: the MCP resource's with its MCP path replaced by the REST
+        prefix (`https://h/mcp` -> `https://h/api`), or, derived from the request, the URL the app serves them by."""
+        if self.resource is None:
+            if request is None:
+                raise ValueError("ProtectedResource: no resource= configured, so it needs a request to derive it")
+            return _served_base(request) + self.rest_path
+        parts = urlsplit(self.resource)
+        mcp = self.mcp_path.rstrip("/")
+        base = parts.path[:-len(mcp)] if mcp and parts.path.endswith(mcp) else ""
+        return f"{parts.scheme}://{parts.netloc}{base}{self.rest_path}"
+
+    def is_rest(self, request: Request | None) -> bool:
+        """Whether `request` is for the REST routes (under `rest_path`), whose resource is `rest_resource_url`."""
+        if request is None:
+            return False
+        path = get_route_path(request.scope)
+        return path == self.rest_path or path.startswith(self.rest_path.rstrip("/") + "/")
+
+    def audience(self, request: Request) -> str | tuple[str, ...]:
+        """What a token's `aud` may name on `request`: the resource URL, and on REST its own too (a client that
+        followed the REST metadata asked its authorization server for a token for `rest_resource_url`)."""
+        if self.is_rest(request):
+            return self.rest_resource_url(request), self.resource_url(request)
+        return self.resource_url(request)
+
     def metadata_url(self, request: Request | None = None) -> str:
-        """Where the metadata is. For a configured resource, the well-known path inserted between its host
-        and its path (RFC 9728 section 3.1), e.g. `https://h/.well-known/oauth-protected-resource/mcp`; for
-        one derived from the request, where this app serves it, under the app's path prefix (a proxy's
-        `--root-path`, a parent app's mount), which the RFC's form would leave out of the app's reach."""
+        """Where the metadata is: the REST routes' for a request under `rest_path`, else the MCP endpoint's. For
+        a configured resource, the well-known path inserted between its host and its path (RFC 9728 section
+        3.1), e.g. `https://h/.well-known/oauth-protected-resource/mcp`; for one derived from the request, where
+        this app serves it, under the app's path prefix (a proxy's `--root-path`, a parent app's mount), which
+        the RFC's form would leave out of the app's reach."""
+        rest = self.is_rest(request)
         if self.resource is None and request is not None:
-            return f"{_served_base(request)}{WELL_KNOWN}{self.mcp_path.rstrip('/')}"
-        parts = urlsplit(self.resource_url(request))
+            path = self.rest_path if rest else self.mcp_path
+            return f"{_served_base(request)}{WELL_KNOWN}{path.rstrip('/')}"
+        parts = urlsplit(self.rest_resource_url(request) if rest else self.resource_url(request))
         return f"{parts.scheme}://{parts.netloc}{WELL_KNOWN}{parts.path.rstrip('/')}"
 
     def scopes_supported(self) -> list[str]:
@@ -241,9 +275,9 @@ class ProtectedResource:
             found.update(source())
         return sorted(found)
 
-    def metadata(self, request: Request | None = None) -> dict[str, Any]:
-        """The RFC 9728 document."""
-        document: dict[str, Any] = {"resource": self.resource_url(request)}
+    def metadata(self, request: Request | None = None, *, rest: bool = False) -> dict[str, Any]:
+        """The RFC 9728 document (of the REST routes' resource with `rest`)."""
+        document: dict[str, Any] = {"resource": self.rest_resource_url(request) if rest else self.resource_url(request)}
         if self.authorization_servers:
             document["authorization_servers"] = self.authorization_servers
         document["scopes_supported"] = self.scopes_supported()
@@ -292,13 +326,17 @@ class ProtectedResource:
         self.mcp_path = mcp_path
         self.registry = registry
         paths = {WELL_KNOWN, WELL_KNOWN + mcp_path.rstrip("/")}
+        rest_paths = {WELL_KNOWN + self.rest_path.rstrip("/")}
         if self.resource is not None:
             paths.add(WELL_KNOWN + urlsplit(self.resource).path.rstrip("/"))
-        for path in sorted(paths):
-            app.router.add_api_route(path, self._endpoint, methods=["GET"], tags=["authorization"],
+            rest_paths.add(WELL_KNOWN + urlsplit(self.rest_resource_url()).path.rstrip("/"))
+        served = [(path, self._endpoint) for path in sorted(paths)]
+        served += [(path, self._rest_endpoint) for path in sorted(rest_paths - paths)]
+        for path, endpoint in served:
+            app.router.add_api_route(path, endpoint, methods=["GET"], tags=["authorization"],
                                      summary="OAuth protected resource metadata (RFC 9728)",
                                      include_in_schema=path == WELL_KNOWN, route_class_override=HeadServedToo)
-            app.add_api_route(path, self._endpoint, methods=["HEAD"], include_in_schema=False)  # (RFC 9110)
+            app.add_api_route(path, endpoint, methods=["HEAD"], include_in_schema=False)  # (RFC 9110)
         if self.authenticate is not None:
             protected = (mcp_path, "/api/") if prefixes is None else prefixes
             app.add_middleware(RequireBearer, authenticate=self.authenticate, prefixes=protected, resource=self)
@@ -311,8 +349,10 @@ class ProtectedResource:
 
     async def _endpoint(self, request: Request) -> JSONResponse:
         # A public document: browser-based clients (the MCP Inspector) read it from another origin.
-        return JSONResponse(self.metadata(request), headers={"Access-Control-Allow-Origin": "*",
-                                                              "Cache-Control": "public, max-age=300"})
+        return JSONResponse(self.metadata(request), headers=_PUBLIC)
+
+    async def _rest_endpoint(self, request: Request) -> JSONResponse:
+        return JSONResponse(self.metadata(request, rest=True), headers=_PUBLIC)
 
     # -- OpenAPI ----------------------------------------------------------------------------------------
 
@@ -351,6 +391,9 @@ class ProtectedResource:
             return app.openapi_schema
 
         app.openapi = openapi  # type: ignore[method-assign]
+
+
+_PUBLIC = {"Access-Control-Allow-Origin": "*", "Cache-Control": "public, max-age=300"}
 
 
 def _served_base(request: Request) -> str:

@@ -26,6 +26,8 @@ from tests.service_kit import McpSession, confirm_token
 ISSUER = "https://as.example.test"
 RESOURCE = "http://127.0.0.1/mcp"
 METADATA = 'Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/mcp"'
+# REST's own (RFC 9728 section 3.3: the metadata's resource is what the client requested, `/api`)
+API_METADATA = 'Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/api"'
 
 
 def rsa_key(kid: str) -> tuple[rsa.RSAPrivateKey, dict]:
@@ -308,9 +310,9 @@ async def test_a_request_without_a_bearer_token_is_challenged_without_an_error_c
     app = billing(ProtectedResource(resource=RESOURCE, authenticate=authenticate))
     headers = {"authorization": header} if header is not None else {}
     async with client_of(app) as client:
-        for path in ("/api/billing/get", "/mcp"):
+        for path, metadata in (("/api/billing/get", API_METADATA), ("/mcp", METADATA)):
             r = await client.post(path, json={"id": "1"}, headers=headers)
-            assert r.status_code == 401 and r.headers["www-authenticate"] == METADATA, r.headers
+            assert r.status_code == 401 and r.headers["www-authenticate"] == metadata, r.headers
 
 
 async def test_a_bad_token_still_names_invalid_token():
@@ -319,4 +321,4 @@ async def test_a_bad_token_still_names_invalid_token():
         r = await client.post("/api/billing/get", json={"id": "1"}, headers={"authorization": "Bearer nobody"})
     assert r.status_code == 401
     assert r.headers["www-authenticate"].startswith('Bearer error="invalid_token", error_description="Unknown token."')
-    assert 'resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/mcp"' in r.headers["www-authenticate"]
+    assert 'resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/api"' in r.headers["www-authenticate"]

@@ -78,7 +78,8 @@ def mounted() -> FastAPI:
     return parent
 
 
-# (app, ASGI root_path, MCP URL path, REST URL path, the resource the client reached, its metadata's URL)
+# (app, ASGI root_path, MCP URL path, REST URL path, the resource the client reached, its metadata's URL; the
+# REST routes are a resource of their own, `.../api`, with their metadata at `.../oauth-protected-resource/api`)
 SETUPS = {
     "root-path": (admin_app, "/notes", "/notes/mcp", "/notes/api/admin/drop_all", "http://127.0.0.1/notes/mcp",
                   f"http://127.0.0.1/notes{WELL_KNOWN}/mcp"),
@@ -87,19 +88,22 @@ SETUPS = {
     "mcp-path": (lambda: admin_app(path="/agent"), "", "/agent", "/api/admin/drop_all", "http://127.0.0.1/agent",
                  f"http://127.0.0.1{WELL_KNOWN}/agent"),
 }
+REST_OF = {"root-path": ("http://127.0.0.1/notes/api", f"http://127.0.0.1/notes{WELL_KNOWN}/api"),
+           "mount": ("http://127.0.0.1/notes/api", f"http://127.0.0.1/notes{WELL_KNOWN}/api"),
+           "mcp-path": ("http://127.0.0.1/api", f"http://127.0.0.1{WELL_KNOWN}/api")}
 
 
 @pytest.mark.parametrize("setup", list(SETUPS))
 async def test_the_bearer_check_and_scopes_hold_under_a_path_prefix_and_a_custom_mcp_path(setup):
     make, root_path, mcp_path, api_path, resource, metadata = SETUPS[setup]
     async with client_of(make(), root_path=root_path) as client:
-        anonymous = [await call_mcp(client, mcp_path, "admin", {"action": "drop_all"}),
-                     await client.post(api_path, json={})]
-        for r in anonymous:
+        anonymous = [(await call_mcp(client, mcp_path, "admin", {"action": "drop_all"}), resource, metadata),
+                     (await client.post(api_path, json={}), *REST_OF[setup])]
+        for r, its_resource, its_metadata in anonymous:
             assert r.status_code == 401 and "DROPPED" not in r.text, r.text
-            assert r.headers["www-authenticate"] == f'Bearer resource_metadata="{metadata}"'
-        served = await client.get(metadata.removeprefix("http://127.0.0.1"))
-        assert served.status_code == 200 and served.json()["resource"] == resource  # the URL resolves
+            assert r.headers["www-authenticate"] == f'Bearer resource_metadata="{its_metadata}"'
+            served = await client.get(its_metadata.removeprefix("http://127.0.0.1"))
+            assert served.status_code == 200 and served.json()["resource"] == its_resource  # the URL resolves
 
         hidden = await call_mcp(client, mcp_path, "admin", {"action": "drop_all"}, "reader")
         assert hidden.status_code in (200, 400) and "error" in hidden.json() and "DROPPED" not in hidden.text
@@ -122,7 +126,7 @@ async def test_the_reference_service_under_uvicorn_root_path_checks_tokens_and_s
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             anonymous = await rest(client, "billing", "list_invoices")
             assert anonymous.status_code == 401
-            metadata = f'{url}/billing{WELL_KNOWN}/mcp'
+            metadata = f'{url}/billing{WELL_KNOWN}/api'  # (REST's own: its resource is .../billing/api)
             assert anonymous.headers["www-authenticate"] == f'Bearer resource_metadata="{metadata}"'
             assert (await mcp(client, "billing", "list_invoices")).status_code == 401
             # (uvicorn's --root-path: the proxy in front strips /billing)
@@ -260,7 +264,7 @@ async def test_an_anonymous_caller_is_granted_no_scope_and_challenged(own_scopes
             assert refused.status_code == 401 and "ERASED" not in refused.text, refused.text
             challenge = refused.headers["www-authenticate"]
             assert challenge.startswith('Bearer scope="crm:') and "error=" not in challenge
-            assert f'resource_metadata="http://127.0.0.1{WELL_KNOWN}/mcp"' in challenge
+            assert f'resource_metadata="http://127.0.0.1{WELL_KNOWN}/api"' in challenge
         assert "crm:admin" in (await client.post("/api/crm/erase_all", json={})).headers["www-authenticate"]
         reader = await client.post("/api/crm/erase_all", json={}, headers={"authorization": "Bearer reader"})
         assert reader.status_code == 403

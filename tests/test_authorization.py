@@ -165,7 +165,8 @@ async def test_a_configured_resource_is_the_metadata_and_challenge_url():
 @pytest.mark.parametrize("path", ["/mcp", "/api/crm/get"])
 async def test_every_401_names_the_resource_metadata(path):
     app = fusion().build_app()
-    metadata = 'resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/mcp"'
+    own = "api" if path.startswith("/api/") else "mcp"  # (REST is a resource of its own, RFC 9728 section 3.3)
+    metadata = f'resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/{own}"'
     async with client(app) as http:
         missing = await http.post(path, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
         bad = await http.post(path, json={}, headers=auth("forged"))
@@ -286,7 +287,7 @@ async def test_rest_refuses_a_missing_scope_with_insufficient_scope():
     assert refused.status_code == 403 and refused.headers["content-type"] == "application/problem+json"
     assert refused.headers["www-authenticate"] == (
         'Bearer error="insufficient_scope", scope="crm:admin crm:read crm:write", '
-        'resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/mcp", '
+        'resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/api", '
         'error_description="crm/erase needs the scope(s): crm:admin crm:read crm:write."')
     assert refused.json()["code"] == "FORBIDDEN" and "crm:admin" in refused.json()["detail"]
     assert allowed.status_code == 200 and allowed.json() == {"id": "1", "erased": True}

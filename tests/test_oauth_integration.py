@@ -160,7 +160,7 @@ async def test_a_missing_scope_is_403_insufficient_scope_on_rest_and_hidden_on_m
             assert r.status_code == 403, r.text
             params = challenge_params(r.headers["www-authenticate"])
             assert params["error"] == "insufficient_scope" and needed in params["scope"].split()
-            assert params["resource_metadata"] == f"{stack.base}/.well-known/oauth-protected-resource/mcp"
+            assert params["resource_metadata"] == f"{stack.base}/.well-known/oauth-protected-resource/api"
             assert needed in r.json()["detail"]
         # On MCP the action is not offered, and calling it is answered like an unknown tool on both wires.
         name, arguments = mcp_target("billing", "create_invoice", NEW_INVOICE)
@@ -185,7 +185,8 @@ async def test_no_token_is_401_naming_the_metadata_that_names_the_authorization_
         assert r.status_code == 401, r.text
         metadata_url = challenge_params(r.headers["www-authenticate"])["resource_metadata"]
         metadata = (await client.get(metadata_url)).json()
-    assert metadata["resource"] == stack.resource
+    # On REST, the REST routes' own resource (RFC 9728 section 3.3: the URL the client requested is under it).
+    assert metadata["resource"] == (stack.resource.removesuffix("/mcp") + "/api" if wire == "rest" else stack.resource)
     assert metadata["authorization_servers"] == [stack.server.issuer]
     assert {"billing:read", "billing:write", "payments:write", "customers:read"} <= set(metadata["scopes_supported"])
     # ...whose own metadata (RFC 8414) says where to get a token: the real server's token endpoint.

@@ -70,7 +70,7 @@ async def test_a_tokens_scope_claim_wins_over_its_role(tmp_path):
         assert refused.status_code == 403
         assert refused.headers["www-authenticate"].startswith(
             'Bearer error="insufficient_scope", scope="billing:read billing:write", '
-            'resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/mcp"')
+            'resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/api"')
         no_claim = await listing(client, token(role="support"))  # no scope claim: the role's scopes
         assert set(no_claim) == {"billing_read", "customers"}
     assert (await call("rest", app, "customers", "list", {}, payer)).error_code == "FORBIDDEN"
@@ -92,7 +92,9 @@ async def test_metadata_and_401_of_the_service(tmp_path):
     }
     metadata = 'resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/mcp"'
     assert refused.status_code == rest_refused.status_code == 401
-    assert refused.headers["www-authenticate"] == rest_refused.headers["www-authenticate"] == f"Bearer {metadata}"
+    assert refused.headers["www-authenticate"] == f"Bearer {metadata}"
+    # REST's own metadata: its resource is the URL a REST client requested (RFC 9728 section 3.3)
+    assert rest_refused.headers["www-authenticate"] == f"Bearer {metadata.replace('/mcp', '/api')}"
 
 
 async def test_openapi_and_docs_page_name_each_actions_scopes(tmp_path):

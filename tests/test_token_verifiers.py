@@ -242,4 +242,4 @@ async def test_a_protected_resource_with_an_introspection_verifier_end_to_end():
     assert inactive.status_code == 401
     assert inactive.headers["www-authenticate"] == ('Bearer error="invalid_token", error_description="The token is '
                                                     'not active.", resource_metadata="https://api.example.test/'
-                                                    '.well-known/oauth-protected-resource/mcp"')
+                                                    '.well-known/oauth-protected-resource/api"')
