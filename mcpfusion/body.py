@@ -1,5 +1,6 @@
-"""Request bodies of every HTTP adapter (`/mcp` and REST): a size limit enforced while reading, and JSON
-parsing that turns hostile input (deep nesting, huge numbers) into a refusal instead of a crash."""
+"""Request bodies of every HTTP adapter (`/mcp` and REST): a size limit enforced while reading, JSON parsing
+that turns hostile input (deep nesting, huge numbers, lone surrogates) into a refusal instead of a crash, and
+`Connection: close` on an answer sent before the body was read to its end (`closing`, `closing_unless_read`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 
 from pydantic_core import from_json
 from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 # A media type with its parameters is a few dozen bytes; anything much longer is refused (415) unparsed, so a
@@ -46,8 +49,81 @@ class InvalidJSON(ValueError):
         return "the body is not valid JSON"
 
 
+def announces_body(scope: Scope) -> bool:
+    """Whether an HTTP/1 request says it carries a body: a Content-Length above 0, or a Transfer-Encoding."""
+    if scope.get("http_version") not in _HTTP1:
+        return False
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip(b" \t0")):
+            return True
+    return False
+
+
+_HTTP1 = ("1.1", "1.0", None)  # (HTTP/2 and 3 frame each request: no connection header there, nothing to lose)
+CONNECTION_CLOSE = (b"connection", b"close")
+UNREAD_KEY = "mcpfusion.body_unread"
+"""Set in the ASGI scope when a refused body was left unread (`read_body`): its answer says `Connection: close`."""
+
+
+def left_unread(scope: Scope) -> bool:
+    """Whether `read_body` refused this request's body without reading it to its end."""
+    return bool(scope.get(UNREAD_KEY))
+
+
+async def drain(receive: Receive, limit: int) -> bool:
+    """Read and drop the rest of a request body, up to about `limit` bytes: True once its end arrived (or the
+    client left), False when more remains. A request answered before its body was read leaves the rest on the
+    connection: read to its end, the connection carries the client's next request; left there, it must close."""
+    size = 0
+    while size <= limit:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return True
+        size += len(message.get("body", b""))
+    return False
+
+
+def closing(response: Response) -> Response:
+    """`response` with `Connection: close`, for a request whose body the server did not read to its end: the
+    client must not send its next request on that connection (a keep-alive client did, and lost it: the server
+    closes, or reads it as the unread body's bytes). HTTP/1.1 (RFC 9112, 9.6) asks for exactly this."""
+    response.headers["connection"] = "close"
+    return response
+
+
+def closing_unless_read(scope: Scope, receive: Receive, send: Send, limit: int = DEFAULT_MAX_BODY_BYTES
+                        ) -> tuple[Receive, Send]:
+    """`receive` and `send` for an app that may answer a request with a body before reading all of it (a 413
+    over the size limit, a 401, a refusal decided from the headers). When its answer starts, the rest of the body
+    is read and dropped (up to `limit` bytes), so that the connection serves the next request; a body longer
+    than that, or one `read_body` left unread, is answered with `Connection: close` (see `closing`)."""
+    read = False
+
+    async def receiving() -> Message:
+        nonlocal read
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            read = True
+        return message
+
+    async def sending(message: Message) -> None:
+        nonlocal read
+        if not read and message["type"] == "http.response.start":
+            read = True
+            if scope.get(UNREAD_KEY) or not await drain(receive, limit):
+                headers = list(message.get("headers", ()))
+                if not any(name.lower() == b"connection" for name, _ in headers):
+                    message = {**message, "headers": [*headers, CONNECTION_CLOSE]}
+        await send(message)
+
+    return receiving, sending
+
+
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, or `BodyTooLarge` as soon as more than `limit` bytes arrive.
+    """The request body, or `BodyTooLarge` as soon as more than `limit` bytes arrive. The rest of a refused body
+    is read and dropped while the whole stays within twice the limit (the connection then serves the next
+    request); beyond, it is left unread and `left_unread(scope)` is true: answer with `closing`, or under
+    `closing_unless_read`.
 
     Read straight from the ASGI channel (Starlette's stream wrapper costs more than the read on small
     bodies) and then cached where `Request.body()` looks, so dependencies can still read it."""
@@ -55,9 +131,13 @@ async def read_body(request: Request, limit: int) -> bytes:
     table = scope.get("mcpfusion.headers")
     declared = table.get(b"content-length") if table is not None else \
         next((v for k, v in scope["headers"] if k == b"content-length"), None)
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge
     receive = request.receive
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        # Not kept, but read and dropped while within twice the limit, so the connection serves the next request
+        # (a body that a client sent with a few bytes too many); beyond, unread and the connection closed.
+        if int(declared) > 2 * limit or not await drain(receive, 2 * limit):
+            scope[UNREAD_KEY] = True
+        raise BodyTooLarge
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -67,7 +147,9 @@ async def read_body(request: Request, limit: int) -> bytes:
         chunk = message.get("body", b"")
         if chunk:
             size += len(chunk)
-            if size > limit:
+            if size > limit:  # (the rest: as a body announced too long)
+                if message.get("more_body", False) and not await drain(receive, 2 * limit - size):
+                    scope[UNREAD_KEY] = True
                 raise BodyTooLarge
             chunks.append(chunk)
         if not message.get("more_body", False):

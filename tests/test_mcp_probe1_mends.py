@@ -17,14 +17,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 from starlette.requests import Request
 
-from mcpfusion import MCPFusion, Tool
+from mcpfusion import MCPFusion, Tool, server
 from mcpfusion.mcp.channel import InputResponsesChannel
 from mcpfusion.mcp.engine import Call
 from tests.mcp_app import serve
@@ -257,3 +262,95 @@ def test_other_parse_failures_keep_their_words_and_a_pair_is_read():
     with pytest.raises(InvalidJSON) as multiline:  # the position on a later line, behind a byte order mark
         parse_json(b'\xef\xbb\xbf{\n"a": "\xc3\xa9",\n"x": "\\udbff"}')
     assert "(\\udbff without its pair)" in multiline.value.reason
+
+
+# -- 6. a body left unread: Connection: close ------------------------------------------------------------------
+
+LIMIT = 1024
+MODERN_JSON = {"accept": "application/json", "content-type": "application/json", "mcp-protocol-version": MODERN,
+               "mcp-method": "tools/list"}
+TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": META}}
+
+
+def padded(size: int) -> bytes:
+    """A JSON-RPC request of `size` bytes."""
+    head, tail = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"x":"', b'"}}'
+    return head + b"a" * (size - len(head) - len(tail)) + tail
+
+
+def chunked(data: bytes) -> Any:
+    async def chunks() -> Any:  # (an iterator: httpx sends it with Transfer-Encoding: chunked)
+        for start in range(0, len(data), 1000):
+            yield data[start:start + 1000]
+    return chunks()
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/api/notes/read"])
+@pytest.mark.parametrize("send", ["content-length", "chunked"])
+async def test_a_body_far_over_the_limit_is_refused_unread_with_connection_close(path, send):
+    app = notes_fusion(max_body_bytes=LIMIT).build_app()
+    body = padded(4 * LIMIT)  # past twice the limit: not read to its end
+    async with client(app) as http:
+        refused = await http.post(path, content=body if send == "content-length" else chunked(body),
+                                  headers=MODERN_JSON)
+    assert refused.status_code == 413, refused.text
+    assert refused.headers["connection"] == "close"
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/api/notes/read"])
+@pytest.mark.parametrize("send", ["content-length", "chunked"])
+async def test_a_body_a_little_over_the_limit_is_read_and_dropped_keeping_the_connection(path, send):
+    app = notes_fusion(max_body_bytes=LIMIT).build_app()
+    body = padded(LIMIT + LIMIT // 2)
+    async with client(app) as http:
+        refused = await http.post(path, content=body if send == "content-length" else chunked(body),
+                                  headers=MODERN_JSON)
+    assert refused.status_code == 413 and "connection" not in refused.headers
+
+
+async def test_a_refusal_before_the_body_is_read_closes_only_when_the_body_is_left_there():
+    app = notes_fusion(max_body_bytes=LIMIT).build_app()
+    text = {**MODERN_JSON, "content-type": "text/plain"}
+    async with client(app) as http:
+        small = await http.post("/mcp", content=b"{}", headers=text)
+        large = await http.post("/mcp", content=padded(4 * LIMIT), headers=text)
+        served = await http.post("/mcp", json=TOOLS_LIST, headers=MODERN_JSON)
+        rest = await http.post("/api/notes/read", json={"id": "n1"}, headers={"accept": "application/json"})
+    assert small.status_code == large.status_code == 415
+    assert "connection" not in small.headers and large.headers["connection"] == "close"
+    assert served.status_code == 200 and "connection" not in served.headers
+    assert rest.status_code == 200 and "connection" not in rest.headers
+
+
+@contextlib.contextmanager
+def served_as_mcpfusion_serves(app: Any) -> Iterator[str]:
+    """`app` under uvicorn with `mcpfusion serve`'s protocol (it drops at most 1 MiB of a body answered early)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", **server.uvicorn_options(graceful_timeout=1))
+    instance = uvicorn.Server(config)
+    thread = threading.Thread(target=lambda: asyncio.run(instance.serve(sockets=[sock])), daemon=True)
+    thread.start()
+    try:
+        while not instance.started:
+            threading.Event().wait(0.02)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        instance.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/api/notes/read"])
+async def test_the_next_request_on_a_keep_alive_connection_after_a_413_is_answered(path):
+    """The probe's failure (5,000,000 bytes against the 4 MiB limit): either the 413 or the request after it on
+    the same connection was lost, most times."""
+    big = padded(5_000_000)
+    with served_as_mcpfusion_serves(notes_fusion().build_app()) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+            for _ in range(4):
+                refused = await http.post(path, content=big, headers=MODERN_JSON)
+                assert refused.status_code == 413
+                served = await http.post("/mcp", json=TOOLS_LIST, headers=MODERN_JSON)
+                assert served.status_code == 200, served.text

@@ -30,9 +30,13 @@ except ImportError:  # pragma: no cover - present in every FastAPI the package a
 from mcpfusion.body import (
     BodyTooLarge,
     InvalidJSON,
+    announces_body,
     charset_not_utf8,
+    closing,
+    drain,
     is_identity_encoding,
     is_json_media_type,
+    left_unread,
     parse_json,
     read_body,
 )
@@ -181,7 +185,8 @@ class McpHttpTransport:
         assert refusal is not None  # the same verdict, with its status
         return http_error(*refusal)
 
-    async def post(self, request: Request) -> Response:
+    def _unread(self, request: Request) -> Response | None:
+        """The refusal of a POST decided before its body is read (Host, Origin, Authorization, media type)."""
         refusal = self._refuse(request)
         if refusal is not None:
             return refusal
@@ -195,10 +200,21 @@ class McpHttpTransport:
         encoding = header(request, b"content-encoding")
         if encoding is not None and not is_identity_encoding(encoding):
             return http_error(415, "Unsupported Media Type: send the body uncompressed (no Content-Encoding)")
+        return None
+
+    async def post(self, request: Request) -> Response:
+        refusal = self._unread(request)
+        if refusal is not None:
+            # Its body is read and dropped (up to the limit) so that the connection serves the client's next
+            # request; one longer than that is left unread, and the client told not to reuse the connection.
+            if announces_body(request.scope) and not await drain(request.receive, self.settings.max_body_bytes):
+                return closing(refusal)
+            return refusal
         try:
             body = await read_body(request, self.settings.max_body_bytes)
         except BodyTooLarge:
-            return http_error(413, f"Payload Too Large: the limit is {self.settings.max_body_bytes} bytes")
+            refusal = http_error(413, f"Payload Too Large: the limit is {self.settings.max_body_bytes} bytes")
+            return closing(refusal) if left_unread(request.scope) else refusal
         except ClientDisconnect:  # gone while sending its body: nobody to answer (and nothing to log)
             return Response(status_code=400)
         try:

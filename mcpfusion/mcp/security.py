@@ -15,6 +15,7 @@ from starlette._utils import get_route_path
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..body import announces_body, closing_unless_read
 from .settings import LOCAL_HOSTS
 from .wire import TRANSPORT_SCOPE_KEY, http_error
 
@@ -125,7 +126,10 @@ class HostGuard:
     the foreign host, no 404 or 405 of the server's routes, no 401 challenge naming it. `exact` paths and
     `prefixes` are matched as the router matches routes (below the `root_path`); the stdio bridge, calling in
     process, is never checked. A request elsewhere costs a dict lookup and a prefix test; one here, a pass over
-    its headers (not cached in the scope: a middleware inside this one may still change them)."""
+    its headers (not cached in the scope: a middleware inside this one may still change them). A request here
+    with a body answered before that body was read to its end (a REST 413, a refusal, a 401) has the rest read
+    and dropped, up to a bound, so that the connection serves the next request; past the bound, its answer says
+    `Connection: close` (`closing_unless_read`)."""
 
     def __init__(self, app: ASGIApp, *, guard: HostOriginGuard, exact: Mapping[str, Guarded],
                  prefixes: Sequence[tuple[str, Guarded]] = ()) -> None:
@@ -142,6 +146,8 @@ class HostGuard:
             if kind is None and path.startswith(self.starts):
                 kind = next(k for prefix, k in self.prefixes if path.startswith(prefix))
             if kind is not None:
+                if announces_body(scope):  # answered before its body is read (a 413, a refusal, a 401)
+                    receive, send = closing_unless_read(scope, receive, send)
                 host, origin = _host_and_origin(scope["headers"])
                 refusal = self.guard.refusal(host, origin if kind.origin else None)
                 if refusal is not None and (kind.serves is None or kind.serves(scope)):
