@@ -355,6 +355,10 @@ class ContentError(ValueError):
     """Content that may not leave: too large, or not what its MIME type says. The message is self-healing."""
 
 
+class ContentTooLarge(ContentError):
+    """Content over the size limit: the one refusal a caller can help (asking for less)."""
+
+
 class Content:
     """Base of the content helpers; `kind` is the MCP content type. The helpers are plain classes that behave
     as frozen slotted dataclasses (`slots.Frozen`): the decorator would compile their methods at import."""
@@ -667,7 +671,7 @@ def _check_bytes(what: str, data: bytes, mime: str, max_bytes: int, allowed: fro
                  *, family: str | None) -> None:
     declared = _normal(mime)
     if len(data) > max_bytes:
-        raise ContentError(
+        raise ContentTooLarge(
             f"The {what} is {len(data):,} bytes; the limit is {max_bytes:,} bytes. "
             "Ask for a smaller one (fewer pages, a lower resolution or a shorter clip).")
     if family == "text" and not _text_like(declared):

@@ -25,7 +25,7 @@ from starlette.requests import Request
 from .authorization import ScopesOf, insufficient_scope, scopes_of
 from .censor import CARRIED, clean_error
 from .confirm import give_back, pop_token, require_confirmation
-from .content import DEFAULT_MAX_BYTES, Attached, Content, ContentError, content_items, scrubbed
+from .content import DEFAULT_MAX_BYTES, Attached, Content, ContentError, ContentTooLarge, content_items, scrubbed
 from .context import Context
 from .dependencies import (
     CONTEXT_SCOPE_KEY,
@@ -1108,9 +1108,13 @@ def check_content(action: Action, items: Iterable[Content], max_bytes: int) -> N
             item.check(max_bytes, action.content_types)
         except ContentError as exc:
             logger.warning("%s: content refused: %s", action.label, exc)
+            # Only a size is the caller's to change; a type the action does not declare, or bytes that are not
+            # what their MIME type says, are the server's mistake: asking for less would not help.
+            recovery = "Ask for a smaller result (fewer pages or rows, a lower resolution), or report the " \
+                       "problem if it persists." if isinstance(exc, ContentTooLarge) else \
+                       "This is a server problem, not your call: do not retry it; try another action or report it."
             raise ToolError(CONTENT_REFUSED, f"{action.label} could not send its content. {exc}",
-                            recovery="Ask for a smaller result (fewer pages or rows, a lower resolution), or "
-                                     "report the problem if it persists.") from None
+                            recovery=recovery) from None
 
 
 def _pop_cursor(action: Action, arguments: dict[str, Any]) -> str | None:

@@ -568,3 +568,17 @@ def test_mypy_strict_refuses_async_callbacks_and_middleware_that_are_none(tmp_pa
     flagged = [source[n - 1].split("#")[-1].strip() for n in lines]
     assert flagged == ["1: async", "2: async", "3: async", "4, 5: a str is no block", "6, 7: not callables",
                        "8: no call_next"], done.stdout
+
+
+async def test_content_refused_for_its_type_does_not_ask_the_agent_for_less():
+    charts = Tool("charts")
+
+    @charts.action(readonly=True, content_types=["image/jpeg"])
+    async def chart() -> object:
+        """A chart."""
+        return image(b"\x89PNG\r\n\x1a\n" + b"\0" * 32)
+
+    answer = await ToolTester([charts]).call("charts", "chart")
+    assert answer.error_code == "CONTENT_REFUSED"
+    assert "this action sends only image/jpeg" in answer.text
+    assert "smaller" not in answer.text and "This is a server problem" in answer.text
