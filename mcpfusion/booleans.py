@@ -1,19 +1,32 @@
-"""Booleans sent where a number is declared: refused before validation.
+"""Booleans sent where a number is declared, numbers where a date is: refused before validation.
 
 Pydantic's lax mode (what FastAPI validates JSON bodies with, and so do actions) reads `true` as 1 and
 `false` as 0 for an int or float field. Numeric text ("100") stays accepted as FastAPI accepts it, but a
 boolean for an amount or a quantity is never what an agent meant: `unit_price_cents: true` would store one
-cent. The action's input schema says where numbers go; `numbers_plan` turns it into a plan made once per action
-(None when no number is declared: nothing runs), `booleans_in` lists the paths of the booleans found there.
+cent. Lax mode also reads a number, or text holding only one, as a Unix timestamp for a date, a datetime or a
+time: `due_date: 86400` is 1970-01-02 and `"20270101"` (a compact date) fails with a message about datetimes.
+The input schema says such a field is text (`format: date`), so a number there is refused with the form to use.
+
+The action's input schema says where numbers and dates go; `numbers_plan` turns it into a plan made once per
+action (None when neither is declared: nothing runs), `mistyped` lists the paths of the values found there
+that lax mode would misread, each with what to send instead.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .errors import field_path
 
 _NUMBER = "number"  # the plan of a value that must be a number (integer or number, maybe null)
+# The plans of text fields holding a date, a datetime or a time (their JSON Schema formats), by format.
+_DATES = {"date": "date", "date-time": "date-time", "time": "time"}
+_FORMS = {"date": "a date as text, YYYY-MM-DD (e.g. 2027-01-31)",
+          "date-time": "a date and time as ISO 8601 text (e.g. 2027-01-31T09:30:00Z)",
+          "time": "a time as text, HH:MM[:SS] (e.g. 09:30)"}
+# Text lax mode reads as a timestamp: a number alone, blanks around it allowed.
+_NUMERIC_TEXT = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
 _NUMERIC = frozenset({"integer", "number"})
 _MAX_DEPTH = 32  # definitions that refer to themselves (trees) are followed this deep
 
@@ -54,6 +67,8 @@ def _plan(node: Any, defs: dict[str, Any], depth: int) -> Any:
     kinds = set(kind) if isinstance(kind, list) else {kind}
     if kinds & _NUMERIC and kinds <= _NUMERIC | {"null"}:
         return _NUMBER
+    if kinds <= {"string", "null"} and "string" in kinds and node.get("format") in _DATES:
+        return _DATES[node["format"]]
     if kind == "object":
         # Every declared property, None where no number is: a declared key is never read as another key.
         properties = {name: _plan(sub, defs, depth + 1) for name, sub in (node.get("properties") or {}).items()}
@@ -122,24 +137,32 @@ def _text(choice: Any) -> bool:
     return isinstance(choice, dict) and choice.get("type") == "string"
 
 
-def booleans_in(plan: Any, value: Any) -> list[str]:
-    """The paths (`lines[0].unit_price_cents`) where `value` holds a boolean and `plan` wants a number."""
-    found: list[str] = []
+_NOT_BOOLEAN = "Input should be a number, not true or false."
+
+
+def mistyped(plan: Any, value: Any) -> list[tuple[str, str]]:
+    """(path, what to send instead) where `value` holds a boolean and `plan` wants a number, or a number (as
+    JSON or as text) and `plan` wants a date, a datetime or a time; paths as `lines[0].unit_price_cents`."""
+    found: list[tuple[str, str]] = []
     _walk(plan, value, (), found)
     return found
 
 
-def _walk(plan: Any, value: Any, path: tuple[str | int, ...], found: list[str]) -> None:
+def _walk(plan: Any, value: Any, path: tuple[str | int, ...], found: list[tuple[str, str]]) -> None:
     if plan is None:
         return
     if plan == _NUMBER:
         if value is True or value is False:
-            found.append(field_path(path))
+            found.append((field_path(path), _NOT_BOOLEAN))
+    elif plan.__class__ is str:  # a date, datetime or time
+        cls = value.__class__
+        if cls is int or cls is float or cls is str and _NUMERIC_TEXT.fullmatch(value):
+            found.append((field_path(path), f"Input should be {_FORMS[plan]}, not a number (read as a timestamp)."))
     elif plan[0] == "union":
         _, number, objects, arrays = plan
         if value is True or value is False:
             if number:
-                found.append(field_path(path))
+                found.append((field_path(path), _NOT_BOOLEAN))
         elif isinstance(value, dict):
             _walk(objects, value, path, found)
         elif isinstance(value, list):
@@ -153,3 +176,4 @@ def _walk(plan: Any, value: Any, path: tuple[str | int, ...], found: list[str]) 
         _, items, first = plan
         for index, item in enumerate(value):
             _walk(first[index] if index < len(first) else items, item, (*path, index), found)
+

@@ -24,7 +24,7 @@ from starlette.responses import Response
 from . import exposition as expo
 from . import inputschema, toon
 from .argschema import Arguments, arguments, check_listable
-from .booleans import booleans_in, numbers_plan
+from .booleans import mistyped, numbers_plan
 from .content import declared_types
 from .dependencies import (
     build_dependant,
@@ -359,7 +359,8 @@ class Action:
 
     @functools.cached_property
     def numbers(self) -> Any:
-        """Where the arguments hold numbers, to refuse a boolean there (`mcpfusion.booleans`); None: nowhere."""
+        """Where the arguments hold numbers or dates, to refuse a boolean or a number there that lax validation
+        would misread (`mcpfusion.booleans`); None: nowhere."""
         return numbers_plan(self.declared_schema())
 
     @property
@@ -474,10 +475,9 @@ class Action:
                 raise ValidationFailed(self.label, self._unknown_flood(arguments, unknown))
         numbers = self.numbers
         if numbers is not None:
-            wrong = booleans_in(numbers, arguments)
+            wrong = mistyped(numbers, arguments)
             if wrong:
-                raise ValidationFailed(self.label, [(path, "Input should be a number, not true or false.")
-                                                    for path in wrong])
+                raise ValidationFailed(self.label, wrong)
         try:
             model = self.args_model.__pydantic_validator__.validate_python(arguments)
         except ValidationError as exc:
