@@ -149,7 +149,7 @@ async def get_invoice(id: InvoiceId, store: BillingStore = Depends(get_store)) -
 async def create_invoice(
     invoice: InvoiceCreate, idempotency_key: InvoiceKey = None, store: BillingStore = Depends(get_store)
 ) -> dict[str, Any]:
-    """Create a draft invoice for a customer; its lines must total 1 to 10^12 cents (free items beside paid ones)"""
+    """Create a draft invoice for a customer; lines must total 1 to 10^12 cents (free items beside paid ones)"""
     return await store.create_invoice(invoice.customer_id, invoice.due_date, invoice.lines, invoice.internal_note,
                                       idempotency_key)
 
