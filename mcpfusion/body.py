@@ -9,7 +9,7 @@ import re
 import sys
 from typing import Any
 
-from pydantic_core import from_json
+import jiter
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -41,6 +41,14 @@ class InvalidJSON(ValueError):
         if "number out of range" in text:  # valid JSON: Python's cap on the digits of an int it converts
             return (f"the body holds a number too large to read (more than {sys.get_int_max_str_digits()} "
                     "digits)")
+        duplicate = _DUPLICATE.match(text)
+        if duplicate is not None:
+            # (the parser writes the key escaped as Rust does: control and bidi characters as `\u{202e}`)
+            key = duplicate[1] if len(duplicate[1]) <= 64 else duplicate[1][:64] + "..."
+            # Parsers disagree on which of the two counts (most keep the last, some the first, a proxy may check
+            # one and the server read the other): refused, as the repeated headers that carry the same names are.
+            return (f'the body holds the key "{key}" twice in one object; send each key once (which one would '
+                    "count is not defined by JSON)")
         if text.startswith(_LONE_SURROGATE):
             escape = text[len(_LONE_SURROGATE):] or _ANY_SURROGATE
             # Valid JSON syntax (RFC 8259 allows the escape), but no Unicode text: nothing could carry it on.
@@ -166,12 +174,17 @@ _OTHER_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
 _ENCODED_AS = "encoded as "
 
 
+def _parsed(body: bytes) -> Any:
+    return jiter.from_json(body, allow_inf_nan=False, catch_duplicate_keys=True)
+
+
 def parse_json(body: bytes) -> Any:
-    """The JSON value of `body` (pydantic-core: fast, and nesting is capped), or `InvalidJSON`. `NaN` and
-    `Infinity` are not JSON (RFC 8259): refused like any other syntax error. A leading UTF-8 byte order mark
-    is skipped, as `json.loads` (so FastAPI's own routes) skips it; another encoding's is refused by name."""
+    """The JSON value of `body` (jiter, pydantic-core's parser: fast, and nesting is capped), or `InvalidJSON`.
+    `NaN` and `Infinity` are not JSON (RFC 8259): refused like any other syntax error, and so is an object that
+    holds a key twice. A leading UTF-8 byte order mark is skipped, as `json.loads` (so FastAPI's own routes)
+    skips it; another encoding's is refused by name."""
     try:
-        return from_json(body, allow_inf_nan=False)
+        return _parsed(body)
     except (ValueError, RecursionError) as exc:
         # Not only syntax errors: huge integer literals raise ValueError, deep nesting a recursion error.
         failure: Exception = exc
@@ -179,7 +192,7 @@ def parse_json(body: bytes) -> Any:
     if body.startswith(codecs.BOM_UTF8):  # RFC 8259 lets a parser ignore it
         body = body[len(codecs.BOM_UTF8):]
         try:
-            return from_json(body, allow_inf_nan=False)
+            return _parsed(body)
         except (ValueError, RecursionError) as exc:
             failure = exc
     else:
@@ -193,6 +206,7 @@ def parse_json(body: bytes) -> Any:
 
 
 _LONE_SURROGATE = "lone surrogate "
+_DUPLICATE = re.compile(r'Detected duplicate key "(.*)" at line \d+ column \d+$', re.DOTALL)
 _ANY_SURROGATE = "an escape \\ud800 to \\udfff"  # (where the parser's position names none)
 # The parser's words for a \uXXXX escape of a UTF-16 surrogate without its pair: a high one followed by no
 # \u escape ("unexpected end of hex escape"), a low one alone or a high one followed by no low one
