@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -114,26 +115,26 @@ class TransportSettings(Fields):
         self.allowed_hosts = _env_list("MCPFUSION_ALLOWED_HOSTS") if allowed_hosts is FACTORY else allowed_hosts
         self.allowed_origins = (_env_list("MCPFUSION_ALLOWED_ORIGINS") if allowed_origins is FACTORY
                                 else allowed_origins)
-        self.max_body_bytes = max_body_bytes
+        self.max_body_bytes = _checked_count("max_body_bytes", max_body_bytes)
         self.json_response = json_response
-        self.session_idle_timeout = session_idle_timeout
-        self.max_sessions = max_sessions
-        self.max_sessions_per_principal = max_sessions_per_principal
-        self.max_sessions_per_tenant = max_sessions_per_tenant
-        self.max_subscriptions = max_subscriptions
-        self.max_uri_length = max_uri_length
-        self.sse_retry_ms = sse_retry_ms
-        self.sse_ping_seconds = sse_ping_seconds
-        self.sse_hold_seconds = sse_hold_seconds
+        self.session_idle_timeout = _checked_seconds("session_idle_timeout", session_idle_timeout)
+        self.max_sessions = _checked_count("max_sessions", max_sessions)
+        self.max_sessions_per_principal = _checked_count("max_sessions_per_principal", max_sessions_per_principal)
+        self.max_sessions_per_tenant = _checked_count("max_sessions_per_tenant", max_sessions_per_tenant)
+        self.max_subscriptions = _checked_count("max_subscriptions", max_subscriptions)
+        self.max_uri_length = _checked_count("max_uri_length", max_uri_length)
+        self.sse_retry_ms = None if sse_retry_ms is None else _checked_count("sse_retry_ms", sse_retry_ms, zero=True)
+        self.sse_ping_seconds = _checked_seconds("sse_ping_seconds", sse_ping_seconds)
+        self.sse_hold_seconds = _checked_seconds("sse_hold_seconds", sse_hold_seconds, zero=True)
         self.event_store = event_store
         self.session_store = session_store
         self.broker = broker
         self.signing_key = _env_signing_key() if signing_key is FACTORY else _checked_key(signing_key)
-        self.request_state_ttl = request_state_ttl
-        self.client_request_timeout = client_request_timeout
-        self.reply_store_timeout = reply_store_timeout
+        self.request_state_ttl = _checked_seconds("request_state_ttl", request_state_ttl)
+        self.client_request_timeout = _checked_seconds("client_request_timeout", client_request_timeout)
+        self.reply_store_timeout = _checked_seconds("reply_store_timeout", reply_store_timeout)
         self.principal = principal
-        self.cache_ttl_ms = cache_ttl_ms
+        self.cache_ttl_ms = _checked_count("cache_ttl_ms", cache_ttl_ms, zero=True)
         self.cache_scope = cache_scope
         self.redis_url = (os.environ.get("MCPFUSION_REDIS_URL") or None) if redis_url is FACTORY else redis_url
         self.max_inflight_per_session = _checked_count("max_inflight_per_session", max_inflight_per_session)
@@ -143,10 +144,20 @@ class TransportSettings(Fields):
         return SessionLimits(self.max_sessions, self.max_sessions_per_principal, self.max_sessions_per_tenant)
 
 
-def _checked_count(name: str, value: int) -> int:
-    """`value`, a whole number above 0 (0 would refuse every request), or ValueError naming the setting."""
-    if value.__class__ is not int or value < 1:
-        raise ValueError(f"{name} must be a whole number above 0, not {value!r}")
+def _checked_count(name: str, value: int, *, zero: bool = False) -> int:
+    """`value`, a whole number above 0 (a limit of 0 would refuse every request; `zero`: 0 and up), or
+    ValueError naming the setting."""
+    if value.__class__ is not int or value < (0 if zero else 1):
+        raise ValueError(f"{name} must be a whole number {'of 0 or more' if zero else 'above 0'}, not {value!r}")
+    return value
+
+
+def _checked_seconds(name: str, value: float, *, zero: bool = False) -> float:
+    """`value`, a finite number of seconds above 0 (`zero`: 0 and up), or ValueError naming the setting: a
+    negative or NaN duration would expire everything at once, an infinite one never."""
+    if value.__class__ not in (int, float) or not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        wanted = "0 or more" if zero else "above 0"
+        raise ValueError(f"{name} must be a finite number of seconds {wanted}, not {value!r}")
     return value
 
 
