@@ -88,7 +88,9 @@ async def test_a_token_naming_no_audience_is_a_401_under_a_configured_resource_o
     for r in await statuses(notes_app(verifier), token):
         assert r.status_code == 401, (r.request.url, r.text)
         challenge = r.headers["www-authenticate"]
-        assert challenge.startswith('Bearer error="invalid_token"') and METADATA in challenge, challenge
+        # (REST's challenge points at the /api resource's own metadata, RFC 9728 §3.3; /mcp's at /mcp's)
+        metadata = METADATA if r.request.url.path.startswith("/mcp") else METADATA.replace("/mcp\"", "/api\"")
+        assert challenge.startswith('Bearer error="invalid_token"') and metadata in challenge, challenge
         assert "names no audience" in r.text and "Traceback" not in r.text
 
 
