@@ -35,6 +35,7 @@ from typing import Any
 
 from . import collector
 from .app import MCPFusion
+from .body import InvalidJSON, parse_json
 from .listing import tool_entries
 from .version import __version__
 from .visible import visible_name
@@ -685,9 +686,10 @@ def cmd_call(args: argparse.Namespace) -> int:
     from .errors import CONFIRMATION_REQUIRED, UNKNOWN_ACTION, UNKNOWN_TOOL
 
     try:
-        arguments = json.loads(args.json) if args.json else {}
-    except ValueError as exc:
-        raise CliError(f"--json is not valid JSON: {exc}") from None
+        # Read as a request body is (a key given twice refused, a lone surrogate named), not by `json.loads`.
+        arguments = parse_json(args.json.encode("utf-8", "surrogatepass")) if args.json else {}
+    except InvalidJSON as exc:
+        raise CliError(f"--json is not valid JSON: {exc.reason.replace('the body', 'it', 1)}") from None
     if not isinstance(arguments, dict):
         raise CliError("--json must be a JSON object of the action's parameters")
     app, fusion = load(args.app, args.app_dir, server=args.server, tool=args.tool)

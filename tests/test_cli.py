@@ -93,6 +93,10 @@ def test_call_errors(env):
     assert unknown.returncode == 2 and 'code="UNKNOWN_ACTION"' in unknown.stdout
     bad_json = cli(env, "call", APP, "billing", "list_invoices", "--json", "{nope")
     assert bad_json.returncode == 2 and "--json is not valid JSON" in bad_json.stderr
+    # Read as a request body is: a key given twice is refused (the last one would win silently), named.
+    twice = cli(env, "call", APP, "billing", "get_invoice", "--token", "demo-admin", "--json",
+                '{"id": "inv_0001", "id": "inv_0002"}')
+    assert twice.returncode == 2 and 'it holds the key "id" twice' in twice.stderr and not twice.stdout
     invalid = cli(env, "call", APP, "billing", "get_invoice", "--token", "demo-admin", "--json", "{}")
     assert invalid.returncode == 1 and "<validation_error" in invalid.stdout
 
