@@ -58,6 +58,13 @@ def _plan(node: Any, defs: dict[str, Any], depth: int) -> Any:
         kept = [(p, c) for p, c in plans if not (isinstance(c, dict) and c.get("type") == "null")]
         # A number among choices that are numbers or text (`int | str`, a Decimal's number or string): a boolean
         # fits none of them (lax mode would read it as the number). One structured choice and null: its plan.
+        forms = [p for p, _ in kept if p.__class__ is str and p in _FORMS]
+        if forms and len(kept) > 1 and all(p == _NUMBER or p in forms or _text(c) for p, c in kept):
+            # A date among scalars (`date | datetime`, `date | str`, `int | date`): lax mode would read a number,
+            # or text holding one, as a timestamp unless another choice takes it as it is.
+            numbers = any(p == _NUMBER for p, _ in kept)
+            texts = any(_text(c) and p not in forms for p, c in kept)
+            return ("when", forms[0], numbers, texts)
         if any(p == _NUMBER for p, _ in kept) and all(p == _NUMBER or _text(c) for p, c in kept):
             return _NUMBER
         if len(kept) == 1 and len(plans) == 2 and kept[0][0] is not None:
@@ -158,6 +165,18 @@ def _walk(plan: Any, value: Any, path: tuple[str | int, ...], found: list[tuple[
         cls = value.__class__
         if cls is int or cls is float or cls is str and _NUMERIC_TEXT.fullmatch(value):
             found.append((field_path(path), f"Input should be {_FORMS[plan]}, not a number (read as a timestamp)."))
+    elif plan[0] == "when":  # a union of a date with numbers or text
+        _, form, numbers, texts = plan
+        cls = value.__class__
+        if value is True or value is False:
+            if numbers:
+                found.append((field_path(path), _NOT_BOOLEAN))
+        elif (cls is int or cls is float) and not numbers:
+            found.append((field_path(path), f"Input should be {_FORMS[form]}, not a number (read as a timestamp)."))
+        elif cls is str and not texts and _NUMERIC_TEXT.fullmatch(value):
+            found.append((field_path(path), f"Input should be a number (as a JSON number) or {_FORMS[form]}, not "
+                          "a number as text (read as a timestamp)." if numbers else
+                          f"Input should be {_FORMS[form]}, not a number (read as a timestamp)."))
     elif plan[0] == "union":
         _, number, objects, arrays = plan
         if value is True or value is False:

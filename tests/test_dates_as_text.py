@@ -58,3 +58,23 @@ async def test_rest_refuses_a_timestamp_for_a_date_in_the_body():
         fine = await http.post("/api/calendar/book", json={"day": "2027-01-31"})
     assert refused.status_code == 422 and "YYYY-MM-DD" in refused.text
     assert fine.status_code == 200 and fine.json()["day"] == "2027-01-31"
+
+
+async def test_a_date_in_a_union_is_not_read_from_a_number_another_choice_does_not_take():
+    tool = Tool("when", description="Unions")
+
+    @tool.action(readonly=True)
+    async def pick(either: dt.date | dt.datetime | None = None, named: dt.date | str | None = None,
+                   counted: dt.date | int | None = None) -> dict:
+        """Pick"""
+        return {"either": str(either), "named": str(named), "counted": str(counted)}
+
+    t = ToolTester(MCPFusion("when", tools=[tool]).registry)
+    for arguments in ({"either": 86400}, {"either": "86400"}, {"named": 86400}, {"counted": "86400"}):
+        refused = await t.call("when", "pick", arguments)
+        assert refused.error_code == "VALIDATION_ERROR" and "read as a timestamp" in refused.text, arguments
+        assert "1970" not in refused.text
+    kept = await t.call("when", "pick", {"either": "2027-01-31", "named": "86400", "counted": 86400})
+    assert kept.error_code is None, kept.text
+    assert kept.data == {"either": "2027-01-31", "named": "86400", "counted": "86400"}
+    assert (await t.call("when", "pick", {"counted": True})).error_code == "VALIDATION_ERROR"
