@@ -22,11 +22,11 @@ def not_blank_key(value: str | None) -> str | None:
     return blank_key_refused(value, "payment")
 
 
-def blank_key_refused(value: str | None, what: str) -> str | None:
+def blank_key_refused(value: str | None, what: str, length: str = "8 to 64") -> str | None:
     """`value` unchanged, unless it is an idempotency key of which nothing shows (`models.text.shows`): refused
     as the field's validation error, naming `what` the key is for (a payment, an invoice)."""
     if value is not None and not any(map(shows, value)):
-        raise ValueError(f"must not be blank: send a key of your own for this {what}, 8 to 64 characters of "
+        raise ValueError(f"must not be blank: send a key of your own for this {what}, {length} characters of "
                          "which some show (e.g. a UUID), and the same key again only on its retry")
     return value
 
@@ -36,15 +36,9 @@ NOT_BLANK_KEY = AfterValidator(not_blank_key)
 
 
 def not_blank_invoice_key(value: str | None) -> str | None:
-    """`not_blank_key` of `create_invoice`'s key (its error naming an invoice), which checks its least length
-    too: its schema leaves `minLength` out (every token of the billing listing counts, bench/tokens.py)."""
-    if value is not None and len(value) < MIN_KEY_LENGTH:
-        raise ValueError(f"must be {MIN_KEY_LENGTH} to 64 characters: send a key of your own for this invoice "
-                         "(e.g. a UUID), and the same key again only on its retry")
-    return blank_key_refused(value, "invoice")
-
-
-MIN_KEY_LENGTH = 8
+    """`not_blank_key` of `create_invoice`'s key: the same rule, its error naming an invoice (no least length:
+    see `routers.billing.InvoiceKey`)."""
+    return blank_key_refused(value, "invoice", "up to 64")
 
 
 NOT_BLANK_INVOICE_KEY = AfterValidator(not_blank_invoice_key)

@@ -112,8 +112,9 @@ InvoiceId = Annotated[str, Field(description="Invoice id, e.g. inv_0001 (see lis
 IdempotencyKey = Annotated[str | None, Field(
     description="A new key per payment; resend it on a retry and the payment is recorded once.",
     min_length=8, max_length=64), NO_NUL, NOT_BLANK_KEY]  # (limits before the rules: a string's; null passes)
-# create_invoice's key: as the payment's, 8 to 64 characters some of which show (the least length is checked by
-# its rule, not advertised: a retry's key is the agent's own, and the listing stays within its token budget).
+# create_invoice's key: up to 64 characters some of which show. No least length, unlike the payment's: a key
+# used again with other arguments is a CONFLICT, never a lost invoice, and what the schema says of it holds
+# (the grouped tool's line for record_payment says its own `minLength`).
 InvoiceKey = Annotated[str | None, Field(max_length=64), NO_NUL, NOT_BLANK_INVOICE_KEY]
 DraftId = Annotated[InvoiceId, Field(examples=["inv_0003"])]  # (the docs' example: a draft of the demo data)
 StatusFilter = Annotated[
