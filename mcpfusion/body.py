@@ -36,6 +36,9 @@ class InvalidJSON(ValueError):
         if text.startswith(_ENCODED_AS):
             encoding = text[len(_ENCODED_AS):]
             return f"the body is {encoding} (it starts with a {encoding} byte order mark); JSON is read as UTF-8 only"
+        if text.startswith(_NOT_UTF8):
+            return (f"the body is not UTF-8 (byte 0x{text[len(_NOT_UTF8):]}); JSON is read as UTF-8 only: encode "
+                    "the body as UTF-8")
         if "recursion limit" in text:
             return "the JSON nests deeper than this server reads (about 200 levels)"
         if "number out of range" in text:  # valid JSON: Python's cap on the digits of an int it converts
@@ -91,6 +94,12 @@ async def drain(receive: Receive, limit: int) -> bool:
     return False
 
 
+def expects_continue(scope: Scope) -> bool:
+    """Whether the request asks for `100 Continue` before sending its body (`Expect: 100-continue`, RFC 9110
+    10.1.1): the server answers a refusal at once, unread, and closes (the client then sends no body)."""
+    return any(name == b"expect" and value.strip().lower() == b"100-continue" for name, value in scope["headers"])
+
+
 def closing(response: Response) -> Response:
     """`response` with `Connection: close`, for a request whose body the server did not read to its end: the
     client must not send its next request on that connection (a keep-alive client did, and lost it: the server
@@ -118,7 +127,8 @@ def closing_unless_read(scope: Scope, receive: Receive, send: Send, limit: int =
         nonlocal read
         if not read and message["type"] == "http.response.start":
             read = True
-            if scope.get(UNREAD_KEY) or not await drain(receive, limit):
+            # (a client waiting for `100 Continue` sends no body: reading would ask it for the one refused here)
+            if scope.get(UNREAD_KEY) or expects_continue(scope) or not await drain(receive, limit):
                 headers = list(message.get("headers", ()))
                 if not any(name.lower() == b"connection" for name, _ in headers):
                     message = {**message, "headers": [*headers, CONNECTION_CLOSE]}
@@ -142,8 +152,9 @@ async def read_body(request: Request, limit: int) -> bytes:
     receive = request.receive
     if declared is not None and declared.isdigit() and int(declared) > limit:
         # Not kept, but read and dropped while within twice the limit, so the connection serves the next request
-        # (a body that a client sent with a few bytes too many); beyond, unread and the connection closed.
-        if int(declared) > 2 * limit or not await drain(receive, 2 * limit):
+        # (a body that a client sent with a few bytes too many); beyond, unread and the connection closed. A
+        # client waiting for `100 Continue` has sent nothing yet: reading would ask it for the body this refuses.
+        if int(declared) > 2 * limit or expects_continue(scope) or not await drain(receive, 2 * limit):
             scope[UNREAD_KEY] = True
         raise BodyTooLarge
     chunks: list[bytes] = []
@@ -172,6 +183,7 @@ async def read_body(request: Request, limit: int) -> bytes:
 _OTHER_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
                (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
 _ENCODED_AS = "encoded as "
+_NOT_UTF8 = "not UTF-8: byte 0x"
 
 
 def _parsed(body: bytes) -> Any:
@@ -199,6 +211,10 @@ def parse_json(body: bytes) -> Any:
         encoding = next((name for bom, name in _OTHER_BOMS if body.startswith(bom)), None)
         if encoding is not None:
             raise InvalidJSON(_ENCODED_AS + encoding) from None
+    try:  # (Latin-1's `é`, a Windows code page: its JSON may be well formed, its encoding is what is wrong)
+        body.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        raise InvalidJSON(f"{_NOT_UTF8}{body[bad.start]:02x} at offset {bad.start}") from None
     escape = _lone_surrogate(body, str(failure))
     if escape is not None:
         raise InvalidJSON(_LONE_SURROGATE + escape) from None

@@ -34,6 +34,7 @@ from mcpfusion.body import (
     charset_not_utf8,
     closing,
     drain,
+    expects_continue,
     is_identity_encoding,
     is_json_media_type,
     left_unread,
@@ -206,8 +207,11 @@ class McpHttpTransport:
         refusal = self._unread(request)
         if refusal is not None:
             # Its body is read and dropped (up to the limit) so that the connection serves the client's next
-            # request; one longer than that is left unread, and the client told not to reuse the connection.
-            if announces_body(request.scope) and not await drain(request.receive, self.settings.max_body_bytes):
+            # request; one longer than that is left unread, and the client told not to reuse the connection (so is
+            # one that waits for `100 Continue`: it has sent nothing, and reading would ask it for the body).
+            if announces_body(request.scope) and (
+                    expects_continue(request.scope)
+                    or not await drain(request.receive, self.settings.max_body_bytes)):
                 return closing(refusal)
             return refusal
         try:
