@@ -7,7 +7,6 @@ problem details (`mcpfusion.problem`) with the same code, message, recovery and 
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import copy
 import functools
@@ -532,21 +531,6 @@ def _repeated_scalars(request: Request, action: Action, arguments: dict[str, Any
             if name != SELECT_PARAM and isinstance(value, list) and name in action.accepted_keys]
 
 
-def _not_json(raw: bytes, exc: InvalidJSON) -> str:
-    """What is wrong with a body the JSON parser refused: an encoding other than UTF-8 (Latin-1's `é`, a
-    Windows code page) is named as such, not as a JSON syntax error (its JSON may be well formed)."""
-    if not raw.startswith(_UTF16_BOMS):  # (UTF-16 and UTF-32, named by their byte order mark: `exc.reason`)
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError as failure:
-            return (f"the body is not UTF-8 (byte 0x{raw[failure.start]:02x} at offset {failure.start}); JSON is "
-                    "read as UTF-8 only: encode the body as UTF-8")
-    return exc.reason
-
-
-_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_BE)  # (UTF-32 LE's starts as UTF-16 LE's)
-
-
 def _json_kinds(schema: dict[str, Any]) -> set[str]:
     """The JSON types a scalar parameter's schema takes ("number" for integers too: JSON has one number)."""
     if "enum" in schema or "const" in schema:
@@ -750,7 +734,7 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
             try:
                 arguments = parse_json(raw) if raw.strip() else {}
             except InvalidJSON as exc:  # not JSON, or nested deeper than the parser allows
-                fields = [("(body)", f"Send a JSON object of the action's parameters: {_not_json(raw, exc)}.")]
+                fields = [("(body)", f"Send a JSON object of the action's parameters: {exc.reason}.")]
                 return validation_problem(action.label, fields, request.url.path)
         if not isinstance(arguments, dict):
             fields = [("(body)", "Send a JSON object of the action's parameters.")]

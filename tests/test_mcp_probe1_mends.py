@@ -253,10 +253,13 @@ async def test_a_lone_surrogate_escape_is_named_as_such(escaped, named):
 def test_other_parse_failures_keep_their_words_and_a_pair_is_read():
     from mcpfusion.body import InvalidJSON, parse_json
 
-    for body in (rb'{"x":"\u12"}', b'{"x":', b'{"x":"\xed\xa0\x80"}', rb'{"x":"\\ud800"'):
+    for body in (rb'{"x":"\u12"}', b'{"x":', rb'{"x":"\\ud800"'):
         with pytest.raises(InvalidJSON) as refused:
             parse_json(body)
         assert refused.value.reason == "the body is not valid JSON", body
+    with pytest.raises(InvalidJSON) as encoded:  # a surrogate encoded as bytes, not escaped: no UTF-8
+        parse_json(b'{"x":"\xed\xa0\x80"}')
+    assert encoded.value.reason.startswith("the body is not UTF-8 (byte 0xed at offset 6)")
     assert parse_json(rb'{"x":"\ud83d\ude00"}') == {"x": "\U0001F600"}
     assert parse_json(rb'{"x":"\\ud800"}') == {"x": "\\ud800"}  # an escaped backslash: no escape at all
     with pytest.raises(InvalidJSON) as multiline:  # the position on a later line, behind a byte order mark

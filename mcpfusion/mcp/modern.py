@@ -170,6 +170,8 @@ def served_versions_data(requested: Any) -> dict[str, Any]:
     """The data of an unsupported-protocol-version error (-32022): the version asked for and every version
     this server serves, on either wire, as `server/discover` lists them (the SDK's ladder names the
     2026-07-28 wire's alone: a client that also speaks 2025-11-25 could not learn it would be served)."""
+    if isinstance(requested, str) and len(requested) > 120:  # (cut as the message quotes it: an answer never
+        requested = requested[:120] + "…"                     # grows with what the client sent)
     return {"supported": list(protocol.SERVED_PROTOCOL_VERSIONS), "requested": requested}
 
 
