@@ -111,8 +111,11 @@ class EgressLimit:
     def __init__(self, *, bytes: int | None = None, tokens: int | None = None) -> None:  # noqa: A002
         if bytes is None and tokens is None:
             raise ValueError("EgressLimit needs bytes=, tokens= or both")
-        if (bytes is not None and bytes < 1) or (tokens is not None and tokens < 1):
-            raise ValueError("EgressLimit limits must be positive")
+        for name, value in (("bytes", bytes), ("tokens", tokens)):
+            # A whole number (NaN would never limit, True would be one byte), at least 1.
+            if value is not None and (value.__class__ is not int or value < 1):
+                raise ValueError(f"EgressLimit {name}= must be a whole number of {name} above 0 (or None), "
+                                 f"not {value!r}")
         self.bytes = bytes
         self.tokens = tokens
 

@@ -29,3 +29,17 @@ async def test_an_unsupported_version_is_quoted_cut_in_the_data_too():
     assert refused.status_code == 400 and error["code"] == -32022
     assert error["data"]["requested"] == "9" * 120 + "…" and len(refused.content) < 2_000
     assert "2026-07-28" in error["data"]["supported"]
+
+
+def test_an_egress_limit_is_a_whole_number_above_zero():
+    import math
+
+    import pytest
+
+    from mcpfusion import EgressLimit
+
+    for given in ({"bytes": math.nan}, {"bytes": True}, {"tokens": 0}, {"bytes": 1.5}, {"tokens": math.inf},
+                  {"bytes": "100"}):
+        with pytest.raises(ValueError, match="must be a whole number of"):
+            EgressLimit(**given)  # type: ignore[arg-type]
+    assert EgressLimit(bytes=100, tokens=None).bytes == 100 and EgressLimit(tokens=50).tokens == 50
