@@ -218,11 +218,41 @@ def sent_value(value: Any) -> str:
     return visible_name(shortened(shown))  # (`\u202e` in a JSON string is the same character)
 
 
+def _is_secret(node: dict[str, Any]) -> bool:
+    return node.get("writeOnly") is True or node.get("format") == "password"
+
+
+def _holds_secret(node: Any, defs: dict[str, Any], refs: set[str]) -> bool:
+    """Whether a schema `node` is a secret or may hold one anywhere below it (items, values, properties, union
+    members, `$ref`s: each definition followed once, so a recursive model ends)."""
+    if not isinstance(node, dict):
+        return False
+    if _is_secret(node):
+        return True
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/") and ref not in refs:
+        refs.add(ref)
+        if _holds_secret(defs.get(ref.rsplit("/", 1)[-1]), defs, refs):
+            return True
+    below: list[Any] = []
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        members = node.get(key)
+        below.extend(members if isinstance(members, list) else ())
+    for key in ("items", "additionalProperties", "if", "then", "else", "contains"):
+        below.extend(node[key] if key == "items" and isinstance(node.get(key), list) else [node.get(key)])
+    for key in ("properties", "patternProperties"):
+        members = node.get(key)
+        below.extend(members.values() if isinstance(members, dict) else ())
+    return any(_holds_secret(member, defs, refs) for member in below)
+
+
 def secret_at(schema: dict[str, Any], loc: Any) -> bool:
     """Whether the value at `loc` (a validation error's path) of data of `schema` is a secret: a schema there
     (or around it: a union's member, an object it is inside) is `writeOnly` or `format: password`, as a
-    pydantic `SecretStr`/`SecretBytes` is. An error never quotes such a value back (`You sent: ...`): it would
-    go out in the answer, the client's transcript and every proxy's log."""
+    pydantic `SecretStr`/`SecretBytes` is, or holds one anywhere below it (`list[SecretStr]` sent one bare
+    password, a model with a secret field sent as text: the value sent is then likely the secret itself). An
+    error never quotes such a value back (`You sent: ...`): it would go out in the answer, the client's
+    transcript and every proxy's log."""
     defs = schema.get("$defs") or schema.get("definitions") or {}
     nodes: list[Any] = [schema]
     for step in (*loc, None):
@@ -231,7 +261,7 @@ def secret_at(schema: dict[str, Any], loc: Any) -> bool:
             node = nodes.pop()
             if not isinstance(node, dict) or len(seen) > 200:
                 continue
-            if node.get("writeOnly") is True or node.get("format") == "password":
+            if _is_secret(node):
                 return True
             seen.append(node)
             ref = node.get("$ref")
@@ -239,8 +269,9 @@ def secret_at(schema: dict[str, Any], loc: Any) -> bool:
                 nodes.append(defs.get(ref.rsplit("/", 1)[-1]))
             for key in ("anyOf", "oneOf", "allOf"):
                 nodes.extend(node.get(key) or ())
-        if step is None:
-            return False
+        if step is None:  # the value itself: secret if what it may hold is
+            refs: set[str] = set()
+            return any(_holds_secret(node, defs, refs) for node in seen)
         for node in seen:
             if isinstance(step, int):
                 items = node.get("items")
