@@ -734,7 +734,8 @@ class MCPFusion:
             self.telemetry.install(app)
         if collector.wanted(self.gc_tuning):
             app.router.lifespan_context = collector.serving(app.router.lifespan_context)
-        if self.settings.signing_key is None:  # (said at start-up: a restart would refuse cursors and tokens)
+        # Said at start-up when a restart would refuse what the key signed: cursors and confirmation tokens.
+        if self.settings.signing_key is None and any(a.paginate or a.confirm for a in self.registry.actions()):
             app.router.lifespan_context = warning_of_a_process_key(app.router.lifespan_context, self.name)
         # Outermost: a shutdown first waits for the calls' background tasks, then the app's pools close.
         app.router.lifespan_context = draining(self.registry.background, app.router.lifespan_context)

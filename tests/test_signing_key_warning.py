@@ -9,7 +9,7 @@ import logging
 import pytest
 from fastapi.testclient import TestClient
 
-from mcpfusion import MCPFusion, Tool
+from mcpfusion import MCPFusion, Page, Tool
 
 shop = Tool("shop", description="Shop")
 
@@ -18,6 +18,46 @@ shop = Tool("shop", description="Shop")
 async def echo(text: str) -> str:
     """Echo."""
     return text
+
+
+@shop.action(readonly=True, paginate=10)
+async def items(page: Page) -> list[dict]:
+    """Items, a page at a time (its cursors are signed)."""
+    return [{"n": n} for n in range(25)]
+
+
+plain = Tool("plain", description="Nothing signed")
+
+
+@plain.action(readonly=True)
+async def ping() -> str:
+    """Ping."""
+    return "pong"
+
+
+@pytest.mark.parametrize("signed", ["paginate", "confirm"])
+def test_only_a_server_that_signs_cursors_or_confirmations_warns(monkeypatch, caplog, signed):
+    monkeypatch.delenv("MCPFUSION_SIGNING_KEY", raising=False)
+    risky = Tool("risky", description="Signs")
+
+    if signed == "confirm":
+        @risky.action(confirm=True)
+        async def wipe() -> str:
+            """Wipe."""
+            return "done"
+    else:
+        @risky.action(readonly=True, paginate=5)
+        async def rows(page: Page) -> list[dict]:
+            """Rows."""
+            return []
+
+    with caplog.at_level(logging.WARNING, logger="mcpfusion"):
+        with TestClient(MCPFusion("plain", tools=[plain]).build_app()):
+            pass
+        assert _warnings(caplog) == []  # (nothing it issues outlives a restart: a key of the process is fine)
+        with TestClient(MCPFusion("risky", tools=[risky]).build_app()):
+            pass
+    assert len(_warnings(caplog)) == 1
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
