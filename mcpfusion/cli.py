@@ -399,7 +399,8 @@ def cmd_serve(args: argparse.Namespace, *, reload: bool = False) -> int:
         raise CliError(listen_error(args.host, args.port, exc)) from None
     base = f"http://{f'[{args.host}]' if ':' in args.host else args.host}:{port}"
     tools = sum(len(f.registry.tools) for f in fusions)
-    banner = (f"serving {', '.join(f.name for f in fusions)} ({tools} tools) from {args.app}"
+    banner = (f"serving {', '.join(visible_name(f.name) for f in fusions)} ({tools} tool{'s' * (tools != 1)}) "
+              f"from {args.app}"
               f"{' with reload' if reload else ''}\nMCP {', '.join(base + f.settings.path for f in fusions)} | "
               f"REST {base}/api | tool docs {base}/tools | OpenAPI {base}/docs | health {base}/healthz")
     options: dict[str, Any] = {"host": args.host, "port": port, "log_level": args.log_level,
@@ -588,7 +589,7 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     with private_stdout() as protocol:
         app, fusion = load(args.app, args.app_dir, server=args.server or os.environ.get(SERVER_ENV) or None)
         starting = Starting(app, target=args.app)  # its lifespan's failures as one masked line
-        status(f"serving {fusion.name} over stdio (one JSON-RPC message per line; Ctrl-D to stop)")
+        status(f"serving {visible_name(fusion.name)} over stdio (one JSON-RPC message per line; Ctrl-D to stop)")
         try:  # (to the fusion's own MCP path: one of several, or one given a path= of its own)
             code: int = asyncio.run(serve_stdio(starting, path=fusion.settings.path, headers=headers,
                                                 stdout=protocol))  # (143 on SIGTERM)
@@ -605,7 +606,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:  # (`\u202e` in a JSON string is the same character: the same JSON, safe on a terminal)
         print(visible(json.dumps(registry.mcp_tools(), indent=2, ensure_ascii=False)))
         return 0
-    lines = [f"{fusion.name} {fusion.version}: {len(registry.tools)} tools"]
+    lines = [f"{visible_name(fusion.name)} {visible_name(fusion.version)}: {len(registry.tools)} tools"]
     for tool in registry.tools.values():
         flags = [tool.exposition] + (["_select"] if tool.select else []) + (["toon"] if tool.toon_description else [])
         lines.append(f"\n== {tool.name} [{', '.join(flags)}] tags={','.join(tool.tags) or '-'}"
@@ -721,7 +722,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
     except ImportError:
         raise CliError("the docs generator (mcpfusion.docs) is not available in this installation") from None
     _, fusion = load(args.app, args.app_dir, server=args.server)
-    status(f"writing the tool documentation of {fusion.name} to {args.out}")
+    status(f"writing the tool documentation of {visible_name(fusion.name)} to {args.out}")
     try:
         files = export_site(fusion, args.out, base_url=args.base_url)
     except OSError as exc:  # not a folder, not writable...

@@ -286,3 +286,20 @@ def test_serve_an_mcpfusion_object(tmp_path, env, extra):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.communicate(timeout=30)
+
+
+def test_a_server_name_is_printed_escaped_never_as_a_line_of_its_own(env, tmp_path):
+    (tmp_path / "oddname.py").write_text(
+        "from mcpfusion import MCPFusion, Tool\n"
+        "t = Tool('t', description='T')\n"
+        "@t.action(readonly=True)\n"
+        "async def ping() -> str:\n"
+        "    '''Ping.'''\n"
+        "    return 'pong'\n"
+        "app = MCPFusion('x\\nmcpfusion: error: fake\\x1b[31m', tools=[t])\n")
+    inspected = cli(env, "inspect", "oddname:app", "--app-dir", str(tmp_path))
+    exported = cli(env, "docs", "oddname:app", "--app-dir", str(tmp_path), "--out", str(tmp_path / "site"))
+    assert inspected.returncode == 0 and exported.returncode == 0, inspected.stderr + exported.stderr
+    for text in (inspected.stdout, exported.stderr):
+        assert "\nmcpfusion: error: fake" not in text and "\x1b" not in text
+        assert "x\\u000amcpfusion: error: fake\\u001b[31m" in text, text
