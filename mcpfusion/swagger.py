@@ -100,6 +100,7 @@ def _guarded(page: HTMLResponse, policy: str = _DOCS_POLICY) -> HTMLResponse:
     hashes = "".join(f" 'sha256-{base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()}'"
                      for script in _INLINE_SCRIPT.findall(bytes(page.body).decode()))
     page.headers["Content-Security-Policy"] = policy.format(hashes=hashes)
+    page.headers["X-Content-Type-Options"] = "nosniff"
     return page
 
 

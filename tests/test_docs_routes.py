@@ -90,6 +90,15 @@ async def test_page_sends_its_policy_as_a_header_and_is_never_framed(http):
         "content-security-policy"]
 
 
+async def test_every_docs_response_says_its_type_is_not_to_be_sniffed(http):
+    """A browser sniffing a manifest or an asset as HTML would run what a description put there."""
+    static = re.search(r'src="(tools/static/[^"]+)"', (await http.get("/tools")).text).group(1)
+    for path in ("/tools", "/tools.json", "/tools.toon", "/" + static, "/docs"):
+        answer = await http.get(path)
+        assert answer.status_code == 200, path
+        assert answer.headers["x-content-type-options"] == "nosniff", path
+
+
 async def test_page_under_a_root_path_keeps_its_header_policy():
     transport = httpx.ASGITransport(app=build_app(), root_path="/svc")
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8123") as client:

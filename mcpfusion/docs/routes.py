@@ -60,6 +60,11 @@ def _server_url(request: Request) -> str:
     return f"{url.scheme}://{url.netloc}{root.rstrip('/')}"
 
 
+# Every response of the docs pages is read as the type it says (a browser sniffing a manifest or an asset as HTML
+# would run what a description put there).
+NOSNIFF = {"X-Content-Type-Options": "nosniff"}
+
+
 def openapi_link(app: FastAPI, root: str) -> dict[str, str]:
     """The page's link to the app's OpenAPI UI (Swagger, else ReDoc): none when the app serves neither, or no
     OpenAPI schema for them to show (`openapi_url=None`: both pages are then 404s)."""
@@ -107,16 +112,16 @@ def add_docs_routes(app: FastAPI, registry: ToolRegistry, *, path: str = "/tools
         # no site frames the page whose try-it forms take a bearer token (clickjacking); X-Frame-Options for
         # browsers without CSP frame-ancestors.
         return HTMLResponse(html, headers={"Content-Security-Policy": f"{_csp(root)}; frame-ancestors 'none'",
-                                           "X-Frame-Options": "DENY"})
+                                           "X-Frame-Options": "DENY", **NOSNIFF})
 
     def manifest_json(request: Request) -> Response:
         body = json.dumps(manifest_for(request), ensure_ascii=False, indent=2, default=str)
-        return Response(body, media_type="application/json")
+        return Response(body, media_type="application/json", headers=NOSNIFF)
 
     def manifest_in_toon(request: Request) -> Response:
         from .manifest import manifest_toon
 
-        return Response(manifest_toon(manifest_for(request)), media_type="text/plain; charset=utf-8")
+        return Response(manifest_toon(manifest_for(request)), media_type="text/plain; charset=utf-8", headers=NOSNIFF)
 
     def static(request: Request) -> Response:
         name = request.path_params["name"]
@@ -124,7 +129,8 @@ def add_docs_routes(app: FastAPI, registry: ToolRegistry, *, path: str = "/tools
             content = assets.read(name)
         except KeyError:
             raise HTTPException(404, f"No docs asset {name!r}.") from None
-        return Response(content, media_type=assets.MEDIA_TYPES[name], headers={"Cache-Control": "public, max-age=300"})
+        return Response(content, media_type=assets.MEDIA_TYPES[name],
+                        headers={"Cache-Control": "public, max-age=300", **NOSNIFF})
 
     app.add_api_route(path, page, methods=["GET", "HEAD"], include_in_schema=False, response_class=HTMLResponse)
     app.add_api_route(f"{path}.json", manifest_json, methods=["GET", "HEAD"], include_in_schema=False)
