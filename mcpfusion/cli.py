@@ -855,7 +855,9 @@ def parser() -> argparse.ArgumentParser:
                    help="confirm an action that asks for the user's confirmation (confirm=True) in this call")
     p = with_app("docs", "export the tool documentation as a static site")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--base-url", default="http://127.0.0.1:8000", help="server the try-it forms call")
+    p.add_argument("--base-url", default="http://127.0.0.1:8000",
+                   help="server the curl examples, try-it forms and the page's security policy aim at "
+                        "(default: %(default)s)")
     from .install import CLIENTS
 
     p = sub.add_parser("install", help="add the server to an MCP client's configuration",
