@@ -89,6 +89,7 @@ class ResourceTemplate:
         self.mime_type = mime_type
         self.annotations = annotations
         self.scopes = declared_scopes(scopes, f"resource template {uri_template!r}")
+        _check_template(uri_template)
         self.injected = Injected(fn)
         self.variables = _VAR.findall(self.uri_template)
         if len(set(self.variables)) != len(self.variables):
@@ -223,6 +224,44 @@ def _check_reachable(dependant: Dependant, where: str) -> None:
         _check_reachable(sub, where)
 
 
+# Each `{`, `}` of a template: an expression whole (`{...}` holding no brace), or a brace left alone.
+_BRACES = re.compile(r"\{([^{}]*)\}|[{}]")
+_OPERATORS = "+#./;?&=,!@|"  # (RFC 6570's level 2-4 operators: `{+path}`, `{?q}`, ...)
+
+
+def _check_template(uri_template: Any) -> None:
+    """Refuse a URI template whose braces do not each make one level-1 `{name}` expression: one left open
+    (`bad://{id`), one closing nothing, an empty `{}`, an operator (`{+path}`, `{?q}`) or a name that is no
+    parameter's. Each would be read as literal text, matched by nothing a client sends."""
+    if not isinstance(uri_template, str):
+        return  # (refused by `_check_uri`, saying so)
+    for found in _BRACES.finditer(uri_template):
+        name, at = found.group(1), found.start()
+        where = f"resource template {uri_template!r}"
+        if name is None:
+            problem = ("opens '{' without closing it" if found.group() == "{" else "closes '}' without opening it")
+            raise ValueError(f"{where} {problem} (at offset {at}): write each variable as {{name}}")
+        if not name:
+            raise ValueError(f"{where} holds an empty expression '{{}}' (at offset {at}): name the variable, "
+                             "as in {id}")
+        if _VAR.fullmatch(found.group()) is None:
+            kind = ("uses an RFC 6570 operator" if name[0] in _OPERATORS else
+                    "names several variables" if "," in name else "is no simple name")
+            raise ValueError(f"{where}: {{{visible_name(name)}}} (at offset {at}) {kind}; only {{name}} "
+                             "expressions are read, a name of ASCII letters, digits and '_' not starting with a "
+                             "digit (the parameter it is given to)")
+
+
+def _shape(uri_template: str) -> tuple[str, ...]:
+    """What a template matches, its variables' names aside: the text around them, the scheme in lower case
+    (RFC 3986: `INV://` is `inv://`)."""
+    literals = _VAR.split(uri_template)[::2]
+    scheme = _SCHEME.match(literals[0])
+    if scheme is not None:
+        literals[0] = scheme.group().lower() + literals[0][scheme.end() :]
+    return tuple(literals)
+
+
 # RFC 3986: a URI starts with its scheme (a letter, then letters, digits, `+`, `-` or `.`) and a colon.
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
@@ -332,9 +371,14 @@ class ResourceRegistry:
 
     def add_template(self, template: ResourceTemplate) -> None:
         _check_uri(template.uri_template, "resource template")
-        if any(t.uri_template == template.uri_template for t in self.templates):
-            raise ValueError(f"duplicate resource template {template.uri_template!r}: one is declared already "
-                             "(remove that one first to replace it)")
+        shape = _shape(template.uri_template)
+        same = next((t for t in self.templates if _shape(t.uri_template) == shape), None)
+        if same is not None:  # (the second would never be read: the first matches each URI first)
+            also = "" if same.uri_template == template.uri_template else (
+                f" as {same.uri_template!r} (read by {same.name!r}), which matches the same URIs (variable names "
+                "and the scheme's case aside)")
+            raise ValueError(f"duplicate resource template {template.uri_template!r}: one is declared already"
+                             f"{also} (remove that one first to replace it)")
         _check_arguments(template.injected, template.variables, f"resource template {template.uri_template!r}")
         self.templates.append(template)
 

@@ -90,3 +90,61 @@ def test_a_recursive_schema_without_a_secret_is_walked_to_its_end():
     assert not secret_at(schema, ("tree",))
     schema["$defs"]["Node"]["properties"]["key"] = {"type": "string", "format": "password"}
     assert secret_at(schema, ("tree",)) and secret_at(schema, ("tree", "kids", 0))
+
+
+# -- 5: resource templates that could never serve ----------------------------------------------------------------
+
+
+async def _by_id(id: str) -> str:
+    return f"first:{id}"
+
+
+async def _by_x(x: str) -> str:
+    return f"second:{x}"
+
+
+@pytest.mark.parametrize(("second", "fn"), [
+    ("inv://{x}", _by_x),
+    ("INV://{x}", _by_x),
+    ("Inv://{id}", _by_id),
+])
+async def test_a_template_of_the_shape_of_one_declared_is_refused_and_the_first_kept(second, fn):
+    fusion = MCPFusion("inv")
+    fusion.resource_template("inv://{id}", name="first")(_by_id)
+    with pytest.raises(ValueError, match=rf"duplicate resource template '{second.replace('{', '.')}': one is "
+                                         r"declared already as 'inv://\{id\}' \(read by 'first'\), which matches "
+                                         r"the same URIs"):
+        fusion.resource_template(second, name="second")(fn)
+    assert [t.name for t in fusion.resources.templates] == ["first"]
+    assert (await fusion.resources.read("inv://42"))["contents"][0]["text"] == "first:42"
+
+
+async def test_templates_of_other_shapes_are_accepted_and_each_serves():
+    fusion = MCPFusion("inv")
+    fusion.resource_template("inv://{id}")(_by_id)
+    fusion.resource_template("inv://{x}/lines")(_by_x)
+    fusion.resource_template("inv://x-{id}/", name="dash")(_by_id)
+    read = fusion.resources.read
+    assert (await read("inv://42"))["contents"][0]["text"] == "first:42"
+    assert (await read("inv://42/lines"))["contents"][0]["text"] == "second:42"
+    assert (await read("inv://x-7/"))["contents"][0]["text"] == "first:7"
+
+
+@pytest.mark.parametrize(("template", "says"), [
+    ("bad://{id", r"'bad://\{id' opens '\{' without closing it \(at offset 6\): write each variable as \{name\}"),
+    ("bad://{id}/{page", r"opens '\{' without closing it \(at offset 11\)"),
+    ("bad://id}", r"'bad://id\}' closes '\}' without opening it \(at offset 8\)"),
+    ("bad://{{id}}", r"opens '\{' without closing it \(at offset 6\)"),
+    ("emp://{}", r"'emp://\{\}' holds an empty expression '\{\}' \(at offset 6\): name the variable"),
+    ("emp://{id}/{}", r"holds an empty expression '\{\}' \(at offset 11\)"),
+    ("op://{+id}", r"\{\+id\} \(at offset 5\) uses an RFC 6570 operator; only \{name\} expressions are read"),
+    ("op://x{?id}", r"\{\?id\} \(at offset 6\) uses an RFC 6570 operator"),
+    ("two://{id,page}", r"\{id,page\} \(at offset 6\) names several variables"),
+    ("sp://{id-x}", r"\{id-x\} \(at offset 5\) is no simple name"),
+    ("dup://{id}/{id}", r"names a variable twice"),
+])
+def test_a_malformed_template_is_refused_at_declaration(template, says):
+    fusion = MCPFusion("lib")
+    with pytest.raises(ValueError, match=r"resource template .*" + says):
+        fusion.resource_template(template)(_by_id)
+    assert not fusion.resources.templates

@@ -88,10 +88,15 @@ def test_matching_takes_the_values_the_greedy_regex_and_a_brute_force_take(case)
     ("users://{id}/profile", "users:///profile", None),
     ("file://{path}.{ext}", "file://a.tar.gz", {"path": "a.tar", "ext": "gz"}),
     ("q://{a}?x={b}#{c}", "q://1?x=2#3", {"a": "1", "b": "2", "c": "3"}),
-    ("plain://{+path}", "plain://{+path}", {}),  # (level 1 only: an operator's braces are literal text)
 ])
 def test_examples_match_as_before(uri_template, uri, expected):
     assert template(uri_template).match(uri) == expected
+
+
+def test_an_operator_expression_is_refused_not_read_as_literal_text():
+    """Level 1 only: `{+path}` was matched as its own text, by no URI a client would send (probe4 item 5)."""
+    with pytest.raises(ValueError, match=r"\{\+path\} \(at offset 8\) uses an RFC 6570 operator"):
+        template("plain://{+path}")
 
 
 def test_a_trailing_newline_is_no_part_of_a_template_ending_in_text():
