@@ -229,18 +229,39 @@ def checked_middleware(middleware: Any, where: str) -> tuple[Any, ...]:
         if not callable(mw):
             raise TypeError(f"{where}: middleware {mw!r} is not callable: a middleware is an async function (or "
                             "an object with an async __call__) taking (call: ActionCall, call_next: CallNext)")
+        name = getattr(mw, "__qualname__", type(mw).__qualname__)
         try:
-            signature = inspect.signature(mw)
-        except (TypeError, ValueError):  # (a builtin without a readable signature: trusted as it is)
-            continue
-        try:
-            signature.bind(None, None)
-        except TypeError:
-            name = getattr(mw, "__qualname__", type(mw).__qualname__)
-            raise TypeError(f"{where}: middleware {name}{signature} cannot be called with (call, call_next), so "
-                            "every call would fail: a middleware takes exactly those two arguments, e.g. "
-                            "async def audit(call: ActionCall, call_next: CallNext) -> ToolResponse") from None
+            signature: inspect.Signature | None = inspect.signature(mw)
+        except (TypeError, ValueError):  # (a builtin without a readable signature: its arity is not known)
+            signature = None
+        if signature is not None:
+            try:
+                signature.bind(None, None)
+            except TypeError:
+                raise TypeError(f"{where}: middleware {name}{signature} cannot be called with (call, call_next), "
+                                "so every call would fail: a middleware takes exactly those two arguments, e.g. "
+                                "async def audit(call: ActionCall, call_next: CallNext) -> ToolResponse") from None
+        if not _awaitable_middleware(mw):
+            raise TypeError(f"{where}: middleware {name} is no async function, so every call would fail (what a "
+                            "middleware returns is awaited): a middleware is an async function (or an object with "
+                            "an async __call__) taking (call, call_next), e.g. async def audit(call: ActionCall, "
+                            "call_next: CallNext) -> ToolResponse")
     return found
+
+
+def _awaitable_middleware(mw: Any) -> bool:
+    """Whether calling `mw` gives a coroutine, as far as its declaration says: an `async def` (a bound method
+    or a `functools.partial` of one too), an object whose class's `__call__` is one, or a wrapper that
+    `functools.wraps` made of one (a sync decorator passing an async middleware's coroutine on). A builtin
+    (`print`) or a plain `def` gives no coroutine."""
+    while isinstance(mw, functools.partial):
+        mw = mw.func
+    target = mw if inspect.isroutine(mw) else type(mw).__call__  # (called once `callable(mw)`)
+    try:
+        unwrapped = inspect.unwrap(target)
+    except ValueError:  # (a `__wrapped__` cycle)
+        unwrapped = target
+    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(unwrapped)
 
 
 class Flatten:

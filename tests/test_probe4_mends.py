@@ -5,6 +5,7 @@ when declared (item 7); the confirmation question keeps what the agent wrote apa
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated
 
 import pytest
@@ -148,3 +149,71 @@ def test_a_malformed_template_is_refused_at_declaration(template, says):
     with pytest.raises(ValueError, match=r"resource template .*" + says):
         fusion.resource_template(template)(_by_id)
     assert not fusion.resources.templates
+
+
+# -- 7: middleware whose answer cannot be awaited ----------------------------------------------------------------
+
+
+def _sync(call, call_next):  # forgot `async`: returns None, awaited by the chain
+    return None
+
+
+class _SyncCall:
+    def __call__(self, call, call_next):
+        return {"ok": True}
+
+
+@pytest.mark.parametrize(("middleware", "says"), [
+    (print, r"middleware print is no async function, so every call would fail"),
+    (_sync, r"middleware _sync is no async function"),
+    (_SyncCall(), r"middleware _SyncCall is no async function"),
+    (functools.partial(_sync), r"middleware partial is no async function"),
+    (lambda call, call_next: None, r"middleware <lambda> is no async function"),
+])
+def test_middleware_that_is_no_async_function_is_refused_on_tool_action_and_app(middleware, says):
+    with pytest.raises(TypeError, match=r"tool 't': " + says):
+        Tool("t", middleware=[middleware])
+    tool = Tool("u")
+    with pytest.raises(TypeError, match=r"action u/b: " + says):
+        @tool.action(readonly=True, middleware=[middleware])
+        async def b() -> str:
+            """B."""
+            return "ok"
+    assert not tool.actions
+    with pytest.raises(TypeError, match=r"the app: " + says):
+        MCPFusion("x", tools=[Tool("v")], middleware=[middleware]).registry  # noqa: B018 (built on first use)
+
+
+def _passed_on(fn):
+    @functools.wraps(fn)
+    def wrapper(call, call_next):  # a sync decorator handing the async middleware's coroutine on
+        return fn(call, call_next)
+    return wrapper
+
+
+async def test_async_middleware_of_every_form_is_still_accepted_and_runs():
+    seen: list[str] = []
+
+    async def noted(call, call_next, note="f"):
+        seen.append(note)
+        return await call_next(call)
+
+    class Guard:
+        async def __call__(self, call, call_next):
+            seen.append("instance")
+            return await call_next(call)
+
+        async def method(self, call, call_next):
+            seen.append("method")
+            return await call_next(call)
+
+    tool = Tool("t", middleware=[Guard(), Guard().method, functools.partial(noted, note="partial")])
+
+    @tool.action(readonly=True, middleware=[_passed_on(noted), functools.partial(Guard())])
+    async def a() -> str:
+        """A."""
+        return "ok"
+
+    answer = await ToolTester(MCPFusion("x", tools=[tool])).call("t", "a")
+    assert answer.error_code is None and answer.text == "ok"
+    assert seen == ["instance", "method", "partial", "f", "instance"]
