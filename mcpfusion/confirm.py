@@ -22,13 +22,16 @@ one issued before that store forgot what was spent (a restart, a flushed Redis) 
 never run a second time. A run that fails saying nothing was done and to make the same call again (BUSY,
 RATE_LIMITED, a `retry_after`: see `retryable`) gives the confirmation back, so that retry runs with the same
 token or answer. A declined question answers `NOT_CONFIRMED`. A template (`confirm="Void {id}?"`) is filled
-with the validated arguments (None reads "none"); `mcpfusion.tool` checks its fields, conversions and format
-specs at declaration.
+with the validated arguments (None reads "none"; text the agent wrote quoted: `Void "inv_1"?`); `mcpfusion.tool`
+checks its fields, conversions and format specs at declaration.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import decimal
+import enum
 import hashlib
 import hmac
 import json
@@ -37,6 +40,7 @@ import string
 import time
 import typing
 import unicodedata
+import uuid
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -66,17 +70,34 @@ SCHEMA: dict[str, Any] = {
 NONE_SHOWN = "none"
 
 
+# Values whose text the server writes (a number, a date, a member of a declared enum): shown as they are. Any
+# other's text is the agent's (an id, a reason, a list of them): shown quoted (see `_Question`).
+_SERVER_WORDED = (bool, int, float, decimal.Decimal, dt.date, dt.time, dt.timedelta, uuid.UUID, enum.Enum)
+
+
+class _Delimited(str):
+    """A field's text already delimited as `repr` writes it (`{reason!r}`): not quoted again."""
+
+
+_SHOWN_AS_IS = (_Delimited, *_SERVER_WORDED)
+
+
 class _Question(string.Formatter):
     """`str.format` of a confirmation template over the validated arguments: None reads `NONE_SHOWN`, a value
     its field's format spec cannot take (a middleware changed it) is written plain, never an error, and the
     characters of a value that could change what the user reads (line breaks, controls, bidi overrides) are
-    written escaped."""
+    written escaped. Text the agent wrote (a `str`, a list or an object holding some) is shown in double quotes,
+    the quotes and backslashes inside escaped as JSON writes them (`"duplicate\\")..."`): a crafted reason
+    cannot close the sentence and go on as the server's own words."""
 
     def get_value(self, key: int | str, args: typing.Sequence[Any], kwargs: typing.Mapping[str, Any]) -> Any:
         return kwargs.get(key) if isinstance(key, str) else None
 
     def convert_field(self, value: Any, conversion: str | None) -> Any:
-        return value if value is None else super().convert_field(value, conversion)
+        if value is None:
+            return value
+        converted = super().convert_field(value, conversion)
+        return _Delimited(converted) if conversion in ("r", "a") else converted
 
     def format_field(self, value: Any, format_spec: str) -> str:
         if value is None:
@@ -85,7 +106,12 @@ class _Question(string.Formatter):
             shown = format(value, format_spec)  # (what `Formatter.format_field` does)
         except (ValueError, TypeError):
             shown = str(value)
-        return shown if shown.isprintable() else _escaped(shown)
+        if isinstance(value, _SHOWN_AS_IS):  # (`str` is none of them; a `StrEnum` member is an Enum)
+            return shown if shown.isprintable() else _escaped(shown)
+        if isinstance(value, list | tuple | dict) and not format_spec:
+            with contextlib.suppress(TypeError, ValueError):  # (JSON of plain data: its strings quoted)
+                return _escaped(json.dumps(value, ensure_ascii=False))
+        return _escaped(json.dumps(shown, ensure_ascii=False))
 
 
 def _escaped(text: str) -> str:

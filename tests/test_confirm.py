@@ -49,7 +49,9 @@ async def test_a_caller_that_cannot_ask_gets_a_token_bound_to_the_arguments(tran
     try:
         asked = await caller.call("void", {"id": "inv_1", "reason": "duplicate"})
         assert asked.code == "CONFIRMATION_REQUIRED" and voided == []
-        assert "Void invoice inv_1 (duplicate)?" in asked.text and CONFIRM_PARAM in asked.text
+        # (the agent's values quoted: in REST's JSON each quote is escaped)
+        question = 'Void invoice "inv_1" ("duplicate")?'
+        assert question in asked.text.replace('\\"', '"') and CONFIRM_PARAM in asked.text
         if transport == "rest":
             assert asked.status == 428
         token = confirm_token(asked.text)
@@ -97,7 +99,7 @@ async def test_the_sdk_client_confirms_through_elicitation(server, mode):
         assert voided == []
         accepted = await client.call_tool("ledger_void", {"id": "inv_7", "reason": "typo"})
         assert accepted.is_error is False and text_of(accepted) == "voided inv_7"
-    assert asked == ["Void invoice inv_7 (typo)?"] * 2
+    assert asked == ['Void invoice "inv_7" ("typo")?'] * 2
     assert voided == ["inv_7"]
 
 
@@ -141,7 +143,7 @@ async def test_the_modern_wire_binds_the_answer_to_the_arguments():
         assert first["resultType"] == "input_required"
         (key, request), = first["inputRequests"].items()
         assert key.startswith("confirm-") and request["method"] == "elicitation/create"
-        assert request["params"]["message"] == "Void invoice inv_1 (dup)?"
+        assert request["params"]["message"] == 'Void invoice "inv_1" ("dup")?'
         yes = {key: {"action": "accept", "content": {"confirm": True}}}
         other = await rpc({"id": "inv_2", "reason": "dup"}, yes, first["requestState"])
         assert other["resultType"] == "input_required" and key not in other["inputRequests"]

@@ -61,7 +61,7 @@ async def test_a_timeout_does_not_count_the_time_the_user_takes_to_answer():
     try:
         bridge.submit(call(1, "ledger_void", {"id": "inv_1"}))
         question = await lines.question()
-        assert question["params"]["message"] == "Void invoice inv_1?"
+        assert question["params"]["message"] == 'Void invoice "inv_1"?'
         loop = asyncio.get_running_loop()
         real = loop.time
         loop.time = lambda: real() + 3.0  # type: ignore[method-assign]  # the user reads for 3 s
@@ -117,8 +117,8 @@ async def test_a_yes_waits_for_the_slot_it_lent_out_and_a_no_does_not():
     try:
         bridge.submit(call(1, "ledger_void", {"id": "inv_1"}))
         bridge.submit(call(3, "ledger_void", {"id": "inv_3"}))
-        declined = await lines.wait_for(lambda m: m.get("params", {}).get("message") == "Void invoice inv_1?")
-        agreed = await lines.wait_for(lambda m: m.get("params", {}).get("message") == "Void invoice inv_3?")
+        declined = await lines.wait_for(lambda m: m.get("params", {}).get("message") == 'Void invoice "inv_1"?')
+        agreed = await lines.wait_for(lambda m: m.get("params", {}).get("message") == 'Void invoice "inv_3"?')
         bridge.submit(call(2, "ledger_get", {"id": "inv_2"}))  # takes the slot and keeps it
         await spin()
         await bridge.handle_line(answer(declined, yes=False))
@@ -212,13 +212,13 @@ async def test_a_template_shows_line_breaks_controls_and_bidi_overrides_escaped(
         "ok\u2066\u200f\u061c\r\t\x1b[2J\u2028",
     ])
     assert asked == [
-        "Transfer 5000 EUR to account savings (your own)\\n\\n\\n\\n(really: attacker IBAN DE00 6666)?",
-        "Transfer 5000 EUR to account \\u202e6666 00ED NABI\\u202c?",
-        "Transfer 5000 EUR to account ok\\u2066\\u200f\\u061c\\r\\t\\x1b[2J\\u2028?",
+        'Transfer 5000 EUR to account "savings (your own)\\n\\n\\n\\n(really: attacker IBAN DE00 6666)"?',
+        'Transfer 5000 EUR to account "\\u202e6666 00ED NABI\\u202c"?',
+        'Transfer 5000 EUR to account "ok\\u2066\\u200f\\u061c\\r\\t\\u001b[2J\\u2028"?',
     ]
 
 
 async def test_a_template_shows_printable_values_as_they_are():
     asked = await questions_asked(["DE44 5001 0517 5407 3249 31", "Zürich – café 'Müller' \u00a0€ 日本"])
-    assert asked == ["Transfer 5000 EUR to account DE44 5001 0517 5407 3249 31?",
-                     "Transfer 5000 EUR to account Zürich – café 'Müller' \u00a0€ 日本?"]
+    assert asked == ['Transfer 5000 EUR to account "DE44 5001 0517 5407 3249 31"?',
+                     "Transfer 5000 EUR to account \"Zürich – café 'Müller' \u00a0€ 日本\"?"]

@@ -61,7 +61,7 @@ async def test_an_optional_argument_not_sent_reads_none_in_the_question():
 
     asked = await ToolTester([billing]).call("billing", "void_invoice", {"id": "inv_1"})
     assert asked.error_code == "CONFIRMATION_REQUIRED"
-    assert 'Ask the user: "Void invoice inv_1 (reason: none)?"' in asked.text and "{reason}" not in asked.text
+    assert 'Ask the user: "Void invoice "inv_1" (reason: none)?"' in asked.text and "{reason}" not in asked.text
 
 
 @pytest.mark.parametrize(("template", "refused"), [

@@ -243,7 +243,7 @@ def test_rest_recoveries_name_the_route_called():
     assert asked.status_code == 428
     recovery = asked.json()["recovery"]
     # The user's question is quoted as written; the call to make again is the route.
-    assert '"Delete order o1? (call shop.delete_order again says nothing)"' in recovery
+    assert '"Delete order "o1"? (call shop.delete_order again says nothing)"' in recovery
     assert "Only if they agree, call POST /api/shop/delete_order again with exactly the same" in recovery
     token = asked.json()["details"]["confirm_token"]
     assert client.post("/api/shop/delete_order", json={"id": "o1", "_confirm": token}).json() == {"deleted": "o1"}

@@ -139,7 +139,7 @@ async def test_the_2026_question_is_bound_to_an_ordinary_cursor():
     try:
         first = await rpc("evt_0100")
         (key, request), = first["inputRequests"].items()
-        assert request["params"]["message"] == "Delete every event before evt_0100?"
+        assert request["params"]["message"] == 'Delete every event before "evt_0100"?'
         yes = {key: {"action": "accept", "content": {"confirm": True}}}
         other = await rpc("evt_9999", yes, first["requestState"])
         assert other["resultType"] == "input_required" and key not in other["inputRequests"] and ran == []

@@ -108,14 +108,14 @@ async def wire(ran: list[Any]) -> Any:
 async def test_a_confirmed_action_whose_handler_asks_is_confirmed_once(wire, ran):
     result, asked, _ = await rounds(wire, {"action": "purge", "folder": "/tmp/x"})
     assert result["isError"] is False and result["content"][0]["text"] == "purged /tmp/x, kept none"
-    assert asked == ["Purge /tmp/x?", "Keep any file?"] and ran == ["/tmp/x"]
+    assert asked == ['Purge "/tmp/x"?', "Keep any file?"] and ran == ["/tmp/x"]
 
 
 @pytest.mark.parametrize("state", ["mine", None, {"round": 2}, OLD_CARRIER, "confirm:0123456789abcdef"])
 async def test_ctx_state_is_exactly_what_the_handler_passed(wire, ran, state):
     result, asked, _ = await rounds(wire, {"action": "wipe", "folder": "/tmp/x", "state": state})
     assert result["isError"] is False and json.loads(result["content"][0]["text"]) == state
-    assert asked == ["Wipe /tmp/x?", "Sure?"] and ran == [state]
+    assert asked == ['Wipe "/tmp/x"?', "Sure?"] and ran == [state]
 
 
 async def test_a_replayed_round_runs_nothing_a_second_time(wire, ran):

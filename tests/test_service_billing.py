@@ -144,7 +144,7 @@ async def test_remind_void_and_payments(t):
     assert reminded.data["reminders_sent"] == 1
     void = {"id": "inv_0003", "reason": "sent by mistake"}
     asked = await t.call("billing", "void_invoice", void, headers=ADMIN)
-    assert asked.error_code == "CONFIRMATION_REQUIRED" and "Void invoice inv_0003" in asked.text
+    assert asked.error_code == "CONFIRMATION_REQUIRED" and 'Void invoice "inv_0003"' in asked.text
     voided = await t.call("billing", "void_invoice", {**void, "_confirm": confirm_token(asked.text)}, headers=ADMIN)
     assert voided.data["status"] == "void" and voided.data["void_reason"] == "sent by mistake"
     total = reminded.data["total_cents"]

@@ -54,7 +54,7 @@ async def test_the_sdk_client_confirms_void_invoice_and_only_then_it_is_voided(t
             voided = await client.call_tool(*mcp_target("billing", "void_invoice", args))
             assert voided.is_error is False and json.loads(voided.content[0].text)["status"] == "void"
             assert await status(client) == "void"
-    assert asked == ["Void invoice inv_0003 (reason: duplicate)? This cannot be undone."] * 2
+    assert asked == ['Void invoice "inv_0003" (reason: "duplicate")? This cannot be undone.'] * 2
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
