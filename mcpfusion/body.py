@@ -70,6 +70,22 @@ def announces_body(scope: Scope) -> bool:
     return False
 
 
+def may_stay_unread(scope: Scope) -> bool:
+    """Whether an HTTP/1 request's body may still be on the connection when an answer is sent before it was read:
+    one sent in chunks, or longer than `SMALL_BODY`. A shorter one the server has taken off the socket with the
+    request's head (uvicorn reads up to 64 KiB at a time): an early answer leaves the connection usable, with no
+    draining to set up on every request (`closing_unless_read`)."""
+    if scope.get("http_version") not in _HTTP1:
+        return False
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding":
+            return True
+        if name == b"content-length":
+            return not value.isdigit() or int(value) > SMALL_BODY
+    return False
+
+
+SMALL_BODY = 32 * 1024
 _HTTP1 = ("1.1", "1.0", None)  # (HTTP/2 and 3 frame each request: no connection header there, nothing to lose)
 CONNECTION_CLOSE = (b"connection", b"close")
 UNREAD_KEY = "mcpfusion.body_unread"

@@ -42,8 +42,10 @@ from .body import (
     BodyTooLarge,
     InvalidJSON,
     charset_not_utf8,
+    closing,
     is_identity_encoding,
     is_json_body,
+    left_unread,
     parse_json,
     read_body,
 )
@@ -522,6 +524,14 @@ def _query_arguments(request: Request, readers: dict[str, Callable[[str], Any]])
     return arguments
 
 
+def _too_large(request: Request, max_body_bytes: int) -> Response:
+    """The 413 of a body over the limit; with `Connection: close` when the rest of it was left unread (the
+    client must not send its next request on that connection)."""
+    too_large = StarletteHTTPException(413, f"The body exceeds the limit of {max_body_bytes} bytes.")
+    answer = http_problem_response(too_large, request.url.path)
+    return closing(answer) if left_unread(request.scope) else answer
+
+
 def _repeated_scalars(request: Request, action: Action, arguments: dict[str, Any]) -> list[tuple[str, str]]:
     """The invalid fields of a GET naming one of the action's parameters more than once: every parameter a GET
     takes is a scalar (`_select` alone is repeated), so `?id=a&id=b` is a mistake to name as such, not a list
@@ -632,8 +642,7 @@ async def _body_on_get(request: Request, action: Action, max_body_bytes: int) ->
     try:
         raw = await read_body(request, max_body_bytes)
     except BodyTooLarge:
-        too_large = StarletteHTTPException(413, f"The body exceeds the limit of {max_body_bytes} bytes.")
-        return http_problem_response(too_large, request.url.path)
+        return _too_large(request, max_body_bytes)
     except ClientDisconnect:  # gone while sending its body: nobody to answer
         return Response(status_code=400)
     if not raw.strip():
@@ -723,8 +732,7 @@ def _endpoint(registry: ToolRegistry, action: Action, method: str, max_body_byte
             try:
                 raw = await read_body(request, max_body_bytes)
             except BodyTooLarge:
-                too_large = StarletteHTTPException(413, f"The body exceeds the limit of {max_body_bytes} bytes.")
-                return http_problem_response(too_large, request.url.path)
+                return _too_large(request, max_body_bytes)
             except ClientDisconnect:  # gone while sending its body: nobody to answer (and nothing to log)
                 return Response(status_code=400)
             unsupported = _unsupported_body(request.headers.get("content-type"),

@@ -15,7 +15,7 @@ from starlette._utils import get_route_path
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..body import announces_body, closing_unless_read
+from ..body import closing_unless_read, may_stay_unread
 from .settings import LOCAL_HOSTS
 from .wire import TRANSPORT_SCOPE_KEY, http_error
 
@@ -146,7 +146,7 @@ class HostGuard:
             if kind is None and path.startswith(self.starts):
                 kind = next(k for prefix, k in self.prefixes if path.startswith(prefix))
             if kind is not None:
-                if announces_body(scope):  # answered before its body is read (a 413, a refusal, a 401)
+                if may_stay_unread(scope):  # answered before its body is read (a 413, a refusal, a 401)
                     receive, send = closing_unless_read(scope, receive, send)
                 host, origin = _host_and_origin(scope["headers"])
                 refusal = self.guard.refusal(host, origin if kind.origin else None)
