@@ -34,7 +34,7 @@ def exchange(url: str, head: str) -> bytes:
     ("/mcp", 100, "text/plain", b"415"),  # refused from the headers, before the body is read
 ])
 def test_a_request_refused_from_its_headers_is_answered_without_asking_for_its_body(path, size, media, status):
-    with served_as_mcpfusion_serves(notes_fusion(max_body_bytes=LIMIT).build_app()) as url:
+    with served_as_mcpfusion_serves(notes_fusion(max_body_bytes=LIMIT)) as url:
         answer = exchange(url, f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {media}\r\n"
                                "Accept: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\n"
                                f"Mcp-Method: tools/list\r\nContent-Length: {size}\r\nExpect: 100-continue\r\n\r\n")
@@ -43,7 +43,7 @@ def test_a_request_refused_from_its_headers_is_answered_without_asking_for_its_b
 
 
 def test_a_request_the_server_reads_still_gets_its_100_continue():
-    with served_as_mcpfusion_serves(notes_fusion(max_body_bytes=LIMIT).build_app()) as url:
+    with served_as_mcpfusion_serves(notes_fusion(max_body_bytes=LIMIT)) as url:
         answer = exchange(url, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                                "Accept: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\n"
                                "Mcp-Method: tools/list\r\nContent-Length: 20\r\nExpect: 100-continue\r\n\r\n")

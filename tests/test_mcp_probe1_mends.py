@@ -19,20 +19,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from starlette.requests import Request
 
-from mcpfusion import MCPFusion, Tool, server
+from mcpfusion import MCPFusion, Tool
 from mcpfusion.mcp.channel import InputResponsesChannel
 from mcpfusion.mcp.engine import Call
 from tests.mcp_app import serve
+from tests.test_abuse_mends import serving
 
 MODERN = "2026-07-28"
 SESSION = "2025-11-25"
@@ -326,23 +324,11 @@ async def test_a_refusal_before_the_body_is_read_closes_only_when_the_body_is_le
 
 
 @contextlib.contextmanager
-def served_as_mcpfusion_serves(app: Any) -> Iterator[str]:
-    """`app` under uvicorn with `mcpfusion serve`'s protocol (it drops at most 1 MiB of a body answered early)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", **server.uvicorn_options(graceful_timeout=1))
-    instance = uvicorn.Server(config)
-    thread = threading.Thread(target=lambda: asyncio.run(instance.serve(sockets=[sock])), daemon=True)
-    thread.start()
-    try:
-        while not instance.started:
-            threading.Event().wait(0.02)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        instance.should_exit = True
-        thread.join(10)
-        sock.close()
+def served_as_mcpfusion_serves(fusion: MCPFusion) -> Iterator[str]:
+    """`fusion`'s app under uvicorn with `mcpfusion serve`'s protocol (it drops at most 1 MiB of a body answered
+    early), at the URL given."""
+    with serving(fusion) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.mark.parametrize("path", ["/mcp", "/api/notes/read"])
@@ -350,7 +336,7 @@ async def test_the_next_request_on_a_keep_alive_connection_after_a_413_is_answer
     """The probe's failure (5,000,000 bytes against the 4 MiB limit): either the 413 or the request after it on
     the same connection was lost, most times."""
     big = padded(5_000_000)
-    with served_as_mcpfusion_serves(notes_fusion().build_app()) as url:
+    with served_as_mcpfusion_serves(notes_fusion()) as url:
         async with httpx.AsyncClient(base_url=url, timeout=10) as http:
             for _ in range(4):
                 refused = await http.post(path, content=big, headers=MODERN_JSON)
