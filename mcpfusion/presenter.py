@@ -128,12 +128,18 @@ def _flexible(fn: Callable[..., Any], what: str, owner: str) -> Callable[[Any, A
     return adapter
 
 
+def called_function(fn: Any) -> Any:
+    """What calling the callable `fn` runs: itself for a function or method, its class's `__call__` for any
+    other object, through `functools.partial`s (presenter callbacks and middleware are checked on it)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn if inspect.isroutine(fn) else type(fn).__call__
+
+
 def _is_async(fn: Any) -> bool:
     """Whether calling `fn` gives a coroutine or an async generator (an `async def`, or an object whose
     `__call__` is one, or a `functools.partial` of one)."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    call = fn if inspect.isroutine(fn) else type(fn).__call__  # (called once `callable(fn)`)
+    call = called_function(fn)
     return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
 
 

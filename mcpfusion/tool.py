@@ -48,7 +48,7 @@ from .hints import per_annotation, type_hints, type_name
 from .model import READ_SCHEMA_OF, Model
 from .output import Output, bare, cardinality, contradiction, holds_records, model_of, shape
 from .pagination import CURSOR_ADVERTISED, CURSOR_PARAM, CURSOR_SCHEMA
-from .presenter import Presenter
+from .presenter import Presenter, called_function
 from .schema import copied, root_keys
 from .scopes import declared_scopes
 from .select import SELECT_PARAM, select_schema
@@ -254,9 +254,7 @@ def _awaitable_middleware(mw: Any) -> bool:
     or a `functools.partial` of one too), an object whose class's `__call__` is one, or a wrapper that
     `functools.wraps` made of one (a sync decorator passing an async middleware's coroutine on). A builtin
     (`print`) or a plain `def` gives no coroutine."""
-    while isinstance(mw, functools.partial):
-        mw = mw.func
-    target = mw if inspect.isroutine(mw) else type(mw).__call__  # (called once `callable(mw)`)
+    target = called_function(mw)
     try:
         unwrapped = inspect.unwrap(target)
     except ValueError:  # (a `__wrapped__` cycle)
