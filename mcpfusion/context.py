@@ -157,7 +157,7 @@ class Context:
     @property
     def cancelled(self) -> bool:
         """True once the client cancelled this request (`notifications/cancelled` or closed stream)."""
-        return self._channel.cancelled.is_set()
+        return self._channel.is_cancelled
 
     async def wait_cancelled(self) -> None:
         """Return when the request is cancelled (use in `asyncio.wait` next to long work)."""

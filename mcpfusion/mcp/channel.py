@@ -41,14 +41,27 @@ class Channel:
     kind = "detached"
     #: The last progress value sent for `progress_token` (`Context.progress` sends only greater ones).
     last_progress: float | None = None
+    #: Whether the request was cancelled (`cancel`), and why.
+    is_cancelled = False
+    cancel_reason: str | None = None
+    failure: BaseException | None = None
+    task: asyncio.Task[Any] | None = None
+    _cancelled: asyncio.Event | None = None  # made when something first waits for the cancellation
 
     def __init__(self, *, progress_token: Any = None, log_level: str | None = None) -> None:
         self.progress_token = progress_token
         self.log_level = log_level
-        self.cancelled = asyncio.Event()
-        self.cancel_reason: str | None = None
-        self.failure: BaseException | None = None
-        self.task: asyncio.Task[Any] | None = None
+
+    @property
+    def cancelled(self) -> asyncio.Event:
+        """An event set once the request is cancelled, to wait on. Made on first use: most requests end
+        with nobody having waited (an Event per request was a few percent of a short call)."""
+        event = self._cancelled
+        if event is None:
+            event = self._cancelled = asyncio.Event()
+            if self.is_cancelled:
+                event.set()
+        return event
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send a notification related to the current request (dropped here)."""
@@ -80,7 +93,9 @@ class Channel:
 
     def cancel(self, reason: str | None = None) -> None:
         self.cancel_reason = reason
-        self.cancelled.set()
+        self.is_cancelled = True
+        if self._cancelled is not None:
+            self._cancelled.set()
 
 
 class InputResponsesChannel(Channel):

@@ -75,7 +75,7 @@ class WirePipeline:
             reply = exc.reply(call.id)
         except asyncio.CancelledError as cancelled:
             task = asyncio.current_task()
-            if not call.channel.cancelled.is_set():
+            if not call.channel.is_cancelled:
                 if task is None or task.cancelling():
                     raise  # this request's own cancellation (a closed connection, shutdown): passed on
                 # A resource, prompt or completion function awaited something cancelled elsewhere: a failure of
@@ -88,11 +88,11 @@ class WirePipeline:
             return None
         except Exception as exc:
             # (a cancelled call's HTTPException is not raised either: nobody waits for its status)
-            unstarted = not call.channel.cancelled.is_set() and (inline if isinstance(inline, bool) else inline())
+            unstarted = not call.channel.is_cancelled and (inline if isinstance(inline, bool) else inline())
             reply = failure(call.id, call.method, exc, inline=unstarted)
         # MCP: a cancelled request is not answered, also when its handler saw the cancel and returned (or failed)
         # rather than letting the cancellation through: its answer would name an id the client has let go.
-        return None if call.channel.cancelled.is_set() else reply
+        return None if call.channel.is_cancelled else reply
 
     def respond(self, reply: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
         """A reply as one JSON response."""
