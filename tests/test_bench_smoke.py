@@ -131,6 +131,29 @@ def test_service_ab_harness_runs_two_trees_side_by_side(tmp_path):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize(("action", "kind", "store"), [("revenue_summary", "mcp", "summary"),
+                                                         ("list_invoices", "plain", "list_invoices")])
+def test_service_layers_times_each_layer_of_one_cell(action, kind, store):
+    """Each layer of the cell's chain timed in place: every one called once per request, each including the
+    next (so no inner layer takes longer than the one around it), ending with the store's call."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "service_layers.py"), "--action", action, "--kind", kind,
+         "--calls", "40"],
+        capture_output=True, text=True, timeout=280, cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.strip().splitlines()
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines
+            if line.startswith("| ") and not line.startswith("| layer") and "(inside)" not in line]
+    assert rows[-1][0] == f"app.store:BillingStore.{store}"
+    assert len(rows) >= 8 and all(row[3] == "1" for row in rows), rows
+    inclusive = [float(row[1]) for row in rows]
+    assert inclusive == sorted(inclusive, reverse=True) and inclusive[-1] > 0, inclusive
+    assert re.fullmatch(rf"layers_{action}_{kind}_untimed_us=\d+\.\d layers_{action}_{kind}_timed_us=\d+\.\d",
+                        lines[-1]), lines[-1]
+
+
+@pytest.mark.timeout(300)
 def test_cold_start_harness_builds_the_500_action_server_and_lists_it():
     run = subprocess.run([sys.executable, str(ROOT / "bench" / "cold_start.py"), "--runs", "1"],
                          capture_output=True, text=True, timeout=280, cwd=ROOT)
