@@ -487,6 +487,8 @@ class Action:
         """Strictly validated keyword arguments for the handler (flattened models rebuilt)."""
         if self.json_validator is not None:
             return self._validate_json(arguments)
+        if not arguments and self.takes_nothing:
+            return {}  # (no model to build: about a microsecond of a short call)
         if len(arguments) > MAX_FIELDS_SHOWN:  # (only so many keys can hold more unknown ones than are listed)
             accepted = self.accepted_keys
             unknown = [key for key in arguments if key not in accepted]
@@ -516,6 +518,14 @@ class Action:
             except ValidationError as exc:  # the model's own validators (a field against another)
                 raise ValidationFailed(self.label, self._explain(exc)) from None
         return values
+
+    @functools.cached_property
+    def takes_nothing(self) -> bool:
+        """Whether the agent has nothing to fill (an action of dependencies alone): no argument is then the one
+        valid input, and the handler gets no keyword from the agent."""
+        model = self.args_model
+        return not model.model_fields and not model.__pydantic_decorators__.model_validators \
+            and not self.plain_args and not self.flattened
 
     @functools.cached_property
     def nested_models(self) -> bool:

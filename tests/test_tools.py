@@ -404,3 +404,35 @@ def test_grouped_schema_merges_optional_and_differing_parameters_without_nesting
     assert props["status"] == {"enum": ["x", "y"]}
     assert props["n"] == {"anyOf": [{"default": 0, "type": "integer"}, {"default": "", "type": "string"}]}
     assert list(props) == ["action", "status", "n"]
+
+
+async def test_an_action_of_dependencies_alone_takes_no_argument_and_refuses_any():
+    """No parameter for the agent: an empty call runs without an argument model being built, any key sent is
+    still refused as unknown, and a parameter with a default still gets it."""
+    tool = Tool("stats")
+    seen: list[dict[str, object]] = []
+
+    async def tenant(request: Request) -> str:
+        return request.headers.get("x-tenant", "acme")
+
+    @tool.action(readonly=True)
+    async def summary(who: str = Depends(tenant)):
+        """Totals of the caller's tenant."""
+        seen.append({"who": who})
+        return {"tenant": who}
+
+    @tool.action(readonly=True)
+    async def page(size: int = 20):
+        """A page of a given size."""
+        return {"size": size}
+
+    actions = {a.name: a for a in tool.actions.values()}
+    assert actions["summary"].takes_nothing and not actions["page"].takes_nothing
+    tester = ToolTester([tool])
+    ok = await tester.call("stats", "summary", headers={"x-tenant": "globex"})
+    assert ok.data == {"tenant": "globex"} and seen == [{"who": "globex"}]
+    stray = await tester.call("stats", "summary", {"who": "x"})
+    assert stray.is_error and stray.error_code == "VALIDATION_ERROR" and '<field name="who">' in stray.text
+    assert seen == [{"who": "globex"}]  # refused before the handler
+    assert (await tester.call("stats", "page")).data == {"size": 20}
+    assert (await tester.call("stats", "page", {"size": 3})).data == {"size": 3}
