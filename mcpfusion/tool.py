@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, RootModel, ValidationError, create_m
 from pydantic.fields import FieldInfo
 from starlette.responses import Response
 
+from . import dictschema, inputschema, toon
 from . import exposition as expo
-from . import inputschema, toon
 from .argschema import Arguments, arguments, check_listable
 from .booleans import mistyped, numbers_plan
 from .content import declared_types
@@ -499,6 +499,14 @@ class Action:
             wrong = mistyped(numbers, arguments)
             if wrong:
                 raise ValidationFailed(self.label, wrong)
+        fields = self.field_validator
+        if fields is not None:
+            try:
+                valid = fields.validate_python(arguments)
+            except ValidationError:
+                pass  # the model's own verdict, below, is the one answered (its error, its reading)
+            else:
+                return {name: valid[name] for name in self.plain_args}
         try:
             model = self.args_model.__pydantic_validator__.validate_python(arguments)
         except ValidationError as exc:
@@ -526,6 +534,17 @@ class Action:
         model = self.args_model
         return not model.model_fields and not model.__pydantic_decorators__.model_validators \
             and not self.plain_args and not self.flattened
+
+    @functools.cached_property
+    def field_validator(self) -> Any:
+        """The argument model's validation into a dict, without building the model (`dictschema`), for arguments
+        read field by field: None when a flattened model or a model below the root reads the model itself, or
+        the model's validation could tell the difference. What it refuses goes to the model for its verdict."""
+        model = self.args_model
+        if self.flattened or self.nested_models or model.__pydantic_decorators__.model_validators:
+            return None
+        found = dictschema.codec(model)
+        return None if found is None else found[0]
 
     @functools.cached_property
     def nested_models(self) -> bool:

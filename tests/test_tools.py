@@ -436,3 +436,39 @@ async def test_an_action_of_dependencies_alone_takes_no_argument_and_refuses_any
     assert seen == [{"who": "globex"}]  # refused before the handler
     assert (await tester.call("stats", "page")).data == {"size": 20}
     assert (await tester.call("stats", "page", {"size": 3})).data == {"size": 3}
+
+
+async def test_arguments_read_field_by_field_skip_the_model_and_answer_as_it_would():
+    """Plain arguments are validated into a dict (no argument model built); whatever that refuses is the
+    model's to judge, so errors read as the model writes them.
+    An action whose arguments hold a model keeps the model (its unknown keys are read from it)."""
+    tool = Tool("calc")
+
+    class Point(BaseModel):
+        x: int
+
+    @tool.action(readonly=True)
+    async def scale(factor: float, label: str = "none", times: Annotated[int, Field(ge=1)] = 1):
+        """Scale by a factor."""
+        return {"factor": repr(factor), "label": label, "times": times}
+
+    @tool.action(readonly=True)
+    async def move(to: Point):
+        """Move to a point."""
+        return {"x": to.x}
+
+    actions = {a.name: a for a in tool.actions.values()}
+    assert actions["scale"].field_validator is not None and actions["move"].field_validator is None
+    assert actions["scale"].validate({"factor": 2}) == {"factor": 2.0, "label": "none", "times": 1}
+    tester = ToolTester([tool])
+    assert (await tester.call("calc", "scale", {"factor": 1.5, "times": 3})).data == \
+        {"factor": "1.5", "label": "none", "times": 3}
+    not_finite = await tester.call("calc", "scale", {"factor": float("nan")})  # refused as the model refuses it
+    assert '<field name="factor">Input should be a finite number. You sent: NaN.</field>' in not_finite.text
+    bad = await tester.call("calc", "scale", {"factor": "x", "times": 0, "colour": "red"})
+    assert bad.is_error and bad.error_code == "VALIDATION_ERROR"
+    assert '<field name="factor">' in bad.text and '<field name="times">' in bad.text
+    assert '<field name="colour">Unknown field. This action accepts: factor, label, times.</field>' in bad.text
+    assert (await tester.call("calc", "move", {"to": {"x": 4}})).data == {"x": 4}
+    stray = await tester.call("calc", "move", {"to": {"x": 4, "y": 1}})
+    assert stray.is_error and '<field name="to.y">' in stray.text
