@@ -45,6 +45,17 @@ async def post(app: Any, headers: list[tuple[bytes, bytes]], body: bytes, path: 
     return exchange.out
 
 
+def finished(coroutine: Any) -> Any:
+    """The value of a coroutine that never suspends (a call of the service, which reads SQLite on the calling
+    thread): run without an event loop turn, as the instruction counts and layer timers need."""
+    try:
+        coroutine.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coroutine.close()
+    raise RuntimeError("the call waited for something: it cannot be measured without an event loop")
+
+
 def status_and_body(messages: list[dict[str, Any]]) -> tuple[int, bytes]:
     """The status and the whole body of the answer `post` collected."""
     status = next(m["status"] for m in messages if m["type"] == "http.response.start")

@@ -26,25 +26,15 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from harness import export_tree, post, status_and_body  # noqa: E402
+from harness import export_tree, finished, post, status_and_body  # noqa: E402
 from service import CALLS, EXPECT, cells  # noqa: E402
 
 WARM_UP = 30
 
-
-def _done(coroutine: Any) -> Any:
-    """The value of a coroutine that never suspends (a call of the service that reads SQLite)."""
-    try:
-        coroutine.send(None)
-    except StopIteration as stop:
-        return stop.value
-    coroutine.close()
-    raise RuntimeError("the call waited for something: it cannot be counted without an event loop")
 
 
 def worker(tree: Path, kind: str, action: str, calls: int) -> None:
@@ -60,13 +50,13 @@ def worker(tree: Path, kind: str, action: str, calls: int) -> None:
         body = json.dumps(cell.body).encode()
 
         def one(count: int, _: int) -> int:
-            _done(post(app, headers, body, cell.path))
+            finished(post(app, headers, body, cell.path))
             return count + 1
 
         async def lifespan() -> None:
             async with app.router.lifespan_context(app):
                 for _ in range(WARM_UP):
-                    status, text = status_and_body(_done(post(app, headers, body, cell.path)))
+                    status, text = status_and_body(finished(post(app, headers, body, cell.path)))
                 if status != 200 or EXPECT[action].encode() not in text or b'"isError":true' in text:
                     raise SystemExit(f"{kind} {action}: {status} {text[:300]!r}")
                 subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], check=True, capture_output=True)

@@ -38,7 +38,7 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH_DIR.parent), str(BENCH_DIR)]
 
-from harness import post, status_and_body  # noqa: E402
+from harness import finished, post, status_and_body  # noqa: E402
 from service import EXPECT, cells  # noqa: E402
 
 _OUTER = [  # every cell: the ASGI middleware and FastAPI's routing, outermost first
@@ -81,14 +81,6 @@ def _lowest(call: Callable[[], Any], count: int, batches: int = 10) -> float:
         figures.append((time.process_time_ns() - start) / size / 1000)
     return sorted(figures)[len(figures) // 4]
 
-
-def _done(coroutine: Any) -> Any:
-    try:
-        coroutine.send(None)
-    except StopIteration as stop:
-        return stop.value
-    coroutine.close()
-    raise RuntimeError("the call waited for something: it cannot be timed without an event loop")
 
 
 class Timers:
@@ -181,10 +173,10 @@ async def _measure(args: argparse.Namespace, cell: Any) -> int:
     body = json.dumps(cell.body).encode()
 
     def calls(count: int) -> float:
-        return _lowest(lambda: _done(post(app, headers, body, cell.path)), count)
+        return _lowest(lambda: finished(post(app, headers, body, cell.path)), count)
 
     async with app.router.lifespan_context(app):
-        status, text = status_and_body(_done(post(app, headers, body, cell.path)))
+        status, text = status_and_body(finished(post(app, headers, body, cell.path)))
         if status != 200 or EXPECT[args.action].encode() not in text or b'"isError":true' in text:
             raise SystemExit(f"{args.kind} {args.action}: {status} {text[:300]!r}")
         calls(300)  # warm-up
@@ -217,15 +209,15 @@ def _untimed(args: argparse.Namespace, cell: Any) -> float:
     script = (
         "import asyncio, json, sys, time\n"
         f"sys.path[:0] = {[str(BENCH_DIR.parent), str(BENCH_DIR)]!r}\n"
-        "from service_layers import _done, _lowest\n"
-        "from harness import post\n"
+        "from service_layers import _lowest\n"
+        "from harness import finished, post\n"
         "from service_server import app\n"
         f"headers = {[(k.lower().encode(), v.encode()) for k, v in [*cell.headers.items(), ('host', '127.0.0.1')]]!r}\n"
         f"body = {json.dumps(cell.body).encode()!r}\n"
         "async def main():\n"
         "    async with app.router.lifespan_context(app):\n"
-        "        for _ in range(300): _done(post(app, headers, body, " f"{cell.path!r}))\n"
-        f"        print(_lowest(lambda: _done(post(app, headers, body, {cell.path!r})), {args.calls}))\n"
+        "        for _ in range(300): finished(post(app, headers, body, " f"{cell.path!r}))\n"
+        f"        print(_lowest(lambda: finished(post(app, headers, body, {cell.path!r})), {args.calls}))\n"
         "asyncio.run(main())\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=os.environ,
