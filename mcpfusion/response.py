@@ -13,7 +13,7 @@ from . import markup, toon
 from .content import Content
 from .errors import ToolError, ValidationFailed
 from .redaction import write_key
-from .serializer import SLOT, Prewritten, dumps, json_bytes, jsonable, spliced
+from .serializer import Prewritten, dumps, fragment, json_bytes, jsonable
 from .slots import writable
 from .ui import UIBlock
 
@@ -184,11 +184,9 @@ class ToolResponse:
         if raw is None:
             raw = text.encode()
         if structured is data:
-            return Prewritten(structured, raw)
+            return Prewritten(structured, fragment(raw))
         if structured.__class__ is dict and structured.get("items") is data:
-            json = spliced({**structured, "items": SLOT}, raw)
-            if json is not None:
-                return Prewritten(structured, json)
+            return Prewritten(structured, {**structured, "items": fragment(raw)})
         return structured
 
     def __repr__(self) -> str:

@@ -16,7 +16,6 @@ byte-identical to `json.dumps(separators=(",", ":"), ensure_ascii=False)` for pl
 from __future__ import annotations
 
 import re
-import secrets
 from typing import Any
 
 import orjson
@@ -96,31 +95,21 @@ def jsonable(data: Any) -> Any:
 
 
 class Prewritten(dict[str, Any]):
-    """A result's `structuredContent` whose JSON is already written (`json`: the data block's own text, or
-    that text in its `{"items": ...}` wrapper): `message_json` puts those bytes in instead of serializing
-    the same data a second time. Anywhere else it is the plain dict it holds."""
+    """A result's `structuredContent` whose JSON is already written: `written` is what orjson writes in its
+    place (the data block's own bytes as an `orjson.Fragment`, or the list's `{"items": ...}` wrapper holding
+    them as one), so `message_json` does not serialize the same data a second time. Anywhere else it is the
+    plain dict it holds."""
 
-    __slots__ = ("json",)
+    __slots__ = ("written",)
 
-    def __init__(self, data: dict[str, Any], json: bytes) -> None:
+    def __init__(self, data: dict[str, Any], written: Any) -> None:
         super().__init__(data)
-        self.json = json
+        self.written = written
 
 
-# Stands where prewritten JSON goes: unknown outside this process, and looked for exactly once.
-SLOT = "\ue000mcpfusion-prewritten-" + secrets.token_hex(16)
-_SLOT_JSON = json_bytes(SLOT)
-
-
-def spliced(value: Any, json: bytes) -> bytes | None:
-    """`json_bytes(value)` of a value holding `SLOT` once, with `json` written in its place; None when the
-    slot is not there exactly once (then serialize the real value)."""
-    body = json_bytes(value)
-    start = body.find(_SLOT_JSON)
-    end = start + len(_SLOT_JSON)
-    if start < 0 or body.find(_SLOT_JSON, end) >= 0:
-        return None
-    return b"".join((body[:start], json, body[end:]))
+def fragment(json: bytes) -> Any:
+    """`json` (valid JSON bytes, written by `json_bytes`) as a value orjson writes as they are."""
+    return orjson.Fragment(json)
 
 
 def message_json(message: dict[str, Any]) -> bytes:
@@ -129,7 +118,9 @@ def message_json(message: dict[str, Any]) -> bytes:
     if result.__class__ is dict:
         structured = result.get("structuredContent")
         if structured.__class__ is Prewritten:
-            body = spliced({**message, "result": {**result, "structuredContent": SLOT}}, structured.json)
-            if body is not None:
-                return body
+            try:
+                return orjson.dumps({**message, "result": {**result, "structuredContent": structured.written}},
+                                    option=_PLAIN)
+            except orjson.JSONEncodeError:
+                pass  # something else in it is no plain JSON: the message is written whole, below
     return json_bytes(message)

@@ -179,17 +179,25 @@ def test_structured_content_is_serialized_when_the_text_or_data_changed():
     _assert_same_bytes(_message(response))
 
 
-def test_prewritten_falls_back_when_its_slot_is_not_found_exactly_once():
+def test_prewritten_structured_content_is_written_as_its_bytes_and_falls_back_whole():
     from mcpfusion import serializer
 
-    data = {"a": serializer.SLOT, "b": "x" * 600}  # the marker in the data itself: found twice, serialized normally
-    response = success_structured(data)
+    response = success_structured({"a": "x" * 600, "b": 1})
     message = _message(response)
     assert message["result"]["structuredContent"].__class__ is serializer.Prewritten
-    _assert_same_bytes(message)
-    assert serializer.spliced({"x": serializer.SLOT}, b"2") == b'{"x":2}'
-    assert serializer.spliced({"x": 1}, b"2") is None
-    _assert_same_bytes({"jsonrpc": "2.0", "id": 1, "result": {"structuredContent": serializer.Prewritten({}, b"{}")}})
+    # The kept bytes are what goes out (a stand-in's bytes show they are not serialized again).
+    message["result"]["structuredContent"] = serializer.Prewritten({"a": 1}, serializer.fragment(b'{"kept":true}'))
+    assert json.loads(serializer.message_json(message))["result"]["structuredContent"] == {"kept": True}
+    # Something else in the message orjson does not write (a date, an integer beyond 64 bits): the message is
+    # written whole, the structured content as the data it holds.
+    for other in (dt.date(2026, 1, 2), 2**70):
+        message = _message(success_structured({"a": "x" * 600, "b": 1}))
+        message["result"]["_meta"] = {"k": other}
+        assert message["result"]["structuredContent"].__class__ is serializer.Prewritten
+        _assert_same_bytes(message)
+        assert json.loads(serializer.message_json(message))["result"]["structuredContent"] == {"a": "x" * 600, "b": 1}
+    _assert_same_bytes({"jsonrpc": "2.0", "id": 1, "result": {"structuredContent": serializer.Prewritten(
+        {}, serializer.fragment(b"{}"))}})
     _assert_same_bytes({"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "message": "m"}})
 
 
