@@ -79,7 +79,7 @@ if TYPE_CHECKING:
     from .telemetry import Telemetry
 
 logger = logging.getLogger("mcpfusion")
-_UNTRACED = nullcontext()
+_UNTRACED = nullcontext()  # (stateless: one for every untraced phase, and every call with nothing to close)
 
 _GRANTED_KEY = "mcpfusion.granted"  # the request's (auth, granted scopes), worked out once per request
 
@@ -408,7 +408,10 @@ class ToolRegistry:
             return await self._traced_call(action, arguments, request, raise_http, transport)
         queued, token = collect_background()
         try:
-            response = await self._traced_call(action, arguments, request, raise_http, transport)
+            if self.telemetry is None:
+                response = await self._call_action(action, arguments, request, raise_http, transport, no_phase)
+            else:
+                response = await self._traced_call(action, arguments, request, raise_http, transport)
         finally:
             end_collection(token)
         if queued and (not response.is_error or completed(response)):  # (a write done: its mail goes out)
@@ -627,7 +630,7 @@ class ToolRegistry:
         plan = None if dependant is None else planned(dependant, request)
         # Nothing to close (no dependency, or only plain `async def` ones): no exit stack (the hot path).
         failed: BaseException | None = None
-        async with nullcontext(None) if dependant is None or plan is not None else AsyncExitStack() as stack:
+        async with _UNTRACED if dependant is None or plan is not None else AsyncExitStack() as stack:
             # A write's yield dependencies close (commit) uncut once its handler returned: what its middleware
             # hold for that (a `Timeout`'s clock) stops then, and resumes once they all closed (first in, last
             # out). (No exit stack: nothing to close; no middleware: nothing held.)
