@@ -442,7 +442,7 @@ class ToolRegistry:
         try:
             if action.own_scopes or action.tool.scopes:  # (no set built on the hot path of unscoped actions)
                 self.authorize(action, request, transport)
-            select = _pop_select(action, arguments)
+            select = _pop_select(action, arguments) if SELECT_PARAM in arguments else None
             cursor = _pop_cursor(action, arguments) if action.paginate else None
             try:
                 pipeline = self._pipelines[action]
@@ -650,7 +650,8 @@ class ToolRegistry:
                 scope = dependencies.pop(SCOPE_VALUE) if pages is not None else None
                 if pages is not None and scope.__class__ is not str:
                     scope = _checked_scope(self.paging, scope, action)
-                presenter = _presenter(action, dependencies)
+                presenter = action.presenter if action.presenter_dependency is None else \
+                    _presenter(action, dependencies)
                 if select is not None and presenter is not None and action.presenter_dependency is not None:
                     check_audience(action.label, select, presenter.wire_names)
                 kwargs.update(dependencies)

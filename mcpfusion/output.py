@@ -521,18 +521,11 @@ class Output:
             self._built = True
         return self._schema
 
-    @property
-    def trusted(self) -> tuple[Presenter, ...]:
-        """Presenters whose output is valid by construction against the derived schema."""
-        if self.explicit is not None:
-            return ()
-        return (self.firewall,) if self.firewall else self.presenters
-
     def check(self, response: ToolResponse, presenter: Presenter | None) -> ToolResponse:
         """Attach structuredContent to a successful response of a typed action, validated; raises on mismatch."""
         if response.is_error:
             return response
-        schema = self.schema
+        schema = self._schema if self._built else self.schema
         if schema is None:
             return response
         data = response.view.data
@@ -541,8 +534,10 @@ class Output:
             logger.error("%s: a typed action answered %s, not an object or a list", self.label, type(data).__name__)
             raise invalid_output(self.label)
         fits = (
+            # Its presenter's output is valid by construction against the schema derived from it.
             presenter is not None
-            and presenter in self.trusted
+            and self.explicit is None
+            and presenter in ((self.firewall,) if self.firewall else self.presenters)
             and not response.view.rewritten
             and (self.many is None or self.many == isinstance(data, list))
         )

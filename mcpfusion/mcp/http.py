@@ -100,6 +100,17 @@ def _served(endpoint: Callable[[Request], Coroutine[Any, Any, Response]]) -> Cal
     return app
 
 
+def _media_type_refusal(content_type: str | None) -> Response | None:
+    """The 415 for a POST whose Content-Type is not JSON, or JSON in a charset other than UTF-8."""
+    if not is_json_media_type(content_type):
+        return http_error(415, "Unsupported Media Type: send the JSON-RPC message as application/json")
+    charset = charset_not_utf8(content_type)
+    if charset is not None:
+        return http_error(415, "Unsupported Media Type: send the JSON-RPC message as UTF-8 "
+                               f"(charset={charset[:40]} is not read)")
+    return None
+
+
 def _is_modern_body(message: Any) -> bool:
     if not isinstance(message, dict):
         return False
@@ -204,12 +215,10 @@ class McpHttpTransport:
         if refusal is not None:
             return refusal
         content_type = header(request, b"content-type")
-        if not is_json_media_type(content_type):
-            return http_error(415, "Unsupported Media Type: send the JSON-RPC message as application/json")
-        charset = charset_not_utf8(content_type)
-        if charset is not None:
-            return http_error(415, "Unsupported Media Type: send the JSON-RPC message as UTF-8 "
-                                   f"(charset={charset[:40]} is not read)")
+        if content_type != "application/json":  # (what nearly every client sends: nothing to look into)
+            refusal = _media_type_refusal(content_type)
+            if refusal is not None:
+                return refusal
         encoding = header(request, b"content-encoding")
         if encoding is not None and not is_identity_encoding(encoding):
             return http_error(415, "Unsupported Media Type: send the body uncompressed (no Content-Encoding)")
