@@ -67,7 +67,7 @@ CHAINS = {
 CHAINS["data"] = CHAINS["mcp"]
 # Beside the chain (not nested in one another): what a layer's own share is made of.
 ASIDE = {
-    "mcp": ["mcpfusion.presenter:Presenter.present", "mcpfusion.mcp.wire:json_response",
+    "mcp": ["mcpfusion.presenter:Presenter.present", "mcpfusion.mcp.wire:JSONMessage.__init__",
             "mcpfusion.pagination:Paging.issue"],
     "plain": ["fastapi.dependencies.utils:solve_dependencies", "fastapi.routing:serialize_response"],
 }

@@ -154,6 +154,8 @@ def fingerprint(value: Any) -> str:
     """A short stable digest of JSON-able `value` (filters, caller scope): cursors carry digests only."""
     # A scope is mostly a string, filters mostly scalars: nothing to convert (jsonable would return the same).
     cls = value.__class__
+    if cls is dict and not value:  # no filters (a list's first call, mostly): `{}`'s digest
+        return _NO_FILTERS
     plain = cls is str or (cls is dict and all(v.__class__ in JSON_SCALARS for v in value.values()))
     raw = canonical_bytes(value if plain else jsonable(_ordered(value)))
     found = _PRINTS.get(raw)
@@ -190,6 +192,7 @@ def checked_ttl(ttl: Any) -> float:
 
 _PRINTS: dict[bytes, str] = {}  # small values' digests, by their canonical JSON
 _PRINTED_MAX = 256
+_NO_FILTERS = _b64(hashlib.blake2b(b"{}", digest_size=12).digest())  # `fingerprint({})`
 
 
 def authorization_scope(request: Request) -> str:
@@ -243,7 +246,7 @@ class Paging:
         # At least `_PAD_MIN` bytes, then whole steps of `_PAD` (JSON allows trailing blanks: read as it is).
         raw += b" " * (_PAD_MIN - len(raw) if len(raw) <= _PAD_MIN else -(len(raw) - _PAD_MIN) % _PAD)
         nonce = os.urandom(12)
-        cursor = _b64(nonce + self._aead().encrypt(nonce, raw, _CURSOR_AD))
+        cursor = _b64(nonce + (self._sealer or self._aead()).encrypt(nonce, raw, _CURSOR_AD))
         if len(cursor) > MAX_CURSOR_LENGTH:  # never issue a cursor the next call would refuse
             raise ToolError(INTERNAL_ERROR, f"{action} cannot page on: the position of its next page (its keyset "
                             "key) is too large to carry in a cursor.",
@@ -310,8 +313,16 @@ def _pageable(data: Any) -> bool:
 @functools.lru_cache(maxsize=1024)  # (the registered actions' names: a few, every page of every call)
 def _action_print(action: str) -> str:
     """What a cursor carries of its action's name: 48 bits of its digest (the cursor is sealed, so this only
-    tells one action's cursors from another's)."""
-    return fingerprint(action)[:8]
+    tells one action's cursors from another's), worked out once per action name."""
+    found = _ACTION_PRINTS.get(action)
+    if found is None:
+        if len(_ACTION_PRINTS) >= 4096:
+            _ACTION_PRINTS.clear()
+        found = _ACTION_PRINTS[action] = fingerprint(action)[:8]
+    return found
+
+
+_ACTION_PRINTS: dict[str, str] = {}
 
 
 def _loads(payload: bytes) -> dict[str, Any]:

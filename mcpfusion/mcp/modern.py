@@ -330,9 +330,6 @@ class HangupWatch:
             self._timer = loop.call_later(HANGUP_WATCH_AFTER, self._look)
         return hangup
 
-    def forget(self, hangup: Hangup) -> None:
-        self._young.pop(hangup, None)
-
     def _look(self) -> None:
         self._timer = None
         for hangup in [*self._young]:
@@ -373,7 +370,7 @@ class Hangup:
     def stop(self) -> None:
         """Stop watching (the answer is ready, or another part now watches the connection)."""
         if self._watcher is None:
-            self._owner.forget(self)
+            self._owner._young.pop(self, None)  # (not watched yet: its owner forgets it)
         else:
             self._watcher.cancel()
         task = self._task

@@ -18,7 +18,7 @@ from . import jsonrpc
 from .engine import Call, Engine
 from .jsonrpc import McpError, failure, is_overlong_id, is_valid_id, result
 from .settings import TransportSettings
-from .wire import error_response, json_response
+from .wire import JSONMessage, error_response
 
 
 def check_request_shape(message: Any) -> str | None:
@@ -98,4 +98,4 @@ class WirePipeline:
         """A reply as one JSON response."""
         err = reply.get("error")
         status = jsonrpc.http_status(err["code"]) if err is not None and self.status_for_errors else 200
-        return json_response(reply, status, headers)
+        return JSONMessage(reply, status, headers)  # (`json_response`'s own, a call less on every reply)
