@@ -158,6 +158,26 @@ def test_service_layers_times_each_layer_of_one_cell(action, kind, store, cold):
 
 
 @pytest.mark.timeout(300)
+def test_service_footprint_counts_the_functions_one_request_enters():
+    """One request per cell under `sys.setprofile`: each cell's distinct functions and calls, the MCP cell
+    listing its own path's functions (the transport's post, the registry's run) and the plain one FastAPI's."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "service_footprint.py"), "--actions", "revenue_summary", "--list"],
+        capture_output=True, text=True, timeout=280, cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.strip().splitlines()
+    rows = {line.split("|")[1].strip(): (int(line.split("|")[2]), int(line.split("|")[3]))
+            for line in lines if line.startswith("| revenue_summary")}
+    assert set(rows) == {"revenue_summary, mcp", "revenue_summary, plain"}, rows
+    assert all(0 < distinct <= calls for distinct, calls in rows.values()), rows
+    listed = "\n".join(lines)
+    assert "mcpfusion/mcp/http.py" in listed and " post" in listed and "mcpfusion/dispatch.py" in listed
+    assert "fastapi/routing.py" in listed
+    assert re.fullmatch(r"footprint_revenue_summary_mcp=\d+ footprint_revenue_summary_plain=\d+", lines[-1]), lines[-1]
+
+
+@pytest.mark.timeout(300)
 def test_cold_start_harness_builds_the_500_action_server_and_lists_it():
     run = subprocess.run([sys.executable, str(ROOT / "bench" / "cold_start.py"), "--runs", "1"],
                          capture_output=True, text=True, timeout=280, cwd=ROOT)
