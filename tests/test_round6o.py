@@ -143,7 +143,9 @@ async def test_a_delete_drops_what_was_kept_for_the_session(redis_server):
         assert f"k:resp:{rid}" in kept_hash(redis_server, sid)
         deleted = await http.delete(url, headers=session_headers(sid))
         assert deleted.status_code == 200, deleted.text
-        assert not kept_keys(redis_server)
+        # Nothing kept is left. (A round of running-call marks in flight may write the call's mark again
+        # meanwhile: it goes when the call, cancelled by the DELETE, ends.)
+        assert not [field for field in kept_hash(redis_server, sid) if field.startswith("k:")]
         gate.set()
         await asyncio.wait_for(running, HANG_GUARD)
     assert not kept_keys(redis_server)
