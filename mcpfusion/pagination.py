@@ -160,7 +160,7 @@ def fingerprint(value: Any) -> str:
     raw = canonical_bytes(value if plain else jsonable(_ordered(value)))
     found = _PRINTS.get(raw)
     if found is None:
-        found = _b64(hashlib.blake2b(raw, digest_size=12).digest())
+        found = _digest(raw)
         if len(raw) <= _PRINTED_MAX:  # a list's usual filters, over and over: digested once
             if len(_PRINTS) >= 4096:
                 _PRINTS.clear()
@@ -192,7 +192,13 @@ def checked_ttl(ttl: Any) -> float:
 
 _PRINTS: dict[bytes, str] = {}  # small values' digests, by their canonical JSON
 _PRINTED_MAX = 256
-_NO_FILTERS = _b64(hashlib.blake2b(b"{}", digest_size=12).digest())  # `fingerprint({})`
+
+
+def _digest(raw: bytes) -> str:
+    return _b64(hashlib.blake2b(raw, digest_size=12).digest())
+
+
+_NO_FILTERS = _digest(canonical_bytes({}))  # `fingerprint({})`
 
 
 def authorization_scope(request: Request) -> str:
@@ -313,16 +319,8 @@ def _pageable(data: Any) -> bool:
 @functools.lru_cache(maxsize=1024)  # (the registered actions' names: a few, every page of every call)
 def _action_print(action: str) -> str:
     """What a cursor carries of its action's name: 48 bits of its digest (the cursor is sealed, so this only
-    tells one action's cursors from another's), worked out once per action name."""
-    found = _ACTION_PRINTS.get(action)
-    if found is None:
-        if len(_ACTION_PRINTS) >= 4096:
-            _ACTION_PRINTS.clear()
-        found = _ACTION_PRINTS[action] = fingerprint(action)[:8]
-    return found
-
-
-_ACTION_PRINTS: dict[str, str] = {}
+    tells one action's cursors from another's)."""
+    return fingerprint(action)[:8]
 
 
 def _loads(payload: bytes) -> dict[str, Any]:
