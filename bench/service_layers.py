@@ -58,7 +58,7 @@ _OUTER = [  # every cell: the ASGI middleware and FastAPI's routing, outermost f
 # Each cell's own chain, outer to inner, then the store's call (`{store}`).
 CHAINS = {
     "mcp": [*_OUTER, "mcpfusion.mcp.http:McpHttpTransport.post", "mcpfusion.mcp.modern:ModernWire.post",
-            "mcpfusion.mcp.pipeline:WirePipeline.run", "mcpfusion.mcp.engine:Engine._dispatch",
+            "mcpfusion.mcp.pipeline:WirePipeline.run", "mcpfusion.mcp.engine:Engine.dispatch",
             "mcpfusion.app:FusionBackend.call_tool", "mcpfusion.dispatch:ToolRegistry.call",
             "mcpfusion.dispatch:ToolRegistry._call_action", "mcpfusion.dispatch:ToolRegistry._endpoint",
             "mcpfusion.dispatch:ToolRegistry._run", "{store}"],

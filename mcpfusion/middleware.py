@@ -72,6 +72,11 @@ _STDIO_SCOPE_KEY = "mcpfusion.trusted_headers"
 # `stop()` and `async resume(answered)`, as a `mcpfusion.pauses.Pause`.
 CLOSING_KEY = "mcpfusion.guards.closing"
 
+# `ActionCall.caller_key` of the principals that name their subject, by identity (each kept alive with its key,
+# so an id is never reused while it is a key): a rate-limited call reads it on every call.
+_NAMED_KEYS: dict[int, tuple[Any, str]] = {}
+_NAMED_KEYS_SIZE = 4096
+
 
 class GuardState:
     """What the guards of one app keep between calls (buckets, bulkheads, the signing key).
@@ -243,12 +248,22 @@ class ActionCall:
         One JSON array always (`caller_key_of`), so no name can pose as another: tenant "acme" with subject
         "x/y" is not tenant "acme/x" with subject "y", and a subject spelled like a credential digest
         ("token:...") or a client address is not the caller that digest or address stands for."""
-        principal = self.principal
+        principal = self.request.scope.get(AUTH_SCOPE_KEY)
+        known = _NAMED_KEYS.get(id(principal))
+        if known is not None and known[0] is principal:
+            return known[1]
         issuer = field_of(principal, ISSUER_NAMES)
         subject = subject_of(principal)
-        if subject is not None:
-            return caller_key_of(issuer, self.tenant, subject)
-        return caller_key_of(issuer, self.tenant, None, self._unnamed_id())  # (four parts: never a subject's)
+        if subject is None:
+            # (four parts: never a subject's)
+            return caller_key_of(issuer, tenant_of(principal), None, self._unnamed_id())
+        key = caller_key_of(issuer, tenant_of(principal), subject)
+        # A principal naming its subject keys the same caller on every call it authenticates (a token's claims
+        # are not changed once verified): its key is remembered by identity, the principal kept alive with it.
+        if len(_NAMED_KEYS) >= _NAMED_KEYS_SIZE:
+            _NAMED_KEYS.clear()
+        _NAMED_KEYS[id(principal)] = (principal, key)
+        return key
 
     @property
     def request_id(self) -> str:

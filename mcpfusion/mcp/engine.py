@@ -199,12 +199,14 @@ class Engine:
     # -- dispatch -------------------------------------------------------------------------------------
 
     async def handle(self, call: Call) -> dict[str, Any]:
+        """The result of one request, through the observer when there is one (a wire with no observer to go
+        through calls `dispatch` itself: one frame less per request)."""
         observer = self.observer
         if observer is not None:
-            return await observer.observe_request(call, self._dispatch)
-        return await self._dispatch(call)
+            return await observer.observe_request(call, self.dispatch)
+        return await self.dispatch(call)
 
-    async def _dispatch(self, call: Call) -> dict[str, Any]:
+    async def dispatch(self, call: Call) -> dict[str, Any]:
         allowed = MODERN_METHODS if call.modern else SESSION_METHODS
         handler = self._handlers.get(call.method) if call.method in allowed else None
         if handler is None:
@@ -276,14 +278,13 @@ class Engine:
             arguments = {}
         elif not isinstance(arguments, dict):
             raise McpError(jsonrpc.INVALID_PARAMS, "tools/call 'arguments' must be an object")
-        tools = self.tools
-        return await self._with_input(
-            call, name, lambda: tools.call_tool(name, arguments, call.request, self.make_context(call)))
+        return await self._with_input(call, name, self.tools.call_tool, name, arguments, call.request,
+                                      self.make_context(call))
 
     async def _with_input(
-        self, call: Call, name: str, run: Callable[[], Awaitable[dict[str, Any]]]
+        self, call: Call, name: str, run: Callable[..., Awaitable[dict[str, Any]]], *args: Any
     ) -> dict[str, Any]:
-        """Run user code (`run()`). A protocol error it raised through the context wins over its result; on
+        """Run user code (`run(*args)`). A protocol error it raised through the context wins over its result; on
         the 2026 wire, questions it could not get answered become an input-required result."""
         channel = call.channel
         inputs = channel if isinstance(channel, InputResponsesChannel) else None  # the 2026 wire's
@@ -297,9 +298,10 @@ class Engine:
                 raise McpError(jsonrpc.INVALID_PARAMS, "'inputResponses' must be an object")
             inputs.responses = {**previous, **(responses or {})}
             inputs.previous_state = state
-            attach_round(inputs, carried)  # the framework's own round data, next to the handler's state
+            if carried:  # the framework's own round data, next to the handler's state (else made on first use)
+                attach_round(inputs, carried)
         try:
-            result = await run()
+            result = await run(*args)
         except (InputRequired, McpError) as exc:
             # Raised by the context (not swallowed by the handler framework): the channel has it recorded.
             if isinstance(exc, McpError) and channel.failure is None:

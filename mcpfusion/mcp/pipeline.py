@@ -70,7 +70,9 @@ class WirePipeline:
         has not started, so an HTTPException can still become an HTTP status (see `jsonrpc.failure`); a
         callable is asked when the call fails (a streamed response may still be unstarted then)."""
         try:
-            reply = result(call.id, await self.finish(call, await self.engine.handle(call)))
+            engine = self.engine
+            value = await (engine.dispatch(call) if engine.observer is None else engine.handle(call))
+            reply = result(call.id, await self.finish(call, value))
         except McpError as exc:
             reply = exc.reply(call.id)
         except asyncio.CancelledError as cancelled:

@@ -60,8 +60,11 @@ def attach_round(channel: object, carried: dict[str, Any]) -> Round:
 
 
 def round_of(channel: object) -> Round | None:
-    """The `Round` of `channel`'s request (None off the 2026-07-28 wire: no rounds there)."""
+    """The `Round` of `channel`'s request (None off the 2026-07-28 wire: no rounds there). A request that
+    carried nothing from a previous round gets its empty one here, when something first asks for it."""
     found = getattr(channel, _ROUND, None)
+    if found is None and getattr(channel, "kind", None) == "modern":
+        return attach_round(channel, {})
     return found if isinstance(found, Round) else None
 
 
