@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import datetime
 import functools
 import re
 from collections.abc import Iterable, Sequence
@@ -176,11 +177,9 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
     """A markdown table."""
     body: Sequence[Sequence[Any]] = rows if rows.__class__ is builtins.list else [*rows]
     if len(body) <= 64 and headers.__class__ in _SIZED and headers:
-        # Tables sit on the hot path: a rectangular one is its layout (cached) filled with the cells, unless a
-        # cell holds a `|`, `<`, `&` or a line break of its own and needs escaping. Strings alone go into the
-        # gaps of the text between them (a list, joined: ~half what `%` costs per cell); other cells through
-        # `%s`, which writes `str()` of each (`_text`'s text but for a string subclass, None and a boolean,
-        # which the general path takes). A row of another width than the header's goes there too, to be refused.
+        # Tables sit on the hot path: a rectangular one is its layout (cached) with each cell's text in its gap,
+        # unless a cell's text holds a `|`, `<`, `&` or a line break of its own and needs escaping. A row of
+        # another width than the header's goes to the general path, to be refused.
         columns = len(headers)
         cells = [*headers]
         for row in body:
@@ -188,42 +187,19 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, title: str |
                 break
             cells += row
         else:
-            # Every cell a string (the usual table): joining them is the check, and their characters looked
-            # through at once for a `|`, `<`, `&` or line break. A subclass joins as its own characters, which is
-            # what the general path writes of it. A join that fails raises a TypeError, dearer than looking at a
-            # few cells' classes: a small table (a record's fields and values, often a number among them) is
-            # looked at first.
-            joined: str | None = None
-            if len(cells) > _LOOK_FIRST:
-                try:
-                    joined = "".join(cells)
-                except TypeError:
-                    joined = None
-            else:
-                for cell in cells:
-                    if cell.__class__ is not str:
-                        break
-                else:
-                    joined = "".join(cells)
-            if joined is not None:
-                # Any line break ends a row, not only `\n` (see `_one_line`).
-                if "|" not in joined and "<" not in joined and "&" not in joined and _one_line(joined):
-                    between = _layout(columns, len(body))[0]
-                    parts = [*between]  # the text between the cells, the cells in its gaps
-                    parts[1::2] = cells
-                    return _made("markdown", "".join(parts), title, width, priority)
-            else:
-                for cell in cells:
-                    if cell.__class__ is not str and (isinstance(cell, str) or cell is None or cell.__class__ is bool):
-                        break  # a string subclass (its `str()` may differ from its characters), None or a bool
-                else:
-                    _, layout, pipes, lines = _layout(columns, len(body))
-                    text = layout % tuple(cells)
-                    # No line break but the layout's own newlines: in ASCII text (known at once) the few other
-                    # kinds are looked for one by one (memchr), cheaper than splitting the whole table.
-                    if (text.count("|") == pipes and text.count("\n") == lines and "<" not in text and "&" not in text
-                            and (_no_other_break(text) if text.isascii() else len(text.splitlines()) == lines + 1)):
-                        return _made("markdown", text, title, width, priority)
+            # Every cell a string (the usual table): joining them is the check. Otherwise each cell's text is
+            # the one the general path writes (`_text`), and the text is joined again.
+            try:
+                joined = "".join(cells)
+            except TypeError:
+                cells = [cell if cell.__class__ is str else _cell_text(cell) for cell in cells]
+                joined = "".join(cells)
+            # Their characters looked through at once for a `|`, `<`, `&` or line break (any kind ends a row,
+            # not only `\n`: see `_one_line`).
+            if "|" not in joined and "<" not in joined and "&" not in joined and _one_line(joined):
+                parts = [*_layout(columns, len(body))]  # the text between the cells, the cells in its gaps
+                parts[1::2] = cells
+                return _made("markdown", "".join(parts), title, width, priority)
     head = [_text(h) for h in headers]
     if not head:
         raise ValueError("ui.table needs at least one column header")
@@ -252,7 +228,6 @@ def _no_other_break(text: str) -> bool:
 
 
 _SIZED = (builtins.list, tuple)  # rows and headers the fast path reads: lists and tuples, not iterators
-_LOOK_FIRST = 12  # cells up to which `table` looks at their classes rather than try joining them
 
 
 def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
@@ -261,14 +236,30 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _layout(width: int, height: int) -> tuple[tuple[str, ...], str, int, int]:
+def _layout(width: int, height: int) -> tuple[str, ...]:
     """A table of `width` columns and `height` rows: the text between its cells with a gap for each cell (at
-    the odd places), the text with a `%s` for each cell (its own characters are pipes, dashes,
-    spaces and newlines: nothing else `%` reads), and its pipes and newlines."""
+    the odd places)."""
     text = _table(["%s"] * width, [["%s"] * width] * height)
     between = [""] * (2 * width * (height + 1) + 1)
     between[::2] = text.split("%s")
-    return tuple(between), text, text.count("|"), text.count("\n")
+    return tuple(between)
+
+
+def _cell_text(value: Any) -> str:
+    """`_text(value)`, a date's remembered: a page of rows repeats a few dates, and writing one (`str`)
+    costs several times a lookup of it."""
+    if value.__class__ is _date:
+        found = _DATE_TEXTS.get(value)
+        if found is None:
+            if len(_DATE_TEXTS) >= 4096:
+                _DATE_TEXTS.clear()
+            found = _DATE_TEXTS[value] = value.isoformat()
+        return found
+    return _text(value)
+
+
+_date = datetime.date
+_DATE_TEXTS: dict[datetime.date, str] = {}
 
 
 def list(items: Iterable[Any], *, title: str | None = None,  # noqa: A001 - mirrors ui.list of the spec

@@ -47,3 +47,40 @@ def test_stored_text_cannot_close_a_block_or_open_a_wire_tag():
     summary = ui.summary(f"Invoice for {forged.upper()}").render()
     assert summary.count("</ui_passthrough") == summary.lower().count("</ui_passthrough") == 1
     assert "&lt;/UI_PASSTHROUGH" in summary
+
+
+def _general_table(headers, rows):
+    """What `ui.table` writes on its general path (each cell's `_text`, escaped): the fast path's reference."""
+    head = [ui.table_cell(ui._text(h)) for h in headers]
+    return ui._table(head, [[ui.table_cell(ui._text(c)) for c in row] for row in rows])
+
+
+class _Label(str):
+    def __str__(self) -> str:
+        return "not its characters"
+
+
+def test_a_table_of_mixed_cells_is_written_as_the_general_path_writes_it():
+    import datetime as dt
+    from decimal import Decimal
+    from enum import IntEnum
+
+    class Level(IntEnum):
+        LOW = 1
+
+    day = dt.date(2026, 12, 3)
+    cells = ["text", 7, 2.5, day, dt.datetime(2026, 12, 3, 9, 30), None, True, False, Decimal("1.10"),
+             _Label("own"), Level.LOW, -0.0, 10**20, dt.date(2026, 1, 31)]
+    rows = [cells[i:i + 2] for i in range(0, len(cells), 2)]
+    headers = ["A", 1]
+    block = ui.table(headers, rows)
+    assert block.content == _general_table(headers, rows)
+    assert "| 2.5 | 2026-12-03 |" in block.content and "| 1.10 | own |" in block.content
+    assert "| 2026-12-03 09:30:00 |  |" in block.content and "| true | false |" in block.content
+    # The same date again (remembered) and a cell that needs escaping among non-strings (the general path's).
+    again = ui.table(["d", "n"], [[day, 1], [dt.date(2026, 12, 3), "a|b"]])
+    assert again.content == _general_table(["d", "n"], [[day, 1], [dt.date(2026, 12, 3), "a|b"]])
+    assert "a\\|b" in again.content
+    # A line break in a number's neighbour still goes the general way: one row per row.
+    broken = ui.table(["d", "n"], [[day, "x\ny"]])
+    assert broken.content == _general_table(["d", "n"], [[day, "x\ny"]]) and broken.content.count("\n") == 2
