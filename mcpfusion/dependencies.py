@@ -495,10 +495,17 @@ class Plan:
         self.names = names  # the top level's values: (name, step or -1)
 
     async def run(self, request: Request) -> dict[str, Any]:
+        # Loops, not comprehensions: a few values each, and a comprehension is a function call of its own.
         done: list[Any] = []
         for call, needs in self.steps:
-            done.append(await call(**{name: request if at < 0 else done[at] for name, at in needs}))
-        return {name: request if at < 0 else done[at] for name, at in self.names}
+            given: dict[str, Any] = {}
+            for name, at in needs:
+                given[name] = request if at < 0 else done[at]
+            done.append(await call(**given))
+        values: dict[str, Any] = {}
+        for name, at in self.names:
+            values[name] = request if at < 0 else done[at]
+        return values
 
 
 def _plain_node(node: Dependant) -> bool:

@@ -163,7 +163,9 @@ class ToolResponse:
 
     def to_mcp(self) -> dict[str, Any]:
         """The MCP `CallToolResult` as a plain dict."""
-        blocks = [{"type": "text", "text": t} for t in self.texts]
+        blocks = []
+        for text in self.texts:  # (a loop: a comprehension is one more function call per answer)
+            blocks.append({"type": "text", "text": text})
         if self.content:
             blocks += [item.to_mcp() for item in self.content]
         result: dict[str, Any] = {"content": blocks, "isError": self.is_error}

@@ -144,7 +144,7 @@ class Engine:
         self._tools_cache: OrderedDict[Hashable, tuple[list[dict[str, Any]], dict[str, Any]]] = OrderedDict()
         # Whether any tool declares `x-mcp-header` in the whole listing (None: not known yet). Every caller's
         # view is a part of it: without any, a call has no header to check and no view to look up.
-        self._any_header: bool | None = None
+        self.any_header: bool | None = None
         self.max_subscriptions = max_subscriptions
         self.max_uri_length = max_uri_length
         self._handlers: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
@@ -179,7 +179,7 @@ class Engine:
     def invalidate_tools(self) -> None:
         """Forget the precomputed `tools/list` (call after adding or removing tools)."""
         self._tools_cache.clear()
-        self._any_header = None
+        self.any_header = None
 
     def initialize_result(self, protocol_version: str) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -257,9 +257,9 @@ class Engine:
     def header_schema(self, name: Any, request: Request | None = None) -> Any:
         """Input schema of tool `name` (as the caller of `request` sees it) if it declares `x-mcp-header`
         anywhere (else None: nothing to check)."""
-        any_header = self._any_header
+        any_header = self.any_header
         if any_header is None:
-            any_header = self._any_header = bool(self._listing(None)[1])
+            any_header = self.any_header = bool(self._listing(None)[1])
         if not any_header or not isinstance(name, str):
             return None
         return self._listing(request)[1].get(name)

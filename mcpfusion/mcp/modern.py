@@ -426,7 +426,9 @@ class ModernWire(WirePipeline):
             verdict = _every_problem(message, headers, verdict)
             return error_response(msg_id, verdict.code, verdict.message, verdict.data)
         version, info, caps = verdict
-        if method == "tools/call" and not request.scope.get(TRUSTED_HEADERS_KEY):
+        # (`any_header` False: no tool declares one, nothing to look up; None: not known yet)
+        if method == "tools/call" and self.engine.any_header is not False and \
+                not request.scope.get(TRUSTED_HEADERS_KEY):
             schema = self.engine.header_schema(params.get("name"), request)
             if schema is not None:
                 arguments = params.get("arguments")
