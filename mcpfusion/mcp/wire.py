@@ -43,7 +43,11 @@ def event_source(events: AsyncIterable[Any], headers: dict[str, str], ping: floa
 def header(request: Request, name: bytes) -> str | None:
     """One request header by lower-case byte name. Starlette's `Headers.get` scans and decodes the whole
     list on every lookup; the hot path does several, so the raw list is turned into a dict once."""
-    value = _table(request.scope).get(name)
+    scope = request.scope
+    table = scope.get(_HEADERS_KEY)
+    if table is None:
+        table = _table(scope)
+    value = table.get(name)
     return None if value is None else value.decode("latin-1")
 
 
@@ -87,10 +91,13 @@ def any_repeated(request: Request) -> bool:
 
 def _table(scope: MutableMapping[str, Any]) -> dict[bytes, bytes]:
     """The request's headers as a dict, made once per request (a repeated name keeps its last value)."""
-    table: dict[bytes, bytes] | None = scope.get("mcpfusion.headers")
+    table: dict[bytes, bytes] | None = scope.get(_HEADERS_KEY)
     if table is None:
-        table = scope["mcpfusion.headers"] = dict(scope["headers"])
+        table = scope[_HEADERS_KEY] = dict(scope["headers"])
     return table
+
+
+_HEADERS_KEY = "mcpfusion.headers"  # the scope's key of the request's headers as a dict (`_table`)
 
 
 class JSONMessage(Response):
