@@ -5,15 +5,19 @@ Each tree (a git revision of this repository, exported to a temporary directory,
 its own bare FastAPI route replaying that tree's 2026-07-28 response bytes. Rounds are interleaved over every
 cell and the best round counts, so load from elsewhere slows every tree alike. Each tree's figure is its
 req/CPU-s at 2026-07-28 and its ratio to its own bare route (the `ratio_vs_bare_fastapi` of
-`mcp_throughput.py`); the last line gives each tree's figures over the first tree's.
+`mcp_throughput.py`); the last line gives each tree's figures over the first tree's. With `--traced`, each tree
+also serves its server with tracing on (`mcp_throughput.py`'s "tracing alone, all recorded") and its tracing
+on/off ratio is given, of the best rounds and as the median of the rounds' own ratios (`tracing_on_off` and
+`tracing_on_off_paired` of `mcp_throughput.py`, tree against tree in the same rounds).
 
-Run: `python bench/wrk_ab.py 0fa9772 HEAD [--rounds 5] [--duration 5] [--wire 2026-07-28]`.
+Run: `python bench/wrk_ab.py 0fa9772 HEAD [--rounds 5] [--duration 5] [--wire 2026-07-28] [--traced]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,6 +31,7 @@ from harness import export_tree  # noqa: E402
 from mcp_throughput import (  # noqa: E402
     LEGACY,
     MODERN,
+    TRACED,
     Server,
     Target,
     Uvicorn,
@@ -68,9 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--wire", choices=[MODERN, LEGACY], default=MODERN)
+    parser.add_argument("--traced", action="store_true", help="each tree's server with tracing on, too")
     args = parser.parse_args(argv)
 
-    cells: list[tuple[str, str, Target]] = []  # (tree label, "mcp" | "bare", target)
+    cells: list[tuple[str, str, Target]] = []  # (tree label, "mcp" | "bare" | "traced", target)
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         for rev in args.trees:
             tree = export_tree(rev, Path(tmp))
@@ -86,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
             bare_script = lua_script(call_body(MODERN), call_headers(MODERN))
             cells.append((rev, "bare", Target(Server(f"{rev}-bare", f"{rev} bare", "", mcp=False), MODERN, bare,
                                               bare_script, [])))
+            if args.traced:
+                traced = stack.enter_context(TreeServer(tree, "mcpfusion_server:app", dict(TRACED.env)))
+                check_call(traced.base, MODERN, None)
+                cells.append((rev, "traced", Target(Server(f"{rev}-traced", f"{rev} traced", ""), MODERN, traced,
+                                                    lua_script(call_body(MODERN), call_headers(MODERN)), [])))
         for _, _, target in cells:
             measure(target, args.warmup, args, "warm-up")
         for round_ in range(args.rounds):
@@ -105,6 +116,14 @@ def main(argv: list[str] | None = None) -> int:
         bare_rounds = ", ".join(f"{r.per_cpu:,.0f}" for r in bare.rounds)
         print(f"| {rev:<12} | mcp {mcp.best_per_cpu:>8,.0f} | bare {bare.best_per_cpu:>8,.0f} | "
               f"mcp/bare {figures[rev][1]:.3f} | rounds mcp: {rounds}; bare: {bare_rounds}")
+        traced = next((t for r, kind, t in cells if r == rev and kind == "traced"), None)
+        if traced is not None:
+            paired = statistics.median(t.per_cpu / m.per_cpu for t, m in zip(traced.rounds, mcp.rounds, strict=True))
+            print(f"| {rev:<12} | traced {traced.best_per_cpu:>8,.0f} | tracing on/off "
+                  f"{traced.best_per_cpu / mcp.best_per_cpu:.3f} (paired {paired:.3f}) | rounds traced: "
+                  + ", ".join(f"{r.per_cpu:,.0f}" for r in traced.rounds))
+            print(f"{rev}_tracing_on_off={traced.best_per_cpu / mcp.best_per_cpu:.3f} "
+                  f"{rev}_tracing_on_off_paired={paired:.3f}")
     first = args.trees[0]
     print(" ".join(f"{rev}_vs_{first}_req_per_cpu={figures[rev][0] / figures[first][0]:.3f} "
                    f"{rev}_ratio_vs_bare={figures[rev][1]:.3f}" for rev in args.trees))
