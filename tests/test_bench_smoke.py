@@ -262,3 +262,23 @@ def test_service_callgrind_harness_counts_instructions_per_call():
                          r"revenue_summary_plain_instructions=(\d+)", lines[-1])
     assert match, lines[-1]
     assert abs(float(match[1]) - (counts["mcp"] / counts["plain"] - 1)) < 0.001
+
+
+@pytest.mark.timeout(300)
+def test_wrk_ab_prices_tracing_per_tree():
+    """`wrk_ab.py --traced`: each tree's server traced as well, and its tracing on/off ratio printed (here the
+    working tree, a directory as a git revision would be exported)."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "wrk_ab.py"), str(ROOT), "--traced", "--rounds", "1", "--duration", "1",
+         "--warmup", "0", "--connections", "4"],
+        capture_output=True, text=True, timeout=280, cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.strip().splitlines()
+    label = re.escape(str(ROOT))
+    traced = next(line for line in lines if line.startswith("| ") and "| traced " in line)
+    assert re.fullmatch(rf"\| {label} +\| traced +[\d,]+ \| tracing on/off \d\.\d{{3}} \(paired \d\.\d{{3}}\) \| "
+                        r"rounds traced: [\d,]+", traced), traced
+    assert re.fullmatch(rf"{label}_tracing_on_off=\d\.\d{{3}} {label}_tracing_on_off_paired=\d\.\d{{3}}",
+                        lines[-2]), lines[-2]
+    assert re.fullmatch(rf"{label}_vs_{label}_req_per_cpu=1\.000 {label}_ratio_vs_bare=\d\.\d{{3}}", lines[-1]), lines[-1]
