@@ -326,7 +326,7 @@ class Telemetry:
         tracing = self._tracing
         span: Any = None
         if tracing is not None:
-            # `run` is the engine's own dispatch (`Engine.handle`): the engine that knows what is registered.
+            # `run` is the engine's own dispatch (`Engine.dispatch`): the engine that knows what is registered.
             name, attributes = self._request_span(call, getattr(run, "__self__", None))
             span, token = tracing.request(name, attributes, self._parent(call), self._server)
         elif not self.metrics:

@@ -207,6 +207,8 @@ class Engine:
         return await self.dispatch(call)
 
     async def dispatch(self, call: Call) -> dict[str, Any]:
+        """The result of one request from its method's handler (its params checked first), stamped as the
+        2026-07-28 wire wants it; an `McpError` for a method this wire does not serve."""
         allowed = MODERN_METHODS if call.modern else SESSION_METHODS
         handler = self._handlers.get(call.method) if call.method in allowed else None
         if handler is None:
