@@ -724,7 +724,9 @@ def cmd_docs(args: argparse.Namespace) -> int:
     _, fusion = load(args.app, args.app_dir, server=args.server)
     status(f"writing the tool documentation of {visible_name(fusion.name)} to {args.out}")
     try:
-        files = export_site(fusion, args.out, base_url=args.base_url)
+        files = export_site(fusion, args.out, base_url=args.base_url, overwrite=args.force)
+    except FileExistsError as exc:  # a folder's own files of the site's names
+        raise CliError(f"{exc}. Choose another --out folder, or pass --force to overwrite them.") from None
     except OSError as exc:  # not a folder, not writable...
         raise CliError(f"cannot write the site to {args.out}: {exc.strerror or exc}") from None
     except ValueError as exc:  # a --base-url that is no http(s) URL
@@ -855,6 +857,8 @@ def parser() -> argparse.ArgumentParser:
                    help="confirm an action that asks for the user's confirmation (confirm=True) in this call")
     p = with_app("docs", "export the tool documentation as a static site")
     p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite files of the site's names that no docs export wrote (a folder's own index.html)")
     p.add_argument("--base-url", default="http://127.0.0.1:8000",
                    help="server the curl examples, try-it forms and the page's security policy aim at "
                         "(default: %(default)s)")
