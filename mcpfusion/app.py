@@ -356,10 +356,8 @@ class FusionBackend:
             registry = self.fusion.registry
             return await raw.call_through(registry.middleware, arguments, request, context, registry.guards)
         request.scope[CONTEXT_SCOPE_KEY] = context  # where the core's dependency resolution finds it
-        fusion = self.fusion
-        registry = fusion._registry or fusion.registry  # (the property only until it is made: a call less)
         try:
-            response = await registry.call(name, arguments, request)
+            response = await self.fusion.registry.call(name, arguments, request)
         except UnknownToolError as exc:
             available = sorted({*exc.available, *self.fusion.raw_tools})
             message = f"Unknown tool: {exc.name}. Available tools: {', '.join(available) or 'none'}."

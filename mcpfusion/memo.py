@@ -1,5 +1,5 @@
 """Values remembered per object, by identity: for what is worked out once per annotation, dependant or other
-long-lived declaration object."""
+long-lived declaration object (or per authenticated principal, which a caller's every call shares)."""
 
 from __future__ import annotations
 

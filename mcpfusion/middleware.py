@@ -54,6 +54,7 @@ from .identity import (  # (no JWT loaded)
     tenant_of,
     unnamed_identity_of,
 )
+from .memo import by_identity
 from .response import ToolResponse
 from .spent import MemorySpent, Spent
 
@@ -72,10 +73,16 @@ _STDIO_SCOPE_KEY = "mcpfusion.trusted_headers"
 # `stop()` and `async resume(answered)`, as a `mcpfusion.pauses.Pause`.
 CLOSING_KEY = "mcpfusion.guards.closing"
 
-# `ActionCall.caller_key` of the principals that name their subject, by identity (each kept alive with its key,
-# so an id is never reused while it is a key): a rate-limited call reads it on every call.
-_NAMED_KEYS: dict[int, tuple[Any, str]] = {}
-_NAMED_KEYS_SIZE = 4096
+
+@by_identity
+def _named_key(principal: Any) -> str | None:
+    """`ActionCall.caller_key` of a principal naming its subject (None: it names none, and its key depends on
+    the request). The same caller on every call it authenticates (a token's claims are not changed once
+    verified): remembered by identity, as a rate-limited call reads it on every call."""
+    subject = subject_of(principal)
+    if subject is None:
+        return None
+    return caller_key_of(field_of(principal, ISSUER_NAMES), tenant_of(principal), subject)
 
 
 class GuardState:
@@ -249,21 +256,11 @@ class ActionCall:
         "x/y" is not tenant "acme/x" with subject "y", and a subject spelled like a credential digest
         ("token:...") or a client address is not the caller that digest or address stands for."""
         principal = self.request.scope.get(AUTH_SCOPE_KEY)
-        known = _NAMED_KEYS.get(id(principal))
-        if known is not None and known[0] is principal:
-            return known[1]
-        issuer = field_of(principal, ISSUER_NAMES)
-        subject = subject_of(principal)
-        if subject is None:
-            # (four parts: never a subject's)
-            return caller_key_of(issuer, tenant_of(principal), None, self._unnamed_id())
-        key = caller_key_of(issuer, tenant_of(principal), subject)
-        # A principal naming its subject keys the same caller on every call it authenticates (a token's claims
-        # are not changed once verified): its key is remembered by identity, the principal kept alive with it.
-        if len(_NAMED_KEYS) >= _NAMED_KEYS_SIZE:
-            _NAMED_KEYS.clear()
-        _NAMED_KEYS[id(principal)] = (principal, key)
-        return key
+        named = _named_key(principal)
+        if named is not None:
+            return named
+        # (four parts: never a subject's)
+        return caller_key_of(field_of(principal, ISSUER_NAMES), tenant_of(principal), None, self._unnamed_id())
 
     @property
     def request_id(self) -> str:

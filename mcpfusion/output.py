@@ -529,7 +529,7 @@ class Output:
         if schema is None:
             return response
         data = response.view.data
-        structured = {ITEMS: data} if isinstance(data, list) else data  # (`wrap`, inline: the hot path)
+        structured = wrap(data)
         if not isinstance(structured, dict):
             logger.error("%s: a typed action answered %s, not an object or a list", self.label, type(data).__name__)
             raise invalid_output(self.label)
